@@ -1,0 +1,70 @@
+# One entry point for people and CI. `make demo` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+EMULATOR ?= ministack
+export AWS_ENDPOINT_URL ?= http://127.0.0.1:4566
+export AWS_DEFAULT_REGION ?= us-east-1
+export AWS_ACCESS_KEY_ID ?= test
+export AWS_SECRET_ACCESS_KEY ?= test
+export EMULATOR
+TOOLS := $(BIN)/python -m leaderboard_tools
+STAMP := $(VENV)/.installed
+
+.PHONY: help venv build up down demo test test-unit test-acceptance lint fmt clean
+
+help:
+	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
+	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
+	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
+	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
+	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
+	$(BIN)/python -m pip install --quiet -e '.[emulator,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+build: $(STAMP)
+	$(BIN)/python build.py
+
+up: $(STAMP)
+	$(TOOLS) up --emulator $(EMULATOR)
+
+down: $(STAMP)
+	$(TOOLS) down
+
+demo: build up
+	$(TOOLS) demo
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+test-acceptance: build up
+	$(BIN)/python -m pytest tests/acceptance
+
+# The README's test command. Stops the emulator only if this run started it.
+test: build $(STAMP)
+	@started=$$($(TOOLS) up --emulator $(EMULATOR)); echo "$$started"; \
+	$(BIN)/python -m pytest tests/unit tests/acceptance; status=$$?; \
+	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	terraform fmt -check -recursive terraform
+	$(BIN)/python -m leaderboard_tools.terraform_checks
+
+fmt: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+	terraform fmt -recursive terraform
+
+clean:
+	rm -rf dist build .pytest_cache .ruff_cache

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Build the Lambda zips in dist/ byte-for-byte reproducibly.
+
+Each function folder under lambda_src/ holds its own modules and a requirements.txt that
+pins every dependency; nothing else of the repository goes into a zip. Entries are sorted,
+timestamps and permissions fixed, and stored uncompressed so that a different zlib on
+another machine cannot change a byte: the same sources give the same sha256, and
+`terraform plan` stays empty after a rebuild.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+SOURCES = ROOT / "lambda_src"
+FUNCTIONS = ("aggregator", "query")
+FIXED_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
+LAMBDA_PLATFORM = ["--platform", "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.12"]
+EXCLUDED_PARTS = {"__pycache__", "bin", "tests"}
+
+
+def install_requirements(requirements: Path, target: Path) -> None:
+    """Install the pinned wheels for the Lambda runtime, whatever Python runs the build."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--only-binary=:all:",
+         *LAMBDA_PLATFORM, "--target", str(target), "--requirement", str(requirements)],
+        check=True,
+    )
+
+
+def staged_files(stage: Path) -> list[Path]:
+    files = [path for path in stage.rglob("*") if path.is_file()]
+    kept = [path for path in files if not EXCLUDED_PARTS.intersection(path.relative_to(stage).parts)]
+    return sorted((path for path in kept if path.suffix != ".pyc"), key=lambda path: path.relative_to(stage).as_posix())
+
+
+def write_zip(stage: Path, artifact: Path) -> None:
+    artifact.parent.mkdir(parents=True, exist_ok=True)
+    partial = artifact.with_suffix(".zip.partial")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
+        for path in staged_files(stage):
+            info = zipfile.ZipInfo(path.relative_to(stage).as_posix(), date_time=FIXED_TIMESTAMP)
+            info.create_system = 3
+            info.external_attr = 0o100644 << 16
+            archive.writestr(info, path.read_bytes())
+    partial.replace(artifact)
+
+
+def build_function(name: str, output_dir: Path) -> Path:
+    source = SOURCES / name
+    with tempfile.TemporaryDirectory(prefix=f"build-{name}-") as temporary:
+        stage = Path(temporary)
+        requirements = source / "requirements.txt"
+        if requirements.exists():
+            install_requirements(requirements, stage)
+        for module in sorted(source.glob("*.py")):
+            shutil.copyfile(module, stage / module.name)
+        artifact = output_dir / f"{name}.zip"
+        write_zip(stage, artifact)
+    return artifact
+
+
+def describe(artifact: Path) -> str:
+    digest = hashlib.sha256(artifact.read_bytes()).digest()
+    return (
+        f"{artifact.relative_to(ROOT) if artifact.is_relative_to(ROOT) else artifact}  "
+        f"{artifact.stat().st_size} bytes  sha256 {digest.hex()}  (base64 {base64.b64encode(digest).decode()})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "dist")
+    parser.add_argument("functions", nargs="*", metavar="FUNCTION", help=f"any of {', '.join(FUNCTIONS)} (default: all)")
+    arguments = parser.parse_args(argv)
+    unknown = set(arguments.functions) - set(FUNCTIONS)
+    if unknown:
+        parser.error(f"unknown function(s): {', '.join(sorted(unknown))}")
+    for name in arguments.functions or FUNCTIONS:
+        print(describe(build_function(name, arguments.output_dir.resolve())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+from leaderboard_tools.cli import main
+
+raise SystemExit(main())

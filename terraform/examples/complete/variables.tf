@@ -1,0 +1,41 @@
+variable "name" {
+  description = "Prefix of every resource name."
+  type        = string
+  default     = "leaderboard-demo"
+}
+
+variable "region" {
+  description = "AWS region."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "aws_endpoint_url" {
+  description = "A LocalStack-compatible endpoint (for example http://127.0.0.1:4566); empty for real AWS."
+  type        = string
+  default     = ""
+}
+
+variable "batch_size" {
+  description = "Most stream records per aggregator invocation."
+  type        = number
+  default     = 100
+}
+
+variable "test_fault_injection_rate" {
+  description = "TEST ONLY: share of aggregator invocations that fail on purpose (inert on AWS)."
+  type        = number
+  default     = 0
+}
+
+variable "maximum_retry_attempts" {
+  description = "Retries of a failing batch before it goes to the failure queue."
+  type        = number
+  default     = 10
+}
+
+variable "tags" {
+  description = "Tags of every resource."
+  type        = map(string)
+  default     = { Project = "dynamodb-materialized-aggregation", Example = "complete" }
+}

@@ -1,0 +1,122 @@
+data "aws_iam_policy_document" "lambda_assume_role" {
+  statement {
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+################################################################################
+# Aggregator: read this stream, update this table, send to this queue. Nothing else.
+################################################################################
+
+resource "aws_iam_role" "aggregator" {
+  name               = local.aggregator_name
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "aggregator" {
+  statement {
+    sid       = "ReadTheStream"
+    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+    resources = [aws_dynamodb_table.this.stream_arn]
+  }
+
+  statement {
+    sid       = "UpdateAggregates"
+    actions   = ["dynamodb:UpdateItem", "dynamodb:GetItem"]
+    resources = [aws_dynamodb_table.this.arn]
+  }
+
+  statement {
+    sid       = "ReportFailures"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.failures.arn]
+  }
+
+  statement {
+    sid       = "WriteOwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.aggregator.arn}:*"]
+  }
+
+  dynamic "statement" {
+    for_each = var.tracing_mode == "Active" ? [1] : []
+
+    content {
+      sid       = "WriteTraces"
+      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+      resources = ["*"] # X-Ray has no resource-level permissions for these actions.
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.kms_key_arn == null ? [] : [var.kms_key_arn]
+
+    content {
+      sid       = "UseTheCustomerKey"
+      actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
+      resources = [statement.value]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "aggregator" {
+  name   = "least-privilege"
+  role   = aws_iam_role.aggregator.id
+  policy = data.aws_iam_policy_document.aggregator.json
+}
+
+################################################################################
+# Query: Query on the leaderboard index only.
+################################################################################
+
+resource "aws_iam_role" "query" {
+  name               = local.query_name
+  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "query" {
+  statement {
+    sid       = "QueryTheLeaderboard"
+    actions   = ["dynamodb:Query"]
+    resources = [local.leaderboard_index_arn]
+  }
+
+  statement {
+    sid       = "WriteOwnLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.query.arn}:*"]
+  }
+
+  dynamic "statement" {
+    for_each = var.tracing_mode == "Active" ? [1] : []
+
+    content {
+      sid       = "WriteTraces"
+      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+      resources = ["*"] # X-Ray has no resource-level permissions for these actions.
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.kms_key_arn == null ? [] : [var.kms_key_arn]
+
+    content {
+      sid       = "UseTheCustomerKey"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "query" {
+  name   = "least-privilege"
+  role   = aws_iam_role.query.id
+  policy = data.aws_iam_policy_document.query.json
+}

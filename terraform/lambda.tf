@@ -1,0 +1,122 @@
+################################################################################
+# Aggregator
+################################################################################
+
+resource "aws_cloudwatch_log_group" "aggregator" {
+  name              = "/aws/lambda/${local.aggregator_name}"
+  retention_in_days = var.log_retention_in_days
+  kms_key_id        = var.kms_key_arn
+  tags              = var.tags
+}
+
+resource "aws_lambda_function" "aggregator" {
+  function_name           = local.aggregator_name
+  description             = "Counts new downloads from the stream of ${local.table_name} into monthly aggregates, exactly once."
+  role                    = aws_iam_role.aggregator.arn
+  runtime                 = var.lambda_runtime
+  handler                 = "aggregator.lambda_handler"
+  filename                = local.aggregator_package
+  source_code_hash        = filebase64sha256(local.aggregator_package)
+  memory_size             = var.aggregator_memory_size
+  timeout                 = var.aggregator_timeout
+  kms_key_arn             = var.kms_key_arn
+  code_signing_config_arn = var.code_signing_config_arn
+
+  environment {
+    variables = {
+      TABLE_NAME                   = aws_dynamodb_table.this.name
+      ENTITY_ATTRIBUTE             = var.entity_attribute_name
+      SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
+      TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
+      PERIOD_ATTRIBUTE             = var.period_attribute_name
+      COUNT_ATTRIBUTE              = var.count_attribute_name
+      QUARANTINE_QUEUE_URL         = aws_sqs_queue.failures.url
+      WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
+      DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)
+      TEST_FAULT_INJECTION_RATE    = tostring(var.test_fault_injection_rate)
+      POWERTOOLS_SERVICE_NAME      = local.aggregator_name
+      POWERTOOLS_METRICS_NAMESPACE = "MaterializedAggregation"
+    }
+  }
+
+  tracing_config {
+    mode = var.tracing_mode
+  }
+
+  tags = var.tags
+
+  depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy.aggregator]
+}
+
+resource "aws_lambda_event_source_mapping" "aggregator" {
+  event_source_arn                   = aws_dynamodb_table.this.stream_arn
+  function_name                      = aws_lambda_function.aggregator.arn
+  starting_position                  = var.starting_position
+  batch_size                         = var.batch_size
+  maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
+  maximum_retry_attempts             = var.maximum_retry_attempts
+  maximum_record_age_in_seconds      = var.maximum_record_age_in_seconds
+  bisect_batch_on_function_error     = true
+  parallelization_factor             = var.parallelization_factor
+  function_response_types            = ["ReportBatchItemFailures"]
+
+  filter_criteria {
+    filter {
+      pattern = local.new_raw_event_filter
+    }
+  }
+
+  destination_config {
+    on_failure {
+      destination_arn = aws_sqs_queue.failures.arn
+    }
+  }
+
+  depends_on = [aws_iam_role_policy.aggregator]
+}
+
+################################################################################
+# Query
+################################################################################
+
+resource "aws_cloudwatch_log_group" "query" {
+  name              = "/aws/lambda/${local.query_name}"
+  retention_in_days = var.log_retention_in_days
+  kms_key_id        = var.kms_key_arn
+  tags              = var.tags
+}
+
+resource "aws_lambda_function" "query" {
+  function_name                  = local.query_name
+  description                    = "Serves the monthly leaderboards of ${local.table_name} from its sparse index."
+  role                           = aws_iam_role.query.arn
+  runtime                        = var.lambda_runtime
+  handler                        = "query.lambda_handler"
+  filename                       = local.query_package
+  source_code_hash               = filebase64sha256(local.query_package)
+  memory_size                    = var.query_memory_size
+  timeout                        = var.query_timeout
+  kms_key_arn                    = var.kms_key_arn
+  code_signing_config_arn        = var.code_signing_config_arn
+  reserved_concurrent_executions = var.reserved_concurrent_executions
+
+  environment {
+    variables = {
+      TABLE_NAME              = aws_dynamodb_table.this.name
+      INDEX_NAME              = var.leaderboard_index_name
+      ENTITY_ATTRIBUTE        = var.entity_attribute_name
+      SORT_KEY_ATTRIBUTE      = var.sort_key_attribute_name
+      PERIOD_ATTRIBUTE        = var.period_attribute_name
+      COUNT_ATTRIBUTE         = var.count_attribute_name
+      POWERTOOLS_SERVICE_NAME = local.query_name
+    }
+  }
+
+  tracing_config {
+    mode = var.tracing_mode
+  }
+
+  tags = var.tags
+
+  depends_on = [aws_cloudwatch_log_group.query, aws_iam_role_policy.query]
+}

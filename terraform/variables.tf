@@ -1,0 +1,344 @@
+################################################################################
+# Naming and tags
+################################################################################
+
+variable "name" {
+  description = "Prefix of every resource name (table, functions, roles, queue, log groups). Letters, digits, '-' and '_', at most 40 characters."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{1,40}$", var.name))
+    error_message = "name must be 1-40 characters of letters, digits, '-' or '_'."
+  }
+}
+
+variable "tags" {
+  description = "Tags applied to every taggable resource."
+  type        = map(string)
+  default     = {}
+}
+
+################################################################################
+# Table
+################################################################################
+
+variable "billing_mode" {
+  description = "PAY_PER_REQUEST (on-demand) or PROVISIONED. With PROVISIONED, set the four capacity variables."
+  type        = string
+  default     = "PAY_PER_REQUEST"
+
+  validation {
+    condition     = contains(["PAY_PER_REQUEST", "PROVISIONED"], var.billing_mode)
+    error_message = "billing_mode must be PAY_PER_REQUEST or PROVISIONED."
+  }
+}
+
+variable "table_read_capacity" {
+  description = "Read capacity units of the table; required when billing_mode is PROVISIONED."
+  type        = number
+  default     = null
+}
+
+variable "table_write_capacity" {
+  description = "Write capacity units of the table; required when billing_mode is PROVISIONED."
+  type        = number
+  default     = null
+}
+
+variable "index_read_capacity" {
+  description = "Read capacity units of the leaderboard index; required when billing_mode is PROVISIONED."
+  type        = number
+  default     = null
+}
+
+variable "index_write_capacity" {
+  description = "Write capacity units of the leaderboard index; required when billing_mode is PROVISIONED."
+  type        = number
+  default     = null
+}
+
+variable "point_in_time_recovery_enabled" {
+  description = "Continuous backups of the table."
+  type        = bool
+  default     = true
+}
+
+variable "deletion_protection_enabled" {
+  description = "Refuse to delete the table until this is turned off."
+  type        = bool
+  default     = false
+}
+
+variable "kms_key_arn" {
+  description = "Customer managed KMS key for the table, the failure queue, the log groups and the functions' environment. null: AWS owned or managed keys."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:", var.kms_key_arn))
+    error_message = "kms_key_arn must be a KMS key ARN."
+  }
+}
+
+################################################################################
+# Data model (the guide's names by default)
+################################################################################
+
+variable "entity_attribute_name" {
+  description = "Partition key of the table: the counted entity (the guide's songID)."
+  type        = string
+  default     = "songID"
+}
+
+variable "sort_key_attribute_name" {
+  description = "Sort key of the table: a unique event id on raw items, the period (YYYY-MM) on aggregates."
+  type        = string
+  default     = "SK"
+}
+
+variable "timestamp_attribute_name" {
+  description = "ISO 8601 timestamp of a raw event, from which its month is derived."
+  type        = string
+  default     = "Timestamp"
+}
+
+variable "period_attribute_name" {
+  description = "Attribute carried only by aggregates (the guide's Month): the partition key of the sparse index."
+  type        = string
+  default     = "Month"
+}
+
+variable "count_attribute_name" {
+  description = "Counter of an aggregate (the guide's DownloadCount): the sort key of the sparse index."
+  type        = string
+  default     = "DownloadCount"
+}
+
+variable "leaderboard_index_name" {
+  description = "Name of the sparse global secondary index (period, count)."
+  type        = string
+  default     = "MonthDownloadsIndex"
+}
+
+################################################################################
+# Functions
+################################################################################
+
+variable "aggregator_package_path" {
+  description = "Path of the aggregator zip built by build.py. null: dist/aggregator.zip of this repository."
+  type        = string
+  default     = null
+}
+
+variable "query_package_path" {
+  description = "Path of the query zip built by build.py. null: dist/query.zip of this repository."
+  type        = string
+  default     = null
+}
+
+variable "lambda_runtime" {
+  description = "Python runtime of both functions."
+  type        = string
+  default     = "python3.12"
+
+  validation {
+    condition     = can(regex("^python3\\.(1[2-9])$", var.lambda_runtime))
+    error_message = "lambda_runtime must be python3.12 or newer."
+  }
+}
+
+variable "aggregator_memory_size" {
+  description = "Memory (MB) of the aggregator."
+  type        = number
+  default     = 512
+
+  validation {
+    condition     = var.aggregator_memory_size >= 128 && var.aggregator_memory_size <= 10240
+    error_message = "aggregator_memory_size must be 128-10240."
+  }
+}
+
+variable "aggregator_timeout" {
+  description = "Timeout (s) of the aggregator. It stops taking new aggregates deadline_margin_ms before it and reports the rest as failures, so size it for the batch."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.aggregator_timeout >= 10 && var.aggregator_timeout <= 900
+    error_message = "aggregator_timeout must be 10-900 seconds."
+  }
+}
+
+variable "aggregator_write_concurrency" {
+  description = "Aggregate updates the aggregator runs in parallel within one batch."
+  type        = number
+  default     = 8
+
+  validation {
+    condition     = var.aggregator_write_concurrency >= 1 && var.aggregator_write_concurrency <= 64
+    error_message = "aggregator_write_concurrency must be 1-64."
+  }
+}
+
+variable "aggregator_deadline_margin_ms" {
+  description = "Time (ms) before its timeout at which the aggregator stops starting updates and reports the rest of the batch for retry."
+  type        = number
+  default     = 5000
+
+  validation {
+    condition     = var.aggregator_deadline_margin_ms >= 500
+    error_message = "aggregator_deadline_margin_ms must be at least 500."
+  }
+}
+
+variable "query_memory_size" {
+  description = "Memory (MB) of the query function."
+  type        = number
+  default     = 256
+
+  validation {
+    condition     = var.query_memory_size >= 128 && var.query_memory_size <= 10240
+    error_message = "query_memory_size must be 128-10240."
+  }
+}
+
+variable "query_timeout" {
+  description = "Timeout (s) of the query function."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.query_timeout >= 3 && var.query_timeout <= 900
+    error_message = "query_timeout must be 3-900 seconds."
+  }
+}
+
+variable "log_retention_in_days" {
+  description = "Retention of both functions' log groups."
+  type        = number
+  default     = 365
+
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_in_days)
+    error_message = "log_retention_in_days must be a value CloudWatch Logs accepts."
+  }
+}
+
+variable "tracing_mode" {
+  description = "X-Ray tracing of both functions: Active or PassThrough."
+  type        = string
+  default     = "Active"
+
+  validation {
+    condition     = contains(["Active", "PassThrough"], var.tracing_mode)
+    error_message = "tracing_mode must be Active or PassThrough."
+  }
+}
+
+variable "code_signing_config_arn" {
+  description = "Lambda code signing configuration for both functions. null: none."
+  type        = string
+  default     = null
+}
+
+variable "reserved_concurrent_executions" {
+  description = "Reserved concurrency of the query function. null: unreserved (the aggregator's concurrency follows the stream's shards)."
+  type        = number
+  default     = null
+}
+
+################################################################################
+# Stream mapping
+################################################################################
+
+variable "batch_size" {
+  description = "Most stream records per aggregator invocation. Always set explicitly: emulators differ in their default."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.batch_size >= 1 && var.batch_size <= 10000
+    error_message = "batch_size must be 1-10000."
+  }
+}
+
+variable "maximum_batching_window_in_seconds" {
+  description = "How long the mapping gathers records before invoking; longer windows mean fewer, larger coalesced writes."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.maximum_batching_window_in_seconds >= 0 && var.maximum_batching_window_in_seconds <= 300
+    error_message = "maximum_batching_window_in_seconds must be 0-300."
+  }
+}
+
+variable "maximum_retry_attempts" {
+  description = "Retries of a failing batch before its records go to the failure queue. Finite, so a poison batch cannot block a shard."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.maximum_retry_attempts >= 0 && var.maximum_retry_attempts <= 10000
+    error_message = "maximum_retry_attempts must be 0-10000 (never -1: infinite retries block the shard)."
+  }
+}
+
+variable "maximum_record_age_in_seconds" {
+  description = "Age after which a failing record goes to the failure queue. Finite, below the stream's 24 h retention."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.maximum_record_age_in_seconds >= 60 && var.maximum_record_age_in_seconds <= 86400
+    error_message = "maximum_record_age_in_seconds must be 60-86400 (never -1)."
+  }
+}
+
+variable "parallelization_factor" {
+  description = "Concurrent batches per shard. Order per partition key is kept, which the exactly-once watermark relies on."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.parallelization_factor >= 1 && var.parallelization_factor <= 10
+    error_message = "parallelization_factor must be 1-10."
+  }
+}
+
+variable "starting_position" {
+  description = "Where a new mapping starts reading: TRIM_HORIZON (every retained record) or LATEST."
+  type        = string
+  default     = "TRIM_HORIZON"
+
+  validation {
+    condition     = contains(["TRIM_HORIZON", "LATEST"], var.starting_position)
+    error_message = "starting_position must be TRIM_HORIZON or LATEST."
+  }
+}
+
+variable "failure_queue_message_retention_seconds" {
+  description = "Retention of the on-failure queue (default 14 days, the SQS maximum)."
+  type        = number
+  default     = 1209600
+
+  validation {
+    condition     = var.failure_queue_message_retention_seconds >= 60 && var.failure_queue_message_retention_seconds <= 1209600
+    error_message = "failure_queue_message_retention_seconds must be 60-1209600."
+  }
+}
+
+################################################################################
+# Testing
+################################################################################
+
+variable "test_fault_injection_rate" {
+  description = "TEST ONLY. Share of aggregator invocations that fail on purpose after applying part of their batch. The function ignores it unless its SDK endpoint is a loopback emulator, so it is inert on AWS."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.test_fault_injection_rate >= 0 && var.test_fault_injection_rate <= 1
+    error_message = "test_fault_injection_rate must be 0-1."
+  }
+}
