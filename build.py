@@ -31,8 +31,21 @@ EXCLUDED_PARTS = {"__pycache__", "bin", "tests"}
 def install_requirements(requirements: Path, target: Path) -> None:
     """Install the pinned wheels for the Lambda runtime, whatever Python runs the build."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--only-binary=:all:",
-         *LAMBDA_PLATFORM, "--target", str(target), "--requirement", str(requirements)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--only-binary=:all:",
+            *LAMBDA_PLATFORM,
+            "--target",
+            str(target),
+            "--requirement",
+            str(requirements),
+        ],
         check=True,
     )
 
@@ -80,7 +93,9 @@ def describe(artifact: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, default=ROOT / "dist")
-    parser.add_argument("functions", nargs="*", metavar="FUNCTION", help=f"any of {', '.join(FUNCTIONS)} (default: all)")
+    parser.add_argument(
+        "functions", nargs="*", metavar="FUNCTION", help=f"any of {', '.join(FUNCTIONS)} (default: all)"
+    )
     arguments = parser.parse_args(argv)
     unknown = set(arguments.functions) - set(FUNCTIONS)
     if unknown:

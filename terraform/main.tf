@@ -11,14 +11,9 @@ locals {
   # Only raw events reach the aggregator: INSERTs whose new image has no period attribute.
   # A raw event that is malformed still passes, so the aggregator reports it instead of the
   # filter dropping it unseen; aggregate writes never pass, so they cannot re-invoke it.
-  new_raw_event_filter = jsonencode({
-    eventName = ["INSERT"]
-    dynamodb = {
-      NewImage = {
-        (var.period_attribute_name) = { S = [{ exists = false }] }
-      }
-    }
-  })
+  new_raw_event_filter = jsonencode(jsondecode(templatefile("${path.module}/templates/new_raw_event_filter.json.tftpl", {
+    period_attribute = var.period_attribute_name
+  })))
 }
 
 # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the table uses the AWS owned key.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+
 from download_records import AggregateKey, Schema
 
 WATERMARK_ATTRIBUTE = "AppliedSequence"

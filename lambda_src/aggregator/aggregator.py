@@ -18,11 +18,12 @@ from typing import Any
 from urllib.parse import urlparse
 
 import boto3
-from aggregate_store import AggregateStore, ApplyOutcome
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
+
+from aggregate_store import AggregateStore, ApplyOutcome
 from download_records import AggregateKey, Download, Ignored, Rejected, Schema, coalesce, parse_record
 
 logger = Logger()
@@ -173,7 +174,12 @@ def quarantine(rejected: list[Rejected], queue_url: str | None, sqs: Any) -> Non
             {
                 "Id": str(index),
                 "MessageBody": json.dumps(
-                    {"kind": "rejected_download", "reason": item.reason, "sequenceNumber": item.raw_sequence, "record": item.record},
+                    {
+                        "kind": "rejected_download",
+                        "reason": item.reason,
+                        "sequenceNumber": item.raw_sequence,
+                        "record": item.record,
+                    },
                     default=str,
                 )[:250_000],
             }
@@ -182,7 +188,9 @@ def quarantine(rejected: list[Rejected], queue_url: str | None, sqs: Any) -> Non
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
             if response.get("Failed"):
-                logger.error("some rejected records were not copied to the failure queue", extra={"failed": response["Failed"]})
+                logger.error(
+                    "some rejected records were not copied to the failure queue", extra={"failed": response["Failed"]}
+                )
         except Exception:
             logger.exception("rejected records were not copied to the failure queue; the log lines above hold them")
 
@@ -209,11 +217,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         raise
     quarantine(report.rejected, SETTINGS.quarantine_queue_url, _sqs)
     for key, reason in report.failed_keys:
-        logger.error("aggregate update failed", extra={"entity_id": key.entity_id, "period": key.period, "error": reason})
+        logger.error(
+            "aggregate update failed", extra={"entity_id": key.entity_id, "period": key.period, "error": reason}
+        )
     metrics.add_metric(name="DownloadsCounted", unit=MetricUnit.Count, value=report.added)
     metrics.add_metric(name="DownloadsAlreadyApplied", unit=MetricUnit.Count, value=report.already_applied)
     metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=report.writes)
     metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=len(report.rejected))
-    metrics.add_metric(name="FailedAggregates", unit=MetricUnit.Count, value=len(report.failed_keys) + len(report.deferred_keys))
+    metrics.add_metric(
+        name="FailedAggregates", unit=MetricUnit.Count, value=len(report.failed_keys) + len(report.deferred_keys)
+    )
     logger.info("batch summary", extra={**report.summary(), "duration_ms": round((time.monotonic() - started) * 1000)})
     return response

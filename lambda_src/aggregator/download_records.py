@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 SEQUENCE_WIDTH = 40
@@ -53,7 +53,7 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Ignored:
-    """A record that is not a new download (an aggregate write, a MODIFY, a REMOVE); the stream filter normally drops these."""
+    """Not a new download (an aggregate write, a MODIFY, a REMOVE); the stream filter normally drops these."""
 
     reason: str
 
@@ -77,7 +77,7 @@ def month_of(timestamp: str) -> str:
         text = text[:-1] + "+00:00"
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     return f"{moment.year:04d}-{moment.month:02d}"
 
 
@@ -119,7 +119,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:
-    """Group downloads by aggregate, each group in stream order and each record once, so one write per aggregate serves the batch."""
+    """Group downloads by aggregate, in stream order and each record once: one write per aggregate serves the batch."""
     groups: dict[AggregateKey, dict[str, Download]] = {}
     for download in downloads:
         groups.setdefault(download.key, {})[download.sequence] = download

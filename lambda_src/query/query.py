@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 
 logger = Logger()
 

@@ -13,7 +13,11 @@ from leaderboard_tools.settings import endpoint_from_environment
 def command_up(arguments: argparse.Namespace) -> int:
     endpoint = endpoint_from_environment()
     outcome = emulator.up(arguments.emulator, endpoint)
-    print(f"{arguments.emulator}: {outcome} at {endpoint.url}" if outcome == "started" else f"reusing the endpoint that answers at {endpoint.url}")
+    print(
+        f"{arguments.emulator}: {outcome} at {endpoint.url}"
+        if outcome == "started"
+        else f"reusing the endpoint that answers at {endpoint.url}"
+    )
     return 0
 
 

@@ -19,7 +19,9 @@ def demo_stack(endpoint: Endpoint) -> Stack:
     return Stack(DEMO_STACK, endpoint)
 
 
-def run(endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int = 2018, settle_timeout: float = 300) -> None:
+def run(
+    endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int = 2018, settle_timeout: float = 300
+) -> None:
     console = Console()
     console.print(f"[bold]Deploying[/] terraform/examples/complete as '{DEMO_STACK}' against {endpoint.url} ...")
     outputs = demo_stack(endpoint).apply()
@@ -28,7 +30,9 @@ def run(endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int =
 
     generated = zipf_downloads(downloads, songs=songs, seed=seed)
     expected = true_counts(generated)
-    with Progress(TextColumn("Writing downloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("Writing downloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
         task = bar.add_task("write", total=len(generated))
         write_items(aws.dynamodb, table, [download.as_item() for download in generated], lambda n: bar.advance(task, n))
 
@@ -47,4 +51,3 @@ def run(endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int =
             leaderboard.add_row(str(rank), item["songID"], str(item["downloadCount"]))
         console.print(leaderboard)
     console.print("`make down` destroys the demo stack and stops the emulator.")
-

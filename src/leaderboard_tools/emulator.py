@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -10,7 +11,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-import importlib
 
 from leaderboard_tools.settings import STATE_DIR, Endpoint
 

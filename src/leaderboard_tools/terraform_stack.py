@@ -15,7 +15,11 @@ from python_terraform import IsFlagged, Terraform
 from leaderboard_tools.settings import COMPLETE_EXAMPLE, STATE_DIR, Endpoint, emulator_environment
 
 MIRROR_VARIABLE = "TF_PROVIDER_MIRROR"
-WELL_KNOWN_MIRRORS = (Path("/opt/tf-plugins"), Path("/usr/share/terraform/plugins"), Path.home() / ".terraform.d" / "plugins")
+WELL_KNOWN_MIRRORS = (
+    Path("/opt/tf-plugins"),
+    Path("/usr/share/terraform/plugins"),
+    Path.home() / ".terraform.d" / "plugins",
+)
 
 
 class TerraformError(RuntimeError):
@@ -23,7 +27,10 @@ class TerraformError(RuntimeError):
 
 
 def provider_mirror() -> Path | None:
-    """TF_PROVIDER_MIRROR names a filesystem mirror holding hashicorp/aws; otherwise a well-known one on this machine, else none (registry)."""
+    """The filesystem mirror of hashicorp/aws to install from, or None for the registry.
+
+    TF_PROVIDER_MIRROR names it; unset, a well-known mirror on this machine is used if there is one.
+    """
     configured = os.environ.get(MIRROR_VARIABLE)
     candidates = [Path(configured)] if configured else list(WELL_KNOWN_MIRRORS)
     for candidate in candidates:
@@ -40,7 +47,10 @@ def cli_config(mirror: Path, directory: Path = STATE_DIR) -> Path:
     path = directory / "terraform-cli.tfrc"
     path.write_text(
         "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["registry.terraform.io/hashicorp/aws"]\n  }}\n'
+        "  filesystem_mirror {\n"
+        f'    path    = "{mirror}"\n'
+        '    include = ["registry.terraform.io/hashicorp/aws"]\n'
+        "  }\n"
         '  direct {\n    exclude = ["registry.terraform.io/hashicorp/aws"]\n  }\n'
         "}\n"
     )
@@ -81,7 +91,9 @@ class Stack:
             **self.variables,
         }
 
-    def _run(self, command: str, *arguments: str, in_workspace: bool = True, check: bool = True, **options: Any) -> tuple[int, str, str]:
+    def _run(
+        self, command: str, *arguments: str, in_workspace: bool = True, check: bool = True, **options: Any
+    ) -> tuple[int, str, str]:
         """python-terraform passes os.environ to Terraform, so the environment is swapped in for the call."""
         environment = terraform_environment(self.endpoint)
         if in_workspace:
@@ -92,7 +104,9 @@ class Stack:
         os.environ.clear()
         os.environ.update(environment)
         try:
-            code, out, err = self._terraform.cmd(command, *arguments, capture_output=True, no_color=IsFlagged, **options)
+            code, out, err = self._terraform.cmd(
+                command, *arguments, capture_output=True, no_color=IsFlagged, **options
+            )
         finally:
             os.environ.clear()
             os.environ.update(previous)
@@ -118,7 +132,9 @@ class Stack:
 
     def pending_changes(self) -> str | None:
         """The plan's text when it would change anything, None when it is empty."""
-        code, out, err = self._run("plan", check=False, input=False, detailed_exitcode=IsFlagged, var=self.all_variables)
+        code, out, err = self._run(
+            "plan", check=False, input=False, detailed_exitcode=IsFlagged, var=self.all_variables
+        )
         if code == 0:
             return None
         if code == 2:

@@ -22,7 +22,7 @@ def match_with_absent_parents(record: Any, pattern: Any) -> bool:
     if isinstance(record, dict) and isinstance(pattern, dict):
         absent = [key for key, sub_pattern in pattern.items() if isinstance(sub_pattern, dict) and key not in record]
         if absent:
-            record = {**record, **dict.fromkeys(absent, {})}
+            record = {**record, **{key: {} for key in absent}}
     return _original_match(record, pattern)
 
 

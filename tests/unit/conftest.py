@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+for function_dir in ("lambda_src/aggregator", "lambda_src/query"):
+    sys.path.insert(0, str(REPOSITORY / function_dir))
+
+# What the module gives the functions; read when the handler modules are imported.
+os.environ.setdefault("TABLE_NAME", "test-downloads")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "UnitTests")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "unit-tests")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+TABLE = "test-downloads"
+INDEX = "MonthDownloadsIndex"
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto intercepts AWS hostnames only: an emulator endpoint in the environment must not leak in."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def dynamodb(aws: None) -> Any:
+    """The module's table shape: songID/SK keys and the sparse (Month, DownloadCount) index."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "songID", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+            {"AttributeName": "Month", "AttributeType": "S"},
+            {"AttributeName": "DownloadCount", "AttributeType": "N"},
+        ],
+        KeySchema=[{"AttributeName": "songID", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": INDEX,
+                "KeySchema": [
+                    {"AttributeName": "Month", "KeyType": "HASH"},
+                    {"AttributeName": "DownloadCount", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+    )
+    return client
+
+
+@pytest.fixture
+def sqs_queue(aws: None) -> tuple[Any, str]:
+    client = boto3.client("sqs", region_name="us-east-1")
+    return client, client.create_queue(QueueName="test-failures")["QueueUrl"]
+
+
+def count_of(dynamodb: Any, song_id: str, month: str) -> int | None:
+    item = dynamodb.get_item(TableName=TABLE, Key={"songID": {"S": song_id}, "SK": {"S": month}}).get("Item")
+    return None if item is None else int(item["DownloadCount"]["N"])
+
+
+class FakeLambdaContext:
+    """The parts of the Lambda context the handlers and Powertools read."""
+
+    function_name = "unit-test-function"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:unit-test-function"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+    def __init__(self, remaining_ms: int = 60_000) -> None:
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms
+
+
+@pytest.fixture
+def lambda_context() -> FakeLambdaContext:
+    return FakeLambdaContext()

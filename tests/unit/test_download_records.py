@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import pytest
+
+from download_records import (
+    AggregateKey,
+    Download,
+    Ignored,
+    Rejected,
+    Schema,
+    coalesce,
+    month_of,
+    pad_sequence,
+    parse_record,
+)
+from tests.streams import aggregate_record, download_record
+
+SCHEMA = Schema()
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "month"),
+    [
+        ("2018-01-15T10:00:00Z", "2018-01"),
+        ("2018-01-15T10:00:00.123456Z", "2018-01"),
+        ("2018-01-31T23:30:00-05:00", "2018-02"),
+        ("2018-02-01T00:30:00+01:00", "2018-01"),
+        ("2018-12-31T23:59:59+00:00", "2018-12"),
+        ("2018-03-04T05:06:07", "2018-03"),
+        ("2018-03-04", "2018-03"),
+    ],
+)
+def test_month_is_the_utc_month_of_the_timestamp(timestamp: str, month: str) -> None:
+    # given an ISO 8601 timestamp, when its month is derived, then it is the month in UTC
+    assert month_of(timestamp) == month
+
+
+@pytest.mark.parametrize("timestamp", ["yesterday", "2018-13-01T00:00:00Z", "", "2018/01/15"])
+def test_month_of_an_unparsable_timestamp_raises(timestamp: str) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - fromisoformat gives no finer type
+        month_of(timestamp)
+
+
+def test_a_new_download_is_parsed_into_its_aggregate_key() -> None:
+    # given a download INSERT, when parsed, then its song, UTC month and padded sequence are kept
+    parsed = parse_record(download_record(42, "song7", "2018-02-03T04:05:06Z"), SCHEMA)
+    assert parsed == Download(
+        AggregateKey("song7", "2018-02"), pad_sequence("000000000000000000042"), "000000000000000000042"
+    )
+    assert len(parsed.sequence) == 40
+
+
+@pytest.mark.parametrize(
+    ("record", "reason_fragment"),
+    [
+        (download_record(1, "song1", timestamp=None), "Timestamp is missing"),
+        (download_record(2, "song1", timestamp="not a date"), "is not an ISO 8601 timestamp"),
+        (download_record(3, "song1", extra={"Timestamp": {"N": "1516000000"}}), "Timestamp is missing or not"),
+        (download_record(4, "song1", extra={"songID": {"N": "17"}}), "songID is missing or not"),
+        (download_record(5, "", timestamp="2018-01-01T00:00:00Z"), "songID is missing or not"),
+    ],
+)
+def test_malformed_downloads_are_rejected_with_a_reason(record: dict, reason_fragment: str) -> None:
+    # given a download with a missing or wrongly typed attribute, when parsed, then it is rejected, not dropped
+    parsed = parse_record(record, SCHEMA)
+    assert isinstance(parsed, Rejected)
+    assert reason_fragment in parsed.reason
+    assert parsed.raw_sequence == record["dynamodb"]["SequenceNumber"]
+    assert parsed.record is record
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"eventName": "INSERT"},
+        {"eventName": "INSERT", "dynamodb": {"NewImage": {}}},
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "12a", "NewImage": {}}},
+        {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1" * 41, "NewImage": {}}},
+        "not a record",
+    ],
+)
+def test_records_without_a_usable_sequence_number_are_rejected(record: object) -> None:
+    parsed = parse_record(record, SCHEMA)  # type: ignore[arg-type]
+    assert isinstance(parsed, Rejected)
+    assert parsed.raw_sequence is None
+
+
+def test_insert_without_new_image_is_rejected() -> None:
+    record = download_record(9, "song1")
+    del record["dynamodb"]["NewImage"]
+    assert isinstance(parse_record(record, SCHEMA), Rejected)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        aggregate_record(10, "song1", "2018-01", 3),
+        aggregate_record(11, "song1", "2018-01", 4, event_name="MODIFY"),
+        download_record(12, "song1", event_name="MODIFY"),
+        download_record(13, "song1", event_name="REMOVE"),
+    ],
+)
+def test_aggregates_and_non_inserts_are_ignored_not_counted(record: dict) -> None:
+    assert isinstance(parse_record(record, SCHEMA), Ignored)
+
+
+def test_custom_attribute_names_are_honoured() -> None:
+    schema = Schema(entity="productID", timestamp="At", period="Day")
+    record = download_record(1, "ignored")
+    record["dynamodb"]["NewImage"] = {"productID": {"S": "p1"}, "At": {"S": "2020-05-06T07:08:09Z"}}
+    assert parse_record(record, schema) == Download(
+        AggregateKey("p1", "2020-05"), pad_sequence("000000000000000000001"), "000000000000000000001"
+    )
+
+
+def test_coalesce_groups_by_aggregate_in_stream_order_and_drops_duplicates() -> None:
+    # given interleaved downloads of two songs and months, one record delivered twice in the batch
+    records = [
+        download_record(5, "song1", "2018-01-02T00:00:00Z"),
+        download_record(3, "song2", "2018-01-02T00:00:00Z"),
+        download_record(4, "song1", "2018-02-02T00:00:00Z"),
+        download_record(1, "song1", "2018-01-09T00:00:00Z"),
+        download_record(5, "song1", "2018-01-02T00:00:00Z"),
+    ]
+    downloads = [parse_record(record, SCHEMA) for record in records]
+    # when coalesced
+    groups = coalesce(downloads)  # type: ignore[arg-type]
+    # then each aggregate has its records once, lowest sequence first
+    assert {key: [d.raw_sequence[-1] for d in group] for key, group in groups.items()} == {
+        AggregateKey("song1", "2018-01"): ["1", "5"],
+        AggregateKey("song2", "2018-01"): ["3"],
+        AggregateKey("song1", "2018-02"): ["4"],
+    }
+
+
+def test_padded_sequences_order_like_numbers() -> None:
+    numbers = [9, 10, 99, 100, 10**39, 123456789012345678901]
+    assert sorted(pad_sequence(str(n)) for n in numbers) == [pad_sequence(str(n)) for n in sorted(numbers)]
