@@ -36,6 +36,10 @@ _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 class InjectedFault(Exception):
     """Raised by test-only fault injection after part of a batch was applied."""
 
+    def __init__(self, message: str, report: BatchReport) -> None:
+        super().__init__(message)
+        self.report = report
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -152,7 +156,7 @@ def process_batch(
         report.writes += outcome.writes
 
     if inject_fault:
-        raise InjectedFault(f"test-only fault after applying {len(keys)} of {len(groups)} aggregates")
+        raise InjectedFault(f"test-only fault after applying {len(keys)} of {len(groups)} aggregates", report)
 
     unfinished = [key for key, _ in report.failed_keys] + report.deferred_keys
     failures = [{"itemIdentifier": groups[key][0].raw_sequence} for key in unfinished]
@@ -211,9 +215,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     records = event.get("Records") or []
     try:
         response, report = process_batch(records, STORE, SETTINGS, context.get_remaining_time_in_millis, inject)
-    except InjectedFault:
+    except InjectedFault as fault:
         metrics.add_metric(name="InjectedFaults", unit=MetricUnit.Count, value=1)
-        logger.warning("test-only fault injected", extra={"records_received": len(records)})
+        logger.warning("test-only fault injected", extra=fault.report.summary())
         raise
     quarantine(report.rejected, SETTINGS.quarantine_queue_url, _sqs)
     for key, reason in report.failed_keys:

@@ -30,6 +30,7 @@ module "leaderboard" {
   source = "../.."
 
   name                      = var.name
+  aggregator_package_path   = var.aggregator_package_path
   batch_size                = var.batch_size
   maximum_retry_attempts    = var.maximum_retry_attempts
   test_fault_injection_rate = var.test_fault_injection_rate

@@ -16,6 +16,12 @@ variable "aws_endpoint_url" {
   default     = ""
 }
 
+variable "aggregator_package_path" {
+  description = "Aggregator zip to deploy; null: the one build.py makes."
+  type        = string
+  default     = null
+}
+
 variable "batch_size" {
   description = "Most stream records per aggregator invocation."
   type        = number

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from leaderboard_tools.aws import Clients, clients
+from leaderboard_tools.emulator import endpoint_answers
+from leaderboard_tools.settings import Endpoint, endpoint_from_environment
+from leaderboard_tools.terraform_stack import Stack, deployed
+
+pytestmark = pytest.mark.acceptance
+
+
+@pytest.fixture(scope="session")
+def endpoint() -> Endpoint:
+    """AWS_ENDPOINT_URL picks the emulator (default http://127.0.0.1:4566); `make test` starts one there."""
+    chosen = endpoint_from_environment()
+    if not endpoint_answers(chosen):
+        pytest.fail(f"no LocalStack-compatible endpoint answers at {chosen.url}: run `make up` or set AWS_ENDPOINT_URL")
+    return chosen
+
+
+@pytest.fixture(scope="session")
+def aws(endpoint: Endpoint) -> Clients:
+    return clients(endpoint)
+
+
+@contextmanager
+def stack(endpoint: Endpoint, purpose: str, **variables: Any) -> Iterator[tuple[Stack, dict[str, Any]]]:
+    """A uniquely named deployment of the complete example, destroyed afterwards even if apply failed."""
+    deployment = Stack(f"{purpose}-{uuid.uuid4().hex[:6]}", endpoint, variables)
+    with deployed(deployment) as outputs:
+        yield deployment, outputs
+
+
+def log_lines(aws: Clients, log_group: str) -> list[dict[str, Any]]:
+    """Every JSON line the function logged (Powertools' structured lines), across all streams."""
+    lines: list[dict[str, Any]] = []
+    parameters: dict[str, Any] = {"logGroupName": log_group}
+    while True:
+        page = aws.logs.filter_log_events(**parameters)
+        for event in page.get("events", []):
+            for text in event["message"].splitlines():
+                if text.lstrip().startswith("{"):
+                    try:
+                        lines.append(json.loads(text))
+                    except ValueError:
+                        continue
+        if not page.get("nextToken"):
+            return lines
+        parameters["nextToken"] = page["nextToken"]
+
+
+def scan_all(aws: Clients, **parameters: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    while True:
+        page = aws.dynamodb.scan(**parameters)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
