@@ -55,11 +55,16 @@ test: build $(STAMP)
 	$(BIN)/python -m pytest tests/unit tests/acceptance; status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
-lint: $(STAMP)
+# checkov pins its own dependency tree, so it gets a virtualenv of its own.
+CHECKOV := .venv-checkov/bin/checkov
+$(CHECKOV):
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/python -m pip install --quiet checkov==3.3.30
+
+lint: $(STAMP) $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	terraform fmt -check -recursive terraform
-	$(BIN)/python -m leaderboard_tools.terraform_checks
+	$(TOOLS) check-terraform --checkov $(CHECKOV)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

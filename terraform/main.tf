@@ -16,8 +16,8 @@ locals {
   })))
 }
 
-# checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the table uses the AWS owned key.
 resource "aws_dynamodb_table" "this" {
+  # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table.
   name             = local.table_name
   billing_mode     = var.billing_mode
   read_capacity    = local.provisioned ? var.table_read_capacity : null

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from leaderboard_tools import emulator
 from leaderboard_tools.settings import endpoint_from_environment
@@ -50,13 +51,19 @@ def command_demo(arguments: argparse.Namespace) -> int:
 def command_leaderboard(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.aws import clients
     from leaderboard_tools.demo import demo_stack
-    from leaderboard_tools.leaderboard import invoke_query
+    from leaderboard_tools.leaderboard import invoke_function
 
     endpoint = endpoint_from_environment()
     outputs = demo_stack(endpoint).outputs()
     request = {"month": arguments.month, "limit": arguments.limit}
-    print(json.dumps(invoke_query(clients(endpoint).lambda_, outputs["query_function_name"], request), indent=2))
+    print(json.dumps(invoke_function(clients(endpoint).lambda_, outputs["query_function_name"], request), indent=2))
     return 0
+
+
+def command_check_terraform(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.static_checks import check
+
+    return 0 if check(str(Path(arguments.checkov).resolve()) if arguments.checkov else None) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("month")
     board.add_argument("--limit", type=int, default=10)
     board.set_defaults(handler=command_leaderboard)
+
+    checks = commands.add_parser(
+        "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"
+    )
+    checks.add_argument("--checkov", help="path of the checkov executable; omitted: no security scan")
+    checks.set_defaults(handler=command_check_terraform)
 
     arguments = parser.parse_args(argv)
     try:

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from leaderboard_tools.aws import clients
-from leaderboard_tools.leaderboard import invoke_query, wait_until_totals
+from leaderboard_tools.leaderboard import invoke_function, wait_until_totals
 from leaderboard_tools.loadgen import true_counts, write_items, zipf_downloads
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
@@ -42,7 +42,7 @@ def run(
         wait_until_totals(aws.dynamodb, table, outputs["leaderboard_index_name"], totals, settle_timeout)
 
     for month in sorted(expected):
-        page = invoke_query(aws.lambda_, outputs["query_function_name"], {"month": month, "limit": 10})
+        page = invoke_function(aws.lambda_, outputs["query_function_name"], {"month": month, "limit": 10})
         leaderboard = Table(title=f"Top 10 songs, {month} ({totals[month]} downloads)")
         leaderboard.add_column("Rank", justify="right")
         leaderboard.add_column("songID")

@@ -12,7 +12,7 @@ class NotSettled(AssertionError):
     pass
 
 
-def invoke_query(lambda_client: Any, function_name: str, request: dict[str, Any]) -> dict[str, Any]:
+def invoke_function(lambda_client: Any, function_name: str, request: dict[str, Any]) -> dict[str, Any]:
     response = lambda_client.invoke(FunctionName=function_name, Payload=json.dumps(request).encode())
     payload = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):
@@ -25,7 +25,7 @@ def query_all_pages(lambda_client: Any, function_name: str, month: str, page_siz
     ranking: list[tuple[str, int]] = []
     request: dict[str, Any] = {"month": month, "limit": page_size}
     for _ in range(10_000):
-        page = invoke_query(lambda_client, function_name, request)
+        page = invoke_function(lambda_client, function_name, request)
         ranking.extend((item["songID"], item["downloadCount"]) for item in page["items"])
         if page["next_token"] is None:
             return ranking

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import index_ranking, invoke_query, query_all_pages, wait_until_totals
+from leaderboard_tools.leaderboard import index_ranking, invoke_function, query_all_pages, wait_until_totals
 from leaderboard_tools.loadgen import write_items
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
@@ -81,23 +81,23 @@ def test_downloads_count_in_their_utc_month(loaded: dict[str, Any], aws: Clients
     # given two downloads whose local dates are January 31st and March 1st but both in February UTC
     function = loaded["outputs"]["query_function_name"]
     # then both count in February, none in January or March
-    february = invoke_query(aws.lambda_, function, {"month": "2018-02", "limit": 1000})["items"]
-    january = invoke_query(aws.lambda_, function, {"month": "2018-01", "limit": 1000})["items"]
+    february = invoke_function(aws.lambda_, function, {"month": "2018-02", "limit": 1000})["items"]
+    january = invoke_function(aws.lambda_, function, {"month": "2018-01", "limit": 1000})["items"]
     assert {"songID": "edge-song", "downloadCount": 2} in february
     assert "edge-song" not in {item["songID"] for item in january}
-    assert invoke_query(aws.lambda_, function, {"month": "2018-03"})["items"] == []
+    assert invoke_function(aws.lambda_, function, {"month": "2018-03"})["items"] == []
 
 
 @pytest.mark.parametrize("month", ["2018-01", "2018-02"])
 def test_limit_one_returns_the_top_song(loaded: dict[str, Any], aws: Clients, month: str) -> None:
-    page = invoke_query(aws.lambda_, loaded["outputs"]["query_function_name"], {"month": month, "limit": 1})
+    page = invoke_function(aws.lambda_, loaded["outputs"]["query_function_name"], {"month": month, "limit": 1})
     top_song, top_count = ranking(loaded["expected"][month])[0]
     assert page["items"] == [{"songID": top_song, "downloadCount": top_count}]
 
 
 @pytest.mark.parametrize("month", ["2018-01", "2018-02"])
 def test_limit_ten_returns_the_top_ten_with_exact_counts(loaded: dict[str, Any], aws: Clients, month: str) -> None:
-    page = invoke_query(aws.lambda_, loaded["outputs"]["query_function_name"], {"month": month, "limit": 10})
+    page = invoke_function(aws.lambda_, loaded["outputs"]["query_function_name"], {"month": month, "limit": 10})
     assert [(item["songID"], item["downloadCount"]) for item in page["items"]] == ranking(loaded["expected"][month])[
         :10
     ]
@@ -169,7 +169,7 @@ def test_malformed_downloads_are_reported_in_the_failure_queue_not_lost(loaded: 
     ],
 )
 def test_bad_requests_get_an_error_object(loaded: dict[str, Any], aws: Clients, request_body: dict[str, Any]) -> None:
-    response = invoke_query(aws.lambda_, loaded["outputs"]["query_function_name"], request_body)
+    response = invoke_function(aws.lambda_, loaded["outputs"]["query_function_name"], request_body)
     assert set(response) == {"error"}
     assert response["error"]["code"] == "InvalidRequest"
 
