@@ -29,10 +29,11 @@ provider "aws" {
 module "leaderboard" {
   source = "../.."
 
-  name                      = var.name
-  aggregator_package_path   = var.aggregator_package_path
-  batch_size                = var.batch_size
-  maximum_retry_attempts    = var.maximum_retry_attempts
-  test_fault_injection_rate = var.test_fault_injection_rate
-  tags                      = var.tags
+  name                               = var.name
+  aggregator_package_path            = var.aggregator_package_path
+  batch_size                         = var.batch_size
+  maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
+  maximum_retry_attempts             = var.maximum_retry_attempts
+  test_fault_injection_rate          = var.test_fault_injection_rate
+  tags                               = var.tags
 }

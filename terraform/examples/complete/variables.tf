@@ -28,6 +28,12 @@ variable "batch_size" {
   default     = 100
 }
 
+variable "maximum_batching_window_in_seconds" {
+  description = "How long the mapping gathers records before invoking the aggregator."
+  type        = number
+  default     = 1
+}
+
 variable "test_fault_injection_rate" {
   description = "TEST ONLY: share of aggregator invocations that fail on purpose (inert on AWS)."
   type        = number
