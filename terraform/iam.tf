@@ -9,6 +9,19 @@ data "aws_iam_policy_document" "lambda_assume_role" {
   }
 }
 
+# Shared by both roles when tracing is on. X-Ray has no resource-level permissions for these actions.
+data "aws_iam_policy_document" "tracing" {
+  statement {
+    sid       = "WriteTraces"
+    actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+    resources = ["*"]
+  }
+}
+
+locals {
+  tracing_policy_documents = var.tracing_mode == "Active" ? [data.aws_iam_policy_document.tracing.json] : []
+}
+
 ################################################################################
 # Aggregator: read this stream, update this table, send to this queue. Nothing else.
 ################################################################################
@@ -20,6 +33,8 @@ resource "aws_iam_role" "aggregator" {
 }
 
 data "aws_iam_policy_document" "aggregator" {
+  source_policy_documents = local.tracing_policy_documents
+
   statement {
     sid       = "ReadTheStream"
     actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
@@ -42,16 +57,6 @@ data "aws_iam_policy_document" "aggregator" {
     sid       = "WriteOwnLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
     resources = ["${aws_cloudwatch_log_group.aggregator.arn}:*"]
-  }
-
-  dynamic "statement" {
-    for_each = var.tracing_mode == "Active" ? [1] : []
-
-    content {
-      sid       = "WriteTraces"
-      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-      resources = ["*"] # X-Ray has no resource-level permissions for these actions.
-    }
   }
 
   dynamic "statement" {
@@ -82,6 +87,8 @@ resource "aws_iam_role" "query" {
 }
 
 data "aws_iam_policy_document" "query" {
+  source_policy_documents = local.tracing_policy_documents
+
   statement {
     sid       = "QueryTheLeaderboard"
     actions   = ["dynamodb:Query"]
@@ -92,16 +99,6 @@ data "aws_iam_policy_document" "query" {
     sid       = "WriteOwnLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
     resources = ["${aws_cloudwatch_log_group.query.arn}:*"]
-  }
-
-  dynamic "statement" {
-    for_each = var.tracing_mode == "Active" ? [1] : []
-
-    content {
-      sid       = "WriteTraces"
-      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-      resources = ["*"] # X-Ray has no resource-level permissions for these actions.
-    }
   }
 
   dynamic "statement" {

@@ -7,6 +7,25 @@ from typing import Any
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads/stream/2018-01-01T00:00:00.000"
 
 
+def stream_record(sequence: int | str, event_name: str, keys: dict[str, Any], image: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "eventID": f"event-{sequence}",
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "ApproximateCreationDateTime": 1516000000,
+            "Keys": keys,
+            "NewImage": image,
+            "SequenceNumber": str(sequence).zfill(21),
+            "SizeBytes": 120,
+            "StreamViewType": "NEW_IMAGE",
+        },
+        "eventSourceARN": STREAM_ARN,
+    }
+
+
 def download_record(
     sequence: int | str,
     song_id: str,
@@ -21,39 +40,10 @@ def download_record(
     if timestamp is not None:
         image["Timestamp"] = {"S": timestamp}
     image.update(extra or {})
-    return {
-        "eventID": f"event-{sequence}",
-        "eventName": event_name,
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "dynamodb": {
-            "ApproximateCreationDateTime": 1516000000,
-            "Keys": {"songID": {"S": song_id}, "SK": {"S": download_id}},
-            "NewImage": image,
-            "SequenceNumber": str(sequence).zfill(21),
-            "SizeBytes": 120,
-            "StreamViewType": "NEW_IMAGE",
-        },
-        "eventSourceARN": STREAM_ARN,
-    }
+    return stream_record(sequence, event_name, {"songID": {"S": song_id}, "SK": {"S": download_id}}, image)
 
 
 def aggregate_record(sequence: int, song_id: str, month: str, count: int, event_name: str = "INSERT") -> dict[str, Any]:
     """A stream record of the aggregator's own write, which the filter must keep away from it."""
     image = {"songID": {"S": song_id}, "SK": {"S": month}, "Month": {"S": month}, "DownloadCount": {"N": str(count)}}
-    return {
-        "eventID": f"event-{sequence}",
-        "eventName": event_name,
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": "us-east-1",
-        "dynamodb": {
-            "Keys": {"songID": {"S": song_id}, "SK": {"S": month}},
-            "NewImage": image,
-            "SequenceNumber": str(sequence).zfill(21),
-            "SizeBytes": 80,
-            "StreamViewType": "NEW_IMAGE",
-        },
-        "eventSourceARN": STREAM_ARN,
-    }
+    return stream_record(sequence, event_name, {"songID": {"S": song_id}, "SK": {"S": month}}, image)

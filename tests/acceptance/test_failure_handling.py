@@ -30,6 +30,11 @@ def count_of(aws: Clients, table: str, song: str, month: str = "2018-05") -> int
     return None if item is None else int(item["DownloadCount"]["N"])
 
 
+def put_aggregate(aws: Clients, table: str, song: str, count: dict[str, str], month: str = "2018-05") -> None:
+    item = {"songID": {"S": song}, "SK": {"S": month}, "Month": {"S": month}, "DownloadCount": count}
+    aws.dynamodb.put_item(TableName=table, Item=item)
+
+
 def invocations(aws: Clients, log_group: str) -> list[dict[str, Any]]:
     return [
         line
