@@ -43,8 +43,10 @@ down: $(STAMP)
 demo: build up
 	$(TOOLS) demo
 
+UNIT_TESTS := tests/unit emulators/localstack_process_executor/tests
+
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest $(UNIT_TESTS)
 
 test-acceptance: build up
 	$(BIN)/python -m pytest tests/acceptance
@@ -52,7 +54,7 @@ test-acceptance: build up
 # The README's test command. Stops the emulator only if this run started it.
 test: build $(STAMP)
 	@started=$$($(TOOLS) up --emulator $(EMULATOR)); echo "$$started"; \
-	$(BIN)/python -m pytest tests/unit tests/acceptance; status=$$?; \
+	$(BIN)/python -m pytest $(UNIT_TESTS) tests/acceptance; status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from download_records import AggregateKey, Schema
+from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
 
 WATERMARK_ATTRIBUTE = "AppliedSequence"
 MAX_CONDITION_ROUNDS = 8
@@ -25,6 +25,10 @@ MAX_CONDITION_ROUNDS = 8
 
 class WatermarkContention(Exception):
     """The watermark kept moving under us; the key is reported as failed and retried by the mapping."""
+
+
+class CorruptWatermark(Exception):
+    """The aggregate's watermark is not a sequence string: counting on would guess, so the key fails until repaired."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,12 @@ class AggregateStore:
             ).get("Item")
         if not item or WATERMARK_ATTRIBUTE not in item:
             return None
-        return item[WATERMARK_ATTRIBUTE]["S"]
+        watermark = item[WATERMARK_ATTRIBUTE].get("S")
+        if not isinstance(watermark, str) or len(watermark) != SEQUENCE_WIDTH or not watermark.isdigit():
+            raise CorruptWatermark(
+                f"{WATERMARK_ATTRIBUTE} of {key} is {item[WATERMARK_ATTRIBUTE]!r}, not a padded sequence number"
+            )
+        return watermark
 
     def apply(self, key: AggregateKey, sequences: list[str]) -> ApplyOutcome:
         """Add the records of `sequences` (sorted, padded, distinct) that no earlier delivery added.

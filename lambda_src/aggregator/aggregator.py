@@ -87,6 +87,10 @@ def fault_injection_rate(environ: dict[str, str]) -> float:
 @dataclass
 class BatchReport:
     received: int = 0
+    first_sequence: str | None = None
+    last_sequence: str | None = None
+    retry_from: str | None = None
+    """The lowest record named in the partial-batch response: where the mapping's retry starts."""
     downloads: int = 0
     added: int = 0
     already_applied: int = 0
@@ -99,6 +103,9 @@ class BatchReport:
     def summary(self) -> dict[str, Any]:
         return {
             "records_received": self.received,
+            "first_sequence": self.first_sequence,
+            "last_sequence": self.last_sequence,
+            "retry_from": self.retry_from,
             "downloads": self.downloads,
             "added": self.added,
             "already_applied": self.already_applied,
@@ -122,6 +129,10 @@ def process_batch(
     downloads: list[Download] = []
     for record in records:
         parsed = parse_record(record, settings.schema)
+        if not isinstance(parsed, Rejected) or parsed.raw_sequence is not None:
+            sequence = record["dynamodb"]["SequenceNumber"]
+            report.first_sequence = report.first_sequence or sequence
+            report.last_sequence = sequence
         if isinstance(parsed, Download):
             downloads.append(parsed)
         elif isinstance(parsed, Rejected):
@@ -160,6 +171,10 @@ def process_batch(
 
     unfinished = [key for key, _ in report.failed_keys] + report.deferred_keys
     failures = [{"itemIdentifier": groups[key][0].raw_sequence} for key in unfinished]
+    if unfinished:
+        report.retry_from = min(
+            (groups[key][0] for key in unfinished), key=lambda download: download.sequence
+        ).raw_sequence
     return {"batchItemFailures": failures}, report
 
 

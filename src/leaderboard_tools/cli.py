@@ -14,11 +14,13 @@ from leaderboard_tools.settings import endpoint_from_environment
 def command_up(arguments: argparse.Namespace) -> int:
     endpoint = endpoint_from_environment()
     outcome = emulator.up(arguments.emulator, endpoint)
-    print(
-        f"{arguments.emulator}: {outcome} at {endpoint.url}"
-        if outcome == "started"
-        else f"reusing the endpoint that answers at {endpoint.url}"
-    )
+    if outcome == "started":
+        print(f"{arguments.emulator}: started at {endpoint.url}")
+        return 0
+    running = emulator.identify(endpoint) or "an unknown LocalStack-compatible emulator"
+    print(f"reusing the endpoint that answers at {endpoint.url}: {running}")
+    if running != arguments.emulator:
+        print(f"warning: {arguments.emulator} was asked for; stop the running emulator to get it", file=sys.stderr)
     return 0
 
 

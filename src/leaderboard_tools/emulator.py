@@ -16,7 +16,7 @@ from leaderboard_tools.settings import STATE_DIR, Endpoint
 
 BACKENDS = ("ministack", "localstack")
 PID_FILE = STATE_DIR / "emulator.json"
-HEALTH_PATHS = ("/_localstack/health", "/_ministack/health")
+HEALTH_PATHS = ("/_ministack/health", "/_localstack/health")
 
 
 class EmulatorError(RuntimeError):
@@ -28,15 +28,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("LEADERBOARD_TOOLS_CACHE", Path.home() / ".cache" / "leaderboard-tools"))
 
 
+def _health_ok(url: str, timeout: float) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
 def endpoint_answers(endpoint: Endpoint, timeout: float = 2.0) -> bool:
-    for path in HEALTH_PATHS:
-        try:
-            with urllib.request.urlopen(endpoint.url + path, timeout=timeout) as response:
-                if response.status == 200:
-                    return True
-        except (urllib.error.URLError, OSError, ValueError):
-            continue
-    return False
+    return any(_health_ok(endpoint.url + path, timeout) for path in HEALTH_PATHS)
+
+
+def identify(endpoint: Endpoint, timeout: float = 2.0) -> str | None:
+    """Which emulator answers: MiniStack also serves LocalStack's health path, so its own is asked first."""
+    if _health_ok(endpoint.url + "/_ministack/health", timeout):
+        return "ministack"
+    if _health_ok(endpoint.url + "/_localstack/health", timeout):
+        return "localstack"
+    return None
 
 
 def wait_until_ready(endpoint: Endpoint, process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:

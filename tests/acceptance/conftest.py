@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +9,7 @@ from typing import Any
 import pytest
 
 from leaderboard_tools.aws import Clients, clients
-from leaderboard_tools.emulator import endpoint_answers
+from leaderboard_tools.emulator import endpoint_answers, identify
 from leaderboard_tools.settings import Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
@@ -70,12 +68,7 @@ def scan_all(aws: Clients, **parameters: Any) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def emulator_kind(endpoint: Endpoint) -> str:
-    """MiniStack answers on its own health path too; anything else is taken for LocalStack (or AWS-like)."""
-    try:
-        with urllib.request.urlopen(endpoint.url + "/_ministack/health", timeout=3) as response:
-            return "ministack" if response.status == 200 else "localstack"
-    except (urllib.error.URLError, OSError):
-        return "localstack"
+    return identify(endpoint) or "unknown"
 
 
 @pytest.fixture

@@ -63,7 +63,11 @@ def run_scenario(endpoint: Endpoint, aws: Clients, purpose: str, **variables: An
         lines = log_lines(aws, outputs["aggregator_log_group_name"])
     keys = set(truth) | set(observed)
     errors = {key: observed.get(key, 0) - truth.get(key, 0) for key in keys}
-    summaries = [line for line in lines if line.get("message") in ("batch summary", "test-only fault injected")]
+    summaries = [
+        line
+        for line in lines
+        if line.get("message") in ("batch summary", "test-only fault injected", "guide invocation")
+    ]
     return {
         "downloads": sum(truth.values()),
         "aggregates": len(truth),
@@ -72,7 +76,9 @@ def run_scenario(endpoint: Endpoint, aws: Clients, purpose: str, **variables: An
         "lost": -sum(error for error in errors.values() if error < 0),
         "wrong_aggregates": sum(1 for error in errors.values() if error),
         "invocations_logged": len(summaries),
-        "faults_injected": sum(1 for line in summaries if line["message"] == "test-only fault injected"),
+        "faults_injected": sum(
+            1 for line in summaries if line["message"] == "test-only fault injected" or line.get("fault")
+        ),
         "aggregate_writes": sum(line.get("aggregate_writes", 0) for line in summaries),
     }
 

@@ -30,8 +30,10 @@ def count_of(aws: Clients, table: str, song: str, month: str = "2018-05") -> int
     return None if item is None else int(item["DownloadCount"]["N"])
 
 
-def put_aggregate(aws: Clients, table: str, song: str, count: dict[str, str], month: str = "2018-05") -> None:
-    item = {"songID": {"S": song}, "SK": {"S": month}, "Month": {"S": month}, "DownloadCount": count}
+def put_aggregate(aws: Clients, table: str, song: str, count: dict[str, str], watermark: dict[str, str] | None) -> None:
+    item = {"songID": {"S": song}, "SK": {"S": "2018-05"}, "Month": {"S": "2018-05"}, "DownloadCount": count}
+    if watermark is not None:
+        item["AppliedSequence"] = watermark
     aws.dynamodb.put_item(TableName=table, Item=item)
 
 
@@ -80,54 +82,47 @@ def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
 
 
 def test_a_partial_batch_response_makes_the_retry_start_at_the_failed_record(endpoint: Endpoint, aws: Clients) -> None:
-    # given an aggregate that cannot be updated: its counter was written as a string
-    with stack(endpoint, "partial", batch_size=10, maximum_batching_window_in_seconds=5, maximum_retry_attempts=5) as (
-        _,
-        outputs,
-    ):
+    # given an aggregate that fails until repaired: its watermark was overwritten with a non-sequence
+    with stack(endpoint, "partial", batch_size=10, maximum_retry_attempts=5) as (_, outputs):
         table, log_group = outputs["table_name"], outputs["aggregator_log_group_name"]
-        aws.dynamodb.put_item(
-            TableName=table,
-            Item={
-                "songID": {"S": "poisoned"},
-                "SK": {"S": "2018-05"},
-                "Month": {"S": "2018-05"},
-                "DownloadCount": {"S": "lots"},
-            },
-        )
-        # when four good downloads and then two of the poisoned song arrive in one batch
+        put_aggregate(aws, table, "poisoned", {"N": "0"}, watermark={"S": "overwritten"})
+        # when four good downloads and then two of the poisoned song reach the aggregator in one batch
+        mapping = outputs["aggregator_event_source_mapping_uuid"]
+        set_mapping_enabled(aws, mapping, False)
         for number, song in enumerate(["good-a", "good-b", "good-c", "good-a", "poisoned", "poisoned"]):
             aws.dynamodb.put_item(TableName=table, Item=download(song, number))
+        set_mapping_enabled(aws, mapping, True)
 
-        def first_failure() -> list[dict[str, Any]] | None:
-            lines = [line for line in invocations(aws, log_group) if line["records_received"]]
-            return lines if any(line["failed_keys"] for line in lines) else None
+        def first_failure() -> dict[str, Any] | None:
+            return next((line for line in invocations(aws, log_group) if line.get("failed_keys")), None)
 
-        first = poll_until(first_failure, timeout=120, interval=2, describe="a batch with a failed aggregate")
+        failed = poll_until(first_failure, timeout=120, interval=2, describe="a batch with a failed aggregate")
         # and the aggregate is repaired while the mapping retries
-        aws.dynamodb.put_item(
-            TableName=table,
-            Item={
-                "songID": {"S": "poisoned"},
-                "SK": {"S": "2018-05"},
-                "Month": {"S": "2018-05"},
-                "DownloadCount": {"N": "0"},
-            },
+        put_aggregate(aws, table, "poisoned", {"N": "0"}, watermark=None)
+        poll_until(
+            lambda: count_of(aws, table, "poisoned") == 2, timeout=120, interval=2, describe="the retried aggregate"
         )
-        settled = poll_until(
-            lambda: count_of(aws, table, "poisoned") == 2 and invocations(aws, log_group),
-            timeout=120,
-            interval=2,
-            describe="the retried aggregate",
-        )
-        # then the first invocation saw all six records and every retry started at the first poisoned one
-        assert first[0]["records_received"] == 6
-        assert first[0]["added"] == 4
-        retries = [line for line in settled[1:] if line["records_received"]]
+        # then the failing invocation held good records before the poisoned ones and named the first poisoned one
+        assert (failed["records_received"], failed["added"]) == (6, 4)
+        assert failed["first_sequence"] < failed["retry_from"]
+        # and each retry started exactly there
+        lines = invocations(aws, log_group)
+        retries = lines[lines.index(failed) + 1 :]
         assert retries
-        assert all(line["records_received"] == 2 for line in retries)
+        assert {line["first_sequence"] for line in retries} == {failed["retry_from"]}
         assert {song: count_of(aws, table, song) for song in ("good-a", "good-b", "good-c")} == {
             "good-a": 2,
             "good-b": 1,
             "good-c": 1,
         }
+
+
+def set_mapping_enabled(aws: Clients, mapping_uuid: str, enabled: bool) -> None:
+    """Holding the mapping while writing makes the records arrive as one batch, whatever the poller's timing."""
+    aws.lambda_.update_event_source_mapping(UUID=mapping_uuid, Enabled=enabled)
+    wanted = "Enabled" if enabled else "Disabled"
+    poll_until(
+        lambda: aws.lambda_.get_event_source_mapping(UUID=mapping_uuid)["State"] == wanted,
+        timeout=60,
+        describe=f"mapping {wanted}",
+    )

@@ -141,6 +141,8 @@ def test_a_failed_key_is_reported_at_its_lowest_sequence_and_the_retry_completes
         "batchItemFailures": [{"itemIdentifier": "000000000000000000002"}, {"itemIdentifier": "000000000000000000009"}]
     }
     assert [key.entity_id for key, _ in report.failed_keys] == ["song2", "song2"]
+    assert (report.first_sequence, report.last_sequence) == ("000000000000000000001", "000000000000000000010")
+    assert report.retry_from == "000000000000000000002"
     assert count_of(dynamodb, "song2", "2018-01") is None
     assert count_of(dynamodb, "song1", "2018-01") == 4
     # when the mapping retries from the reported record onwards
@@ -224,3 +226,33 @@ def test_any_mapping_delivery_history_counts_exactly(dynamodb: Any, seed: int) -
             assert report.added == 0
     assert checkpoint == len(records)
     assert_counts(dynamodb, truth(records))
+
+
+def test_a_corrupt_watermark_fails_its_aggregate_only_until_repaired(dynamodb: Any) -> None:
+    # given an aggregate whose watermark was overwritten with something that is no sequence number
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "songID": {"S": "song2"},
+            "SK": {"S": "2018-01"},
+            "Month": {"S": "2018-01"},
+            "DownloadCount": {"N": "0"},
+            "AppliedSequence": {"S": "overwritten"},
+        },
+    )
+    # when a batch arrives, then the other aggregates are applied and song2's is reported, not guessed
+    _, report = process_batch(INTERLEAVED, store(dynamodb), SETTINGS, PLENTY_OF_TIME)
+    assert report.retry_from == "000000000000000000002"
+    assert [(key.entity_id, reason.split(":")[0]) for key, reason in report.failed_keys] == [
+        ("song2", "CorruptWatermark")
+    ]
+    assert count_of(dynamodb, "song2", "2018-01") == 0
+    # when it is repaired and the mapping retries from the reported record
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"songID": {"S": "song2"}, "SK": {"S": "2018-01"}},
+        UpdateExpression="REMOVE AppliedSequence",
+    )
+    process_batch(INTERLEAVED[1:], store(dynamodb), SETTINGS, PLENTY_OF_TIME)
+    # then every aggregate is exact
+    assert_counts(dynamodb, truth(INTERLEAVED))

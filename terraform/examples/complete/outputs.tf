@@ -32,3 +32,8 @@ output "failure_queue_url" {
   description = "URL of the failure queue."
   value       = module.leaderboard.failure_queue_url
 }
+
+output "aggregator_event_source_mapping_uuid" {
+  description = "UUID of the stream mapping that invokes the aggregator."
+  value       = module.leaderboard.aggregator_event_source_mapping_uuid
+}

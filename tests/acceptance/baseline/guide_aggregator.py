@@ -6,6 +6,7 @@ fault injection as ours (fail after applying part of the batch), so the runs com
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from typing import Any
@@ -19,6 +20,9 @@ FAULT_RATE = float(os.environ.get("TEST_FAULT_INJECTION_RATE", "0") or "0")
 def lambda_handler(event: dict[str, Any], context: Any) -> None:
     records = event["Records"]
     fail_after = len(records) // 2 if random.random() < FAULT_RATE else None
+    print(
+        json.dumps({"message": "guide invocation", "records_received": len(records), "fault": fail_after is not None})
+    )
     for index, record in enumerate(records):
         if fail_after is not None and index == fail_after:
             raise RuntimeError("test-only fault injected")
