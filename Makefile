@@ -53,7 +53,7 @@ test-acceptance: build up
 
 # The README's test command. Stops the emulator only if this run started it.
 test: build $(STAMP)
-	@started=$$($(TOOLS) up --emulator $(EMULATOR)); echo "$$started"; \
+	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
 	$(BIN)/python -m pytest $(UNIT_TESTS) tests/acceptance; status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
