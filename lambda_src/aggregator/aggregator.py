@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
 from aggregate_store import AggregateStore, ApplyOutcome
-from download_records import AggregateKey, Download, Ignored, Rejected, Schema, coalesce, parse_record
+from download_records import AggregateKey, Download, Rejected, Schema, coalesce, parse_record
 
 logger = Logger()
 metrics = Metrics()
@@ -117,6 +117,24 @@ class BatchReport:
         }
 
 
+def classify(records: list[dict[str, Any]], schema: Schema, report: BatchReport) -> list[Download]:
+    """The batch's downloads; rejected and ignored records are tallied in the report."""
+    downloads: list[Download] = []
+    for record in records:
+        parsed = parse_record(record, schema)
+        if parsed.raw_sequence is not None:
+            report.first_sequence = report.first_sequence or parsed.raw_sequence
+            report.last_sequence = parsed.raw_sequence
+        if isinstance(parsed, Download):
+            downloads.append(parsed)
+        elif isinstance(parsed, Rejected):
+            report.rejected.append(parsed)
+        else:
+            report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
+    report.downloads = len(downloads)
+    return downloads
+
+
 def process_batch(
     records: list[dict[str, Any]],
     store: AggregateStore,
@@ -126,22 +144,7 @@ def process_batch(
 ) -> tuple[dict[str, Any], BatchReport]:
     """Apply a batch and build the partial-batch response; pure but for the store."""
     report = BatchReport(received=len(records))
-    downloads: list[Download] = []
-    for record in records:
-        parsed = parse_record(record, settings.schema)
-        if not isinstance(parsed, Rejected) or parsed.raw_sequence is not None:
-            sequence = record["dynamodb"]["SequenceNumber"]
-            report.first_sequence = report.first_sequence or sequence
-            report.last_sequence = sequence
-        if isinstance(parsed, Download):
-            downloads.append(parsed)
-        elif isinstance(parsed, Rejected):
-            report.rejected.append(parsed)
-        elif isinstance(parsed, Ignored):
-            report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
-    report.downloads = len(downloads)
-
-    groups = coalesce(downloads)
+    groups = coalesce(classify(records, settings.schema, report))
     keys = sorted(groups, key=lambda key: groups[key][0].sequence)
     if inject_fault:
         keys = keys[: max(1, len(keys) // 2)]

@@ -56,6 +56,7 @@ class Ignored:
     """Not a new download (an aggregate write, a MODIFY, a REMOVE); the stream filter normally drops these."""
 
     reason: str
+    raw_sequence: str
 
 
 Parsed = Download | Rejected | Ignored
@@ -99,12 +100,12 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     if not isinstance(raw_sequence, str) or not _DIGITS.match(raw_sequence):
         return Rejected("SequenceNumber is missing or not 1-40 digits", None, record)
     if record.get("eventName") != "INSERT":
-        return Ignored(f"eventName {record.get('eventName')!r} is not a new download")
+        return Ignored(f"eventName {record.get('eventName')!r} is not a new download", raw_sequence)
     image = stream.get("NewImage")
     if not isinstance(image, dict):
         return Rejected("INSERT without NewImage (stream view type must include new images)", raw_sequence, record)
     if schema.period in image:
-        return Ignored("aggregate item")
+        return Ignored("aggregate item", raw_sequence)
     entity_id = _string_attribute(image, schema.entity)
     if entity_id is None:
         return Rejected(f"{schema.entity} is missing or not a non-empty string", raw_sequence, record)
