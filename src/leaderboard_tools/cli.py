@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from leaderboard_tools import emulator
@@ -13,9 +14,10 @@ from leaderboard_tools.settings import endpoint_from_environment
 
 def command_up(arguments: argparse.Namespace) -> int:
     endpoint = endpoint_from_environment()
+    began = time.monotonic()
     outcome = emulator.up(arguments.emulator, endpoint)
     if outcome == "started":
-        print(f"{arguments.emulator}: started at {endpoint.url}")
+        print(f"{arguments.emulator}: started at {endpoint.url} in {time.monotonic() - began:.0f} s")
         return 0
     running = emulator.identify(endpoint) or "an unknown LocalStack-compatible emulator"
     print(f"reusing the endpoint that answers at {endpoint.url}: {running}")
