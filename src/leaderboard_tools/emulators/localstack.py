@@ -228,18 +228,11 @@ def _find_python(versions: tuple[str, ...]) -> Path:
 def _make_venv(python: Path, venv: Path, requirements: Path) -> None:
     """Install an exact lock, so that every machine gets the same packages."""
     _run([str(python), "-m", "venv", str(venv)])
-    _run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-            "--requirement",
-            str(requirements),
-        ]
-    )
+    _pip_install(venv, "--requirement", str(requirements))
+
+
+def _pip_install(venv: Path, *arguments: str) -> None:
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *arguments])
 
 
 def _install_executor(venv: Path, source: Path, marker: Path) -> None:
@@ -247,21 +240,7 @@ def _install_executor(venv: Path, source: Path, marker: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / source.name
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "tests"))
-        _run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--quiet",
-                "--no-deps",
-                "--no-build-isolation",
-                "--no-index",
-                "--force-reinstall",
-                str(copy),
-            ]
-        )
+        _pip_install(venv, "--no-deps", "--no-build-isolation", "--no-index", "--force-reinstall", str(copy))
     marker.write_text(EXECUTOR_NAME)
 
 
