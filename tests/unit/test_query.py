@@ -25,26 +25,15 @@ JANUARY = {f"song{n:02d}": n * 3 + 1 for n in range(1, 26)}
 @pytest.fixture
 def leaderboard_table(dynamodb: Any) -> Any:
     """25 aggregates in January with distinct counts, 2 in February, and raw downloads that the index must not hold."""
-    for song, count in JANUARY.items():
-        dynamodb.put_item(
-            TableName=TABLE,
-            Item={
+    for month, counts in (("2018-01", JANUARY), ("2018-02", {"song01": 500, "song02": 1})):
+        for song, count in counts.items():
+            item = {
                 "songID": {"S": song},
-                "SK": {"S": "2018-01"},
-                "Month": {"S": "2018-01"},
+                "SK": {"S": month},
+                "Month": {"S": month},
                 "DownloadCount": {"N": str(count)},
-            },
-        )
-    for song, count in {"song01": 500, "song02": 1}.items():
-        dynamodb.put_item(
-            TableName=TABLE,
-            Item={
-                "songID": {"S": song},
-                "SK": {"S": "2018-02"},
-                "Month": {"S": "2018-02"},
-                "DownloadCount": {"N": str(count)},
-            },
-        )
+            }
+            dynamodb.put_item(TableName=TABLE, Item=item)
     dynamodb.put_item(
         TableName=TABLE, Item={"songID": {"S": "song01"}, "SK": {"S": "d1"}, "Timestamp": {"S": "2018-01-01T00:00:00Z"}}
     )
