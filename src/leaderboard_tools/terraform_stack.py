@@ -45,7 +45,7 @@ def cli_config(mirror: Path, directory: Path = STATE_DIR) -> Path:
     """A CLI config taking hashicorp/aws from the mirror and anything else from the registry."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "terraform-cli.tfrc"
-    path.write_text(
+    text = (
         "provider_installation {\n"
         "  filesystem_mirror {\n"
         f'    path    = "{mirror}"\n'
@@ -54,6 +54,8 @@ def cli_config(mirror: Path, directory: Path = STATE_DIR) -> Path:
         '  direct {\n    exclude = ["registry.terraform.io/hashicorp/aws"]\n  }\n'
         "}\n"
     )
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
     return path
 
 

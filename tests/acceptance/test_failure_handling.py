@@ -9,18 +9,15 @@ import pytest
 
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import poll_until
+from leaderboard_tools.loadgen import Download
 from leaderboard_tools.settings import Endpoint
 from tests.acceptance.conftest import log_lines, stack
 
 pytestmark = pytest.mark.usefixtures("stream_mapping_honours_retries_and_partial_batches")
 
 
-def download(song: str, number: int, month: str = "2018-05") -> dict[str, Any]:
-    return {
-        "songID": {"S": song},
-        "SK": {"S": f"download-{number}"},
-        "Timestamp": {"S": f"{month}-0{number % 9 + 1}T10:00:00Z"},
-    }
+def download(song: str, number: int) -> dict[str, Any]:
+    return Download(song, f"download-{number}", "user1", f"2018-05-0{number % 9 + 1}T10:00:00Z").as_item()
 
 
 def count_of(aws: Clients, table: str, song: str, month: str = "2018-05") -> int | None:

@@ -13,7 +13,7 @@ import pytest
 
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import index_ranking, invoke_function, query_all_pages, wait_until_totals
-from leaderboard_tools.loadgen import write_items
+from leaderboard_tools.loadgen import Download, write_items
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import log_lines, scan_all, stack
@@ -29,15 +29,6 @@ def utc_month(timestamp: str) -> str:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC).strftime("%Y-%m")
 
 
-def download(song: str, timestamp: str, number: int) -> dict[str, Any]:
-    return {
-        "songID": {"S": song},
-        "SK": {"S": f"download-{number:06d}"},
-        "UserID": {"S": f"user{number % 97}"},
-        "Timestamp": {"S": timestamp},
-    }
-
-
 @pytest.fixture(scope="module")
 def deployment(endpoint: Endpoint) -> Iterator[tuple[Stack, dict[str, Any]]]:
     with stack(endpoint, "acc", batch_size=50) as deployed_stack:
@@ -49,17 +40,17 @@ def loaded(deployment: tuple[Stack, dict[str, Any]], aws: Clients) -> dict[str, 
     """Writes the known distribution in shuffled order, two malformed downloads, and waits until it settles."""
     _, outputs = deployment
     rng = random.Random(42)
-    items = []
+    played = list(BOUNDARY_DOWNLOADS)
     for month, counts in (("2018-01", JANUARY), ("2018-02", FEBRUARY)):
         for song, count in counts.items():
-            items += [
-                download(song, f"{month}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:15:00Z", 0)
-                for _ in range(count)
+            played += [
+                (song, f"{month}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:15:00Z") for _ in range(count)
             ]
-    items += [download(song, timestamp, 0) for song, timestamp in BOUNDARY_DOWNLOADS]
-    rng.shuffle(items)
-    for number, item in enumerate(items):
-        item["SK"] = {"S": f"download-{number:06d}"}
+    rng.shuffle(played)
+    items = [
+        Download(song, f"download-{number:06d}", f"user{number % 97}", timestamp).as_item()
+        for number, (song, timestamp) in enumerate(played)
+    ]
     malformed = [
         {"songID": {"S": "hit01"}, "SK": {"S": "malformed-no-timestamp"}, "UserID": {"S": "user1"}},
         {"songID": {"S": "hit01"}, "SK": {"S": "malformed-bad-timestamp"}, "Timestamp": {"S": "31/01/2018 10:00"}},
