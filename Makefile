@@ -14,11 +14,12 @@ export EMULATOR
 TOOLS := $(BIN)/python -m leaderboard_tools
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv build up down demo test test-unit test-acceptance lint fmt clean
+.PHONY: help venv build up down demo test test-unit test-acceptance test-model with-emulator lint fmt clean
 
 help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
+	@echo "make test-model  more of the stream model's random histories (MODEL_HISTORIES, default 20000 here)"
 	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
@@ -44,17 +45,27 @@ demo: build up
 	$(TOOLS) demo
 
 UNIT_TESTS := tests/unit emulators/localstack_process_executor/tests
+MODEL_HISTORIES ?= 1000
+export MODEL_HISTORIES
 
-test-unit: $(STAMP)
+test-unit: build $(STAMP)
 	$(BIN)/python -m pytest $(UNIT_TESTS)
 
-test-acceptance: build up
-	$(BIN)/python -m pytest tests/acceptance
+test-model: MODEL_HISTORIES = 20000
+test-model: $(STAMP)
+	$(BIN)/python -m pytest tests/unit/test_exactly_once.py -q
 
-# The README's test command. Stops the emulator only if this run started it.
+# The README's test command: unit tests, then the acceptance suite. Stops the emulator only if this run started it.
 test: build $(STAMP)
+	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="$(UNIT_TESTS) tests/acceptance"
+
+# The acceptance suite alone, on the emulator EMULATOR names (CI runs the unit tier once).
+test-acceptance: build $(STAMP)
+	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
+
+with-emulator:
 	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
-	$(BIN)/python -m pytest $(UNIT_TESTS) tests/acceptance; status=$$?; \
+	$(BIN)/python -m pytest $(PYTEST_PATHS); status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.

@@ -23,7 +23,7 @@ locals {
 }
 
 ################################################################################
-# Aggregator: read this stream, update this table, send to this queue. Nothing else.
+# Aggregator: read this table's streams, update this table, send to this queue. Nothing else.
 ################################################################################
 
 resource "aws_iam_role" "aggregator" {
@@ -35,10 +35,12 @@ resource "aws_iam_role" "aggregator" {
 data "aws_iam_policy_document" "aggregator" {
   source_policy_documents = local.tracing_policy_documents
 
+  # Every stream of this table, not only the current one: a direct invocation replaying records
+  # of an earlier stream is verified against that stream.
   statement {
-    sid       = "ReadTheStream"
+    sid       = "ReadTheStreams"
     actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-    resources = [aws_dynamodb_table.this.stream_arn]
+    resources = ["${aws_dynamodb_table.this.arn}/stream/*"]
   }
 
   statement {

@@ -11,7 +11,7 @@ resource "aws_cloudwatch_log_group" "aggregator" {
 
 resource "aws_lambda_function" "aggregator" {
   # checkov:skip=CKV_AWS_116: the stream mapping invokes it synchronously; its on-failure destination is the failure queue (a function DLQ serves async invocations only).
-  # checkov:skip=CKV_AWS_115: concurrency is bounded by the stream: shards x parallelization_factor.
+  # checkov:skip=CKV_AWS_115: concurrency is bounded by the stream: one invocation per shard at a time.
   # checkov:skip=CKV_AWS_117: it reaches only DynamoDB, SQS and CloudWatch APIs; placing it in a VPC is the caller's network policy, not the pattern's.
   function_name           = local.aggregator_name
   description             = "Counts new downloads from the stream of ${local.table_name} into monthly aggregates, exactly once."
@@ -28,12 +28,16 @@ resource "aws_lambda_function" "aggregator" {
   environment {
     variables = {
       TABLE_NAME                   = aws_dynamodb_table.this.name
+      TABLE_ARN                    = aws_dynamodb_table.this.arn
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
       PERIOD_ATTRIBUTE             = var.period_attribute_name
       COUNT_ATTRIBUTE              = var.count_attribute_name
-      QUARANTINE_QUEUE_URL         = aws_sqs_queue.failures.url
+      FAILURE_QUEUE_URL            = aws_sqs_queue.failures.url
+      AGGREGATE_WRITES             = var.aggregate_writes
+      TUMBLING_WINDOW_SECONDS      = tostring(var.tumbling_window_in_seconds)
+      MAXIMUM_RECORD_AGE_SECONDS   = tostring(var.maximum_record_age_in_seconds)
       WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
       DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)
       TEST_FAULT_INJECTION_RATE    = tostring(var.test_fault_injection_rate)
@@ -51,17 +55,20 @@ resource "aws_lambda_function" "aggregator" {
   depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy.aggregator]
 }
 
+# Tumbling-window events name their shard and carry the window's state: the aggregator keeps
+# one watermark per shard, because sequence numbers compare only within a shard. A failed
+# invocation is retried (bisected) with the previous state, so it reports no partial batch.
 resource "aws_lambda_event_source_mapping" "aggregator" {
   event_source_arn                   = aws_dynamodb_table.this.stream_arn
   function_name                      = aws_lambda_function.aggregator.arn
   starting_position                  = var.starting_position
   batch_size                         = var.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
+  tumbling_window_in_seconds         = var.tumbling_window_in_seconds
   maximum_retry_attempts             = var.maximum_retry_attempts
   maximum_record_age_in_seconds      = var.maximum_record_age_in_seconds
   bisect_batch_on_function_error     = true
   parallelization_factor             = var.parallelization_factor
-  function_response_types            = ["ReportBatchItemFailures"]
 
   filter_criteria {
     filter {
@@ -72,6 +79,13 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
   destination_config {
     on_failure {
       destination_arn = aws_sqs_queue.failures.arn
+    }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = var.maximum_record_age_in_seconds >= 2 * var.tumbling_window_in_seconds
+      error_message = "maximum_record_age_in_seconds must be at least twice tumbling_window_in_seconds: a window holds its records until it ends, and they must not expire before it is written."
     }
   }
 

@@ -285,7 +285,7 @@ variable "maximum_retry_attempts" {
 }
 
 variable "maximum_record_age_in_seconds" {
-  description = "Age after which a failing record goes to the failure queue. Finite, below the stream's 24 h retention."
+  description = "Age after which a failing record goes to the failure queue. Finite, below the stream's 24 h retention; at least twice tumbling_window_in_seconds. Watermarks are kept this long plus the window and a margin."
   type        = number
   default     = 3600
 
@@ -296,13 +296,35 @@ variable "maximum_record_age_in_seconds" {
 }
 
 variable "parallelization_factor" {
-  description = "Concurrent batches per shard. Order per partition key is kept, which the exactly-once watermark relies on."
+  description = "Concurrent batches per shard. Must be 1: with more, Lambda keeps order only per item, and exact counting needs each shard's records in order (docs/exactly-once.md)."
   type        = number
   default     = 1
 
   validation {
-    condition     = var.parallelization_factor >= 1 && var.parallelization_factor <= 10
-    error_message = "parallelization_factor must be 1-10."
+    condition     = var.parallelization_factor == 1
+    error_message = "parallelization_factor must be 1: with more, Lambda keeps records in order only per item (partition and sort key), and the aggregator's per-shard watermarks need each shard's records in order. Scale with more shards (DynamoDB adds them with write activity), not with concurrent batches per shard."
+  }
+}
+
+variable "tumbling_window_in_seconds" {
+  description = "Length of the mapping's tumbling window. Window events name their shard, which the per-shard watermarks need; with aggregate_writes = per_window it is also how often each aggregate is written."
+  type        = number
+  default     = 60
+
+  validation {
+    condition     = var.tumbling_window_in_seconds >= 1 && var.tumbling_window_in_seconds <= 900
+    error_message = "tumbling_window_in_seconds must be 1-900: the aggregator needs tumbling-window events (they carry the shardId), so 0 is not allowed."
+  }
+}
+
+variable "aggregate_writes" {
+  description = "When the aggregator writes an aggregate: per_batch (one conditional write per aggregate and batch; fresh within one batch) or per_window (one per aggregate, shard and window; fewer writes, fresh within tumbling_window_in_seconds)."
+  type        = string
+  default     = "per_batch"
+
+  validation {
+    condition     = contains(["per_batch", "per_window"], var.aggregate_writes)
+    error_message = "aggregate_writes must be per_batch or per_window."
   }
 }
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads/stream/2018-01-01T00:00:00.000"
+TABLE_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads"
+STREAM_ARN = f"{TABLE_ARN}/stream/2018-01-01T00:00:00.000"
+SHARD_ID = "shardId-00000000000000000001-aaaaaaaa"
+CREATED = 1_516_000_000
 
 
 def stream_record(sequence: int | str, event_name: str, keys: dict[str, Any], image: dict[str, Any]) -> dict[str, Any]:
@@ -15,7 +18,7 @@ def stream_record(sequence: int | str, event_name: str, keys: dict[str, Any], im
         "eventSource": "aws:dynamodb",
         "awsRegion": "us-east-1",
         "dynamodb": {
-            "ApproximateCreationDateTime": 1516000000,
+            "ApproximateCreationDateTime": CREATED,
             "Keys": keys,
             "NewImage": image,
             "SequenceNumber": str(sequence).zfill(21),
@@ -47,3 +50,23 @@ def aggregate_record(sequence: int, song_id: str, month: str, count: int, event_
     """A stream record of the aggregator's own write, which the filter must keep away from it."""
     image = {"songID": {"S": song_id}, "SK": {"S": month}, "Month": {"S": month}, "DownloadCount": {"N": str(count)}}
     return stream_record(sequence, event_name, {"songID": {"S": song_id}, "SK": {"S": month}}, image)
+
+
+def window_event(
+    records: list[dict[str, Any]],
+    state: dict[str, Any] | None = None,
+    final: bool = False,
+    shard_id: str = SHARD_ID,
+    window_start: str = "2018-01-15T07:04:00Z",
+    window_end: str = "2018-01-15T07:05:00Z",
+) -> dict[str, Any]:
+    """A tumbling-window event, shaped as Lambda's developer guide shows it."""
+    return {
+        "Records": records,
+        "window": {"start": window_start, "end": window_end},
+        "state": state or {},
+        "shardId": shard_id,
+        "eventSourceARN": STREAM_ARN,
+        "isFinalInvokeForWindow": final,
+        "isWindowTerminatedEarly": False,
+    }

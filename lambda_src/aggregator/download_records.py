@@ -5,6 +5,7 @@ Pure functions only: everything here is unit-tested without AWS.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,7 +40,9 @@ class Download:
     sequence: str
     """Zero-padded to SEQUENCE_WIDTH so that it compares correctly as a string."""
     raw_sequence: str
-    """As delivered; what a partial-batch response must name."""
+    """As delivered: what logs and failure messages name."""
+    created: int | None = None
+    """ApproximateCreationDateTime in whole epoch seconds, when the record carries it."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,14 @@ def month_of(timestamp: str) -> str:
     return f"{moment.year:04d}-{moment.month:02d}"
 
 
+def creation_second(stream: dict[str, Any]) -> int | None:
+    """ApproximateCreationDateTime (epoch seconds, possibly fractional) floored, or None if absent or not a number."""
+    value = stream.get("ApproximateCreationDateTime")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return math.floor(value)
+
+
 def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     value = image.get(name)
     if isinstance(value, dict) and isinstance(value.get("S"), str) and value["S"] != "":
@@ -116,7 +127,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         period = month_of(timestamp)
     except ValueError:
         return Rejected(f"{schema.timestamp} {timestamp[:64]!r} is not an ISO 8601 timestamp", raw_sequence, record)
-    return Download(AggregateKey(entity_id, period), pad_sequence(raw_sequence), raw_sequence)
+    return Download(AggregateKey(entity_id, period), pad_sequence(raw_sequence), raw_sequence, creation_second(stream))
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:

@@ -12,6 +12,7 @@ import binascii
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,13 +123,18 @@ def error_response(message: str) -> dict[str, Any]:
     return {"error": {"code": "InvalidRequest", "message": message}}
 
 
-SCHEMA = IndexSchema(
-    index_name=os.environ.get("INDEX_NAME", "MonthDownloadsIndex"),
-    entity=os.environ.get("ENTITY_ATTRIBUTE", "songID"),
-    sort_key=os.environ.get("SORT_KEY_ATTRIBUTE", "SK"),
-    period=os.environ.get("PERIOD_ATTRIBUTE", "Month"),
-    count=os.environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
-)
+def schema_from_environment(environ: Mapping[str, str]) -> IndexSchema:
+    """The module sets these from its attribute-name variables; the defaults are the guide's names."""
+    return IndexSchema(
+        index_name=environ.get("INDEX_NAME", "MonthDownloadsIndex"),
+        entity=environ.get("ENTITY_ATTRIBUTE", "songID"),
+        sort_key=environ.get("SORT_KEY_ATTRIBUTE", "SK"),
+        period=environ.get("PERIOD_ATTRIBUTE", "Month"),
+        count=environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
+    )
+
+
+SCHEMA = schema_from_environment(os.environ)
 TABLE_NAME = os.environ.get("TABLE_NAME", "")
 _dynamodb = boto3.client("dynamodb")
 

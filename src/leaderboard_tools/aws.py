@@ -16,6 +16,7 @@ _CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, read_timeout=1
 @dataclass(frozen=True)
 class Clients:
     dynamodb: Any
+    dynamodbstreams: Any
     lambda_: Any
     sqs: Any
     logs: Any
@@ -25,6 +26,7 @@ def clients(endpoint: Endpoint) -> Clients:
     session = Session(region_name=endpoint.region, localstack_host=f"{endpoint.host}:{endpoint.port}")
     return Clients(
         dynamodb=session.client("dynamodb", config=_CONFIG),
+        dynamodbstreams=session.client("dynamodbstreams", config=_CONFIG),
         lambda_=session.client("lambda", config=_CONFIG),
         sqs=session.client("sqs", config=_CONFIG),
         logs=session.client("logs", config=_CONFIG),

@@ -7,9 +7,28 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 BATCH_WRITE_LIMIT = 25
+
+
+ZONES = (
+    UTC,
+    UTC,
+    timezone(timedelta(hours=2)),
+    timezone(timedelta(hours=-5)),
+    timezone(timedelta(hours=5, minutes=30)),
+)
+"""Offsets writers put in their timestamps; near a month's edge the local month is not the UTC month."""
+
+
+def utc_month(timestamp: str) -> str:
+    """The UTC month of an ISO 8601 timestamp (no offset: UTC): the month a download counts in."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return f"{moment.year:04d}-{moment.month:02d}"
 
 
 @dataclass(frozen=True)
@@ -21,7 +40,7 @@ class Download:
 
     @property
     def month(self) -> str:
-        return self.timestamp[:7]
+        return utc_month(self.timestamp)
 
     def as_item(self) -> dict[str, Any]:
         return {
@@ -39,20 +58,33 @@ def zipf_downloads(
     seed: int = 2018,
     exponent: float = 1.1,
 ) -> list[Download]:
-    """Song k is drawn with weight 1/k**exponent, so a few songs dominate as in a real catalogue."""
+    """Song k is drawn with weight 1/k**exponent, so a few songs dominate as in a real catalogue.
+
+    Each download happens at a random moment of one of `months` (UTC), a quarter of them in the
+    first or last hours of the month, and is written with a random offset: the guide's
+    `Timestamp[:7]` files some of them under the wrong month, the UTC month does not.
+    """
     rng = random.Random(seed)
     song_ids = [f"song{index:03d}" for index in range(1, songs + 1)]
     weights = [1 / rank**exponent for rank in range(1, songs + 1)]
     downloads = []
     for song_id in rng.choices(song_ids, weights=weights, k=count):
-        month = rng.choice(months)
-        day, hour, minute, second = rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59), rng.randint(0, 59)
+        year, month = (int(part) for part in rng.choice(months).split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        span = (end - start).total_seconds()
+        offset = (
+            rng.uniform(0, span)
+            if rng.random() < 0.75
+            else rng.choice([rng.uniform(0, 7200), span - rng.uniform(1, 7200)])
+        )
+        moment = (start + timedelta(seconds=int(offset))).astimezone(rng.choice(ZONES))
         downloads.append(
             Download(
                 song_id=song_id,
                 download_id=f"download-{rng.getrandbits(96):024x}",
                 user_id=f"user{rng.randint(1, 5000):05d}",
-                timestamp=f"{month}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z",
+                timestamp=moment.isoformat().replace("+00:00", "Z"),
             )
         )
     return downloads

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,7 +12,7 @@ import pytest
 
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.emulator import endpoint_answers, identify
-from leaderboard_tools.settings import Endpoint, endpoint_from_environment
+from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
 pytestmark = pytest.mark.acceptance
@@ -71,10 +73,20 @@ def emulator_kind(endpoint: Endpoint) -> str:
     return identify(endpoint) or "unknown"
 
 
-@pytest.fixture
-def stream_mapping_honours_retries_and_partial_batches(emulator_kind: str) -> None:
-    if emulator_kind == "ministack":
-        pytest.skip(
-            "MiniStack's stream mapping ignores MaximumRetryAttempts and ReportBatchItemFailures "
-            "(a failing batch is retried until MaximumRecordAgeInSeconds); run with EMULATOR=localstack"
-        )
+def watermark_attribute(stream_arn: str, shard_id: str) -> str:
+    """The aggregate attribute holding a shard's watermark, as the aggregator names it (its own code, loaded)."""
+    delivery = sys.modules.get("aggregator_delivery")
+    if delivery is None:
+        source = REPOSITORY / "lambda_src" / "aggregator" / "delivery.py"
+        spec = importlib.util.spec_from_file_location("aggregator_delivery", source)
+        assert spec is not None
+        assert spec.loader is not None
+        delivery = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = delivery
+        spec.loader.exec_module(delivery)
+    return delivery.watermark_name(stream_arn, shard_id)
+
+
+def shard_ids(aws: Clients, stream_arn: str) -> list[str]:
+    description = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]
+    return [shard["ShardId"] for shard in description["Shards"]]

@@ -1,19 +1,15 @@
-"""What the stream mapping does with failures, where the emulator emulates it (LocalStack; AWS)."""
+"""What the stream mapping and the aggregator do with failures: retries, the failure queue, work kept in the window."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import pytest
-
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import poll_until
 from leaderboard_tools.loadgen import Download
 from leaderboard_tools.settings import Endpoint
-from tests.acceptance.conftest import log_lines, stack
-
-pytestmark = pytest.mark.usefixtures("stream_mapping_honours_retries_and_partial_batches")
+from tests.acceptance.conftest import log_lines, shard_ids, stack, watermark_attribute
 
 
 def download(song: str, number: int) -> dict[str, Any]:
@@ -27,25 +23,14 @@ def count_of(aws: Clients, table: str, song: str, month: str = "2018-05") -> int
     return None if item is None else int(item["DownloadCount"]["N"])
 
 
-def put_aggregate(aws: Clients, table: str, song: str, count: dict[str, str], watermark: dict[str, str] | None) -> None:
-    item = {"songID": {"S": song}, "SK": {"S": "2018-05"}, "Month": {"S": "2018-05"}, "DownloadCount": count}
-    if watermark is not None:
-        item["AppliedSequence"] = watermark
-    aws.dynamodb.put_item(TableName=table, Item=item)
-
-
-def invocations(aws: Clients, log_group: str) -> list[dict[str, Any]]:
-    return [
-        line
-        for line in log_lines(aws, log_group)
-        if line.get("message") in ("batch summary", "test-only fault injected")
-    ]
+def lines_with(aws: Clients, log_group: str, *messages: str) -> list[dict[str, Any]]:
+    return [line for line in log_lines(aws, log_group) if line.get("message") in messages]
 
 
 def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
     endpoint: Endpoint, aws: Clients
 ) -> None:
-    # given an aggregator that fails every invocation after applying its batch, and 2 retries
+    # given an aggregator that fails every invocation with records after writing them, and 2 retries
     with stack(endpoint, "retries", batch_size=10, maximum_retry_attempts=2, test_fault_injection_rate=1) as (
         _,
         outputs,
@@ -61,65 +46,64 @@ def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
             return next((body for body in bodies if "requestContext" in body), None)
 
         record = poll_until(failure_record, timeout=180, interval=2, describe="a failure record in the queue")
-        # then the mapping invoked it 1 + 2 times, gave up with a failure record naming the batch
+        # then the mapping invoked it 1 + 2 times and gave up with a failure record naming the batch and its shard
         assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
         assert record["requestContext"]["approximateInvokeCount"] == 3
         assert record["DDBStreamBatchInfo"]["batchSize"] == 1
+        assert record["DDBStreamBatchInfo"]["shardId"]
         faults = poll_until(
             lambda: (
-                len(invocations(aws, outputs["aggregator_log_group_name"])) >= 3
-                and invocations(aws, outputs["aggregator_log_group_name"])
+                len(lines_with(aws, outputs["aggregator_log_group_name"], "test-only fault injected")) >= 3
+                and lines_with(aws, outputs["aggregator_log_group_name"], "test-only fault injected")
             ),
             timeout=30,
             describe="three logged invocations",
         )
-        assert [line["message"] for line in faults] == ["test-only fault injected"] * 3
-        # and the download was counted once, although three invocations applied it
+        assert len(faults) == 3
+        # and the download was counted once, although three invocations wrote it
         assert count_of(aws, outputs["table_name"], "stubborn-song") == 1
 
 
-def test_a_partial_batch_response_makes_the_retry_start_at_the_failed_record(endpoint: Endpoint, aws: Clients) -> None:
-    # given an aggregate that fails until repaired: its watermark was overwritten with a non-sequence
-    with stack(endpoint, "partial", batch_size=10, maximum_retry_attempts=5) as (_, outputs):
+def test_an_aggregate_that_cannot_be_written_waits_in_the_window_state_and_is_written_once_it_can(
+    endpoint: Endpoint, aws: Clients
+) -> None:
+    with stack(endpoint, "pending", batch_size=10, tumbling_window_in_seconds=5, maximum_retry_attempts=1000) as (
+        _,
+        outputs,
+    ):
         table, log_group = outputs["table_name"], outputs["aggregator_log_group_name"]
-        put_aggregate(aws, table, "poisoned", {"N": "0"}, watermark={"S": "overwritten"})
-        # when four good downloads and then two of the poisoned song reach the aggregator in one batch
-        mapping = outputs["aggregator_event_source_mapping_uuid"]
-        set_mapping_enabled(aws, mapping, False)
-        for number, song in enumerate(["good-a", "good-b", "good-c", "good-a", "poisoned", "poisoned"]):
+        # given an aggregate no update can succeed on: its watermark for the stream's shard was overwritten
+        [shard_id] = shard_ids(aws, outputs["table_stream_arn"])
+        corrupt = {watermark_attribute(outputs["table_stream_arn"], shard_id): {"S": "overwritten"}}
+        poisoned = {"songID": {"S": "poisoned"}, "SK": {"S": "2018-05"}, "Month": {"S": "2018-05"}}
+        aws.dynamodb.put_item(TableName=table, Item={**poisoned, "DownloadCount": {"N": "0"}, **corrupt})
+        # when two good downloads and two of the poisoned song arrive
+        for number, song in enumerate(["good-a", "poisoned", "good-b", "poisoned"]):
             aws.dynamodb.put_item(TableName=table, Item=download(song, number))
-        set_mapping_enabled(aws, mapping, True)
-
-        def first_failure() -> dict[str, Any] | None:
-            return next((line for line in invocations(aws, log_group) if line.get("failed_keys")), None)
-
-        failed = poll_until(first_failure, timeout=120, interval=2, describe="a batch with a failed aggregate")
-        # and the aggregate is repaired while the mapping retries
-        put_aggregate(aws, table, "poisoned", {"N": "0"}, watermark=None)
+        # then the good ones are counted at once, and the poisoned aggregate stays pending: batches succeed,
+        # and the window's final invocation fails, so the mapping retries it with the same state
         poll_until(
-            lambda: count_of(aws, table, "poisoned") == 2, timeout=120, interval=2, describe="the retried aggregate"
+            lambda: (count_of(aws, table, "good-a"), count_of(aws, table, "good-b")) == (1, 1),
+            timeout=120,
+            interval=2,
+            describe="the good aggregates",
         )
-        # then the failing invocation held good records before the poisoned ones and named the first poisoned one
-        assert (failed["records_received"], failed["added"]) == (6, 4)
-        assert failed["first_sequence"] < failed["retry_from"]
-        # and each retry started exactly there
-        lines = invocations(aws, log_group)
-        retries = lines[lines.index(failed) + 1 :]
-        assert retries
-        assert {line["first_sequence"] for line in retries} == {failed["retry_from"]}
-        assert {song: count_of(aws, table, song) for song in ("good-a", "good-b", "good-c")} == {
-            "good-a": 2,
-            "good-b": 1,
-            "good-c": 1,
-        }
-
-
-def set_mapping_enabled(aws: Clients, mapping_uuid: str, enabled: bool) -> None:
-    """Holding the mapping while writing makes the records arrive as one batch, whatever the poller's timing."""
-    aws.lambda_.update_event_source_mapping(UUID=mapping_uuid, Enabled=enabled)
-    wanted = "Enabled" if enabled else "Disabled"
-    poll_until(
-        lambda: aws.lambda_.get_event_source_mapping(UUID=mapping_uuid)["State"] == wanted,
-        timeout=60,
-        describe=f"mapping {wanted}",
-    )
+        unwritten = poll_until(
+            lambda: lines_with(aws, log_group, "aggregates not written at the end of the window"),
+            timeout=120,
+            interval=2,
+            describe="a final invocation failing with the pending aggregate",
+        )
+        assert [(a["entity_id"], a["downloads"]) for a in unwritten[0]["aggregates"]] == [("poisoned", 2)]
+        # when the aggregate is repaired
+        aws.dynamodb.delete_item(TableName=table, Key={"songID": poisoned["songID"], "SK": poisoned["SK"]})
+        # then a retry of the final invocation writes it, exactly once
+        poll_until(
+            lambda: count_of(aws, table, "poisoned") == 2, timeout=120, interval=2, describe="the repaired aggregate"
+        )
+        assert lines_with(aws, log_group, "aggregate update failed; it stays pending in the window state")
+        assert (count_of(aws, table, "good-a"), count_of(aws, table, "good-b"), count_of(aws, table, "poisoned")) == (
+            1,
+            1,
+            2,
+        )

@@ -6,14 +6,13 @@ import json
 import random
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import index_ranking, invoke_function, query_all_pages, wait_until_totals
-from leaderboard_tools.loadgen import Download, write_items
+from leaderboard_tools.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
+from leaderboard_tools.loadgen import Download, utc_month, write_items
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import log_lines, scan_all, stack
@@ -23,10 +22,6 @@ JANUARY = {f"hit{n:02d}": 3 * n + 2 for n in range(1, 13)}
 FEBRUARY = {**{f"hit{n:02d}": 41 - 3 * n for n in range(1, 13)}, "newcomer": 50}
 # Local times that fall into another UTC month: the guide's slicing would file them wrongly.
 BOUNDARY_DOWNLOADS = [("edge-song", "2018-01-31T23:30:00-05:00"), ("edge-song", "2018-03-01T00:30:00+02:00")]
-
-
-def utc_month(timestamp: str) -> str:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC).strftime("%Y-%m")
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +131,9 @@ def test_the_aggregator_is_never_invoked_for_its_own_writes(loaded: dict[str, An
 
 def test_malformed_downloads_are_reported_in_the_failure_queue_not_lost(loaded: dict[str, Any], aws: Clients) -> None:
     queue_url = loaded["outputs"]["failure_queue_url"]
-    reported = {}
-    for _ in range(5):
+    reported: dict[str, str] = {}
+
+    def both_reported() -> bool:
         messages = aws.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
             "Messages", []
         )
@@ -145,6 +141,10 @@ def test_malformed_downloads_are_reported_in_the_failure_queue_not_lost(loaded: 
             body = json.loads(message["Body"])
             if body.get("kind") == "rejected_download":
                 reported[body["record"]["dynamodb"]["Keys"]["SK"]["S"]] = body["reason"]
+            aws.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return set(reported) >= {"malformed-no-timestamp", "malformed-bad-timestamp"}
+
+    poll_until(both_reported, timeout=60, interval=1, describe="both malformed downloads in the failure queue")
     assert set(reported) == {"malformed-no-timestamp", "malformed-bad-timestamp"}
     assert "Timestamp" in reported["malformed-no-timestamp"]
 

@@ -16,6 +16,7 @@ for function_dir in ("lambda_src/aggregator", "lambda_src/query"):
 
 # What the module gives the functions; read when the handler modules are imported.
 os.environ.setdefault("TABLE_NAME", "test-downloads")
+os.environ.setdefault("TABLE_ARN", "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "UnitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "unit-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -35,12 +36,13 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-@pytest.fixture
-def dynamodb(aws: None) -> Any:
-    """The module's table shape: songID/SK keys and the sparse (Month, DownloadCount) index."""
+def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
+    """The module's table in moto: songID/SK keys, a NEW_IMAGE stream, the sparse (Month, DownloadCount) index."""
     client = boto3.client("dynamodb", region_name="us-east-1")
+    if fresh and table_name in client.list_tables()["TableNames"]:
+        client.delete_table(TableName=table_name)
     client.create_table(
-        TableName=TABLE,
+        TableName=table_name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
             {"AttributeName": "songID", "AttributeType": "S"},
@@ -59,8 +61,14 @@ def dynamodb(aws: None) -> Any:
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
             }
         ],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
     )
     return client
+
+
+@pytest.fixture
+def dynamodb(aws: None) -> Any:
+    return create_table()
 
 
 @pytest.fixture

@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import build
+import pytest
 
 
 def stage_with(root: Path, files: dict[str, str]) -> Path:
@@ -62,3 +66,60 @@ def test_each_function_declares_every_dependency_pinned() -> None:
         pins = [line for line in requirements if line and not line.startswith("#")]
         assert pins, function
         assert all("==" in pin for pin in pins), pins
+
+
+RUNTIME_PACKAGES = ("boto3", "botocore", "jmespath", "s3transfer", "dateutil", "six.py", "urllib3")
+"""What the Lambda Python runtime provides besides the standard library: the AWS SDK and what it needs."""
+FUNCTION_ENVIRONMENT = {
+    "TABLE_NAME": "t",
+    "TABLE_ARN": "arn:aws:dynamodb:us-east-1:000000000000:table/t",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "x",
+    "AWS_SECRET_ACCESS_KEY": "x",
+    "POWERTOOLS_SERVICE_NAME": "import-check",
+}
+
+
+def lambda_runtime_path(tmp_path: Path) -> Path:
+    """A folder holding only the runtime's packages, linked from this interpreter's site-packages."""
+    import boto3
+
+    site = Path(boto3.__file__).resolve().parents[1]
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for name in RUNTIME_PACKAGES:
+        (runtime / name).symlink_to(site / name)
+    return runtime
+
+
+def import_in_clean_interpreter(task: Path, runtime: Path, module: str) -> subprocess.CompletedProcess[str]:
+    """`python -I -S`: no site-packages, no user site, no PYTHONPATH; only the function's code and the runtime."""
+    code = f"import sys; sys.path[:0] = [{str(task)!r}, {str(runtime)!r}]; import {module}"
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        env={**FUNCTION_ENVIRONMENT, "PATH": os.environ.get("PATH", "")},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("function", build.FUNCTIONS)
+def test_each_built_zip_imports_with_only_what_the_lambda_runtime_provides(function: str, tmp_path: Path) -> None:
+    artifact = build.ROOT / "dist" / f"{function}.zip"
+    assert artifact.is_file(), f"{artifact} is missing: run `make build` (make test does)"
+    # given the zip unpacked as Lambda unpacks it, and an interpreter that sees nothing else but boto3
+    task = tmp_path / "task"
+    with zipfile.ZipFile(artifact) as archive:
+        archive.extractall(task)
+    runtime = lambda_runtime_path(tmp_path)
+    # when its handler module is imported, then it imports
+    result = import_in_clean_interpreter(task, runtime, function)
+    assert result.returncode == 0, result.stderr
+    # and the same zip without its bundled dependencies does not: the check can tell a missing dependency
+    for bundled in task.iterdir():
+        if bundled.is_dir():
+            shutil.rmtree(bundled)
+    stripped = import_in_clean_interpreter(task, runtime, function)
+    assert stripped.returncode != 0
+    assert "ModuleNotFoundError" in stripped.stderr

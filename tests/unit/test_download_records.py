@@ -13,7 +13,7 @@ from download_records import (
     pad_sequence,
     parse_record,
 )
-from tests.streams import aggregate_record, download_record
+from tests.streams import CREATED, aggregate_record, download_record
 
 SCHEMA = Schema()
 
@@ -42,12 +42,19 @@ def test_month_of_an_unparsable_timestamp_raises(timestamp: str) -> None:
 
 
 def test_a_new_download_is_parsed_into_its_aggregate_key() -> None:
-    # given a download INSERT, when parsed, then its song, UTC month and padded sequence are kept
+    # given a download INSERT, when parsed, then its song, UTC month, padded sequence and creation second are kept
     parsed = parse_record(download_record(42, "song7", "2018-02-03T04:05:06Z"), SCHEMA)
     assert parsed == Download(
-        AggregateKey("song7", "2018-02"), pad_sequence("000000000000000000042"), "000000000000000000042"
+        AggregateKey("song7", "2018-02"), pad_sequence("000000000000000000042"), "000000000000000000042", CREATED
     )
     assert len(parsed.sequence) == 40
+
+
+@pytest.mark.parametrize(("value", "second"), [(1516000000.75, 1516000000), (1516000000, 1516000000), ("x", None)])
+def test_the_creation_time_is_kept_in_whole_seconds(value: object, second: int | None) -> None:
+    record = download_record(42, "song7")
+    record["dynamodb"]["ApproximateCreationDateTime"] = value
+    assert parse_record(record, SCHEMA).created == second
 
 
 @pytest.mark.parametrize(
@@ -109,7 +116,7 @@ def test_custom_attribute_names_are_honoured() -> None:
     record = download_record(1, "ignored")
     record["dynamodb"]["NewImage"] = {"productID": {"S": "p1"}, "At": {"S": "2020-05-06T07:08:09Z"}}
     assert parse_record(record, schema) == Download(
-        AggregateKey("p1", "2020-05"), pad_sequence("000000000000000000001"), "000000000000000000001"
+        AggregateKey("p1", "2020-05"), pad_sequence("000000000000000000001"), "000000000000000000001", CREATED
     )
 
 

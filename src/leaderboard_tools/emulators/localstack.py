@@ -21,6 +21,31 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 EXECUTOR_NAME = "process"
+HOOKS_DISTRIBUTION = "leaderboard-tools-localstack-hooks"
+# What LocalStack imports of leaderboard_tools: the stream delivery engine and its LocalStack plugin.
+HOOK_MODULES = (
+    "__init__.py",
+    "emulators/__init__.py",
+    "emulators/stream_mapping.py",
+    "emulators/localstack_stream_mapping.py",
+)
+HOOKS_PYPROJECT = f"""[build-system]
+requires = ["setuptools>=70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{HOOKS_DISTRIBUTION}"
+version = "0.1.0"
+description = "Tumbling windows for LocalStack's DynamoDB-stream event source mappings, by leaderboard-tools."
+requires-python = ">=3.12"
+dependencies = []
+
+[project.entry-points."localstack.hooks.on_infra_start"]
+deliver_tumbling_windows = "leaderboard_tools.emulators.localstack_stream_mapping:deliver_tumbling_windows"
+
+[tool.setuptools.packages.find]
+where = ["src"]
+"""
 DYNAMODB_LOCAL_NPM = "amplify-dynamodb-simulator@2.9.30"
 DYNAMODB_LOCAL_INTEGRITY = (
     "sha512-xTeeRLvzEfqyd5lh3bH4c0kHvSHHmmhD5ZDsHFKAQ5g2Zl6JqlFdutaQhCLHzxEp6Ry1o7TB6niIoXuQAnSewQ=="
@@ -49,7 +74,7 @@ _LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def prepare(cache_dir: Path) -> None:
-    """Idempotently provision LocalStack, the function runtime, DynamoDB Local and the executor.
+    """Idempotently provision LocalStack, the function runtime, DynamoDB Local, the executor and the hooks.
 
     Each part is rebuilt only when the hash of its pinned inputs changes, so a warm call is cheap.
     """
@@ -68,6 +93,12 @@ def prepare(cache_dir: Path) -> None:
             cache_dir / "localstack-venv" / ".process-executor",
             [ls_key, _digest_package(executor_src)],
             lambda marker: _install_executor(cache_dir / "localstack-venv", executor_src, marker),
+        )
+        package = Path(__file__).resolve().parents[1]
+        _ensure(
+            cache_dir / "localstack-venv" / ".stream-mapping-hooks",
+            [ls_key, HOOKS_PYPROJECT, _digest_modules(package, HOOK_MODULES)],
+            lambda marker: _install_hooks(cache_dir / "localstack-venv", package, marker),
         )
         fn_python = _find_python(FUNCTION_PYTHONS)
         _ensure(
@@ -193,6 +224,13 @@ def _digest_package(root: Path) -> str:
     return digest.hexdigest()
 
 
+def _digest_modules(package: Path, modules: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update(module.encode() + b"\0" + (package / module).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _run(argv: list[str]) -> str:
     result = subprocess.run(argv, check=False, capture_output=True, text=True)
     if result.returncode != 0:
@@ -242,6 +280,20 @@ def _install_executor(venv: Path, source: Path, marker: Path) -> None:
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "tests"))
         _pip_install(venv, "--no-deps", "--no-build-isolation", "--no-index", "--force-reinstall", str(copy))
     marker.write_text(EXECUTOR_NAME)
+
+
+def _install_hooks(venv: Path, package: Path, marker: Path) -> None:
+    """Install the engine and its LocalStack plugin alone, as a distribution of their own: LocalStack finds
+    its hooks through entry points, and needs nothing else of leaderboard_tools."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / HOOKS_DISTRIBUTION
+        for module in HOOK_MODULES:
+            target = root / "src" / "leaderboard_tools" / module
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(package / module, target)
+        (root / "pyproject.toml").write_text(HOOKS_PYPROJECT)
+        _pip_install(venv, "--no-deps", "--no-build-isolation", "--no-index", "--force-reinstall", str(root))
+    marker.write_text(HOOKS_DISTRIBUTION)
 
 
 def _find_jdk() -> Path:

@@ -1,10 +1,14 @@
-"""Run MiniStack in the foreground with a fix for its stream filter matching.
+"""Run MiniStack in the foreground with a fix for its stream filter matching and Lambda's stream delivery.
 
 MiniStack 1.5.33 evaluates `{"NewImage": {"Month": {"S": [{"exists": false}]}}}` as false
 when `Month` is absent, so it drops exactly the records the pattern selects. AWS matches
 patterns on leaf paths: an absent parent means every leaf below it is absent, and
 `exists: false` holds. This wrapper gives MiniStack those semantics before it starts;
 the module keeps the pattern AWS documents.
+
+Its DynamoDB-stream mappings are delivered by the project's emulation of Lambda's stream
+delivery (tumbling windows, retries, bisection, partial batch responses, record age, failure
+records): see ``ministack_stream_mapping``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from typing import Any
 
 from ministack import app
 from ministack.services import lambda_svc
+
+from leaderboard_tools.emulators import ministack_stream_mapping
 
 _original_match = lambda_svc._match_esm_filter
 
@@ -28,6 +34,7 @@ def match_with_absent_parents(record: Any, pattern: Any) -> bool:
 
 def main() -> None:
     lambda_svc._match_esm_filter = match_with_absent_parents
+    ministack_stream_mapping.install()
     sys.argv = [sys.argv[0]]
     app.main()
 

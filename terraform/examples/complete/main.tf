@@ -34,6 +34,8 @@ module "leaderboard" {
   batch_size                         = var.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
   maximum_retry_attempts             = var.maximum_retry_attempts
+  tumbling_window_in_seconds         = var.tumbling_window_in_seconds
+  aggregate_writes                   = var.aggregate_writes
   test_fault_injection_rate          = var.test_fault_injection_rate
   tags                               = var.tags
 }

@@ -34,6 +34,18 @@ variable "maximum_batching_window_in_seconds" {
   default     = 1
 }
 
+variable "tumbling_window_in_seconds" {
+  description = "Length of the mapping's tumbling window (its events name the shard)."
+  type        = number
+  default     = 60
+}
+
+variable "aggregate_writes" {
+  description = "per_batch or per_window: when the aggregator writes each aggregate."
+  type        = string
+  default     = "per_batch"
+}
+
 variable "test_fault_injection_rate" {
   description = "TEST ONLY: share of aggregator invocations that fail on purpose (inert on AWS)."
   type        = number

@@ -1,0 +1,157 @@
+# Plan-level tests of the module's validations and preconditions, against a mocked provider:
+# every setting outside the exactly-once guarantee must be refused with its message.
+# Run by tests/unit/test_module_validations.py (or `terraform test` in terraform/).
+
+mock_provider "aws" {
+  mock_data "aws_iam_policy_document" {
+    defaults = {
+      json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}"
+    }
+  }
+}
+
+variables {
+  name = "validation"
+  # Any file stands in for the zips: nothing is deployed, only planned.
+  aggregator_package_path = "templates/new_raw_event_filter.json.tftpl"
+  query_package_path      = "templates/new_raw_event_filter.json.tftpl"
+}
+
+run "the_defaults_plan" {
+  command = plan
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator.tumbling_window_in_seconds == 60
+    error_message = "the mapping must use tumbling windows by default"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator.parallelization_factor == 1
+    error_message = "the mapping must process one batch per shard at a time"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator.bisect_batch_on_function_error == true
+    error_message = "failed batches must be bisected"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator.environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
+    error_message = "aggregates are written every batch by default"
+  }
+}
+
+run "per_window_writes_plan" {
+  command = plan
+
+  variables {
+    aggregate_writes           = "per_window"
+    tumbling_window_in_seconds = 300
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator.environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
+    error_message = "the aggregator must know the window length"
+  }
+}
+
+run "a_parallelization_factor_above_one_is_refused" {
+  command = plan
+
+  variables {
+    parallelization_factor = 2
+  }
+
+  expect_failures = [var.parallelization_factor]
+}
+
+run "a_mapping_without_tumbling_window_is_refused" {
+  command = plan
+
+  variables {
+    tumbling_window_in_seconds = 0
+  }
+
+  expect_failures = [var.tumbling_window_in_seconds]
+}
+
+run "an_unknown_write_mode_is_refused" {
+  command = plan
+
+  variables {
+    aggregate_writes = "per_download"
+  }
+
+  expect_failures = [var.aggregate_writes]
+}
+
+run "records_that_expire_before_their_window_ends_are_refused" {
+  command = plan
+
+  variables {
+    tumbling_window_in_seconds    = 900
+    maximum_record_age_in_seconds = 1200
+  }
+
+  expect_failures = [aws_lambda_event_source_mapping.aggregator]
+}
+
+run "infinite_retries_are_refused" {
+  command = plan
+
+  variables {
+    maximum_retry_attempts = -1
+  }
+
+  expect_failures = [var.maximum_retry_attempts]
+}
+
+run "an_infinite_record_age_is_refused" {
+  command = plan
+
+  variables {
+    maximum_record_age_in_seconds = -1
+  }
+
+  expect_failures = [var.maximum_record_age_in_seconds]
+}
+
+run "provisioned_mode_without_capacities_is_refused" {
+  command = plan
+
+  variables {
+    billing_mode = "PROVISIONED"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "a_name_with_spaces_is_refused" {
+  command = plan
+
+  variables {
+    name = "my leaderboard"
+  }
+
+  expect_failures = [var.name]
+}
+
+run "a_key_id_instead_of_a_key_arn_is_refused" {
+  command = plan
+
+  variables {
+    kms_key_arn = "1234abcd-12ab-34cd-56ef-1234567890ab"
+  }
+
+  expect_failures = [var.kms_key_arn]
+}
+
+run "an_old_python_runtime_is_refused" {
+  command = plan
+
+  variables {
+    lambda_runtime = "python3.9"
+  }
+
+  expect_failures = [var.lambda_runtime]
+}

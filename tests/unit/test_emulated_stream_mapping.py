@@ -1,0 +1,577 @@
+"""The emulated DynamoDB stream mapping follows the Lambda developer guide, rule by rule.
+
+Each test drives one shard through a fake function and a fake clock; the quoted sentences are the
+rules the engine cites (leaderboard_tools/emulators/stream_mapping.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from leaderboard_tools.emulators.stream_mapping import (
+    RECORD_AGE_EXCEEDED,
+    RETRY_ATTEMPTS_EXHAUSTED,
+    InvocationNotDelivered,
+    MappingSettings,
+    ShardDelivery,
+    insertion_time_within_the_minute,
+)
+
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/songs/stream/2020-12-09T07:00:00.000"
+SHARD_ID = "shardId-00000001607497000000-0abc1234"
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:000000000000:function:aggregate"
+# 2020-12-09T07:04:00Z, the start of a 120-second window in the guide's example.
+WINDOW_START = 1607497440.0
+
+
+def epoch(iso: str) -> float:
+    return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.moment = now
+        self.pauses: list[float] = []
+        self.on_sleep: Callable[[], None] = lambda: None
+
+    def now(self) -> float:
+        return self.moment
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.moment += seconds
+        self.on_sleep()
+
+
+Response = tuple[bool, Any]
+
+
+class FakeFunction:
+    """Records every payload; answers with `behaviour`, by default a window aggregation that counts keys."""
+
+    def __init__(self, behaviour: Callable[[dict[str, Any]], Response] | None = None) -> None:
+        self.payloads: list[dict[str, Any]] = []
+        self.behaviour = behaviour or count_keys
+
+    def __call__(self, payload: dict[str, Any]) -> Response:
+        self.payloads.append(copy.deepcopy(payload))
+        return self.behaviour(payload)
+
+    def batches(self) -> list[list[int]]:
+        return [numbers(payload) for payload in self.payloads]
+
+
+def numbers(payload: dict[str, Any]) -> list[int]:
+    return [int(record["dynamodb"]["SequenceNumber"]) for record in payload["Records"]]
+
+
+def count_keys(payload: dict[str, Any]) -> Response:
+    state = dict(payload.get("state") or {})
+    for record in payload["Records"]:
+        key = record["dynamodb"]["Keys"]["pk"]["S"]
+        state[key] = state.get(key, 0) + 1
+    return False, {"state": state}
+
+
+def record(number: int, at: float) -> dict[str, Any]:
+    return {
+        "eventID": f"event-{number}",
+        "eventName": "INSERT",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {
+            "ApproximateCreationDateTime": at,
+            "Keys": {"pk": {"S": f"key-{number}"}},
+            "SequenceNumber": str(number).zfill(21),
+        },
+        "eventSourceARN": STREAM_ARN,
+    }
+
+
+def records(*numbers_and_times: tuple[int, float]) -> list[dict[str, Any]]:
+    return [record(number, at) for number, at in numbers_and_times]
+
+
+class Harness:
+    def __init__(self, now: float = WINDOW_START + 1, **settings: Any) -> None:
+        self.clock = FakeClock(now)
+        self.function = FakeFunction()
+        self.failure_records: list[dict[str, Any]] = []
+        self.settings = MappingSettings(function_arn=FUNCTION_ARN, **settings)
+        self.delivery = ShardDelivery(
+            self.settings, SHARD_ID, STREAM_ARN, self.function, self.failure_records.append, self.clock
+        )
+
+
+def windowed(**settings: Any) -> Harness:
+    return Harness(tumbling_window_seconds=120, **settings)
+
+
+def fails_when(poisoned: Callable[[dict[str, Any]], bool], then: Callable[[dict[str, Any]], Response]) -> Any:
+    def behaviour(payload: dict[str, Any]) -> Response:
+        return (True, {"errorMessage": "boom"}) if poisoned(payload) else then(payload)
+
+    return behaviour
+
+
+def fails_times(times: int, then: Callable[[dict[str, Any]], Response]) -> Any:
+    failures = iter(range(times))
+
+    def behaviour(payload: dict[str, Any]) -> Response:
+        return (True, {"errorMessage": "boom"}) if next(failures, None) is not None else then(payload)
+
+    return behaviour
+
+
+def succeeds(payload: dict[str, Any]) -> Response:
+    return False, None
+
+
+# -- tumbling windows --------------------------------------------------------------------------
+
+
+def test_window_boundaries_are_multiples_of_the_window_length_around_the_records_timestamp() -> None:
+    # given a 120-second window and a record inserted at 07:05:13
+    harness = windowed()
+    # when it is delivered
+    harness.delivery.deliver([record(1, epoch("2020-12-09T07:05:13Z"))])
+    # then the invocation names the window the guide's example shows
+    assert harness.function.payloads[0]["window"] == {"start": "2020-12-09T07:04:00Z", "end": "2020-12-09T07:06:00Z"}
+
+
+def test_windows_follow_the_insertion_time_the_emulator_knows_better_than_the_records_stamp() -> None:
+    # given 5-second windows, and an emulator that stamps records to the minute but knows better
+    clock = FakeClock(epoch("2020-12-09T07:06:24Z"))
+    function = FakeFunction()
+    delivery = ShardDelivery(
+        MappingSettings(tumbling_window_seconds=5),
+        SHARD_ID,
+        STREAM_ARN,
+        function,
+        clock=clock,
+        insertion_time=lambda record: epoch("2020-12-09T07:06:23Z"),
+    )
+    # when a record stamped 07:06:00 is delivered
+    delivery.deliver([record(1, epoch("2020-12-09T07:06:00Z"))])
+    # then its window is the one of its insertion time
+    assert function.payloads[0]["window"] == {"start": "2020-12-09T07:06:20Z", "end": "2020-12-09T07:06:25Z"}
+
+
+def test_a_record_stamped_to_the_minute_was_inserted_within_that_minute_and_before_it_was_read() -> None:
+    stamped = epoch("2020-12-09T07:06:00Z")
+    # read promptly: the read time
+    assert insertion_time_within_the_minute(stamped, stamped + 23.5) == stamped + 23.5
+    # read from a backlog: the end of its minute
+    assert insertion_time_within_the_minute(stamped, stamped + 600) == pytest.approx(stamped + 60, abs=0.01)
+    # never before its stamp
+    assert insertion_time_within_the_minute(stamped, stamped - 1) == stamped
+
+
+def test_a_window_invocation_carries_the_shard_the_stream_the_state_and_both_flags() -> None:
+    harness = windowed()
+    harness.delivery.deliver(records((1, WINDOW_START + 5)))
+    payload = harness.function.payloads[0]
+    assert payload["shardId"] == SHARD_ID
+    assert payload["eventSourceARN"] == STREAM_ARN
+    assert payload["state"] == {}
+    assert payload["isFinalInvokeForWindow"] is False
+    assert payload["isWindowTerminatedEarly"] is False
+    assert numbers(payload) == [1]
+
+
+def test_each_invocation_of_a_window_receives_the_state_the_previous_one_returned() -> None:
+    # given batches of two within one window
+    harness = windowed(batch_size=2)
+    # when five records arrive
+    harness.delivery.deliver(records(*[(n, WINDOW_START + n) for n in range(1, 6)]))
+    # then three invocations in order, each starting from the state the previous one returned
+    assert harness.function.batches() == [[1, 2], [3, 4], [5]]
+    assert [payload["state"] for payload in harness.function.payloads] == [
+        {},
+        {"key-1": 1, "key-2": 1},
+        {"key-1": 1, "key-2": 1, "key-3": 1, "key-4": 1},
+    ]
+
+
+def test_a_response_without_state_is_a_failed_invocation_retried_with_the_previous_state() -> None:
+    # "If the response does not contain a state property, Lambda considers this a failed invocation."
+    harness = windowed(batch_size=1)
+    answers = iter([count_keys, lambda payload: (False, {"batchItemFailures": []}), count_keys])
+    harness.function.behaviour = lambda payload: next(answers)(payload)
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2)))
+    assert harness.function.batches() == [[1], [2], [2]]
+    assert harness.function.payloads[1]["state"] == harness.function.payloads[2]["state"] == {"key-1": 1}
+
+
+def test_a_function_error_leaves_the_state_of_the_last_successful_invocation() -> None:
+    # given a function that fails once on the second record
+    harness = windowed(batch_size=1)
+    failed_once: list[bool] = []
+
+    def fails_once_on_record_2(payload: dict[str, Any]) -> Response:
+        if numbers(payload) == [2] and not failed_once:
+            failed_once.append(True)
+            return True, {"errorMessage": "boom"}
+        return count_keys(payload)
+
+    harness.function.behaviour = fails_once_on_record_2
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2), (3, WINDOW_START + 3)))
+    assert harness.function.batches() == [[1], [2], [2], [3]]
+    assert [payload["state"] for payload in harness.function.payloads] == [
+        {},
+        {"key-1": 1},
+        {"key-1": 1},
+        {"key-1": 1, "key-2": 1},
+    ]
+
+
+def test_the_final_invocation_comes_on_tick_once_the_window_has_ended_even_without_new_records() -> None:
+    harness = windowed()
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2)))
+    # when the clock has not reached the end yet, nothing happens
+    harness.clock.moment = WINDOW_START + 119
+    assert harness.delivery.tick() is False
+    # then at the end the final invocation carries no record and the window's state
+    harness.clock.moment = WINDOW_START + 120
+    assert harness.delivery.tick() is True
+    final = harness.function.payloads[-1]
+    assert final["Records"] == []
+    assert final["isFinalInvokeForWindow"] is True
+    assert final["isWindowTerminatedEarly"] is False
+    assert final["state"] == {"key-1": 1, "key-2": 1}
+    assert final["window"] == {"start": "2020-12-09T07:04:00Z", "end": "2020-12-09T07:06:00Z"}
+    # and the state is dropped: nothing more to close, the next window starts empty
+    assert harness.delivery.tick() is False
+    harness.delivery.deliver(records((3, WINDOW_START + 130)))
+    assert harness.function.payloads[-1]["state"] == {}
+    assert harness.function.payloads[-1]["window"]["start"] == "2020-12-09T07:06:00Z"
+
+
+def test_the_first_record_of_the_next_window_closes_the_current_window_first() -> None:
+    # given records of two consecutive windows in one read, within the batch size
+    harness = windowed(batch_size=10)
+    harness.delivery.deliver(records((1, WINDOW_START + 100), (2, WINDOW_START + 110), (3, WINDOW_START + 125)))
+    # then a batch never spans the two windows, and the final invocation of the first comes in between
+    assert [(numbers(p), p["isFinalInvokeForWindow"], p["window"]["start"]) for p in harness.function.payloads] == [
+        ([1, 2], False, "2020-12-09T07:04:00Z"),
+        ([], True, "2020-12-09T07:04:00Z"),
+        ([3], False, "2020-12-09T07:06:00Z"),
+    ]
+    assert harness.function.payloads[2]["state"] == {}
+
+
+def test_an_unsuccessful_final_invocation_suspends_processing_until_it_succeeds() -> None:
+    # given unlimited retries (the default) and a final invocation that fails twice
+    harness = windowed()
+    harness.delivery.deliver(records((1, WINDOW_START + 1)))
+    harness.function.behaviour = fails_times(2, count_keys)
+    # when the next window's first record arrives
+    harness.delivery.deliver(records((2, WINDOW_START + 121)))
+    # then the final invocation is retried with the same state before the next window gets its record
+    flags = [(p["isFinalInvokeForWindow"], numbers(p), p["state"]) for p in harness.function.payloads]
+    assert flags == [
+        (False, [1], {}),
+        (True, [], {"key-1": 1}),
+        (True, [], {"key-1": 1}),
+        (True, [], {"key-1": 1}),
+        (False, [2], {}),
+    ]
+    assert harness.failure_records == []
+
+
+def test_a_final_invocation_that_exhausts_its_retries_sends_the_window_to_the_failure_destination() -> None:
+    harness = windowed(maximum_retry_attempts=1, batch_size=2)
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2), (3, WINDOW_START + 3)))
+    harness.function.behaviour = fails_when(lambda payload: payload["isFinalInvokeForWindow"], count_keys)
+    harness.clock.moment = WINDOW_START + 121
+    assert harness.delivery.tick() is True
+    # then 1 + 1 final invocations, and a failure record naming the window's records
+    assert sum(p["isFinalInvokeForWindow"] for p in harness.function.payloads) == 2
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RETRY_ATTEMPTS_EXHAUSTED
+    assert failure["requestContext"]["approximateInvokeCount"] == 2
+    assert failure["responseContext"]["functionError"] == "Unhandled"
+    info = failure["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (
+        "1".zfill(21),
+        "3".zfill(21),
+        3,
+    )
+    # and the window is over: the shard moves on
+    assert harness.delivery.open_window is None
+
+
+def test_a_state_over_the_limit_terminates_the_window_early_and_the_window_continues_from_an_empty_state() -> None:
+    harness = windowed(batch_size=1, state_limit_bytes=20)
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2), (3, WINDOW_START + 3)))
+    summary = [
+        (numbers(p), p["isFinalInvokeForWindow"], p["isWindowTerminatedEarly"], p["state"])
+        for p in harness.function.payloads
+    ]
+    assert summary == [
+        ([1], False, False, {}),
+        ([2], False, False, {"key-1": 1}),
+        ([], True, True, {"key-1": 1, "key-2": 1}),
+        ([3], False, False, {}),
+    ]
+    assert harness.delivery.open_window == (int(WINDOW_START), int(WINDOW_START) + 120)
+
+
+def test_the_end_of_the_shard_closes_its_window() -> None:
+    harness = windowed()
+    harness.delivery.deliver(records((1, WINDOW_START + 1)))
+    assert harness.delivery.end_of_shard() is True
+    assert harness.function.payloads[-1]["isFinalInvokeForWindow"] is True
+    assert harness.delivery.open_window is None
+
+
+def test_batch_item_failures_beside_a_state_fail_the_invocation_which_is_retried_with_the_previous_state() -> None:
+    # AWS documents nothing about the combination; the engine retries the whole batch from the previous state.
+    harness = windowed(report_batch_item_failures=True, batch_size=2)
+    answers = iter([(False, {"state": {"x": 1}, "batchItemFailures": [{"itemIdentifier": "2".zfill(21)}]})])
+    harness.function.behaviour = lambda payload: next(answers, None) or count_keys(payload)
+    harness.delivery.deliver(records((1, WINDOW_START + 1), (2, WINDOW_START + 2)))
+    assert harness.function.batches() == [[1, 2], [1, 2]]
+    assert harness.function.payloads[1]["state"] == {}
+
+
+def test_windows_follow_the_retry_policies_with_bisection() -> None:
+    # given a record that always fails, bisection and one retry
+    harness = windowed(batch_size=4, bisect_batch_on_function_error=True, maximum_retry_attempts=1)
+    harness.function.behaviour = fails_when(lambda payload: 3 in numbers(payload), count_keys)
+    harness.delivery.deliver(records(*[(n, WINDOW_START + n) for n in range(1, 5)]))
+    # then the halves are retried from the state of the last success, and the bad record is discarded
+    assert [(numbers(p), p["state"]) for p in harness.function.payloads] == [
+        ([1, 2, 3, 4], {}),
+        ([1, 2], {}),
+        ([3, 4], {"key-1": 1, "key-2": 1}),
+        ([3], {"key-1": 1, "key-2": 1}),
+        ([3], {"key-1": 1, "key-2": 1}),
+        ([4], {"key-1": 1, "key-2": 1}),
+    ]
+    assert [f["DDBStreamBatchInfo"]["startSequenceNumber"] for f in harness.failure_records] == ["3".zfill(21)]
+    harness.clock.moment = WINDOW_START + 120
+    harness.delivery.tick()
+    assert harness.function.payloads[-1]["state"] == {"key-1": 1, "key-2": 1, "key-4": 1}
+
+
+# -- retries, bisection, failure destination (no window) ---------------------------------------
+
+
+def test_records_are_delivered_in_order_in_batches_of_at_most_batch_size() -> None:
+    harness = Harness(batch_size=2)
+    harness.function.behaviour = succeeds
+    assert harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 6)])) == 5
+    assert harness.function.batches() == [[1, 2], [3, 4], [5]]
+    assert "window" not in harness.function.payloads[0]
+
+
+def test_a_failing_batch_is_retried_whole_until_the_retry_quota_then_sent_to_the_failure_destination() -> None:
+    # given two retries and no bisection
+    harness = Harness(batch_size=10, maximum_retry_attempts=2, retry_interval_seconds=0.5)
+    harness.function.behaviour = lambda payload: (True, {"errorMessage": "boom"})
+    harness.delivery.deliver(records((1, WINDOW_START - 30), (2, WINDOW_START - 20)))
+    # then 1 + 2 invocations of the whole batch, paced, and one failure record
+    assert harness.function.batches() == [[1, 2]] * 3
+    assert harness.clock.pauses == [0.5, 0.5]
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RETRY_ATTEMPTS_EXHAUSTED
+    assert failure["requestContext"]["approximateInvokeCount"] == 3
+    assert failure["requestContext"]["functionArn"] == FUNCTION_ARN
+    assert failure["responseContext"] == {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"}
+    assert failure["version"] == "1.0"
+    assert failure["timestamp"] == "2020-12-09T07:04:02.000Z"
+    assert failure["DDBStreamBatchInfo"] == {
+        "shardId": SHARD_ID,
+        "startSequenceNumber": "1".zfill(21),
+        "endSequenceNumber": "2".zfill(21),
+        "approximateArrivalOfFirstRecord": "2020-12-09T07:03:30Z",
+        "approximateArrivalOfLastRecord": "2020-12-09T07:03:40Z",
+        "batchSize": 2,
+        "streamArn": STREAM_ARN,
+    }
+
+
+def test_bisection_isolates_a_bad_record_and_splitting_does_not_count_towards_the_retry_quota() -> None:
+    # given no retries at all, but bisection
+    harness = Harness(batch_size=4, maximum_retry_attempts=0, bisect_batch_on_function_error=True)
+    harness.function.behaviour = fails_when(lambda payload: 3 in numbers(payload), succeeds)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 5)]))
+    # then the failed batches were split, not discarded; only the bad record was, after one invocation of its own
+    assert harness.function.batches() == [[1, 2, 3, 4], [1, 2], [3, 4], [3], [4]]
+    [failure] = harness.failure_records
+    assert failure["DDBStreamBatchInfo"]["batchSize"] == 1
+    assert failure["DDBStreamBatchInfo"]["startSequenceNumber"] == "3".zfill(21)
+    assert failure["requestContext"]["approximateInvokeCount"] == 1
+
+
+def test_a_batch_that_never_reached_the_function_is_retried_without_counting() -> None:
+    # "This doesn't apply to service errors or throttles where the batch didn't reach the function."
+    harness = Harness(maximum_retry_attempts=0)
+    throttles = iter(range(2))
+
+    def throttled_twice(payload: dict[str, Any]) -> Response:
+        if next(throttles, None) is not None:
+            raise InvocationNotDelivered("TooManyRequestsException")
+        return False, None
+
+    harness.function.behaviour = throttled_twice
+    assert harness.delivery.deliver(records((1, WINDOW_START))) == 1
+    assert harness.function.batches() == [[1]] * 3
+    assert harness.failure_records == []
+
+
+def test_records_older_than_the_maximum_age_are_not_sent_but_reported() -> None:
+    # given a maximum age of one minute and a record already two minutes old
+    harness = Harness(maximum_record_age_seconds=60)
+    harness.function.behaviour = succeeds
+    harness.delivery.deliver(records((1, WINDOW_START - 120), (2, WINDOW_START - 10)))
+    # then only the young record reaches the function, the old one goes to the destination uninvoked
+    assert harness.function.batches() == [[2]]
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RECORD_AGE_EXCEEDED
+    assert failure["requestContext"]["approximateInvokeCount"] == 0
+    assert "responseContext" not in failure
+    assert failure["DDBStreamBatchInfo"]["startSequenceNumber"] == "1".zfill(21)
+
+
+def test_a_failing_batch_is_retried_until_its_records_exceed_the_maximum_age() -> None:
+    # given unlimited retries, ten seconds apart, and a maximum age of one minute
+    harness = Harness(maximum_record_age_seconds=60, retry_interval_seconds=10)
+    harness.function.behaviour = lambda payload: (True, {"errorMessage": "boom"})
+    harness.delivery.deliver(records((1, WINDOW_START)))
+    # then it is invoked while the record is at most a minute old (at 1, 11, ... 51 s), then discarded
+    assert len(harness.function.payloads) == 6
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RECORD_AGE_EXCEEDED
+    assert failure["requestContext"]["approximateInvokeCount"] == 6
+    assert failure["responseContext"]["functionError"] == "Unhandled"
+
+
+def failing_items(*sequence_numbers: int) -> dict[str, Any]:
+    return {"batchItemFailures": [{"itemIdentifier": str(n).zfill(21)} for n in sequence_numbers]}
+
+
+def test_a_partial_batch_response_checkpoints_before_the_lowest_reported_record_and_retries_from_it() -> None:
+    harness = Harness(report_batch_item_failures=True, batch_size=5)
+    answers = iter([(False, failing_items(4, 3))])
+    harness.function.behaviour = lambda payload: next(answers, None) or (False, failing_items())
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 6)]))
+    assert harness.function.batches() == [[1, 2, 3, 4, 5], [3, 4, 5]]
+
+
+def test_a_partial_batch_response_is_bisected_at_the_reported_record_not_in_halves() -> None:
+    harness = Harness(report_batch_item_failures=True, bisect_batch_on_function_error=True, batch_size=5)
+    answers = iter([(False, failing_items(2))])
+    harness.function.behaviour = lambda payload: next(answers, None) or (False, None)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 6)]))
+    assert harness.function.batches() == [[1, 2, 3, 4, 5], [2, 3, 4, 5]]
+
+
+def test_a_function_error_is_bisected_whatever_report_batch_item_failures_says() -> None:
+    harness = Harness(report_batch_item_failures=True, bisect_batch_on_function_error=True, batch_size=4)
+    harness.function.behaviour = fails_times(1, lambda payload: (False, None))
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 5)]))
+    assert harness.function.batches() == [[1, 2, 3, 4], [1, 2], [3, 4]]
+
+
+def test_records_reported_again_and_again_go_to_the_failure_destination_after_the_retries() -> None:
+    harness = Harness(report_batch_item_failures=True, maximum_retry_attempts=1, batch_size=5)
+    harness.function.behaviour = lambda payload: (False, failing_items(3))
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 6)]))
+    assert harness.function.batches() == [[1, 2, 3, 4, 5], [3, 4, 5]]
+    [failure] = harness.failure_records
+    info = failure["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (
+        "3".zfill(21),
+        "5".zfill(21),
+        3,
+    )
+    assert "functionError" not in failure["responseContext"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {"batchItemFailures": [{"itemIdentifier": ""}]},
+        {"batchItemFailures": [{"itemIdentifier": None}]},
+        {"batchItemFailures": [{"sequenceNumber": "2".zfill(21)}]},
+        {"batchItemFailures": [{"itemIdentifier": "not-in-this-batch"}]},
+    ],
+    ids=["empty identifier", "null identifier", "bad key name", "unknown identifier"],
+)
+def test_a_malformed_partial_batch_response_is_a_complete_failure(response: dict[str, Any]) -> None:
+    harness = Harness(report_batch_item_failures=True, batch_size=3)
+    answers = iter([(False, response)])
+    harness.function.behaviour = lambda payload: next(answers, None) or (False, None)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 4)]))
+    assert harness.function.batches() == [[1, 2, 3], [1, 2, 3]]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [None, {}, {"batchItemFailures": []}, {"batchItemFailures": None}],
+    ids=["null response", "empty response", "empty list", "null list"],
+)
+def test_a_partial_batch_response_without_failures_is_a_complete_success(response: Any) -> None:
+    harness = Harness(report_batch_item_failures=True, batch_size=3)
+    harness.function.behaviour = lambda payload: (False, response)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 4)]))
+    assert harness.function.batches() == [[1, 2, 3]]
+
+
+def test_reported_failures_are_ignored_unless_report_batch_item_failures_is_on() -> None:
+    harness = Harness(batch_size=3)
+    harness.function.behaviour = lambda payload: (False, failing_items(1))
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 4)]))
+    assert harness.function.batches() == [[1, 2, 3]]
+
+
+# -- the engine itself -------------------------------------------------------------------------
+
+
+def test_close_interrupts_a_delivery_that_would_retry_forever() -> None:
+    harness = Harness()
+    harness.function.behaviour = lambda payload: (True, {"errorMessage": "boom"})
+    harness.clock.on_sleep = lambda: len(harness.function.payloads) >= 3 and harness.delivery.close()
+    assert harness.delivery.deliver(records((1, WINDOW_START), (2, WINDOW_START))) == 0
+    assert len(harness.function.payloads) == 3
+
+
+def test_a_parallelization_factor_above_one_is_processed_one_batch_at_a_time(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        harness = Harness(parallelization_factor=4, batch_size=1)
+    harness.function.behaviour = succeeds
+    harness.delivery.deliver(records((1, WINDOW_START), (2, WINDOW_START)))
+    assert "ParallelizationFactor 4 is not emulated" in caplog.text
+    assert harness.function.batches() == [[1], [2]]
+
+
+def test_settings_are_read_from_an_event_source_mapping_with_aws_defaults() -> None:
+    mapping = {
+        "FunctionArn": FUNCTION_ARN,
+        "BatchSize": 7,
+        "TumblingWindowInSeconds": 30,
+        "BisectBatchOnFunctionError": True,
+        "MaximumRetryAttempts": 3,
+        "MaximumRecordAgeInSeconds": 600,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "ParallelizationFactor": 2,
+    }
+    assert MappingSettings.from_event_source_mapping(mapping, retry_interval_seconds=0.2) == MappingSettings(
+        function_arn=FUNCTION_ARN,
+        batch_size=7,
+        tumbling_window_seconds=30,
+        bisect_batch_on_function_error=True,
+        maximum_retry_attempts=3,
+        maximum_record_age_seconds=600,
+        report_batch_item_failures=True,
+        parallelization_factor=2,
+        retry_interval_seconds=0.2,
+    )
+    assert MappingSettings.from_event_source_mapping({}) == MappingSettings()

@@ -1,0 +1,116 @@
+"""The environment contract between terraform/lambda.tf and the handlers: same names, same defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+
+import aggregator
+import query
+
+TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+
+
+def _unquoted(name: str) -> str:
+    return name.strip('"')
+
+
+def function_environment(function: str) -> dict[str, str]:
+    """The environment block the module gives one function, as written in lambda.tf."""
+    document = hcl2.load((TERRAFORM / "lambda.tf").open())
+    for resource in document["resource"]:
+        for kind, instances in resource.items():
+            for name, body in instances.items():
+                if _unquoted(kind) == "aws_lambda_function" and _unquoted(name) == function:
+                    return {_unquoted(key): value for key, value in body["environment"][0]["variables"].items()}
+    raise AssertionError(f"no aws_lambda_function.{function} in lambda.tf")
+
+
+def variable_default(name: str) -> Any:
+    document = hcl2.load((TERRAFORM / "variables.tf").open())
+    for block in document["variable"]:
+        for key, body in block.items():
+            if _unquoted(key) == name:
+                default = body["default"]
+                return default.strip('"') if isinstance(default, str) else default
+    raise AssertionError(f"no variable {name}")
+
+
+class RecordingEnvironment(Mapping[str, str]):
+    """Remembers every name the handler asks for, present or not."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = values
+        self.asked: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.asked.add(name)
+        return self._values.get(name, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
+"""Read by Powertools, not by the handlers' code."""
+RUNTIME_ONLY = {"AWS_ENDPOINT_URL"}
+"""Set by the runtime or an emulator, never by the module: the test-only fault injection checks it."""
+
+
+@pytest.mark.parametrize(
+    ("function", "read_settings"),
+    [
+        ("aggregator", lambda environ: aggregator.Settings.from_environment(environ)),
+        ("query", lambda environ: (query.schema_from_environment(environ), environ.get("TABLE_NAME"))),
+    ],
+)
+def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_settings: Any) -> None:
+    # given the environment variables lambda.tf gives the function
+    names = set(function_environment(function)) - MODULE_ONLY
+    environment = RecordingEnvironment(
+        {name: "arn:aws:dynamodb:us-east-1:0:table/t" if name == "TABLE_ARN" else "1" for name in names}
+        | {"AGGREGATE_WRITES": "per_batch"}
+    )
+    # when the handler reads its settings
+    read_settings(environment)
+    # then it asks for each of them, and for nothing the module does not set
+    assert environment.asked - RUNTIME_ONLY == names
+
+
+def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
+    settings = aggregator.Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn"})
+    assert settings.deadline_margin_ms == variable_default("aggregator_deadline_margin_ms")
+    assert settings.write_concurrency == variable_default("aggregator_write_concurrency")
+    assert settings.aggregate_writes == variable_default("aggregate_writes")
+    assert settings.retention.window_seconds == variable_default("tumbling_window_in_seconds")
+    assert settings.retention.maximum_record_age_seconds == variable_default("maximum_record_age_in_seconds")
+    assert (settings.schema.entity, settings.schema.sort_key, settings.schema.timestamp) == (
+        variable_default("entity_attribute_name"),
+        variable_default("sort_key_attribute_name"),
+        variable_default("timestamp_attribute_name"),
+    )
+    assert (settings.schema.period, settings.schema.count) == (
+        variable_default("period_attribute_name"),
+        variable_default("count_attribute_name"),
+    )
+
+
+def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
+    schema = query.schema_from_environment({})
+    assert schema.index_name == variable_default("leaderboard_index_name")
+    assert (schema.entity, schema.period, schema.count) == (
+        variable_default("entity_attribute_name"),
+        variable_default("period_attribute_name"),
+        variable_default("count_attribute_name"),
+    )
