@@ -79,7 +79,7 @@ resource "aws_iam_role_policy" "aggregator" {
 }
 
 ################################################################################
-# Query: Query on the leaderboard index only.
+# Query: Query on the leaderboard index; GetItem of one aggregate for a rank.
 ################################################################################
 
 resource "aws_iam_role" "query" {
@@ -95,6 +95,12 @@ data "aws_iam_policy_document" "query" {
     sid       = "QueryTheLeaderboard"
     actions   = ["dynamodb:Query"]
     resources = [local.leaderboard_index_arn]
+  }
+
+  statement {
+    sid       = "ReadOneAggregate"
+    actions   = ["dynamodb:GetItem"]
+    resources = [aws_dynamodb_table.this.arn]
   }
 
   statement {

@@ -34,6 +34,8 @@ resource "aws_lambda_function" "aggregator" {
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
       PERIOD_ATTRIBUTE             = var.period_attribute_name
       COUNT_ATTRIBUTE              = var.count_attribute_name
+      ORDER_ATTRIBUTE              = var.order_attribute_name
+      LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
       FAILURE_QUEUE_URL            = aws_sqs_queue.failures.url
       AGGREGATE_WRITES             = var.aggregate_writes
       TUMBLING_WINDOW_SECONDS      = tostring(var.tumbling_window_in_seconds)
@@ -107,7 +109,7 @@ resource "aws_lambda_function" "query" {
   # checkov:skip=CKV_AWS_116: invoked synchronously; the caller receives any error, there is nothing to dead-letter.
   # checkov:skip=CKV_AWS_117: it reaches only the DynamoDB API; placing it in a VPC is the caller's network policy, not the pattern's.
   function_name                  = local.query_name
-  description                    = "Serves the monthly leaderboards of ${local.table_name} from its sparse index."
+  description                    = "Serves the monthly leaderboards of ${local.table_name} from its sparse index, and the rank of one song."
   role                           = aws_iam_role.query.arn
   runtime                        = var.lambda_runtime
   handler                        = "query.lambda_handler"
@@ -121,13 +123,16 @@ resource "aws_lambda_function" "query" {
 
   environment {
     variables = {
-      TABLE_NAME              = aws_dynamodb_table.this.name
-      INDEX_NAME              = var.leaderboard_index_name
-      ENTITY_ATTRIBUTE        = var.entity_attribute_name
-      SORT_KEY_ATTRIBUTE      = var.sort_key_attribute_name
-      PERIOD_ATTRIBUTE        = var.period_attribute_name
-      COUNT_ATTRIBUTE         = var.count_attribute_name
-      POWERTOOLS_SERVICE_NAME = local.query_name
+      TABLE_NAME                  = aws_dynamodb_table.this.name
+      INDEX_NAME                  = var.leaderboard_index_name
+      ENTITY_ATTRIBUTE            = var.entity_attribute_name
+      SORT_KEY_ATTRIBUTE          = var.sort_key_attribute_name
+      PERIOD_ATTRIBUTE            = var.period_attribute_name
+      COUNT_ATTRIBUTE             = var.count_attribute_name
+      ORDER_ATTRIBUTE             = var.order_attribute_name
+      LEADERBOARD_SHARDS          = tostring(var.leaderboard_shards)
+      LEADERBOARD_SHARDS_PREVIOUS = var.leaderboard_shards_previous == null ? "" : tostring(var.leaderboard_shards_previous)
+      POWERTOOLS_SERVICE_NAME     = local.query_name
     }
   }
 

@@ -45,19 +45,21 @@ resource "aws_dynamodb_table" "this" {
   }
 
   attribute {
-    name = var.count_attribute_name
+    name = var.order_attribute_name
     type = "N"
   }
 
-  # Sparse: only aggregates carry the period attribute. KEYS_ONLY already holds
-  # everything the leaderboard returns (entity, period, count).
+  # Sparse: only aggregates carry the period attribute. Sorted by the order (count, then id),
+  # with the count projected, so that a page needs nothing but the index; the guide's own
+  # queries (Month = :m, descending) still list the top songs with their DownloadCount.
   global_secondary_index {
-    name            = var.leaderboard_index_name
-    hash_key        = var.period_attribute_name
-    range_key       = var.count_attribute_name
-    projection_type = "KEYS_ONLY"
-    read_capacity   = local.provisioned ? var.index_read_capacity : null
-    write_capacity  = local.provisioned ? var.index_write_capacity : null
+    name               = var.leaderboard_index_name
+    hash_key           = var.period_attribute_name
+    range_key          = var.order_attribute_name
+    projection_type    = "INCLUDE"
+    non_key_attributes = [var.count_attribute_name]
+    read_capacity      = local.provisioned ? var.index_read_capacity : null
+    write_capacity     = local.provisioned ? var.index_write_capacity : null
   }
 
   point_in_time_recovery {
@@ -72,6 +74,11 @@ resource "aws_dynamodb_table" "this" {
   tags = var.tags
 
   lifecycle {
+    precondition {
+      condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
+      error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
+    }
+
     precondition {
       condition     = !local.provisioned || alltrue([for capacity in [var.table_read_capacity, var.table_write_capacity, var.index_read_capacity, var.index_write_capacity] : capacity != null])
       error_message = "billing_mode PROVISIONED needs table_read_capacity, table_write_capacity, index_read_capacity and index_write_capacity."

@@ -62,3 +62,8 @@ output "failure_queue_arn" {
   description = "ARN of the failure queue."
   value       = aws_sqs_queue.failures.arn
 }
+
+output "leaderboard_shards" {
+  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
+  value       = var.leaderboard_shards
+}

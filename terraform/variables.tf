@@ -103,21 +103,49 @@ variable "timestamp_attribute_name" {
 }
 
 variable "period_attribute_name" {
-  description = "Attribute carried only by aggregates (the guide's Month): the partition key of the sparse index."
+  description = "Attribute carried only by aggregates (the guide's Month): the partition key of the sparse index. Its value is the period with one leaderboard shard, and '<period>#<k>' with several."
   type        = string
   default     = "Month"
 }
 
 variable "count_attribute_name" {
-  description = "Counter of an aggregate (the guide's DownloadCount): the sort key of the sparse index."
+  description = "Counter of an aggregate (the guide's DownloadCount), projected into the sparse index."
   type        = string
   default     = "DownloadCount"
 }
 
+variable "order_attribute_name" {
+  description = "Sort key of the sparse index: count x 10^26 + a tie-breaker from the entity id, so that equal counts list in ascending id order."
+  type        = string
+  default     = "LeaderboardOrder"
+}
+
 variable "leaderboard_index_name" {
-  description = "Name of the sparse global secondary index (period, count)."
+  description = "Name of the sparse global secondary index (period partition, order)."
   type        = string
   default     = "MonthDownloadsIndex"
+}
+
+variable "leaderboard_shards" {
+  description = "Index partitions per period. 1 is the guide's layout (partition key = the month); with N, each aggregate sits under '<month>#<k>', k a stable hash of its entity id, and the query function merges the N partitions. Size it with `leaderboard-tools size` (README, Sizing)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.leaderboard_shards >= 1 && var.leaderboard_shards <= 64 && floor(var.leaderboard_shards) == var.leaderboard_shards
+    error_message = "leaderboard_shards must be a whole number from 1 to 64."
+  }
+}
+
+variable "leaderboard_shards_previous" {
+  description = "While changing leaderboard_shards: the previous value, so that the query function also reads the old layout until `leaderboard-tools rekey` has moved every aggregate (README, Changing the number of shards). null otherwise."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.leaderboard_shards_previous == null ? true : (var.leaderboard_shards_previous >= 1 && var.leaderboard_shards_previous <= 64 && floor(var.leaderboard_shards_previous) == var.leaderboard_shards_previous)
+    error_message = "leaderboard_shards_previous must be null or a whole number from 1 to 64."
+  }
 }
 
 ################################################################################

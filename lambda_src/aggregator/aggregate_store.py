@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from delivery import WATERMARK_PREFIX, ShardRef
 from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
+from leaderboard_order import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
 from window_state import Segment
 
 PRUNED_BEFORE_ATTRIBUTE = "WatermarksPrunedBefore"
@@ -97,6 +98,8 @@ class ApplyOutcome:
     pruned_watermarks: int = 0
     previous_stream_labels: tuple[str, ...] = ()
     """Labels of other streams whose watermarks the aggregate carries: a re-enabled stream or a restored table."""
+    index_partition: str | None = None
+    """The index partition the count moved in (each such write is two index writes): where the index is hot."""
 
 
 class AggregateStore:
@@ -107,12 +110,14 @@ class AggregateStore:
         schema: Schema,
         retention: WatermarkRetention,
         clock: Callable[[], float] = time.time,
+        leaderboard_shards: int = 1,
     ) -> None:
         self._client = client
         self._table = table_name
         self._schema = schema
         self._retention = retention
         self._clock = clock
+        self._shards = leaderboard_shards
 
     def _key(self, key: AggregateKey) -> dict[str, Any]:
         return {self._schema.entity: {"S": key.entity_id}, self._schema.sort_key: {"S": key.period}}
@@ -132,6 +137,7 @@ class AggregateStore:
         remaining = list(segments)
         expected: Watermark | None = None
         known = False
+        item: dict[str, Any] = {}
         for _ in range(MAX_CONDITION_ROUNDS):
             if not remaining:
                 return outcome
@@ -151,10 +157,13 @@ class AggregateStore:
             else:
                 addition = sum(segment.count for segment in remaining)
             try:
-                written = self._write(key, shard, remaining, addition, expected, known)
+                written = self._write(
+                    key, shard, remaining, addition, expected if known else None, item if known else None
+                )
                 outcome.writes += 1
                 outcome.added += addition
                 outcome.already_applied += sum(segment.count for segment in remaining) - addition
+                outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
                 self._after_write(key, shard, written, outcome)
                 return outcome
             except ClientError as error:
@@ -180,22 +189,29 @@ class AggregateStore:
         segments: list[Segment],
         addition: int,
         expected: Watermark | None,
-        known: bool,
+        known_item: dict[str, Any] | None,
     ) -> dict[str, Any]:
+        """One conditional UpdateItem: count, watermark, index partition and order change together or not at all.
+
+        The order moves with the count (ADD-like arithmetic on it), so no read is needed. An
+        aggregate written before the order existed has a count but no order: once the item is
+        known, its order is set outright from that count, on the condition that the count holds.
+        """
         names = {
             "#count": self._schema.count,
             "#period": self._schema.period,
+            "#order": self._schema.order,
             "#wm": shard.watermark_name,
             "#pruned": PRUNED_BEFORE_ATTRIBUTE,
         }
         low, high = segments[0], segments[-1]
         values: dict[str, Any] = {
             ":addition": {"N": str(addition)},
-            ":period": {"S": key.period},
+            ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
             ":entry": {"S": watermark_value(high.high, high.high_created, shard.stream_label)},
             ":low_created": {"N": str(low.low_created)},
         }
-        if not known:
+        if known_item is None:
             watermark_condition = "(attribute_not_exists(#wm) OR #wm < :low)"
             values[":low"] = {"S": low.low}
         elif expected is None:
@@ -203,12 +219,24 @@ class AggregateStore:
         else:
             watermark_condition = "#wm = :expected"
             values[":expected"] = {"S": expected.raw}
+        known_count = _number(known_item.get(self._schema.count)) if known_item is not None else None
+        if known_item is not None and known_count is not None and self._schema.order not in known_item:
+            order_expression = "#order = :order"
+            order_condition = "#count = :count AND attribute_not_exists(#order)"
+            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id))}
+            values[":count"] = {"N": str(known_count)}
+        else:
+            order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
+            order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
+            values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id))}
+            values[":scaled"] = {"N": str(addition * ORDER_SCALE)}
         response = self._client.update_item(
             TableName=self._table,
             Key=self._key(key),
-            UpdateExpression="ADD #count :addition SET #period = :period, #wm = :entry",
+            UpdateExpression=f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry",
             ConditionExpression=(
-                f"{watermark_condition} AND (attribute_not_exists(#pruned) OR #pruned < :low_created)"
+                f"{watermark_condition} AND {order_condition}"
+                " AND (attribute_not_exists(#pruned) OR #pruned < :low_created)"
             ),
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,

@@ -63,6 +63,7 @@ class Settings:
     table_name: str
     table_arn: str
     schema: Schema
+    leaderboard_shards: int
     failure_queue_url: str | None
     aggregate_writes: str
     retention: WatermarkRetention
@@ -84,7 +85,9 @@ class Settings:
                 timestamp=environ.get("TIMESTAMP_ATTRIBUTE", "Timestamp"),
                 period=environ.get("PERIOD_ATTRIBUTE", "Month"),
                 count=environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
+                order=environ.get("ORDER_ATTRIBUTE", "LeaderboardOrder"),
             ),
+            leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,
             aggregate_writes=aggregate_writes,
             retention=WatermarkRetention(
@@ -123,6 +126,8 @@ class BatchReport:
     first_sequence: str | None = None
     last_sequence: str | None = None
     downloads: int = 0
+    distinct_aggregates: int = 0
+    """(entity, period) pairs among this invocation's downloads: the fewest writes that could count them."""
     redelivered: int = 0
     """Downloads this window had already folded: skipped without a write."""
     added: int = 0
@@ -130,6 +135,8 @@ class BatchReport:
     writes: int = 0
     aggregates_written: int = 0
     pruned_watermarks: int = 0
+    index_partition_writes: dict[str, int] = field(default_factory=dict)
+    """Aggregate writes per index partition: each moves the index sort key, two index writes."""
     pending_aggregates: int = 0
     """Aggregates left in the window state, to be written by a later invocation of the window."""
     ignored: dict[str, int] = field(default_factory=dict)
@@ -154,12 +161,14 @@ class BatchReport:
             "first_sequence": self.first_sequence,
             "last_sequence": self.last_sequence,
             "downloads": self.downloads,
+            "distinct_aggregates": self.distinct_aggregates,
             "redelivered": self.redelivered,
             "added": self.added,
             "already_applied": self.already_applied,
             "aggregate_writes": self.writes,
             "aggregates_written": self.aggregates_written,
             "pruned_watermarks": self.pruned_watermarks,
+            "index_partition_writes": self.index_partition_writes,
             "pending_aggregates": self.pending_aggregates,
             "ignored": self.ignored,
             "rejected": len(self.rejected),
@@ -186,6 +195,7 @@ def classify(records: list[dict[str, Any]], schema: Schema, report: BatchReport)
         else:
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
     report.downloads = len(downloads)
+    report.distinct_aggregates = len({download.key for download in downloads})
     return downloads
 
 
@@ -233,6 +243,9 @@ def write_pending(
         report.writes += outcome.writes
         report.aggregates_written += 1
         report.pruned_watermarks += outcome.pruned_watermarks
+        if outcome.index_partition is not None:
+            partition = outcome.index_partition
+            report.index_partition_writes[partition] = report.index_partition_writes.get(partition, 0) + 1
         if outcome.previous_stream_labels:
             report.previous_streams[f"{key.entity_id}|{key.period}"] = outcome.previous_stream_labels
         for segment in outcome.refused:
@@ -433,7 +446,13 @@ SETTINGS = Settings.from_environment(dict(os.environ))
 _dynamodb = boto3.client("dynamodb", config=_SDK_CONFIG)
 _streams = boto3.client("dynamodbstreams", config=_SDK_CONFIG)
 _sqs = boto3.client("sqs", config=_SDK_CONFIG)
-STORE = AggregateStore(_dynamodb, SETTINGS.table_name, SETTINGS.schema, SETTINGS.retention)
+STORE = AggregateStore(
+    _dynamodb,
+    SETTINGS.table_name,
+    SETTINGS.schema,
+    SETTINGS.retention,
+    leaderboard_shards=SETTINGS.leaderboard_shards,
+)
 _WRITERS = ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer")
 if SETTINGS.fault_injection_rate:
     logger.warning("TEST-ONLY fault injection is active", extra={"rate": SETTINGS.fault_injection_rate})

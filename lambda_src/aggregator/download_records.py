@@ -26,6 +26,7 @@ class Schema:
     timestamp: str = "Timestamp"
     period: str = "Month"
     count: str = "DownloadCount"
+    order: str = "LeaderboardOrder"
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -64,6 +65,78 @@ def command_leaderboard(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def command_size(arguments: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, shards_needed
+
+    workload = Workload(
+        downloads_per_second=arguments.downloads_per_second,
+        songs=arguments.songs,
+        zipf_exponent=arguments.zipf_exponent,
+        batch_size=arguments.batch_size,
+        aggregate_writes=arguments.aggregate_writes,
+        window_seconds=arguments.window,
+    )
+    needed, load = shards_needed(workload, target_share=arguments.target_share)
+    if arguments.json:
+        print(
+            json.dumps(
+                {
+                    "workload": dataclasses.asdict(workload),
+                    "target_share": arguments.target_share,
+                    "aggregate_updates_per_second": load.aggregate_updates_per_second,
+                    "index_writes_per_second": load.index_writes_per_second,
+                    "leaderboard_shards": needed,
+                    "busiest_partition_index_writes_per_second": load.busiest_partition_index_writes_per_second,
+                },
+            )
+        )
+        return 0 if needed is not None else 1
+    table = Table(title=f"{arguments.downloads_per_second:g} downloads/s over {arguments.songs} songs")
+    for column in ("leaderboard_shards", "aggregate updates/s", "index writes/s", "busiest partition", "of its limit"):
+        table.add_column(column, justify="right")
+    shards = 1
+    while shards <= max(needed or 64, 1):
+        row = partition_load(workload, shards)
+        table.add_row(
+            str(shards),
+            f"{row.aggregate_updates_per_second:,.0f}",
+            f"{row.index_writes_per_second:,.0f}",
+            f"{row.busiest_partition_index_writes_per_second:,.0f}/s",
+            f"{row.busiest_share_of_limit:.0%}",
+        )
+        shards *= 2
+    console = Console()
+    console.print(table)
+    if needed is None:
+        console.print(
+            f"No number of shards keeps the busiest partition under {arguments.target_share:.0%} of "
+            f"{PARTITION_WRITE_LIMIT} writes/s: the most popular song alone writes too often. "
+            "Use larger batches or aggregate_writes = per_window."
+        )
+        return 1
+    console.print(f"leaderboard_shards = {needed}")
+    return 0
+
+
+def command_rekey(arguments: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from leaderboard_tools.aws import clients
+    from leaderboard_tools.rekey import rekey
+
+    dynamodb = clients(endpoint_from_environment()).dynamodb
+    with Progress(transient=True) as progress:
+        task = progress.add_task("Moving aggregates", total=None)
+        report = rekey(
+            dynamodb, arguments.table, arguments.shards, on_progress=lambda done: progress.advance(task, done)
+        )
+    print(json.dumps(vars(report)))
+    return 0 if not report.failed else 1
+
+
 def command_check_terraform(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.static_checks import check
 
@@ -90,6 +163,24 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("month")
     board.add_argument("--limit", type=int, default=10)
     board.set_defaults(handler=command_leaderboard)
+
+    size = commands.add_parser(
+        "size", help="leaderboard shards a workload needs: aggregate updates and index writes per partition"
+    )
+    size.add_argument("--downloads-per-second", type=float, required=True)
+    size.add_argument("--songs", type=int, required=True)
+    size.add_argument("--zipf-exponent", type=float, default=1.1)
+    size.add_argument("--batch-size", type=int, default=100)
+    size.add_argument("--aggregate-writes", choices=("per_batch", "per_window"), default="per_batch")
+    size.add_argument("--window", type=float, default=60, help="tumbling window (s), for per_window")
+    size.add_argument("--target-share", type=float, default=0.5, help="of a partition's write limit (default 0.5)")
+    size.add_argument("--json", action="store_true")
+    size.set_defaults(handler=command_size)
+
+    move = commands.add_parser("rekey", help="move every aggregate to the index partitions of a leaderboard layout")
+    move.add_argument("--table", required=True)
+    move.add_argument("--shards", type=int, required=True, help="the new leaderboard_shards")
+    move.set_defaults(handler=command_rekey)
 
     checks = commands.add_parser(
         "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"

@@ -33,23 +33,31 @@ def query_all_pages(lambda_client: Any, function_name: str, month: str, page_siz
     raise RuntimeError("pagination did not end")
 
 
-def index_ranking(dynamodb: Any, table_name: str, index_name: str, month: str) -> list[tuple[str, int]]:
-    """The month's partition of the sparse index, read directly, highest count first."""
+def index_ranking(
+    dynamodb: Any, table_name: str, index_name: str, month: str, shards: int = 1
+) -> list[tuple[str, int]]:
+    """The month's partitions of the sparse index, read directly and merged: highest count first, then by song id.
+
+    With one leaderboard shard this is the guide's own query (Month = :month, descending).
+    """
+    partitions = [month] if shards == 1 else [f"{month}#{shard}" for shard in range(shards)]
     ranking: list[tuple[str, int]] = []
-    parameters: dict[str, Any] = {
-        "TableName": table_name,
-        "IndexName": index_name,
-        "KeyConditionExpression": "#month = :month",
-        "ExpressionAttributeNames": {"#month": "Month"},
-        "ExpressionAttributeValues": {":month": {"S": month}},
-        "ScanIndexForward": False,
-    }
-    while True:
-        page = dynamodb.query(**parameters)
-        ranking.extend((item["songID"]["S"], int(item["DownloadCount"]["N"])) for item in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return ranking
-        parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for partition in partitions:
+        parameters: dict[str, Any] = {
+            "TableName": table_name,
+            "IndexName": index_name,
+            "KeyConditionExpression": "#month = :month",
+            "ExpressionAttributeNames": {"#month": "Month"},
+            "ExpressionAttributeValues": {":month": {"S": partition}},
+            "ScanIndexForward": False,
+        }
+        while True:
+            page = dynamodb.query(**parameters)
+            ranking.extend((item["songID"]["S"], int(item["DownloadCount"]["N"])) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sorted(ranking, key=lambda entry: (-entry[1], entry[0].encode()))
 
 
 def poll_until(condition: Callable[[], Any], timeout: float, interval: float = 1.0, describe: str = "condition") -> Any:
@@ -66,14 +74,20 @@ def poll_until(condition: Callable[[], Any], timeout: float, interval: float = 1
 
 
 def wait_until_totals(
-    dynamodb: Any, table_name: str, index_name: str, expected_totals: dict[str, int], timeout: float
+    dynamodb: Any,
+    table_name: str,
+    index_name: str,
+    expected_totals: dict[str, int],
+    timeout: float,
+    shards: int = 1,
 ) -> dict[str, int]:
     """Wait until each month's counts in the index add up to the expected number of downloads."""
     observed: dict[str, int] = {}
 
     def settled() -> bool:
         for month in expected_totals:
-            observed[month] = sum(count for _, count in index_ranking(dynamodb, table_name, index_name, month))
+            ranking = index_ranking(dynamodb, table_name, index_name, month, shards)
+            observed[month] = sum(count for _, count in ranking)
         if any(observed[month] > expected for month, expected in expected_totals.items()):
             raise AssertionError(f"over-counted: observed {observed}, expected {expected_totals}")
         return observed == expected_totals

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -117,10 +118,10 @@ class Stack:
         return code, out or "", err or ""
 
     def init(self) -> None:
-        self._run("init", in_workspace=False, input=False)
-        _, listing, _ = self._run("workspace list", in_workspace=False)
-        if self.name not in {line.strip(" *") for line in listing.splitlines()}:
-            self._run("workspace new", self.name, in_workspace=False)
+        """Locked: stacks applied in parallel (one pytest worker each) share the working directory's .terraform."""
+        with _locked(self.working_dir / ".terraform-init.lock"):
+            self._run("init", in_workspace=False, input=False)
+            self._run("workspace select", "-or-create", self.name, in_workspace=False)
 
     def apply(self) -> dict[str, Any]:
         self.init()
@@ -154,6 +155,16 @@ class Stack:
         """force drops a state that still lists resources: for an emulator that is gone with everything in it."""
         self._run("workspace select", "default", in_workspace=False, check=False)
         self._run("workspace delete", self.name, in_workspace=False, check=False, force=IsFlagged if force else None)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextmanager

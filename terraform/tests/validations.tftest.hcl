@@ -39,6 +39,56 @@ run "the_defaults_plan" {
     condition     = aws_lambda_function.aggregator.environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
     error_message = "aggregates are written every batch by default"
   }
+
+  assert {
+    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.range_key]) == "LeaderboardOrder"
+    error_message = "the index must sort by the leaderboard order (count, then id)"
+  }
+
+  assert {
+    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.non_key_attributes]) == toset(["DownloadCount"])
+    error_message = "the index must carry the count, so that a page needs nothing else"
+  }
+
+  assert {
+    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS"] == "1" && aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == ""
+    error_message = "one leaderboard shard, no layout change under way, by default"
+  }
+}
+
+run "a_layout_change_plans" {
+  command = plan
+
+  variables {
+    leaderboard_shards          = 4
+    leaderboard_shards_previous = 1
+  }
+
+  assert {
+    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == "1"
+    error_message = "the query function must read the previous layout while the change is under way"
+  }
+}
+
+run "a_layout_change_to_the_same_count_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_shards          = 4
+    leaderboard_shards_previous = 4
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "more_than_64_shards_are_refused" {
+  command = plan
+
+  variables {
+    leaderboard_shards = 65
+  }
+
+  expect_failures = [var.leaderboard_shards]
 }
 
 run "per_window_writes_plan" {

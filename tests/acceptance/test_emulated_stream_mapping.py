@@ -25,8 +25,8 @@ from localstack_client.session import Session
 
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import poll_until
+from leaderboard_tools.observe import scan_all
 from leaderboard_tools.settings import Endpoint
-from tests.acceptance.conftest import scan_all
 
 pytestmark = pytest.mark.acceptance
 

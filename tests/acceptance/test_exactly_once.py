@@ -19,8 +19,9 @@ import pytest
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import invoke_function, poll_until
 from leaderboard_tools.loadgen import Download, utc_month, write_items, zipf_downloads
+from leaderboard_tools.observe import log_lines, scan_all
 from leaderboard_tools.settings import REPOSITORY, Endpoint
-from tests.acceptance.conftest import log_lines, scan_all, stack
+from tests.acceptance.conftest import stack
 
 DOWNLOADS = 10_000
 FAULT_RATE = 0.25

@@ -8,8 +8,9 @@ from typing import Any
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import poll_until
 from leaderboard_tools.loadgen import Download
+from leaderboard_tools.observe import log_lines
 from leaderboard_tools.settings import Endpoint
-from tests.acceptance.conftest import log_lines, shard_ids, stack, watermark_attribute
+from tests.acceptance.conftest import shard_ids, stack, watermark_attribute
 
 
 def download(song: str, number: int) -> dict[str, Any]:

@@ -13,9 +13,10 @@ import pytest
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
 from leaderboard_tools.loadgen import Download, utc_month, write_items
+from leaderboard_tools.observe import log_lines, scan_all
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
-from tests.acceptance.conftest import log_lines, scan_all, stack
+from tests.acceptance.conftest import stack
 
 # Distinct counts per month, so the expected order has no ties; February reverses January's order.
 JANUARY = {f"hit{n:02d}": 3 * n + 2 for n in range(1, 13)}

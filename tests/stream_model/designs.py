@@ -147,6 +147,7 @@ class ShardWatermarkDesign(Design):
     window_seconds: int = 60
     maximum_record_age_seconds: int = 3600
     clock: Callable[[], float] = field(default=lambda: 1_600_000_000.0)
+    leaderboard_shards: int = 1
     name: str = "shard watermarks"
     uses_windows: bool = True
     reports_batch_item_failures: bool = False
@@ -157,6 +158,7 @@ class ShardWatermarkDesign(Design):
             table_name=TABLE,
             table_arn=TABLE_ARN,
             schema=SCHEMA,
+            leaderboard_shards=self.leaderboard_shards,
             failure_queue_url=None,
             aggregate_writes=self.aggregate_writes,
             retention=retention,
@@ -164,7 +166,9 @@ class ShardWatermarkDesign(Design):
             deadline_margin_ms=1000,
             fault_injection_rate=0.0,
         )
-        self.store = AggregateStore(self.client, TABLE, SCHEMA, retention, clock=self.clock)
+        self.store = AggregateStore(
+            self.client, TABLE, SCHEMA, retention, clock=self.clock, leaderboard_shards=self.leaderboard_shards
+        )
         self.executor = InlineExecutor()
         self.refused: list[Any] = []
         self.inconsistencies: list[Any] = []

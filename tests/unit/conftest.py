@@ -37,7 +37,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
-    """The module's table in moto: songID/SK keys, a NEW_IMAGE stream, the sparse (Month, DownloadCount) index."""
+    """The module's table in moto: songID/SK keys, a NEW_IMAGE stream, the sparse (Month, LeaderboardOrder) index."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     if fresh and table_name in client.list_tables()["TableNames"]:
         client.delete_table(TableName=table_name)
@@ -48,7 +48,7 @@ def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
             {"AttributeName": "songID", "AttributeType": "S"},
             {"AttributeName": "SK", "AttributeType": "S"},
             {"AttributeName": "Month", "AttributeType": "S"},
-            {"AttributeName": "DownloadCount", "AttributeType": "N"},
+            {"AttributeName": "LeaderboardOrder", "AttributeType": "N"},
         ],
         KeySchema=[{"AttributeName": "songID", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
@@ -56,9 +56,9 @@ def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
                 "IndexName": INDEX,
                 "KeySchema": [
                     {"AttributeName": "Month", "KeyType": "HASH"},
-                    {"AttributeName": "DownloadCount", "KeyType": "RANGE"},
+                    {"AttributeName": "LeaderboardOrder", "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["DownloadCount"]},
             }
         ],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},

@@ -15,6 +15,7 @@ from aggregate_store import (
 )
 from delivery import ShardRef
 from download_records import AggregateKey, Schema, pad_sequence
+from leaderboard_order import leaderboard_partition, order_of
 from tests.streams import STREAM_ARN, TABLE_ARN
 from tests.unit.conftest import TABLE, count_of
 from window_state import Segment
@@ -138,3 +139,28 @@ def test_watermarks_of_a_previous_stream_are_noticed(dynamodb: Any) -> None:
     outcome = store(dynamodb).apply(KEY, SHARD_A, [exact(3)])
     assert outcome.previous_stream_labels == ("2017-06-01T00:00:00.000",)
     assert count_of(dynamodb, "song1", "2018-01") == 2
+
+
+def test_every_write_sets_the_index_partition_and_the_order_from_the_count(dynamodb: Any) -> None:
+    # given four leaderboard shards
+    sharded = AggregateStore(dynamodb, TABLE, Schema(), RETENTION, clock=lambda: NOW, leaderboard_shards=4)
+    # when the aggregate is written twice
+    sharded.apply(KEY, SHARD_A, [exact(200, 205)])
+    sharded.apply(KEY, SHARD_A, [exact(210)])
+    # then it sits in its shard's partition of the month, ordered by its count and id
+    stored = item(dynamodb)
+    assert stored["Month"] == {"S": leaderboard_partition("2018-01", "song1", 4)}
+    assert stored["Month"]["S"].startswith("2018-01#")
+    assert stored["LeaderboardOrder"] == {"N": str(order_of(3, "song1"))}
+
+
+def test_an_aggregate_written_before_the_order_existed_gets_its_order_from_its_count(dynamodb: Any) -> None:
+    # given an aggregate with a count of 7 and no order, as version 0.2 wrote it
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={"songID": {"S": "song1"}, "SK": {"S": "2018-01"}, "Month": {"S": "2018-01"}, "DownloadCount": {"N": "7"}},
+    )
+    # when a download is added, then the first write is refused and the second sets the order outright
+    outcome = store(dynamodb).apply(KEY, SHARD_A, [exact(200)])
+    assert (outcome.added, outcome.writes) == (1, 2)
+    assert item(dynamodb)["LeaderboardOrder"] == {"N": str(order_of(8, "song1"))}

@@ -71,6 +71,7 @@ def test_a_batch_is_written_per_aggregate_and_its_bad_records_reported(
         2,
         {"aggregate item": 1},
     )
+    assert (summary.distinct_aggregates, summary.index_partition_writes) == (2, {"2018-01": 2})
 
 
 def test_a_redelivery_with_the_returned_state_is_skipped_without_writes(

@@ -72,7 +72,14 @@ RUNTIME_ONLY = {"AWS_ENDPOINT_URL"}
     ("function", "read_settings"),
     [
         ("aggregator", lambda environ: aggregator.Settings.from_environment(environ)),
-        ("query", lambda environ: (query.schema_from_environment(environ), environ.get("TABLE_NAME"))),
+        (
+            "query",
+            lambda environ: (
+                query.schema_from_environment(environ),
+                query.layout_from_environment(environ),
+                environ.get("TABLE_NAME"),
+            ),
+        ),
     ],
 )
 def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_settings: Any) -> None:
@@ -100,17 +107,21 @@ def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
         variable_default("sort_key_attribute_name"),
         variable_default("timestamp_attribute_name"),
     )
-    assert (settings.schema.period, settings.schema.count) == (
+    assert (settings.schema.period, settings.schema.count, settings.schema.order) == (
         variable_default("period_attribute_name"),
         variable_default("count_attribute_name"),
+        variable_default("order_attribute_name"),
     )
+    assert settings.leaderboard_shards == variable_default("leaderboard_shards")
 
 
 def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
     schema = query.schema_from_environment({})
     assert schema.index_name == variable_default("leaderboard_index_name")
-    assert (schema.entity, schema.period, schema.count) == (
+    assert (schema.entity, schema.period, schema.count, schema.order) == (
         variable_default("entity_attribute_name"),
         variable_default("period_attribute_name"),
         variable_default("count_attribute_name"),
+        variable_default("order_attribute_name"),
     )
+    assert query.layout_from_environment({}) == query.Layout(variable_default("leaderboard_shards"), None)

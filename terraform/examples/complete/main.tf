@@ -36,6 +36,8 @@ module "leaderboard" {
   maximum_retry_attempts             = var.maximum_retry_attempts
   tumbling_window_in_seconds         = var.tumbling_window_in_seconds
   aggregate_writes                   = var.aggregate_writes
+  leaderboard_shards                 = var.leaderboard_shards
+  leaderboard_shards_previous        = var.leaderboard_shards_previous
   test_fault_injection_rate          = var.test_fault_injection_rate
   tags                               = var.tags
 }

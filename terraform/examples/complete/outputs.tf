@@ -37,3 +37,8 @@ output "aggregator_event_source_mapping_uuid" {
   description = "UUID of the stream mapping that invokes the aggregator."
   value       = module.leaderboard.aggregator_event_source_mapping_uuid
 }
+
+output "leaderboard_shards" {
+  description = "Index partitions per month."
+  value       = module.leaderboard.leaderboard_shards
+}

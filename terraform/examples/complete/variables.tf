@@ -46,6 +46,18 @@ variable "aggregate_writes" {
   default     = "per_batch"
 }
 
+variable "leaderboard_shards" {
+  description = "Index partitions per month (1: the guide's layout)."
+  type        = number
+  default     = 1
+}
+
+variable "leaderboard_shards_previous" {
+  description = "While changing leaderboard_shards: the previous value; null otherwise."
+  type        = number
+  default     = null
+}
+
 variable "test_fault_injection_rate" {
   description = "TEST ONLY: share of aggregator invocations that fail on purpose (inert on AWS)."
   type        = number

@@ -1,0 +1,40 @@
+"""Where an aggregate sits in the sparse index: its leaderboard partition, and its order within it.
+
+The index's partition key is the period attribute: the period itself with one leaderboard shard
+(the guide's layout), or "<period>#<k>" with N shards, k a stable hash of the entity id, so that
+one period's aggregate updates spread over N index partitions. The index's sort key is
+`LeaderboardOrder` = count x 10^26 + a tie-breaker that, read in descending order, puts equal
+counts in ascending order of entity id. The tie-breaker holds the id's first 10 bytes; ids that
+share them tie in the index too, and the query function orders those by the full id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+ORDER_SCALE = 10**26
+"""count x ORDER_SCALE + tie-breaker stays within DynamoDB's 38 digits for counts below 10^12."""
+TIEBREAK_BYTES = 10
+MAX_COUNT = 10**12 - 1
+PARTITION_SEPARATOR = "#"
+
+
+def leaderboard_shard(entity_id: str, shards: int) -> int:
+    """Stable across processes and versions: the first 8 bytes of the id's SHA-256, modulo the shard count."""
+    return int.from_bytes(hashlib.sha256(entity_id.encode()).digest()[:8], "big") % shards
+
+
+def leaderboard_partition(period: str, entity_id: str, shards: int) -> str:
+    if shards == 1:
+        return period
+    return f"{period}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
+
+
+def order_tiebreak(entity_id: str) -> int:
+    """Larger for smaller ids: the index is read in descending order, equal counts then come in ascending id order."""
+    prefix = entity_id.encode()[:TIEBREAK_BYTES].ljust(TIEBREAK_BYTES, b"\0")
+    return ORDER_SCALE - 1 - int.from_bytes(prefix, "big")
+
+
+def order_of(count: int, entity_id: str) -> int:
+    return count * ORDER_SCALE + order_tiebreak(entity_id)

@@ -1,0 +1,1 @@
+"""Measurements on the emulator: what the module costs and how it behaves, side by side and rerunnable."""
