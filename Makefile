@@ -63,9 +63,12 @@ test: build $(STAMP)
 test-acceptance: build $(STAMP)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
 
+# Two workers, a test file each at a time: the suite waits on the emulator and on Terraform far more than it computes.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
+
 with-emulator:
 	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
-	$(BIN)/python -m pytest $(PYTEST_PATHS); status=$$?; \
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_PATHS); status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.

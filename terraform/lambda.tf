@@ -42,7 +42,6 @@ resource "aws_lambda_function" "aggregator" {
       MAXIMUM_RECORD_AGE_SECONDS   = tostring(var.maximum_record_age_in_seconds)
       WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
       DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)
-      TEST_FAULT_INJECTION_RATE    = tostring(var.test_fault_injection_rate)
       POWERTOOLS_SERVICE_NAME      = local.aggregator_name
       POWERTOOLS_METRICS_NAMESPACE = "MaterializedAggregation"
     }

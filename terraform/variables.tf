@@ -377,18 +377,3 @@ variable "failure_queue_message_retention_seconds" {
     error_message = "failure_queue_message_retention_seconds must be 60-1209600."
   }
 }
-
-################################################################################
-# Testing
-################################################################################
-
-variable "test_fault_injection_rate" {
-  description = "TEST ONLY. Share of aggregator invocations that fail on purpose after applying part of their batch. The function ignores it unless its SDK endpoint is a loopback emulator, so it is inert on AWS."
-  type        = number
-  default     = 0
-
-  validation {
-    condition     = var.test_fault_injection_rate >= 0 && var.test_fault_injection_rate <= 1
-    error_message = "test_fault_injection_rate must be 0-1."
-  }
-}

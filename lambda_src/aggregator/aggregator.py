@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import urlparse
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -35,19 +33,10 @@ logger = Logger()
 metrics = Metrics()
 
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
-_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
 STATE_FLUSH_BYTES = 256 * 1024
 """Lambda ends a window early above 1 MB of state; pending downloads are written well before that."""
-
-
-class InjectedFault(Exception):
-    """Raised by test-only fault injection after part of a batch was written."""
-
-    def __init__(self, message: str, report: BatchReport) -> None:
-        super().__init__(message)
-        self.report = report
 
 
 class AggregatesNotWritten(Exception):
@@ -69,7 +58,6 @@ class Settings:
     retention: WatermarkRetention
     write_concurrency: int
     deadline_margin_ms: int
-    fault_injection_rate: float
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -96,24 +84,7 @@ class Settings:
             ),
             write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
-            fault_injection_rate=fault_injection_rate(environ),
         )
-
-
-def fault_injection_rate(environ: Mapping[str, str]) -> float:
-    """The test-only fault rate, honoured only when the SDK endpoint is a loopback emulator.
-
-    Real Lambda never sets AWS_ENDPOINT_URL to a loopback address, so a rate that leaks into
-    a real deployment stays inert; the module also defaults the rate to zero.
-    """
-    rate = float(environ.get("TEST_FAULT_INJECTION_RATE", "0") or "0")
-    if rate <= 0:
-        return 0.0
-    endpoint_host = urlparse(environ.get("AWS_ENDPOINT_URL", "")).hostname
-    if endpoint_host not in _LOOPBACK_HOSTS:
-        logger.warning("fault injection requested but ignored: not running against a loopback emulator")
-        return 0.0
-    return min(rate, 1.0)
 
 
 @dataclass
@@ -206,7 +177,6 @@ def write_pending(
     remaining_ms: Callable[[], int],
     report: BatchReport,
     executor: Executor,
-    only: int | None = None,
 ) -> None:
     """Write every pending aggregate in parallel, returning before the deadline margin whatever the SDK is doing.
 
@@ -219,8 +189,6 @@ def write_pending(
     if shard is None or not state.pending:
         return
     keys = sorted(state.pending, key=lambda key: state.pending[key][0].low)
-    if only is not None:
-        keys = keys[:only]
     segments = {key: list(state.pending[key]) for key in keys}
 
     def apply_unless_late(key: AggregateKey) -> ApplyOutcome | None:
@@ -301,7 +269,6 @@ def process_delivery(
     remaining_ms: Callable[[], int],
     executor: Executor,
     streams: Any = None,
-    inject_fault: bool = False,
     clock: Callable[[], float] = time.time,
 ) -> tuple[dict[str, Any], BatchReport]:
     """Fold one delivery into its window state, write what is due, and build the response Lambda checkpoints."""
@@ -328,11 +295,8 @@ def process_delivery(
         report.redelivered = folded.redelivered
     write_now = delivery.is_final or settings.aggregate_writes == PER_BATCH or _too_big(state)
     if write_now:
-        half = max(1, len(state.pending) // 2) if inject_fault else None
-        write_pending(state, store, settings, remaining_ms, report, executor, only=half)
+        write_pending(state, store, settings, remaining_ms, report, executor)
     report.pending_aggregates = len(state.pending)
-    if inject_fault:
-        raise InjectedFault(f"test-only fault after writing {report.aggregates_written} aggregates", report)
     if state.pending and (delivery.is_final or _too_big(state)):
         report.unwritten = [
             {
@@ -454,8 +418,6 @@ STORE = AggregateStore(
     leaderboard_shards=SETTINGS.leaderboard_shards,
 )
 _WRITERS = ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer")
-if SETTINGS.fault_injection_rate:
-    logger.warning("TEST-ONLY fault injection is active", extra={"rate": SETTINGS.fault_injection_rate})
 
 
 @metrics.log_metrics
@@ -463,17 +425,13 @@ if SETTINGS.fault_injection_rate:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     started = time.monotonic()
     delivery = parse_delivery(event, SETTINGS.table_arn)
-    inject = bool(delivery.records) and random.random() < SETTINGS.fault_injection_rate
     try:
         response, report = process_delivery(
-            delivery, STORE, SETTINGS, context.get_remaining_time_in_millis, _WRITERS, _streams, inject
+            delivery, STORE, SETTINGS, context.get_remaining_time_in_millis, _WRITERS, _streams
         )
-    except (InjectedFault, AggregatesNotWritten) as failure:
+    except AggregatesNotWritten as failure:
         report_to_failure_queue(failure.report, SETTINGS.failure_queue_url, _sqs)
         publish(failure.report, started, succeeded=False)
-        if isinstance(failure, InjectedFault):
-            metrics.add_metric(name="InjectedFaults", unit=MetricUnit.Count, value=1)
-            logger.warning("test-only fault injected", extra=failure.report.summary())
         raise
     except InvalidState as error:
         logger.error("invalid window state", extra={"error": str(error), "shard_id": event.get("shardId")})

@@ -34,3 +34,39 @@ def scan_all(aws: Clients, **parameters: Any) -> list[dict[str, Any]]:
         if "LastEvaluatedKey" not in page:
             return items
         parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def aggregator_invocations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per invocation of the shipped aggregator, a faulty build of it, or the guide's baseline.
+
+    The shipped aggregator logs one `batch summary` per invocation. A faulty build's failing
+    invocation logs the summary of the half it let through and a `test-only fault injected` line
+    with the same request id: it failed, and its records were not checkpointed. The guide's
+    baseline logs one `guide invocation` line. Each entry: records, succeeded, aggregate_writes,
+    distinct_aggregates, duration_ms.
+    """
+    faults = {
+        line.get("function_request_id"): line for line in lines if line.get("message") == "test-only fault injected"
+    }
+    entries = []
+    for line in lines:
+        if line.get("message") == "guide invocation":
+            entries.append(_invocation(line, line["records_received"], bool(line.get("succeeded"))))
+        elif line.get("message") == "batch summary":
+            fault = faults.get(line.get("function_request_id"))
+            if fault is not None:
+                entries.append(_invocation(line, fault["records_received"], succeeded=False))
+            else:
+                entries.append(_invocation(line, line["records_received"], bool(line.get("succeeded"))))
+    return entries
+
+
+def _invocation(line: dict[str, Any], records: int, succeeded: bool) -> dict[str, Any]:
+    return {
+        "records": records,
+        "succeeded": succeeded,
+        "aggregate_writes": line.get("aggregate_writes", 0),
+        "distinct_aggregates": line.get("distinct_aggregates", 0),
+        "duration_ms": line.get("duration_ms", 0),
+        "final": bool(line.get("final_invocation")),
+    }

@@ -5,16 +5,19 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.emulator import endpoint_answers, identify
+from leaderboard_tools.fault_builds import faulty_aggregator, guide_aggregator
 from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
 pytestmark = pytest.mark.acceptance
+SHIPPED_AGGREGATOR = REPOSITORY / "dist" / "aggregator.zip"
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +40,26 @@ def stack(endpoint: Endpoint, purpose: str, **variables: Any) -> Iterator[tuple[
     deployment = Stack(f"{purpose}-{uuid.uuid4().hex[:6]}", endpoint, variables)
     with deployed(deployment) as outputs:
         yield deployment, outputs
+
+
+class FaultBuilds:
+    """Zips for fault experiments, built once per session (leaderboard_tools.fault_builds)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def faulty(self, rate: float) -> Path:
+        path = self._directory / f"faulty-aggregator-{rate}.zip"
+        return path if path.is_file() else faulty_aggregator(SHIPPED_AGGREGATOR, rate, path)
+
+    def guide(self, rate: float) -> Path:
+        path = self._directory / f"guide-aggregator-{rate}.zip"
+        return path if path.is_file() else guide_aggregator(rate, path)
+
+
+@pytest.fixture(scope="session")
+def fault_builds(tmp_path_factory: pytest.TempPathFactory) -> FaultBuilds:
+    return FaultBuilds(tmp_path_factory.mktemp("fault-builds"))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from leaderboard_tools.leaderboard import poll_until
 from leaderboard_tools.loadgen import Download
 from leaderboard_tools.observe import log_lines
 from leaderboard_tools.settings import Endpoint
-from tests.acceptance.conftest import shard_ids, stack, watermark_attribute
+from tests.acceptance.conftest import FaultBuilds, shard_ids, stack, watermark_attribute
 
 
 def download(song: str, number: int) -> dict[str, Any]:
@@ -29,10 +29,11 @@ def lines_with(aws: Clients, log_group: str, *messages: str) -> list[dict[str, A
 
 
 def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
-    endpoint: Endpoint, aws: Clients
+    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds
 ) -> None:
-    # given an aggregator that fails every invocation with records after writing them, and 2 retries
-    with stack(endpoint, "retries", batch_size=10, maximum_retry_attempts=2, test_fault_injection_rate=1) as (
+    # given a build of the aggregator that fails every invocation with records after half of them, and 2 retries
+    package = str(fault_builds.faulty(1.0))
+    with stack(endpoint, "retries", batch_size=10, maximum_retry_attempts=2, aggregator_package_path=package) as (
         _,
         outputs,
     ):
@@ -61,7 +62,7 @@ def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
             describe="three logged invocations",
         )
         assert len(faults) == 3
-        # and the download was counted once, although three invocations wrote it
+        # and the download was counted once, although three invocations processed it
         assert count_of(aws, outputs["table_name"], "stubborn-song") == 1
 
 

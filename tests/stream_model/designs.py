@@ -164,7 +164,6 @@ class ShardWatermarkDesign(Design):
             retention=retention,
             write_concurrency=1,
             deadline_margin_ms=1000,
-            fault_injection_rate=0.0,
         )
         self.store = AggregateStore(
             self.client, TABLE, SCHEMA, retention, clock=self.clock, leaderboard_shards=self.leaderboard_shards

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 import aggregator
 from aggregate_store import AggregateStore
-from aggregator import PER_WINDOW, AggregatesNotWritten, fault_injection_rate
+from aggregator import PER_WINDOW, AggregatesNotWritten
 from tests.streams import TABLE_ARN, aggregate_record, download_record, window_event
 from tests.unit.conftest import TABLE, FakeLambdaContext, count_of
 
@@ -273,19 +273,3 @@ def test_a_direct_invocation_naming_a_shard_that_does_not_exist_counts_nothing(
 def test_an_empty_window_event_is_a_successful_no_op(deployed: dict[str, Any], lambda_context: Any) -> None:
     response = aggregator.lambda_handler(window_event([]), lambda_context)
     assert response["batchItemFailures"] == []
-
-
-def test_fault_injection_needs_a_loopback_endpoint() -> None:
-    # given a non-zero rate: on AWS (no or a real endpoint) it is inert, against a local emulator it applies
-    assert fault_injection_rate({"TEST_FAULT_INJECTION_RATE": "0.2"}) == 0.0
-    assert (
-        fault_injection_rate(
-            {"TEST_FAULT_INJECTION_RATE": "0.2", "AWS_ENDPOINT_URL": "https://dynamodb.us-east-1.amazonaws.com"}
-        )
-        == 0.0
-    )
-    assert (
-        fault_injection_rate({"TEST_FAULT_INJECTION_RATE": "0.2", "AWS_ENDPOINT_URL": "http://127.0.0.1:4566"}) == 0.2
-    )
-    assert fault_injection_rate({"TEST_FAULT_INJECTION_RATE": "0", "AWS_ENDPOINT_URL": "http://localhost:4566"}) == 0.0
-    assert fault_injection_rate({"AWS_ENDPOINT_URL": "http://localhost:4566"}) == 0.0

@@ -38,6 +38,5 @@ module "leaderboard" {
   aggregate_writes                   = var.aggregate_writes
   leaderboard_shards                 = var.leaderboard_shards
   leaderboard_shards_previous        = var.leaderboard_shards_previous
-  test_fault_injection_rate          = var.test_fault_injection_rate
   tags                               = var.tags
 }

@@ -58,12 +58,6 @@ variable "leaderboard_shards_previous" {
   default     = null
 }
 
-variable "test_fault_injection_rate" {
-  description = "TEST ONLY: share of aggregator invocations that fail on purpose (inert on AWS)."
-  type        = number
-  default     = 0
-}
-
 variable "maximum_retry_attempts" {
   description = "Retries of a failing batch before it goes to the failure queue."
   type        = number

@@ -1,0 +1,82 @@
+"""Aggregator builds for fault experiments (tests, benchmarks): the shipped code wrapped, never changed.
+
+The module and its zips carry no test switch. To prove that retries after partial work count
+nothing twice, the tests and the benchmark deploy a *faulty build* instead: the shipped
+aggregator zip with its handler module renamed and a wrapper in its place, which on a share of
+the invocations with records first lets the shipped handler process half of the records (its
+writes land), then fails, so that the mapping retries the whole batch with the previous state.
+The share is written into the build; nothing at run time can switch it on elsewhere.
+
+The guide's handler is built the same way, as the baseline the benchmark and the side-by-side
+test compare with.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import build
+
+SHIPPED_MODULE = "shipped_aggregator"
+BASELINES = Path(__file__).resolve().parent / "baselines"
+WRAPPER = '''"""FAULT-INJECTION BUILD, for tests and benchmarks only: the shipped aggregator, failing {rate:.0%} of its
+invocations with records after processing half of their records."""
+
+import json
+import random
+
+import {shipped} as shipped
+
+FAULT_RATE = {rate!r}
+
+
+class InjectedFault(Exception):
+    """The function fails after part of its work, as a crash or a timeout would."""
+
+
+def lambda_handler(event, context):
+    records = event.get("Records") if isinstance(event, dict) else None
+    if records and random.random() < FAULT_RATE:
+        shipped.lambda_handler({{**event, "Records": records[: max(1, len(records) // 2)]}}, context)
+        print(
+            json.dumps(
+                {{
+                    "message": "test-only fault injected",
+                    "function_request_id": getattr(context, "aws_request_id", None),
+                    "records_received": len(records),
+                }}
+            )
+        )
+        raise InjectedFault(f"fault injected after half of {{len(records)}} records")
+    return shipped.lambda_handler(event, context)
+'''
+
+
+def faulty_aggregator(shipped_zip: Path, rate: float, output: Path) -> Path:
+    """The shipped zip, `aggregator.py` renamed to `shipped_aggregator.py` and a wrapper in its place."""
+    with tempfile.TemporaryDirectory(prefix="faulty-aggregator-") as scratch:
+        stage = Path(scratch)
+        with zipfile.ZipFile(shipped_zip) as archive:
+            archive.extractall(stage)
+        (stage / "aggregator.py").rename(stage / f"{SHIPPED_MODULE}.py")
+        (stage / "aggregator.py").write_text(WRAPPER.format(rate=rate, shipped=SHIPPED_MODULE))
+        build.write_zip(stage, output)
+    return output
+
+
+def guide_aggregator(rate: float, output: Path) -> Path:
+    """The guide's per-record handler, with the same kind of fault: fail after half of the records."""
+    with tempfile.TemporaryDirectory(prefix="guide-aggregator-") as scratch:
+        stage = Path(scratch)
+        source = (BASELINES / "guide_aggregator.py").read_text()
+        (stage / "aggregator.py").write_text(source.replace("FAULT_RATE = 0.0", f"FAULT_RATE = {rate!r}"))
+        build.write_zip(stage, output)
+    return output
+
+
+def copy_shipped(output: Path) -> Path:
+    shutil.copyfile(build.ROOT / "dist" / "aggregator.zip", output)
+    return output
