@@ -7,6 +7,8 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from leaderboard_tools import emulator
@@ -137,6 +139,63 @@ def command_rekey(arguments: argparse.Namespace) -> int:
     return 0 if not report.failed else 1
 
 
+@contextmanager
+def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal; a silent counter otherwise (JSON output, pipes)."""
+    from rich.progress import Progress
+
+    with Progress(transient=True, disable=not shown) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda done: progress.advance(task, done)
+
+
+def command_reconcile(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.aws import clients
+    from leaderboard_tools.reconcile import Reconciler, ReconcileRefused
+
+    songs = [song for song in (arguments.songs or "").split(",") if song] or None
+    with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
+        reconciler = Reconciler(
+            clients(endpoint_from_environment()).dynamodb,
+            arguments.table,
+            settle_seconds=arguments.settle_seconds,
+            leaderboard_shards=arguments.shards,
+            on_progress=on_progress,
+        )
+        try:
+            report = reconciler.run(arguments.month, songs, repair=arguments.repair)
+        except ReconcileRefused as refusal:
+            print(f"refused: {refusal}", file=sys.stderr)
+            return 2
+    if arguments.json:
+        print(json.dumps(report.as_json()))
+    else:
+        print(f"{arguments.month}: {report.aggregates} aggregates, {report.downloads} downloads recounted")
+        for difference in report.differences:
+            state = "repaired" if difference.repaired else (difference.reason or "differs")
+            print(f"  {difference.entity_id}: stored {difference.stored}, recounted {difference.recounted} ({state})")
+    return 2 if arguments.repair and not report.repaired else 0
+
+
+def command_recover(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.aws import clients
+    from leaderboard_tools.reconcile import Reconciler, TableNames
+    from leaderboard_tools.recover import recover
+
+    aws = clients(endpoint_from_environment())
+    with progress_of("Reading items", shown=sys.stderr.isatty()) as on_progress:
+        reconciler = Reconciler(
+            aws.dynamodb,
+            arguments.table,
+            settle_seconds=arguments.settle_seconds,
+            leaderboard_shards=arguments.shards,
+            on_progress=on_progress,
+        )
+        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, arguments.queue_url, TableNames())
+    print(json.dumps(report.as_json()))
+    return 2 if report.kept else 0
+
+
 def command_check_terraform(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.static_checks import check
 
@@ -181,6 +240,29 @@ def main(argv: list[str] | None = None) -> int:
     move.add_argument("--table", required=True)
     move.add_argument("--shards", type=int, required=True, help="the new leaderboard_shards")
     move.set_defaults(handler=command_rekey)
+
+    for name, summary in (
+        ("reconcile", "recount a month's aggregates from the downloads; --repair fixes settled differences"),
+        ("recover", "recount what the failure queue's messages touch, then delete the messages"),
+    ):
+        command = commands.add_parser(name, help=summary)
+        command.add_argument("--table", required=True, help="the module's table, <name>-downloads")
+        command.add_argument("--shards", type=int, default=1, help="leaderboard_shards (placement of new aggregates)")
+        command.add_argument(
+            "--settle-seconds",
+            type=float,
+            default=90,
+            help="repair only what did not move for this long (default 90: more than a tumbling window of 60 s)",
+        )
+        if name == "reconcile":
+            command.add_argument("--month", required=True, help="YYYY-MM")
+            command.add_argument("--songs", help="comma-separated song ids (default: every song of the month)")
+            command.add_argument("--repair", action="store_true")
+            command.add_argument("--json", action="store_true")
+            command.set_defaults(handler=command_reconcile)
+        else:
+            command.add_argument("--queue-url", required=True, help="the module's failure queue")
+            command.set_defaults(handler=command_recover)
 
     checks = commands.add_parser(
         "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"

@@ -23,7 +23,7 @@ import build
 SHIPPED_MODULE = "shipped_aggregator"
 BASELINES = Path(__file__).resolve().parent / "baselines"
 WRAPPER = '''"""FAULT-INJECTION BUILD, for tests and benchmarks only: the shipped aggregator, failing {rate:.0%} of its
-invocations with records after processing half of their records."""
+invocations with records after processing {share:.0%} of their records."""
 
 import json
 import random
@@ -31,6 +31,7 @@ import random
 import {shipped} as shipped
 
 FAULT_RATE = {rate!r}
+PROCESSED_SHARE = {share!r}
 
 
 class InjectedFault(Exception):
@@ -40,7 +41,9 @@ class InjectedFault(Exception):
 def lambda_handler(event, context):
     records = event.get("Records") if isinstance(event, dict) else None
     if records and random.random() < FAULT_RATE:
-        shipped.lambda_handler({{**event, "Records": records[: max(1, len(records) // 2)]}}, context)
+        processed = records[: max(1, round(len(records) * PROCESSED_SHARE)) if PROCESSED_SHARE > 0 else 0]
+        if processed:
+            shipped.lambda_handler({{**event, "Records": processed}}, context)
         print(
             json.dumps(
                 {{
@@ -50,19 +53,24 @@ def lambda_handler(event, context):
                 }}
             )
         )
-        raise InjectedFault(f"fault injected after half of {{len(records)}} records")
+        raise InjectedFault(f"fault injected after {{len(processed)}} of {{len(records)}} records")
     return shipped.lambda_handler(event, context)
 '''
 
 
-def faulty_aggregator(shipped_zip: Path, rate: float, output: Path) -> Path:
-    """The shipped zip, `aggregator.py` renamed to `shipped_aggregator.py` and a wrapper in its place."""
+def faulty_aggregator(shipped_zip: Path, rate: float, output: Path, processed_share: float = 0.5) -> Path:
+    """The shipped zip, `aggregator.py` renamed to `shipped_aggregator.py` and a wrapper in its place.
+
+    `processed_share` of a failing invocation's records go through the shipped handler first
+    (rounded; at least one when the share is above zero): 0 fails before any work.
+    """
     with tempfile.TemporaryDirectory(prefix="faulty-aggregator-") as scratch:
         stage = Path(scratch)
         with zipfile.ZipFile(shipped_zip) as archive:
             archive.extractall(stage)
         (stage / "aggregator.py").rename(stage / f"{SHIPPED_MODULE}.py")
-        (stage / "aggregator.py").write_text(WRAPPER.format(rate=rate, shipped=SHIPPED_MODULE))
+        wrapper = WRAPPER.format(rate=rate, share=processed_share, shipped=SHIPPED_MODULE)
+        (stage / "aggregator.py").write_text(wrapper)
         build.write_zip(stage, output)
     return output
 

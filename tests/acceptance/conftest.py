@@ -48,9 +48,9 @@ class FaultBuilds:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
 
-    def faulty(self, rate: float) -> Path:
-        path = self._directory / f"faulty-aggregator-{rate}.zip"
-        return path if path.is_file() else faulty_aggregator(SHIPPED_AGGREGATOR, rate, path)
+    def faulty(self, rate: float, processed_share: float = 0.5) -> Path:
+        path = self._directory / f"faulty-aggregator-{rate}-{processed_share}.zip"
+        return path if path.is_file() else faulty_aggregator(SHIPPED_AGGREGATOR, rate, path, processed_share)
 
     def guide(self, rate: float) -> Path:
         path = self._directory / f"guide-aggregator-{rate}.zip"

@@ -32,10 +32,10 @@ def test_the_shipped_aggregator_has_no_fault_injection() -> None:
         assert not re.search(r"fault.?inject|injected.?fault|TEST_", sources[name], flags=re.IGNORECASE), name
 
 
-def load_wrapper(tmp_path: Path, rate: float, monkeypatch: pytest.MonkeyPatch) -> Any:
+def load_wrapper(tmp_path: Path, rate: float, monkeypatch: pytest.MonkeyPatch, share: float = 0.5) -> Any:
     """The faulty build unpacked, its wrapper imported with the shipped handler replaced by a recorder."""
     target = tmp_path / "task"
-    with zipfile.ZipFile(faulty_aggregator(SHIPPED, rate, tmp_path / "faulty.zip")) as archive:
+    with zipfile.ZipFile(faulty_aggregator(SHIPPED, rate, tmp_path / "faulty.zip", processed_share=share)) as archive:
         archive.extractall(target)
     assert (target / f"{SHIPPED_MODULE}.py").read_text() == shipped_sources()["aggregator.py"]
     calls: list[dict[str, Any]] = []
@@ -83,3 +83,10 @@ def test_the_guide_baseline_gets_its_fault_rate_written_in(tmp_path: Path) -> No
     with zipfile.ZipFile(guide_aggregator(0.25, tmp_path / "guide.zip")) as archive:
         source = archive.read("aggregator.py").decode()
     assert "FAULT_RATE = 0.25" in source
+
+
+def test_a_build_with_no_processed_share_fails_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wrapper = load_wrapper(tmp_path, 1.0, monkeypatch, share=0)
+    with pytest.raises(wrapper.InjectedFault):
+        wrapper.lambda_handler(window_event([download_record(1, "song1")]), FakeLambdaContext())
+    assert wrapper.calls == []
