@@ -11,6 +11,7 @@ response was lost; the write landed anyway, now or later).
 from __future__ import annotations
 
 import contextlib
+import decimal
 import functools
 import re
 import threading
@@ -182,12 +183,12 @@ def _apply_update(item: Item, text: str, names: dict[str, str], values: dict[str
                 other = operand()
                 if value is None or other is None:
                     raise _error("ValidationException", "UpdateItem")
-                value = {"N": str(Decimal(value["N"]) + sign * Decimal(other["N"]))}
+                value = {"N": _number(NUMBERS.add(Decimal(value["N"]), NUMBERS.multiply(sign, Decimal(other["N"]))))}
             changes.append((name, dict(value) if value is not None else None))
         elif action == "ADD":
             addition = values[tokens[position + 1]]
             current = old.get(name, {"N": "0"})
-            changes.append((name, {"N": str(Decimal(current["N"]) + Decimal(addition["N"]))}))
+            changes.append((name, {"N": _number(NUMBERS.add(Decimal(current["N"]), Decimal(addition["N"])))}))
             position += 2
         elif action == "REMOVE":
             changes.append((name, None))
@@ -199,6 +200,15 @@ def _apply_update(item: Item, text: str, names: dict[str, str], values: dict[str
             item.pop(name, None)
         else:
             item[name] = value
+
+
+NUMBERS = decimal.Context(prec=38)
+"""DynamoDB's numbers: 38 significant digits (Python's default context keeps 28)."""
+
+
+def _number(value: Decimal) -> str:
+    """As DynamoDB answers them: integers without an exponent."""
+    return str(int(value)) if value == value.to_integral_value() else str(value.normalize(NUMBERS))
 
 
 def _copy(item: Item) -> Item:
