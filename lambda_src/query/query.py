@@ -39,6 +39,8 @@ MAX_LIMIT = 1000
 MAX_ENTITY_ID_BYTES = 1024
 RANK_PAGE_BUDGET = 200
 """Query pages (up to 1 MB each) a rank may read before it answers with a lower bound instead."""
+RANK_TIME_MARGIN_MS = 2000
+"""Time before the function's timeout at which a rank stops counting and answers with its lower bound."""
 _MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
 _ORDER = re.compile(r"^[0-9]{1,38}$")
 _MAX_TOKEN_LENGTH = 64 * 1024
@@ -288,8 +290,13 @@ def rank_of(
     layout: Layout,
     request: RankRequest,
     map_partitions: Callable[..., Any] = map,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> dict[str, Any]:
-    """1 + the aggregates listed before this one: higher orders, and equal orders with smaller ids."""
+    """1 + the aggregates listed before this one: higher orders, and equal orders with smaller ids.
+
+    Counting stops at the page budget or when `out_of_time()`, whichever comes first: the answer
+    is then a lower bound (`rankAtLeast`), never a timeout.
+    """
     item = client.get_item(
         TableName=table_name,
         Key={schema.entity: {"S": request.entity_id}, schema.sort_key: {"S": request.month}},
@@ -304,7 +311,7 @@ def rank_of(
     budget = max(1, RANK_PAGE_BUDGET // len(layout.partitions(request.month)))
 
     def before(partition: str) -> tuple[int, bool]:
-        return _count_before(client, table_name, schema, partition, me, budget)
+        return _count_before(client, table_name, schema, partition, me, budget, out_of_time)
 
     counted = list(map_partitions(before, layout.partitions(request.month)))
     ahead = sum(count for count, _ in counted)
@@ -314,14 +321,20 @@ def rank_of(
 
 
 def _count_before(
-    client: Any, table_name: str, schema: IndexSchema, partition: str, me: Entry, budget: int
+    client: Any,
+    table_name: str,
+    schema: IndexSchema,
+    partition: str,
+    me: Entry,
+    budget: int,
+    out_of_time: Callable[[], bool],
 ) -> tuple[int, bool]:
     """How many of a partition's aggregates list before `me`, and whether the count is complete within budget."""
     names = {"#period": schema.period, "#order": schema.order}
     base = {"TableName": table_name, "IndexName": schema.index_name, "ExpressionAttributeNames": names}
     values = {":partition": {"S": partition}, ":order": {"N": str(me.order)}}
     count, pages, start_key = 0, 0, None
-    while pages < budget:
+    while pages < budget and not (pages and out_of_time()):
         parameters = {
             **base,
             "KeyConditionExpression": "#period = :partition AND #order > :order",
@@ -408,5 +421,13 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         logger.info("invalid request", extra={"reason": str(error)})
         return error_response(str(error))
     if isinstance(request, RankRequest):
-        return rank_of(_dynamodb, TABLE_NAME, SCHEMA, LAYOUT, request, _READERS.map)
+        return rank_of(
+            _dynamodb,
+            TABLE_NAME,
+            SCHEMA,
+            LAYOUT,
+            request,
+            _READERS.map,
+            out_of_time=lambda: context.get_remaining_time_in_millis() < RANK_TIME_MARGIN_MS,
+        )
     return leaderboard_page(_dynamodb, TABLE_NAME, SCHEMA, LAYOUT, request, _READERS.map)

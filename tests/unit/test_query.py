@@ -270,6 +270,24 @@ def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch
     assert (answer["rank"], answer["rankAtLeast"]) == (None, 2)
 
 
+def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a month read one entry per page, and a clock that runs out after the first page
+    load(dynamodb, TIED, 1)
+    real_query = dynamodb.query
+    pages: list[int] = []
+
+    def one_item_pages(**parameters: Any) -> Any:
+        pages.append(1)
+        return real_query(**{**parameters, "Limit": 1})
+
+    monkeypatch.setattr(dynamodb, "query", one_item_pages)
+    last = listing(TIED)[-1][0]
+    # when the rank of the last song is asked
+    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(MONTH, last), out_of_time=lambda: bool(pages))
+    # then it stops after one page and answers the places it counted as a lower bound
+    assert (answer["rank"], answer["rankAtLeast"], len(pages)) == (None, 2, 1)
+
+
 def test_the_handler_answers_pages_ranks_and_errors(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     load(dynamodb, TIED, 4)
     monkeypatch.setattr(query, "_dynamodb", dynamodb)
