@@ -36,7 +36,7 @@ def aws(endpoint: Endpoint) -> Clients:
 
 @contextmanager
 def stack(endpoint: Endpoint, purpose: str, **variables: Any) -> Iterator[tuple[Stack, dict[str, Any]]]:
-    """A uniquely named deployment of the complete example, destroyed afterwards even if apply failed."""
+    """A uniquely named deployment of tests/emulator_stack, destroyed afterwards even if apply failed."""
     deployment = Stack(f"{purpose}-{uuid.uuid4().hex[:6]}", endpoint, variables)
     with deployed(deployment) as outputs:
         yield deployment, outputs

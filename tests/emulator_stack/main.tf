@@ -1,3 +1,8 @@
+# The root configuration the acceptance suite, the demo and the benchmark apply to an emulator
+# (leaderboard_tools.terraform_stack.Stack): the module with every service at one
+# LocalStack-compatible endpoint and the fake credentials emulators accept. Not an example for
+# AWS: those are terraform/examples/minimal and terraform/examples/complete.
+
 locals {
   emulated = var.aws_endpoint_url != ""
   endpoint = local.emulated ? var.aws_endpoint_url : null
@@ -21,19 +26,25 @@ provider "aws" {
     iam            = local.endpoint
     kms            = local.endpoint
     lambda         = local.endpoint
+    s3             = local.endpoint
+    sns            = local.endpoint
     sqs            = local.endpoint
     sts            = local.endpoint
   }
 }
 
 module "leaderboard" {
-  source = "../.."
+  source = "../../terraform"
 
-  name                               = var.name
-  aggregator_package_path            = var.aggregator_package_path
+  name = var.name
+  # The zips `make build` writes into this repository's dist/, unless a test deploys another build.
+  aggregator_package_path = coalesce(var.aggregator_package_path, "${path.module}/../../dist/aggregator.zip")
+  query_package_path      = coalesce(var.query_package_path, "${path.module}/../../dist/query.zip")
+
   batch_size                         = var.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
   maximum_retry_attempts             = var.maximum_retry_attempts
+  maximum_record_age_in_seconds      = var.maximum_record_age_in_seconds
   tumbling_window_in_seconds         = var.tumbling_window_in_seconds
   aggregate_writes                   = var.aggregate_writes
   leaderboard_shards                 = var.leaderboard_shards

@@ -1,23 +1,32 @@
+# Every variable a caller of leaderboard_tools.terraform_stack.Stack passes (the acceptance tests,
+# the demo, the benchmark); tests/unit/test_emulator_stack.py keeps this list complete.
+
 variable "name" {
-  description = "Prefix of every resource name."
+  description = "Prefix of every resource name (the stack's workspace name)."
   type        = string
   default     = "leaderboard-demo"
 }
 
 variable "region" {
-  description = "AWS region."
+  description = "Region the emulator answers for."
   type        = string
   default     = "us-east-1"
 }
 
 variable "aws_endpoint_url" {
-  description = "A LocalStack-compatible endpoint (for example http://127.0.0.1:4566); empty for real AWS."
+  description = "The LocalStack-compatible endpoint (for example http://127.0.0.1:4566); empty: the provider's default endpoints and credentials."
   type        = string
   default     = ""
 }
 
 variable "aggregator_package_path" {
-  description = "Aggregator zip to deploy; null: the one build.py makes."
+  description = "Aggregator zip to deploy (a faulty build, the guide's handler); null: dist/aggregator.zip of this repository."
+  type        = string
+  default     = null
+}
+
+variable "query_package_path" {
+  description = "Query zip to deploy; null: dist/query.zip of this repository."
   type        = string
   default     = null
 }
@@ -32,6 +41,18 @@ variable "maximum_batching_window_in_seconds" {
   description = "How long the mapping gathers records before invoking the aggregator."
   type        = number
   default     = 1
+}
+
+variable "maximum_retry_attempts" {
+  description = "Retries of a failing batch before it goes to the failure queue."
+  type        = number
+  default     = 10
+}
+
+variable "maximum_record_age_in_seconds" {
+  description = "Age after which a failing record goes to the failure queue."
+  type        = number
+  default     = 3600
 }
 
 variable "tumbling_window_in_seconds" {
@@ -58,14 +79,8 @@ variable "leaderboard_shards_previous" {
   default     = null
 }
 
-variable "maximum_retry_attempts" {
-  description = "Retries of a failing batch before it goes to the failure queue."
-  type        = number
-  default     = 10
-}
-
 variable "tags" {
   description = "Tags of every resource."
   type        = map(string)
-  default     = { Project = "dynamodb-materialized-aggregation", Example = "complete" }
+  default     = { Project = "dynamodb-materialized-aggregation", Stack = "emulator" }
 }
