@@ -1,12 +1,12 @@
 locals {
+  create                = var.create
   table_name            = "${var.name}-downloads"
   aggregator_name       = "${var.name}-aggregator"
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
   provisioned           = var.billing_mode == "PROVISIONED"
-  aggregator_package    = coalesce(var.aggregator_package_path, "${path.module}/../dist/aggregator.zip")
-  query_package         = coalesce(var.query_package_path, "${path.module}/../dist/query.zip")
-  leaderboard_index_arn = "${aws_dynamodb_table.this.arn}/index/${var.leaderboard_index_name}"
+  table_arn             = one(aws_dynamodb_table.this[*].arn)
+  leaderboard_index_arn = local.create ? "${local.table_arn}/index/${var.leaderboard_index_name}" : null
 
   # Only raw events reach the aggregator: INSERTs whose new image has no period attribute.
   # A raw event that is malformed still passes, so the aggregator reports it instead of the
@@ -18,6 +18,8 @@ locals {
 
 resource "aws_dynamodb_table" "this" {
   # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table.
+  count = local.create ? 1 : 0
+
   name             = local.table_name
   billing_mode     = var.billing_mode
   read_capacity    = local.provisioned ? var.table_read_capacity : null

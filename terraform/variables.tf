@@ -2,6 +2,12 @@
 # Naming and tags
 ################################################################################
 
+variable "create" {
+  description = "Whether to create anything. false: the module creates no resource and its outputs are null (for stacks that deploy it in some environments only)."
+  type        = bool
+  default     = true
+}
+
 variable "name" {
   description = "Prefix of every resource name (table, functions, roles, queue, log groups). Letters, digits, '-' and '_', at most 40 characters."
   type        = string
@@ -153,15 +159,60 @@ variable "leaderboard_shards_previous" {
 ################################################################################
 
 variable "aggregator_package_path" {
-  description = "Path of the aggregator zip built by build.py. null: dist/aggregator.zip of this repository."
+  description = "Local path of the aggregator zip (aggregator.zip of a release, `make release`). Set it, or deploy from S3 (package_s3_bucket, aggregator_package_s3_key)."
   type        = string
   default     = null
 }
 
 variable "query_package_path" {
-  description = "Path of the query zip built by build.py. null: dist/query.zip of this repository."
+  description = "Local path of the query zip (query.zip of a release). Set it, or deploy from S3 (package_s3_bucket, query_package_s3_key)."
   type        = string
   default     = null
+}
+
+variable "package_s3_bucket" {
+  description = "S3 bucket holding the functions' zips of a release, in the functions' region. null: the packages are local paths."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.package_s3_bucket == null ? true : can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.package_s3_bucket))
+    error_message = "package_s3_bucket must be an S3 bucket name (3-63 lower-case letters, digits, '.' and '-')."
+  }
+}
+
+variable "aggregator_package_s3_key" {
+  description = "Key of aggregator.zip in package_s3_bucket (for example <prefix>/<version>/aggregator.zip)."
+  type        = string
+  default     = null
+}
+
+variable "query_package_s3_key" {
+  description = "Key of query.zip in package_s3_bucket."
+  type        = string
+  default     = null
+}
+
+variable "aggregator_package_source_code_hash" {
+  description = "Base64 sha256 of aggregator.zip (files[\"aggregator.zip\"].sha256_base64 in the release's manifest.json). Required from S3, where it is how Terraform notices a new package; with a local path, checked against the file."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.aggregator_package_source_code_hash == null ? true : can(regex("^[A-Za-z0-9+/]{43}=$", var.aggregator_package_source_code_hash))
+    error_message = "aggregator_package_source_code_hash must be a base64 sha256 (44 characters ending in '='), as filebase64sha256() and the release manifest give it."
+  }
+}
+
+variable "query_package_source_code_hash" {
+  description = "Base64 sha256 of query.zip (files[\"query.zip\"].sha256_base64 in the release's manifest.json). Required from S3; with a local path, checked against the file."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.query_package_source_code_hash == null ? true : can(regex("^[A-Za-z0-9+/]{43}=$", var.query_package_source_code_hash))
+    error_message = "query_package_source_code_hash must be a base64 sha256 (44 characters ending in '='), as filebase64sha256() and the release manifest give it."
+  }
 }
 
 variable "lambda_runtime" {
@@ -260,6 +311,28 @@ variable "tracing_mode" {
   validation {
     condition     = contains(["Active", "PassThrough"], var.tracing_mode)
     error_message = "tracing_mode must be Active or PassThrough."
+  }
+}
+
+variable "role_path" {
+  description = "IAM path of both functions' roles (for example /service-roles/). null: '/'."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.role_path == null ? true : can(regex("^/([\\x21-\\x7E]{0,510}/)?$", var.role_path))
+    error_message = "role_path must start and end with '/' (at most 512 printable characters)."
+  }
+}
+
+variable "role_permissions_boundary" {
+  description = "ARN of the managed policy set as permissions boundary of both functions' roles. null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.role_permissions_boundary == null ? true : can(regex("^arn:aws[a-z-]*:iam::([0-9]{12}|aws):policy/", var.role_permissions_boundary))
+    error_message = "role_permissions_boundary must be the ARN of an IAM managed policy."
   }
 }
 

@@ -21,37 +21,37 @@ run "the_defaults_plan" {
   command = plan
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.tumbling_window_in_seconds == 60
+    condition     = aws_lambda_event_source_mapping.aggregator[0].tumbling_window_in_seconds == 60
     error_message = "the mapping must use tumbling windows by default"
   }
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.parallelization_factor == 1
+    condition     = aws_lambda_event_source_mapping.aggregator[0].parallelization_factor == 1
     error_message = "the mapping must process one batch per shard at a time"
   }
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.bisect_batch_on_function_error == true
+    condition     = aws_lambda_event_source_mapping.aggregator[0].bisect_batch_on_function_error == true
     error_message = "failed batches must be bisected"
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator.environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
     error_message = "aggregates are written every batch by default"
   }
 
   assert {
-    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.range_key]) == "LeaderboardOrder"
+    condition     = one([for index in aws_dynamodb_table.this[0].global_secondary_index : index.range_key]) == "LeaderboardOrder"
     error_message = "the index must sort by the leaderboard order (count, then id)"
   }
 
   assert {
-    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.non_key_attributes]) == toset(["DownloadCount"])
+    condition     = one([for index in aws_dynamodb_table.this[0].global_secondary_index : index.non_key_attributes]) == toset(["DownloadCount"])
     error_message = "the index must carry the count, so that a page needs nothing else"
   }
 
   assert {
-    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS"] == "1" && aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == ""
+    condition     = aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS"] == "1" && aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == ""
     error_message = "one leaderboard shard, no layout change under way, by default"
   }
 }
@@ -65,7 +65,7 @@ run "a_layout_change_plans" {
   }
 
   assert {
-    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == "1"
+    condition     = aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == "1"
     error_message = "the query function must read the previous layout while the change is under way"
   }
 }
@@ -100,7 +100,7 @@ run "per_window_writes_plan" {
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator.environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
     error_message = "the aggregator must know the window length"
   }
 }
@@ -204,4 +204,142 @@ run "an_old_python_runtime_is_refused" {
   }
 
   expect_failures = [var.lambda_runtime]
+}
+
+run "without_any_package_planning_fails_and_says_what_to_provide" {
+  command = plan
+
+  variables {
+    aggregator_package_path = null
+    query_package_path      = null
+  }
+
+  expect_failures = [aws_lambda_function.aggregator, aws_lambda_function.query]
+}
+
+run "packages_from_s3_plan_with_their_hashes" {
+  command = plan
+
+  variables {
+    aggregator_package_path             = null
+    query_package_path                  = null
+    package_s3_bucket                   = "platform-artifacts"
+    aggregator_package_s3_key           = "leaderboard/0.2.0/aggregator.zip"
+    query_package_s3_key                = "leaderboard/0.2.0/query.zip"
+    aggregator_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+    query_package_source_code_hash      = "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.aggregator[0].s3_bucket == "platform-artifacts"
+      && aws_lambda_function.aggregator[0].s3_key == "leaderboard/0.2.0/aggregator.zip"
+      && aws_lambda_function.aggregator[0].source_code_hash == "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+      && aws_lambda_function.aggregator[0].filename == null
+    )
+    error_message = "the aggregator must come from its S3 object, versioned by the manifest's hash"
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.query[0].s3_key == "leaderboard/0.2.0/query.zip"
+      && aws_lambda_function.query[0].source_code_hash == "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
+    )
+    error_message = "the query function must come from its S3 object, versioned by the manifest's hash"
+  }
+}
+
+run "a_package_from_s3_without_its_hash_is_refused" {
+  command = plan
+
+  variables {
+    aggregator_package_path   = null
+    package_s3_bucket         = "platform-artifacts"
+    aggregator_package_s3_key = "leaderboard/0.2.0/aggregator.zip"
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_path_and_an_s3_key_together_are_refused" {
+  command = plan
+
+  variables {
+    package_s3_bucket                   = "platform-artifacts"
+    aggregator_package_s3_key           = "leaderboard/0.2.0/aggregator.zip"
+    aggregator_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_local_zip_that_is_not_the_one_its_hash_describes_is_refused" {
+  command = plan
+
+  variables {
+    query_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+  }
+
+  expect_failures = [aws_lambda_function.query]
+}
+
+run "a_malformed_hash_is_refused" {
+  command = plan
+
+  variables {
+    aggregator_package_source_code_hash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+  }
+
+  expect_failures = [var.aggregator_package_source_code_hash]
+}
+
+run "create_false_plans_nothing_and_needs_no_package" {
+  command = plan
+
+  variables {
+    create                  = false
+    aggregator_package_path = null
+    query_package_path      = null
+  }
+
+  assert {
+    condition = (
+      length(aws_dynamodb_table.this) + length(aws_lambda_function.aggregator) + length(aws_lambda_function.query)
+      + length(aws_lambda_event_source_mapping.aggregator) + length(aws_sqs_queue.failures)
+      + length(aws_iam_role.aggregator) + length(aws_iam_role.query) == 0
+    )
+    error_message = "create = false must create nothing"
+  }
+
+  assert {
+    condition     = output.table_arn == null && output.query_function_arn == null && output.aggregator_role_arn == null
+    error_message = "create = false must leave every output null"
+  }
+}
+
+run "roles_take_the_path_and_the_permissions_boundary" {
+  command = plan
+
+  variables {
+    role_path                 = "/service-roles/"
+    role_permissions_boundary = "arn:aws:iam::123456789012:policy/platform-boundary"
+  }
+
+  assert {
+    condition = alltrue([
+      for role in [aws_iam_role.aggregator[0], aws_iam_role.query[0]] :
+      role.path == "/service-roles/" && role.permissions_boundary == "arn:aws:iam::123456789012:policy/platform-boundary"
+    ])
+    error_message = "both roles must carry the path and the permissions boundary"
+  }
+}
+
+run "a_role_path_without_slashes_is_refused" {
+  command = plan
+
+  variables {
+    role_path = "service-roles"
+  }
+
+  expect_failures = [var.role_path]
 }

@@ -16,13 +16,18 @@ output "table_stream_arn" {
 }
 
 output "leaderboard_index_name" {
-  description = "Name of the sparse index (period, count) that answers the leaderboard queries."
+  description = "Name of the sparse index (period, order) that answers the leaderboard queries."
   value       = module.leaderboard.leaderboard_index_name
 }
 
 output "leaderboard_index_arn" {
   description = "ARN of the sparse leaderboard index."
   value       = module.leaderboard.leaderboard_index_arn
+}
+
+output "leaderboard_shards" {
+  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
+  value       = module.leaderboard.leaderboard_shards
 }
 
 output "aggregator_function_name" {
@@ -33,6 +38,16 @@ output "aggregator_function_name" {
 output "aggregator_function_arn" {
   description = "ARN of the aggregator Lambda."
   value       = module.leaderboard.aggregator_function_arn
+}
+
+output "aggregator_role_name" {
+  description = "Name of the aggregator's IAM role."
+  value       = module.leaderboard.aggregator_role_name
+}
+
+output "aggregator_role_arn" {
+  description = "ARN of the aggregator's IAM role."
+  value       = module.leaderboard.aggregator_role_arn
 }
 
 output "aggregator_log_group_name" {
@@ -55,17 +70,22 @@ output "query_function_arn" {
   value       = module.leaderboard.query_function_arn
 }
 
+output "query_role_name" {
+  description = "Name of the query function's IAM role."
+  value       = module.leaderboard.query_role_name
+}
+
+output "query_role_arn" {
+  description = "ARN of the query function's IAM role."
+  value       = module.leaderboard.query_role_arn
+}
+
 output "failure_queue_url" {
-  description = "URL of the queue receiving batches the mapping gave up on and records the aggregator rejected."
+  description = "URL of the queue receiving batches the mapping gave up on and records the aggregator rejected or refused."
   value       = module.leaderboard.failure_queue_url
 }
 
 output "failure_queue_arn" {
   description = "ARN of the failure queue."
   value       = module.leaderboard.failure_queue_arn
-}
-
-output "leaderboard_shards" {
-  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
-  value       = module.leaderboard.leaderboard_shards
 }
