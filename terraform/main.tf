@@ -17,7 +17,7 @@ locals {
 }
 
 resource "aws_dynamodb_table" "this" {
-  # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table.
+  # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table, at no charge.
   count = local.create ? 1 : 0
 
   name             = local.table_name
@@ -68,8 +68,10 @@ resource "aws_dynamodb_table" "this" {
     enabled = var.point_in_time_recovery_enabled
   }
 
+  # Disabled means the AWS owned key, which costs nothing; enabled without a key would select the
+  # AWS managed key (aws/dynamodb), billed per request. A customer managed key when one is given.
   server_side_encryption {
-    enabled     = true
+    enabled     = var.kms_key_arn != null
     kms_key_arn = var.kms_key_arn
   }
 

@@ -76,7 +76,7 @@ variable "deletion_protection_enabled" {
 }
 
 variable "kms_key_arn" {
-  description = "Customer managed KMS key for the table, the failure queue, the log groups and the functions' environment. null: AWS owned or managed keys."
+  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys."
   type        = string
   default     = null
 

@@ -343,3 +343,28 @@ run "a_role_path_without_slashes_is_refused" {
 
   expect_failures = [var.role_path]
 }
+
+run "the_table_uses_the_aws_owned_key_unless_a_key_is_given" {
+  command = plan
+
+  assert {
+    condition     = aws_dynamodb_table.this[0].server_side_encryption[0].enabled == false
+    error_message = "without kms_key_arn the table must use the AWS owned key (SSE disabled), not the billed AWS managed key"
+  }
+}
+
+run "the_table_uses_the_customer_key_when_given" {
+  command = plan
+
+  variables {
+    kms_key_arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+  }
+
+  assert {
+    condition = (
+      aws_dynamodb_table.this[0].server_side_encryption[0].enabled == true
+      && aws_dynamodb_table.this[0].server_side_encryption[0].kms_key_arn == "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    error_message = "with kms_key_arn the table must use that key"
+  }
+}
