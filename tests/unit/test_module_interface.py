@@ -47,7 +47,9 @@ def test_create_false_plans_no_resource_and_null_outputs(tmp_path: Path) -> None
     (tmp_path / "main.tf").write_text(
         OFFLINE_PROVIDER
         + f'module "leaderboard" {{\n  source = "{TERRAFORM_MODULE}"\n  name = "switched-off"\n  create = false\n}}\n'
-        + "".join(f'output "{name}" {{\n  value = module.leaderboard.{name}\n}}\n' for name in outputs(TERRAFORM_MODULE))
+        + "".join(
+            f'output "{name}" {{\n  value = module.leaderboard.{name}\n}}\n' for name in outputs(TERRAFORM_MODULE)
+        )
     )
     assert terraform(tmp_path, "init", "-backend=false", "-input=false").returncode == 0
     # when it is planned
