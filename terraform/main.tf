@@ -68,6 +68,18 @@ resource "aws_dynamodb_table" "this" {
     enabled = var.point_in_time_recovery_enabled
   }
 
+  # Expired downloads are removed by DynamoDB (a REMOVE stream record each, which the mapping's
+  # filter never passes: only INSERTs reach the aggregator), so counts never change. Aggregates
+  # carry no TTL attribute and stay.
+  dynamic "ttl" {
+    for_each = var.download_ttl_attribute_name == null ? [] : [var.download_ttl_attribute_name]
+
+    content {
+      attribute_name = ttl.value
+      enabled        = true
+    }
+  }
+
   # Disabled means the AWS owned key, which costs nothing; enabled without a key would select the
   # AWS managed key (aws/dynamodb), billed per request. A customer managed key when one is given.
   server_side_encryption {
@@ -81,6 +93,14 @@ resource "aws_dynamodb_table" "this" {
     precondition {
       condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
       error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
+    }
+
+    precondition {
+      condition = var.download_ttl_attribute_name == null ? true : !contains([
+        var.entity_attribute_name, var.sort_key_attribute_name, var.timestamp_attribute_name, var.period_attribute_name,
+        var.count_attribute_name, var.order_attribute_name,
+      ], var.download_ttl_attribute_name)
+      error_message = "download_ttl_attribute_name must be an attribute of its own, not a key, the timestamp or an attribute of aggregates."
     }
 
     precondition {

@@ -75,6 +75,17 @@ variable "deletion_protection_enabled" {
   default     = false
 }
 
+variable "download_ttl_attribute_name" {
+  description = "Attribute of a download holding its expiry (epoch seconds): enables the table's TTL on it, so that DynamoDB deletes expired downloads. Counts are unaffected (the aggregator receives only INSERTs); aggregates never expire. null: no TTL. Setting it back to null leaves TTL as it is on the table (the provider does not turn it off)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.download_ttl_attribute_name == null ? true : can(regex("^[A-Za-z0-9_.-]{1,255}$", var.download_ttl_attribute_name))
+    error_message = "download_ttl_attribute_name must be 1-255 letters, digits, '_', '-' or '.'."
+  }
+}
+
 variable "kms_key_arn" {
   description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys."
   type        = string

@@ -368,3 +368,40 @@ run "the_table_uses_the_customer_key_when_given" {
     error_message = "with kms_key_arn the table must use that key"
   }
 }
+
+run "no_ttl_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_dynamodb_table.this[0].ttl) == 0 && output.download_ttl_attribute_name == null
+    error_message = "without download_ttl_attribute_name the module must not configure TTL"
+  }
+}
+
+run "a_ttl_attribute_enables_the_tables_ttl" {
+  command = plan
+
+  variables {
+    download_ttl_attribute_name = "ExpiresAt"
+  }
+
+  assert {
+    condition     = one(aws_dynamodb_table.this[0].ttl).attribute_name == "ExpiresAt" && one(aws_dynamodb_table.this[0].ttl).enabled
+    error_message = "the table's TTL must be enabled on the download attribute"
+  }
+
+  assert {
+    condition     = jsondecode(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria[0].filter).pattern).eventName == ["INSERT"]
+    error_message = "the mapping must pass INSERTs only, so that expiries (REMOVE) never reach the aggregator"
+  }
+}
+
+run "the_timestamp_as_ttl_attribute_is_refused" {
+  command = plan
+
+  variables {
+    download_ttl_attribute_name = "Timestamp"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}

@@ -49,5 +49,6 @@ module "leaderboard" {
   aggregate_writes                   = var.aggregate_writes
   leaderboard_shards                 = var.leaderboard_shards
   leaderboard_shards_previous        = var.leaderboard_shards_previous
+  download_ttl_attribute_name        = var.download_ttl_attribute_name
   tags                               = var.tags
 }

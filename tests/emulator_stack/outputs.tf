@@ -15,6 +15,11 @@ output "table_stream_arn" {
   value       = module.leaderboard.table_stream_arn
 }
 
+output "download_ttl_attribute_name" {
+  description = "Attribute on which the table's TTL deletes expired downloads; null without TTL. A recount from raw downloads sees only those not yet expired."
+  value       = module.leaderboard.download_ttl_attribute_name
+}
+
 output "leaderboard_index_name" {
   description = "Name of the sparse index (period, order) that answers the leaderboard queries."
   value       = module.leaderboard.leaderboard_index_name

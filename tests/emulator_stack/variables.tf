@@ -79,6 +79,12 @@ variable "leaderboard_shards_previous" {
   default     = null
 }
 
+variable "download_ttl_attribute_name" {
+  description = "Attribute holding a download's expiry; null: no TTL."
+  type        = string
+  default     = null
+}
+
 variable "tags" {
   description = "Tags of every resource."
   type        = map(string)
