@@ -94,3 +94,18 @@ output "failure_queue_arn" {
   description = "ARN of the failure queue."
   value       = one(aws_sqs_queue.failures[*].arn)
 }
+
+output "cloudwatch_metric_alarm_arns" {
+  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, watermark_inconsistencies, previous_stream_watermarks, failed_aggregates, rejected_records); empty without create_alarms, null with create = false."
+  value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.arn } : null
+}
+
+output "cloudwatch_metric_alarm_names" {
+  description = "Names of the alarms by purpose; empty without create_alarms."
+  value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.alarm_name } : null
+}
+
+output "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify: the one created (create_alarm_sns_topic) or given (alarm_sns_topic_arn); null without."
+  value       = local.alarms_enabled ? local.alarm_topic_arn : null
+}

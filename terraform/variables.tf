@@ -461,3 +461,37 @@ variable "failure_queue_message_retention_seconds" {
     error_message = "failure_queue_message_retention_seconds must be 60-1209600."
   }
 }
+
+variable "create_alarms" {
+  description = "Create the CloudWatch alarms: stream iterator age, failure queue messages, aggregator errors and throttles, table and index throttling, the aggregator's anomaly metrics. Off by default (emulators do not keep every alarm attribute); on in the AWS examples."
+  type        = bool
+  default     = false
+}
+
+variable "create_alarm_sns_topic" {
+  description = "With create_alarms: create an SNS topic (<name>-alarms) that the alarms notify on ALARM and OK. Subscribe to it outside the module."
+  type        = bool
+  default     = false
+}
+
+variable "alarm_sns_topic_arn" {
+  description = "With create_alarms: an existing SNS topic the alarms notify on ALARM and OK (ignored when create_alarm_sns_topic is true). null: no notification."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.alarm_sns_topic_arn == null ? true : can(regex("^arn:[a-z-]+:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$", var.alarm_sns_topic_arn))
+    error_message = "alarm_sns_topic_arn must be an SNS topic ARN."
+  }
+}
+
+variable "alarm_iterator_age_threshold_seconds" {
+  description = "Iterator age of the stream mapping (seconds) above which, for 5 minutes, the alarm fires. The default, 300, is five tumbling windows of 60 s: well past normal batching."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.alarm_iterator_age_threshold_seconds >= 60 && var.alarm_iterator_age_threshold_seconds <= 604800
+    error_message = "alarm_iterator_age_threshold_seconds must be 60-604800 (a stream keeps records 24 hours; the mapping's maximum record age is up to 7 days)."
+  }
+}

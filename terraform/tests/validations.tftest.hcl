@@ -405,3 +405,132 @@ run "the_timestamp_as_ttl_attribute_is_refused" {
 
   expect_failures = [aws_dynamodb_table.this]
 }
+
+run "no_alarm_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.this) == 0 && length(aws_sns_topic.alarms) == 0 && output.alarm_sns_topic_arn == null
+    error_message = "alarms are off by default"
+  }
+}
+
+run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies" {
+  command = plan
+
+  variables {
+    create_alarms          = true
+    create_alarm_sns_topic = true
+  }
+
+  assert {
+    condition = toset(keys(aws_cloudwatch_metric_alarm.this)) == toset([
+      "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
+      "table_read_throttles", "index_write_throttles", "refused_records", "watermark_inconsistencies",
+      "previous_stream_watermarks", "failed_aggregates", "rejected_records",
+    ])
+    error_message = "one alarm per watched metric"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["iterator_age"].namespace == "AWS/Lambda"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].metric_name == "IteratorAge"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].statistic == "Maximum"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].threshold == 300000
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].dimensions == tomap({ FunctionName = "validation-aggregator" })
+    )
+    error_message = "the iterator age alarm watches the aggregator's IteratorAge maximum, in milliseconds"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["failure_queue_messages"].namespace == "AWS/SQS"
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].metric_name == "ApproximateNumberOfMessagesVisible"
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].dimensions == tomap({ QueueName = "validation-aggregator-failures" })
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].threshold == 0
+    )
+    error_message = "the failure queue alarm fires on its first visible message"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["index_write_throttles"].namespace == "AWS/DynamoDB"
+      && aws_cloudwatch_metric_alarm.this["index_write_throttles"].metric_name == "WriteThrottleEvents"
+      && aws_cloudwatch_metric_alarm.this["index_write_throttles"].dimensions == tomap({ TableName = "validation-downloads", GlobalSecondaryIndexName = "MonthDownloadsIndex" })
+      && aws_cloudwatch_metric_alarm.this["table_write_throttles"].dimensions == tomap({ TableName = "validation-downloads" })
+    )
+    error_message = "table and index throttling are watched on their own dimensions"
+  }
+
+  assert {
+    condition     = toset([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].namespace]) == toset(["MaterializedAggregation"])
+    error_message = "anomaly alarms watch Powertools' EMF namespace MaterializedAggregation"
+  }
+
+  assert {
+    condition     = toset([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].metric_name]) == toset(["RefusedRecords", "WatermarkInconsistencies", "PreviousStreamWatermarks", "FailedAggregates", "RejectedRecords"])
+    error_message = "anomaly alarms watch the aggregator's five anomaly metrics"
+  }
+
+  assert {
+    condition     = alltrue([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].dimensions["service"] == "validation-aggregator" && length(aws_cloudwatch_metric_alarm.this[purpose].dimensions) == 1])
+    error_message = "anomaly alarms use Powertools' one default dimension, service = the aggregator's function name"
+  }
+
+  assert {
+    condition     = alltrue([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].statistic == "Sum" && aws_cloudwatch_metric_alarm.this[purpose].threshold == 0])
+    error_message = "anomaly alarms fire on the first occurrence"
+  }
+
+  assert {
+    condition     = alltrue([for alarm in aws_cloudwatch_metric_alarm.this : alarm.treat_missing_data == "notBreaching" && alarm.comparison_operator == "GreaterThanThreshold"])
+    error_message = "an idle pipeline must not alarm"
+  }
+
+  assert {
+    condition     = aws_sns_topic.alarms[0].name == "validation-alarms" && aws_sns_topic.alarms[0].kms_master_key_id == "alias/aws/sns"
+    error_message = "the created topic is encrypted"
+  }
+}
+
+run "alarms_notify_a_given_topic" {
+  command = plan
+
+  variables {
+    create_alarms       = true
+    alarm_sns_topic_arn = "arn:aws:sns:us-east-1:123456789012:platform-alarms"
+  }
+
+  assert {
+    condition     = length(aws_sns_topic.alarms) == 0 && output.alarm_sns_topic_arn == "arn:aws:sns:us-east-1:123456789012:platform-alarms"
+    error_message = "a given topic is used, not created"
+  }
+
+  assert {
+    condition     = alltrue([for alarm in aws_cloudwatch_metric_alarm.this : alarm.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:platform-alarms"]) && alarm.ok_actions == toset(["arn:aws:sns:us-east-1:123456789012:platform-alarms"])])
+    error_message = "every alarm notifies the given topic on ALARM and OK"
+  }
+}
+
+run "an_iterator_age_threshold_below_a_minute_is_refused" {
+  command = plan
+
+  variables {
+    create_alarms                        = true
+    alarm_iterator_age_threshold_seconds = 10
+  }
+
+  expect_failures = [var.alarm_iterator_age_threshold_seconds]
+}
+
+run "a_topic_name_instead_of_an_arn_is_refused" {
+  command = plan
+
+  variables {
+    create_alarms       = true
+    alarm_sns_topic_arn = "platform-alarms"
+  }
+
+  expect_failures = [var.alarm_sns_topic_arn]
+}

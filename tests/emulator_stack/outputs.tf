@@ -94,3 +94,18 @@ output "failure_queue_arn" {
   description = "ARN of the failure queue."
   value       = module.leaderboard.failure_queue_arn
 }
+
+output "cloudwatch_metric_alarm_arns" {
+  description = "ARNs of the alarms by purpose; empty without create_alarms."
+  value       = module.leaderboard.cloudwatch_metric_alarm_arns
+}
+
+output "cloudwatch_metric_alarm_names" {
+  description = "Names of the alarms by purpose; empty without create_alarms."
+  value       = module.leaderboard.cloudwatch_metric_alarm_names
+}
+
+output "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify; null without."
+  value       = module.leaderboard.alarm_sns_topic_arn
+}

@@ -85,6 +85,18 @@ variable "download_ttl_attribute_name" {
   default     = null
 }
 
+variable "create_alarms" {
+  description = "Create the module's CloudWatch alarms (LocalStack keeps their attributes; MiniStack does not)."
+  type        = bool
+  default     = false
+}
+
+variable "create_alarm_sns_topic" {
+  description = "With create_alarms: the module creates the SNS topic the alarms notify."
+  type        = bool
+  default     = false
+}
+
 variable "tags" {
   description = "Tags of every resource."
   type        = map(string)
