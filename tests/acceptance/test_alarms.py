@@ -3,15 +3,17 @@
 LocalStack keeps every attribute PutMetricAlarm was given, so the alarms are compared one by one
 with what the module planned, and a second plan must change nothing (LocalStack drops the tags
 given to PutMetricAlarm, though TagResource keeps them: see conftest.second_plan).
-MiniStack 1.5.33 answers DescribeAlarms without some of them (period, statistic, dimensions as
-Terraform's provider sends them), which Terraform then plans to set again forever: there the test
-records which attributes came back different and skips with them as the reason. What the alarms watch (metric, namespace,
-dimension, threshold) is tested on the rendered plan too, on any machine
+MiniStack 1.5.33 answers boto3's DescribeAlarms with every attribute, but the AWS provider reads
+its alarms back without period, statistic, dimensions, actions and treat_missing_data, and plans to
+set them again forever: there the test skips, naming the attributes of that perpetual diff.
+What the alarms watch (metric, namespace, dimension, threshold) is tested on the rendered plan
+too, on any machine
 (terraform/tests/validations.tftest.hcl, run by tests/unit/test_module_validations.py).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -148,6 +150,12 @@ def test_the_alarms_are_kept_as_planned_and_a_second_plan_is_empty(
         assert aws.sns.get_topic_attributes(TopicArn=topic)["Attributes"]["TopicArn"] == topic
         # and a second plan changes nothing (on LocalStack once the alarms' tags are set: see second_plan)
         changes = second_plan(deployment, emulator_kind)
+        if changes is not None and emulator_kind == "ministack":
+            attributes = sorted(set(re.findall(r"^\s*[~+-] (\w+)\s+=", changes, flags=re.MULTILINE)))
+            pytest.skip(
+                "ministack: the AWS provider reads its alarms back without "
+                f"{', '.join(attributes)} (boto3's DescribeAlarms has them): a perpetual diff"
+            )
         assert changes is None, changes
         iterator_age = outputs["cloudwatch_metric_alarm_arns"]["iterator_age"]
         tags = aws.cloudwatch.list_tags_for_resource(ResourceARN=iterator_age)
