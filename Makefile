@@ -14,7 +14,7 @@ export EMULATOR
 TOOLS := $(BIN)/python -m leaderboard_tools
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv build up down demo test test-unit test-acceptance test-model with-emulator lint fmt clean
+.PHONY: help venv build release up down demo test test-unit test-acceptance test-model with-emulator lint fmt clean
 
 help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
@@ -22,6 +22,7 @@ help:
 	@echo "make test-model  more of the stream model's random histories (MODEL_HISTORIES, default 20000 here)"
 	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
+	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
 
 $(STAMP): pyproject.toml
@@ -34,6 +35,11 @@ venv: $(STAMP)
 
 build: $(STAMP)
 	$(BIN)/python build.py
+
+# What a platform repository consumes: see the README, "Using the module from another stack".
+release: $(STAMP)
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
+	$(TOOLS) release --version $(VERSION)
 
 up: $(STAMP)
 	$(TOOLS) up --emulator $(EMULATOR)

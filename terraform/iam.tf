@@ -1,4 +1,6 @@
 data "aws_iam_policy_document" "lambda_assume_role" {
+  count = local.create ? 1 : 0
+
   statement {
     actions = ["sts:AssumeRole"]
 
@@ -11,6 +13,8 @@ data "aws_iam_policy_document" "lambda_assume_role" {
 
 # Shared by both roles when tracing is on. X-Ray has no resource-level permissions for these actions.
 data "aws_iam_policy_document" "tracing" {
+  count = local.create ? 1 : 0
+
   statement {
     sid       = "WriteTraces"
     actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
@@ -19,7 +23,7 @@ data "aws_iam_policy_document" "tracing" {
 }
 
 locals {
-  tracing_policy_documents = var.tracing_mode == "Active" ? [data.aws_iam_policy_document.tracing.json] : []
+  tracing_policy_documents = local.create && var.tracing_mode == "Active" ? [data.aws_iam_policy_document.tracing[0].json] : []
 }
 
 ################################################################################
@@ -27,12 +31,18 @@ locals {
 ################################################################################
 
 resource "aws_iam_role" "aggregator" {
-  name               = local.aggregator_name
-  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
-  tags               = var.tags
+  count = local.create ? 1 : 0
+
+  name                 = local.aggregator_name
+  path                 = var.role_path
+  permissions_boundary = var.role_permissions_boundary
+  assume_role_policy   = data.aws_iam_policy_document.lambda_assume_role[0].json
+  tags                 = var.tags
 }
 
 data "aws_iam_policy_document" "aggregator" {
+  count = local.create ? 1 : 0
+
   source_policy_documents = local.tracing_policy_documents
 
   # Every stream of this table, not only the current one: a direct invocation replaying records
@@ -40,25 +50,25 @@ data "aws_iam_policy_document" "aggregator" {
   statement {
     sid       = "ReadTheStreams"
     actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
-    resources = ["${aws_dynamodb_table.this.arn}/stream/*"]
+    resources = ["${local.table_arn}/stream/*"]
   }
 
   statement {
     sid       = "UpdateAggregates"
     actions   = ["dynamodb:UpdateItem", "dynamodb:GetItem"]
-    resources = [aws_dynamodb_table.this.arn]
+    resources = [local.table_arn]
   }
 
   statement {
     sid       = "ReportFailures"
     actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.failures.arn]
+    resources = [aws_sqs_queue.failures[0].arn]
   }
 
   statement {
     sid       = "WriteOwnLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.aggregator.arn}:*"]
+    resources = ["${aws_cloudwatch_log_group.aggregator[0].arn}:*"]
   }
 
   dynamic "statement" {
@@ -73,9 +83,11 @@ data "aws_iam_policy_document" "aggregator" {
 }
 
 resource "aws_iam_role_policy" "aggregator" {
+  count = local.create ? 1 : 0
+
   name   = "least-privilege"
-  role   = aws_iam_role.aggregator.id
-  policy = data.aws_iam_policy_document.aggregator.json
+  role   = aws_iam_role.aggregator[0].id
+  policy = data.aws_iam_policy_document.aggregator[0].json
 }
 
 ################################################################################
@@ -83,12 +95,18 @@ resource "aws_iam_role_policy" "aggregator" {
 ################################################################################
 
 resource "aws_iam_role" "query" {
-  name               = local.query_name
-  assume_role_policy = data.aws_iam_policy_document.lambda_assume_role.json
-  tags               = var.tags
+  count = local.create ? 1 : 0
+
+  name                 = local.query_name
+  path                 = var.role_path
+  permissions_boundary = var.role_permissions_boundary
+  assume_role_policy   = data.aws_iam_policy_document.lambda_assume_role[0].json
+  tags                 = var.tags
 }
 
 data "aws_iam_policy_document" "query" {
+  count = local.create ? 1 : 0
+
   source_policy_documents = local.tracing_policy_documents
 
   statement {
@@ -100,13 +118,13 @@ data "aws_iam_policy_document" "query" {
   statement {
     sid       = "ReadOneAggregate"
     actions   = ["dynamodb:GetItem"]
-    resources = [aws_dynamodb_table.this.arn]
+    resources = [local.table_arn]
   }
 
   statement {
     sid       = "WriteOwnLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.query.arn}:*"]
+    resources = ["${aws_cloudwatch_log_group.query[0].arn}:*"]
   }
 
   dynamic "statement" {
@@ -121,7 +139,9 @@ data "aws_iam_policy_document" "query" {
 }
 
 resource "aws_iam_role_policy" "query" {
+  count = local.create ? 1 : 0
+
   name   = "least-privilege"
-  role   = aws_iam_role.query.id
-  policy = data.aws_iam_policy_document.query.json
+  role   = aws_iam_role.query[0].id
+  policy = data.aws_iam_policy_document.query[0].json
 }

@@ -3,6 +3,8 @@
 ################################################################################
 
 resource "aws_cloudwatch_log_group" "aggregator" {
+  count = local.create ? 1 : 0
+
   name              = "/aws/lambda/${local.aggregator_name}"
   retention_in_days = var.log_retention_in_days
   kms_key_id        = var.kms_key_arn
@@ -13,13 +15,17 @@ resource "aws_lambda_function" "aggregator" {
   # checkov:skip=CKV_AWS_116: the stream mapping invokes it synchronously; its on-failure destination is the failure queue (a function DLQ serves async invocations only).
   # checkov:skip=CKV_AWS_115: concurrency is bounded by the stream: one invocation per shard at a time.
   # checkov:skip=CKV_AWS_117: it reaches only DynamoDB, SQS and CloudWatch APIs; placing it in a VPC is the caller's network policy, not the pattern's.
+  count = local.create ? 1 : 0
+
   function_name           = local.aggregator_name
   description             = "Counts new downloads from the stream of ${local.table_name} into monthly aggregates, exactly once."
-  role                    = aws_iam_role.aggregator.arn
+  role                    = aws_iam_role.aggregator[0].arn
   runtime                 = var.lambda_runtime
   handler                 = "aggregator.lambda_handler"
-  filename                = local.aggregator_package
-  source_code_hash        = filebase64sha256(local.aggregator_package)
+  filename                = local.packages.aggregator.filename
+  s3_bucket               = local.packages.aggregator.s3_bucket
+  s3_key                  = local.packages.aggregator.s3_key
+  source_code_hash        = local.packages.aggregator.source_code_hash
   memory_size             = var.aggregator_memory_size
   timeout                 = var.aggregator_timeout
   kms_key_arn             = var.kms_key_arn
@@ -27,8 +33,8 @@ resource "aws_lambda_function" "aggregator" {
 
   environment {
     variables = {
-      TABLE_NAME                   = aws_dynamodb_table.this.name
-      TABLE_ARN                    = aws_dynamodb_table.this.arn
+      TABLE_NAME                   = aws_dynamodb_table.this[0].name
+      TABLE_ARN                    = aws_dynamodb_table.this[0].arn
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
@@ -36,7 +42,7 @@ resource "aws_lambda_function" "aggregator" {
       COUNT_ATTRIBUTE              = var.count_attribute_name
       ORDER_ATTRIBUTE              = var.order_attribute_name
       LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
-      FAILURE_QUEUE_URL            = aws_sqs_queue.failures.url
+      FAILURE_QUEUE_URL            = aws_sqs_queue.failures[0].url
       AGGREGATE_WRITES             = var.aggregate_writes
       TUMBLING_WINDOW_SECONDS      = tostring(var.tumbling_window_in_seconds)
       MAXIMUM_RECORD_AGE_SECONDS   = tostring(var.maximum_record_age_in_seconds)
@@ -53,6 +59,28 @@ resource "aws_lambda_function" "aggregator" {
 
   tags = var.tags
 
+  lifecycle {
+    precondition {
+      condition     = local.packages.aggregator.given
+      error_message = "The aggregator has no package. Set aggregator_package_path (the aggregator.zip of a release: `make release`), or package_s3_bucket with aggregator_package_s3_key and aggregator_package_source_code_hash (sha256_base64 of aggregator.zip in the release's manifest.json)."
+    }
+
+    precondition {
+      condition     = local.packages.aggregator.unambiguous
+      error_message = "Give the aggregator's package either as aggregator_package_path or as aggregator_package_s3_key (in package_s3_bucket), not both."
+    }
+
+    precondition {
+      condition     = local.packages.aggregator.matches_hash
+      error_message = "aggregator_package_path is not the zip aggregator_package_source_code_hash describes (its base64 sha256 differs)."
+    }
+
+    precondition {
+      condition     = local.packages.aggregator.hashed
+      error_message = "From S3, aggregator_package_source_code_hash is required: the base64 sha256 of the zip (sha256_base64 in the release's manifest.json), so that Terraform deploys a new package under the same key."
+    }
+  }
+
   depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy.aggregator]
 }
 
@@ -60,8 +88,10 @@ resource "aws_lambda_function" "aggregator" {
 # one watermark per shard, because sequence numbers compare only within a shard. A failed
 # invocation is retried (bisected) with the previous state, so it reports no partial batch.
 resource "aws_lambda_event_source_mapping" "aggregator" {
-  event_source_arn                   = aws_dynamodb_table.this.stream_arn
-  function_name                      = aws_lambda_function.aggregator.arn
+  count = local.create ? 1 : 0
+
+  event_source_arn                   = aws_dynamodb_table.this[0].stream_arn
+  function_name                      = aws_lambda_function.aggregator[0].arn
   starting_position                  = var.starting_position
   batch_size                         = var.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
@@ -79,7 +109,7 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
 
   destination_config {
     on_failure {
-      destination_arn = aws_sqs_queue.failures.arn
+      destination_arn = aws_sqs_queue.failures[0].arn
     }
   }
 
@@ -98,6 +128,8 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
 ################################################################################
 
 resource "aws_cloudwatch_log_group" "query" {
+  count = local.create ? 1 : 0
+
   name              = "/aws/lambda/${local.query_name}"
   retention_in_days = var.log_retention_in_days
   kms_key_id        = var.kms_key_arn
@@ -107,13 +139,17 @@ resource "aws_cloudwatch_log_group" "query" {
 resource "aws_lambda_function" "query" {
   # checkov:skip=CKV_AWS_116: invoked synchronously; the caller receives any error, there is nothing to dead-letter.
   # checkov:skip=CKV_AWS_117: it reaches only the DynamoDB API; placing it in a VPC is the caller's network policy, not the pattern's.
+  count = local.create ? 1 : 0
+
   function_name                  = local.query_name
   description                    = "Serves the monthly leaderboards of ${local.table_name} from its sparse index, and the rank of one song."
-  role                           = aws_iam_role.query.arn
+  role                           = aws_iam_role.query[0].arn
   runtime                        = var.lambda_runtime
   handler                        = "query.lambda_handler"
-  filename                       = local.query_package
-  source_code_hash               = filebase64sha256(local.query_package)
+  filename                       = local.packages.query.filename
+  s3_bucket                      = local.packages.query.s3_bucket
+  s3_key                         = local.packages.query.s3_key
+  source_code_hash               = local.packages.query.source_code_hash
   memory_size                    = var.query_memory_size
   timeout                        = var.query_timeout
   kms_key_arn                    = var.kms_key_arn
@@ -122,7 +158,7 @@ resource "aws_lambda_function" "query" {
 
   environment {
     variables = {
-      TABLE_NAME                  = aws_dynamodb_table.this.name
+      TABLE_NAME                  = aws_dynamodb_table.this[0].name
       INDEX_NAME                  = var.leaderboard_index_name
       ENTITY_ATTRIBUTE            = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE          = var.sort_key_attribute_name
@@ -140,6 +176,28 @@ resource "aws_lambda_function" "query" {
   }
 
   tags = var.tags
+
+  lifecycle {
+    precondition {
+      condition     = local.packages.query.given
+      error_message = "The query function has no package. Set query_package_path (the query.zip of a release: `make release`), or package_s3_bucket with query_package_s3_key and query_package_source_code_hash (sha256_base64 of query.zip in the release's manifest.json)."
+    }
+
+    precondition {
+      condition     = local.packages.query.unambiguous
+      error_message = "Give the query function's package either as query_package_path or as query_package_s3_key (in package_s3_bucket), not both."
+    }
+
+    precondition {
+      condition     = local.packages.query.matches_hash
+      error_message = "query_package_path is not the zip query_package_source_code_hash describes (its base64 sha256 differs)."
+    }
+
+    precondition {
+      condition     = local.packages.query.hashed
+      error_message = "From S3, query_package_source_code_hash is required: the base64 sha256 of the zip (sha256_base64 in the release's manifest.json), so that Terraform deploys a new package under the same key."
+    }
+  }
 
   depends_on = [aws_cloudwatch_log_group.query, aws_iam_role_policy.query]
 }

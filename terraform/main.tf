@@ -1,12 +1,12 @@
 locals {
+  create                = var.create
   table_name            = "${var.name}-downloads"
   aggregator_name       = "${var.name}-aggregator"
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
   provisioned           = var.billing_mode == "PROVISIONED"
-  aggregator_package    = coalesce(var.aggregator_package_path, "${path.module}/../dist/aggregator.zip")
-  query_package         = coalesce(var.query_package_path, "${path.module}/../dist/query.zip")
-  leaderboard_index_arn = "${aws_dynamodb_table.this.arn}/index/${var.leaderboard_index_name}"
+  table_arn             = one(aws_dynamodb_table.this[*].arn)
+  leaderboard_index_arn = local.create ? "${local.table_arn}/index/${var.leaderboard_index_name}" : null
 
   # Only raw events reach the aggregator: INSERTs whose new image has no period attribute.
   # A raw event that is malformed still passes, so the aggregator reports it instead of the
@@ -17,7 +17,9 @@ locals {
 }
 
 resource "aws_dynamodb_table" "this" {
-  # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table.
+  # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table, at no charge.
+  count = local.create ? 1 : 0
+
   name             = local.table_name
   billing_mode     = var.billing_mode
   read_capacity    = local.provisioned ? var.table_read_capacity : null
@@ -66,8 +68,22 @@ resource "aws_dynamodb_table" "this" {
     enabled = var.point_in_time_recovery_enabled
   }
 
+  # Expired downloads are removed by DynamoDB (a REMOVE stream record each, which the mapping's
+  # filter never passes: only INSERTs reach the aggregator), so counts never change. Aggregates
+  # carry no TTL attribute and stay.
+  dynamic "ttl" {
+    for_each = var.download_ttl_attribute_name == null ? [] : [var.download_ttl_attribute_name]
+
+    content {
+      attribute_name = ttl.value
+      enabled        = true
+    }
+  }
+
+  # Disabled means the AWS owned key, which costs nothing; enabled without a key would select the
+  # AWS managed key (aws/dynamodb), billed per request. A customer managed key when one is given.
   server_side_encryption {
-    enabled     = true
+    enabled     = var.kms_key_arn != null
     kms_key_arn = var.kms_key_arn
   }
 
@@ -77,6 +93,14 @@ resource "aws_dynamodb_table" "this" {
     precondition {
       condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
       error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
+    }
+
+    precondition {
+      condition = var.download_ttl_attribute_name == null ? true : !contains([
+        var.entity_attribute_name, var.sort_key_attribute_name, var.timestamp_attribute_name, var.period_attribute_name,
+        var.count_attribute_name, var.order_attribute_name,
+      ], var.download_ttl_attribute_name)
+      error_message = "download_ttl_attribute_name must be an attribute of its own, not a key, the timestamp or an attribute of aggregates."
     }
 
     precondition {

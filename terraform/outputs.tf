@@ -1,21 +1,28 @@
+# With create = false every output is null.
+
 output "table_name" {
   description = "Name of the table holding raw downloads and their aggregates."
-  value       = aws_dynamodb_table.this.name
+  value       = one(aws_dynamodb_table.this[*].name)
 }
 
 output "table_arn" {
   description = "ARN of the table."
-  value       = aws_dynamodb_table.this.arn
+  value       = local.table_arn
 }
 
 output "table_stream_arn" {
   description = "ARN of the table's stream, which feeds the aggregator."
-  value       = aws_dynamodb_table.this.stream_arn
+  value       = one(aws_dynamodb_table.this[*].stream_arn)
+}
+
+output "download_ttl_attribute_name" {
+  description = "Attribute on which the table's TTL deletes expired downloads; null without TTL. A recount from raw downloads sees only those not yet expired."
+  value       = local.create ? var.download_ttl_attribute_name : null
 }
 
 output "leaderboard_index_name" {
-  description = "Name of the sparse index (period, count) that answers the leaderboard queries."
-  value       = var.leaderboard_index_name
+  description = "Name of the sparse index (period, order) that answers the leaderboard queries."
+  value       = local.create ? var.leaderboard_index_name : null
 }
 
 output "leaderboard_index_arn" {
@@ -23,47 +30,82 @@ output "leaderboard_index_arn" {
   value       = local.leaderboard_index_arn
 }
 
+output "leaderboard_shards" {
+  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
+  value       = local.create ? var.leaderboard_shards : null
+}
+
 output "aggregator_function_name" {
   description = "Name of the aggregator Lambda."
-  value       = aws_lambda_function.aggregator.function_name
+  value       = one(aws_lambda_function.aggregator[*].function_name)
 }
 
 output "aggregator_function_arn" {
   description = "ARN of the aggregator Lambda."
-  value       = aws_lambda_function.aggregator.arn
+  value       = one(aws_lambda_function.aggregator[*].arn)
+}
+
+output "aggregator_role_name" {
+  description = "Name of the aggregator's IAM role."
+  value       = one(aws_iam_role.aggregator[*].name)
+}
+
+output "aggregator_role_arn" {
+  description = "ARN of the aggregator's IAM role."
+  value       = one(aws_iam_role.aggregator[*].arn)
 }
 
 output "aggregator_log_group_name" {
   description = "Log group of the aggregator, with one 'batch summary' line per invocation."
-  value       = aws_cloudwatch_log_group.aggregator.name
+  value       = one(aws_cloudwatch_log_group.aggregator[*].name)
 }
 
 output "aggregator_event_source_mapping_uuid" {
   description = "UUID of the stream mapping that invokes the aggregator."
-  value       = aws_lambda_event_source_mapping.aggregator.uuid
+  value       = one(aws_lambda_event_source_mapping.aggregator[*].uuid)
 }
 
 output "query_function_name" {
   description = "Name of the query Lambda."
-  value       = aws_lambda_function.query.function_name
+  value       = one(aws_lambda_function.query[*].function_name)
 }
 
 output "query_function_arn" {
   description = "ARN of the query Lambda."
-  value       = aws_lambda_function.query.arn
+  value       = one(aws_lambda_function.query[*].arn)
+}
+
+output "query_role_name" {
+  description = "Name of the query function's IAM role."
+  value       = one(aws_iam_role.query[*].name)
+}
+
+output "query_role_arn" {
+  description = "ARN of the query function's IAM role."
+  value       = one(aws_iam_role.query[*].arn)
 }
 
 output "failure_queue_url" {
-  description = "URL of the queue receiving batches the mapping gave up on and records the aggregator rejected."
-  value       = aws_sqs_queue.failures.url
+  description = "URL of the queue receiving batches the mapping gave up on and records the aggregator rejected or refused."
+  value       = one(aws_sqs_queue.failures[*].url)
 }
 
 output "failure_queue_arn" {
   description = "ARN of the failure queue."
-  value       = aws_sqs_queue.failures.arn
+  value       = one(aws_sqs_queue.failures[*].arn)
 }
 
-output "leaderboard_shards" {
-  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
-  value       = var.leaderboard_shards
+output "cloudwatch_metric_alarm_arns" {
+  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, watermark_inconsistencies, previous_stream_watermarks, failed_aggregates, rejected_records); empty without create_alarms, null with create = false."
+  value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.arn } : null
+}
+
+output "cloudwatch_metric_alarm_names" {
+  description = "Names of the alarms by purpose; empty without create_alarms."
+  value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.alarm_name } : null
+}
+
+output "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify: the one created (create_alarm_sns_topic) or given (alarm_sns_topic_arn); null without."
+  value       = local.alarms_enabled ? local.alarm_topic_arn : null
 }

@@ -2,6 +2,12 @@
 # Naming and tags
 ################################################################################
 
+variable "create" {
+  description = "Whether to create anything. false: the module creates no resource and its outputs are null (for stacks that deploy it in some environments only)."
+  type        = bool
+  default     = true
+}
+
 variable "name" {
   description = "Prefix of every resource name (table, functions, roles, queue, log groups). Letters, digits, '-' and '_', at most 40 characters."
   type        = string
@@ -69,8 +75,19 @@ variable "deletion_protection_enabled" {
   default     = false
 }
 
+variable "download_ttl_attribute_name" {
+  description = "Attribute of a download holding its expiry (epoch seconds): enables the table's TTL on it, so that DynamoDB deletes expired downloads. Counts are unaffected (the aggregator receives only INSERTs); aggregates never expire. null: no TTL. Setting it back to null leaves TTL as it is on the table (the provider does not turn it off)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.download_ttl_attribute_name == null ? true : can(regex("^[A-Za-z0-9_.-]{1,255}$", var.download_ttl_attribute_name))
+    error_message = "download_ttl_attribute_name must be 1-255 letters, digits, '_', '-' or '.'."
+  }
+}
+
 variable "kms_key_arn" {
-  description = "Customer managed KMS key for the table, the failure queue, the log groups and the functions' environment. null: AWS owned or managed keys."
+  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys."
   type        = string
   default     = null
 
@@ -153,15 +170,60 @@ variable "leaderboard_shards_previous" {
 ################################################################################
 
 variable "aggregator_package_path" {
-  description = "Path of the aggregator zip built by build.py. null: dist/aggregator.zip of this repository."
+  description = "Local path of the aggregator zip (aggregator.zip of a release, `make release`). Set it, or deploy from S3 (package_s3_bucket, aggregator_package_s3_key)."
   type        = string
   default     = null
 }
 
 variable "query_package_path" {
-  description = "Path of the query zip built by build.py. null: dist/query.zip of this repository."
+  description = "Local path of the query zip (query.zip of a release). Set it, or deploy from S3 (package_s3_bucket, query_package_s3_key)."
   type        = string
   default     = null
+}
+
+variable "package_s3_bucket" {
+  description = "S3 bucket holding the functions' zips of a release, in the functions' region. null: the packages are local paths."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.package_s3_bucket == null ? true : can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.package_s3_bucket))
+    error_message = "package_s3_bucket must be an S3 bucket name (3-63 lower-case letters, digits, '.' and '-')."
+  }
+}
+
+variable "aggregator_package_s3_key" {
+  description = "Key of aggregator.zip in package_s3_bucket (for example <prefix>/<version>/aggregator.zip)."
+  type        = string
+  default     = null
+}
+
+variable "query_package_s3_key" {
+  description = "Key of query.zip in package_s3_bucket."
+  type        = string
+  default     = null
+}
+
+variable "aggregator_package_source_code_hash" {
+  description = "Base64 sha256 of aggregator.zip (files[\"aggregator.zip\"].sha256_base64 in the release's manifest.json). Required from S3, where it is how Terraform notices a new package; with a local path, checked against the file."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.aggregator_package_source_code_hash == null ? true : can(regex("^[A-Za-z0-9+/]{43}=$", var.aggregator_package_source_code_hash))
+    error_message = "aggregator_package_source_code_hash must be a base64 sha256 (44 characters ending in '='), as filebase64sha256() and the release manifest give it."
+  }
+}
+
+variable "query_package_source_code_hash" {
+  description = "Base64 sha256 of query.zip (files[\"query.zip\"].sha256_base64 in the release's manifest.json). Required from S3; with a local path, checked against the file."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.query_package_source_code_hash == null ? true : can(regex("^[A-Za-z0-9+/]{43}=$", var.query_package_source_code_hash))
+    error_message = "query_package_source_code_hash must be a base64 sha256 (44 characters ending in '='), as filebase64sha256() and the release manifest give it."
+  }
 }
 
 variable "lambda_runtime" {
@@ -260,6 +322,28 @@ variable "tracing_mode" {
   validation {
     condition     = contains(["Active", "PassThrough"], var.tracing_mode)
     error_message = "tracing_mode must be Active or PassThrough."
+  }
+}
+
+variable "role_path" {
+  description = "IAM path of both functions' roles (for example /service-roles/). null: '/'."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.role_path == null ? true : can(regex("^/([\\x21-\\x7E]{0,510}/)?$", var.role_path))
+    error_message = "role_path must start and end with '/' (at most 512 printable characters)."
+  }
+}
+
+variable "role_permissions_boundary" {
+  description = "ARN of the managed policy set as permissions boundary of both functions' roles. null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.role_permissions_boundary == null ? true : can(regex("^arn:aws[a-z-]*:iam::([0-9]{12}|aws):policy/", var.role_permissions_boundary))
+    error_message = "role_permissions_boundary must be the ARN of an IAM managed policy."
   }
 }
 
@@ -375,5 +459,39 @@ variable "failure_queue_message_retention_seconds" {
   validation {
     condition     = var.failure_queue_message_retention_seconds >= 60 && var.failure_queue_message_retention_seconds <= 1209600
     error_message = "failure_queue_message_retention_seconds must be 60-1209600."
+  }
+}
+
+variable "create_alarms" {
+  description = "Create the CloudWatch alarms: stream iterator age, failure queue messages, aggregator errors and throttles, table and index throttling, the aggregator's anomaly metrics. Off by default (emulators do not keep every alarm attribute); on in the AWS examples."
+  type        = bool
+  default     = false
+}
+
+variable "create_alarm_sns_topic" {
+  description = "With create_alarms: create an SNS topic (<name>-alarms) that the alarms notify on ALARM and OK. Subscribe to it outside the module."
+  type        = bool
+  default     = false
+}
+
+variable "alarm_sns_topic_arn" {
+  description = "With create_alarms: an existing SNS topic the alarms notify on ALARM and OK (ignored when create_alarm_sns_topic is true). null: no notification."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.alarm_sns_topic_arn == null ? true : can(regex("^arn:[a-z-]+:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$", var.alarm_sns_topic_arn))
+    error_message = "alarm_sns_topic_arn must be an SNS topic ARN."
+  }
+}
+
+variable "alarm_iterator_age_threshold_seconds" {
+  description = "Iterator age of the stream mapping (seconds) above which, for 5 minutes, the alarm fires. The default, 300, is five tumbling windows of 60 s: well past normal batching."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.alarm_iterator_age_threshold_seconds >= 60 && var.alarm_iterator_age_threshold_seconds <= 604800
+    error_message = "alarm_iterator_age_threshold_seconds must be 60-604800 (a stream keeps records 24 hours; the mapping's maximum record age is up to 7 days)."
   }
 }

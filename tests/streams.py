@@ -46,6 +46,19 @@ def download_record(
     return stream_record(sequence, event_name, {"songID": {"S": song_id}, "SK": {"S": download_id}}, image)
 
 
+def expired_download_record(sequence: int | str, song_id: str, download_id: str | None = None) -> dict[str, Any]:
+    """A download deleted by the table's TTL, as AWS documents it: a REMOVE by the DynamoDB service.
+
+    With the NEW_IMAGE view a REMOVE carries the keys only (there is no new image); TTL deletions
+    name the service in userIdentity (DynamoDB Developer Guide, "DynamoDB Streams and Time to Live").
+    """
+    download_id = download_id or f"download-{sequence}"
+    record = stream_record(sequence, "REMOVE", {"songID": {"S": song_id}, "SK": {"S": download_id}}, {})
+    del record["dynamodb"]["NewImage"]
+    record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return record
+
+
 def aggregate_record(sequence: int, song_id: str, month: str, count: int, event_name: str = "INSERT") -> dict[str, Any]:
     """A stream record of the aggregator's own write, which the filter must keep away from it."""
     image = {"songID": {"S": song_id}, "SK": {"S": month}, "Month": {"S": month}, "DownloadCount": {"N": str(count)}}

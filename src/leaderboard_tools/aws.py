@@ -20,6 +20,9 @@ class Clients:
     lambda_: Any
     sqs: Any
     logs: Any
+    cloudwatch: Any = None
+    sns: Any = None
+    s3: Any = None
 
 
 def clients(endpoint: Endpoint) -> Clients:
@@ -30,4 +33,7 @@ def clients(endpoint: Endpoint) -> Clients:
         lambda_=session.client("lambda", config=_CONFIG),
         sqs=session.client("sqs", config=_CONFIG),
         logs=session.client("logs", config=_CONFIG),
+        cloudwatch=session.client("cloudwatch", config=_CONFIG),
+        sns=session.client("sns", config=_CONFIG),
+        s3=session.client("s3", config=_CONFIG),
     )

@@ -196,6 +196,21 @@ def command_recover(arguments: argparse.Namespace) -> int:
     return 2 if report.kept else 0
 
 
+def command_release(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.release import build_release, read_manifest, verify
+
+    directory = build_release(arguments.version, arguments.output_dir, allow_dirty=arguments.allow_dirty)
+    problems = verify(directory)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
+    manifest = read_manifest(directory)
+    print(f"{directory}: release {manifest['version']} of {manifest['commit']} ({manifest['runtime']})")
+    for name, digest in manifest["files"].items():
+        print(f"  {name}  {digest['size']} bytes  sha256 {digest['sha256']}  base64 {digest['sha256_base64']}")
+    return 0
+
+
 def command_check_terraform(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.static_checks import check
 
@@ -269,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     checks.add_argument("--checkov", help="path of the checkov executable; omitted: no security scan")
     checks.set_defaults(handler=command_check_terraform)
+
+    release = commands.add_parser("release", help="zips, SHA256SUMS and manifest.json into dist/release/<version>")
+    release.add_argument("--version", required=True, help="MAJOR.MINOR.PATCH[-PRERELEASE]")
+    release.add_argument("--output-dir", type=Path, help="default: dist/release/<version>")
+    release.add_argument("--allow-dirty", action="store_true", help="build from a working tree that differs from HEAD")
+    release.set_defaults(handler=command_release)
 
     arguments = parser.parse_args(argv)
     try:

@@ -1,4 +1,4 @@
-"""`make demo`: deploy the complete example, load skewed downloads, print each month's top 10."""
+"""`make demo`: deploy the emulator stack, load skewed downloads, print each month's top 10."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def run(
     endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int = 2018, settle_timeout: float = 300
 ) -> None:
     console = Console()
-    console.print(f"[bold]Deploying[/] terraform/examples/complete as '{DEMO_STACK}' against {endpoint.url} ...")
+    console.print(f"[bold]Deploying[/] tests/emulator_stack as '{DEMO_STACK}' against {endpoint.url} ...")
     outputs = demo_stack(endpoint).apply()
     aws = clients(endpoint)
     table = outputs["table_name"]

@@ -9,7 +9,8 @@ from urllib.parse import urlparse
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TERRAFORM_MODULE = REPOSITORY / "terraform"
-COMPLETE_EXAMPLE = TERRAFORM_MODULE / "examples" / "complete"
+EMULATOR_STACK = REPOSITORY / "tests" / "emulator_stack"
+"""The root configuration applied to emulators: the module with endpoint overrides and fake credentials."""
 DIST = REPOSITORY / "dist"
 STATE_DIR = REPOSITORY / ".emulator"
 

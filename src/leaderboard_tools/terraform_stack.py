@@ -1,4 +1,4 @@
-"""Apply, inspect and destroy the complete example in its own Terraform workspace, via python-terraform."""
+"""Apply, inspect and destroy the emulator stack (tests/emulator_stack) in its own workspace, via python-terraform."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from python_terraform import IsFlagged, Terraform
 
-from leaderboard_tools.settings import COMPLETE_EXAMPLE, STATE_DIR, Endpoint, emulator_environment
+from leaderboard_tools.settings import EMULATOR_STACK, STATE_DIR, Endpoint, emulator_environment
 
 MIRROR_VARIABLE = "TF_PROVIDER_MIRROR"
 WELL_KNOWN_MIRRORS = (
@@ -75,12 +75,12 @@ def terraform_environment(endpoint: Endpoint | None) -> dict[str, str]:
 
 @dataclass
 class Stack:
-    """One deployment of the complete example, isolated in a workspace named after its prefix."""
+    """One deployment of the emulator stack, isolated in a workspace named after its prefix."""
 
     name: str
     endpoint: Endpoint | None
     variables: dict[str, Any] = field(default_factory=dict)
-    working_dir: Path = COMPLETE_EXAMPLE
+    working_dir: Path = EMULATOR_STACK
 
     def __post_init__(self) -> None:
         self._terraform = Terraform(working_dir=str(self.working_dir))

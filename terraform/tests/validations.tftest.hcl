@@ -21,37 +21,37 @@ run "the_defaults_plan" {
   command = plan
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.tumbling_window_in_seconds == 60
+    condition     = aws_lambda_event_source_mapping.aggregator[0].tumbling_window_in_seconds == 60
     error_message = "the mapping must use tumbling windows by default"
   }
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.parallelization_factor == 1
+    condition     = aws_lambda_event_source_mapping.aggregator[0].parallelization_factor == 1
     error_message = "the mapping must process one batch per shard at a time"
   }
 
   assert {
-    condition     = aws_lambda_event_source_mapping.aggregator.bisect_batch_on_function_error == true
+    condition     = aws_lambda_event_source_mapping.aggregator[0].bisect_batch_on_function_error == true
     error_message = "failed batches must be bisected"
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator.environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATE_WRITES"] == "per_batch"
     error_message = "aggregates are written every batch by default"
   }
 
   assert {
-    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.range_key]) == "LeaderboardOrder"
+    condition     = one([for index in aws_dynamodb_table.this[0].global_secondary_index : index.range_key]) == "LeaderboardOrder"
     error_message = "the index must sort by the leaderboard order (count, then id)"
   }
 
   assert {
-    condition     = one([for index in aws_dynamodb_table.this.global_secondary_index : index.non_key_attributes]) == toset(["DownloadCount"])
+    condition     = one([for index in aws_dynamodb_table.this[0].global_secondary_index : index.non_key_attributes]) == toset(["DownloadCount"])
     error_message = "the index must carry the count, so that a page needs nothing else"
   }
 
   assert {
-    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS"] == "1" && aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == ""
+    condition     = aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS"] == "1" && aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == ""
     error_message = "one leaderboard shard, no layout change under way, by default"
   }
 }
@@ -65,7 +65,7 @@ run "a_layout_change_plans" {
   }
 
   assert {
-    condition     = aws_lambda_function.query.environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == "1"
+    condition     = aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SHARDS_PREVIOUS"] == "1"
     error_message = "the query function must read the previous layout while the change is under way"
   }
 }
@@ -100,7 +100,7 @@ run "per_window_writes_plan" {
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator.environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
     error_message = "the aggregator must know the window length"
   }
 }
@@ -204,4 +204,333 @@ run "an_old_python_runtime_is_refused" {
   }
 
   expect_failures = [var.lambda_runtime]
+}
+
+run "without_any_package_planning_fails_and_says_what_to_provide" {
+  command = plan
+
+  variables {
+    aggregator_package_path = null
+    query_package_path      = null
+  }
+
+  expect_failures = [aws_lambda_function.aggregator, aws_lambda_function.query]
+}
+
+run "packages_from_s3_plan_with_their_hashes" {
+  command = plan
+
+  variables {
+    aggregator_package_path             = null
+    query_package_path                  = null
+    package_s3_bucket                   = "platform-artifacts"
+    aggregator_package_s3_key           = "leaderboard/0.2.0/aggregator.zip"
+    query_package_s3_key                = "leaderboard/0.2.0/query.zip"
+    aggregator_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+    query_package_source_code_hash      = "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.aggregator[0].s3_bucket == "platform-artifacts"
+      && aws_lambda_function.aggregator[0].s3_key == "leaderboard/0.2.0/aggregator.zip"
+      && aws_lambda_function.aggregator[0].source_code_hash == "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+      && aws_lambda_function.aggregator[0].filename == null
+    )
+    error_message = "the aggregator must come from its S3 object, versioned by the manifest's hash"
+  }
+
+  assert {
+    condition = (
+      aws_lambda_function.query[0].s3_key == "leaderboard/0.2.0/query.zip"
+      && aws_lambda_function.query[0].source_code_hash == "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg="
+    )
+    error_message = "the query function must come from its S3 object, versioned by the manifest's hash"
+  }
+}
+
+run "a_package_from_s3_without_its_hash_is_refused" {
+  command = plan
+
+  variables {
+    aggregator_package_path   = null
+    package_s3_bucket         = "platform-artifacts"
+    aggregator_package_s3_key = "leaderboard/0.2.0/aggregator.zip"
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_path_and_an_s3_key_together_are_refused" {
+  command = plan
+
+  variables {
+    package_s3_bucket                   = "platform-artifacts"
+    aggregator_package_s3_key           = "leaderboard/0.2.0/aggregator.zip"
+    aggregator_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_local_zip_that_is_not_the_one_its_hash_describes_is_refused" {
+  command = plan
+
+  variables {
+    query_package_source_code_hash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+  }
+
+  expect_failures = [aws_lambda_function.query]
+}
+
+run "a_malformed_hash_is_refused" {
+  command = plan
+
+  variables {
+    aggregator_package_source_code_hash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+  }
+
+  expect_failures = [var.aggregator_package_source_code_hash]
+}
+
+run "create_false_plans_nothing_and_needs_no_package" {
+  command = plan
+
+  variables {
+    create                  = false
+    aggregator_package_path = null
+    query_package_path      = null
+  }
+
+  assert {
+    condition = (
+      length(aws_dynamodb_table.this) + length(aws_lambda_function.aggregator) + length(aws_lambda_function.query)
+      + length(aws_lambda_event_source_mapping.aggregator) + length(aws_sqs_queue.failures)
+      + length(aws_iam_role.aggregator) + length(aws_iam_role.query) == 0
+    )
+    error_message = "create = false must create nothing"
+  }
+
+  assert {
+    condition     = output.table_arn == null && output.query_function_arn == null && output.aggregator_role_arn == null
+    error_message = "create = false must leave every output null"
+  }
+}
+
+run "roles_take_the_path_and_the_permissions_boundary" {
+  command = plan
+
+  variables {
+    role_path                 = "/service-roles/"
+    role_permissions_boundary = "arn:aws:iam::123456789012:policy/platform-boundary"
+  }
+
+  assert {
+    condition = alltrue([
+      for role in [aws_iam_role.aggregator[0], aws_iam_role.query[0]] :
+      role.path == "/service-roles/" && role.permissions_boundary == "arn:aws:iam::123456789012:policy/platform-boundary"
+    ])
+    error_message = "both roles must carry the path and the permissions boundary"
+  }
+}
+
+run "a_role_path_without_slashes_is_refused" {
+  command = plan
+
+  variables {
+    role_path = "service-roles"
+  }
+
+  expect_failures = [var.role_path]
+}
+
+run "the_table_uses_the_aws_owned_key_unless_a_key_is_given" {
+  command = plan
+
+  assert {
+    condition     = aws_dynamodb_table.this[0].server_side_encryption[0].enabled == false
+    error_message = "without kms_key_arn the table must use the AWS owned key (SSE disabled), not the billed AWS managed key"
+  }
+}
+
+run "the_table_uses_the_customer_key_when_given" {
+  command = plan
+
+  variables {
+    kms_key_arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+  }
+
+  assert {
+    condition = (
+      aws_dynamodb_table.this[0].server_side_encryption[0].enabled == true
+      && aws_dynamodb_table.this[0].server_side_encryption[0].kms_key_arn == "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    )
+    error_message = "with kms_key_arn the table must use that key"
+  }
+}
+
+run "no_ttl_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_dynamodb_table.this[0].ttl) == 0 && output.download_ttl_attribute_name == null
+    error_message = "without download_ttl_attribute_name the module must not configure TTL"
+  }
+}
+
+run "a_ttl_attribute_enables_the_tables_ttl" {
+  command = plan
+
+  variables {
+    download_ttl_attribute_name = "ExpiresAt"
+  }
+
+  assert {
+    condition     = one(aws_dynamodb_table.this[0].ttl).attribute_name == "ExpiresAt" && one(aws_dynamodb_table.this[0].ttl).enabled
+    error_message = "the table's TTL must be enabled on the download attribute"
+  }
+
+  assert {
+    condition     = jsondecode(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria[0].filter).pattern).eventName == ["INSERT"]
+    error_message = "the mapping must pass INSERTs only, so that expiries (REMOVE) never reach the aggregator"
+  }
+}
+
+run "the_timestamp_as_ttl_attribute_is_refused" {
+  command = plan
+
+  variables {
+    download_ttl_attribute_name = "Timestamp"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "no_alarm_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.this) == 0 && length(aws_sns_topic.alarms) == 0 && output.alarm_sns_topic_arn == null
+    error_message = "alarms are off by default"
+  }
+}
+
+run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies" {
+  command = plan
+
+  variables {
+    create_alarms          = true
+    create_alarm_sns_topic = true
+  }
+
+  assert {
+    condition = toset(keys(aws_cloudwatch_metric_alarm.this)) == toset([
+      "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
+      "table_read_throttles", "index_write_throttles", "refused_records", "watermark_inconsistencies",
+      "previous_stream_watermarks", "failed_aggregates", "rejected_records",
+    ])
+    error_message = "one alarm per watched metric"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["iterator_age"].namespace == "AWS/Lambda"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].metric_name == "IteratorAge"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].statistic == "Maximum"
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].threshold == 300000
+      && aws_cloudwatch_metric_alarm.this["iterator_age"].dimensions == tomap({ FunctionName = "validation-aggregator" })
+    )
+    error_message = "the iterator age alarm watches the aggregator's IteratorAge maximum, in milliseconds"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["failure_queue_messages"].namespace == "AWS/SQS"
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].metric_name == "ApproximateNumberOfMessagesVisible"
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].dimensions == tomap({ QueueName = "validation-aggregator-failures" })
+      && aws_cloudwatch_metric_alarm.this["failure_queue_messages"].threshold == 0
+    )
+    error_message = "the failure queue alarm fires on its first visible message"
+  }
+
+  assert {
+    condition = (
+      aws_cloudwatch_metric_alarm.this["index_write_throttles"].namespace == "AWS/DynamoDB"
+      && aws_cloudwatch_metric_alarm.this["index_write_throttles"].metric_name == "WriteThrottleEvents"
+      && aws_cloudwatch_metric_alarm.this["index_write_throttles"].dimensions == tomap({ TableName = "validation-downloads", GlobalSecondaryIndexName = "MonthDownloadsIndex" })
+      && aws_cloudwatch_metric_alarm.this["table_write_throttles"].dimensions == tomap({ TableName = "validation-downloads" })
+    )
+    error_message = "table and index throttling are watched on their own dimensions"
+  }
+
+  assert {
+    condition     = toset([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].namespace]) == toset(["MaterializedAggregation"])
+    error_message = "anomaly alarms watch Powertools' EMF namespace MaterializedAggregation"
+  }
+
+  assert {
+    condition     = toset([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].metric_name]) == toset(["RefusedRecords", "WatermarkInconsistencies", "PreviousStreamWatermarks", "FailedAggregates", "RejectedRecords"])
+    error_message = "anomaly alarms watch the aggregator's five anomaly metrics"
+  }
+
+  assert {
+    condition     = alltrue([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].dimensions["service"] == "validation-aggregator" && length(aws_cloudwatch_metric_alarm.this[purpose].dimensions) == 1])
+    error_message = "anomaly alarms use Powertools' one default dimension, service = the aggregator's function name"
+  }
+
+  assert {
+    condition     = alltrue([for purpose in ["refused_records", "watermark_inconsistencies", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].statistic == "Sum" && aws_cloudwatch_metric_alarm.this[purpose].threshold == 0])
+    error_message = "anomaly alarms fire on the first occurrence"
+  }
+
+  assert {
+    condition     = alltrue([for alarm in aws_cloudwatch_metric_alarm.this : alarm.treat_missing_data == "notBreaching" && alarm.comparison_operator == "GreaterThanThreshold"])
+    error_message = "an idle pipeline must not alarm"
+  }
+
+  assert {
+    condition     = aws_sns_topic.alarms[0].name == "validation-alarms" && aws_sns_topic.alarms[0].kms_master_key_id == "alias/aws/sns"
+    error_message = "the created topic is encrypted"
+  }
+}
+
+run "alarms_notify_a_given_topic" {
+  command = plan
+
+  variables {
+    create_alarms       = true
+    alarm_sns_topic_arn = "arn:aws:sns:us-east-1:123456789012:platform-alarms"
+  }
+
+  assert {
+    condition     = length(aws_sns_topic.alarms) == 0 && output.alarm_sns_topic_arn == "arn:aws:sns:us-east-1:123456789012:platform-alarms"
+    error_message = "a given topic is used, not created"
+  }
+
+  assert {
+    condition     = alltrue([for alarm in aws_cloudwatch_metric_alarm.this : alarm.alarm_actions == toset(["arn:aws:sns:us-east-1:123456789012:platform-alarms"]) && alarm.ok_actions == toset(["arn:aws:sns:us-east-1:123456789012:platform-alarms"])])
+    error_message = "every alarm notifies the given topic on ALARM and OK"
+  }
+}
+
+run "an_iterator_age_threshold_below_a_minute_is_refused" {
+  command = plan
+
+  variables {
+    create_alarms                        = true
+    alarm_iterator_age_threshold_seconds = 10
+  }
+
+  expect_failures = [var.alarm_iterator_age_threshold_seconds]
+}
+
+run "a_topic_name_instead_of_an_arn_is_refused" {
+  command = plan
+
+  variables {
+    create_alarms       = true
+    alarm_sns_topic_arn = "platform-alarms"
+  }
+
+  expect_failures = [var.alarm_sns_topic_arn]
 }

@@ -13,7 +13,7 @@ from download_records import (
     pad_sequence,
     parse_record,
 )
-from tests.streams import CREATED, aggregate_record, download_record
+from tests.streams import CREATED, aggregate_record, download_record, expired_download_record
 
 SCHEMA = Schema()
 
@@ -105,6 +105,7 @@ def test_insert_without_new_image_is_rejected() -> None:
         aggregate_record(11, "song1", "2018-01", 4, event_name="MODIFY"),
         download_record(12, "song1", event_name="MODIFY"),
         download_record(13, "song1", event_name="REMOVE"),
+        expired_download_record(14, "song1"),
     ],
 )
 def test_aggregates_and_non_inserts_are_ignored_not_counted(record: dict) -> None:

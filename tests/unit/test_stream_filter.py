@@ -15,7 +15,7 @@ from ministack.services import lambda_svc
 from moto.events.models import EventPattern
 
 from leaderboard_tools.emulators.ministack_server import match_with_absent_parents
-from tests.streams import aggregate_record, download_record
+from tests.streams import aggregate_record, download_record, expired_download_record
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "terraform" / "templates" / "new_raw_event_filter.json.tftpl"
 
@@ -33,6 +33,7 @@ CASES = [
     ("aggregate updated", aggregate_record(5, "song1", "2018-01", 2, event_name="MODIFY"), False),
     ("download modified", download_record(6, "song1", event_name="MODIFY"), False),
     ("download removed", download_record(7, "song1", event_name="REMOVE"), False),
+    ("download expired by TTL", expired_download_record(8, "song1"), False),
 ]
 
 

@@ -1,42 +1,111 @@
-locals {
-  emulated = var.aws_endpoint_url != ""
-  endpoint = local.emulated ? var.aws_endpoint_url : null
-}
+# A production-shaped stack on AWS: a customer managed key for the data, downloads that expire,
+# alarms that notify an SNS topic, roles under a path and a permissions boundary, more leaderboard
+# shards, deletion protection. The release's zips come from S3 and its manifest from this folder.
 
 provider "aws" {
   region = var.region
+}
 
-  # Against an emulator: no credential or account look-ups, every service at one endpoint.
-  skip_credentials_validation = local.emulated
-  skip_requesting_account_id  = local.emulated
-  skip_metadata_api_check     = local.emulated
-  s3_use_path_style           = local.emulated
-  access_key                  = local.emulated ? "test" : null
-  secret_key                  = local.emulated ? "test" : null
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
 
-  endpoints {
-    cloudwatch     = local.endpoint
-    cloudwatchlogs = local.endpoint
-    dynamodb       = local.endpoint
-    iam            = local.endpoint
-    kms            = local.endpoint
-    lambda         = local.endpoint
-    sqs            = local.endpoint
-    sts            = local.endpoint
+locals {
+  release = jsondecode(file(var.release_manifest_path))
+  account = data.aws_caller_identity.current.account_id
+}
+
+# One key for the table, the failure queue, the log groups, the functions' environment and the
+# alarms' topic: the services that use it on the stack's behalf are named in its policy.
+data "aws_iam_policy_document" "key" {
+  # checkov:skip=CKV_AWS_109: a key policy's resource "*" is the key itself; the account's administrators manage it.
+  # checkov:skip=CKV_AWS_111: a key policy's resource "*" is the key itself; the account's administrators manage it.
+  # checkov:skip=CKV_AWS_356: a key policy's resource "*" is the key itself, not every resource.
+  statement {
+    sid       = "AccountAdministration"
+    actions   = ["kms:*"]
+    resources = ["*"]
+
+    principals {
+      type        = "AWS"
+      identifiers = ["arn:${data.aws_partition.current.partition}:iam::${local.account}:root"]
+    }
   }
+
+  statement {
+    sid       = "LogGroupsOfTheStack"
+    actions   = ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
+    resources = ["*"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["logs.${data.aws_region.current.name}.amazonaws.com"]
+    }
+
+    condition {
+      test     = "ArnLike"
+      variable = "kms:EncryptionContext:aws:logs:arn"
+      values   = ["arn:${data.aws_partition.current.partition}:logs:${data.aws_region.current.name}:${local.account}:log-group:/aws/lambda/${var.name}-*"]
+    }
+  }
+
+  statement {
+    sid       = "AlarmsPublishToTheEncryptedTopic"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    resources = ["*"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [local.account]
+    }
+  }
+}
+
+resource "aws_kms_key" "data" {
+  description         = "${var.name}: leaderboard table, failure queue, logs, functions' environment, alarms' topic"
+  enable_key_rotation = true
+  policy              = data.aws_iam_policy_document.key.json
+  tags                = var.tags
+}
+
+resource "aws_kms_alias" "data" {
+  name          = "alias/${var.name}"
+  target_key_id = aws_kms_key.data.key_id
 }
 
 module "leaderboard" {
   source = "../.."
 
-  name                               = var.name
-  aggregator_package_path            = var.aggregator_package_path
-  batch_size                         = var.batch_size
-  maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
-  maximum_retry_attempts             = var.maximum_retry_attempts
-  tumbling_window_in_seconds         = var.tumbling_window_in_seconds
-  aggregate_writes                   = var.aggregate_writes
-  leaderboard_shards                 = var.leaderboard_shards
-  leaderboard_shards_previous        = var.leaderboard_shards_previous
-  tags                               = var.tags
+  name = var.name
+  tags = var.tags
+
+  package_s3_bucket                   = var.package_s3_bucket
+  aggregator_package_s3_key           = "dynamodb-materialized-aggregation/${local.release.version}/aggregator.zip"
+  aggregator_package_source_code_hash = local.release.files["aggregator.zip"].sha256_base64
+  query_package_s3_key                = "dynamodb-materialized-aggregation/${local.release.version}/query.zip"
+  query_package_source_code_hash      = local.release.files["query.zip"].sha256_base64
+  lambda_runtime                      = local.release.runtime
+
+  kms_key_arn                 = aws_kms_key.data.arn
+  deletion_protection_enabled = true
+  download_ttl_attribute_name = "ExpiresAt"
+  leaderboard_shards          = 4
+
+  batch_size                         = 500
+  maximum_batching_window_in_seconds = 2
+  aggregator_timeout                 = 120
+  log_retention_in_days              = 400
+
+  role_path                 = "/leaderboard/"
+  role_permissions_boundary = var.role_permissions_boundary
+
+  create_alarms                        = true
+  create_alarm_sns_topic               = true
+  alarm_iterator_age_threshold_seconds = 600
 }

@@ -1,44 +1,29 @@
 output "table_name" {
-  description = "Name of the table."
+  description = "Name of the downloads table."
   value       = module.leaderboard.table_name
 }
 
-output "table_stream_arn" {
-  description = "ARN of the table's stream."
-  value       = module.leaderboard.table_stream_arn
-}
-
-output "leaderboard_index_name" {
-  description = "Name of the sparse leaderboard index."
-  value       = module.leaderboard.leaderboard_index_name
-}
-
-output "aggregator_function_name" {
-  description = "Name of the aggregator Lambda."
-  value       = module.leaderboard.aggregator_function_name
-}
-
-output "aggregator_log_group_name" {
-  description = "Log group of the aggregator."
-  value       = module.leaderboard.aggregator_log_group_name
-}
-
-output "query_function_name" {
-  description = "Name of the query Lambda."
-  value       = module.leaderboard.query_function_name
+output "query_function_arn" {
+  description = "ARN of the query function that answers leaderboard requests."
+  value       = module.leaderboard.query_function_arn
 }
 
 output "failure_queue_url" {
-  description = "URL of the failure queue."
+  description = "URL of the failure queue (see the module's README, Operations: recover)."
   value       = module.leaderboard.failure_queue_url
 }
 
-output "aggregator_event_source_mapping_uuid" {
-  description = "UUID of the stream mapping that invokes the aggregator."
-  value       = module.leaderboard.aggregator_event_source_mapping_uuid
+output "cloudwatch_metric_alarm_arns" {
+  description = "ARNs of the alarms by purpose."
+  value       = module.leaderboard.cloudwatch_metric_alarm_arns
 }
 
-output "leaderboard_shards" {
-  description = "Index partitions per month."
-  value       = module.leaderboard.leaderboard_shards
+output "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify: subscribe the on-call's endpoint to it."
+  value       = module.leaderboard.alarm_sns_topic_arn
+}
+
+output "kms_key_arn" {
+  description = "ARN of the key that encrypts the stack's data."
+  value       = aws_kms_key.data.arn
 }

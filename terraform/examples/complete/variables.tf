@@ -1,71 +1,34 @@
+variable "region" {
+  description = "AWS region of the stack."
+  type        = string
+  default     = "eu-west-1"
+}
+
 variable "name" {
   description = "Prefix of every resource name."
   type        = string
-  default     = "leaderboard-demo"
+  default     = "leaderboard-complete"
 }
 
-variable "region" {
-  description = "AWS region."
+variable "package_s3_bucket" {
+  description = "Bucket holding the release's zips, uploaded under dynamodb-materialized-aggregation/<version>/."
   type        = string
-  default     = "us-east-1"
 }
 
-variable "aws_endpoint_url" {
-  description = "A LocalStack-compatible endpoint (for example http://127.0.0.1:4566); empty for real AWS."
+variable "release_manifest_path" {
+  description = "The release's manifest.json (make release VERSION=...), kept in the platform repository: version, runtime and the zips' hashes are read from it."
   type        = string
-  default     = ""
+  default     = "release/manifest.json"
 }
 
-variable "aggregator_package_path" {
-  description = "Aggregator zip to deploy; null: the one build.py makes."
+variable "role_permissions_boundary" {
+  description = "ARN of the permissions boundary the platform requires on roles; null: none."
   type        = string
   default     = null
-}
-
-variable "batch_size" {
-  description = "Most stream records per aggregator invocation."
-  type        = number
-  default     = 100
-}
-
-variable "maximum_batching_window_in_seconds" {
-  description = "How long the mapping gathers records before invoking the aggregator."
-  type        = number
-  default     = 1
-}
-
-variable "tumbling_window_in_seconds" {
-  description = "Length of the mapping's tumbling window (its events name the shard)."
-  type        = number
-  default     = 60
-}
-
-variable "aggregate_writes" {
-  description = "per_batch or per_window: when the aggregator writes each aggregate."
-  type        = string
-  default     = "per_batch"
-}
-
-variable "leaderboard_shards" {
-  description = "Index partitions per month (1: the guide's layout)."
-  type        = number
-  default     = 1
-}
-
-variable "leaderboard_shards_previous" {
-  description = "While changing leaderboard_shards: the previous value; null otherwise."
-  type        = number
-  default     = null
-}
-
-variable "maximum_retry_attempts" {
-  description = "Retries of a failing batch before it goes to the failure queue."
-  type        = number
-  default     = 10
 }
 
 variable "tags" {
   description = "Tags of every resource."
   type        = map(string)
-  default     = { Project = "dynamodb-materialized-aggregation", Example = "complete" }
+  default     = { team = "music", service = "leaderboards" }
 }

@@ -1,0 +1,106 @@
+# Alarms that show trouble before a leaderboard is visibly wrong (off by default: emulators do not
+# keep every alarm attribute, see the README). Each fires on the first sign; treat_missing_data is
+# notBreaching because an idle pipeline publishes nothing.
+locals {
+  alarms_enabled  = local.create && var.create_alarms
+  alarm_topic_arn = var.create_alarm_sns_topic ? one(aws_sns_topic.alarms[*].arn) : var.alarm_sns_topic_arn
+  alarm_actions   = local.alarm_topic_arn == null ? [] : [local.alarm_topic_arn]
+
+  aggregator_dimensions  = { FunctionName = local.aggregator_name }
+  table_dimensions       = { TableName = local.table_name }
+  anomaly_dimensions     = { service = local.aggregator_name } # Powertools' default EMF dimension: POWERTOOLS_SERVICE_NAME
+  anomaly_metric_purpose = "the aggregator's anomaly metric (namespace MaterializedAggregation)"
+
+  alarms = {
+    iterator_age = {
+      namespace   = "AWS/Lambda", metric = "IteratorAge", dimensions = local.aggregator_dimensions
+      statistic   = "Maximum", period = 60, evaluation_periods = 5
+      threshold   = var.alarm_iterator_age_threshold_seconds * 1000 # the metric is in milliseconds
+      description = "The stream mapping falls behind: the oldest record read is older than ${var.alarm_iterator_age_threshold_seconds} s for 5 minutes (leaderboards lag; records older than maximum_record_age_in_seconds go to the failure queue)."
+    }
+    failure_queue_messages = {
+      namespace   = "AWS/SQS", metric = "ApproximateNumberOfMessagesVisible", dimensions = { QueueName = local.failure_queue_name }
+      statistic   = "Maximum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Records the pipeline gave up on or rejected wait in the failure queue: counts may be missing downloads (see the README, Operations: recover)."
+    }
+    aggregator_errors = {
+      namespace   = "AWS/Lambda", metric = "Errors", dimensions = local.aggregator_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "The aggregator failed a batch (the mapping retries it; repeated failures end in the failure queue)."
+    }
+    aggregator_throttles = {
+      namespace   = "AWS/Lambda", metric = "Throttles", dimensions = local.aggregator_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "The aggregator was throttled (account or reserved concurrency): the stream falls behind."
+    }
+    table_write_throttles = {
+      namespace   = "AWS/DynamoDB", metric = "WriteThrottleEvents", dimensions = local.table_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Writes to the table were throttled (downloads or aggregates; on-demand tables throttle at partition limits too)."
+    }
+    table_read_throttles = {
+      namespace   = "AWS/DynamoDB", metric = "ReadThrottleEvents", dimensions = local.table_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Reads of the table were throttled (the aggregator's reads, leaderboard and song queries)."
+    }
+    index_write_throttles = {
+      namespace   = "AWS/DynamoDB", metric = "WriteThrottleEvents", dimensions = merge(local.table_dimensions, { GlobalSecondaryIndexName = var.leaderboard_index_name })
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "The leaderboard index throttled its replication: it back-pressures aggregate writes to the table (see docs/leaderboard-shards.md)."
+    }
+    refused_records = {
+      namespace   = "MaterializedAggregation", metric = "RefusedRecords", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "The aggregator refused records (${local.anomaly_metric_purpose}): they were not counted."
+    }
+    watermark_inconsistencies = {
+      namespace   = "MaterializedAggregation", metric = "WatermarkInconsistencies", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "An aggregate's watermark disagrees with the stream (${local.anomaly_metric_purpose}): see docs/exactly-once.md."
+    }
+    previous_stream_watermarks = {
+      namespace   = "MaterializedAggregation", metric = "PreviousStreamWatermarks", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Aggregates carry watermarks of a previous stream (${local.anomaly_metric_purpose}): the stream was replaced."
+    }
+    failed_aggregates = {
+      namespace   = "MaterializedAggregation", metric = "FailedAggregates", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Aggregate writes failed or were deferred (${local.anomaly_metric_purpose}): the batch is retried."
+    }
+    rejected_records = {
+      namespace   = "MaterializedAggregation", metric = "RejectedRecords", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "Malformed downloads were rejected to the failure queue (${local.anomaly_metric_purpose})."
+    }
+  }
+}
+
+resource "aws_sns_topic" "alarms" {
+  count = local.alarms_enabled && var.create_alarm_sns_topic ? 1 : 0
+
+  name = "${var.name}-alarms"
+  # Encrypted at rest: the customer key when given, else the AWS managed key for SNS.
+  kms_master_key_id = coalesce(var.kms_key_arn, "alias/aws/sns")
+  tags              = var.tags
+}
+
+resource "aws_cloudwatch_metric_alarm" "this" {
+  for_each = local.alarms_enabled ? local.alarms : {}
+
+  alarm_name          = "${var.name}-${replace(each.key, "_", "-")}"
+  alarm_description   = each.value.description
+  namespace           = each.value.namespace
+  metric_name         = each.value.metric
+  dimensions          = each.value.dimensions
+  statistic           = each.value.statistic
+  period              = each.value.period
+  evaluation_periods  = each.value.evaluation_periods
+  datapoints_to_alarm = each.value.evaluation_periods
+  threshold           = each.value.threshold
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = local.alarm_actions
+  ok_actions          = local.alarm_actions
+  tags                = var.tags
+}

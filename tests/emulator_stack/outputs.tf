@@ -1,0 +1,111 @@
+# Every output of the module, under the same name: the tests read them from `terraform output`.
+
+output "table_name" {
+  description = "Name of the table holding raw downloads and their aggregates."
+  value       = module.leaderboard.table_name
+}
+
+output "table_arn" {
+  description = "ARN of the table."
+  value       = module.leaderboard.table_arn
+}
+
+output "table_stream_arn" {
+  description = "ARN of the table's stream, which feeds the aggregator."
+  value       = module.leaderboard.table_stream_arn
+}
+
+output "download_ttl_attribute_name" {
+  description = "Attribute on which the table's TTL deletes expired downloads; null without TTL. A recount from raw downloads sees only those not yet expired."
+  value       = module.leaderboard.download_ttl_attribute_name
+}
+
+output "leaderboard_index_name" {
+  description = "Name of the sparse index (period, order) that answers the leaderboard queries."
+  value       = module.leaderboard.leaderboard_index_name
+}
+
+output "leaderboard_index_arn" {
+  description = "ARN of the sparse leaderboard index."
+  value       = module.leaderboard.leaderboard_index_arn
+}
+
+output "leaderboard_shards" {
+  description = "Index partitions per period: 1 is the guide's layout, N spreads a period over '<period>#0'..'<period>#N-1'."
+  value       = module.leaderboard.leaderboard_shards
+}
+
+output "aggregator_function_name" {
+  description = "Name of the aggregator Lambda."
+  value       = module.leaderboard.aggregator_function_name
+}
+
+output "aggregator_function_arn" {
+  description = "ARN of the aggregator Lambda."
+  value       = module.leaderboard.aggregator_function_arn
+}
+
+output "aggregator_role_name" {
+  description = "Name of the aggregator's IAM role."
+  value       = module.leaderboard.aggregator_role_name
+}
+
+output "aggregator_role_arn" {
+  description = "ARN of the aggregator's IAM role."
+  value       = module.leaderboard.aggregator_role_arn
+}
+
+output "aggregator_log_group_name" {
+  description = "Log group of the aggregator, with one 'batch summary' line per invocation."
+  value       = module.leaderboard.aggregator_log_group_name
+}
+
+output "aggregator_event_source_mapping_uuid" {
+  description = "UUID of the stream mapping that invokes the aggregator."
+  value       = module.leaderboard.aggregator_event_source_mapping_uuid
+}
+
+output "query_function_name" {
+  description = "Name of the query Lambda."
+  value       = module.leaderboard.query_function_name
+}
+
+output "query_function_arn" {
+  description = "ARN of the query Lambda."
+  value       = module.leaderboard.query_function_arn
+}
+
+output "query_role_name" {
+  description = "Name of the query function's IAM role."
+  value       = module.leaderboard.query_role_name
+}
+
+output "query_role_arn" {
+  description = "ARN of the query function's IAM role."
+  value       = module.leaderboard.query_role_arn
+}
+
+output "failure_queue_url" {
+  description = "URL of the queue receiving batches the mapping gave up on and records the aggregator rejected or refused."
+  value       = module.leaderboard.failure_queue_url
+}
+
+output "failure_queue_arn" {
+  description = "ARN of the failure queue."
+  value       = module.leaderboard.failure_queue_arn
+}
+
+output "cloudwatch_metric_alarm_arns" {
+  description = "ARNs of the alarms by purpose; empty without create_alarms."
+  value       = module.leaderboard.cloudwatch_metric_alarm_arns
+}
+
+output "cloudwatch_metric_alarm_names" {
+  description = "Names of the alarms by purpose; empty without create_alarms."
+  value       = module.leaderboard.cloudwatch_metric_alarm_names
+}
+
+output "alarm_sns_topic_arn" {
+  description = "SNS topic the alarms notify; null without."
+  value       = module.leaderboard.alarm_sns_topic_arn
+}

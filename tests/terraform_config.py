@@ -1,0 +1,45 @@
+"""What a Terraform configuration declares (variables, outputs, blocks), read with python-hcl2, for tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import hcl2
+
+
+def unquoted(text: str) -> str:
+    return text.strip('"')
+
+
+def blocks(directory: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """Every top-level `variable` or `output` block of the directory's .tf files, by name."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("*.tf")):
+        with path.open() as handle:
+            document = hcl2.load(handle)
+        for block in document.get(kind, []):
+            for name, body in block.items():
+                found[unquoted(name)] = body
+    return found
+
+
+def variables(directory: Path) -> dict[str, dict[str, Any]]:
+    return blocks(directory, "variable")
+
+
+def outputs(directory: Path) -> dict[str, dict[str, Any]]:
+    return blocks(directory, "output")
+
+
+def resources(directory: Path, kind: str = "resource") -> dict[str, dict[str, Any]]:
+    """Every `resource` (or `data`) block of the directory, keyed 'type.name'."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("*.tf")):
+        with path.open() as handle:
+            document = hcl2.load(handle)
+        for block in document.get(kind, []):
+            for resource_type, instances in block.items():
+                for name, body in instances.items():
+                    found[f"{unquoted(resource_type)}.{unquoted(name)}"] = body
+    return found

@@ -1,0 +1,78 @@
+"""The emulator stack (tests/emulator_stack) accepts what its callers pass and returns what the module outputs.
+
+Terraform refuses a -var it has no variable for, so a test or benchmark that passes a new setting
+to Stack would fail only when it runs against an emulator; this finds it in the unit tier.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from leaderboard_tools.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint
+from leaderboard_tools.terraform_stack import Stack
+from tests.terraform_config import outputs, variables
+
+CALLERS = (REPOSITORY / "tests", REPOSITORY / "src" / "leaderboard_tools")
+STACK_FACTORIES = {"stack", "bench_stack", "Stack"}
+
+
+def passed_variables(source: str) -> set[str]:
+    """Keyword names given to the stack factories, to `<stack>.variables.update(...)`, and dict keys given to Stack."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        factory = isinstance(function, ast.Name) and function.id in STACK_FACTORIES
+        update = (
+            isinstance(function, ast.Attribute)
+            and function.attr == "update"
+            and isinstance(function.value, ast.Attribute)
+            and function.value.attr == "variables"
+        )
+        if factory or update:
+            names |= {keyword.arg for keyword in node.keywords if keyword.arg is not None}
+        if factory and isinstance(function, ast.Name) and function.id == "Stack":
+            literal = next((argument for argument in node.args[2:3] if isinstance(argument, ast.Dict)), None)
+            if literal is not None:
+                names |= {key.value for key in literal.keys if isinstance(key, ast.Constant)}
+    return names - {"working_dir"}
+
+
+def callers_variables() -> dict[str, set[Path]]:
+    found: dict[str, set[Path]] = {}
+    for root in CALLERS:
+        for path in root.rglob("*.py"):
+            for name in passed_variables(path.read_text()):
+                found.setdefault(name, set()).add(path.relative_to(REPOSITORY))
+    return found
+
+
+def test_the_scan_finds_keywords_updates_and_literal_dicts() -> None:
+    # given each way a caller passes variables
+    source = (
+        "with stack(endpoint, 'acc', batch_size=50) as s: pass\n"
+        "deployment.variables.update(leaderboard_shards=4)\n"
+        "Stack('n', endpoint, {'tags': {}})\n"
+        "bench_stack(endpoint, 'x', **settings)\n"
+    )
+    # when it is scanned, then every name is found, and **settings adds none
+    assert passed_variables(source) == {"batch_size", "leaderboard_shards", "tags"}
+
+
+def test_the_emulator_stack_declares_every_variable_its_callers_pass() -> None:
+    # given the variables every test, tool and benchmark passes, and those Stack itself adds
+    passed = callers_variables()
+    own = set(Stack("scan", Endpoint("http://127.0.0.1:1", "us-east-1")).all_variables)
+    assert {"batch_size", "leaderboard_shards"} <= set(passed), "the scan finds nothing: has the call shape changed?"
+    # when compared with what the emulator stack declares
+    declared = set(variables(EMULATOR_STACK))
+    # then nothing is passed that Terraform would refuse
+    missing = {name: sorted(map(str, paths)) for name, paths in passed.items() if name not in declared}
+    assert not missing, f"tests/emulator_stack/variables.tf lacks {missing}"
+    assert own <= declared
+
+
+def test_the_emulator_stack_outputs_everything_the_module_outputs() -> None:
+    assert set(outputs(TERRAFORM_MODULE)) <= set(outputs(EMULATOR_STACK))
