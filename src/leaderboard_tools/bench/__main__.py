@@ -1,8 +1,9 @@
 """`python -m leaderboard_tools.bench [part] [--smoke]`: the benchmark on the emulator AWS_ENDPOINT_URL names.
 
-Parts: `all` (default: side by side, reads and freshness, then the report; the full run also the
-index layout), `side-by-side`, `reads`, `index-layout`, and `report` (redraws summary, table,
-plots and README section from results.json, without an emulator). The full run writes
+Parts: `all` (default: side by side, reads and freshness, then the report), `side-by-side`,
+`reads`, `index-layout` (the leaderboard-shard measurements, on their own: index_layout.json),
+and `report` (redraws summary, table, plots and README section from results.json, without an
+emulator). The full run writes
 bench/results/ and the README's Benchmark section; `--smoke` writes build/bench-smoke/ only.
 """
 
@@ -33,24 +34,19 @@ PARTS = ("all", "side-by-side", "reads", "index-layout", "report")
 
 
 def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
-    """Side by side (every contender at every batch size) and reads; in parallel processes for the smoke."""
+    """Side by side (every contender at every batch size) and reads, `plan.workers` stacks at a time."""
     jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
-    if parts & {"all", "side-by-side"}:
-        for batch_size in plan.batch_sizes:
-            for contender in CONTENDERS:
-                jobs.append(("side_by_side", run_contender, (endpoint, contender.name, batch_size, plan, scratch)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
+    if parts & {"all", "side-by-side"}:
+        for batch_size in sorted(plan.batch_sizes, reverse=True):  # the longest first: the run ends sooner
+            for contender in CONTENDERS:
+                jobs.append(("side_by_side", run_contender, (endpoint, contender.name, batch_size, plan, scratch)))
     results: dict[str, Any] = {"side_by_side": [], "reads_freshness": None}
-    if plan.concurrent:
-        # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
-        with ProcessPoolExecutor(max_workers=len(jobs), mp_context=get_context("spawn")) as pool:
-            futures: list[tuple[str, Future[Any]]] = [
-                (key, pool.submit(job, *arguments)) for key, job, arguments in jobs
-            ]
-            outcomes = [(key, future.result()) for key, future in futures]
-    else:
-        outcomes = [(key, job(*arguments)) for key, job, arguments in jobs]
+    # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
+    with ProcessPoolExecutor(max_workers=min(plan.workers, len(jobs)), mp_context=get_context("spawn")) as pool:
+        futures: list[tuple[str, Future[Any]]] = [(key, pool.submit(job, *arguments)) for key, job, arguments in jobs]
+        outcomes = [(key, future.result()) for key, future in futures]
     for key, outcome in outcomes:
         if key == "side_by_side":
             results["side_by_side"].append(outcome)
@@ -105,9 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-builds-") as scratch:
         measured = run_measurements(endpoint, plan, {arguments.part}, Path(scratch))
     results = {"provenance": provenance(command, emulator), "plan": asdict(plan), **measured}
-    if arguments.part == "all" and not arguments.smoke:
-        say("index layout")
-        results["index_layout"] = run_index_layout(endpoint, smoke=False)
     write_results(results, directory, README if arguments.part == "all" and not arguments.smoke else None)
     say(f"results in {directory.relative_to(REPOSITORY)}")
     return 0

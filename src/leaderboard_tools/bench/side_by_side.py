@@ -68,51 +68,64 @@ BY_NAME = {contender.name: contender for contender in CONTENDERS}
 
 @dataclass(frozen=True)
 class Plan:
-    """Sizes of one benchmark run; FULL and SMOKE below."""
+    """Sizes of one benchmark run; FULL and SMOKE below. Per batch size: its clean load and batching window."""
 
     batch_sizes: tuple[int, ...]
-    clean_downloads: int
+    clean_downloads: tuple[int, ...]
+    """The clean load at each batch size: big batches need many downloads to form more than a few."""
+    batching_windows: tuple[int, ...]
+    """MaximumBatchingWindowInSeconds at each batch size: long enough for this client's rate to fill a batch."""
     fault_downloads: int
+    fault_batching_window_seconds: int
+    """For the fault load: short, so that every batch size gets enough invocations for the fault rate to show."""
     fault_rate: float
     tumbling_window_seconds: int
-    batching_window_seconds: int
     ladder: tuple[int, ...]
     rate_load: int
     rate_shares: tuple[float, ...]
     read_repeats: int
-    concurrent: bool
+    workers: int
+    """Stacks measured at once (processes): the emulator and Terraform wait far more than they compute."""
     clean_load: bool = True
 
     def settle_timeout(self, downloads: int) -> float:
         """Generous: the guide's handler on the emulator takes about a millisecond per download, plus a window."""
         return 180 + self.tumbling_window_seconds + downloads / 100
 
+    def clean_downloads_at(self, batch_size: int) -> int:
+        return self.clean_downloads[self.batch_sizes.index(batch_size)]
+
+    def batching_window_at(self, batch_size: int) -> int:
+        return self.batching_windows[self.batch_sizes.index(batch_size)]
+
 
 FULL = Plan(
     batch_sizes=(100, 1000, 10_000),
-    clean_downloads=30_000,
-    fault_downloads=20_000,
+    clean_downloads=(10_000, 10_000, 100_000),
+    batching_windows=(1, 5, 30),
+    fault_downloads=10_000,
+    fault_batching_window_seconds=2,
     fault_rate=0.25,
     tumbling_window_seconds=60,
-    batching_window_seconds=5,
     ladder=(1_000, 10_000, 100_000),
-    rate_load=20_000,
+    rate_load=10_000,
     rate_shares=(0.25, 0.5, 1.0),
     read_repeats=5,
-    concurrent=False,
+    workers=4,
 )
 SMOKE = Plan(
     batch_sizes=(100,),
-    clean_downloads=0,
+    clean_downloads=(0,),
+    batching_windows=(1,),
     fault_downloads=2_000,
+    fault_batching_window_seconds=1,
     fault_rate=0.25,
     tumbling_window_seconds=5,
-    batching_window_seconds=1,
     ladder=(300, 3_000),
     rate_load=1_000,
     rate_shares=(0.5, 1.0),
     read_repeats=3,
-    concurrent=True,
+    workers=4,
     clean_load=False,
 )
 
@@ -139,7 +152,9 @@ def run_contender(endpoint: Endpoint, name: str, batch_size: int, plan: Plan, di
     first_rate = 0.0 if plan.clean_load else plan.fault_rate
     variables = {
         "batch_size": batch_size,
-        "maximum_batching_window_in_seconds": plan.batching_window_seconds,
+        "maximum_batching_window_in_seconds": plan.batching_window_at(batch_size)
+        if plan.clean_load
+        else plan.fault_batching_window_seconds,
         "tumbling_window_in_seconds": plan.tumbling_window_seconds,
         "aggregate_writes": contender.aggregate_writes,
         "aggregator_package_path": str(package(contender, first_rate, directory)),
@@ -149,9 +164,11 @@ def run_contender(endpoint: Endpoint, name: str, batch_size: int, plan: Plan, di
     with bench_stack(endpoint, f"{contender.short}{batch_size}", **variables) as (deployment, outputs):
         clean = None
         if plan.clean_load:
-            clean = measure_load(aws, outputs, contender, plan, Load(CLEAN_MONTH, CLEAN_SEED, plan.clean_downloads))
+            clean_load = Load(CLEAN_MONTH, CLEAN_SEED, plan.clean_downloads_at(batch_size))
+            clean = measure_load(aws, outputs, contender, plan, clean_load)
             say(f"{label}: {clean['writes_per_100']:.1f} writes per 100, {clean['freshness_seconds']:.1f} s fresh")
             deployment.variables["aggregator_package_path"] = str(package(contender, plan.fault_rate, directory))
+            deployment.variables["maximum_batching_window_in_seconds"] = plan.fault_batching_window_seconds
             outputs = deployment.apply()
         load = Load(FAULT_MONTH, FAULT_SEED, plan.fault_downloads, plan.fault_rate)
         faults = measure_load(aws, outputs, contender, plan, load)
