@@ -24,7 +24,8 @@ from leaderboard_tools.aws import clients
 from leaderboard_tools.bench import index_layout
 from leaderboard_tools.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_tools.bench.report import README, provenance, write_results
-from leaderboard_tools.bench.side_by_side import CONTENDERS, FULL, SMOKE, Plan, run_contender, say
+from leaderboard_tools.bench.side_by_side import CONTENDERS, FULL, SMOKE, Plan, run_contender
+from leaderboard_tools.bench.workload import say
 from leaderboard_tools.emulator import identify
 from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.bench.index_layout import bench_stack
-from leaderboard_tools.bench.side_by_side import Plan, say
-from leaderboard_tools.bench.workload import downloads_for, wait_for, write_paced
+from leaderboard_tools.bench.side_by_side import Plan
+from leaderboard_tools.bench.workload import downloads_for, progress, say, wait_for, write_paced
 from leaderboard_tools.leaderboard import index_ranking, invoke_function
 from leaderboard_tools.loadgen import utc_month
 from leaderboard_tools.settings import Endpoint
@@ -47,7 +47,7 @@ def run_reads_and_freshness(endpoint: Endpoint, plan: Plan) -> dict[str, Any]:
         written = 0
         for step, size in enumerate(plan.ladder):
             load = downloads_for(size - written, LADDER_MONTH, seed=300 + step)
-            timing = write_paced(aws, table, load)
+            timing = write_paced(aws, table, load, on_progress=progress(f"reads {size:,}", len(load)))
             written = size
             settled_at = wait_for_index_total(aws, table, index, LADDER_MONTH, written, plan)
             reads = time_top_ten(aws, table, index, function, LADDER_MONTH, plan.read_repeats)

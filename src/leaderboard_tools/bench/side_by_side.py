@@ -32,8 +32,10 @@ from leaderboard_tools.bench.workload import (
     count_error,
     downloads_for,
     neighbour_months,
+    progress,
     read_aggregates,
     read_stream,
+    say,
     truth_of,
     wait_for,
     write_paced,
@@ -176,10 +178,6 @@ def run_contender(endpoint: Endpoint, name: str, batch_size: int, plan: Plan, di
     return {"aggregator": name, "batch_size": batch_size, "clean": clean or faults, "faults": faults}
 
 
-def say(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
 @dataclass(frozen=True)
 class Load:
     month: str
@@ -201,7 +199,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
     keys = candidate_keys(truth, load.month)
     total = len(downloads)
     since_ms = int(time.time() * 1000) - 1000
-    timing = write_paced(aws, table, downloads)
+    timing = write_paced(aws, table, downloads, on_progress=progress(f"{contender.name} {load.month}", total))
     freshness = None
     if not load.fault_rate:
         settled_at = wait_for(

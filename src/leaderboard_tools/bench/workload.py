@@ -42,6 +42,24 @@ def truth_of(downloads: Iterable[Download]) -> dict[tuple[str, str], int]:
     return {(song, month): count for month, counts in true_counts(downloads).items() for song, count in counts.items()}
 
 
+def say(message: str) -> None:
+    """One timestamped progress line: the stacks run in parallel processes, so lines, not a live bar."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def progress(label: str, total: int) -> Callable[[int], None]:
+    """A write_paced callback that says each quarter of a load written (long loads take minutes)."""
+    state = {"written": 0, "next": total // 4}
+
+    def advance(written: int) -> None:
+        state["written"] += written
+        if total >= 10_000 and state["written"] >= state["next"] > 0:
+            say(f"{label}: {state['written']:,} of {total:,} downloads written")
+            state["next"] += total // 4
+
+    return advance
+
+
 @dataclass(frozen=True)
 class WriteTiming:
     downloads: int
