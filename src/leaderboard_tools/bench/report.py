@@ -326,13 +326,13 @@ def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> d
     axes.plot(
         [int(b) for b in batches],
         [ours[b]["bound_per_100"] for b in batches],
-        "k--",
+        "kx--",
         label="bound (distinct per batch)",
     )
     checks = summary["sizing_check"]
     if checks:
         axes.plot(
-            [c["batch_size"] for c in checks], [c["sizing_updates_per_100"] for c in checks], "k:", label="sizing.py"
+            [c["batch_size"] for c in checks], [c["sizing_updates_per_100"] for c in checks], "k+:", label="sizing.py"
         )
     axes.set_xscale("log")
     axes.set_yscale("log")
