@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("part", nargs="?", default="all", choices=PARTS)
     parser.add_argument("--smoke", action="store_true", help="small sizes, in parallel stacks, into build/bench-smoke/")
     arguments = parser.parse_args(argv)
-    command = "python -m leaderboard_tools.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = f"python -m leaderboard_tools.bench {shlex.join(sys.argv[1:] if argv is None else argv)}".strip()
     plan = SMOKE if arguments.smoke else FULL
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
