@@ -24,7 +24,7 @@ from leaderboard_tools.aws import clients
 from leaderboard_tools.bench import index_layout
 from leaderboard_tools.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_tools.bench.report import README, provenance, write_results
-from leaderboard_tools.bench.side_by_side import CONTENDERS, FULL, SMOKE, Plan, run_contender
+from leaderboard_tools.bench.side_by_side import FULL, SMOKE, Plan, run_contender
 from leaderboard_tools.bench.workload import say
 from leaderboard_tools.emulator import identify
 from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
@@ -41,19 +41,33 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:
         for batch_size in sorted(plan.batch_sizes, reverse=True):  # the longest first: the run ends sooner
-            for contender in CONTENDERS:
+            for contender in plan.contenders_at(batch_size):
                 jobs.append(("side_by_side", run_contender, (endpoint, contender.name, batch_size, plan, scratch)))
     results: dict[str, Any] = {"side_by_side": [], "reads_freshness": None}
     # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
     with ProcessPoolExecutor(max_workers=min(plan.workers, len(jobs)), mp_context=get_context("spawn")) as pool:
         futures: list[tuple[str, Future[Any]]] = [(key, pool.submit(job, *arguments)) for key, job, arguments in jobs]
-        outcomes = [(key, future.result()) for key, future in futures]
-    for key, outcome in outcomes:
-        if key == "side_by_side":
+        outcomes = [
+            (key, arguments, _outcome(future)) for (key, future), (_, _, arguments) in zip(futures, jobs, strict=True)
+        ]
+    for key, arguments, outcome in outcomes:
+        if "error" in outcome:
+            what = key if key != "side_by_side" else f"{arguments[1]} at batch size {arguments[2]}"
+            say(f"{what} failed: {outcome['error']}")
+            results.setdefault("failures", []).append({"part": what, **outcome})
+        elif key == "side_by_side":
             results["side_by_side"].append(outcome)
         else:
             results[key] = outcome
     return results
+
+
+def _outcome(future: Future[Any]) -> dict[str, Any]:
+    """A job's result, or its failure: one stack that cannot settle must not cost the figures of the others."""
+    try:
+        return future.result()
+    except Exception as error:  # recorded in results.json and printed
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def run_index_layout(endpoint: Endpoint, smoke: bool) -> dict[str, Any]:
