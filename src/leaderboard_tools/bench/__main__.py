@@ -15,7 +15,7 @@ import shlex
 import sys
 import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_envir
 RESULTS = REPOSITORY / "bench" / "results"
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PARTS = ("all", "side-by-side", "reads", "index-layout", "report")
+READS_ALONE = "reads_freshness.json"
 
 
 def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
@@ -70,6 +71,20 @@ def _outcome(future: Future[Any]) -> dict[str, Any]:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
+def with_separate_reads(results: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The results, with the reads of a separate `reads` run (READS_ALONE) when the full run has none."""
+    alone = directory / READS_ALONE
+    if results.get("reads_freshness") or not alone.is_file():
+        return results
+    reads = json.loads(alone.read_text())
+    return {
+        **results,
+        "reads_freshness": reads["reads_freshness"],
+        "reads_provenance": reads["provenance"],
+        "reads_plan": reads["plan"],
+    }
+
+
 def run_index_layout(endpoint: Endpoint, smoke: bool) -> dict[str, Any]:
     """The leaderboard-shard measurements (index writes per partition, top-10 latency per N, rank cost)."""
     aws = clients(endpoint)
@@ -98,12 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m leaderboard_tools.bench", description=__doc__)
     parser.add_argument("part", nargs="?", default="all", choices=PARTS)
     parser.add_argument("--smoke", action="store_true", help="small sizes, in parallel stacks, into build/bench-smoke/")
+    parser.add_argument("--ladder", help="data sizes of the reads ladder, comma-separated (default: the plan's)")
+    parser.add_argument("--rate-load", type=int, help="downloads of each freshness-against-rate load")
     arguments = parser.parse_args(argv)
     command = f"python -m leaderboard_tools.bench {shlex.join(sys.argv[1:] if argv is None else argv)}".strip()
     plan = SMOKE if arguments.smoke else FULL
+    if arguments.ladder:
+        plan = replace(plan, ladder=tuple(int(size) for size in arguments.ladder.split(",")))
+    if arguments.rate_load:
+        plan = replace(plan, rate_load=arguments.rate_load)
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
-        results = json.loads((directory / "results.json").read_text())
+        results = with_separate_reads(json.loads((directory / "results.json").read_text()), directory)
         write_results(results, directory, None if arguments.smoke else README)
         return 0
     endpoint = endpoint_from_environment()
@@ -116,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-builds-") as scratch:
         measured = run_measurements(endpoint, plan, {arguments.part}, Path(scratch))
     results = {"provenance": provenance(command, emulator), "plan": asdict(plan), **measured}
+    if arguments.part == "reads":  # a rerun of the reads alone, beside the full run's results.json
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / READS_ALONE).write_text(json.dumps(results, indent=1) + "\n")
+        say(f"reads in {(directory / READS_ALONE).relative_to(REPOSITORY)}; `report` merges them")
+        return 0
     write_results(results, directory, README if arguments.part == "all" and not arguments.smoke else None)
     say(f"results in {directory.relative_to(REPOSITORY)}")
     return 0

@@ -98,8 +98,8 @@ class Plan:
         return tuple(contender for contender in CONTENDERS if guide_runs or not contender.guide)
 
     def settle_timeout(self, downloads: int) -> float:
-        """Generous: the guide's handler on the emulator takes about a millisecond per download, plus a window."""
-        return 180 + self.tumbling_window_seconds + downloads / 100
+        """Generous: on two shared cores the emulator's aggregator takes up to 50 ms a download, plus a window."""
+        return 300 + self.tumbling_window_seconds + downloads / 20
 
     def clean_downloads_at(self, batch_size: int) -> int:
         return self.clean_downloads[self.batch_sizes.index(batch_size)]
