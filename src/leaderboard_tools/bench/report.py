@@ -119,6 +119,10 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             "over_downloads": reads["ladder"][-1]["load"] if reads["ladder"] else None,
         },
     }
+    if "reads_provenance" in results:
+        summary["reads_provenance"] = results["reads_provenance"]
+        summary["reads_plan"] = results["reads_plan"]
+    summary["failures"] = results.get("failures", [])
     ours = [run for run in runs if run["aggregator"] == "ours_per_batch"]
     guides = [run for run in runs if run["aggregator"] == "guide"]
     summary["sizing_check"] = [sizing_check(run) for run in ours]
@@ -189,7 +193,11 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"{_fmt(row['guide_count_error'])} ({_percent(row['guide_relative_error'])}) | "
             f"{_fmt(row['ours_freshness_seconds'])} / {_fmt(row['guide_freshness_seconds'])} |"
         )
-    lines += ["", "Reads: top 10 of a month, median of repeated reads from this client.", ""]
+    lines += [
+        "",
+        "Reads: top 10 of a month, median of repeated reads from this client" + _reads_origin(summary) + ".",
+        "",
+    ]
     lines += [
         "| downloads in the month | index query (ms) | query Lambda (ms) | scan and count (ms) | **scan / index** |"
     ]
@@ -216,9 +224,26 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"| {step['load']:,} at {step['share_of_highest']:.0%} of the highest rate | {step['ingest_rate']} "
             f"| {step['freshness_seconds']} |"
         )
-    lines += _pressure_lines(summary) + _cost_lines(summary)
+    lines += _pressure_lines(summary) + _cost_lines(summary) + _failure_lines(summary)
     lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
     return "\n".join(lines) + "\n"
+
+
+def _reads_origin(summary: dict[str, Any]) -> str:
+    """Where the reads and freshness figures come from when a separate `reads` run measured them."""
+    origin = summary.get("reads_provenance")
+    if not origin:
+        return ""
+    return (
+        f" (measured by a separate run, `{origin['command']}` at commit `{origin['commit'][:12]}` on {origin['date']})"
+    )
+
+
+def _failure_lines(summary: dict[str, Any]) -> list[str]:
+    failures = summary.get("failures") or []
+    if not failures:
+        return []
+    return ["", "Not measured in this run:"] + [f"- {failure['part']}: {failure['error']}" for failure in failures]
 
 
 def _pressure_lines(summary: dict[str, Any]) -> list[str]:
