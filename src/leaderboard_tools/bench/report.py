@@ -368,6 +368,8 @@ def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> d
     axes.legend()
     paths["writes per 100 downloads against batch size"] = _save(figure, directory / "writes_per_100.png", plt)
 
+    if not summary["reads"]:  # the reads were not measured: no read or freshness plot
+        return {title: Path(path).name for title, path in paths.items()}
     figure, axes = plt.subplots(figsize=(7, 4.5))
     reads = sorted(summary["reads"].items(), key=lambda entry: int(entry[0]))
     sizes = [int(size) for size, _ in reads]
