@@ -134,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "index_layout.json").write_text(json.dumps(layout, indent=2) + "\n")
         return 0
+    origin = provenance(command, emulator)  # the commit the run starts from, before anyone commits during it
     with tempfile.TemporaryDirectory(prefix="bench-builds-") as scratch:
         measured = run_measurements(endpoint, plan, {arguments.part}, Path(scratch))
-    results = {"provenance": provenance(command, emulator), "plan": asdict(plan), **measured}
+    results = {"provenance": origin, "plan": asdict(plan), **measured}
     if arguments.part == "reads":  # a rerun of the reads alone, beside the full run's results.json
         directory.mkdir(parents=True, exist_ok=True)
         (directory / READS_ALONE).write_text(json.dumps(results, indent=1) + "\n")

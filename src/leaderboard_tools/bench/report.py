@@ -85,6 +85,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                 "over_counted": faults["count_error"]["over_counted"],
                 "missing": faults["count_error"]["missing"],
                 "fault_rate": faults["fault_rate"],
+                "settled": faults["settled"],
                 "failed_invocations": faults["failed_invocations"],
                 "invocations": faults["invocations"],
             },
