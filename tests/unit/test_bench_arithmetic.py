@@ -170,6 +170,7 @@ def load_figures(writes_per_100: float, errors: int) -> dict[str, Any]:
         "ingest_rate": 400.0,
         "fault_rate": 0.25,
         "failed_invocations": 2,
+        "settled": True,
         "count_error": {"absolute": errors, "relative": errors / 1000, "over_counted": errors, "missing": 0},
     }
 
