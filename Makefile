@@ -14,7 +14,7 @@ export EMULATOR
 TOOLS := $(BIN)/python -m leaderboard_tools
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv build release up down demo test test-unit test-acceptance test-model with-emulator lint fmt clean
+.PHONY: help venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean
 
 help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
@@ -24,11 +24,13 @@ help:
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
+	@echo "make bench     ours against the guide's handler on the emulator: bench/results/ and the README's Benchmark"
+	@echo "make bench-smoke  the small variant (the test suite runs it): build/bench-smoke/"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet -e '.[emulator,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[emulator,dev,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -76,6 +78,17 @@ with-emulator:
 	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_PATHS); status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
+
+# The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
+# The full run takes about half an hour on two cores; BENCH_ARGS picks a part (side-by-side, reads, index-layout, report).
+BENCH_ARGS ?=
+bench: build $(STAMP)
+	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
+	$(BIN)/python -m leaderboard_tools.bench $(BENCH_ARGS); status=$$?; \
+	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
+
+bench-smoke: build $(STAMP)
+	@$(MAKE) --no-print-directory bench BENCH_ARGS="--smoke $(BENCH_ARGS)"
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.
 CHECKOV := .venv-checkov/bin/checkov

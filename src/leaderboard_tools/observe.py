@@ -8,13 +8,20 @@ from typing import Any
 from leaderboard_tools.aws import Clients
 
 
-def log_lines(aws: Clients, log_group: str) -> list[dict[str, Any]]:
-    """Every JSON line the function logged (Powertools' structured lines), across all streams."""
+def log_lines(aws: Clients, log_group: str, since_ms: int | None = None) -> list[dict[str, Any]]:
+    """Every JSON line the function logged (Powertools' structured lines), across all streams.
+
+    `since_ms` (epoch milliseconds) keeps only the events logged from then on: one phase of a run.
+    """
     lines: list[dict[str, Any]] = []
     parameters: dict[str, Any] = {"logGroupName": log_group}
+    if since_ms is not None:
+        parameters["startTime"] = since_ms
     while True:
         page = aws.logs.filter_log_events(**parameters)
         for event in page.get("events", []):
+            if since_ms is not None and event.get("timestamp", since_ms) < since_ms:
+                continue
             for text in event["message"].splitlines():
                 if text.lstrip().startswith("{"):
                     try:
@@ -43,7 +50,8 @@ def aggregator_invocations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     invocation logs the summary of the half it let through and a `test-only fault injected` line
     with the same request id: it failed, and its records were not checkpointed. The guide's
     baseline logs one `guide invocation` line. Each entry: records, succeeded, aggregate_writes,
-    distinct_aggregates, duration_ms.
+    distinct_aggregates, duration_ms, final, already_applied (downloads a write found counted already:
+    redelivered work), window_start and the first and last sequence numbers (ours only).
     """
     faults = {
         line.get("function_request_id"): line for line in lines if line.get("message") == "test-only fault injected"
@@ -69,4 +77,8 @@ def _invocation(line: dict[str, Any], records: int, succeeded: bool) -> dict[str
         "distinct_aggregates": line.get("distinct_aggregates", 0),
         "duration_ms": line.get("duration_ms", 0),
         "final": bool(line.get("final_invocation")),
+        "already_applied": line.get("already_applied", 0),
+        "window_start": line.get("window_start"),
+        "first_sequence": line.get("first_sequence"),
+        "last_sequence": line.get("last_sequence"),
     }

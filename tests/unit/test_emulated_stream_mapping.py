@@ -17,6 +17,7 @@ import pytest
 from leaderboard_tools.emulators.stream_mapping import (
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
+    Gathering,
     InvocationNotDelivered,
     MappingSettings,
     ShardDelivery,
@@ -562,6 +563,7 @@ def test_settings_are_read_from_an_event_source_mapping_with_aws_defaults() -> N
         "MaximumRecordAgeInSeconds": 600,
         "FunctionResponseTypes": ["ReportBatchItemFailures"],
         "ParallelizationFactor": 2,
+        "MaximumBatchingWindowInSeconds": 5,
     }
     assert MappingSettings.from_event_source_mapping(mapping, retry_interval_seconds=0.2) == MappingSettings(
         function_arn=FUNCTION_ARN,
@@ -572,6 +574,91 @@ def test_settings_are_read_from_an_event_source_mapping_with_aws_defaults() -> N
         maximum_record_age_seconds=600,
         report_batch_item_failures=True,
         parallelization_factor=2,
+        maximum_batching_window_seconds=5,
         retry_interval_seconds=0.2,
     )
     assert MappingSettings.from_event_source_mapping({}) == MappingSettings()
+
+
+# -- batch size, payload limit and the batching window -----------------------------------------
+
+
+def test_a_batch_holds_up_to_ten_thousand_records_in_one_invocation() -> None:
+    # given a mapping with the largest batch size a DynamoDB stream allows
+    harness = Harness(batch_size=10_000)
+    # when 12,000 records are delivered
+    harness.delivery.deliver(records(*((n, WINDOW_START) for n in range(1, 12_001))))
+    # then "BatchSize ... Maximum is 10,000" holds, and nothing is lost or repeated
+    assert [len(batch) for batch in harness.function.batches()] == [10_000, 2_000]
+
+
+def test_a_batch_stops_before_the_six_megabyte_payload_limit() -> None:
+    # given records of about 100 KB each
+    harness = Harness(batch_size=10_000)
+    bulky = records(*((n, WINDOW_START) for n in range(1, 151)))
+    for item in bulky:
+        item["dynamodb"]["NewImage"] = {"blob": {"S": "x" * 100_000}}
+    # when they are delivered
+    harness.delivery.deliver(bulky)
+    # then every invocation stays under 6 MB, and every record goes out once, in order
+    batches = harness.function.batches()
+    assert all(len(batch) * 100_000 < 6 * 1024 * 1024 for batch in batches)
+    assert len(batches) == 3
+    assert [number for batch in batches for number in batch] == list(range(1, 151))
+
+
+def gathering_harness(**settings: Any) -> tuple[Harness, Gathering]:
+    harness = Harness(batch_size=1000, maximum_batching_window_seconds=5, **settings)
+    return harness, Gathering(harness.clock)
+
+
+def test_short_reads_are_held_back_until_the_batching_window_expires() -> None:
+    # given a 5-second batching window and 10 records read up to the present
+    harness, gathering = gathering_harness()
+    read = records(*((n, WINDOW_START) for n in range(1, 11)))
+    # when the reader asks at once and 4.9 s later, then at 5 s
+    held_at_once = gathering.ready(read, harness.delivery, read_to_present=True)
+    harness.clock.moment += 4.9
+    held_later = gathering.ready(read, harness.delivery, read_to_present=True)
+    harness.clock.moment += 0.1
+    # then "the maximum amount of time to gather records" is the window, counted from the first read
+    assert (held_at_once, held_later) == (False, False)
+    assert gathering.ready(read, harness.delivery, read_to_present=True)
+
+
+def test_a_full_batch_or_a_backlog_goes_out_without_waiting() -> None:
+    harness, gathering = gathering_harness()
+    full = records(*((n, WINDOW_START) for n in range(1, 1001)))
+    # a full batch: "until it has gathered a full batch"; and a partial read with more records behind it
+    assert gathering.ready(full, harness.delivery, read_to_present=True)
+    assert gathering.ready(full[:10], harness.delivery, read_to_present=False)
+
+
+def test_without_a_batching_window_records_go_out_as_soon_as_they_are_read() -> None:
+    harness = Harness(batch_size=1000)
+    assert Gathering(harness.clock).ready(records((1, WINDOW_START)), harness.delivery, read_to_present=True)
+
+
+def test_gathering_restarts_with_the_next_batch_and_stops_when_nothing_is_read() -> None:
+    harness, gathering = gathering_harness()
+    read = records((1, WINDOW_START))
+    gathering.ready(read, harness.delivery, read_to_present=True)
+    harness.clock.moment += 5
+    assert gathering.ready(read, harness.delivery, read_to_present=True)
+    # when the batch went out, the next one gathers for its own window
+    gathering.delivered()
+    assert not gathering.ready(records((2, WINDOW_START + 5)), harness.delivery, read_to_present=True)
+    # and an empty read is never ready
+    assert not gathering.ready([], harness.delivery, read_to_present=True)
+
+
+def test_gathering_stops_at_the_end_of_the_tumbling_window_of_its_first_record() -> None:
+    # given a 120-second tumbling window that ends 2 s from now, and a 5-second batching window
+    harness, gathering = gathering_harness(tumbling_window_seconds=120)
+    harness.clock.moment = WINDOW_START + 118
+    read = records((1, WINDOW_START + 117))
+    assert not gathering.ready(read, harness.delivery, read_to_present=True)
+    # when the tumbling window ends, before the batching window would
+    harness.clock.moment = WINDOW_START + 120
+    # then the records go out: a batch never spans two windows, so waiting could not fill it
+    assert gathering.ready(read, harness.delivery, read_to_present=True)

@@ -49,3 +49,50 @@ def test_the_launcher_keeps_the_tumbling_window_on_create_get_and_update(minista
     status, _headers, body = ministack._update_esm(created["UUID"], {"TumblingWindowInSeconds": 30})
     assert (status, json.loads(body)["TumblingWindowInSeconds"]) == (200, 30)
     assert json.loads(ministack._get_esm(created["UUID"])[2])["TumblingWindowInSeconds"] == 30
+
+
+def stream(count: int) -> list[dict[str, Any]]:
+    """Records 1..count; even numbers are aggregates (dropped by the filter), odd ones downloads."""
+    return [
+        {"dynamodb": {"SequenceNumber": str(n).zfill(21)}, "eventName": "INSERT" if n % 2 else "MODIFY"}
+        for n in range(1, count + 1)
+    ]
+
+
+def downloads_only(chunk: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [record for record in chunk if record["eventName"] == "INSERT"]
+
+
+def reader(records: list[dict[str, Any]], reads: list[int]) -> Any:
+    def read(offset: int) -> list[dict[str, Any]]:
+        reads.append(offset)
+        return records[offset : offset + ministack_stream_mapping.READ_LIMIT]
+
+    return read
+
+
+def test_a_batch_of_ten_thousand_is_read_in_reads_of_a_thousand_records() -> None:
+    # given 25,000 records in the shard, half of them passing the filter
+    shard, reads = stream(25_000), []
+    # when the worker reads for a batch of 10,000
+    read, matching, to_present = ministack_stream_mapping.read_for_batch(reader(shard, reads), downloads_only, 10_000)
+    # then it made GetRecords-sized reads until 10,000 records matched, and the shard has more
+    assert reads == list(range(0, 20_000, 1000))
+    assert (len(read), len(matching), to_present) == (20_000, 10_000, False)
+
+
+def test_a_read_shorter_than_the_read_limit_is_the_present() -> None:
+    shard, reads = stream(1_500), []
+    read, matching, to_present = ministack_stream_mapping.read_for_batch(reader(shard, reads), downloads_only, 10_000)
+    assert (reads, len(read), len(matching), to_present) == ([0, 1000], 1_500, 750, True)
+
+
+def test_the_position_moves_past_what_was_delivered_and_not_past_the_first_record_left() -> None:
+    shard = stream(10)
+    matching = downloads_only(shard)  # 1, 3, 5, 7, 9
+    # every match delivered: past everything read, filtered records included
+    assert ministack_stream_mapping.records_to_skip(shard, matching, delivered=5) == 10
+    # the first two delivered: up to record 5, the first one left
+    assert ministack_stream_mapping.records_to_skip(shard, matching, delivered=2) == 4
+    # nothing matched: past everything read
+    assert ministack_stream_mapping.records_to_skip(shard, [], delivered=0) == 10

@@ -1,63 +1,150 @@
-"""`python -m leaderboard_tools.bench index-layout`: the leaderboard-shard measurements into bench/results/."""
+"""`python -m leaderboard_tools.bench [part] [--smoke]`: the benchmark on the emulator AWS_ENDPOINT_URL names.
+
+Parts: `all` (default: side by side, reads and freshness, then the report), `side-by-side`,
+`reads`, `index-layout` (the leaderboard-shard measurements, on their own: index_layout.json),
+and `report` (redraws summary, table, plots and README section from results.json, without an
+emulator). The full run writes
+bench/results/ and the README's Benchmark section; `--smoke` writes build/bench-smoke/ only.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-from datetime import UTC, datetime
+import shlex
+import sys
+import tempfile
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
 
 from leaderboard_tools.aws import clients
 from leaderboard_tools.bench import index_layout
+from leaderboard_tools.bench.reads_freshness import run_reads_and_freshness
+from leaderboard_tools.bench.report import README, provenance, write_results
+from leaderboard_tools.bench.side_by_side import FULL, SMOKE, Plan, run_contender
+from leaderboard_tools.bench.workload import say
 from leaderboard_tools.emulator import identify
-from leaderboard_tools.settings import REPOSITORY, endpoint_from_environment
+from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 
 RESULTS = REPOSITORY / "bench" / "results"
+SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
+PARTS = ("all", "side-by-side", "reads", "index-layout", "report")
+READS_ALONE = "reads_freshness.json"
 
 
-def provenance() -> dict[str, str]:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, check=False)
+def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
+    """Side by side (every contender at every batch size) and reads, `plan.workers` stacks at a time."""
+    jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
+    if parts & {"all", "reads"}:
+        jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
+    if parts & {"all", "side-by-side"}:
+        for batch_size in sorted(plan.batch_sizes, reverse=True):  # the longest first: the run ends sooner
+            for contender in plan.contenders_at(batch_size):
+                jobs.append(("side_by_side", run_contender, (endpoint, contender.name, batch_size, plan, scratch)))
+    results: dict[str, Any] = {"side_by_side": [], "reads_freshness": None}
+    # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
+    with ProcessPoolExecutor(max_workers=min(plan.workers, len(jobs)), mp_context=get_context("spawn")) as pool:
+        futures: list[tuple[str, Future[Any]]] = [(key, pool.submit(job, *arguments)) for key, job, arguments in jobs]
+        outcomes = [
+            (key, arguments, _outcome(future)) for (key, future), (_, _, arguments) in zip(futures, jobs, strict=True)
+        ]
+    for key, arguments, outcome in outcomes:
+        if "error" in outcome:
+            what = key if key != "side_by_side" else f"{arguments[1]} at batch size {arguments[2]}"
+            say(f"{what} failed: {outcome['error']}")
+            results.setdefault("failures", []).append({"part": what, **outcome})
+        elif key == "side_by_side":
+            results["side_by_side"].append(outcome)
+        else:
+            results[key] = outcome
+    return results
+
+
+def _outcome(future: Future[Any]) -> dict[str, Any]:
+    """A job's result, or its failure: one stack that cannot settle must not cost the figures of the others."""
+    try:
+        return future.result()
+    except Exception as error:  # recorded in results.json and printed
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def with_separate_reads(results: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The results, with the reads of a separate `reads` run (READS_ALONE) when the full run has none."""
+    alone = directory / READS_ALONE
+    if results.get("reads_freshness") or not alone.is_file():
+        return results
+    reads = json.loads(alone.read_text())
     return {
-        "commit": commit.stdout.strip(),
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, {platform.python_version()}",
+        **results,
+        "reads_freshness": reads["reads_freshness"],
+        "reads_provenance": reads["provenance"],
+        "reads_plan": reads["plan"],
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m leaderboard_tools.bench", description=__doc__)
-    parser.add_argument("part", choices=["index-layout"])
-    parser.add_argument("--smoke", action="store_true", help="small sizes, for the test suite")
-    arguments = parser.parse_args(argv)
-    endpoint = endpoint_from_environment()
+def run_index_layout(endpoint: Endpoint, smoke: bool) -> dict[str, Any]:
+    """The leaderboard-shard measurements (index writes per partition, top-10 latency per N, rank cost)."""
     aws = clients(endpoint)
-    small = arguments.smoke
-    result = {
-        **provenance(),
-        "emulator": identify(endpoint),
+    return {
         "index_writes": index_layout.index_writes_per_partition(
             endpoint,
             aws,
-            downloads=500 if small else 5000,
-            songs=200 if small else 1000,
+            downloads=500 if smoke else 5000,
+            songs=200 if smoke else 1000,
             shards_values=(1, 4),
             batch_size=100,
         ),
         "top_ten_latency": index_layout.top_ten_latency(
             endpoint,
             aws,
-            shards_values=(1, 4) if small else (1, 4, 16),
-            downloads=500 if small else 5000,
-            songs=200 if small else 1000,
-            repeats=5 if small else 30,
+            shards_values=(1, 4) if smoke else (1, 4, 16),
+            downloads=500 if smoke else 5000,
+            songs=200 if smoke else 1000,
+            repeats=5 if smoke else 30,
         ),
-        "rank_cost": index_layout.rank_cost(endpoint, aws, song_counts=(100,) if small else (1000, 100_000), shards=4),
+        "rank_cost": index_layout.rank_cost(endpoint, aws, song_counts=(100,) if smoke else (1000, 100_000), shards=4),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("index_layout.smoke.json" if small else "index_layout.json")
-    path.write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m leaderboard_tools.bench", description=__doc__)
+    parser.add_argument("part", nargs="?", default="all", choices=PARTS)
+    parser.add_argument("--smoke", action="store_true", help="small sizes, in parallel stacks, into build/bench-smoke/")
+    parser.add_argument("--ladder", help="data sizes of the reads ladder, comma-separated (default: the plan's)")
+    parser.add_argument("--rate-load", type=int, help="downloads of each freshness-against-rate load")
+    arguments = parser.parse_args(argv)
+    command = f"python -m leaderboard_tools.bench {shlex.join(sys.argv[1:] if argv is None else argv)}".strip()
+    plan = SMOKE if arguments.smoke else FULL
+    if arguments.ladder:
+        plan = replace(plan, ladder=tuple(int(size) for size in arguments.ladder.split(",")))
+    if arguments.rate_load:
+        plan = replace(plan, rate_load=arguments.rate_load)
+    directory = SMOKE_RESULTS if arguments.smoke else RESULTS
+    if arguments.part == "report":
+        results = with_separate_reads(json.loads((directory / "results.json").read_text()), directory)
+        write_results(results, directory, None if arguments.smoke else README)
+        return 0
+    endpoint = endpoint_from_environment()
+    emulator = identify(endpoint)
+    if arguments.part == "index-layout":
+        layout = {**provenance(command, emulator), **run_index_layout(endpoint, arguments.smoke)}
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "index_layout.json").write_text(json.dumps(layout, indent=2) + "\n")
+        return 0
+    origin = provenance(command, emulator)  # the commit the run starts from, before anyone commits during it
+    with tempfile.TemporaryDirectory(prefix="bench-builds-") as scratch:
+        measured = run_measurements(endpoint, plan, {arguments.part}, Path(scratch))
+    results = {"provenance": origin, "plan": asdict(plan), **measured}
+    if arguments.part == "reads":  # a rerun of the reads alone, beside the full run's results.json
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / READS_ALONE).write_text(json.dumps(results, indent=1) + "\n")
+        say(f"reads in {(directory / READS_ALONE).relative_to(REPOSITORY)}; `report` merges them")
+        return 0
+    write_results(results, directory, README if arguments.part == "all" and not arguments.smoke else None)
+    say(f"results in {directory.relative_to(REPOSITORY)}")
     return 0
 
 

@@ -1,10 +1,12 @@
 """MiniStack's DynamoDB-stream event source mappings, delivered by the shared engine.
 
 MiniStack 1.5.33 drops TumblingWindowInSeconds, and its stream poller ignores MaximumRetryAttempts,
-BisectBatchOnFunctionError and ReportBatchItemFailures and applies MaximumRecordAgeInSeconds only on
-failure. ``install`` makes its Lambda service keep the mapping fields it drops, and replaces its
-DynamoDB-stream poller with one worker thread per mapping that reads the table's single shard,
-applies MiniStack's own filter matcher and hands the records to ``stream_mapping.ShardDelivery``.
+BisectBatchOnFunctionError, ReportBatchItemFailures and MaximumBatchingWindowInSeconds and applies
+MaximumRecordAgeInSeconds only on failure. ``install`` makes its Lambda service keep the mapping
+fields it drops, and replaces its DynamoDB-stream poller with one worker thread per mapping that
+reads the table's single shard (1,000 records a read, as many reads as a batch of up to 10,000
+needs), applies MiniStack's own filter matcher, gathers for the batching window and hands the
+records to ``stream_mapping.ShardDelivery``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ministack.core.arn import ArnParseError, parse_arn
@@ -21,6 +23,7 @@ from ministack.core.responses import json_response, request_scope
 from ministack.services import dynamodb, dynamodb_streams, lambda_svc
 
 from leaderboard_tools.emulators.stream_mapping import (
+    Gathering,
     InvocationNotDelivered,
     MappingSettings,
     ShardDelivery,
@@ -90,6 +93,38 @@ def poll_dynamodb_streams() -> bool:
     return False
 
 
+Record = dict[str, Any]
+
+
+def read_for_batch(
+    read: Callable[[int], list[Record]], matching: Callable[[list[Record]], list[Record]], batch_size: int
+) -> tuple[list[Record], list[Record], bool]:
+    """Read the shard, READ_LIMIT records at a time, until a batch's worth of records pass the filter.
+
+    `read(offset)` returns up to READ_LIMIT records from `offset` past the mapping's position. Returns
+    the records read, those that match (in order) and whether the shard was read up to the present.
+    A batch of up to 10,000 records ("BatchSize ... DynamoDB Streams: Maximum is 10,000") takes
+    several GetRecords calls of at most 1,000 records each.
+    """
+    read_so_far: list[Record] = []
+    matched: list[Record] = []
+    while True:
+        chunk = read(len(read_so_far))
+        read_so_far.extend(chunk)
+        matched.extend(matching(chunk))
+        if len(chunk) < READ_LIMIT:
+            return read_so_far, matched, True
+        if len(matched) >= batch_size:
+            return read_so_far, matched, False
+
+
+def records_to_skip(read: Sequence[Record], matching: Sequence[Record], delivered: int) -> int:
+    """How far the position moves: past everything read once every match went out, else to the first match left."""
+    if delivered == len(matching):
+        return len(read)
+    return [sequence_number(record) for record in read].index(sequence_number(matching[delivered]))
+
+
 def _stream_table(source_arn: str) -> str | None:
     try:
         spec = parse_arn(source_arn)
@@ -108,6 +143,7 @@ class _MappingWorker:
         self.account, self.region, self.uuid = scope
         self._stopped = threading.Event()
         self._delivery: ShardDelivery | None = None
+        self._gathering = Gathering()
         self._thread = threading.Thread(target=self._run, name=f"ddb-stream-mapping-{self.uuid}", daemon=True)
 
     def start(self) -> None:
@@ -143,20 +179,25 @@ class _MappingWorker:
         if function is None:
             return False
         position = self._position(mapping, table_name)
-        read = dynamodb.stream_records_since(table_name, position, READ_LIMIT)
         delivery = self._delivery_for(mapping, source_arn)
-        matching = lambda_svc._apply_filter_criteria(read, mapping)
-        done = delivery.deliver(matching)
-        if done == len(matching):
-            advanced = len(read)
-        else:
-            read_order = [sequence_number(record) for record in read]
-            advanced = read_order.index(sequence_number(matching[done]))
+        batch_size = delivery.settings.batch_size
+        read, matching, read_to_present = read_for_batch(
+            lambda offset: dynamodb.stream_records_since(table_name, position + offset, READ_LIMIT),
+            lambda chunk: lambda_svc._apply_filter_criteria(chunk, mapping),
+            batch_size,
+        )
+        if matching and not self._gathering.ready(matching, delivery, read_to_present):
+            return False
+        batch = matching[:batch_size]
+        done = delivery.deliver(batch)
+        if batch:
+            self._gathering.delivered()
+        advanced = records_to_skip(read, matching, done)
         with lambda_svc._dynamodb_stream_positions_lock:
             lambda_svc._dynamodb_stream_positions[self.uuid] = position + advanced
         if read:
             mapping["LastProcessingResult"] = f"OK - {done} records"
-        caught_up = len(read) < READ_LIMIT and done == len(matching)
+        caught_up = read_to_present and done == len(matching)
         if caught_up:
             delivery.tick()
         return not caught_up and not self._stopped.is_set()

@@ -1,0 +1,130 @@
+"""`make bench-smoke` in the suite, so that the benchmark cannot rot: it runs, and what it measures holds.
+
+The smoke deploys ours (per_batch and per_window) and the guide's handler side by side with the
+same faulty share of invocations and the same 2,000 Zipf downloads, and one stack of ours for
+reads and freshness. The assertions are on both sides, against counts the test takes itself
+from the generator (not from the bench's own oracle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from leaderboard_tools.bench.side_by_side import FAULT_MONTH, FAULT_SEED, SMOKE
+from leaderboard_tools.loadgen import utc_month, zipf_downloads
+from leaderboard_tools.settings import REPOSITORY, Endpoint
+
+SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
+PER_AGGREGATOR_FIELDS = {"writes_per_100", "bound_per_100", "count_error", "records_per_second", "freshness_seconds"}
+PROVENANCE_FIELDS = {"commit", "command", "machine", "emulator", "date"}
+SMOKE_TIMEOUT_SECONDS = 900
+"""About 6 minutes on two shared cores, most of it Terraform applying and destroying four stacks at once."""
+
+
+@pytest.fixture(scope="module")
+def smoke_run(endpoint: Endpoint) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One smoke run of the benchmark's command line; its summary and its raw results."""
+    environment = {**os.environ, "AWS_ENDPOINT_URL": endpoint.url}
+    # A session of its own: on a timeout the bench's worker processes and their Terraform runs stop with it.
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "leaderboard_tools.bench", "--smoke"],
+        cwd=REPOSITORY,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = bench.communicate(timeout=SMOKE_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(bench.pid, signal.SIGTERM)
+        output, _ = bench.communicate()
+        pytest.fail(f"the smoke bench took more than {SMOKE_TIMEOUT_SECONDS} s:\n{output[-3000:]}")
+    assert bench.returncode == 0, output[-3000:]
+    summary = json.loads((SMOKE_RESULTS / "summary.json").read_text())
+    results = json.loads((SMOKE_RESULTS / "results.json").read_text())
+    return summary, results
+
+
+def runs_of(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {run["aggregator"]: run["faults"] for run in results["side_by_side"]}
+
+
+def test_the_summary_has_every_figure_for_every_aggregator_and_data_size(
+    smoke_run: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    # given the smoke run
+    summary, _ = smoke_run
+
+    # then each aggregator has the five figures at each batch size of the plan, with provenance and plots beside
+    assert set(summary["aggregators"]) == {"ours_per_batch", "ours_per_window", "guide"}
+    for by_batch in summary["aggregators"].values():
+        assert set(by_batch) == {str(size) for size in SMOKE.batch_sizes}
+        for figures in by_batch.values():
+            assert figures.keys() >= PER_AGGREGATOR_FIELDS
+    assert set(summary["reads"]) == {str(size) for size in SMOKE.ladder}
+    assert all(read["read_ratio_index_vs_scan"] > 0 for read in summary["reads"].values())
+    assert summary["provenance"].keys() >= PROVENANCE_FIELDS
+    assert summary["provenance"]["command"].endswith("--smoke")
+    for plot in ("writes_per_100.png", "read_time.png", "freshness.png"):
+        assert (SMOKE_RESULTS / plot).stat().st_size > 0
+
+
+def test_ours_counts_exactly_under_faults_and_the_guide_over_counts(
+    smoke_run: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    # given the downloads the smoke wrote, counted here from the generator
+    _, results = smoke_run
+    downloads = zipf_downloads(SMOKE.fault_downloads, songs=1000, months=(FAULT_MONTH,), seed=FAULT_SEED, exponent=1.1)
+    expected_total = sum(1 for download in downloads if utc_month(download.timestamp) == FAULT_MONTH)
+    runs = runs_of(results)
+
+    # then every contender saw failed invocations, at the same fault rate
+    for run in runs.values():
+        assert run["fault_rate"] == SMOKE.fault_rate
+        assert run["failed_invocations"] > 0
+        assert run["settled"]
+        assert run["count_error"]["downloads"] == expected_total
+
+    # and ours counted every download exactly once, in both modes
+    for name in ("ours_per_batch", "ours_per_window"):
+        assert runs[name]["count_error"]["counted"] == expected_total
+        assert runs[name]["count_error"]["absolute"] == 0
+
+    # and the guide's handler counted the retried halves twice
+    guide = runs["guide"]["count_error"]
+    assert guide["over_counted"] > 0
+    assert guide["counted"] > expected_total
+    assert guide["relative"] > 0
+
+
+def test_ours_writes_at_the_bound_or_above_it_only_by_retries(smoke_run: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    # given the side-by-side runs
+    _, results = smoke_run
+    runs = runs_of(results)
+
+    # then ours per batch wrote once per distinct aggregate of each batch, and above that only by retried work
+    per_batch = runs["ours_per_batch"]
+    assert per_batch["bound"] > 0
+    allowance = per_batch["retry_writes_allowance"]
+    assert per_batch["bound"] <= per_batch["aggregate_writes"] <= per_batch["bound"] + allowance
+
+    # and ours per window wrote no less than the distinct aggregates of its windows, and above them by no more than
+    # the share of its invocations that failed (a failed final invocation's window is written again on its retry)
+    per_window = runs["ours_per_window"]
+    failed_share = per_window["failed_invocations"] / per_window["invocations"]
+    assert per_window["bound"] > 0
+    assert per_window["bound"] <= per_window["aggregate_writes"] <= per_window["bound"] * (1 + failed_share)
+
+    # and the guide wrote once per record delivered, retried records included: more than ours
+    guide = runs["guide"]
+    assert guide["aggregate_writes"] >= guide["downloads"]
+    assert guide["writes_per_100"] > runs["ours_per_batch"]["writes_per_100"]
