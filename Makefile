@@ -76,7 +76,7 @@ PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 with-emulator:
 	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_PATHS); status=$$?; \
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=20 $(PYTEST_PATHS); status=$$?; \
 	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
 
 # The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
