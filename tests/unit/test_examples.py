@@ -7,27 +7,13 @@ wiring lives in tests/emulator_stack, which the acceptance suite applies).
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from leaderboard_tools.settings import TERRAFORM_MODULE
-from leaderboard_tools.terraform_stack import terraform_environment
+from tests.terraform_cli import terraform
 
 EXAMPLES = TERRAFORM_MODULE / "examples"
-
-
-def terraform(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["terraform", *arguments, "-no-color"],
-        cwd=directory,
-        env=terraform_environment(None),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
 
 
 def test_there_are_a_minimal_and_a_complete_example() -> None:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 from leaderboard_tools.settings import TERRAFORM_MODULE
-from leaderboard_tools.terraform_stack import terraform_environment
+from tests.terraform_cli import terraform
 from tests.terraform_config import outputs, unquoted, variables
 
 OFFLINE_PROVIDER = """
@@ -28,18 +27,6 @@ provider "aws" {
 """
 REQUIRED = {"name"}
 """The one input without a default: everything else is optional."""
-
-
-def terraform(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["terraform", *arguments, "-no-color"],
-        cwd=directory,
-        env=terraform_environment(None),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
 
 
 def test_create_false_plans_no_resource_and_null_outputs(tmp_path: Path) -> None:

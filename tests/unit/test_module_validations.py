@@ -7,34 +7,21 @@ from the machine's filesystem mirror (no network) and checks each one was run an
 from __future__ import annotations
 
 import re
-import subprocess
 
 from leaderboard_tools.settings import TERRAFORM_MODULE
-from leaderboard_tools.terraform_stack import terraform_environment
+from tests.terraform_cli import terraform
 
 TEST_FILE = TERRAFORM_MODULE / "tests" / "validations.tftest.hcl"
-
-
-def terraform(*arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["terraform", *arguments, "-no-color"],
-        cwd=TERRAFORM_MODULE,
-        env=terraform_environment(None),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
 
 
 def test_every_validation_and_precondition_refuses_what_it_should() -> None:
     # given the module's runs: defaults that plan, and settings outside the guarantee that must fail
     runs = re.findall(r'^run "([a-z_]+)"', TEST_FILE.read_text(), flags=re.MULTILINE)
     assert len(runs) >= 10
-    initialised = terraform("init", "-backend=false", "-input=false")
+    initialised = terraform(TERRAFORM_MODULE, "init", "-backend=false", "-input=false")
     assert initialised.returncode == 0, initialised.stderr
     # when terraform test plans each of them
-    result = terraform("test")
+    result = terraform(TERRAFORM_MODULE, "test")
     # then every run passed: the good ones planned, the bad ones failed on exactly the expected check
     assert result.returncode == 0, result.stdout + result.stderr
     passed = re.findall(r'run "([a-z_]+)"\.\.\. pass', result.stdout)
