@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -58,13 +59,17 @@ def staged_files(stage: Path) -> list[Path]:
 
 def write_zip(stage: Path, artifact: Path) -> None:
     artifact.parent.mkdir(parents=True, exist_ok=True)
-    partial = artifact.with_suffix(".zip.partial")
+    # A partial file of its own: concurrent builders of one artifact each replace it whole.
+    descriptor, partial_name = tempfile.mkstemp(prefix=f".{artifact.name}.", suffix=".partial", dir=artifact.parent)
+    os.close(descriptor)
+    partial = Path(partial_name)
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
         for path in staged_files(stage):
             info = zipfile.ZipInfo(path.relative_to(stage).as_posix(), date_time=FIXED_TIMESTAMP)
             info.create_system = 3
             info.external_attr = 0o100644 << 16
             archive.writestr(info, path.read_bytes())
+    partial.chmod(0o644)
     partial.replace(artifact)
 
 

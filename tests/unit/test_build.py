@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import build
@@ -44,6 +45,19 @@ def test_the_same_sources_give_the_same_bytes_whatever_their_mtimes_and_modes(tm
     # then the artifacts are identical
     digest = [hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() for name in ("a.zip", "b.zip")]
     assert digest[0] == digest[1]
+
+
+def test_builders_of_one_artifact_at_once_each_leave_it_whole(tmp_path: Path) -> None:
+    # given one stage, and several builders writing the same artifact at the same time (the bench's parallel stacks)
+    stage = stage_with(tmp_path / "stage", FILES)
+    artifact = tmp_path / "shared" / "faulty.zip"
+    # when they all write it
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: build.write_zip(stage, artifact), range(16)))
+    # then none failed, the artifact is the zip one builder alone makes, and no partial file is left
+    build.write_zip(stage, tmp_path / "alone.zip")
+    assert artifact.read_bytes() == (tmp_path / "alone.zip").read_bytes()
+    assert [path.name for path in artifact.parent.iterdir()] == ["faulty.zip"]
 
 
 def test_the_zip_holds_code_and_metadata_but_no_bytecode_or_host_scripts(tmp_path: Path) -> None:
