@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,19 @@ def delivered(invocations: list[dict[str, Any]]) -> int:
     return sum(invocation["records"] for invocation in invocations if invocation["succeeded"])
 
 
+@dataclass(frozen=True)
+class Scenario:
+    downloads: int
+    batch_size: int
+
+
 def run_scenario(
-    endpoint: Endpoint, aws: Clients, purpose: str, downloads: int, exact: bool, package: Path
+    endpoint: Endpoint, aws: Clients, purpose: str, scenario: Scenario, exact: bool, package: Path
 ) -> dict[str, Any]:
     """Deploy the package, write the downloads, wait for the truth: every record delivered, for ours exact counts."""
-    with stack(endpoint, purpose, batch_size=200, aggregator_package_path=str(package)) as (_, outputs):
+    downloads = scenario.downloads
+    variables = {"batch_size": scenario.batch_size, "aggregator_package_path": str(package)}
+    with stack(endpoint, purpose, **variables) as (_, outputs):
         table, log_group = outputs["table_name"], outputs["aggregator_log_group_name"]
         write_items(aws.dynamodb, table, [d.as_item() for d in zipf_downloads(downloads, songs=200, seed=7)])
         truth = recount_from_downloads(aws, table)
@@ -93,32 +102,34 @@ def _differences(observed: dict[tuple[str, str], int], truth: Counter[tuple[str,
 
 
 @pytest.fixture(scope="module")
-def downloads(emulator_kind: str) -> int:
-    """10,000 on MiniStack; 3,000 on LocalStack, whose DynamoDB Local takes the guide's one write per download
-    several times slower: both still fail dozens of invocations after part of their work."""
-    return 10_000 if emulator_kind == "ministack" else 3_000
+def scenario(emulator_kind: str) -> Scenario:
+    """10,000 downloads in batches of 200 on MiniStack; 3,000 in batches of 100 on LocalStack, whose DynamoDB Local
+    takes the guide's one write per download several times slower. Either way each side has some 30 or more
+    invocations, so that a quarter of them failing leaves none without a failure only once in 5,000 runs
+    (0.75^30); with 15 the test would stop on chance once in a hundred."""
+    return Scenario(10_000, 200) if emulator_kind == "ministack" else Scenario(3_000, 100)
 
 
 def test_every_aggregate_is_exact_under_injected_faults_and_the_guide_handler_is_not(
-    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, downloads: int
+    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, scenario: Scenario
 ) -> None:
     # given the downloads, and a quarter of the invocations failing after half of their records, on both sides
-    ours = run_scenario(endpoint, aws, "exact", downloads, exact=True, package=fault_builds.faulty(FAULT_RATE))
-    guide = run_scenario(endpoint, aws, "guide", downloads, exact=False, package=fault_builds.guide(FAULT_RATE))
+    ours = run_scenario(endpoint, aws, "exact", scenario, exact=True, package=fault_builds.faulty(FAULT_RATE))
+    guide = run_scenario(endpoint, aws, "guide", scenario, exact=False, package=fault_builds.guide(FAULT_RATE))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "exactly_once.json").write_text(json.dumps({"ours": ours, "guide": guide}, indent=2))
     print(f"\nexactly-once under faults: ours {ours}\nguide's per-record handler: {guide}")
     # then on both sides faults really happened and records really were delivered more than once
     for side in (ours, guide):
-        assert side["downloads"] == downloads
+        assert side["downloads"] == scenario.downloads
         assert side["failed_invocations"] >= 0.05 * side["invocations"] > 0
         assert side["records_delivered_more_than_once"] > 0
     # and ours counts every download exactly once, with fewer writes than downloads, retries included
     assert (ours["lost"], ours["over_counted"], ours["wrong_aggregates"]) == (0, 0, 0)
-    assert 0 < ours["aggregate_writes"] < downloads
+    assert 0 < ours["aggregate_writes"] < scenario.downloads
     # while the guide's handler, fed the same records under the same faults, over-counts
     assert guide["over_counted"] > 0
-    assert guide["counted"] > downloads
+    assert guide["counted"] > scenario.downloads
 
 
 def stream_records(aws: Clients, stream_arn: str) -> tuple[str, list[dict[str, Any]]]:
