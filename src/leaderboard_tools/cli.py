@@ -179,7 +179,8 @@ def command_reconcile(arguments: argparse.Namespace) -> int:
 
 def command_recover(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.aws import clients
-    from leaderboard_tools.reconcile import Reconciler, TableNames
+    from leaderboard_tools.leaderboard_layout import AttributeNames
+    from leaderboard_tools.reconcile import Reconciler
     from leaderboard_tools.recover import recover
 
     aws = clients(endpoint_from_environment())
@@ -191,7 +192,7 @@ def command_recover(arguments: argparse.Namespace) -> int:
             leaderboard_shards=arguments.shards,
             on_progress=on_progress,
         )
-        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, arguments.queue_url, TableNames())
+        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, arguments.queue_url, AttributeNames())
     print(json.dumps(report.as_json()))
     return 2 if report.kept else 0
 

@@ -1,4 +1,4 @@
-"""The aggregator's placement of aggregates in the index, for host-side tools (sizing, rekey).
+"""The aggregator's placement of aggregates in the index, for host-side tools (sizing, rekey, reconcile).
 
 The same arithmetic as lambda_src/aggregator/leaderboard_order.py, which the Lambda packages
 alone; tests/unit/test_leaderboard_layout.py holds the two equal on random ids.
@@ -7,9 +7,25 @@ alone; tests/unit/test_leaderboard_layout.py holds the two equal on random ids.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 ORDER_SCALE = 10**26
 TIEBREAK_BYTES = 10
+
+
+@dataclass(frozen=True)
+class AttributeNames:
+    """The table's attribute names, as the module's attribute-name variables set them (the guide's by default)."""
+
+    entity: str = "songID"
+    sort_key: str = "SK"
+    timestamp: str = "Timestamp"
+    period: str = "Month"
+    count: str = "DownloadCount"
+    order: str = "LeaderboardOrder"
+
+
+GUIDE_NAMES = AttributeNames()
 
 
 def leaderboard_shard(entity_id: str, shards: int) -> int:

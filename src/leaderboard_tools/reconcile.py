@@ -26,20 +26,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_tools.leaderboard_layout import leaderboard_partition, order_of
+from leaderboard_tools.leaderboard_layout import GUIDE_NAMES, AttributeNames, leaderboard_partition, order_of
 from leaderboard_tools.loadgen import utc_month
 
 WATERMARK_PREFIX = "Watermark_"
-
-
-@dataclass(frozen=True)
-class TableNames:
-    entity: str = "songID"
-    sort_key: str = "SK"
-    timestamp: str = "Timestamp"
-    period: str = "Month"
-    count: str = "DownloadCount"
-    order: str = "LeaderboardOrder"
 
 
 class ReconcileRefused(Exception):
@@ -90,7 +80,7 @@ class Reconciler:
         self,
         dynamodb: Any,
         table: str,
-        names: TableNames = TableNames(),
+        names: AttributeNames = GUIDE_NAMES,
         segments: int = 4,
         settle_seconds: float = 90,
         leaderboard_shards: int = 1,

@@ -25,8 +25,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leaderboard_tools.leaderboard_layout import AttributeNames
 from leaderboard_tools.loadgen import utc_month
-from leaderboard_tools.reconcile import Reconciler, ReconcileRefused, TableNames
+from leaderboard_tools.reconcile import Reconciler, ReconcileRefused
 
 WHOLE_MONTH = "*"
 MAX_PAGES = 200
@@ -75,7 +76,7 @@ def receive_all(sqs: Any, queue_url: str, visibility_seconds: int) -> list[dict[
         messages.extend(fresh)
 
 
-def classify(raw: dict[str, Any], streams: Any, names: TableNames) -> Message:
+def classify(raw: dict[str, Any], streams: Any, names: AttributeNames) -> Message:
     try:
         body = json.loads(raw["Body"])
     except ValueError:
@@ -92,7 +93,7 @@ def classify(raw: dict[str, Any], streams: Any, names: TableNames) -> Message:
     return message
 
 
-def _download_aggregate(record: Any, names: TableNames) -> tuple[str, str] | None:
+def _download_aggregate(record: Any, names: AttributeNames) -> tuple[str, str] | None:
     if not isinstance(record, dict):
         return None
     image = (record.get("dynamodb") or {}).get("NewImage") or {}
@@ -106,14 +107,14 @@ def _download_aggregate(record: Any, names: TableNames) -> tuple[str, str] | Non
         return None
 
 
-def _refused_aggregates(record: Any, names: TableNames) -> dict[str, set[str]]:
+def _refused_aggregates(record: Any, names: AttributeNames) -> dict[str, set[str]]:
     if isinstance(record, dict) and "entityId" in record and "period" in record:
         return {record["period"]: {record["entityId"]}}
     found = _download_aggregate(record, names)
     return {found[1]: {found[0]}} if found else {}
 
 
-def _batch_aggregates(info: dict[str, Any], streams: Any, names: TableNames) -> tuple[dict[str, set[str]], str]:
+def _batch_aggregates(info: dict[str, Any], streams: Any, names: AttributeNames) -> tuple[dict[str, set[str]], str]:
     """The aggregates a discarded batch touched, read back from the stream; or whole months when it is gone."""
     try:
         records = _read_range(streams, info)
@@ -161,7 +162,7 @@ def _arrival_months(info: dict[str, Any]) -> set[str]:
     return months
 
 
-def recover(sqs: Any, streams: Any, reconciler: Reconciler, queue_url: str, names: TableNames) -> RecoveryReport:
+def recover(sqs: Any, streams: Any, reconciler: Reconciler, queue_url: str, names: AttributeNames) -> RecoveryReport:
     report = RecoveryReport()
     raw_messages = receive_all(sqs, queue_url, visibility_seconds=900)
     messages = [classify(raw, streams, names) for raw in raw_messages]

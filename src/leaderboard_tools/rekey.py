@@ -20,18 +20,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_tools.leaderboard_layout import leaderboard_partition, order_of
+from leaderboard_tools.leaderboard_layout import GUIDE_NAMES, AttributeNames, leaderboard_partition, order_of
 
 MAX_ROUNDS = 5
-
-
-@dataclass(frozen=True)
-class AttributeNames:
-    entity: str = "songID"
-    sort_key: str = "SK"
-    period: str = "Month"
-    count: str = "DownloadCount"
-    order: str = "LeaderboardOrder"
 
 
 @dataclass
@@ -112,7 +103,7 @@ def rekey(
     dynamodb: Any,
     table: str,
     shards: int,
-    names: AttributeNames = AttributeNames(),
+    names: AttributeNames = GUIDE_NAMES,
     segments: int = 4,
     on_progress: Callable[[int], None] = lambda done: None,
 ) -> RekeyReport:

@@ -9,8 +9,9 @@ from collections import Counter
 
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import poll_until
+from leaderboard_tools.leaderboard_layout import AttributeNames
 from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.reconcile import Reconciler, TableNames
+from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
 from leaderboard_tools.settings import REPOSITORY, Endpoint
 from tests.acceptance.conftest import FaultBuilds, stack
@@ -79,14 +80,14 @@ def test_batches_given_up_on_are_recovered_exactly_and_drift_is_reconciled(
         )
         # when recover reads the failure queue
         reconciler = Reconciler(aws.dynamodb, table, settle_seconds=SETTLE_SECONDS)
-        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, queue_url, TableNames())
+        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, queue_url, AttributeNames())
         # then every aggregate the given-up batches touched holds its downloads, and the messages are gone
         truth = Counter(lost) + Counter(later)
         assert stored(aws, table, sorted(truth)) == dict(truth), report.as_json()
         assert report.deleted == report.messages > 0
         assert report.kept == []
         # and a second run finds nothing to do and changes nothing
-        again = recover(aws.sqs, aws.dynamodbstreams, reconciler, queue_url, TableNames())
+        again = recover(aws.sqs, aws.dynamodbstreams, reconciler, queue_url, AttributeNames())
         assert (again.messages, again.deleted) == (0, 0)
         assert stored(aws, table, sorted(truth)) == dict(truth)
 

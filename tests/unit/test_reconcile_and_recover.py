@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 import pytest
 
-from leaderboard_tools.leaderboard_layout import order_of
-from leaderboard_tools.reconcile import Reconciler, ReconcileRefused, TableNames
+from leaderboard_tools.leaderboard_layout import AttributeNames, order_of
+from leaderboard_tools.reconcile import Reconciler, ReconcileRefused
 from leaderboard_tools.recover import recover
 from tests.unit.conftest import TABLE, count_of
 
@@ -164,14 +164,14 @@ def test_recover_recounts_what_the_failure_queue_names_and_deletes_it(month: Any
     for body in (failure, rejected):
         sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
     # when recover runs
-    report = recover(sqs, streams, reconciler(month), queue_url, TableNames())
+    report = recover(sqs, streams, reconciler(month), queue_url, AttributeNames())
     # then song3 (and only the aggregates of that batch) is recounted and repaired, and both messages are gone
     assert count_of(month, "song3", MONTH) == 4
     assert count_of(month, "song2", MONTH) == 5
     assert (report.messages, report.deleted, report.kept) == (2, 2, [])
     assert report.rejected_downloads == [{"reason": "Timestamp is not ISO 8601", "sequenceNumber": "7"}]
     # and a second run finds nothing to do
-    again = recover(sqs, streams, reconciler(month), queue_url, TableNames())
+    again = recover(sqs, streams, reconciler(month), queue_url, AttributeNames())
     assert (again.messages, again.deleted) == (0, 0)
 
 
@@ -190,6 +190,6 @@ def test_a_batch_no_longer_in_the_stream_recounts_its_whole_months(month: Any, s
     }
     sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(failure))
     streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-    report = recover(sqs, streams, reconciler(month), queue_url, TableNames())
+    report = recover(sqs, streams, reconciler(month), queue_url, AttributeNames())
     assert (count_of(month, "song2", MONTH), count_of(month, "song3", MONTH)) == (2, 4)
     assert report.deleted == 1
