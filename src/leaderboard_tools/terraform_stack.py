@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from typing import Any
 
 from python_terraform import IsFlagged, Terraform
 
+from leaderboard_tools.file_lock import locked
 from leaderboard_tools.settings import EMULATOR_STACK, STATE_DIR, Endpoint, emulator_environment
 
 MIRROR_VARIABLE = "TF_PROVIDER_MIRROR"
@@ -119,7 +119,7 @@ class Stack:
 
     def init(self) -> None:
         """Locked: stacks applied in parallel (one pytest worker each) share the working directory's .terraform."""
-        with _locked(self.working_dir / ".terraform-init.lock"):
+        with locked(self.working_dir / ".terraform-init.lock"):
             self._run("init", in_workspace=False, input=False)
             self._run("workspace select", "-or-create", self.name, in_workspace=False)
 
@@ -155,16 +155,6 @@ class Stack:
         """force drops a state that still lists resources: for an emulator that is gone with everything in it."""
         self._run("workspace select", "default", in_workspace=False, check=False)
         self._run("workspace delete", self.name, in_workspace=False, check=False, force=IsFlagged if force else None)
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextmanager

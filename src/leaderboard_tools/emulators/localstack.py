@@ -8,8 +8,6 @@ and run Lambda functions in Docker. Standard library only, since host-side tooli
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -17,8 +15,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+
+from leaderboard_tools.file_lock import locked
 
 EXECUTOR_NAME = "process"
 HOOKS_DISTRIBUTION = "leaderboard-tools-localstack-hooks"
@@ -81,7 +81,7 @@ def prepare(cache_dir: Path) -> None:
     cache_dir = cache_dir.resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
     data = _data_dir()
-    with _locked(cache_dir / ".prepare.lock"):
+    with locked(cache_dir / ".prepare.lock"):
         ls_python = _find_python(LOCALSTACK_PYTHONS)
         ls_key = _ensure(
             cache_dir / "localstack-venv",
@@ -166,16 +166,6 @@ def _data_dir() -> Path:
         if (candidate / "localstack-requirements.txt").is_file():
             return candidate
     raise FileNotFoundError("emulators/localstack/localstack-requirements.txt not found")
-
-
-@contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    with lock_file.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _ensure(target: Path, inputs: list[str], build: Callable[[Path], None]) -> str:
