@@ -109,3 +109,13 @@ output "alarm_sns_topic_arn" {
   description = "SNS topic the alarms notify: the one created (create_alarm_sns_topic) or given (alarm_sns_topic_arn); null without."
   value       = local.alarms_enabled ? local.alarm_topic_arn : null
 }
+
+output "progress_table_name" {
+  description = "Name of the progress table: per stream shard, the checkpoint through which every download is counted (operator tools read it)."
+  value       = one(aws_dynamodb_table.progress[*].name)
+}
+
+output "progress_table_arn" {
+  description = "ARN of the progress table."
+  value       = one(aws_dynamodb_table.progress[*].arn)
+}
