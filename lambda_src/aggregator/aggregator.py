@@ -273,7 +273,8 @@ def process_delivery(
     report.shard_ended = catchup.read.shard_ended
     reached = report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
     report.caught_up = catchup.held_back_from is None and (bound is None or reached or catchup.read.shard_ended)
-    if not report.caught_up and must_catch_up:
+    claimed_beyond_the_tip = delivery.is_direct and catchup.read.at_tip and catchup.held_back_from is None
+    if not report.caught_up and must_catch_up and not claimed_beyond_the_tip:
         raise AggregatesNotWritten(
             f"{shard.shard_id}: checkpoint {report.checkpoint_after} has not reached {bound}, retried",
             report,
@@ -419,7 +420,7 @@ def _unconfirmed(delivery: Delivery, progress: Progress, read: ShardRead) -> lis
         sequence = _sequence(record)
         if sequence is None or (progress.checkpoint is not None and sequence <= progress.checkpoint):
             continue
-        if sequence > last_read and not read.shard_ended and not read.reached_bound:
+        if sequence > last_read and not (read.shard_ended or read.reached_bound or read.at_tip):
             continue
         original = held.get(sequence)
         claim = record.get("dynamodb", {})

@@ -48,6 +48,8 @@ class ShardRead:
     shard_ended: bool = False
     """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
     trimmed: TrimmedGap | None = None
+    at_tip: bool = False
+    """Stopped after empty pages in a row: everything the shard holds now was read (within the bound)."""
     pages: int = 0
     empty_pages: int = 0
     throttled: int = 0
@@ -114,6 +116,7 @@ def read_shard(
             result.reached_bound = True
             return result
         if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None else MAX_EMPTY_PAGES):
+            result.at_tip = True
             return result
     return result
 
