@@ -16,7 +16,6 @@ Every role policy must come from such a document, and no managed policy is attac
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import functools
 import json
@@ -25,7 +24,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import boto3
 import hcl2
 import pytest
 
@@ -249,35 +247,36 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
     dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, lambda_context: Any
 ) -> None:
     import aggregator
-    from aggregate_store import AggregateStore
-    from tests.streams import TABLE_ARN as STREAM_TABLE_ARN
-    from tests.streams import download_record, window_event
+    from tests.unit.test_aggregator_handler import wire
 
-    # given the aggregator role's UpdateItem statement
-    (statement,) = granting(policy_documents(TERRAFORM_MODULE), "aggregator", "dynamodb:UpdateItem")
+    # given the aggregator role's UpdateItem statement on the table (the progress table has its own)
+    (statement,) = [
+        statement
+        for statement in granting(policy_documents(TERRAFORM_MODULE), "aggregator", "dynamodb:UpdateItem")
+        if statement["Resource"] == [TABLE_ARN]
+    ]
     patterns = statement["Condition"][("ForAllValues:StringLike", "dynamodb:Attributes")]
-    assert "dynamodb:GetItem" not in statement["Action"]
+    assert statement["Action"] == ["dynamodb:UpdateItem"]
     assert not DOWNLOAD_ONLY_ATTRIBUTES & set(patterns)
-    # and the aggregator on moto, its UpdateItem requests recorded
-    sqs, queue_url = sqs_queue
-    settings = dataclasses.replace(aggregator.SETTINGS, failure_queue_url=queue_url, table_arn=STREAM_TABLE_ARN)
-    monkeypatch.setattr(aggregator, "SETTINGS", settings)
-    monkeypatch.setattr(
-        aggregator, "STORE", AggregateStore(dynamodb, "test-downloads", settings.schema, settings.retention)
-    )
-    monkeypatch.setattr(aggregator, "_sqs", sqs)
-    monkeypatch.setattr(aggregator, "_streams", boto3.client("dynamodbstreams", region_name="us-east-1"))
-    requests: list[dict[str, Any]] = []
+    # and the aggregator on moto, its writes to the table recorded (alone, and inside transactions)
+    deployed = wire(dynamodb, *sqs_queue, monkeypatch)
+    writes: list[dict[str, Any]] = []
     dynamodb.meta.events.register(
-        "provide-client-params.dynamodb.UpdateItem", lambda params, **_: requests.append(params)
+        "provide-client-params.dynamodb.UpdateItem", lambda params, **_: writes.append(params)
     )
-    # when it counts two batches of downloads
-    for first in (1, 4):
-        records = [download_record(n, f"song{n % 2}") for n in range(first, first + 3)]
-        aggregator.lambda_handler(window_event(records), lambda_context)
-    # then every attribute its writes name is one the policy lets it write
-    assert requests
-    named = set().union(*(requested_attributes(request) for request in requests))
+    dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems",
+        lambda params, **_: writes.extend(item["Update"] for item in params["TransactItems"] if "Update" in item),
+    )
+    # when it counts downloads of two songs in two windows
+    for first in (0, 3):
+        deployed.write("song1", 3, first=first)
+        deployed.write("song2", 1, first=first)
+        aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    # then every attribute its writes to the table name is one the policy lets it write
+    on_table = [write for write in writes if write["TableName"] == "test-downloads"]
+    assert on_table
+    named = set().union(*(requested_attributes(write) for write in on_table))
     assert all(any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns) for name in named), named
 
 
