@@ -100,8 +100,8 @@ run "per_window_writes_plan" {
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator[0].environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
-    error_message = "the aggregator must know the window length"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATE_WRITES"] == "per_window" && aws_lambda_event_source_mapping.aggregator[0].tumbling_window_in_seconds == 300
+    error_message = "per_window writes once per window, of the mapping's length"
   }
 }
 
