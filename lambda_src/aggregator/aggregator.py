@@ -355,7 +355,7 @@ def _catch_up(
     report: BatchReport,
 ) -> _Catchup:
     """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
-    read = read_shard(deps.streams, shard, progress.checkpoint, bound, keep_reading, deps.sleep)
+    read = read_shard(deps.streams, shard, progress.checkpoint_sequence, bound, keep_reading, deps.sleep)
     catchup = _Catchup(shard, progress, read)
     report.records_read += len(read.records)
     report.read_pages += read.pages
@@ -532,11 +532,13 @@ def _advance(deps: Dependencies, catchup: _Catchup, parent_id: str | None) -> st
             deps.progress.mark_ended(catchup.shard, parent_id)
         return before
     last = handled[-1]
-    checkpoint = pad_sequence(last["dynamodb"]["SequenceNumber"])
+    sequence = last["dynamodb"]["SequenceNumber"]
+    checkpoint = pad_sequence(sequence)
     created = last["dynamodb"].get("ApproximateCreationDateTime")
     created_second = int(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
     if before is None or checkpoint > before or (whole and read.shard_ended):
-        deps.progress.advance(catchup.shard, checkpoint, created_second, whole and read.shard_ended, parent_id)
+        ended = whole and read.shard_ended
+        deps.progress.advance(catchup.shard, checkpoint, sequence, created_second, ended, parent_id)
     return max(checkpoint, before) if before else checkpoint
 
 

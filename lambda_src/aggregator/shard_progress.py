@@ -18,6 +18,8 @@ from botocore.exceptions import ClientError
 from delivery import ShardRef
 
 CHECKPOINT = "Checkpoint"
+CHECKPOINT_SEQUENCE = "CheckpointSequence"
+"""The checkpoint's sequence number as the stream spells it: where reading resumes (GetShardIterator wants it)."""
 SHARD_ENDED = "ShardEnded"
 PARENT_SHARD = "ParentShardId"
 CACHE_SECONDS = 60.0
@@ -27,6 +29,8 @@ CACHE_SECONDS = 60.0
 class Progress:
     checkpoint: str | None = None
     """40-digit padded sequence number; None when nothing of the shard is counted yet."""
+    checkpoint_sequence: str | None = None
+    """The same sequence number as the stream spells it."""
     checkpoint_created: int | None = None
     ended: bool = False
     parent_shard_id: str | None = None
@@ -72,19 +76,27 @@ class ProgressStore:
         self,
         shard: ShardRef,
         checkpoint: str,
+        sequence: str,
         created: int | None,
         ended: bool,
         parent_shard_id: str | None = None,
     ) -> bool:
         """Raise the checkpoint (never lower it); False when another reader had already passed it."""
-        names = {"#checkpoint": CHECKPOINT}
+        names = {"#checkpoint": CHECKPOINT, "#sequence": CHECKPOINT_SEQUENCE}
         values: dict[str, Any] = {
             ":checkpoint": {"S": checkpoint},
+            ":sequence": {"S": sequence},
             ":stream": {"S": shard.stream_arn},
             ":shard": {"S": shard.shard_id},
             ":now": {"N": str(int(self._clock()))},
         }
-        assignments = ["#checkpoint = :checkpoint", "StreamArn = :stream", "ShardId = :shard", "UpdatedAt = :now"]
+        assignments = [
+            "#checkpoint = :checkpoint",
+            "#sequence = :sequence",
+            "StreamArn = :stream",
+            "ShardId = :shard",
+            "UpdatedAt = :now",
+        ]
         if created is not None:
             assignments.append("CheckpointCreated = :created")
             values[":created"] = {"N": str(created)}
@@ -115,7 +127,7 @@ class ProgressStore:
             return False
         self._cache[shard_key(shard)] = (
             self._clock(),
-            Progress(checkpoint, created, ended, parent_shard_id, exists=True),
+            Progress(checkpoint, sequence, created, ended, parent_shard_id, exists=True),
         )
         return True
 
@@ -164,9 +176,13 @@ def _progress_of(item: dict[str, Any] | None) -> Progress:
     if not item:
         return Progress()
     checkpoint = item.get(CHECKPOINT, {}).get("S")
+    sequence = item.get(CHECKPOINT_SEQUENCE, {}).get("S")
     created = item.get("CheckpointCreated", {}).get("N")
+    if isinstance(checkpoint, str) and not isinstance(sequence, str):
+        sequence = checkpoint.lstrip("0") or "0"
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
+        checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
         checkpoint_created=int(created) if isinstance(created, str) and created.isdigit() else None,
         ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),

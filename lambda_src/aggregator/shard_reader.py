@@ -58,6 +58,10 @@ class ShardRead:
     def last_sequence(self) -> str | None:
         return pad_sequence(self.records[-1]["dynamodb"]["SequenceNumber"]) if self.records else None
 
+    @property
+    def last_raw_sequence(self) -> str | None:
+        return self.records[-1]["dynamodb"]["SequenceNumber"] if self.records else None
+
 
 def read_shard(
     streams: Any,
@@ -67,7 +71,7 @@ def read_shard(
     keep_reading: Callable[[int], bool],
     sleep: Callable[[float], None] = time.sleep,
 ) -> ShardRead:
-    """Records of `shard` after sequence `after` (from the trim horizon if None) through `bound`.
+    """Records of `shard` after sequence `after` (as the stream spells it; the trim horizon if None) through `bound`.
 
     Stops at the bound (records beyond it are left for a later read), at the shard's end, after
     a few empty pages when no bound is given, or when `keep_reading(records so far)` says so.
@@ -106,7 +110,7 @@ def read_shard(
                 result.reached_bound = True
                 return result
             result.records.append(_as_lambda_record(record, shard))
-            position = sequence
+            position = record["dynamodb"]["SequenceNumber"]
             if bound is not None and sequence == bound:
                 result.reached_bound = True
                 return result
@@ -127,7 +131,7 @@ def _iterator(streams: Any, shard: ShardRef, after: str | None, result: ShardRea
     if after is None:
         parameters["ShardIteratorType"] = "TRIM_HORIZON"
     else:
-        parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after.lstrip("0") or "0")
+        parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
     try:
         return streams.get_shard_iterator(**parameters).get("ShardIterator")
     except ClientError as error:

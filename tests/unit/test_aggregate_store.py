@@ -35,7 +35,8 @@ def store(client: Any, now: float = NOW, shards: int = 1) -> AggregateStore:
 
 
 def checkpoint(client: Any, shard: ShardRef, sequence: int, ended: bool = False) -> None:
-    ProgressStore(client, PROGRESS_TABLE, clock=lambda: NOW).advance(shard, pad_sequence(str(sequence)), NOW, ended)
+    progress = ProgressStore(client, PROGRESS_TABLE, clock=lambda: NOW)
+    progress.advance(shard, pad_sequence(str(sequence)), str(sequence), NOW, ended)
 
 
 def item(dynamodb: Any) -> dict[str, Any]:
