@@ -234,7 +234,7 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function answers a rank
     rank = query.rank_of(
-        dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), query.RankRequest("2018-01", "song1")
+        dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), query.RankRequest(query.Board.month("2018-01"), "song1")
     )
     # then its GetItem names its attributes (Select: SPECIFIC_ATTRIBUTES) and only allowed ones
     assert rank["rank"] == 2

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import query
+from boards import Board
 from leaderboard_order import leaderboard_partition, order_of
 from query import (
     Entry,
@@ -36,6 +37,7 @@ from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 
 SCHEMA = IndexSchema()
 MONTH = "2018-01"
+BOARD = Board.month(MONTH)
 
 Catalogue = dict[str, int]
 """songID -> downloads in MONTH."""
@@ -207,7 +209,7 @@ def test_bad_requests_are_invalid(event: Any) -> None:
 
 
 def test_a_rank_request_is_recognised() -> None:
-    assert parse_request({"month": MONTH, "songID": "song3"}, SCHEMA, Layout(4)) == RankRequest(MONTH, "song3")
+    assert parse_request({"month": MONTH, "songID": "song3"}, SCHEMA, Layout(4)) == RankRequest(BOARD, "song3")
 
 
 # ---------------------------------------------------------------- on moto: the DynamoDB reader, pages, ranks
@@ -265,13 +267,13 @@ def test_pages_from_dynamodb_are_the_sorted_listing(dynamodb: Any, shards: int, 
 def test_the_rank_of_each_song_is_its_place_in_the_listing(dynamodb: Any, shards: int) -> None:
     load(dynamodb, TIED, shards)
     for place, (song, count) in enumerate(listing(TIED), start=1):
-        answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(MONTH, song))
+        answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(BOARD, song))
         assert answer == {"month": MONTH, "songID": song, "downloadCount": count, "rank": place}
 
 
 def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
     load(dynamodb, TIED, 1)
-    assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(MONTH, "silence")) == {
+    assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, "silence")) == {
         "month": MONTH,
         "songID": "silence",
         "downloadCount": 0,
@@ -290,7 +292,7 @@ def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch
 
     monkeypatch.setattr(dynamodb, "query", one_item_pages)
     last = listing(TIED)[-1][0]
-    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(MONTH, last))
+    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last))
     assert (answer["rank"], answer["rankAtLeast"]) == (None, 2)
 
 
@@ -307,7 +309,7 @@ def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: py
     monkeypatch.setattr(dynamodb, "query", one_item_pages)
     last = listing(TIED)[-1][0]
     # when the rank of the last song is asked
-    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(MONTH, last), out_of_time=lambda: bool(pages))
+    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last), out_of_time=lambda: bool(pages))
     # then it stops after one page and answers the places it counted as a lower bound
     assert (answer["rank"], answer["rankAtLeast"], len(pages)) == (None, 2, 1)
 
@@ -360,7 +362,7 @@ def test_only_an_exact_year_and_month_is_a_month(month: str) -> None:
     exact = exact and month[5:] in {f"{m:02d}" for m in range(1, 13)}
     # when any text is given as the month, then it is accepted exactly when it is YYYY-MM
     if exact:
-        assert parse_request({"month": month}, SCHEMA, Layout(1)).month == month
+        assert parse_request({"month": month}, SCHEMA, Layout(1)).board == Board.month(month)
     else:
         with pytest.raises(InvalidRequest):
             parse_request({"month": month}, SCHEMA, Layout(1))
@@ -507,7 +509,7 @@ def test_the_rank_stops_counting_a_tie_group_at_the_clock(dynamodb: Any) -> None
         TABLE,
         SCHEMA,
         Layout(1),
-        RankRequest(MONTH, f"{TIED_PREFIX}0299"),
+        RankRequest(BOARD, f"{TIED_PREFIX}0299"),
         out_of_time=lambda: counting.queries >= 1,
     )
     # then it answers a lower bound after a bounded number of Queries instead of reading the whole group
