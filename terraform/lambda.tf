@@ -18,7 +18,7 @@ resource "aws_lambda_function" "aggregator" {
   count = local.create ? 1 : 0
 
   function_name           = local.aggregator_name
-  description             = "Counts new downloads from the stream of ${local.table_name} into monthly aggregates, exactly once."
+  description             = "Counts new downloads from the stream of ${local.table_name} into the aggregates of its leaderboards, exactly once."
   role                    = aws_iam_role.aggregator[0].arn
   runtime                 = var.lambda_runtime
   handler                 = "aggregator.lambda_handler"
@@ -43,6 +43,9 @@ resource "aws_lambda_function" "aggregator" {
       COUNT_ATTRIBUTE              = var.count_attribute_name
       ORDER_ATTRIBUTE              = var.order_attribute_name
       LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
+      LEADERBOARD_PERIODS          = local.leaderboard_periods
+      CATEGORY_ATTRIBUTE           = local.category_attribute
+      SUM_ATTRIBUTE                = local.sum_attribute
       FAILURE_QUEUE_URL            = aws_sqs_queue.failures[0].url
       AGGREGATE_WRITES             = var.aggregate_writes
       WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
@@ -142,7 +145,7 @@ resource "aws_lambda_function" "query" {
   count = local.create ? 1 : 0
 
   function_name                  = local.query_name
-  description                    = "Serves the monthly leaderboards of ${local.table_name} from its sparse index, and the rank of one song."
+  description                    = "Serves the leaderboards of ${local.table_name} from its sparse index: pages, ranks, neighbours, rolling windows."
   role                           = aws_iam_role.query[0].arn
   runtime                        = var.lambda_runtime
   handler                        = "query.lambda_handler"
@@ -167,6 +170,9 @@ resource "aws_lambda_function" "query" {
       ORDER_ATTRIBUTE             = var.order_attribute_name
       LEADERBOARD_SHARDS          = tostring(var.leaderboard_shards)
       LEADERBOARD_SHARDS_PREVIOUS = var.leaderboard_shards_previous == null ? "" : tostring(var.leaderboard_shards_previous)
+      LEADERBOARD_PERIODS         = local.leaderboard_periods
+      CATEGORY_ATTRIBUTE          = local.category_attribute
+      SUM_ATTRIBUTE               = local.sum_attribute
       POWERTOOLS_SERVICE_NAME     = local.query_name
     }
   }

@@ -9,6 +9,16 @@ locals {
   table_arn             = one(aws_dynamodb_table.this[*].arn)
   leaderboard_index_arn = local.create ? "${local.table_arn}/index/${var.leaderboard_index_name}" : null
 
+  # Both functions read the boards from these (empty: none), the aggregator to write them, the query function to serve them.
+  leaderboard_periods = join(",", var.leaderboard_periods)
+  category_attribute  = var.category_attribute_name == null ? "" : var.category_attribute_name
+  sum_attribute       = var.sum_attribute_name == null ? "" : var.sum_attribute_name
+  # The attributes the module names; a category or summed attribute must be none of them, nor each other.
+  named_attributes = compact([
+    var.entity_attribute_name, var.sort_key_attribute_name, var.timestamp_attribute_name, var.period_attribute_name,
+    var.count_attribute_name, var.order_attribute_name, var.download_ttl_attribute_name == null ? "" : var.download_ttl_attribute_name,
+  ])
+
   # Only raw events reach the aggregator: INSERTs whose new image has no period attribute.
   # A raw event that is malformed still passes, so the aggregator reports it instead of the
   # filter dropping it unseen; aggregate writes never pass, so they cannot re-invoke it.
@@ -102,6 +112,16 @@ resource "aws_dynamodb_table" "this" {
         var.count_attribute_name, var.order_attribute_name,
       ], var.download_ttl_attribute_name)
       error_message = "download_ttl_attribute_name must be an attribute of its own, not a key, the timestamp or an attribute of aggregates."
+    }
+
+    precondition {
+      condition     = var.category_attribute_name == null ? true : !contains(concat(local.named_attributes, [local.sum_attribute]), var.category_attribute_name)
+      error_message = "category_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates, the TTL attribute or sum_attribute_name."
+    }
+
+    precondition {
+      condition     = var.sum_attribute_name == null ? true : !contains(local.named_attributes, var.sum_attribute_name)
+      error_message = "sum_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates or the TTL attribute."
     }
 
     precondition {

@@ -35,6 +35,11 @@ output "leaderboard_shards" {
   value       = local.create ? var.leaderboard_shards : null
 }
 
+output "leaderboard_periods" {
+  description = "Periods with a leaderboard (hour, day, week, month, year, all): what the query function serves."
+  value       = local.create ? var.leaderboard_periods : null
+}
+
 output "aggregator_function_name" {
   description = "Name of the aggregator Lambda."
   value       = one(aws_lambda_function.aggregator[*].function_name)

@@ -165,6 +165,39 @@ variable "leaderboard_shards_previous" {
   }
 }
 
+variable "leaderboard_periods" {
+  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (README, Boards)."
+  type        = list(string)
+  default     = ["month"]
+
+  validation {
+    condition     = length(var.leaderboard_periods) >= 1 && length(var.leaderboard_periods) == length(distinct(var.leaderboard_periods)) && alltrue([for period in var.leaderboard_periods : contains(["hour", "day", "week", "month", "year", "all"], period)])
+    error_message = "leaderboard_periods must list one or more distinct periods from hour, day, week, month, year, all."
+  }
+}
+
+variable "category_attribute_name" {
+  description = "Attribute of a raw record naming its category (for example Genre): each period then has a board per category beside the overall one. A record without it counts in the overall boards only; one whose value is not a non-empty string is rejected as malformed. null: no category boards."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.category_attribute_name == null ? true : length(var.category_attribute_name) >= 1 && length(var.category_attribute_name) <= 255
+    error_message = "category_attribute_name must be null or an attribute name of 1 to 255 characters."
+  }
+}
+
+variable "sum_attribute_name" {
+  description = "Number attribute of a raw record added instead of 1 (revenue, minutes played): boards rank by the exact sum, which the query function returns as a decimal string. A record whose value is missing, not a number, has more than 6 decimals or reaches 10^12 is rejected as malformed. null: boards count records."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.sum_attribute_name == null ? true : length(var.sum_attribute_name) >= 1 && length(var.sum_attribute_name) <= 255
+    error_message = "sum_attribute_name must be null or an attribute name of 1 to 255 characters."
+  }
+}
+
 ################################################################################
 # Functions
 ################################################################################

@@ -56,6 +56,132 @@ run "the_defaults_plan" {
   }
 }
 
+run "the_default_boards_are_the_guides_months_counted" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for function in [aws_lambda_function.aggregator[0], aws_lambda_function.query[0]] : function.environment[0].variables["LEADERBOARD_PERIODS"] == "month" && function.environment[0].variables["CATEGORY_ATTRIBUTE"] == "" && function.environment[0].variables["SUM_ATTRIBUTE"] == ""])
+    error_message = "both functions keep monthly boards of counts, no category, by default"
+  }
+
+  assert {
+    condition     = output.leaderboard_periods == tolist(["month"])
+    error_message = "the output names the periods served"
+  }
+}
+
+run "periods_a_category_and_a_sum_reach_both_functions" {
+  command = plan
+
+  variables {
+    leaderboard_periods     = ["day", "week", "all"]
+    category_attribute_name = "Genre"
+    sum_attribute_name      = "Revenue"
+  }
+
+  assert {
+    condition     = alltrue([for function in [aws_lambda_function.aggregator[0], aws_lambda_function.query[0]] : function.environment[0].variables["LEADERBOARD_PERIODS"] == "day,week,all" && function.environment[0].variables["CATEGORY_ATTRIBUTE"] == "Genre" && function.environment[0].variables["SUM_ATTRIBUTE"] == "Revenue"])
+    error_message = "the aggregator and the query function read the same boards"
+  }
+
+  assert {
+    condition     = output.leaderboard_periods == tolist(["day", "week", "all"])
+    error_message = "the output names the periods served"
+  }
+}
+
+run "an_unknown_period_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = ["day", "fortnight"]
+  }
+
+  expect_failures = [var.leaderboard_periods]
+}
+
+run "no_period_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = []
+  }
+
+  expect_failures = [var.leaderboard_periods]
+}
+
+run "a_period_listed_twice_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = ["day", "day"]
+  }
+
+  expect_failures = [var.leaderboard_periods]
+}
+
+run "an_empty_category_attribute_name_is_refused" {
+  command = plan
+
+  variables {
+    category_attribute_name = ""
+  }
+
+  expect_failures = [var.category_attribute_name]
+}
+
+run "a_category_attribute_that_is_a_key_is_refused" {
+  command = plan
+
+  variables {
+    category_attribute_name = "songID"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "a_category_attribute_that_is_the_count_is_refused" {
+  command = plan
+
+  variables {
+    category_attribute_name = "DownloadCount"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "a_category_attribute_that_is_the_summed_one_is_refused" {
+  command = plan
+
+  variables {
+    category_attribute_name = "Revenue"
+    sum_attribute_name      = "Revenue"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "a_summed_attribute_that_is_the_timestamp_is_refused" {
+  command = plan
+
+  variables {
+    sum_attribute_name = "Timestamp"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
+run "a_summed_attribute_that_is_the_ttl_attribute_is_refused" {
+  command = plan
+
+  variables {
+    download_ttl_attribute_name = "ExpiresAt"
+    sum_attribute_name          = "ExpiresAt"
+  }
+
+  expect_failures = [aws_dynamodb_table.this]
+}
+
 run "a_layout_change_plans" {
   command = plan
 

@@ -35,6 +35,11 @@ output "leaderboard_shards" {
   value       = module.leaderboard.leaderboard_shards
 }
 
+output "leaderboard_periods" {
+  description = "Periods with a leaderboard (hour, day, week, month, year, all): what the query function serves."
+  value       = module.leaderboard.leaderboard_periods
+}
+
 output "aggregator_function_name" {
   description = "Name of the aggregator Lambda."
   value       = module.leaderboard.aggregator_function_name

@@ -85,6 +85,24 @@ variable "download_ttl_attribute_name" {
   default     = null
 }
 
+variable "leaderboard_periods" {
+  description = "Periods with a leaderboard (hour, day, week, month, year, all)."
+  type        = list(string)
+  default     = ["month"]
+}
+
+variable "category_attribute_name" {
+  description = "Attribute of a download naming its category; null: no category boards."
+  type        = string
+  default     = null
+}
+
+variable "sum_attribute_name" {
+  description = "Number attribute of a download added instead of 1; null: boards count."
+  type        = string
+  default     = null
+}
+
 variable "create_alarms" {
   description = "Create the module's CloudWatch alarms (LocalStack keeps their attributes; MiniStack does not)."
   type        = bool

@@ -233,11 +233,42 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
     requests: list[dict[str, Any]] = []
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function answers a rank
-    rank = query.rank_of(
-        dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), query.RankRequest(query.Board.month("2018-01"), "song1")
-    )
+    january_rank = query.RankRequest(query.Board.month("2018-01"), "song1")
+    rank = query.rank_of(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), january_rank)
     # then its GetItem names its attributes (Select: SPECIFIC_ATTRIBUTES) and only allowed ones
     assert rank["rank"] == 2
+    assert requests
+    assert all("ProjectionExpression" in request for request in requests)
+    assert all(requested_attributes(request) <= allowed for request in requests), requests
+
+
+def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy_allows(dynamodb: Any) -> None:
+    import query
+    from tests.unit.test_query_boards import load
+
+    # given the query role's GetItem statement, and three days of 60 songs (the window's top song needs point reads)
+    (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
+    allowed = set(statement["Condition"][("ForAllValues:StringEquals", "dynamodb:Attributes")])
+    load(
+        dynamodb,
+        {f"2018-01-1{day}": {f"song{n:02d}": 60 - (n + 7 * day) % 60 for n in range(60)} for day in range(3)},
+        1,
+    )
+    requests: list[dict[str, Any]] = []
+    dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
+    # when the function merges the window, with and without around-me ranks
+    request = query.parse_request(
+        {"period": "day", "key": "2018-01-12", "last": 3, "limit": 1},
+        query.IndexSchema(),
+        query.Layout(1),
+        query.Boards(("day",)),
+    )
+    window = query.rolling_window(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), request)
+    assert window["complete"]
+    assert window["reads"]["getItems"] > 0
+    around = query.RankRequest(query.Board("day", "2018-01-12"), "song22", around=2)
+    query.rank_of(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), around)
+    # then every GetItem names its attributes (Select: SPECIFIC_ATTRIBUTES) and only allowed ones
     assert requests
     assert all("ProjectionExpression" in request for request in requests)
     assert all(requested_attributes(request) <= allowed for request in requests), requests

@@ -64,6 +64,12 @@ class RecordingEnvironment(Mapping[str, str]):
 
 MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 """Read by Powertools, not by the handlers' code."""
+VALID = {
+    "TABLE_ARN": "arn:aws:dynamodb:us-east-1:0:table/t",
+    "AGGREGATE_WRITES": "per_batch",
+    "LEADERBOARD_PERIODS": "day,all",
+}
+"""Settings a handler checks; every other variable is given "1"."""
 
 
 @pytest.mark.parametrize(
@@ -75,6 +81,7 @@ MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
             lambda environ: (
                 query.schema_from_environment(environ),
                 query.layout_from_environment(environ),
+                query.boards_from_environment(environ),
                 environ.get("TABLE_NAME"),
             ),
         ),
@@ -83,10 +90,7 @@ MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_settings: Any) -> None:
     # given the environment variables lambda.tf gives the function
     names = set(function_environment(function)) - MODULE_ONLY
-    environment = RecordingEnvironment(
-        {name: "arn:aws:dynamodb:us-east-1:0:table/t" if name == "TABLE_ARN" else "1" for name in names}
-        | ({"AGGREGATE_WRITES": "per_batch"} if "AGGREGATE_WRITES" in names else {})
-    )
+    environment = RecordingEnvironment({name: VALID.get(name, "1") for name in names})
     # when the handler reads its settings
     read_settings(environment)
     # then it asks for each of them, and for nothing the module does not set
@@ -121,6 +125,25 @@ def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
         variable_default("order_attribute_name"),
     )
     assert query.layout_from_environment({}) == query.Layout(variable_default("leaderboard_shards"), None)
+    periods = tuple(_unquoted(period) for period in variable_default("leaderboard_periods"))
+    assert query.boards_from_environment({}) == query.Boards(periods)
+
+
+def test_both_functions_read_the_boards_the_module_sets() -> None:
+    # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE)
+    environment = {"LEADERBOARD_PERIODS": "hour,week,all", "CATEGORY_ATTRIBUTE": "Genre", "SUM_ATTRIBUTE": "Revenue"}
+    for function in ("aggregator", "query"):
+        assert set(environment) <= set(function_environment(function)), function
+    # then the aggregator writes the boards the query function serves
+    written = aggregator.Settings.from_environment(
+        {"TABLE_NAME": "t", "TABLE_ARN": "a", "PROGRESS_TABLE_NAME": "p", **environment}
+    ).schema
+    served = query.boards_from_environment(environment)
+    assert (written.periods, written.category is not None, written.amount is not None) == (
+        served.periods,
+        served.categories,
+        served.summed,
+    )
 
 
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:
