@@ -1,4 +1,4 @@
-"""Command line of the host-side tooling: `python -m leaderboard_tools up|down|demo|leaderboard`."""
+"""Command line of the host-side tooling: `python -m leaderboard_tools up|down|demo|top|rank|all|...`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from leaderboard_tools import emulator
+from leaderboard_tools import board_commands, emulator
 from leaderboard_tools.settings import endpoint_from_environment
 
 
@@ -233,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--downloads", type=int, default=3000)
     demo.add_argument("--seed", type=int, default=2018)
     demo.set_defaults(handler=command_demo)
+
+    board_commands.add_commands(commands)
 
     board = commands.add_parser("leaderboard", help="query the demo stack's leaderboard")
     board.add_argument("month")

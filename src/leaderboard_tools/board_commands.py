@@ -1,0 +1,296 @@
+"""Leaderboards for people: `top`, `rank` and `all` invoke the deployed query function and print its answer.
+
+The function is the module's `<name>-query` beside the table `<name>-downloads` (`--table`), or
+named (`--function`). The client is boto3's standard session, as every AWS SDK configures it
+(credentials, profile, region); an endpoint only when one is given: `--endpoint-url`, or the
+SDKs' own `AWS_ENDPOINT_URL` ("When specified directly within a profile or as an environment
+variable, this setting specifies the endpoint that is used for all service requests", AWS SDKs and
+Tools Reference Guide, *Service-specific endpoints*), which botocore reads itself. So the same
+command reads a stack on AWS or on an emulator.
+
+On a terminal the answer is an aligned table; `--json` prints the query contract's response
+unchanged (`all` prints each page's response, one per line). The query function checks every
+request; this module only builds it from the flags and shows what comes back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+TABLE_SUFFIX = "-downloads"
+QUERY_SUFFIX = "-query"
+"""The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
+PERIODS = ("hour", "day", "week", "month", "year", "all")
+COUNT_FIELD = "downloadCount"
+ALL_PAGE_SIZE = 1000
+MAX_PAGES = 100_000
+"""`all` stops after this many pages: 100 million entries, far past any board this module keeps."""
+
+
+class CommandError(RuntimeError):
+    """What the person must change (a flag, credentials, a name): said plainly, exit code 1."""
+
+
+class AnswerError(RuntimeError):
+    """The query function answered an error object (InvalidRequest, Unavailable)."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        error = answer.get("error", {})
+        super().__init__(f"{error.get('code', 'Error')}: {error.get('message', answer)}")
+        self.answer = answer
+
+
+def query_function_of(table: str) -> str:
+    """`<name>-query` for the module's table `<name>-downloads`."""
+    if not table.endswith(TABLE_SUFFIX) or len(table) == len(TABLE_SUFFIX):
+        raise CommandError(
+            f"{table} is not named like the module's table (<name>{TABLE_SUFFIX}): name the function with --function"
+        )
+    return table[: -len(TABLE_SUFFIX)] + QUERY_SUFFIX
+
+
+def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:
+    """Lambda client of boto3's standard session; read timeout past the query function's own (10 s by default)."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import NoRegionError, ProfileNotFound
+
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region)
+        options: dict[str, Any] = {"config": Config(retries={"mode": "standard", "max_attempts": 3}, read_timeout=910)}
+        if endpoint_url:
+            options["endpoint_url"] = endpoint_url
+        return session.client("lambda", **options)
+    except ProfileNotFound as error:
+        raise CommandError(str(error)) from error
+    except NoRegionError as error:
+        raise CommandError("no AWS region: pass --region, set AWS_REGION, or use a profile that has one") from error
+
+
+def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The function's answer; CommandError if it cannot be invoked, AnswerError if it answers an error object."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        response = client.invoke(FunctionName=function, Payload=json.dumps(request).encode())
+    except NoCredentialsError as error:
+        raise CommandError("no AWS credentials: configure a profile, or set AWS_ACCESS_KEY_ID") from error
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            message = f"no function {function}: check --table, or name the function with --function"
+            raise CommandError(message) from error
+        raise CommandError(f"cannot invoke {function}: {error}") from error
+    except BotoCoreError as error:
+        raise CommandError(f"cannot invoke {function}: {error}") from error
+    payload = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError"):
+        raise CommandError(f"{function} failed: {payload}")
+    if not isinstance(payload, dict):
+        raise CommandError(f"{function} answered {payload!r}, not a query answer")
+    if "error" in payload:
+        raise AnswerError(payload)
+    return payload
+
+
+def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The board fields of the request: {"month": ...} or {"period": ..., "key": ...}, and the category."""
+    request: dict[str, Any] = {}
+    if arguments.month is not None:
+        if arguments.period not in (None, "month") or arguments.key is not None:
+            raise CommandError("--month names a month's board: give --month, or --period with --key, not both")
+        request["month"] = arguments.month
+    elif arguments.period is not None:
+        request["period"] = arguments.period
+        if arguments.key is not None:
+            request["key"] = arguments.key
+    else:
+        raise CommandError("name a board: --month YYYY-MM, or --period hour|day|week|month|year|all [--key ...]")
+    if arguments.category is not None:
+        request["category"] = arguments.category
+    return request
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Rows to print: (place or None, entity, value, marked), a title, and notes under the table."""
+
+    title: str
+    entity_field: str
+    rows: list[tuple[int | None, str, Any, bool]]
+    notes: list[str]
+
+
+def board_title(answer: dict[str, Any]) -> str:
+    if "month" in answer:
+        where = f"month {answer['month']}"
+    elif answer.get("period") == "all":
+        where = "all time"
+    else:
+        where = f"{answer.get('period')} {answer.get('key')}"
+    if "last" in answer:
+        where = f"last {answer['last']} {answer.get('period', 'month')}s to {answer.get('key', answer.get('month'))}"
+    return where + (f", category {answer['category']}" if "category" in answer else "")
+
+
+def _entity_field(answer: dict[str, Any], fallback: str) -> str:
+    for item in answer.get("items", []):
+        fields = [field for field in item if field not in (COUNT_FIELD, "rank")]
+        if fields:
+            return str(fields[0])
+    return fallback
+
+
+def shown_page(answers: list[dict[str, Any]], entity_field: str, what: str) -> Shown:
+    """Pages (one for `top`, every page for `all`), numbered by place in the listing."""
+    field = _entity_field(answers[0], entity_field) if answers else entity_field
+    items = [item for answer in answers for item in answer.get("items", [])]
+    rows = [(place, str(item.get(field)), item.get(COUNT_FIELD), False) for place, item in enumerate(items, start=1)]
+    notes = []
+    first = answers[0] if answers else {}
+    if "reads" in first:
+        reads = first["reads"]
+        notes.append(f"read with {reads.get('queries')} Queries and {reads.get('getItems')} GetItems")
+    if first.get("complete") is False:
+        notes.append(f"incomplete: {first.get('message', 'the read budget ran out')}")
+    if not rows:
+        notes.append("no entries")
+    return Shown(f"{what} · {board_title(first)}", field, rows, notes)
+
+
+def shown_rank(answer: dict[str, Any], entity_field: str) -> Shown:
+    song = str(answer.get(entity_field))
+    rank = answer.get("rank")
+    if rank is not None:
+        place = f"rank {rank}"
+    elif "rankAtLeast" in answer:
+        place = f"rank at least {answer['rankAtLeast']}: counting stopped at the read budget"
+    else:
+        place = "no rank"
+    notes = [f"{song}: {answer.get(COUNT_FIELD)} ({place})"]
+    if "items" in answer:
+        rows = [
+            (item.get("rank"), str(item.get(entity_field)), item.get(COUNT_FIELD), item.get(entity_field) == song)
+            for item in answer["items"]
+        ]
+    else:
+        rows = [] if rank is None else [(rank, song, answer.get(COUNT_FIELD), True)]
+    return Shown(f"rank · {board_title(answer)}", entity_field, rows, notes)
+
+
+def print_table(shown: Shown, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False)
+    console.print(shown.title, markup=False, soft_wrap=True)
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column(shown.entity_field, overflow="fold")
+    table.add_column(COUNT_FIELD, justify="right")
+    for place, entity, value, marked in shown.rows:
+        table.add_row("" if place is None else str(place), entity, str(value), style="bold" if marked else None)
+    if shown.rows:
+        console.print(table)
+    for note in shown.notes:
+        console.print(note, markup=False, soft_wrap=True)
+
+
+def pages(client: Any, function: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of a board, following next_token until it is null."""
+    for _ in range(MAX_PAGES):
+        answer = invoke(client, function, request)
+        yield answer
+        token = answer.get("next_token")
+        if token is None:
+            return
+        request = {**request, "next_token": token}
+    raise CommandError(f"the listing did not end after {MAX_PAGES} pages")
+
+
+def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | None = None) -> int:
+    """One command: 0 on an answer, 1 on an error (said on stderr; with --json the error answer on stdout)."""
+    out = out or sys.stdout
+    try:
+        function = arguments.function or query_function_of(arguments.table)
+        request = board_request(arguments)
+        client = client or lambda_client(arguments.profile, arguments.region, arguments.endpoint_url)
+        if arguments.command == "rank":
+            request[arguments.entity_attribute] = arguments.song
+            if arguments.around is not None:
+                request["around"] = arguments.around
+            answer = invoke(client, function, request)
+            if arguments.json:
+                print(json.dumps(answer), file=out)
+            else:
+                print_table(shown_rank(answer, arguments.entity_attribute), out)
+            return 0
+        if arguments.command == "top":
+            request["limit"] = arguments.limit
+            if arguments.last is not None:
+                request["last"] = arguments.last
+            answer = invoke(client, function, request)
+            if arguments.json:
+                print(json.dumps(answer), file=out)
+            else:
+                print_table(shown_page([answer], arguments.entity_attribute, f"top {arguments.limit}"), out)
+            return 0
+        request["limit"] = arguments.page_size
+        answers = []
+        for answer in pages(client, function, request):
+            if arguments.json:
+                print(json.dumps(answer), file=out)
+            answers.append(answer)
+        if not arguments.json:
+            print_table(shown_page(answers, arguments.entity_attribute, "all"), out)
+        return 0
+    except AnswerError as error:
+        if arguments.json:
+            print(json.dumps(error.answer), file=out)
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except CommandError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def add_commands(commands: Any) -> None:
+    """`top`, `rank` and `all`, with the board and target flags they share."""
+    for name, summary in (
+        ("top", "the top entries of a board, or of a rolling window (--last)"),
+        ("rank", "the rank of one song in a board, and its neighbours (--around)"),
+        ("all", "every entry of a board, page after page"),
+    ):
+        command = commands.add_parser(name, help=summary, description=summary)
+        target = command.add_mutually_exclusive_group(required=True)
+        target.add_argument("--table", help="the module's table, <name>-downloads: its query function is <name>-query")
+        target.add_argument("--function", help="the query function's name or ARN")
+        board = command.add_argument_group("board")
+        board.add_argument("--month", help='YYYY-MM: the guide\'s monthly board, asked as {"month": ...}')
+        board.add_argument("--period", choices=PERIODS, help="a period the deployment keeps (leaderboard_periods)")
+        board.add_argument(
+            "--key", help="the period's UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018 (default: now)"
+        )
+        board.add_argument("--category", help="a category's board (category_attribute_name)")
+        if name == "top":
+            command.add_argument("--limit", type=int, default=10, help="entries (default 10)")
+            command.add_argument("--last", type=int, help="a rolling window: the sum of the last N buckets to --key")
+        elif name == "rank":
+            command.add_argument("--song", "--id", dest="song", required=True, help="the entity id")
+            command.add_argument("--around", type=int, help="also list N entries above and N below it")
+        else:
+            command.add_argument("--page-size", type=int, default=ALL_PAGE_SIZE, help="entries per invocation")
+        command.add_argument(
+            "--entity-attribute", default="songID", help="the module's entity_attribute_name (default songID)"
+        )
+        command.add_argument("--json", action="store_true", help="print the query function's response unchanged")
+        aws = command.add_argument_group("AWS (default: boto3's standard configuration)")
+        aws.add_argument("--profile")
+        aws.add_argument("--region")
+        aws.add_argument("--endpoint-url", help="default: AWS_ENDPOINT_URL if set, else AWS")
+        command.set_defaults(handler=run)
