@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from leaderboard_tools import cli
 from leaderboard_tools.aws import Clients
 from leaderboard_tools.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
 from leaderboard_tools.loadgen import Download, utc_month, write_items
 from leaderboard_tools.observe import log_lines, scan_all
-from leaderboard_tools.settings import Endpoint
+from leaderboard_tools.settings import Endpoint, emulator_environment
 from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import stack
 
@@ -164,6 +165,33 @@ def test_bad_requests_get_an_error_object(loaded: dict[str, Any], aws: Clients, 
     response = invoke_function(aws.lambda_, loaded["outputs"]["query_function_name"], request_body)
     assert set(response) == {"error"}
     assert response["error"]["code"] == "InvalidRequest"
+
+
+def test_the_cli_prints_a_months_top_as_a_table_and_as_json(
+    loaded: dict[str, Any], aws: Clients, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    # given the environment a person sets to point boto3's standard session at the emulator
+    for name, value in emulator_environment(endpoint).items():
+        monkeypatch.setenv(name, value)
+    argv = ["top", "--table", loaded["outputs"]["table_name"], "--month", "2018-02", "--limit", "3"]
+    # when the top 3 of February is asked as a table, then each place, song and count is in its column
+    assert cli.main(argv) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    expected = ranking(loaded["expected"]["2018-02"])[:3]
+    assert [(row[1], row[3], row[5]) for row in rows] == [
+        (str(place), song, str(count)) for place, (song, count) in enumerate(expected, start=1)
+    ]
+    # and as JSON, the function's response unchanged; `all` and `rank` from the same flags
+    assert cli.main([*argv, "--json"]) == 0
+    direct = invoke_function(aws.lambda_, loaded["outputs"]["query_function_name"], {"month": "2018-02", "limit": 3})
+    assert json.loads(capsys.readouterr().out) == direct
+    assert cli.main(["all", "--table", argv[2], "--month", "2018-02", "--page-size", "5", "--json"]) == 0
+    pages = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(i["songID"], i["downloadCount"]) for p in pages for i in p["items"]] == ranking(
+        loaded["expected"]["2018-02"]
+    )
+    assert cli.main(["rank", "--table", argv[2], "--month", "2018-02", "--song", expected[1][0], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rank"] == 2
 
 
 def test_a_second_plan_after_apply_is_empty(deployment: tuple[Stack, dict[str, Any]], loaded: dict[str, Any]) -> None:
