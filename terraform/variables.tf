@@ -166,7 +166,7 @@ variable "leaderboard_shards_previous" {
 }
 
 variable "leaderboard_periods" {
-  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (README, Boards)."
+  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (README, Query contract)."
   type        = list(string)
   default     = ["month"]
 

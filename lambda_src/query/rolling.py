@@ -170,7 +170,8 @@ class _Window:
             else:
                 ranked = sorted(open_, key=lambda p: self.cursors[p].last or 0, reverse=True)
                 chosen = ranked[: (len(ranked) + 1) // 2]
-            wanted += [(p, min(MAX_PAGE, (k + 1) * 2 ** self.cursors[p].reads)) for p in chosen]
+            first = max(k + 1, ENTRIES_PER_POINT_READ)  # fewer entries would cost the same read units
+            wanted += [(p, min(MAX_PAGE, first * 2 ** self.cursors[p].reads)) for p in chosen]
         return wanted
 
 
@@ -202,9 +203,10 @@ def top_of_window(
         ranked = window.complete()
         kth = ranked[k - 1] if len(ranked) >= k else None
         contenders = [entity for entity, upper in window.incomplete() if kth is None or _beats(upper, entity, kth)]
-        pairs = [(b, e) for e in contenders[:k] for b in buckets if b not in window.known[e]]
+        missing = sum(len(buckets) - len(window.known[e]) for e in contenders)
         wanted = [] if window.all_exhausted() else window.to_read(k)
-        if pairs and (not wanted or len(pairs) <= _units(wanted)):
+        if contenders and (not wanted or missing <= _units(wanted)):
+            pairs = [(b, e) for e in contenders[:k] for b in buckets if b not in window.known[e]]
             values = read_points(pairs)
             for (bucket, entity), value in values.items():
                 window.known[entity][bucket] = value
@@ -212,7 +214,7 @@ def top_of_window(
                 return Answer(_certain(window, k), complete=False)
             continue
         threshold = window.threshold()
-        if not pairs and (
+        if not contenders and (
             window.all_exhausted() or (kth is not None and threshold is not None and threshold < kth.total)
         ):
             return Answer(ranked[:k], complete=True)

@@ -11,6 +11,7 @@ import types
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -445,6 +446,15 @@ def ask_window(
     return answer, [(item["songID"], item["downloadCount"]) for item in answer["items"]]
 
 
+PAGE_SIZES = st.sampled_from([(1, 2), (2, 4), (3, 1000), (40, 1000)])
+"""(entries a point read is worth, most entries a page asks for): cost tuning, never correctness."""
+
+
+def page_sizes(entries_per_point_read: int, max_page: int) -> Any:
+    patched = mock.patch.multiple(rolling, ENTRIES_PER_POINT_READ=entries_per_point_read, MAX_PAGE=max_page)
+    return patched
+
+
 BUCKET_VALUES = st.dictionaries(
     st.sampled_from(DAYS), st.dictionaries(SONGS, st.integers(1, 4), max_size=12), min_size=1, max_size=7
 )
@@ -456,16 +466,18 @@ BUCKET_VALUES = st.dictionaries(
     last=st.sampled_from([2, 3, 7]),
     k=st.sampled_from([1, 3, 10]),
     shards=st.sampled_from([1, 2, 4]),
+    pages=PAGE_SIZES,
 )
-@example(values={day: {"a": 1, "b": 1, "c": 1} for day in DAYS}, last=7, k=2, shards=2)
+@example(values={day: {"a": 1, "b": 1, "c": 1} for day in DAYS}, last=7, k=2, shards=2, pages=(1, 2))
 def test_a_rolling_window_is_the_exact_top_k_of_the_summed_buckets(
-    aws: None, values: Values, last: int, k: int, shards: int
+    aws: None, values: Values, last: int, k: int, shards: int, pages: tuple[int, int]
 ) -> None:
     # given random per-day values with many ties, in `shards` leaderboard partitions per day
     dynamodb = create_table(fresh=True)
     load(dynamodb, values, shards)
-    # when the top k of the last `last` days is asked
-    answer, top = ask_window(dynamodb, last, k, Layout(shards))
+    # when the top k of the last `last` days is asked, reading pages of any size
+    with page_sizes(*pages):
+        answer, top = ask_window(dynamodb, last, k, Layout(shards))
     # then it is the brute-force recount's top k, complete, and says what it read
     assert top == window_truth(values, DAYS[-last:], k)
     assert answer["complete"] is True
@@ -482,15 +494,17 @@ def test_a_rolling_window_is_the_exact_top_k_of_the_summed_buckets(
     last=st.sampled_from([2, 7]),
     k=st.sampled_from([1, 4]),
     shards=st.sampled_from([1, 3]),
+    pages=PAGE_SIZES,
 )
 def test_a_rolling_window_of_sums_below_zero_is_exact(
-    aws: None, values: Values, last: int, k: int, shards: int
+    aws: None, values: Values, last: int, k: int, shards: int, pages: tuple[int, int]
 ) -> None:
     # given summed values, some negative or zero (refunds): an absent song (0) may outrank a present one
     dynamodb = create_table(fresh=True)
     load(dynamodb, values, shards)
     # when the window's top k is asked, then it is exact, each total an exact decimal string
-    _, top = ask_window(dynamodb, last, k, Layout(shards), summed=True)
+    with page_sizes(*pages):
+        _, top = ask_window(dynamodb, last, k, Layout(shards), summed=True)
     assert top == [(song, str(total)) for song, total in window_truth(values, DAYS[-last:], k)]
 
 
@@ -501,9 +515,17 @@ def test_a_rolling_window_of_sums_below_zero_is_exact(
     shards=st.sampled_from([1, 2]),
     queries=st.integers(1, 12),
     get_items=st.integers(0, 15),
+    pages=PAGE_SIZES,
 )
 def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
-    aws: None, values: Values, k: int, shards: int, queries: int, get_items: int, monkeypatch: pytest.MonkeyPatch
+    aws: None,
+    values: Values,
+    k: int,
+    shards: int,
+    queries: int,
+    get_items: int,
+    pages: tuple[int, int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given a read budget too small for some windows
     dynamodb = create_table(fresh=True)
@@ -511,7 +533,8 @@ def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
     monkeypatch.setattr(query, "WINDOW_QUERY_BUDGET", queries)
     monkeypatch.setattr(query, "WINDOW_GET_ITEM_BUDGET", get_items)
     # when a window is asked
-    answer, top = ask_window(dynamodb, 7, k, Layout(shards))
+    with page_sizes(*pages):
+        answer, top = ask_window(dynamodb, 7, k, Layout(shards))
     truth = window_truth(values, DAYS, k)
     # then it stays within the budget, and is either the exact top k, or flagged with an exact prefix of it
     assert answer["reads"]["queries"] <= queries
@@ -525,7 +548,7 @@ def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
 
 def test_a_window_stops_at_the_functions_clock_with_a_certain_prefix(dynamodb: Any) -> None:
     # given seven days, and a clock that runs out after the first reads
-    values = {day: {f"song{n}": 1 + (n * 7 + i) % 5 for n in range(30)} for i, day in enumerate(DAYS)}
+    values = {day: {f"song{n:03d}": 1 + (n * 7 + i) % 5 for n in range(200)} for i, day in enumerate(DAYS)}
     load(dynamodb, values, 1)
     calls: list[str] = []
     real = dynamodb.query
@@ -603,17 +626,81 @@ class InMemoryBoards:
     ),
     last=st.integers(2, 7),
     k=st.integers(1, 12),
-    layout=st.sampled_from([Layout(1), Layout(2), Layout(5)]),
+    layout=st.sampled_from([Layout(1), Layout(2), Layout(5), Layout(2, 3)]),
+    pages=PAGE_SIZES,
 )
-def test_the_threshold_algorithm_is_exact_over_many_windows(values: Values, last: int, k: int, layout: Layout) -> None:
+@example(  # an unseen song reaches the threshold exactly, with a smaller id than the k-th: reading must go on
+    values={"2018-01-14": {"b": 1, "d": 2, "c": 1}, "2018-01-15": {"b": 2, "c": 1, "a": 1}},
+    last=2,
+    k=2,
+    layout=Layout(1),
+    pages=(1, 2),
+)
+def test_the_threshold_algorithm_is_exact_over_many_windows(
+    values: Values, last: int, k: int, layout: Layout, pages: tuple[int, int]
+) -> None:
     # given random values (negative, zero and tied ones too) read through the readers' contract
     keys = DAYS[-last:]
     source = InMemoryBoards(values, layout)
     buckets = {key: layout.partitions(key) for key in keys}
-    # when the window is merged, then it is the brute-force top k
-    answer = rolling.top_of_window(buckets, k, source.read_pages, source.read_points, layout.entity_partitions)
+    # when the window is merged, reading pages of any size, then it is the brute-force top k
+    with page_sizes(*pages):
+        answer = rolling.top_of_window(buckets, k, source.read_pages, source.read_points, layout.entity_partitions)
     assert answer.complete
     assert [(item.entity_id, item.total) for item in answer.items] == window_truth(values, keys, k)
+
+
+class Rationed:
+    """Readers that answer only so many partition reads and point reads, then leave the rest unread."""
+
+    def __init__(self, source: InMemoryBoards, pages: int, points: int) -> None:
+        self.source, self.pages, self.points = source, pages, points
+
+    def read_pages(self, wanted: list[tuple[str, int]]) -> dict[str, tuple[list[query.Entry], bool]]:
+        allowed, self.pages = wanted[: max(self.pages, 0)], self.pages - len(wanted)
+        return self.source.read_pages(allowed)
+
+    def read_points(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+        allowed, self.points = pairs[: max(self.points, 0)], self.points - len(pairs)
+        return self.source.read_points(allowed)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    values=st.dictionaries(
+        st.sampled_from(DAYS), st.dictionaries(SONGS, st.integers(-1, 4), max_size=25), min_size=1, max_size=7
+    ),
+    k=st.integers(1, 8),
+    layout=st.sampled_from([Layout(1), Layout(3)]),
+    pages=PAGE_SIZES,
+    page_reads=st.integers(0, 30),
+    point_reads=st.integers(0, 30),
+)
+@example(  # stopped where an unread song could still tie the second place with a smaller id: only d is certain
+    values={
+        "2018-01-13": {"d": 1},
+        "2018-01-14": {"f": 2, "c": 1, "d": 1, "b": 1},
+        "2018-01-15": {"e": 1, "c": 1, "a": 1, "d": 2},
+    },
+    k=2,
+    layout=Layout(1),
+    pages=(1, 2),
+    page_reads=7,
+    point_reads=4,
+)
+def test_a_window_stopped_at_any_read_answers_only_what_is_certain(
+    values: Values, k: int, layout: Layout, pages: tuple[int, int], page_reads: int, point_reads: int
+) -> None:
+    # given readers that stop answering after some reads (the budget, the clock)
+    rationed = Rationed(InMemoryBoards(values, layout), page_reads, point_reads)
+    buckets = {key: layout.partitions(key) for key in DAYS}
+    # when the window is merged
+    with page_sizes(*pages):
+        answer = rolling.top_of_window(buckets, k, rationed.read_pages, rationed.read_points, layout.entity_partitions)
+    # then it is the exact top k, or flagged incomplete with an exact prefix of it
+    truth = window_truth(values, DAYS, k)
+    top = [(item.entity_id, item.total) for item in answer.items]
+    assert top == truth if answer.complete else top == truth[: len(top)]
 
 
 # ---------------------------------------------------------------- the handler
