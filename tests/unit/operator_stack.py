@@ -19,7 +19,8 @@ from typing import Any
 
 import boto3
 
-from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition, month_of, order_of
+from download_records import month_of  # the aggregator's own parser (lambda_src/aggregator, on sys.path in tests)
+from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition, order_of
 
 REGION = "us-east-1"
 DEFAULT_ACCOUNT_ID = "123456789012"
