@@ -50,6 +50,7 @@ module "leaderboard" {
   leaderboard_shards                 = var.leaderboard_shards
   leaderboard_shards_previous        = var.leaderboard_shards_previous
   download_ttl_attribute_name        = var.download_ttl_attribute_name
+  count_attribute_name               = var.count_attribute_name
   create_alarms                      = var.create_alarms
   create_alarm_sns_topic             = var.create_alarm_sns_topic
   tags                               = var.tags
