@@ -56,6 +56,7 @@ from leaderboard_tools.stream_reading import (
     created_of,
     is_open,
     shard_progress,
+    starting_sequence,
     stream_shards,
 )
 
@@ -497,6 +498,7 @@ class Reconciler:
                 after=progress.checkpoint,
                 past_bound=lambda record: (created_of(record) or 0) > fence,
                 open_shard=is_open(shard),
+                shard_start=starting_sequence(shard),
             )
 
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(shards)))) as pool:

@@ -32,7 +32,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile import AggregateId, Reconciler, RunReport, download_aggregate
-from leaderboard_tools.stream_reading import ShardReader, is_open, sequence_of, shard_progress, stream_shards
+from leaderboard_tools.stream_reading import (
+    ShardReader,
+    is_open,
+    sequence_of,
+    shard_progress,
+    starting_sequence,
+    stream_shards,
+)
 
 VISIBILITY_SECONDS = 120
 """Renewed every third of it while recover runs: a crashed run frees its messages within two minutes."""
@@ -165,7 +172,13 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
         message.kind = "failed_batch"
     elif kind == "records_trimmed":
         message.kind = kind
-        message.every_month = True
+        if _empty_gap(message.body):
+            message.done, message.note = (
+                True,
+                "nothing was trimmed: the first readable record is not after the checkpoint",
+            )
+        else:
+            message.every_month = True
     elif kind == "rejected_download":
         message.kind = kind
     elif kind == "refused_record":
@@ -174,6 +187,18 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
         if found:
             message.aggregates = {found[1]: {found[0]}}
     return message
+
+
+def _empty_gap(body: dict[str, Any]) -> bool:
+    """The records lost lie strictly between the checkpoint and the first readable record: none if it is not after."""
+    checkpoint, first = body.get("checkpoint"), body.get("firstReadableSequence")
+    return (
+        isinstance(checkpoint, str)
+        and isinstance(first, str)
+        and checkpoint.isdigit()
+        and first.isdigit()
+        and (int(first) <= int(checkpoint))
+    )
 
 
 def _refused_aggregate(body: dict[str, Any], deployment: Deployment) -> AggregateId | None:
@@ -268,6 +293,7 @@ class BatchAnswerer:
             at=start,
             past_bound=lambda record: sequence_of(record) > int(end),
             open_shard=is_open(shard),
+            shard_start=starting_sequence(shard),
         )
         return sorted([entity, month] for entity, month in touched)
 

@@ -31,9 +31,19 @@ MINIMUM_SEQUENCE_DIGITS = 21
 """SequenceNumber: "Length Constraints: Minimum length of 21. Maximum length of 40"."""
 
 
-def api_sequence(sequence: str) -> str:
-    """A sequence number as the API takes it: the progress table pads to 40 digits, the API wants 21 to 40."""
-    return str(int(sequence)).zfill(MINIMUM_SEQUENCE_DIGITS)
+def api_sequences(sequence: str, shard_start: str | None = None) -> list[str]:
+    """The forms a sequence number padded to 40 digits (the progress table's) may take in GetShardIterator.
+
+    The API takes it as a string of 21 to 40 characters and documents no padding: AWS writes it
+    without leading zeros; a stream whose shard starts at a zero-padded number writes every number
+    of the shard at that width. Each form is tried in turn; reads filter by value, so a refused form
+    only costs a read from TRIM_HORIZON.
+    """
+    digits = str(int(sequence))
+    forms = [digits.zfill(MINIMUM_SEQUENCE_DIGITS)]
+    if shard_start and shard_start.startswith("0") and len(shard_start) > len(digits):
+        forms.append(digits.zfill(len(shard_start)))
+    return list(dict.fromkeys(form for form in (*forms, sequence) if len(form) <= 40))
 
 
 def sequence_of(record: dict[str, Any]) -> int:
@@ -59,6 +69,10 @@ def stream_shards(streams: Any, stream_arn: str) -> list[dict[str, Any]]:
         if not last:
             return shards
         parameters["ExclusiveStartShardId"] = last
+
+
+def starting_sequence(shard: dict[str, Any]) -> str | None:
+    return (shard.get("SequenceNumberRange") or {}).get("StartingSequenceNumber")
 
 
 def is_open(shard: dict[str, Any]) -> bool:
@@ -126,19 +140,23 @@ class ShardReader:
         self._sleep = sleep
         self._clock = clock
 
-    def _iterator(self, shard_id: str, kind: str, sequence: str | None, outcome: ShardRead) -> str | None:
-        parameters: dict[str, Any] = {"StreamArn": self._stream_arn, "ShardId": shard_id, "ShardIteratorType": kind}
+    def _iterator(
+        self, shard_id: str, kind: str, sequence: str | None, outcome: ShardRead, shard_start: str | None
+    ) -> str | None:
+        """An iterator at (or after) `sequence`; from TRIM_HORIZON when no form of it is accepted (trimmed)."""
         if sequence is not None:
-            parameters["SequenceNumber"] = api_sequence(sequence)
-        try:
-            return self._streams.get_shard_iterator(**parameters).get("ShardIterator")
-        except ClientError as error:
-            if _code(error) != "TrimmedDataAccessException":
-                raise
+            for form in api_sequences(sequence, shard_start):
+                try:
+                    return self._streams.get_shard_iterator(
+                        StreamArn=self._stream_arn, ShardId=shard_id, ShardIteratorType=kind, SequenceNumber=form
+                    ).get("ShardIterator")
+                except ClientError as error:
+                    if _code(error) not in ("TrimmedDataAccessException", "ValidationException"):
+                        raise
             outcome.trimmed = True
-            return self._streams.get_shard_iterator(
-                StreamArn=self._stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            ).get("ShardIterator")
+        return self._streams.get_shard_iterator(
+            StreamArn=self._stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        ).get("ShardIterator")
 
     def read(
         self,
@@ -149,6 +167,7 @@ class ShardReader:
         at: str | None = None,
         past_bound: Callable[[dict[str, Any]], bool] = lambda record: False,
         open_shard: bool = True,
+        shard_start: str | None = None,
     ) -> ShardRead:
         """Hand every record from `after` (exclusive), `at` (inclusive) or TRIM_HORIZON to `on_record`, in order.
 
@@ -160,7 +179,9 @@ class ShardReader:
         kind, start = (
             ("AT_SEQUENCE_NUMBER", at) if at else ("AFTER_SEQUENCE_NUMBER", after) if after else ("TRIM_HORIZON", None)
         )
-        iterator = self._iterator(shard_id, kind, start, outcome)
+        iterator = self._iterator(shard_id, kind, start, outcome, shard_start)
+        # records at or below the floor are skipped by value: a start refused in every form reads from TRIM_HORIZON
+        floor = int(at) - 1 if at else int(after) if after else -1
         last_seen: str | None = None
         empty_pages, throttled = 0, 0
         while iterator:
@@ -177,19 +198,21 @@ class ShardReader:
                     continue
                 if code == "ExpiredIteratorException":
                     iterator = (
-                        self._iterator(shard_id, "AFTER_SEQUENCE_NUMBER", last_seen, outcome)
+                        self._iterator(shard_id, "AFTER_SEQUENCE_NUMBER", last_seen, outcome, shard_start)
                         if last_seen
-                        else self._iterator(shard_id, kind, start, outcome)
+                        else self._iterator(shard_id, kind, start, outcome, shard_start)
                     )
                     continue
                 if code == "TrimmedDataAccessException":
                     outcome.trimmed = True
-                    iterator = self._iterator(shard_id, "TRIM_HORIZON", None, outcome)
+                    iterator = self._iterator(shard_id, "TRIM_HORIZON", None, outcome, shard_start)
                     continue
                 raise
             throttled = 0
             records = page.get("Records", [])
             for record in records:
+                if sequence_of(record) <= floor:
+                    continue
                 if past_bound(record):
                     outcome.end = "bound"
                     return outcome

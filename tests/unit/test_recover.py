@@ -289,3 +289,67 @@ def test_the_visibility_of_held_messages_is_renewed_while_recover_works() -> Non
     assert sqs.renewals
     assert {entry["ReceiptHandle"] for entry in sqs.renewals[0]} == {"handle-1", "handle-2"}
     assert all(entry["VisibilityTimeout"] == 0.06 for entry in sqs.renewals[0])
+
+
+class ExactStringStream:
+    """A stream that writes zero-padded sequence numbers and finds a position only by its exact string (MiniStack)."""
+
+    def __init__(self, numbers: list[int], width: int, accepts: bool = True) -> None:
+        self.records = [str(number).zfill(width) for number in numbers]
+        self._accepts = accepts
+        self.asked: list[str] = []
+
+    def get_shard_iterator(self, ShardIteratorType: str, SequenceNumber: str | None = None, **_: Any) -> dict[str, Any]:  # noqa: N803
+        from botocore.exceptions import ClientError
+
+        if ShardIteratorType == "TRIM_HORIZON":
+            return {"ShardIterator": "0"}
+        self.asked.append(str(SequenceNumber))
+        if not self._accepts or SequenceNumber not in self.records:
+            raise ClientError(
+                {"Error": {"Code": "TrimmedDataAccessException", "Message": "not found"}}, "GetShardIterator"
+            )
+        return {"ShardIterator": str(self.records.index(SequenceNumber) + 1)}
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:  # noqa: N803
+        index = int(ShardIterator)
+        page = [{"eventName": "INSERT", "dynamodb": {"SequenceNumber": number}} for number in self.records[index:]]
+        return {"Records": page, "NextShardIterator": None}
+
+
+@pytest.mark.parametrize("accepts", [True, False])
+def test_a_checkpoint_is_read_after_whatever_form_the_stream_writes_its_sequence_numbers_in(accepts: bool) -> None:
+    # given a shard of zero-padded 30-digit sequence numbers and the progress table's 40-digit checkpoint at the second
+    stream = ExactStringStream([1, 2, 3, 4], width=30, accepts=accepts)
+    seen: list[str] = []
+    # when the shard is read after the checkpoint
+    outcome = ShardReader(stream, "arn", sleep=lambda seconds: None).read(
+        "shard",
+        lambda record: seen.append(record["dynamodb"]["SequenceNumber"]),
+        after=stream.records[1].zfill(40),
+        open_shard=False,
+        shard_start=stream.records[0],
+    )
+    # then exactly the records after it are read: at once in the stream's own form, or from TRIM_HORIZON by value
+    assert seen == stream.records[2:]
+    assert outcome.trimmed is not accepts
+
+
+def test_a_trimmed_gap_that_holds_no_record_is_deleted_without_a_recount(aws: None) -> None:
+    # given a records_trimmed message whose first readable record is at or before the checkpoint: nothing was lost
+    stack = deploy()
+    send(
+        stack,
+        {
+            "kind": "records_trimmed",
+            "shardId": "shardId-1",
+            "streamArn": stack.stream_arn,
+            "checkpoint": "0" * 30 + "1000000011",
+            "firstReadableSequence": "0" * 30 + "1000000009",
+        },
+    )
+    clients = operator_clients(region="us-east-1")
+    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0)
+    report = run_recover(stack, clients, reconciler)
+    assert reconciler.runs == []
+    assert (report.deleted, report.kept) == (1, [])
