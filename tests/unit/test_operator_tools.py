@@ -279,3 +279,39 @@ def test_without_a_progress_table_the_repair_is_refused_not_guessed(
     assert run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair"]) == 1
     assert "progress table" in capsys.readouterr().err
     assert stored_count(stack, "song1", MONTH) is None
+
+
+def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
+    from leaderboard_tools.deployment import discover
+    from leaderboard_tools.operator_aws import operator_clients
+
+    # given a stack in the middle of a layout change, with TTL and a renamed count
+    stack = deploy(names=RENAMED, shards=4, previous_shards=2, ttl_attribute="ExpiresAt", window_seconds=30)
+    # when the deployment is read from its table
+    found = discover(operator_clients(region="us-east-1"), stack.table).as_json()
+    # then every setting the tools need is the deployed one
+    assert found | {"table_arn": None, "stream_arn": None, "mapping_uuid": None} == {
+        "table": stack.table,
+        "table_arn": None,
+        "stream_arn": None,
+        "names": {
+            "entity": "songID",
+            "sort_key": "SK",
+            "timestamp": "Timestamp",
+            "period": "Month",
+            "count": "Downloads",
+            "order": "LeaderboardOrder",
+        },
+        "leaderboard_shards": 4,
+        "query_leaderboard_shards": 4,
+        "query_leaderboard_shards_previous": 2,
+        "ttl_attribute": "ExpiresAt",
+        "window_seconds": 30,
+        "failure_queue_url": stack.queue_url,
+        "progress_table": stack.progress_table,
+        "aggregator_function": f"arn:aws:lambda:us-east-1:123456789012:function:{stack.aggregator}",
+        "query_function": stack.query,
+        "mapping_uuid": None,
+        "mapping_state": "Enabled",
+    }
+    assert found["stream_arn"] == stack.stream_arn
