@@ -13,10 +13,11 @@ in flight before it writes:
    segment, merged: memory grows with songs, not downloads. Its end T is the later of this
    machine's clock and DynamoDB's own `Date` header; the fence F is T plus a 60-second clock margin.
 3. *In flight*: every shard of the table's current stream not marked `ShardEnded` in the progress
-   table is read from its `Checkpoint` (everything at or below it is counted, the aggregator's
-   invariant) through empty pages to the shard's end, or, for an open shard, to a record created
-   after F or its tip. Every download of the months found there is in flight; so is everything,
-   if a shard could not be read to such a point within the budget.
+   table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
+   it is counted, the aggregator's invariant; or at its `ResumeAt`) through empty pages to the
+   shard's end, or, for an open shard, to a record created after T or its tip. Every download of
+   the months found there is in flight; so is everything, if a shard could not be read to such a
+   point within the budget.
 4. *Repair*: an aggregate with a download in flight is **pending**: reported, untouched. A settled
    one whose count differs gets one conditional UpdateItem: count and order set to the recount,
    index partition set by the deployed layout, `RecountedThrough` raised to F, conditioned on the
@@ -228,7 +229,8 @@ class Reconciler:
             self._check_repairable()
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
-        fence = math.ceil(max(self._clock(), recount.server_time)) + CLOCK_MARGIN_SECONDS
+        recount_end = math.ceil(max(self._clock(), recount.server_time))
+        fence = recount_end + CLOCK_MARGIN_SECONDS
         months = (
             set(targets)
             if targets is not None
@@ -256,7 +258,7 @@ class Reconciler:
             differing[month] = month_report.differences
         if not repair or not any(differing.values()):
             return report
-        in_flight, report.stream = self._in_flight(set(differing), fence)
+        in_flight, report.stream = self._in_flight(set(differing), recount_end)
         for month, differences in differing.items():
             for difference in differences:
                 self._settle(month, difference, snapshots.get((difference.entity_id, month), ABSENT), fence, in_flight)
@@ -460,7 +462,7 @@ class Reconciler:
 
     # ------------------------------------------------------------------ the stream
 
-    def _in_flight(self, months: set[str], fence: int) -> tuple[set[AggregateId] | None, StreamCheck]:
+    def _in_flight(self, months: set[str], recount_end: int) -> tuple[set[AggregateId] | None, StreamCheck]:
         """Aggregates of `months` with a download in the stream above its shard's checkpoint; None: unknown."""
         deployment, names = self._deployment, self._names
         assert deployment.stream_arn is not None
@@ -492,11 +494,13 @@ class Reconciler:
                 empty_page_pause=self._empty_page_pause,
                 sleep=self._sleep,
             )
+            at, after = progress.start
             return reader.read(
                 shard["ShardId"],
                 on_record,
-                after=progress.checkpoint,
-                past_bound=lambda record: (created_of(record) or 0) > fence,
+                at=at,
+                after=after,
+                past_bound=lambda record: (created_of(record) or 0) > recount_end,
                 open_shard=is_open(shard),
                 shard_start=starting_sequence(shard),
             )

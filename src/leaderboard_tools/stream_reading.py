@@ -43,7 +43,8 @@ def api_sequences(sequence: str, shard_start: str | None = None) -> list[str]:
     forms = [digits.zfill(MINIMUM_SEQUENCE_DIGITS)]
     if shard_start and shard_start.startswith("0") and len(shard_start) > len(digits):
         forms.append(digits.zfill(len(shard_start)))
-    return list(dict.fromkeys(form for form in (*forms, sequence) if len(form) <= 40))
+    ordered = (sequence, *forms) if len(sequence) < 40 else (*forms, sequence)
+    return list(dict.fromkeys(form for form in ordered if len(form) <= 40))
 
 
 def sequence_of(record: dict[str, Any]) -> int:
@@ -85,8 +86,21 @@ class ShardProgress:
 
     shard_id: str
     checkpoint: str | None
+    """Padded to 40 digits: everything of the shard at or below it is counted (or reported)."""
     ended: bool
     exists: bool
+    checkpoint_sequence: str | None = None
+    """The checkpoint as the stream spells it (GetShardIterator takes that string)."""
+    resume_at: str | None = None
+    """Read from this sequence (inclusive) while the checkpoint is below it: the shard's first record, or the
+    first after a reported trimmed gap."""
+
+    @property
+    def start(self) -> tuple[str | None, str | None]:
+        """(at, after): where the aggregator's next read of the shard begins, as the progress item says."""
+        if self.resume_at is not None and (self.checkpoint is None or int(self.resume_at) > int(self.checkpoint)):
+            return self.resume_at, None
+        return None, self.checkpoint_sequence or self.checkpoint
 
 
 def shard_progress(dynamodb: Any, progress_table: str, stream_arn: str, shard_id: str) -> ShardProgress:
@@ -100,6 +114,8 @@ def shard_progress(dynamodb: Any, progress_table: str, stream_arn: str, shard_id
         (item.get("Checkpoint") or {}).get("S"),
         ended=bool((item.get("ShardEnded") or {}).get("BOOL", False)),
         exists=True,
+        checkpoint_sequence=(item.get("CheckpointSequence") or {}).get("S"),
+        resume_at=(item.get("ResumeAt") or {}).get("S"),
     )
 
 

@@ -313,5 +313,6 @@ class ModelAggregator:
                 "StreamArn": {"S": self.stack.stream_arn},
                 "ShardId": {"S": shard_id},
                 "Checkpoint": {"S": sequence.zfill(40)},
+                "CheckpointSequence": {"S": sequence},
             },
         )

@@ -353,3 +353,26 @@ def test_a_trimmed_gap_that_holds_no_record_is_deleted_without_a_recount(aws: No
     report = run_recover(stack, clients, reconciler)
     assert reconciler.runs == []
     assert (report.deleted, report.kept) == (1, [])
+
+
+@pytest.mark.parametrize(
+    ("item", "start"),
+    [
+        ({}, (None, None)),
+        ({"ResumeAt": "000000000000000000005"}, ("000000000000000000005", None)),
+        (
+            {"Checkpoint": "0" * 39 + "7", "CheckpointSequence": "000000000000000000007", "ResumeAt": "05"},
+            (None, "000000000000000000007"),
+        ),
+        ({"Checkpoint": "0" * 39 + "7", "ResumeAt": "000000000000000000009"}, ("000000000000000000009", None)),
+        ({"Checkpoint": "0" * 39 + "7"}, (None, "0" * 39 + "7")),
+    ],
+)
+def test_the_in_flight_check_starts_where_the_aggregator_resumes(item: dict[str, str], start: tuple[Any, Any]) -> None:
+    from leaderboard_tools.stream_reading import shard_progress
+
+    class Progress:
+        def get_item(self, **_: Any) -> dict[str, Any]:
+            return {"Item": {name: {"S": value} for name, value in item.items()}} if item else {}
+
+    assert shard_progress(Progress(), "progress", "arn", "shard").start == start
