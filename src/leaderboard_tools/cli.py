@@ -225,6 +225,14 @@ def command_recover(arguments: argparse.Namespace) -> int:
     return EXIT_PENDING if report.pending else EXIT_DIFFERENCES
 
 
+def month_argument(text: str) -> str:
+    from leaderboard_tools.reconcile import MONTH_KEY
+
+    if not MONTH_KEY.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM")
+    return text
+
+
 def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     """What every operator tool takes: the table, where AWS is, and settings that stand in for the deployment's."""
     from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
@@ -322,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             help="longest read of one stream shard when checking for downloads in flight (default 300)",
         )
         if name == "reconcile":
-            command.add_argument("--month", required=True, help="YYYY-MM")
+            command.add_argument("--month", required=True, type=month_argument, help="YYYY-MM")
             command.add_argument("--songs", help="comma-separated song ids (default: every song of the month)")
             command.add_argument("--repair", action="store_true")
             command.add_argument("--json", action="store_true")

@@ -65,6 +65,11 @@ class Deployment:
     query_function: str | None
     mapping_uuid: str | None
     mapping_state: str | None
+    periods: tuple[str, ...] = ("month",)
+    """LEADERBOARD_PERIODS: the boards the aggregator keeps (issue 16); the guide's months by default."""
+    category_attribute: str | None = None
+    sum_attribute: str | None = None
+    """SUM_ATTRIBUTE: aggregates hold a sum of it, not a count of downloads."""
 
     def shards(self) -> int:
         if self.leaderboard_shards is None:
@@ -76,9 +81,9 @@ class Deployment:
 
 
 def _plain(value: Any) -> Any:
-    return (
-        {item.name: getattr(value, item.name) for item in fields(value)} if isinstance(value, AttributeNames) else value
-    )
+    if isinstance(value, AttributeNames):
+        return {item.name: getattr(value, item.name) for item in fields(value)}
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _code(error: ClientError) -> str:
@@ -223,6 +228,9 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         query_function=query_function,
         mapping_uuid=mapping.get("UUID"),
         mapping_state=mapping.get("State"),
+        periods=tuple(period for period in environment.get("LEADERBOARD_PERIODS", "month").split(",") if period),
+        category_attribute=environment.get("CATEGORY_ATTRIBUTE") or None,
+        sum_attribute=environment.get("SUM_ATTRIBUTE") or None,
     )
 
 

@@ -38,6 +38,7 @@ has TTL.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections import Counter
@@ -72,6 +73,14 @@ AggregateId = tuple[str, str]
 
 class RepairUnavailable(RuntimeError):
     """The deployment gives the repair nothing to prove settlement with (no stream, no progress table)."""
+
+
+class RecountUnsupported(RuntimeError):
+    """The deployment keeps aggregates this recount does not compute (sums, no month boards): nothing is read."""
+
+
+MONTH_KEY = re.compile(r"\A[0-9]{4}-[0-9]{2}\Z")
+"""A month board's sort key; day, week, year and category boards (issue 16) are not recounted here."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +234,7 @@ class Reconciler:
 
     def run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool = False) -> RunReport:
         """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once."""
+        self._check_supported()
         if repair:
             self._check_repairable()
         snapshots = self._snapshot(targets)
@@ -263,6 +273,19 @@ class Reconciler:
             for difference in differences:
                 self._settle(month, difference, snapshots.get((difference.entity_id, month), ABSENT), fence, in_flight)
         return report
+
+    def _check_supported(self) -> None:
+        deployment = self._deployment
+        if deployment.sum_attribute:
+            raise RecountUnsupported(
+                f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "
+                "and would replace every sum by a count; nothing was read or written"
+            )
+        if "month" not in deployment.periods:
+            raise RecountUnsupported(
+                f"the aggregator keeps {', '.join(deployment.periods)} boards, no month boards (LEADERBOARD_PERIODS): "
+                "this recount covers month boards only"
+            )
 
     def _check_repairable(self) -> None:
         if not self._deployment.stream_arn:
@@ -313,7 +336,8 @@ class Reconciler:
         )
         if targets is None or whole_months:
             for item in self._scan_aggregates(whole_months):
-                snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
+                if MONTH_KEY.match(item[names.sort_key]["S"]):
+                    snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
         for month, songs in (targets or {}).items():
             for entity_id in songs or ():
                 item = self._dynamodb.get_item(

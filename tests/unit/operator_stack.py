@@ -54,6 +54,7 @@ def deploy(
     ttl_attribute: str | None = None,
     with_progress_table: bool = True,
     window_seconds: int = 60,
+    aggregator_settings: dict[str, str] | None = None,
 ) -> MotoStack:
     names = names or AttributeNames()
     dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -117,6 +118,7 @@ def deploy(
     }
     if progress_table:
         aggregator_environment["PROGRESS_TABLE_NAME"] = progress_table
+    aggregator_environment |= aggregator_settings or {}
     query_environment = {
         "TABLE_NAME": table,
         "INDEX_NAME": "MonthDownloadsIndex",

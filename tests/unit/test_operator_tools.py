@@ -313,5 +313,8 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "query_function": stack.query,
         "mapping_uuid": None,
         "mapping_state": "Enabled",
+        "periods": ["month"],
+        "category_attribute": None,
+        "sum_attribute": None,
     }
     assert found["stream_arn"] == stack.stream_arn

@@ -251,3 +251,32 @@ def test_attribute_names_come_from_the_deployment(aws: None) -> None:
     report = reconciler(stack).run_month(MONTH, repair=True)
     assert [(d.entity_id, d.stored, d.recounted, d.state) for d in report.differences] == [("t1", 9, 1, "repaired")]
     assert stored_count(stack, "t1", MONTH) == 1
+
+
+def test_boards_other_than_months_are_never_recounted_as_months(aws: None) -> None:
+    import boto3
+
+    # given an aggregator keeping day and month boards and a category's boards beside them (issue 16)
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day,month", "CATEGORY_ATTRIBUTE": "Genre"})
+    write_download(stack, "song1", "d1")
+    ModelAggregator(stack).run()
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    for board in ("2018-03-10", "2018-03@rock"):
+        client.put_item(
+            TableName=stack.table,
+            Item={"songID": {"S": "song1"}, "SK": {"S": board}, "Month": {"S": board}, "DownloadCount": {"N": "1"}},
+        )
+    # when every month of the table is recounted and repaired (recover's answer to trimmed records)
+    run = reconciler(stack).run(None, repair=True)
+    # then only the month board is compared, and the other boards are untouched
+    assert [(month.month, month.differences) for month in run.months] == [(MONTH, [])]
+    for board in ("2018-03-10", "2018-03@rock"):
+        assert stored_count(stack, "song1", board) == 1
+
+
+def test_a_deployment_that_sums_is_refused_before_anything_is_read(aws: None) -> None:
+    from leaderboard_tools.reconcile import RecountUnsupported
+
+    stack = deploy(aggregator_settings={"SUM_ATTRIBUTE": "Minutes"})
+    with pytest.raises(RecountUnsupported, match="sums Minutes"):
+        reconciler(stack).run_month(MONTH, repair=True)
