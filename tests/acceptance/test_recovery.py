@@ -126,8 +126,8 @@ def test_batches_given_up_on_are_recovered_exactly_and_drift_is_reconciled(
             ExpressionAttributeValues={":three": {"N": "3"}},
         )
         # when reconcile runs, it finds exactly that drift, and repairs exactly that
-        found = reconciler.run_month(MONTH)
-        assert [(d.entity_id, d.stored, d.recounted) for d in found.differences] == [("steady", 6, 3)]
+        drift = reconciler.run_month(MONTH)
+        assert [(d.entity_id, d.stored, d.recounted) for d in drift.differences] == [("steady", 6, 3)]
         repaired = reconciler.run_month(MONTH, repair=True)
         assert repaired.repaired, repaired.as_json()
         assert stored(aws, table, sorted(truth)) == dict(truth)
