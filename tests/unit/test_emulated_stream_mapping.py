@@ -12,13 +12,24 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries
+from leaderboard_tools.emulators import localstack, ministack
+from leaderboard_tools.emulators.adversarial_retries import (
+    ADVERSARIAL_RETRIES_VARIABLE,
+    DIRECTORY_NAME,
+    AdversarialRetries,
+    SwitchFiles,
+    directory_from_environment,
+    read_journal,
+    switch_off,
+    switch_on,
+)
 from leaderboard_tools.emulators.stream_mapping import (
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
@@ -991,3 +1002,58 @@ def test_the_checkpoint_never_skips_or_repeats_a_record_whatever_the_retries(
     assert played.violations == []
     assert played.final_checkpoint == count
     assert played.dealt_with >= set(range(1, count + 1))
+
+
+# -- the switch a test sets for a deployed stack ------------------------------------------------
+
+
+def test_a_switch_file_turns_a_functions_adversarial_retries_on_and_off(tmp_path: Path) -> None:
+    # given the switch files of the directory the emulator's environment names
+    switch = SwitchFiles(tmp_path, f"{FUNCTION_ARN}:$LATEST")
+    assert switch.policy() is None
+    # when a test writes the function's file, then the engine reads that policy
+    policy = AdversarialRetries(seed=3, reorder=1.0, merge=0.5)
+    switch_on(tmp_path, "aggregate", policy)
+    assert switch.policy() == policy
+    # and what the engine journals, the test reads back
+    switch.journal({"event": "retry", "reordered": True})
+    assert read_journal(tmp_path, "aggregate") == [{"event": "retry", "reordered": True}]
+    # when the file is removed, the retries are AWS's ordinary ones again
+    switch_off(tmp_path, "aggregate")
+    assert switch.policy() is None
+
+
+def test_without_the_environment_variable_there_is_no_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ADVERSARIAL_RETRIES_VARIABLE, raising=False)
+    switch = SwitchFiles(directory_from_environment(), FUNCTION_ARN)
+    assert switch.policy() is None
+    switch.journal({"event": "retry"})
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("{not json", "Expecting property name"),
+        ("[]", "expected a JSON object"),
+        ('{"reorder": 2}', "reorder must be a probability"),
+        ('{"reorder": true}', "reorder must be a probability"),
+        ('{"seed": "7"}', "seed must be an integer"),
+        ('{"reordered": 1}', "unknown keys ['reordered']"),
+    ],
+)
+def test_a_malformed_switch_file_is_reported_and_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, error: str
+) -> None:
+    (tmp_path / "aggregate.json").write_text(text)
+    with caplog.at_level(logging.ERROR):
+        assert SwitchFiles(tmp_path, FUNCTION_ARN).policy() is None
+    assert error in caplog.text
+    assert "switch file ignored" in caplog.text
+
+
+def test_both_emulators_are_launched_with_the_switch_directory(tmp_path: Path) -> None:
+    _argv, environment = ministack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
+    _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
+    assert "emulators/adversarial_retries.py" in localstack.HOOK_MODULES
