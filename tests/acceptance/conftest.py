@@ -49,9 +49,11 @@ class FaultBuilds:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
 
-    def faulty(self, rate: float, processed_share: float = 0.5) -> Path:
-        path = self._directory / f"faulty-aggregator-{rate}-{processed_share}.zip"
-        return path if path.is_file() else faulty_aggregator(SHIPPED_AGGREGATOR, rate, path, processed_share)
+    def faulty(self, rate: float, processed_share: float = 0.5, final_rate: float = 0.0) -> Path:
+        path = self._directory / f"faulty-aggregator-{rate}-{processed_share}-{final_rate}.zip"
+        if path.is_file():
+            return path
+        return faulty_aggregator(SHIPPED_AGGREGATOR, rate, path, processed_share, final_rate)
 
     def guide(self, rate: float) -> Path:
         path = self._directory / f"guide-aggregator-{rate}.zip"
@@ -85,6 +87,28 @@ def watermark_attribute(stream_arn: str, shard_id: str) -> str:
 def shard_ids(aws: Clients, stream_arn: str) -> list[str]:
     description = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]
     return [shard["ShardId"] for shard in description["Shards"]]
+
+
+def stream_records(aws: Clients, stream_arn: str) -> tuple[str, list[dict[str, Any]]]:
+    """The emulator's stream as GetRecords returns it: its (one) shard and records, shaped as Lambda delivers them."""
+    shards = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    shard_id = shards[0]["ShardId"]
+    iterator = aws.dynamodbstreams.get_shard_iterator(
+        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records: list[dict[str, Any]] = []
+    for _ in range(20):
+        page = aws.dynamodbstreams.get_records(ShardIterator=iterator)
+        records += page.get("Records", [])
+        iterator = page.get("NextShardIterator")
+        if not iterator or (records and not page.get("Records")):
+            break
+    for record in records:
+        record["eventSourceARN"] = stream_arn
+        created = record["dynamodb"].get("ApproximateCreationDateTime")
+        if created is not None and not isinstance(created, int | float):
+            record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
+    return shard_id, records
 
 
 ALARM_TAG_CHANGE = re.compile(r"^\s*~ (\w+)\s+=", flags=re.MULTILINE)

@@ -1,0 +1,325 @@
+"""The deployed default configuration under the deliveries the Lambda guide allows beyond ordinary retries.
+
+"Records are always processed in order the first time. If records are processed more than once, they
+might be processed out of order." (Lambda Developer Guide, tumbling windows.) The emulators' stream
+mapping plays such retries when a test switches its adversarial retries on for the stack's function
+(leaderboard_tools/emulators/adversarial_retries.py); a faulty build of the shipped aggregator makes
+a share of the invocations fail after half of their work, so that retries happen. Besides, an
+operator's direct invocation ahead of the mapping, and a window given up then recovered.
+
+Every test compares the counts with a recount of the downloads the test itself wrote, and asserts
+that the hazard really happened.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from leaderboard_tools.aws import Clients
+from leaderboard_tools.emulators.adversarial_retries import (
+    DIRECTORY_NAME,
+    AdversarialRetries,
+    read_journal,
+    switch_off,
+    switch_on,
+)
+from leaderboard_tools.leaderboard import NotSettled, invoke_function, poll_until
+from leaderboard_tools.loadgen import Download, write_items
+from leaderboard_tools.observe import log_lines, scan_all
+from leaderboard_tools.settings import REPOSITORY, STATE_DIR, Endpoint
+from tests.acceptance.conftest import FaultBuilds, stack, stream_records
+
+WINDOW_SECONDS = 10
+"""The stack's tumbling window: short, so that windows close within the test."""
+FAULT_RATE = 0.25
+RETRIES = 100
+"""Every failed attempt of an adversarial retry counts towards the quota, split or not: enough never to give up."""
+
+Counts = dict[tuple[str, str], int]
+
+
+@pytest.fixture(scope="module")
+def switch_directory(emulator_kind: str) -> Path:
+    """Where the emulator, started by `leaderboard-tools up` from this checkout, reads the switch files."""
+    if emulator_kind not in ("ministack", "localstack"):
+        pytest.fail(f"adversarial retries need one of this project's emulators, not {emulator_kind}")
+    return STATE_DIR / emulator_kind / DIRECTORY_NAME
+
+
+@contextmanager
+def adversarial_retries(directory: Path, function: str, policy: AdversarialRetries) -> Iterator[None]:
+    switch_on(directory, function, policy)
+    try:
+        yield
+    finally:
+        switch_off(directory, function)
+
+
+def downloads(prefix: str, count: int, seed: int) -> list[Download]:
+    """`count` downloads of 12 songs over two months, UTC timestamps (their month is their first 7 characters)."""
+    chance = random.Random(seed)
+    return [
+        Download(
+            f"{prefix}-song{chance.randrange(12)}",
+            f"{prefix}-download-{n:04d}",
+            f"user{chance.randrange(50)}",
+            f"2019-0{chance.choice((3, 4))}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z",
+        )
+        for n in range(count)
+    ]
+
+
+def recount(written: list[Download]) -> Counts:
+    """The truth, from the downloads the test wrote: one per download, in its UTC month."""
+    return dict(Counter((download.song_id, download.timestamp[:7]) for download in written))
+
+
+def stored(aws: Clients, table: str) -> Counts:
+    items = scan_all(
+        aws,
+        TableName=table,
+        FilterExpression="attribute_exists(#m)",
+        ExpressionAttributeNames={"#m": "Month"},
+        ConsistentRead=True,
+    )
+    return {(item["songID"]["S"], item["SK"]["S"]): int(item["DownloadCount"]["N"]) for item in items}
+
+
+def differences(observed: Counts, truth: Counts) -> dict[str, tuple[int, int]]:
+    """song|month -> (stored, recounted) wherever they differ."""
+    keys = set(observed) | set(truth)
+    return {
+        f"{song}|{month}": (observed.get((song, month), 0), truth.get((song, month), 0))
+        for song, month in sorted(keys)
+        if observed.get((song, month), 0) != truth.get((song, month), 0)
+    }
+
+
+def wait_for_exact_counts(aws: Clients, table: str, truth: Counts, timeout: float, evidence: Any = None) -> None:
+    """Poll until the aggregates equal the recount; then, a window and more later, they still do (nothing late)."""
+    seen: dict[str, Counts] = {}
+
+    def exact() -> bool:
+        seen["counts"] = stored(aws, table)
+        return seen["counts"] == truth
+
+    try:
+        poll_until(exact, timeout=timeout, interval=3, describe="counts equal to the recount")
+    except NotSettled as error:
+        lost = sum(truth.values()) - sum(seen.get("counts", {}).values())
+        context = evidence() if callable(evidence) else evidence
+        raise AssertionError(
+            f"{error}: {sum(truth.values())} downloads, {lost} short; "
+            f"wrong aggregates {differences(seen.get('counts', {}), truth)}; {context}"
+        ) from None
+    time.sleep(WINDOW_SECONDS + 5)
+    assert differences(stored(aws, table), truth) == {}
+
+
+def retries_played(directory: Path, function: str) -> list[dict[str, Any]]:
+    return [entry for entry in read_journal(directory, function) if entry["event"] == "retry"]
+
+
+def journal_summary(directory: Path, function: str) -> str:
+    played = retries_played(directory, function)
+    return (
+        f"{len(played)} retries played: {sum(1 for e in played if e['reordered'])} reordered, "
+        f"{sum(1 for e in played if e['merged'])} merged, {sum(1 for e in played if e['split'])} split"
+    )
+
+
+def run_adversarial_scenario(
+    endpoint: Endpoint,
+    aws: Clients,
+    fault_builds: FaultBuilds,
+    directory: Path,
+    purpose: str,
+    policy: AdversarialRetries,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Deploy the default configuration with a faulty build, play ``policy``, write 300 downloads; return the
+    retries the mapping played once the counts were exact."""
+    package = str(fault_builds.faulty(FAULT_RATE))
+    with stack(
+        endpoint,
+        purpose,
+        batch_size=50,
+        tumbling_window_in_seconds=WINDOW_SECONDS,
+        maximum_retry_attempts=RETRIES,
+        aggregator_package_path=package,
+    ) as (_, outputs):
+        table, function = outputs["table_name"], outputs["aggregator_function_name"]
+        written = downloads(purpose, 300, seed)
+        with adversarial_retries(directory, function, policy):
+            write_items(aws.dynamodb, table, [download.as_item() for download in written])
+            wait_for_exact_counts(
+                aws, table, recount(written), timeout=300, evidence=lambda: journal_summary(directory, function)
+            )
+        return retries_played(directory, function)
+
+
+def test_retries_out_of_order_count_every_download_exactly_once(
+    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, switch_directory: Path
+) -> None:
+    # given the default configuration (per_batch), a quarter of the invocations failing after half of their records,
+    # and retries that present the records from the checkpoint on in another order, sometimes split, sometimes with
+    # a fresh state
+    policy = AdversarialRetries(seed=14, reorder=1.0, split=0.5, fresh_state=0.5)
+    # when 300 downloads are written, then every aggregate equals the recount of the downloads written
+    played = run_adversarial_scenario(endpoint, aws, fault_builds, switch_directory, "reordered", policy, seed=1401)
+    # and the mapping really retried out of order, and such a retry succeeded
+    assert any(entry["reordered"] and entry["succeeded"] for entry in played), played
+
+
+def test_larger_retries_merged_with_newer_records_count_every_download_exactly_once(
+    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, switch_directory: Path
+) -> None:
+    # given the same, with first deliveries sometimes shorter than the records at hand and retries that take on
+    # newer records of the window (up to the batch size)
+    policy = AdversarialRetries(seed=15, merge=1.0, short_batches=0.5)
+    # when 300 downloads are written, then every aggregate equals the recount of the downloads written
+    played = run_adversarial_scenario(endpoint, aws, fault_builds, switch_directory, "merged", policy, seed=1402)
+    # and a retry really was larger than the batch that failed, and such a retry succeeded
+    assert any(entry["merged"] and entry["succeeded"] for entry in played), played
+
+
+def mapping_state(aws: Clients, mapping_uuid: str) -> str:
+    return str(aws.lambda_.get_event_source_mapping(UUID=mapping_uuid).get("State"))
+
+
+def test_a_direct_invocation_ahead_of_the_mapping_loses_nothing(endpoint: Endpoint, aws: Clients) -> None:
+    with stack(endpoint, "ahead", batch_size=100, tumbling_window_in_seconds=WINDOW_SECONDS) as (_, outputs):
+        table, function = outputs["table_name"], outputs["aggregator_function_name"]
+        stream_arn, mapping_uuid = outputs["table_stream_arn"], outputs["aggregator_event_source_mapping_uuid"]
+        # given the mapping disabled, and ten downloads r1..r10 of one song in the stream
+        aws.lambda_.update_event_source_mapping(UUID=mapping_uuid, Enabled=False)
+        poll_until(lambda: mapping_state(aws, mapping_uuid) == "Disabled", timeout=60, describe="mapping disabled")
+        written = [Download("ahead-song", f"ahead-{n:02d}", "u1", f"2019-05-{n:02d}T10:00:00Z") for n in range(1, 11)]
+        write_items(aws.dynamodb, table, [download.as_item() for download in written], workers=1)
+        shard_id, records = stream_records(aws, stream_arn)
+        inserts = [record for record in records if record["eventName"] == "INSERT"]
+        assert [record["dynamodb"]["Keys"]["SK"]["S"] for record in inserts] == [d.download_id for d in written]
+        # when an operator invokes the aggregator directly with r8, a real record of the stream, before the
+        # mapping delivered r1..r8
+        r8 = inserts[7]
+        response = invoke_function(
+            aws.lambda_, function, {"shardId": shard_id, "eventSourceARN": stream_arn, "Records": [r8]}
+        )
+        assert mapping_state(aws, mapping_uuid) == "Disabled"
+        # and the mapping is enabled afterwards
+        aws.lambda_.update_event_source_mapping(UUID=mapping_uuid, Enabled=True)
+        # then the song's count is the ten downloads written, none lost behind r8
+        wait_for_exact_counts(aws, table, recount(written), timeout=180, evidence=lambda: f"direct: {response}")
+        # and the direct invocation counted through r8 itself: it answered the design's contract
+        assert response["shardId"] == shard_id
+        assert response["reachedBound"] is True
+        assert int(response["checkpoint"]) == int(r8["dynamodb"]["SequenceNumber"])
+
+
+def failure_queue(aws: Clients, queue_url: str) -> list[dict[str, Any]]:
+    """Every message body in the failure queue, left there (peeked, made visible again at once)."""
+    bodies: list[dict[str, Any]] = []
+    handles: list[str] = []
+    for _ in range(10):
+        messages = aws.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+            "Messages", []
+        )
+        if not messages:
+            break
+        bodies += [json.loads(message["Body"]) for message in messages]
+        handles += [message["ReceiptHandle"] for message in messages]
+    for handle in handles:
+        aws.sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    return bodies
+
+
+def given_up(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The mapping's own on-failure records (DDBStreamBatchInfo)."""
+    return [body for body in bodies if "DDBStreamBatchInfo" in body]
+
+
+def final_invocation_faults(aws: Clients, log_group: str) -> int:
+    return sum(
+        1
+        for line in log_lines(aws, log_group)
+        if line.get("message") == "test-only fault injected" and line.get("final_invocation")
+    )
+
+
+def recover(table: str, queue_url: str) -> dict[str, Any]:
+    """The host tool, as an operator runs it."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leaderboard_tools",
+            "recover",
+            "--table",
+            table,
+            "--queue-url",
+            queue_url,
+            "--settle-seconds",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPOSITORY,
+    )
+    assert result.returncode == 0, f"recover exited {result.returncode}: {result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("aggregate_writes", "record_fault_rate"),
+    [("per_batch", 1.0), ("per_window", 0.0)],
+    ids=["per_batch, every invocation failing", "per_window, final invocations failing"],
+)
+def test_a_window_given_up_is_made_exact_by_recover(
+    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, aggregate_writes: str, record_fault_rate: float
+) -> None:
+    # given a build whose final invocations always fail before any work (per_batch: every invocation does),
+    # and one retry
+    failing = str(fault_builds.faulty(record_fault_rate, processed_share=0, final_rate=1.0))
+    retries = 1
+    with stack(
+        endpoint,
+        "given-up",
+        batch_size=10,
+        tumbling_window_in_seconds=5,
+        maximum_retry_attempts=retries,
+        aggregate_writes=aggregate_writes,
+        aggregator_package_path=failing,
+    ) as (deployment, outputs):
+        table, queue_url = outputs["table_name"], outputs["failure_queue_url"]
+        log_group = outputs["aggregator_log_group_name"]
+        # when downloads arrive, and their window's final invocation fails past its retries
+        written = downloads(f"given-up-{aggregate_writes}", 12, seed=1403)
+        write_items(aws.dynamodb, table, [download.as_item() for download in written])
+        poll_until(
+            lambda: final_invocation_faults(aws, log_group) >= 1 + retries and given_up(failure_queue(aws, queue_url)),
+            timeout=180,
+            interval=3,
+            describe="a window given up, its on-failure record in the failure queue",
+        )
+        # then the window really was given up with counts at stake
+        assert differences(stored(aws, table), recount(written)) != {}
+        # when the shipped aggregator is deployed again, and recover answers the failure queue
+        deployment.variables.pop("aggregator_package_path")
+        deployment.apply()
+        report = recover(table, queue_url)
+        # then every aggregate equals the recount of the downloads written
+        assert differences(stored(aws, table), recount(written)) == {}, report
+        # and the on-failure records are gone, answered
+        assert given_up(failure_queue(aws, queue_url)) == []
