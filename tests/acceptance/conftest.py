@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import importlib.util
+import random
 import re
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.emulator import endpoint_answers, identify
 from leaderboard_tools.fault_builds import faulty_aggregator, guide_aggregator
+from leaderboard_tools.loadgen import Download
+from leaderboard_tools.observe import scan_all
 from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
@@ -109,6 +113,50 @@ def stream_records(aws: Clients, stream_arn: str) -> tuple[str, list[dict[str, A
         if created is not None and not isinstance(created, int | float):
             record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
     return shard_id, records
+
+
+Counts = dict[tuple[str, str], int]
+"""(song, month) -> downloads."""
+
+
+def downloads(prefix: str, count: int, seed: int) -> list[Download]:
+    """`count` downloads of 12 songs named `prefix`-…, over two months, in UTC (their month: the first 7 characters)."""
+    chance = random.Random(seed)
+    return [
+        Download(
+            f"{prefix}-song{chance.randrange(12)}",
+            f"{prefix}-download-{n:04d}",
+            f"user{chance.randrange(50)}",
+            f"2019-0{chance.choice((3, 4))}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z",
+        )
+        for n in range(count)
+    ]
+
+
+def recount(written: list[Download]) -> Counts:
+    """The truth, from the downloads the test wrote: one per download, in its UTC month."""
+    return dict(Counter((download.song_id, download.timestamp[:7]) for download in written))
+
+
+def stored(aws: Clients, table: str) -> Counts:
+    items = scan_all(
+        aws,
+        TableName=table,
+        FilterExpression="attribute_exists(#m)",
+        ExpressionAttributeNames={"#m": "Month"},
+        ConsistentRead=True,
+    )
+    return {(item["songID"]["S"], item["SK"]["S"]): int(item["DownloadCount"]["N"]) for item in items}
+
+
+def differences(observed: Counts, truth: Counts) -> dict[str, tuple[int, int]]:
+    """song|month -> (stored, recounted) wherever they differ."""
+    keys = set(observed) | set(truth)
+    return {
+        f"{song}|{month}": (observed.get((song, month), 0), truth.get((song, month), 0))
+        for song, month in sorted(keys)
+        if observed.get((song, month), 0) != truth.get((song, month), 0)
+    }
 
 
 ALARM_TAG_CHANGE = re.compile(r"^\s*~ (\w+)\s+=", flags=re.MULTILINE)

@@ -13,12 +13,7 @@ that the hazard really happened.
 
 from __future__ import annotations
 
-import json
-import random
-import subprocess
-import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,17 +31,23 @@ from leaderboard_tools.emulators.adversarial_retries import (
 )
 from leaderboard_tools.leaderboard import NotSettled, invoke_function, poll_until
 from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.observe import log_lines, scan_all
-from leaderboard_tools.settings import REPOSITORY, STATE_DIR, Endpoint
-from tests.acceptance.conftest import FaultBuilds, stack, stream_records
+from leaderboard_tools.settings import STATE_DIR, Endpoint
+from tests.acceptance.conftest import (
+    Counts,
+    FaultBuilds,
+    differences,
+    downloads,
+    recount,
+    stack,
+    stored,
+    stream_records,
+)
 
 WINDOW_SECONDS = 10
 """The stack's tumbling window: short, so that windows close within the test."""
 FAULT_RATE = 0.4
 RETRIES = 100
 """Every failed attempt of an adversarial retry counts towards the quota, split or not: enough never to give up."""
-
-Counts = dict[tuple[str, str], int]
 
 
 @pytest.fixture(scope="module")
@@ -64,46 +65,6 @@ def adversarial_retries(directory: Path, function: str, policy: AdversarialRetri
         yield
     finally:
         switch_off(directory, function)
-
-
-def downloads(prefix: str, count: int, seed: int) -> list[Download]:
-    """`count` downloads of 12 songs named `prefix`-…, over two months, in UTC (their month: the first 7 characters)."""
-    chance = random.Random(seed)
-    return [
-        Download(
-            f"{prefix}-song{chance.randrange(12)}",
-            f"{prefix}-download-{n:04d}",
-            f"user{chance.randrange(50)}",
-            f"2019-0{chance.choice((3, 4))}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z",
-        )
-        for n in range(count)
-    ]
-
-
-def recount(written: list[Download]) -> Counts:
-    """The truth, from the downloads the test wrote: one per download, in its UTC month."""
-    return dict(Counter((download.song_id, download.timestamp[:7]) for download in written))
-
-
-def stored(aws: Clients, table: str) -> Counts:
-    items = scan_all(
-        aws,
-        TableName=table,
-        FilterExpression="attribute_exists(#m)",
-        ExpressionAttributeNames={"#m": "Month"},
-        ConsistentRead=True,
-    )
-    return {(item["songID"]["S"], item["SK"]["S"]): int(item["DownloadCount"]["N"]) for item in items}
-
-
-def differences(observed: Counts, truth: Counts) -> dict[str, tuple[int, int]]:
-    """song|month -> (stored, recounted) wherever they differ."""
-    keys = set(observed) | set(truth)
-    return {
-        f"{song}|{month}": (observed.get((song, month), 0), truth.get((song, month), 0))
-        for song, month in sorted(keys)
-        if observed.get((song, month), 0) != truth.get((song, month), 0)
-    }
 
 
 def wait_for_exact_counts(
@@ -236,101 +197,3 @@ def test_a_direct_invocation_ahead_of_the_mapping_loses_nothing(endpoint: Endpoi
         assert response["shardId"] == shard_id
         assert response["reachedBound"] is True
         assert int(response["checkpoint"]) == int(r8["dynamodb"]["SequenceNumber"])
-
-
-def failure_queue(aws: Clients, queue_url: str) -> list[dict[str, Any]]:
-    """Every message body in the failure queue, left there (peeked, made visible again at once)."""
-    bodies: list[dict[str, Any]] = []
-    handles: list[str] = []
-    for _ in range(10):
-        messages = aws.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
-            "Messages", []
-        )
-        if not messages:
-            break
-        bodies += [json.loads(message["Body"]) for message in messages]
-        handles += [message["ReceiptHandle"] for message in messages]
-    for handle in handles:
-        aws.sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
-    return bodies
-
-
-def given_up(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The mapping's own on-failure records (DDBStreamBatchInfo)."""
-    return [body for body in bodies if "DDBStreamBatchInfo" in body]
-
-
-def final_invocation_faults(aws: Clients, log_group: str) -> int:
-    return sum(
-        1
-        for line in log_lines(aws, log_group)
-        if line.get("message") == "test-only fault injected" and line.get("final_invocation")
-    )
-
-
-def recover(table: str, queue_url: str) -> dict[str, Any]:
-    """The host tool, as an operator runs it."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "leaderboard_tools",
-            "recover",
-            "--table",
-            table,
-            "--queue-url",
-            queue_url,
-            "--settle-seconds",
-            "12",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPOSITORY,
-    )
-    assert result.returncode == 0, f"recover exited {result.returncode}: {result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout)
-
-
-@pytest.mark.parametrize(
-    ("aggregate_writes", "record_fault_rate"),
-    [("per_batch", 1.0), ("per_window", 0.0)],
-    ids=["per_batch, every invocation failing", "per_window, final invocations failing"],
-)
-def test_a_window_given_up_is_made_exact_by_recover(
-    endpoint: Endpoint, aws: Clients, fault_builds: FaultBuilds, aggregate_writes: str, record_fault_rate: float
-) -> None:
-    # given a build whose final invocations always fail before any work (per_batch: every invocation does),
-    # and one retry
-    failing = str(fault_builds.faulty(record_fault_rate, processed_share=0, final_rate=1.0))
-    retries = 1
-    with stack(
-        endpoint,
-        "given-up",
-        batch_size=10,
-        tumbling_window_in_seconds=5,
-        maximum_retry_attempts=retries,
-        aggregate_writes=aggregate_writes,
-        aggregator_package_path=failing,
-    ) as (deployment, outputs):
-        table, queue_url = outputs["table_name"], outputs["failure_queue_url"]
-        log_group = outputs["aggregator_log_group_name"]
-        # when downloads arrive, and their window's final invocation fails past its retries
-        written = downloads(f"given-up-{aggregate_writes}", 12, seed=1403)
-        write_items(aws.dynamodb, table, [download.as_item() for download in written])
-        poll_until(
-            lambda: final_invocation_faults(aws, log_group) >= 1 + retries and given_up(failure_queue(aws, queue_url)),
-            timeout=180,
-            interval=3,
-            describe="a window given up, its on-failure record in the failure queue",
-        )
-        # then the window really was given up with counts at stake
-        assert differences(stored(aws, table), recount(written)) != {}
-        # when the shipped aggregator is deployed again, and recover answers the failure queue
-        deployment.variables.pop("aggregator_package_path")
-        deployment.apply()
-        report = recover(table, queue_url)
-        # then every aggregate equals the recount of the downloads written
-        assert differences(stored(aws, table), recount(written)) == {}, report
-        # and the on-failure records are gone, answered
-        assert given_up(failure_queue(aws, queue_url)) == []
