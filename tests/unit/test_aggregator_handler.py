@@ -91,8 +91,10 @@ class Deployed:
             bodies += [json.loads(message["Body"]) for message in messages]
 
     def checkpoint(self) -> str | None:
-        item = self.dynamodb.scan(TableName=PROGRESS_TABLE).get("Items", [])
-        return item[0]["Checkpoint"]["S"].lstrip("0") if item and "Checkpoint" in item[0] else None
+        """The shard's checkpoint in the progress table, as the stream spells it."""
+        key = {"ShardKey": {"S": f"{self.stream_arn}|{self.shard_id}"}}
+        item = self.dynamodb.get_item(TableName=PROGRESS_TABLE, Key=key).get("Item") or {}
+        return item["CheckpointSequence"]["S"] if "CheckpointSequence" in item else None
 
 
 def use_store(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
