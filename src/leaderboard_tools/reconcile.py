@@ -552,6 +552,9 @@ class Reconciler:
             "#order": names.order,
             "#period": names.period,
             "#fence": FENCE_ATTRIBUTE,
+            "#pruned": "WatermarksPruned",
+            "#pruned_under": "WatermarksPrunedUnder",
+            "#applied": "AppliedSequence",
         }
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
@@ -577,7 +580,12 @@ class Reconciler:
             self._dynamodb.update_item(
                 TableName=self._table,
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
-                UpdateExpression="SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence",
+                # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
+                # (a progress table that can no longer vouch for it) stops refusing new records.
+                UpdateExpression=(
+                    "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence"
+                    " REMOVE #pruned, #pruned_under, #applied"
+                ),
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=attribute_names,
                 ExpressionAttributeValues=values,

@@ -7,6 +7,7 @@ import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from leaderboard_tools.deployment import Deployment, discover
@@ -280,3 +281,19 @@ def test_a_deployment_that_sums_is_refused_before_anything_is_read(aws: None) ->
     stack = deploy(aggregator_settings={"SUM_ATTRIBUTE": "Minutes"})
     with pytest.raises(RecountUnsupported, match="sums Minutes"):
         reconciler(stack).run_month(MONTH, repair=True)
+
+
+def test_a_repair_lets_the_fence_guard_what_a_lost_progress_table_can_no_longer_vouch_for(month: MotoStack) -> None:
+    # given song3's aggregate pruned under a progress table since lost, and release 0.1.0's watermark on it
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName=month.table,
+        Key={"songID": {"S": "song3"}, "SK": {"S": MONTH}},
+        UpdateExpression="SET WatermarksPruned = :n, WatermarksPrunedUnder = :old, AppliedSequence = :seq",
+        ExpressionAttributeValues={":n": {"N": "3"}, ":old": {"S": "lost-genesis"}, ":seq": {"S": "0" * 40}},
+    )
+    # when its difference is repaired
+    reconciler(month).run_month(MONTH, ["song3"], repair=True)
+    # then the count is the recount, the fence is set, and nothing the aggregator would refuse for is left on it
+    item = aggregate_item(month, "song3", MONTH) or {}
+    assert (stored_count(month, "song3", MONTH), FENCE_ATTRIBUTE in item) == (4, True)
+    assert not {"WatermarksPruned", "WatermarksPrunedUnder", "AppliedSequence"} & set(item)
