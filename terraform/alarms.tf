@@ -53,10 +53,10 @@ locals {
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
       description = "The aggregator refused records (${local.anomaly_metric_purpose}): they were not counted."
     }
-    watermark_inconsistencies = {
-      namespace   = "MaterializedAggregation", metric = "WatermarkInconsistencies", dimensions = local.anomaly_dimensions
+    records_trimmed = {
+      namespace   = "MaterializedAggregation", metric = "TrimmedRecords", dimensions = local.anomaly_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "An aggregate's watermark disagrees with the stream (${local.anomaly_metric_purpose}): see docs/exactly-once.md."
+      description = "The aggregator found records trimmed from the stream before it read them (${local.anomaly_metric_purpose}): run recover, which recounts."
     }
     previous_stream_watermarks = {
       namespace   = "MaterializedAggregation", metric = "PreviousStreamWatermarks", dimensions = local.anomaly_dimensions

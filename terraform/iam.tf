@@ -45,8 +45,8 @@ data "aws_iam_policy_document" "aggregator" {
 
   source_policy_documents = local.tracing_policy_documents
 
-  # Every stream of this table, not only the current one: a direct invocation replaying records
-  # of an earlier stream is verified against that stream.
+  # Every stream of this table, not only the current one: the aggregator reads each shard it counts
+  # (and a direct invocation may name a shard of an earlier stream); DescribeStream finds a shard's parent.
   statement {
     sid       = "ReadTheStreams"
     actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
@@ -57,6 +57,13 @@ data "aws_iam_policy_document" "aggregator" {
     sid       = "UpdateAggregates"
     actions   = ["dynamodb:UpdateItem", "dynamodb:GetItem"]
     resources = [local.table_arn]
+  }
+
+  # The checkpoint of each shard; ConditionCheckItem proves a pruned watermark's records uncounted.
+  statement {
+    sid       = "KeepShardProgress"
+    actions   = ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]
+    resources = [aws_dynamodb_table.progress[0].arn]
   }
 
   statement {

@@ -35,6 +35,7 @@ resource "aws_lambda_function" "aggregator" {
     variables = {
       TABLE_NAME                   = aws_dynamodb_table.this[0].name
       TABLE_ARN                    = aws_dynamodb_table.this[0].arn
+      PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
@@ -44,8 +45,6 @@ resource "aws_lambda_function" "aggregator" {
       LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
       FAILURE_QUEUE_URL            = aws_sqs_queue.failures[0].url
       AGGREGATE_WRITES             = var.aggregate_writes
-      TUMBLING_WINDOW_SECONDS      = tostring(var.tumbling_window_in_seconds)
-      MAXIMUM_RECORD_AGE_SECONDS   = tostring(var.maximum_record_age_in_seconds)
       WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
       DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)
       POWERTOOLS_SERVICE_NAME      = local.aggregator_name
@@ -84,9 +83,10 @@ resource "aws_lambda_function" "aggregator" {
   depends_on = [aws_cloudwatch_log_group.aggregator, aws_iam_role_policy.aggregator]
 }
 
-# Tumbling-window events name their shard and carry the window's state: the aggregator keeps
-# one watermark per shard, because sequence numbers compare only within a shard. A failed
-# invocation is retried (bisected) with the previous state, so it reports no partial batch.
+# Tumbling-window events name their shard: the aggregator reads that shard itself from its
+# checkpoint in the progress table, through the highest record delivered. What the mapping
+# delivers, retries, merges, splits or gives up on is a trigger and a bound, never what is
+# counted, so it reports no partial batch.
 resource "aws_lambda_event_source_mapping" "aggregator" {
   count = local.create ? 1 : 0
 

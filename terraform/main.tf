@@ -4,6 +4,7 @@ locals {
   aggregator_name       = "${var.name}-aggregator"
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
+  progress_table_name   = "${var.name}-progress"
   provisioned           = var.billing_mode == "PROVISIONED"
   table_arn             = one(aws_dynamodb_table.this[*].arn)
   leaderboard_index_arn = local.create ? "${local.table_arn}/index/${var.leaderboard_index_name}" : null

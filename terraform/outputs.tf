@@ -96,7 +96,7 @@ output "failure_queue_arn" {
 }
 
 output "cloudwatch_metric_alarm_arns" {
-  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, watermark_inconsistencies, previous_stream_watermarks, failed_aggregates, rejected_records); empty without create_alarms, null with create = false."
+  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, records_trimmed, previous_stream_watermarks, failed_aggregates, rejected_records); empty without create_alarms, null with create = false."
   value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.arn } : null
 }
 
@@ -108,4 +108,14 @@ output "cloudwatch_metric_alarm_names" {
 output "alarm_sns_topic_arn" {
   description = "SNS topic the alarms notify: the one created (create_alarm_sns_topic) or given (alarm_sns_topic_arn); null without."
   value       = local.alarms_enabled ? local.alarm_topic_arn : null
+}
+
+output "progress_table_name" {
+  description = "Name of the progress table: per stream shard, the checkpoint through which every download is counted (operator tools read it)."
+  value       = one(aws_dynamodb_table.progress[*].name)
+}
+
+output "progress_table_arn" {
+  description = "ARN of the progress table."
+  value       = one(aws_dynamodb_table.progress[*].arn)
 }

@@ -441,13 +441,13 @@ variable "aggregate_writes" {
 }
 
 variable "starting_position" {
-  description = "Where a new mapping starts reading: TRIM_HORIZON (every retained record) or LATEST."
+  description = "Where a new mapping starts reading. Only TRIM_HORIZON: the aggregator reads each shard itself from its checkpoint, and a shard it has not counted yet from its trim horizon, which LATEST would contradict."
   type        = string
   default     = "TRIM_HORIZON"
 
   validation {
-    condition     = contains(["TRIM_HORIZON", "LATEST"], var.starting_position)
-    error_message = "starting_position must be TRIM_HORIZON or LATEST."
+    condition     = var.starting_position == "TRIM_HORIZON"
+    error_message = "starting_position must be TRIM_HORIZON: the aggregator counts every shard from its first retained record (LATEST cannot be honoured exactly)."
   }
 }
 

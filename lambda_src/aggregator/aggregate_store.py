@@ -1,17 +1,18 @@
 """Exactly-once increments of one aggregate item from one shard, at one conditional write per aggregate.
 
 Each aggregate keeps one watermark per stream shard that fed it: the attribute
-`Watermark_<hash of stream and shard>` holds "<sequence>|<creation second>|<stream label>", the
-highest sequence number of that shard already added to the count. Records of one shard reach
-the aggregator in sequence order, so everything at or below the shard's watermark is counted
-and nothing above it is; the count and the watermark change in one conditional UpdateItem.
-Sequence numbers of different shards are never compared. Watermarks older than any record the
-mapping can still deliver are pruned to keep the item small, and `WatermarksPrunedBefore`
-then refuses any write it can no longer prove. See docs/exactly-once.md.
+`Watermark_<hash of stream and shard>` holds "<sequence>|<creation second>|<stream label>|<shard id>",
+the highest sequence number of that shard already added to the count. The aggregator reads each
+shard itself, from its checkpoint in the progress table, so every write carries the complete,
+exact list of the aggregate's records in a contiguous range of the shard: after a failed
+condition it adds exactly those above the watermark it read. Watermarks are pruned only once the
+shard's checkpoint has passed them; a write that then finds none proves its records uncounted
+against that checkpoint in a transaction. See docs/exactly-once.md.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,42 +23,34 @@ from botocore.exceptions import ClientError
 from delivery import WATERMARK_PREFIX, ShardRef
 from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
 from leaderboard_order import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
-from window_state import Segment
+from shard_progress import ProgressStore, progress_of_item
 
-PRUNED_BEFORE_ATTRIBUTE = "WatermarksPrunedBefore"
+PRUNED_ATTRIBUTE = "WatermarksPruned"
+"""How many watermarks were ever removed from the aggregate: once set, a missing watermark proves nothing."""
+RECOUNTED_THROUGH_ATTRIBUTE = "RecountedThrough"
+"""Set by a repair: the count includes every download created at or before this second."""
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""
-CLOCK_SKEW_SECONDS = 60
-"""Allowed disagreement between record creation times and this function's clock, and between records' own times."""
+PRUNE_IDLE_SECONDS = 3600
+"""A watermark of a shard still open is pruned only when this old: pruning active ones would cost transactions."""
 
 
 class WatermarkContention(Exception):
-    """The watermark kept moving under us; the aggregate stays pending and is written again later."""
-
-
-class WatermarkInconsistency(Exception):
-    """A watermark falls inside downloads written together: an order the design cannot explain, so no guess."""
+    """The watermark kept moving under us; the aggregate stays unwritten and the checkpoint waits for it."""
 
 
 class CorruptWatermark(Exception):
-    """A watermark attribute is not "<40 digits>|<second>|<label>": counting on would guess, so the aggregate fails."""
+    """A watermark attribute is not "<40 digits>|<second>|<label>|<shard>": counting on would guess."""
 
 
 @dataclass(frozen=True)
-class WatermarkRetention:
-    """How long a shard's watermark must outlive the newest record it covers.
+class Contribution:
+    """One download's part in an aggregate: its place in the shard and what it adds."""
 
-    The mapping never delivers a record older than `maximum_record_age_seconds`, and a
-    window holds a record at most `window_seconds` before it is written; past both, with
-    margins for clock skew and retries, no delivery of that shard can need the watermark.
-    """
-
-    maximum_record_age_seconds: int
-    window_seconds: int
-
-    @property
-    def prune_after_seconds(self) -> int:
-        return self.maximum_record_age_seconds + self.window_seconds + 600
+    sequence: str
+    """Zero-padded to SEQUENCE_WIDTH."""
+    created: int | None
+    amount: int = 1
 
 
 @dataclass(frozen=True)
@@ -65,6 +58,7 @@ class Watermark:
     sequence: str
     created: int
     stream_label: str
+    shard_id: str | None
     raw: str
 
     @classmethod
@@ -72,19 +66,19 @@ class Watermark:
         text = value.get("S") if isinstance(value, dict) else None
         parts = text.split("|") if isinstance(text, str) else []
         if (
-            len(parts) != 3
+            len(parts) not in (3, 4)
             or len(parts[0]) != SEQUENCE_WIDTH
             or not parts[0].isdigit()
             or not parts[1].isdigit()
             or not parts[2]
         ):
-            raise CorruptWatermark(f"{name} is {value!r}, not '<40 digits>|<second>|<stream label>'")
-        return cls(parts[0], int(parts[1]), parts[2], text)
+            raise CorruptWatermark(f"{name} is {value!r}, not '<40 digits>|<second>|<stream label>|<shard id>'")
+        return cls(parts[0], int(parts[1]), parts[2], parts[3] if len(parts) == 4 and parts[3] else None, text)
 
 
-def watermark_value(sequence: str, created: int, stream_label: str) -> str:
+def watermark_value(sequence: str, created: int, shard: ShardRef) -> str:
     """Sequence first: a string comparison with a bare padded sequence number then compares the sequences."""
-    return f"{sequence}|{created}|{stream_label}"
+    return f"{sequence}|{created}|{shard.stream_label}|{shard.shard_id}"
 
 
 @dataclass
@@ -92,14 +86,23 @@ class ApplyOutcome:
     added: int = 0
     already_applied: int = 0
     writes: int = 0
-    """UpdateItem calls made, conditional failures and prunes included."""
-    refused: list[Segment] = field(default_factory=list)
-    """Segments older than a pruned watermark: they cannot be proven new, so they are reported, not counted."""
+    """UpdateItem and TransactWriteItems calls made, conditional failures and prunes included."""
+    refused: list[tuple[Contribution, str]] = field(default_factory=list)
+    """Records that must not be counted here: created before a recount fence, or held by a corrupt item."""
     pruned_watermarks: int = 0
     previous_stream_labels: tuple[str, ...] = ()
     """Labels of other streams whose watermarks the aggregate carries: a re-enabled stream or a restored table."""
     index_partition: str | None = None
     """The index partition the count moved in (each such write is two index writes): where the index is hot."""
+    transactions: int = 0
+
+
+@dataclass
+class _Known:
+    """What the last failed attempt returned of the aggregate and of the shard's progress."""
+
+    item: dict[str, Any]
+    checkpoint: str | None = None
 
 
 class AggregateStore:
@@ -108,14 +111,14 @@ class AggregateStore:
         client: Any,
         table_name: str,
         schema: Schema,
-        retention: WatermarkRetention,
+        progress: ProgressStore,
         clock: Callable[[], float] = time.time,
         leaderboard_shards: int = 1,
     ) -> None:
         self._client = client
         self._table = table_name
         self._schema = schema
-        self._retention = retention
+        self._progress = progress
         self._clock = clock
         self._shards = leaderboard_shards
 
@@ -125,102 +128,134 @@ class AggregateStore:
     def _read(self, key: AggregateKey) -> dict[str, Any]:
         return self._client.get_item(TableName=self._table, Key=self._key(key), ConsistentRead=True).get("Item") or {}
 
-    def apply(self, key: AggregateKey, shard: ShardRef, segments: list[Segment]) -> ApplyOutcome:
-        """Add the downloads of `segments` (one shard, ascending) that no earlier write added.
+    def apply(self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution]) -> ApplyOutcome:
+        """Add the contributions not yet added: one shard's, ascending, all of the aggregate's in a contiguous range.
 
         The first attempt assumes the common case, that none were added, and costs one write.
         When its condition fails, DynamoDB returns the item, and the next attempt adds exactly
-        the downloads above the watermark it read, conditioned on that watermark still holding.
+        those above the watermark it read (or above the shard's checkpoint, once the watermark
+        was pruned), conditioned on what it read still holding.
         """
         outcome = ApplyOutcome()
-        name = shard.watermark_name
-        remaining = list(segments)
-        expected: Watermark | None = None
-        known = False
-        item: dict[str, Any] = {}
+        remaining = list(contributions)
+        known: _Known | None = None
         for _ in range(MAX_CONDITION_ROUNDS):
-            if not remaining:
-                return outcome
-            if known:
-                addition = 0
-                for segment in remaining:
-                    above = segment.above(expected.sequence) if expected is not None else segment.count
-                    if above is None:
-                        raise WatermarkInconsistency(
-                            f"{name} of {key} is at {expected.sequence if expected else None}, inside downloads "
-                            f"{segment.low}..{segment.high} that were written together"
-                        )
-                    addition += above
-                if addition == 0:
-                    outcome.already_applied += sum(segment.count for segment in remaining)
+            if known is not None:
+                try:
+                    remaining = self._not_yet_counted(known, shard, remaining, outcome)
+                except CorruptWatermark as error:
+                    outcome.refused.extend((contribution, str(error)) for contribution in remaining)
                     return outcome
-            else:
-                addition = sum(segment.count for segment in remaining)
+                if not remaining:
+                    return outcome
             try:
-                written = self._write(
-                    key, shard, remaining, addition, expected if known else None, item if known else None
-                )
-                outcome.writes += 1
-                outcome.added += addition
-                outcome.already_applied += sum(segment.count for segment in remaining) - addition
-                outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
-                self._after_write(key, shard, written, outcome)
-                return outcome
+                if known is not None and self._needs_proof(known, shard):
+                    self._write_with_proof(key, shard, remaining, known)
+                    outcome.transactions += 1
+                    written: dict[str, Any] | None = None
+                else:
+                    written = self._write(key, shard, remaining, known)
             except ClientError as error:
-                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
                 outcome.writes += 1
-                item = error.response.get("Item")
-                if item is None:
-                    item = self._read(key)
-                pruned_before = _number(item.get(PRUNED_BEFORE_ATTRIBUTE))
-                if pruned_before is not None:
-                    unprovable = [segment for segment in remaining if segment.low_created <= pruned_before]
-                    outcome.refused.extend(unprovable)
-                    remaining = [segment for segment in remaining if segment.low_created > pruned_before]
-                expected = Watermark.parse(name, item[name]) if name in item else None
-                known = True
-        raise WatermarkContention(f"{name} of {key} kept moving for {MAX_CONDITION_ROUNDS} rounds")
+                known = self._known_after(error, key, shard)
+                continue
+            outcome.writes += 1
+            outcome.added += sum(contribution.amount for contribution in remaining)
+            outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
+            if written is not None:
+                self._after_write(key, shard, written, outcome)
+            return outcome
+        raise WatermarkContention(f"{shard.watermark_name} of {key} kept moving for {MAX_CONDITION_ROUNDS} rounds")
 
-    def _write(
-        self,
-        key: AggregateKey,
-        shard: ShardRef,
-        segments: list[Segment],
-        addition: int,
-        expected: Watermark | None,
-        known_item: dict[str, Any] | None,
+    def _known_after(self, error: ClientError, key: AggregateKey, shard: ShardRef) -> _Known:
+        code = error.response.get("Error", {}).get("Code")
+        if code == "ConditionalCheckFailedException":
+            item = error.response.get("Item")
+            return _Known(item if item is not None else self._read(key))
+        if code == "TransactionCanceledException":
+            reasons = error.response.get("CancellationReasons") or []
+            progress_item = reasons[0].get("Item") if reasons and isinstance(reasons[0], dict) else None
+            aggregate_item = reasons[1].get("Item") if len(reasons) > 1 and isinstance(reasons[1], dict) else None
+            progress = progress_of_item(progress_item) if progress_item is not None else self._progress.read(shard)
+            return _Known(aggregate_item if aggregate_item is not None else self._read(key), progress.checkpoint)
+        raise error
+
+    def _needs_proof(self, known: _Known, shard: ShardRef) -> bool:
+        return shard.watermark_name not in known.item and PRUNED_ATTRIBUTE in known.item
+
+    def _not_yet_counted(
+        self, known: _Known, shard: ShardRef, remaining: list[Contribution], outcome: ApplyOutcome
+    ) -> list[Contribution]:
+        fence = _number(known.item.get(RECOUNTED_THROUGH_ATTRIBUTE))
+        if fence is not None:
+            fenced = [c for c in remaining if c.created is None or c.created <= fence]
+            outcome.refused.extend(
+                (contribution, f"created at or before {RECOUNTED_THROUGH_ATTRIBUTE} {fence}: counted by a recount")
+                for contribution in fenced
+            )
+            remaining = [c for c in remaining if c.created is not None and c.created > fence]
+        name = shard.watermark_name
+        if name in known.item:
+            floor: str | None = Watermark.parse(name, known.item[name]).sequence
+        elif self._needs_proof(known, shard):
+            floor = known.checkpoint
+        else:
+            floor = None
+        if floor is None:
+            return remaining
+        above = [c for c in remaining if c.sequence > floor]
+        outcome.already_applied += sum(c.amount for c in remaining) - sum(c.amount for c in above)
+        return above
+
+    def _update_parameters(
+        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known | None
     ) -> dict[str, Any]:
-        """One conditional UpdateItem: count, watermark, index partition and order change together or not at all.
+        """One conditional update: count, watermark, index partition and order change together or not at all.
 
         The order moves with the count (ADD-like arithmetic on it), so no read is needed. An
         aggregate written before the order existed has a count but no order: once the item is
         known, its order is set outright from that count, on the condition that the count holds.
         """
+        addition = sum(contribution.amount for contribution in contributions)
+        highest = contributions[-1]
+        created = [c.created for c in contributions]
         names = {
             "#count": self._schema.count,
             "#period": self._schema.period,
             "#order": self._schema.order,
             "#wm": shard.watermark_name,
-            "#pruned": PRUNED_BEFORE_ATTRIBUTE,
+            "#pruned": PRUNED_ATTRIBUTE,
+            "#fence": RECOUNTED_THROUGH_ATTRIBUTE,
         }
-        low, high = segments[0], segments[-1]
         values: dict[str, Any] = {
             ":addition": {"N": str(addition)},
             ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
-            ":entry": {"S": watermark_value(high.high, high.high_created, shard.stream_label)},
-            ":low_created": {"N": str(low.low_created)},
+            ":entry": {"S": watermark_value(highest.sequence, highest.created or int(self._clock()), shard)},
         }
-        if known_item is None:
-            watermark_condition = "(attribute_not_exists(#wm) OR #wm < :low)"
-            values[":low"] = {"S": low.low}
-        elif expected is None:
-            watermark_condition = "attribute_not_exists(#wm)"
+        item = known.item if known is not None else None
+        if item is None:
+            watermark = (
+                "((attribute_exists(#wm) AND #wm < :low)"
+                " OR (attribute_not_exists(#wm) AND attribute_not_exists(#pruned)))"
+            )
+            values[":low"] = {"S": contributions[0].sequence}
+            fence = "(attribute_not_exists(#fence) OR #fence < :earliest)"
+            values[":earliest"] = {"N": str(min(0 if c is None else c for c in created))}
         else:
-            watermark_condition = "#wm = :expected"
-            values[":expected"] = {"S": expected.raw}
-        known_count = _number(known_item.get(self._schema.count)) if known_item is not None else None
-        if known_item is not None and known_count is not None and self._schema.order not in known_item:
+            if shard.watermark_name in item:
+                watermark = "#wm = :expected"
+                values[":expected"] = item[shard.watermark_name]
+            elif PRUNED_ATTRIBUTE in item:
+                watermark = "attribute_not_exists(#wm)"
+            else:
+                watermark = "attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
+            if RECOUNTED_THROUGH_ATTRIBUTE in item:
+                fence = "#fence = :fence"
+                values[":fence"] = item[RECOUNTED_THROUGH_ATTRIBUTE]
+            else:
+                fence = "attribute_not_exists(#fence)"
+        known_count = _number(item.get(self._schema.count)) if item is not None else None
+        if item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
             order_condition = "#count = :count AND attribute_not_exists(#order)"
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id))}
@@ -230,25 +265,42 @@ class AggregateStore:
             order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id))}
             values[":scaled"] = {"N": str(addition * ORDER_SCALE)}
+        update = f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry"
+        condition = f"{watermark} AND {fence} AND {order_condition}"
+        return {
+            "TableName": self._table,
+            "Key": self._key(key),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            **_used_placeholders(names, values, update, condition),
+        }
+
+    def _write(
+        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known | None
+    ) -> dict[str, Any]:
+        parameters = self._update_parameters(key, shard, contributions, known)
         response = self._client.update_item(
-            TableName=self._table,
-            Key=self._key(key),
-            UpdateExpression=f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry",
-            ConditionExpression=(
-                f"{watermark_condition} AND {order_condition}"
-                " AND (attribute_not_exists(#pruned) OR #pruned < :low_created)"
-            ),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **parameters, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
         )
         return response.get("Attributes") or {}
 
+    def _write_with_proof(
+        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known
+    ) -> None:
+        """The watermark was pruned: add only if the shard's checkpoint is still below these records, atomically.
+
+        Pruning happens only once the checkpoint has passed a watermark, and every count sets one;
+        so with no watermark, what is counted of this shard is exactly what the checkpoint covers.
+        """
+        update = self._update_parameters(key, shard, contributions, known)
+        update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        self._client.transact_write_items(
+            TransactItems=[self._progress.condition_check(shard, contributions[0].sequence), {"Update": update}]
+        )
+
     def _after_write(self, key: AggregateKey, shard: ShardRef, item: dict[str, Any], outcome: ApplyOutcome) -> None:
-        """Prune watermarks no delivery can need any more, and notice those of other streams."""
+        """Prune watermarks whose shard's checkpoint has passed them, and notice those of other streams."""
         now = int(self._clock())
-        threshold = now - self._retention.prune_after_seconds
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
         for name, value in item.items():
@@ -260,19 +312,24 @@ class AggregateStore:
                 continue
             if watermark.stream_label != shard.stream_label:
                 labels.add(watermark.stream_label)
-            if watermark.created < threshold:
+            if watermark.shard_id is None:
+                continue
+            other = ShardRef(f"{shard.table_arn}/stream/{watermark.stream_label}", watermark.shard_id)
+            progress = self._progress.lower_bound(other)
+            passed = progress.checkpoint is not None and progress.checkpoint >= watermark.sequence
+            if passed and (progress.ended or watermark.created < now - PRUNE_IDLE_SECONDS):
                 stale[name] = watermark
         outcome.previous_stream_labels = tuple(sorted(labels))
         if stale:
             outcome.writes += 1
-            if self._prune(key, stale, threshold + CLOCK_SKEW_SECONDS):
+            if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
 
-    def _prune(self, key: AggregateKey, stale: dict[str, Watermark], pruned_before: int) -> bool:
-        """Remove stale watermarks and raise the pruned mark, only if they are still what was read."""
-        names = {"#count": self._schema.count, "#pruned": PRUNED_BEFORE_ATTRIBUTE}
-        values: dict[str, Any] = {":pruned_before": {"N": str(pruned_before)}}
-        conditions = ["attribute_exists(#count)", "(attribute_not_exists(#pruned) OR #pruned < :pruned_before)"]
+    def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
+        """Remove watermarks the checkpoint has passed, only if they are still what was read."""
+        names = {"#count": self._schema.count, "#pruned": PRUNED_ATTRIBUTE}
+        values: dict[str, Any] = {":removed": {"N": str(len(stale))}}
+        conditions = ["attribute_exists(#count)"]
         removals = []
         for index, (name, watermark) in enumerate(sorted(stale.items())):
             names[f"#s{index}"] = name
@@ -283,7 +340,7 @@ class AggregateStore:
             self._client.update_item(
                 TableName=self._table,
                 Key=self._key(key),
-                UpdateExpression=f"REMOVE {', '.join(removals)} SET #pruned = :pruned_before",
+                UpdateExpression=f"REMOVE {', '.join(removals)} ADD #pruned :removed",
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
@@ -293,6 +350,16 @@ class AggregateStore:
                 raise
             return False
         return True
+
+
+def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressions: str) -> dict[str, Any]:
+    """Only the placeholders the expressions use: DynamoDB refuses a request that defines one it does not use."""
+    text = " ".join(expressions)
+    used = set(re.findall(r"[#:][A-Za-z0-9_]+", text))
+    return {
+        "ExpressionAttributeNames": {name: value for name, value in names.items() if name in used},
+        "ExpressionAttributeValues": {name: value for name, value in values.items() if name in used},
+    }
 
 
 def _number(value: Any) -> int | None:

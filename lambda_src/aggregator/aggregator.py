@@ -1,10 +1,12 @@
 """Aggregator Lambda: counts new downloads from the table's stream into per-month aggregate items, exactly once.
 
-The event source mapping delivers tumbling-window events: one shard's records, the shard's id
-and the window's state. Downloads are folded into the state per aggregate and written with one
-conditional UpdateItem per aggregate (every batch, or once per window), guarded by that shard's
-watermark in the aggregate, so no retry, bisection or redelivery counts a record twice and
-none is lost. What cannot be counted exactly is refused and reported, never guessed.
+The event source mapping delivers tumbling-window events that name one shard. What they carry is
+a trigger and a bound, never what is counted: the aggregator reads that shard itself, in sequence
+order, from its own checkpoint in the progress table, through the highest record delivered, and
+writes each aggregate with one conditional UpdateItem guarded by that shard's watermark in the
+aggregate. Retries out of order, larger or smaller retries, fresh states, direct invocations
+ahead of the mapping and windows given up then change how much one invocation reads, never what
+is counted. What cannot be counted is reported to the failure queue, never guessed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -22,12 +24,14 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
-from aggregate_store import AggregateStore, ApplyOutcome, WatermarkInconsistency, WatermarkRetention
+from aggregate_store import AggregateStore, ApplyOutcome, Contribution, WatermarkContention
 from delivery import Delivery, Refused, ShardRef, parse_delivery
-from download_records import AggregateKey, Download, Rejected, Schema, parse_record
-from stream_verification import verified_records
-from window_state import InvalidState, Segment, WindowState, fold, from_lambda_state, state_size, to_lambda_state
+from download_records import AggregateKey, Download, Rejected, Schema, pad_sequence, parse_record
+from shard_progress import Progress, ProgressStore
+from shard_reader import ShardRead, read_shard
+from window_state import delivered_high, window_state
 
 logger = Logger()
 metrics = Metrics()
@@ -35,12 +39,12 @@ metrics = Metrics()
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
-STATE_FLUSH_BYTES = 256 * 1024
-"""Lambda ends a window early above 1 MB of state; pending downloads are written well before that."""
+DESCRIBE_PAGES = 100
+"""DescribeStream pages (100 shards each) searched for a shard's parent."""
 
 
 class AggregatesNotWritten(Exception):
-    """The window ends, or a direct invocation returns, with aggregates unwritten: Lambda retries the same state."""
+    """The shard's checkpoint did not reach what this invocation had to count: Lambda (or the caller) retries."""
 
     def __init__(self, message: str, report: BatchReport) -> None:
         super().__init__(message)
@@ -51,13 +55,15 @@ class AggregatesNotWritten(Exception):
 class Settings:
     table_name: str
     table_arn: str
+    progress_table_name: str
     schema: Schema
     leaderboard_shards: int
     failure_queue_url: str | None
     aggregate_writes: str
-    retention: WatermarkRetention
     write_concurrency: int
     deadline_margin_ms: int
+    read_budget_records: int = 100_000
+    """Records one invocation reads at most; the rest waits for the next invocation of the shard."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -67,6 +73,7 @@ class Settings:
         return cls(
             table_name=environ["TABLE_NAME"],
             table_arn=environ["TABLE_ARN"],
+            progress_table_name=environ["PROGRESS_TABLE_NAME"],
             schema=Schema(
                 entity=environ.get("ENTITY_ATTRIBUTE", "songID"),
                 sort_key=environ.get("SORT_KEY_ATTRIBUTE", "SK"),
@@ -78,13 +85,25 @@ class Settings:
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,
             aggregate_writes=aggregate_writes,
-            retention=WatermarkRetention(
-                maximum_record_age_seconds=int(environ.get("MAXIMUM_RECORD_AGE_SECONDS", "3600")),
-                window_seconds=int(environ.get("TUMBLING_WINDOW_SECONDS", "60")),
-            ),
             write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
         )
+
+
+@dataclass
+class Dependencies:
+    """What process_delivery talks to: clients and the clock, so a test or the stream model can supply its own."""
+
+    store: AggregateStore
+    progress: ProgressStore
+    streams: Any
+    executor: Executor
+    send_failures: Callable[[list[dict[str, Any]]], bool]
+    """Puts messages into the failure queue; False if they did not all get there."""
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    parents: dict[str, str | None] = field(default_factory=dict)
+    """Shard id -> parent shard id, as DescribeStream told it (per instance: shards never change parents)."""
 
 
 @dataclass
@@ -93,34 +112,42 @@ class BatchReport:
     window_start: str | None = None
     final: bool = False
     direct: bool = False
+    window_terminated_early: bool = False
     received: int = 0
     first_sequence: str | None = None
     last_sequence: str | None = None
+    bound: str | None = None
+    checkpoint_before: str | None = None
+    checkpoint_after: str | None = None
+    records_read: int = 0
+    read_pages: int = 0
+    empty_pages: int = 0
+    throttled_reads: int = 0
+    shard_ended: bool = False
+    caught_up: bool = False
+    parent_drained: str | None = None
     downloads: int = 0
     distinct_aggregates: int = 0
-    """(entity, period) pairs among this invocation's downloads: the fewest writes that could count them."""
-    redelivered: int = 0
-    """Downloads this window had already folded: skipped without a write."""
+    """(entity, period) pairs among the downloads read: the fewest writes that could count them."""
     added: int = 0
     already_applied: int = 0
     writes: int = 0
+    transactions: int = 0
     aggregates_written: int = 0
     pruned_watermarks: int = 0
     index_partition_writes: dict[str, int] = field(default_factory=dict)
     """Aggregate writes per index partition: each moves the index sort key, two index writes."""
-    pending_aggregates: int = 0
-    """Aggregates left in the window state, to be written by a later invocation of the window."""
     ignored: dict[str, int] = field(default_factory=dict)
     rejected: list[Rejected] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    trimmed: dict[str, Any] | None = None
     failed_keys: list[tuple[AggregateKey, str]] = field(default_factory=list)
     deferred_keys: list[AggregateKey] = field(default_factory=list)
     """Not started, or not finished, before the deadline margin."""
-    inconsistent_keys: list[tuple[AggregateKey, str]] = field(default_factory=list)
     previous_streams: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    unwritten: list[dict[str, Any]] = field(default_factory=list)
-    """What a failing final (or direct) invocation leaves unwritten: lost if Lambda gives up on the window."""
-    window_terminated_early: bool = False
+    state_ignored: str | None = None
+    unreported: int = 0
+    """Rejected or refused records the failure queue did not take: the checkpoint waits before them."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -128,87 +155,329 @@ class BatchReport:
             "window_start": self.window_start,
             "final_invocation": self.final,
             "direct_invocation": self.direct,
+            "window_terminated_early": self.window_terminated_early,
             "records_received": self.received,
             "first_sequence": self.first_sequence,
             "last_sequence": self.last_sequence,
+            "bound": self.bound,
+            "checkpoint_before": self.checkpoint_before,
+            "checkpoint_after": self.checkpoint_after,
+            "records_read": self.records_read,
+            "read_pages": self.read_pages,
+            "empty_pages": self.empty_pages,
+            "throttled_reads": self.throttled_reads,
+            "shard_ended": self.shard_ended,
+            "caught_up": self.caught_up,
+            "parent_drained": self.parent_drained,
             "downloads": self.downloads,
             "distinct_aggregates": self.distinct_aggregates,
-            "redelivered": self.redelivered,
             "added": self.added,
             "already_applied": self.already_applied,
             "aggregate_writes": self.writes,
+            "transactions": self.transactions,
             "aggregates_written": self.aggregates_written,
             "pruned_watermarks": self.pruned_watermarks,
             "index_partition_writes": self.index_partition_writes,
-            "pending_aggregates": self.pending_aggregates,
             "ignored": self.ignored,
             "rejected": len(self.rejected),
             "refused": len(self.refused),
+            "records_trimmed": self.trimmed is not None,
             "failed_aggregates": len(self.failed_keys),
             "deferred_aggregates": len(self.deferred_keys),
-            "inconsistent_aggregates": len(self.inconsistent_keys),
-            "window_terminated_early": self.window_terminated_early,
+            "state_ignored": self.state_ignored,
+            "unreported": self.unreported,
         }
 
 
-def classify(records: list[dict[str, Any]], schema: Schema, report: BatchReport) -> list[Download]:
-    """The batch's downloads; rejected and ignored records are tallied in the report."""
+@dataclass
+class _Catchup:
+    """One shard's records read from its checkpoint, and what became of them."""
+
+    shard: ShardRef
+    progress: Progress
+    read: ShardRead
+    held_back_from: str | None = None
+    """The lowest sequence not handled (an aggregate unwritten, a report not sent): the checkpoint stays below."""
+
+
+def _sequence(record: Any) -> str | None:
+    if isinstance(record, dict) and isinstance(record.get("dynamodb"), dict):
+        sequence = record["dynamodb"].get("SequenceNumber")
+        if isinstance(sequence, str) and sequence.isdigit() and len(sequence) <= 40:
+            return pad_sequence(sequence)
+    return None
+
+
+def _bound_of(delivery: Delivery, state_high: str | None) -> str | None:
+    """The highest sequence number this invocation must count through: delivered, claimed or remembered."""
+    candidates = [sequence for sequence in (_sequence(record) for record in delivery.records) if sequence]
+    if delivery.through_sequence:
+        candidates.append(delivery.through_sequence)
+    if state_high:
+        candidates.append(state_high)
+    return max(candidates) if candidates else None
+
+
+def process_delivery(
+    delivery: Delivery,
+    deps: Dependencies,
+    settings: Settings,
+    remaining_ms: Callable[[], int],
+) -> tuple[dict[str, Any], BatchReport]:
+    """Count the delivery's shard from its checkpoint through what the delivery names, and answer Lambda."""
+    report = BatchReport(
+        shard_id=delivery.shard_id,
+        window_start=delivery.window.start if delivery.window else None,
+        final=delivery.is_final,
+        direct=delivery.is_direct,
+        window_terminated_early=delivery.terminated_early,
+        received=len(delivery.records) + len(delivery.refused),
+        refused=list(delivery.refused),
+    )
+    delivered = sorted(sequence for sequence in (_sequence(r) for r in delivery.records) if sequence)
+    report.first_sequence, report.last_sequence = (delivered[0], delivered[-1]) if delivered else (None, None)
+    shard = delivery.shard
+    state_high, report.state_ignored = (None, None) if delivery.is_direct else delivered_high(delivery.state, shard)
+    bound = _bound_of(delivery, state_high)
+    report.bound = bound
+    if delivery.refused and not deps.send_failures([_refused_message(item) for item in delivery.refused]):
+        report.unreported += len(delivery.refused)
+    if shard is None:
+        return _response(delivery, None, None, report), report
+    must_catch_up = delivery.is_final or delivery.is_direct or delivery.terminated_early
+    if not must_catch_up and (settings.aggregate_writes == PER_WINDOW or bound is None):
+        report.caught_up = True
+        return _response(delivery, shard, bound, report), report
+
+    started_ms = remaining_ms()
+    write_reserve_ms = max(2000, (started_ms - settings.deadline_margin_ms) // 2)
+
+    def keep_reading(records_so_far: int) -> bool:
+        return records_so_far < settings.read_budget_records and (
+            remaining_ms() > settings.deadline_margin_ms + write_reserve_ms
+        )
+
+    progress = deps.progress.read(shard)
+    report.checkpoint_before = progress.checkpoint
+    parent = _parent_to_drain(deps, shard, progress)
+    if parent is not None:
+        _drain(deps, settings, parent, remaining_ms, keep_reading, report)
+    if bound is not None and progress.checkpoint is not None and progress.checkpoint >= bound:
+        report.checkpoint_after = progress.checkpoint
+        report.caught_up = True
+        _report_unconfirmed(deps, delivery, progress, None, report)
+        return _response(delivery, shard, bound, report), report
+    catchup = _catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+    _report_unconfirmed(deps, delivery, progress, catchup.read, report)
+    report.checkpoint_after = _advance(deps, catchup, parent_id=deps.parents.get(shard.shard_id))
+    report.shard_ended = catchup.read.shard_ended
+    reached = report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
+    report.caught_up = catchup.held_back_from is None and (bound is None or reached or catchup.read.shard_ended)
+    if not report.caught_up and must_catch_up:
+        raise AggregatesNotWritten(
+            f"{shard.shard_id}: checkpoint {report.checkpoint_after} has not reached {bound}, retried",
+            report,
+        )
+    return _response(delivery, shard, bound, report), report
+
+
+def _response(delivery: Delivery, shard: ShardRef | None, high: str | None, report: BatchReport) -> dict[str, Any]:
+    if delivery.is_direct:
+        return {
+            "shardId": delivery.shard_id,
+            "checkpoint": report.checkpoint_after,
+            "reachedBound": report.caught_up,
+            "summary": report.summary(),
+        }
+    state = {} if delivery.is_final else window_state(shard, high)
+    return {"state": state, "batchItemFailures": []}
+
+
+def _parent_to_drain(deps: Dependencies, shard: ShardRef, progress: Progress) -> ShardRef | None:
+    """The parent shard, if this deployment counted part of it and never reached its end (a window given up)."""
+    parent_id = progress.parent_shard_id or _parent_of(deps, shard)
+    if parent_id is None:
+        return None
+    parent = ShardRef(shard.stream_arn, parent_id)
+    parent_progress = deps.progress.lower_bound(parent)
+    if not parent_progress.exists or parent_progress.ended:
+        return None
+    return parent
+
+
+def _parent_of(deps: Dependencies, shard: ShardRef) -> str | None:
+    if shard.shard_id in deps.parents:
+        return deps.parents[shard.shard_id]
+    start: str | None = None
+    try:
+        for _ in range(DESCRIBE_PAGES):
+            parameters: dict[str, Any] = {"StreamArn": shard.stream_arn}
+            if start:
+                parameters["ExclusiveStartShardId"] = start
+            description = deps.streams.describe_stream(**parameters)["StreamDescription"]
+            for described in description.get("Shards", []):
+                deps.parents[described["ShardId"]] = described.get("ParentShardId")
+            start = description.get("LastEvaluatedShardId")
+            if shard.shard_id in deps.parents or not start:
+                break
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("parent shard unknown", extra={"shard_id": shard.shard_id, "error": str(error)})
+        return None
+    return deps.parents.get(shard.shard_id)
+
+
+def _drain(
+    deps: Dependencies,
+    settings: Settings,
+    parent: ShardRef,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int], bool],
+    report: BatchReport,
+) -> None:
+    """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on."""
+    progress = deps.progress.read(parent)
+    if progress.ended:
+        return
+    catchup = _catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
+    _advance(deps, catchup, parent_id=None)
+    report.parent_drained = parent.shard_id
+
+
+def _catch_up(
+    deps: Dependencies,
+    settings: Settings,
+    shard: ShardRef,
+    progress: Progress,
+    bound: str | None,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int], bool],
+    report: BatchReport,
+) -> _Catchup:
+    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
+    read = read_shard(deps.streams, shard, progress.checkpoint, bound, keep_reading, deps.sleep)
+    catchup = _Catchup(shard, progress, read)
+    report.records_read += len(read.records)
+    report.read_pages += read.pages
+    report.empty_pages += read.empty_pages
+    report.throttled_reads += read.throttled
     downloads: list[Download] = []
-    for record in records:
-        parsed = parse_record(record, schema)
-        if parsed.raw_sequence is not None:
-            report.first_sequence = report.first_sequence or parsed.raw_sequence
-            report.last_sequence = parsed.raw_sequence
+    rejected: list[Rejected] = []
+    for record in read.records:
+        parsed = parse_record(record, settings.schema)
         if isinstance(parsed, Download):
             downloads.append(parsed)
         elif isinstance(parsed, Rejected):
-            report.rejected.append(parsed)
+            rejected.append(parsed)
         else:
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
-    report.downloads = len(downloads)
-    report.distinct_aggregates = len({download.key for download in downloads})
-    return downloads
+    report.downloads += len(downloads)
+    report.rejected.extend(rejected)
+    groups: dict[AggregateKey, list[Contribution]] = {}
+    for download in downloads:
+        groups.setdefault(download.key, []).append(Contribution(download.sequence, download.created, download.amount))
+    report.distinct_aggregates += len(groups)
+    unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
+    report.refused.extend(refused)
+    unhandled = [groups[key][0].sequence for key in unwritten]
+    messages = [_rejected_message(item, shard) for item in rejected] + [_refused_message(item) for item in refused]
+    if read.trimmed is not None:
+        report.trimmed = {
+            "kind": "records_trimmed",
+            "shardId": shard.shard_id,
+            "streamArn": shard.stream_arn,
+            "checkpoint": read.trimmed.checkpoint,
+            "checkpointCreated": progress.checkpoint_created,
+            "firstReadableSequence": read.trimmed.first_readable_sequence,
+            "firstReadableCreated": read.trimmed.first_readable_created,
+        }
+        messages.append(report.trimmed)
+    if messages and not deps.send_failures(messages):
+        # Unreported, they must not be passed: the next reader meets them again and reports them.
+        report.unreported += len(messages)
+        unhandled += [pad_sequence(item.raw_sequence) for item in [*rejected, *refused] if item.raw_sequence]
+        if read.trimmed is not None and read.records:
+            unhandled.append(pad_sequence(read.records[0]["dynamodb"]["SequenceNumber"]))
+    catchup.held_back_from = min(unhandled) if unhandled else None
+    return catchup
 
 
-def write_pending(
-    state: WindowState,
-    store: AggregateStore,
+def _report_unconfirmed(
+    deps: Dependencies, delivery: Delivery, progress: Progress, read: ShardRead | None, report: BatchReport
+) -> None:
+    """Delivered or claimed records beyond the checkpoint, within what was read, that the shard does not hold."""
+    unconfirmed = _unconfirmed(delivery, progress, read) if read is not None else []
+    report.refused.extend(unconfirmed)
+    if unconfirmed and not deps.send_failures([_refused_message(item) for item in unconfirmed]):
+        report.unreported += len(unconfirmed)
+
+
+def _unconfirmed(delivery: Delivery, progress: Progress, read: ShardRead) -> list[Refused]:
+    last_read = read.last_sequence or progress.checkpoint or ""
+    held = {pad_sequence(r["dynamodb"]["SequenceNumber"]): r for r in read.records}
+    refused = []
+    for record in delivery.records:
+        sequence = _sequence(record)
+        if sequence is None or (progress.checkpoint is not None and sequence <= progress.checkpoint):
+            continue
+        if sequence > last_read and not read.shard_ended and not read.reached_bound:
+            continue
+        original = held.get(sequence)
+        claim = record.get("dynamodb", {})
+        if original is None:
+            reason = f"no record {sequence.lstrip('0')} in {delivery.shard_id} of {_stream_of(delivery)}"
+        elif original.get("eventName") != record.get("eventName") or original["dynamodb"].get("Keys") != claim.get(
+            "Keys"
+        ):
+            reason = f"record {sequence.lstrip('0')} differs from the stream's record"
+        else:
+            continue
+        refused.append(Refused(reason, claim.get("SequenceNumber"), record, delivery.shard_id, _stream_of(delivery)))
+    return refused
+
+
+def _stream_of(delivery: Delivery) -> str | None:
+    return delivery.shard.stream_arn if delivery.shard else None
+
+
+def _write_all(
+    deps: Dependencies,
     settings: Settings,
+    shard: ShardRef,
+    groups: dict[AggregateKey, list[Contribution]],
     remaining_ms: Callable[[], int],
     report: BatchReport,
-    executor: Executor,
-) -> None:
-    """Write every pending aggregate in parallel, returning before the deadline margin whatever the SDK is doing.
+) -> tuple[list[AggregateKey], list[Refused]]:
+    """Write every aggregate in parallel, returning before the deadline margin whatever the SDK is doing.
 
-    Written aggregates leave the state; failed, refused-in-part or unfinished ones stay, marked
-    attempted, for a later invocation of the window (or, at the window's end, for Lambda's retry).
     Updates still running at the deadline are abandoned, not awaited: each is a conditional
-    write, so landing late can neither double nor lose a count.
+    write, so landing late can neither double nor lose a count. Returns the aggregates not
+    (known to be) written, below whose lowest record the checkpoint stays, and the records refused.
     """
-    shard = state.shard
-    if shard is None or not state.pending:
-        return
-    keys = sorted(state.pending, key=lambda key: state.pending[key][0].low)
-    segments = {key: list(state.pending[key]) for key in keys}
+    if not groups:
+        return [], []
+    keys = sorted(groups, key=lambda key: groups[key][0].sequence)
 
     def apply_unless_late(key: AggregateKey) -> ApplyOutcome | None:
         if remaining_ms() < settings.deadline_margin_ms:
             return None
-        return store.apply(key, shard, segments[key])
+        return deps.store.apply(key, shard, groups[key])
 
     budget_seconds = max(0.0, (remaining_ms() - settings.deadline_margin_ms) / 1000)
-    futures = {executor.submit(apply_unless_late, key): key for key in keys}
+    futures = {deps.executor.submit(apply_unless_late, key): key for key in keys}
     finished, unfinished = wait(futures, timeout=budget_seconds)
     for future in unfinished:
         future.cancel()
+    unwritten: list[AggregateKey] = []
+    refused: list[Refused] = []
     for future, key in futures.items():
         outcome = _outcome_of(future, key, finished, report)
         if outcome is None:
-            _mark_attempted(state, key)
+            unwritten.append(key)
             continue
         report.added += outcome.added
         report.already_applied += outcome.already_applied
         report.writes += outcome.writes
+        report.transactions += outcome.transactions
         report.aggregates_written += 1
         report.pruned_watermarks += outcome.pruned_watermarks
         if outcome.index_partition is not None:
@@ -216,24 +485,21 @@ def write_pending(
             report.index_partition_writes[partition] = report.index_partition_writes.get(partition, 0) + 1
         if outcome.previous_stream_labels:
             report.previous_streams[f"{key.entity_id}|{key.period}"] = outcome.previous_stream_labels
-        for segment in outcome.refused:
-            report.refused.append(_refused_segment(key, shard, segment))
-        del state.pending[key]
+        refused += [_refused_contribution(key, shard, contribution, why) for contribution, why in outcome.refused]
+    return unwritten, refused
 
 
 def _outcome_of(
     future: Future[ApplyOutcome | None], key: AggregateKey, finished: set[Future[Any]], report: BatchReport
 ) -> ApplyOutcome | None:
-    """The aggregate's outcome, or None after recording in the report why it stays pending."""
+    """The aggregate's outcome, or None after recording in the report why it is not written."""
     if future not in finished:
         report.deferred_keys.append(key)
         return None
     error = future.exception()
-    if isinstance(error, WatermarkInconsistency):
-        report.inconsistent_keys.append((key, str(error)))
-        return None
     if error is not None:
-        report.failed_keys.append((key, f"{type(error).__name__}: {error}"))
+        kind = "contention" if isinstance(error, WatermarkContention) else type(error).__name__
+        report.failed_keys.append((key, f"{kind}: {error}"))
         return None
     outcome = future.result()
     if outcome is None:
@@ -241,117 +507,68 @@ def _outcome_of(
     return outcome
 
 
-def _mark_attempted(state: WindowState, key: AggregateKey) -> None:
-    state.pending[key] = [replace(segment, attempted=True) for segment in state.pending[key]]
-
-
-def _refused_segment(key: AggregateKey, shard: ShardRef, segment: Segment) -> Refused:
-    reason = "older than a pruned watermark of its aggregate: it cannot be proven uncounted"
+def _refused_contribution(key: AggregateKey, shard: ShardRef, contribution: Contribution, reason: str) -> Refused:
     return Refused(
         reason,
-        segment.low,
-        {
-            "entityId": key.entity_id,
-            "period": key.period,
-            "streamArn": shard.stream_arn,
-            "shardId": shard.shard_id,
-            "downloads": segment.count,
-            "lowSequence": segment.low,
-            "highSequence": segment.high,
-        },
+        contribution.sequence.lstrip("0") or "0",
+        {"entityId": key.entity_id, "period": key.period, "created": contribution.created},
+        shard.shard_id,
+        shard.stream_arn,
     )
 
 
-def process_delivery(
-    delivery: Delivery,
-    store: AggregateStore,
-    settings: Settings,
-    remaining_ms: Callable[[], int],
-    executor: Executor,
-    streams: Any = None,
-    clock: Callable[[], float] = time.time,
-) -> tuple[dict[str, Any], BatchReport]:
-    """Fold one delivery into its window state, write what is due, and build the response Lambda checkpoints."""
-    report = BatchReport(
-        shard_id=delivery.shard_id,
-        window_start=delivery.window.start if delivery.window else None,
-        final=delivery.is_final,
-        direct=delivery.is_direct,
-        received=len(delivery.records) + len(delivery.refused),
-        refused=list(delivery.refused),
-        window_terminated_early=delivery.terminated_early,
-    )
-    records = delivery.records
-    if delivery.is_direct and delivery.shard is not None and records:
-        records, unverified = verified_records(streams, delivery.shard, records)
-        report.refused.extend(unverified)
-    if delivery.is_direct or delivery.shard_id is None:
-        state = WindowState(shard=delivery.shard)
-    else:
-        state = from_lambda_state(delivery.state, delivery.shard, delivery.shard_id)
-    downloads = classify(records, settings.schema, report)
-    if downloads and state.shard is not None:
-        folded = fold(state, downloads, int(clock()))
-        report.redelivered = folded.redelivered
-    write_now = delivery.is_final or settings.aggregate_writes == PER_BATCH or _too_big(state)
-    if write_now:
-        write_pending(state, store, settings, remaining_ms, report, executor)
-    report.pending_aggregates = len(state.pending)
-    if state.pending and (delivery.is_final or _too_big(state)):
-        report.unwritten = [
-            {
-                "entity_id": key.entity_id,
-                "period": key.period,
-                "downloads": sum(segment.count for segment in segments),
-                "low_sequence": segments[0].low,
-                "high_sequence": segments[-1].high,
-            }
-            for key, segments in sorted(state.pending.items(), key=lambda item: item[1][0].low)
-        ]
-        raise AggregatesNotWritten(
-            f"{len(state.pending)} aggregates of {report.shard_id} are not written; "
-            "Lambda retries this invocation with the same state",
-            report,
-        )
-    return {"state": {} if delivery.is_final else to_lambda_state(state), "batchItemFailures": []}, report
+def _advance(deps: Dependencies, catchup: _Catchup, parent_id: str | None) -> str | None:
+    """Raise the shard's checkpoint over every record read and handled; None if nothing is counted yet."""
+    read, before = catchup.read, catchup.progress.checkpoint
+    handled = [
+        record
+        for record in read.records
+        if catchup.held_back_from is None or pad_sequence(record["dynamodb"]["SequenceNumber"]) < catchup.held_back_from
+    ]
+    whole = len(handled) == len(read.records)
+    if not handled:
+        if whole and read.shard_ended and not catchup.progress.ended:
+            deps.progress.mark_ended(catchup.shard, parent_id)
+        return before
+    last = handled[-1]
+    checkpoint = pad_sequence(last["dynamodb"]["SequenceNumber"])
+    created = last["dynamodb"].get("ApproximateCreationDateTime")
+    created_second = int(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
+    if before is None or checkpoint > before or (whole and read.shard_ended):
+        deps.progress.advance(catchup.shard, checkpoint, created_second, whole and read.shard_ended, parent_id)
+    return max(checkpoint, before) if before else checkpoint
 
 
-def _too_big(state: WindowState) -> bool:
-    return state_size(to_lambda_state(state)) > STATE_FLUSH_BYTES
+def _rejected_message(item: Rejected, shard: ShardRef) -> dict[str, Any]:
+    return {
+        "kind": "rejected_download",
+        "reason": item.reason,
+        "sequenceNumber": item.raw_sequence,
+        "shardId": shard.shard_id,
+        "streamArn": shard.stream_arn,
+        "record": item.record,
+    }
 
 
-def report_to_failure_queue(report: BatchReport, queue_url: str | None, sqs: Any) -> None:
-    """Log every rejected or refused record in full and copy it to the failure queue, so none vanishes."""
-    messages: list[dict[str, Any]] = []
-    for item in report.rejected:
-        logger.warning(
-            "rejected download record",
-            extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
-        )
-        messages.append(
-            {
-                "kind": "rejected_download",
-                "reason": item.reason,
-                "sequenceNumber": item.raw_sequence,
-                "record": item.record,
-            }
-        )
-    for item in report.refused:
-        logger.error(
-            "refused record",
-            extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
-        )
-        messages.append(
-            {
-                "kind": "refused_record",
-                "reason": item.reason,
-                "sequenceNumber": item.raw_sequence,
-                "shardId": report.shard_id,
-                "record": item.record,
-            }
-        )
-    if not messages or not queue_url:
-        return
+def _refused_message(item: Refused) -> dict[str, Any]:
+    message = {
+        "kind": "refused_record",
+        "reason": item.reason,
+        "sequenceNumber": item.raw_sequence,
+        "shardId": item.shard_id,
+        "streamArn": item.stream_arn,
+        "record": item.record,
+    }
+    if isinstance(item.record, dict) and "entityId" in item.record:
+        message["entityId"], message["period"] = item.record["entityId"], item.record.get("period")
+    return message
+
+
+def send_to_failure_queue(sqs: Any, queue_url: str | None, messages: list[dict[str, Any]]) -> bool:
+    """Copy messages to the failure queue, ten at a time; False unless every one got there."""
+    if not queue_url:
+        return True
+    delivered = True
     for start in range(0, len(messages), 10):
         entries = [
             {"Id": str(index), "MessageBody": json.dumps(message, default=str)[:250_000]}
@@ -359,31 +576,37 @@ def report_to_failure_queue(report: BatchReport, queue_url: str | None, sqs: Any
         ]
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-            if response.get("Failed"):
-                logger.error("some records were not copied to the failure queue", extra={"failed": response["Failed"]})
-        except Exception:
-            logger.exception("records were not copied to the failure queue; the log lines above hold them")
+        except (ClientError, BotoCoreError):
+            logger.exception("records were not copied to the failure queue; the log lines hold them")
+            delivered = False
+            continue
+        if response.get("Failed"):
+            logger.error("some records were not copied to the failure queue", extra={"failed": response["Failed"]})
+            delivered = False
+    return delivered
 
 
 def publish(report: BatchReport, started: float, succeeded: bool) -> None:
-    if report.unwritten:
-        logger.error(
-            "aggregates not written at the end of the window",
-            extra={"shard_id": report.shard_id, "window_start": report.window_start, "aggregates": report.unwritten},
+    for item in report.rejected:
+        logger.warning(
+            "rejected download record",
+            extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
         )
+    for item in report.refused:
+        logger.error(
+            "refused record",
+            extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
+        )
+    if report.trimmed is not None:
+        logger.error("records trimmed from the stream before they were counted", extra=report.trimmed)
+    if report.state_ignored:
+        logger.warning("window state ignored", extra={"shard_id": report.shard_id, "reason": report.state_ignored})
     if report.window_terminated_early:
-        logger.error(
-            "window terminated early", extra={"shard_id": report.shard_id, "window_start": report.window_start}
-        )
+        logger.warning("window terminated early", extra={"shard_id": report.shard_id})
     for key, reason in report.failed_keys:
         logger.warning(
-            "aggregate update failed; it stays pending in the window state",
+            "aggregate update failed; the checkpoint waits for it",
             extra={"entity_id": key.entity_id, "period": key.period, "error": reason},
-        )
-    for key, reason in report.inconsistent_keys:
-        logger.error(
-            "watermark inconsistency",
-            extra={"entity_id": key.entity_id, "period": key.period, "shard_id": report.shard_id, "error": reason},
         )
     for aggregate, labels in report.previous_streams.items():
         logger.warning(
@@ -391,16 +614,15 @@ def publish(report: BatchReport, started: float, succeeded: bool) -> None:
             extra={"aggregate": aggregate, "stream_labels": labels},
         )
     metrics.add_metric(name="DownloadsCounted", unit=MetricUnit.Count, value=report.added)
-    metrics.add_metric(
-        name="DownloadsAlreadyApplied", unit=MetricUnit.Count, value=report.already_applied + report.redelivered
-    )
+    metrics.add_metric(name="DownloadsAlreadyApplied", unit=MetricUnit.Count, value=report.already_applied)
     metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=report.writes)
+    metrics.add_metric(name="RecordsRead", unit=MetricUnit.Count, value=report.records_read)
     metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=len(report.rejected))
     metrics.add_metric(name="RefusedRecords", unit=MetricUnit.Count, value=len(report.refused))
+    metrics.add_metric(name="TrimmedRecords", unit=MetricUnit.Count, value=1 if report.trimmed else 0)
     metrics.add_metric(
         name="FailedAggregates", unit=MetricUnit.Count, value=len(report.failed_keys) + len(report.deferred_keys)
     )
-    metrics.add_metric(name="WatermarkInconsistencies", unit=MetricUnit.Count, value=len(report.inconsistent_keys))
     metrics.add_metric(name="PreviousStreamWatermarks", unit=MetricUnit.Count, value=len(report.previous_streams))
     duration_ms = round((time.monotonic() - started) * 1000)
     logger.info("batch summary", extra={**report.summary(), "succeeded": succeeded, "duration_ms": duration_ms})
@@ -410,14 +632,16 @@ SETTINGS = Settings.from_environment(dict(os.environ))
 _dynamodb = boto3.client("dynamodb", config=_SDK_CONFIG)
 _streams = boto3.client("dynamodbstreams", config=_SDK_CONFIG)
 _sqs = boto3.client("sqs", config=_SDK_CONFIG)
-STORE = AggregateStore(
-    _dynamodb,
-    SETTINGS.table_name,
-    SETTINGS.schema,
-    SETTINGS.retention,
-    leaderboard_shards=SETTINGS.leaderboard_shards,
+_PROGRESS = ProgressStore(_dynamodb, SETTINGS.progress_table_name)
+DEPENDENCIES = Dependencies(
+    store=AggregateStore(
+        _dynamodb, SETTINGS.table_name, SETTINGS.schema, _PROGRESS, leaderboard_shards=SETTINGS.leaderboard_shards
+    ),
+    progress=_PROGRESS,
+    streams=_streams,
+    executor=ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer"),
+    send_failures=lambda messages: send_to_failure_queue(_sqs, SETTINGS.failure_queue_url, messages),
 )
-_WRITERS = ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer")
 
 
 @metrics.log_metrics
@@ -426,17 +650,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     started = time.monotonic()
     delivery = parse_delivery(event, SETTINGS.table_arn)
     try:
-        response, report = process_delivery(
-            delivery, STORE, SETTINGS, context.get_remaining_time_in_millis, _WRITERS, _streams
-        )
+        response, report = process_delivery(delivery, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis)
     except AggregatesNotWritten as failure:
-        report_to_failure_queue(failure.report, SETTINGS.failure_queue_url, _sqs)
         publish(failure.report, started, succeeded=False)
         raise
-    except InvalidState as error:
-        logger.error("invalid window state", extra={"error": str(error), "shard_id": event.get("shardId")})
-        metrics.add_metric(name="WatermarkInconsistencies", unit=MetricUnit.Count, value=1)
-        raise
-    report_to_failure_queue(report, SETTINGS.failure_queue_url, _sqs)
     publish(report, started, succeeded=True)
     return response

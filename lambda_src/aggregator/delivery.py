@@ -14,6 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from download_records import pad_sequence
+
 WATERMARK_PREFIX = "Watermark_"
 
 
@@ -23,6 +25,10 @@ class ShardRef:
 
     stream_arn: str
     shard_id: str
+
+    @property
+    def table_arn(self) -> str:
+        return self.stream_arn.rsplit("/stream/", 1)[0]
 
     @property
     def stream_label(self) -> str:
@@ -53,6 +59,8 @@ class Refused:
     reason: str
     raw_sequence: str | None
     record: Any
+    shard_id: str | None = None
+    stream_arn: str | None = None
 
 
 @dataclass
@@ -67,6 +75,8 @@ class Delivery:
     is_final: bool = True
     terminated_early: bool = False
     refused: list[Refused] = field(default_factory=list)
+    through_sequence: str | None = None
+    """A direct invocation's `throughSequenceNumber` (padded): count the shard at least this far."""
 
     @property
     def is_direct(self) -> bool:
@@ -135,7 +145,21 @@ def parse_delivery(event: Any, table_arn: str) -> Delivery:
         refused.extend(_refuse_all(accepted, f"the event's stream {stream_arn} is not a stream of {table_arn}"))
         accepted = []
     shard = ShardRef(stream_arn, shard_id) if stream_arn is not None else None
-    return Delivery(shard_id, shard, accepted, window, state, is_final, terminated_early, refused)
+    through = event.get("throughSequenceNumber") if window is None else None
+    if through is not None and not (isinstance(through, str) and through.isdigit() and len(through) <= 40):
+        refused.append(Refused(f"throughSequenceNumber {through!r} is not a sequence number", None, {"event": event}))
+        through = None
+    return Delivery(
+        shard_id,
+        shard,
+        accepted,
+        window,
+        state,
+        is_final,
+        terminated_early,
+        refused,
+        pad_sequence(through) if through else None,
+    )
 
 
 def _window_of(value: Any) -> Window | None:

@@ -44,6 +44,8 @@ class Download:
     """As delivered: what logs and failure messages name."""
     created: int | None = None
     """ApproximateCreationDateTime in whole epoch seconds, when the record carries it."""
+    amount: int = 1
+    """What the download adds to its aggregate."""
 
 
 @dataclass(frozen=True)

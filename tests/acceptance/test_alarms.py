@@ -24,7 +24,7 @@ from tests.acceptance.conftest import second_plan, stack
 
 ANOMALIES = {
     "refused_records": "RefusedRecords",
-    "watermark_inconsistencies": "WatermarkInconsistencies",
+    "records_trimmed": "TrimmedRecords",
     "previous_stream_watermarks": "PreviousStreamWatermarks",
     "failed_aggregates": "FailedAggregates",
     "rejected_records": "RejectedRecords",

@@ -109,3 +109,13 @@ output "alarm_sns_topic_arn" {
   description = "SNS topic the alarms notify; null without."
   value       = module.leaderboard.alarm_sns_topic_arn
 }
+
+output "progress_table_name" {
+  description = "Name of the progress table: per stream shard, the checkpoint through which every download is counted (operator tools read it)."
+  value       = module.leaderboard.progress_table_name
+}
+
+output "progress_table_arn" {
+  description = "ARN of the progress table."
+  value       = module.leaderboard.progress_table_arn
+}

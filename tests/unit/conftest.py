@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ for function_dir in ("lambda_src/aggregator", "lambda_src/query"):
 # What the module gives the functions; read when the handler modules are imported.
 os.environ.setdefault("TABLE_NAME", "test-downloads")
 os.environ.setdefault("TABLE_ARN", "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads")
+os.environ.setdefault("PROGRESS_TABLE_NAME", "test-progress")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "UnitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "unit-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 TABLE = "test-downloads"
+PROGRESS_TABLE = "test-progress"
 INDEX = "MonthDownloadsIndex"
 
 
@@ -66,8 +69,22 @@ def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
     return client
 
 
+def create_progress_table(table_name: str = PROGRESS_TABLE) -> Any:
+    """The module's progress table in moto: one item per stream shard, keyed by ShardKey."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=table_name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "ShardKey", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "ShardKey", "KeyType": "HASH"}],
+    )
+    return client
+
+
 @pytest.fixture
 def dynamodb(aws: None) -> Any:
+    """The table and the progress table, as the module creates them."""
+    create_progress_table()
     return create_table()
 
 
@@ -92,10 +109,11 @@ class FakeLambdaContext:
     aws_request_id = "00000000-0000-0000-0000-000000000000"
 
     def __init__(self, remaining_ms: int = 60_000) -> None:
-        self._remaining_ms = remaining_ms
+        self._deadline = time.monotonic() + remaining_ms / 1000
 
     def get_remaining_time_in_millis(self) -> int:
-        return self._remaining_ms
+        """Counts down in real time, as Lambda's does."""
+        return max(0, round((self._deadline - time.monotonic()) * 1000))
 
 
 @pytest.fixture

@@ -1,121 +1,272 @@
-"""The aggregator's handler end to end on moto: window events in, exact aggregates, state and reports out."""
+"""The aggregator's handler on moto's table and stream: it counts what the shard holds, never what is delivered.
+
+Each test writes downloads into moto's table, so that its stream holds them, then plays an
+event sequence AWS's documentation allows (retries out of order, larger retries, direct
+invocations ahead of the mapping, windows given up, fresh states) and asserts the counts
+against the downloads written.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import aggregator
 from aggregate_store import AggregateStore
 from aggregator import PER_WINDOW, AggregatesNotWritten
-from tests.streams import TABLE_ARN, aggregate_record, download_record, window_event
-from tests.unit.conftest import TABLE, FakeLambdaContext, count_of
+from shard_progress import ProgressStore
+from tests.unit.conftest import PROGRESS_TABLE, TABLE, FakeLambdaContext, count_of, create_progress_table, create_table
+
+
+@dataclasses.dataclass
+class Deployed:
+    dynamodb: Any
+    streams: Any
+    sqs: Any
+    queue_url: str
+    stream_arn: str
+    shard_id: str
+
+    def write(self, song_id: str, count: int, timestamp: str = "2018-01-15T10:00:00Z", first: int = 0) -> None:
+        for number in range(first, first + count):
+            self.dynamodb.put_item(
+                TableName=TABLE,
+                Item={"songID": {"S": song_id}, "SK": {"S": f"{song_id}-d{number}"}, "Timestamp": {"S": timestamp}},
+            )
+
+    def put_raw(self, item: dict[str, Any]) -> None:
+        self.dynamodb.put_item(TableName=TABLE, Item=item)
+
+    def stream_records(self) -> list[dict[str, Any]]:
+        """The shard's download records as a Lambda event carries them (the aggregator's own writes left out)."""
+        iterator = self.streams.get_shard_iterator(
+            StreamArn=self.stream_arn, ShardId=self.shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        records = self.streams.get_records(ShardIterator=iterator)["Records"]
+        for record in records:
+            record["eventSourceARN"] = self.stream_arn
+            record["dynamodb"]["ApproximateCreationDateTime"] = record["dynamodb"][
+                "ApproximateCreationDateTime"
+            ].timestamp()
+        return [r for r in records if r["eventName"] == "INSERT" and "Month" not in r["dynamodb"].get("NewImage", {})]
+
+    def window_event(
+        self, records: list[dict[str, Any]], state: dict[str, Any] | None = None, final: bool = False
+    ) -> dict[str, Any]:
+        return {
+            "Records": records,
+            "window": {"start": "2018-01-15T07:04:00Z", "end": "2018-01-15T07:05:00Z"},
+            "state": state or {},
+            "shardId": self.shard_id,
+            "eventSourceARN": self.stream_arn,
+            "isFinalInvokeForWindow": final,
+            "isWindowTerminatedEarly": False,
+        }
+
+    def direct_event(self, records: list[dict[str, Any]], through: str | None = None) -> dict[str, Any]:
+        event: dict[str, Any] = {"shardId": self.shard_id, "eventSourceARN": self.stream_arn, "Records": records}
+        if through is not None:
+            event["throughSequenceNumber"] = through
+        return event
+
+    def failure_messages(self) -> list[dict[str, Any]]:
+        bodies = []
+        while True:
+            messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            if not messages:
+                return sorted(bodies, key=lambda body: str(body.get("sequenceNumber")))
+            bodies += [json.loads(message["Body"]) for message in messages]
+
+    def checkpoint(self) -> str | None:
+        item = self.dynamodb.scan(TableName=PROGRESS_TABLE).get("Items", [])
+        return item[0]["Checkpoint"]["S"].lstrip("0") if item and "Checkpoint" in item[0] else None
+
+
+def use_store(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
+    """The handler's dependencies with another DynamoDB client for aggregate writes (throttled, slow)."""
+    settings = aggregator.SETTINGS
+    progress = ProgressStore(aggregator.DEPENDENCIES.progress._client, PROGRESS_TABLE)
+    store = AggregateStore(client, TABLE, settings.schema, progress, leaderboard_shards=settings.leaderboard_shards)
+    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, store=store))
+
+
+def wire(dynamodb: Any, sqs: Any, queue_url: str, monkeypatch: pytest.MonkeyPatch) -> Deployed:
+    """The handler wired to moto's table, its stream, the progress table and the failure queue, as the module does."""
+    table = dynamodb.describe_table(TableName=TABLE)["Table"]
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    stream_arn = table["LatestStreamArn"]
+    shard_id = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    settings = dataclasses.replace(
+        aggregator.SETTINGS,
+        failure_queue_url=queue_url,
+        table_arn=table["TableArn"],
+        progress_table_name=PROGRESS_TABLE,
+    )
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
+    dependencies = aggregator.Dependencies(
+        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
+        progress=progress,
+        streams=streams,
+        executor=aggregator.DEPENDENCIES.executor,
+        send_failures=lambda messages: aggregator.send_to_failure_queue(sqs, queue_url, messages),
+    )
+    monkeypatch.setattr(aggregator, "SETTINGS", settings)
+    monkeypatch.setattr(aggregator, "DEPENDENCIES", dependencies)
+    return Deployed(dynamodb, streams, sqs, queue_url, stream_arn, shard_id)
 
 
 @pytest.fixture
-def deployed(dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """The handler wired to moto's table, stream and failure queue, as the module wires it to the real ones."""
+def deployed(dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Deployed:
     sqs, queue_url = sqs_queue
-    settings = dataclasses.replace(aggregator.SETTINGS, failure_queue_url=queue_url, table_arn=TABLE_ARN)
-    monkeypatch.setattr(aggregator, "SETTINGS", settings)
-    monkeypatch.setattr(aggregator, "STORE", AggregateStore(dynamodb, TABLE, settings.schema, settings.retention))
-    monkeypatch.setattr(aggregator, "_sqs", sqs)
-    monkeypatch.setattr(aggregator, "_streams", boto3.client("dynamodbstreams", region_name="us-east-1"))
-    return {"dynamodb": dynamodb, "sqs": sqs, "queue_url": queue_url}
-
-
-def failure_messages(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
-    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-    return sorted((json.loads(m["Body"]) for m in messages), key=lambda body: str(body.get("sequenceNumber")))
+    return wire(dynamodb, sqs, queue_url, monkeypatch)
 
 
 def summary_of(caplog: pytest.LogCaptureFixture) -> Any:
     return [record for record in caplog.records if record.getMessage() == "batch summary"][-1]
 
 
-def test_a_batch_is_written_per_aggregate_and_its_bad_records_reported(
-    deployed: dict[str, Any], lambda_context: Any, caplog: pytest.LogCaptureFixture
+def test_a_batch_is_counted_from_the_shard_one_write_per_aggregate_and_bad_records_reported(
+    deployed: Deployed, lambda_context: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dynamodb, sqs = deployed["dynamodb"], deployed["sqs"]
-    # given good downloads, two malformed ones and an aggregate record that slipped past a filter
-    records = [
-        download_record(1, "song1"),
-        download_record(2, "song1", timestamp=None),
-        download_record(3, "song2"),
-        download_record(4, "song1", timestamp="31/01/2018"),
-        aggregate_record(5, "song1", "2018-01", 2),
-        download_record(6, "song1"),
-    ]
+    # given good downloads of two songs and two malformed ones in the table's stream
+    deployed.write("song1", 2)
+    deployed.put_raw({"songID": {"S": "song1"}, "SK": {"S": "bad-1"}})
+    deployed.write("song2", 1)
+    deployed.put_raw({"songID": {"S": "song1"}, "SK": {"S": "bad-2"}, "Timestamp": {"S": "31/01/2018"}})
+    records = deployed.stream_records()
     # when the mapping delivers them in a window
-    response = aggregator.lambda_handler(window_event(records), lambda_context)
-    # then the good downloads are counted, one write per aggregate, and the state carries no pending work
-    assert (count_of(dynamodb, "song1", "2018-01"), count_of(dynamodb, "song2", "2018-01")) == (2, 1)
+    response = aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    # then the good ones are counted with one write per aggregate, the bad ones reported, and the checkpoint moved
+    assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (2, 1)
     assert response["batchItemFailures"] == []
-    assert response["state"]["pending"] == []
-    assert [(b["kind"], b["sequenceNumber"][-1]) for b in failure_messages(sqs, deployed["queue_url"])] == [
-        ("rejected_download", "2"),
-        ("rejected_download", "4"),
-    ]
+    assert response["state"]["high"] == records[-1]["dynamodb"]["SequenceNumber"]
+    assert [m["kind"] for m in deployed.failure_messages()] == ["rejected_download", "rejected_download"]
     summary = summary_of(caplog)
-    assert (summary.added, summary.aggregate_writes, summary.rejected, summary.ignored) == (
-        3,
-        2,
-        2,
-        {"aggregate item": 1},
-    )
-    assert (summary.distinct_aggregates, summary.index_partition_writes) == (2, {"2018-01": 2})
+    assert (summary.added, summary.aggregate_writes, summary.rejected, summary.records_read) == (3, 2, 2, 5)
+    assert deployed.checkpoint() == records[-1]["dynamodb"]["SequenceNumber"]
 
 
-def test_a_redelivery_with_the_returned_state_is_skipped_without_writes(
-    deployed: dict[str, Any], lambda_context: Any, caplog: pytest.LogCaptureFixture
+def test_a_retry_out_of_order_counts_every_download_once(deployed: Deployed, lambda_context: Any) -> None:
+    # given ten downloads of one song whose first delivery failed
+    deployed.write("song1", 10)
+    records = deployed.stream_records()
+    # when the retry presents r6..r10 before r1..r5 ("they might be processed out of order"), each with a fresh state
+    aggregator.lambda_handler(deployed.window_event(records[5:]), lambda_context)
+    aggregator.lambda_handler(deployed.window_event(records[:5]), lambda_context)
+    # then all ten are counted, once (issue 7's design counted 5)
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
+
+
+def test_a_larger_retry_after_a_lost_response_counts_every_download_once(
+    deployed: Deployed, lambda_context: Any
 ) -> None:
-    records = [download_record(n, "song1") for n in range(1, 6)]
-    first = aggregator.lambda_handler(window_event(records), lambda_context)
-    aggregator.lambda_handler(window_event(records[2:], state=first["state"]), lambda_context)
-    summary = summary_of(caplog)
-    assert (summary.redelivered, summary.aggregate_writes) == (3, 0)
-    assert count_of(deployed["dynamodb"], "song1", "2018-01") == 5
+    # given r1..r5 counted, the response lost, and five more downloads written meanwhile
+    deployed.write("song1", 5)
+    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.write("song1", 5, first=5)
+    # when the retry brings r1..r10, then r3..r8 again (smaller, overlapping)
+    records = deployed.stream_records()
+    aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    aggregator.lambda_handler(deployed.window_event(records[2:8]), lambda_context)
+    # then each download counts once
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
 
-def test_a_retry_with_the_previous_state_adds_nothing_twice(deployed: dict[str, Any], lambda_context: Any) -> None:
-    # given an invocation whose response Lambda never received: it retries with the state it had before
-    records = [download_record(n, f"song{n % 2}") for n in range(1, 9)]
-    aggregator.lambda_handler(window_event(records), lambda_context)
-    aggregator.lambda_handler(window_event(records), lambda_context)
-    # and then bisects
-    aggregator.lambda_handler(window_event(records[:4]), lambda_context)
-    aggregator.lambda_handler(window_event(records[4:]), lambda_context)
-    assert (count_of(deployed["dynamodb"], "song0", "2018-01"), count_of(deployed["dynamodb"], "song1", "2018-01")) == (
-        4,
-        4,
-    )
+def test_a_direct_invocation_ahead_of_the_mapping_counts_everything_before_its_record(
+    deployed: Deployed, lambda_context: Any
+) -> None:
+    # given ten downloads the mapping has not delivered yet
+    deployed.write("song1", 10)
+    records = deployed.stream_records()
+    # when an operator invokes the aggregator directly with r8 only
+    response = aggregator.lambda_handler(deployed.direct_event([records[7]]), lambda_context)
+    # then r1..r8 are counted (issue 7's design counted r8 and took r1..r7 for applied)
+    assert (response["reachedBound"], count_of(deployed.dynamodb, "song1", "2018-01")) == (True, 8)
+    # and when the mapping delivers r1..r10, then r9 and r10 are added
+    aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
 
-def test_per_window_writes_only_at_the_end_of_the_window(
-    deployed: dict[str, Any], lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_direct_invocation_counts_only_records_the_stream_holds(deployed: Deployed, lambda_context: Any) -> None:
+    # given three downloads in the stream and a claimed record with an invented sequence number
+    deployed.write("song1", 3)
+    records = deployed.stream_records()
+    invented = json.loads(json.dumps(records[1]))
+    invented["dynamodb"]["SequenceNumber"] = str(int(records[1]["dynamodb"]["SequenceNumber"]) + 500)
+    # when an operator invokes the aggregator with all four, twice
+    event = deployed.direct_event([*records, invented], through=records[-1]["dynamodb"]["SequenceNumber"])
+    aggregator.lambda_handler(deployed.direct_event(records), lambda_context)
+    with pytest.raises(AggregatesNotWritten):
+        aggregator.lambda_handler(
+            {**event, "throughSequenceNumber": invented["dynamodb"]["SequenceNumber"]},
+            FakeLambdaContext(remaining_ms=9000),
+        )
+    # then the real ones count once, and the invented one counts nothing and moves nothing
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 3
+    assert deployed.checkpoint() < invented["dynamodb"]["SequenceNumber"]
+
+
+def test_a_window_given_up_is_counted_by_the_next_invocation_of_the_shard(
+    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=PER_WINDOW))
-    dynamodb = deployed["dynamodb"]
-    # given two batches of one window
-    first = aggregator.lambda_handler(window_event([download_record(1, "song1")]), lambda_context)
-    second = aggregator.lambda_handler(
-        window_event([download_record(2, "song1"), download_record(3, "song2")], state=first["state"]), lambda_context
-    )
-    # then nothing is written while the window is open
-    assert count_of(dynamodb, "song1", "2018-01") is None
-    assert [row[0] for row in second["state"]["pending"]] == ["song1", "song2"]
-    # when the final invocation comes, then each aggregate is written once and the state is dropped
-    final = aggregator.lambda_handler(window_event([], state=second["state"], final=True), lambda_context)
-    assert final == {"state": {}, "batchItemFailures": []}
-    assert (count_of(dynamodb, "song1", "2018-01"), count_of(dynamodb, "song2", "2018-01")) == (2, 1)
+    # given a per_window window of five downloads whose final invocation fails past the retries (song1 throttled)
+    deployed.write("song1", 5)
+    first = deployed.stream_records()
+    opened = aggregator.lambda_handler(deployed.window_event(first), lambda_context)
+    assert count_of(deployed.dynamodb, "song1", "2018-01") is None
+    use_store(monkeypatch, ThrottledFor(deployed.dynamodb, {"song1"}))
+    for _ in range(3):
+        with pytest.raises(AggregatesNotWritten):
+            aggregator.lambda_handler(deployed.window_event([], state=opened["state"], final=True), lambda_context)
+    # when the mapping gives the window up and the next window brings five more, with a fresh state
+    use_store(monkeypatch, deployed.dynamodb)
+    deployed.write("song1", 5, first=5)
+    second = deployed.stream_records()[5:]
+    state = aggregator.lambda_handler(deployed.window_event(second), lambda_context)["state"]
+    aggregator.lambda_handler(deployed.window_event([], state=state, final=True), lambda_context)
+    # then all ten are counted: the given-up window was still in the stream, behind the checkpoint
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
+
+
+def test_a_final_invocation_with_a_fresh_state_and_no_records_reads_the_window_from_the_shard(
+    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=PER_WINDOW))
+    # given a window delivered in two batches, then ended early: its final invocation gets a fresh state
+    deployed.write("song1", 3)
+    deployed.write("song2", 2)
+    records = deployed.stream_records()
+    aggregator.lambda_handler(deployed.window_event(records[:3]), lambda_context)
+    aggregator.lambda_handler(deployed.window_event(records[3:]), lambda_context)
+    # when the final invocation carries no records and no state
+    aggregator.lambda_handler(deployed.window_event([], final=True), lambda_context)
+    # then the shard itself says what the window held
+    assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (3, 2)
+
+
+def test_a_state_of_another_shard_or_version_is_ignored_never_fatal(
+    deployed: Deployed, lambda_context: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    deployed.write("song1", 2)
+    state = {"v": 1, "stream": "x", "shard": "y", "pending": [["song1", "2018-01", [[99, "1", "2", 0, 0, 0]]]]}
+    response = aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), state=state), lambda_context)
+    assert response["batchItemFailures"] == []
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 2
+    assert summary_of(caplog).state_ignored.startswith("state version 1")
 
 
 class ThrottledFor:
@@ -134,27 +285,27 @@ class ThrottledFor:
         return getattr(self._client, name)
 
 
-def test_a_throttled_aggregate_stays_pending_in_the_state_and_is_written_later(
-    deployed: dict[str, Any], lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+def test_a_throttled_aggregate_holds_the_checkpoint_back_and_is_counted_once_it_can(
+    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dynamodb = deployed["dynamodb"]
-    settings = aggregator.SETTINGS
-    throttled = ThrottledFor(dynamodb, {"song2"})
-    monkeypatch.setattr(aggregator, "STORE", AggregateStore(throttled, TABLE, settings.schema, settings.retention))
-    # given song2 throttled during a batch
-    first = aggregator.lambda_handler(
-        window_event([download_record(1, "song1"), download_record(2, "song2")]), lambda_context
-    )
-    # then the batch succeeds, song1 is written and song2 travels on in the state
-    assert count_of(dynamodb, "song2", "2018-01") is None
-    assert [row[0] for row in first["state"]["pending"]] == ["song2"]
-    # when the final invocation still cannot write it, then it fails, so Lambda retries it with the same state
+    # given song2 throttled during a batch that also holds song1 and song3
+    deployed.write("song1", 1)
+    deployed.write("song2", 1)
+    deployed.write("song3", 1)
+    records = deployed.stream_records()
+    use_store(monkeypatch, ThrottledFor(deployed.dynamodb, {"song2"}))
+    response = aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    # then the batch succeeds, song1 and song3 are written, and the checkpoint waits before song2's record
+    assert response["batchItemFailures"] == []
+    assert [count_of(deployed.dynamodb, f"song{n}", "2018-01") for n in (1, 2, 3)] == [1, None, 1]
+    assert deployed.checkpoint() == records[0]["dynamodb"]["SequenceNumber"]
+    # when the final invocation still cannot write it, then it fails, so Lambda retries it
     with pytest.raises(AggregatesNotWritten):
-        aggregator.lambda_handler(window_event([], state=first["state"], final=True), lambda_context)
-    # and once the throttling is over, the retry writes it exactly once
-    throttled.songs.clear()
-    aggregator.lambda_handler(window_event([], state=first["state"], final=True), lambda_context)
-    assert (count_of(dynamodb, "song1", "2018-01"), count_of(dynamodb, "song2", "2018-01")) == (1, 1)
+        aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), lambda_context)
+    # and once the throttling is over, the retry counts song2 once and song3 not again
+    use_store(monkeypatch, deployed.dynamodb)
+    aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), lambda_context)
+    assert [count_of(deployed.dynamodb, f"song{n}", "2018-01") for n in (1, 2, 3)] == [1, 1, 1]
 
 
 class SlowClient:
@@ -177,99 +328,134 @@ class SlowClient:
 
 
 def test_the_handler_returns_before_the_deadline_margin_whatever_the_sdk_is_doing(
-    deployed: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dynamodb = deployed["dynamodb"]
-    settings = dataclasses.replace(aggregator.SETTINGS, deadline_margin_ms=1000)
-    slow = SlowClient(dynamodb, delay=2.0)
-    monkeypatch.setattr(aggregator, "SETTINGS", settings)
-    monkeypatch.setattr(aggregator, "STORE", AggregateStore(slow, TABLE, settings.schema, settings.retention))
-    # given an invocation with 1.5 s left, a 1 s margin, and updates that take 2 s
-    context = FakeLambdaContext(remaining_ms=1500)
+    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, deadline_margin_ms=1000))
+    slow = SlowClient(deployed.dynamodb, delay=4.0)
+    use_store(monkeypatch, slow)
+    deployed.write("song1", 1)
+    records = deployed.stream_records()
+    # given an invocation with 3.5 s left, a 1 s margin, and updates that take 4 s
+    context = FakeLambdaContext(remaining_ms=3500)
     started = time.monotonic()
     # when it runs
-    response = aggregator.lambda_handler(window_event([download_record(1, "song1")]), context)
-    # then it answers after about the 0.5 s it had, with the aggregate still pending in its state
-    assert time.monotonic() - started < 1.2
-    assert [row[0] for row in response["state"]["pending"]] == ["song1"]
+    response = aggregator.lambda_handler(deployed.window_event(records), context)
+    # then it answers after about the 2.5 s it had, with the checkpoint not moved past the unfinished write
+    assert time.monotonic() - started < 3.0
+    assert deployed.checkpoint() is None
     # and when the abandoned update lands late and the next invocation writes the same aggregate, it counts once
-    assert slow.landed.wait(5)
+    assert slow.landed.wait(10)
     slow.delay = 0
-    aggregator.lambda_handler(window_event([], state=response["state"], final=True), FakeLambdaContext())
-    assert count_of(dynamodb, "song1", "2018-01") == 1
+    aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), FakeLambdaContext())
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 1
 
 
 def test_an_event_without_shard_id_is_refused_to_the_failure_queue_not_counted(
-    deployed: dict[str, Any], lambda_context: Any, caplog: pytest.LogCaptureFixture
+    deployed: Deployed, lambda_context: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     # given a plain stream event, as a mapping without a tumbling window would send
-    response = aggregator.lambda_handler({"Records": [download_record(1, "song1")]}, lambda_context)
+    deployed.write("song1", 1)
+    response = aggregator.lambda_handler({"Records": deployed.stream_records()}, lambda_context)
     # then nothing is counted, the record is in the failure queue with the reason, and a metric says so
-    assert response == {"state": {}, "batchItemFailures": []}
-    assert count_of(deployed["dynamodb"], "song1", "2018-01") is None
-    [message] = failure_messages(deployed["sqs"], deployed["queue_url"])
+    assert response["reachedBound"] is False
+    assert count_of(deployed.dynamodb, "song1", "2018-01") is None
+    [message] = deployed.failure_messages()
     assert (message["kind"], "shardId" in message["reason"]) == ("refused_record", True)
     assert summary_of(caplog).refused == 1
     assert any(r.getMessage() == "refused record" for r in caplog.records)
 
 
-def stream_records(dynamodb: Any) -> tuple[str, str, list[dict[str, Any]]]:
-    """The table's real stream in moto: its ARN, its shard, and its records as GetRecords returns them."""
-    stream_arn = dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-    shard_id = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
-    iterator = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
-    records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
-    for record in records:
-        record["eventSourceARN"] = stream_arn
-        created = record["dynamodb"]["ApproximateCreationDateTime"]
-        record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
-    return stream_arn, shard_id, records
-
-
-def test_a_direct_invocation_counts_only_records_the_stream_confirms(
-    deployed: dict[str, Any], lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dynamodb = deployed["dynamodb"]
-    real_table_arn = dynamodb.describe_table(TableName=TABLE)["Table"]["TableArn"]
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, table_arn=real_table_arn))
-    # given three downloads written to the table, so that its stream holds them
-    for number in range(3):
-        dynamodb.put_item(
-            TableName=TABLE,
-            Item={"songID": {"S": "song1"}, "SK": {"S": f"d{number}"}, "Timestamp": {"S": "2018-01-05T00:00:00Z"}},
-        )
-    stream_arn, shard_id, records = stream_records(dynamodb)
-    invented = json.loads(json.dumps(records[0]))
-    invented["dynamodb"]["SequenceNumber"] = "9" * 30
-    # when an operator invokes the aggregator directly with them, an invented one, and then again with all
-    event = {"shardId": shard_id, "eventSourceARN": stream_arn, "Records": [*records, invented]}
-    response = aggregator.lambda_handler(event, lambda_context)
-    aggregator.lambda_handler(event, lambda_context)
-    # then the real ones count once, and the invented one is refused to the failure queue
-    assert response == {"state": {}, "batchItemFailures": []}
-    assert count_of(dynamodb, "song1", "2018-01") == 3
-    refused = [m for m in failure_messages(deployed["sqs"], deployed["queue_url"]) if m["kind"] == "refused_record"]
-    assert {m["sequenceNumber"] for m in refused} == {"9" * 30}
-
-
-def test_a_direct_invocation_naming_a_shard_that_does_not_exist_counts_nothing(
-    deployed: dict[str, Any], lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dynamodb = deployed["dynamodb"]
-    real_table_arn = dynamodb.describe_table(TableName=TABLE)["Table"]["TableArn"]
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, table_arn=real_table_arn))
-    dynamodb.put_item(
-        TableName=TABLE,
-        Item={"songID": {"S": "song1"}, "SK": {"S": "d1"}, "Timestamp": {"S": "2018-01-05T00:00:00Z"}},
-    )
-    _stream_arn, _, records = stream_records(dynamodb)
-    aggregator.lambda_handler({"shardId": "shardId-invented", "Records": records}, lambda_context)
-    assert count_of(dynamodb, "song1", "2018-01") is None
-    [message] = failure_messages(deployed["sqs"], deployed["queue_url"])
-    assert "could not be read" in message["reason"] or "no record" in message["reason"]
-
-
-def test_an_empty_window_event_is_a_successful_no_op(deployed: dict[str, Any], lambda_context: Any) -> None:
-    response = aggregator.lambda_handler(window_event([]), lambda_context)
+def test_an_empty_window_event_is_a_successful_no_op(deployed: Deployed, lambda_context: Any) -> None:
+    response = aggregator.lambda_handler(deployed.window_event([]), lambda_context)
     assert response["batchItemFailures"] == []
+
+
+def utc_month_of(timestamp: str) -> str:
+    """The oracle's month, independent of the aggregator's parser."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+    return f"{moment.year:04d}-{moment.month:02d}"
+
+
+STEP = st.one_of(
+    st.tuples(st.just("write"), st.lists(st.sampled_from(["song1", "song2", "song3", "bad"]), min_size=1, max_size=6)),
+    st.tuples(st.just("deliver"), st.lists(st.integers(0, 40), max_size=8), st.booleans(), st.booleans()),
+    st.tuples(st.just("direct"), st.lists(st.integers(0, 40), min_size=1, max_size=3)),
+    st.tuples(st.just("throttle"), st.sets(st.sampled_from(["song1", "song2", "song3"]))),
+)
+TIMESTAMPS = ["2018-01-15T10:00:00Z", "2018-01-31T23:30:00-05:00", "2018-02-01T00:10:00+02:00"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=1, max_size=25), per_window=st.booleans())
+def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more(
+    aws: None, steps: list[Any], per_window: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given the module's tables in moto, and deliveries far more adversarial than AWS documents: any subset of the
+    # records written so far, in any order, with the last state or a fresh one, final or not, direct invocations
+    # of any real records, and aggregates throttled at random
+    dynamodb = create_table(TABLE, fresh=True)
+    if PROGRESS_TABLE in dynamodb.list_tables()["TableNames"]:
+        dynamodb.delete_table(TableName=PROGRESS_TABLE)
+    create_progress_table()
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue_url = sqs.create_queue(QueueName=f"failures-{uuid.uuid4().hex}")["QueueUrl"]
+    deployed = wire(dynamodb, sqs, queue_url, monkeypatch)
+    writes = "per_window" if per_window else "per_batch"
+    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=writes))
+    truth: Counter[tuple[str, str]] = Counter()
+    state: dict[str, Any] = {}
+    throttled = ThrottledFor(dynamodb, set())
+    use_store(monkeypatch, throttled)
+    written = 0
+    for step in steps:
+        records = deployed.stream_records()
+        if step[0] == "write":
+            for song in step[1]:
+                timestamp = TIMESTAMPS[written % len(TIMESTAMPS)]
+                if song == "bad":
+                    deployed.put_raw({"songID": {"S": "song1"}, "SK": {"S": f"bad-{written}"}})
+                else:
+                    deployed.put_raw({"songID": {"S": song}, "SK": {"S": f"d{written}"}, "Timestamp": {"S": timestamp}})
+                    truth[(song, utc_month_of(timestamp))] += 1
+                written += 1
+        elif step[0] == "deliver" and records:
+            chosen = [records[index % len(records)] for index in step[1]]
+            event = deployed.window_event(chosen, state=state if step[2] else {}, final=step[3])
+            with contextlib.suppress(AggregatesNotWritten):
+                response = aggregator.lambda_handler(event, FakeLambdaContext())
+                state = response["state"]
+        elif step[0] == "direct" and records:
+            with contextlib.suppress(AggregatesNotWritten):
+                aggregator.lambda_handler(
+                    deployed.direct_event([records[index % len(records)] for index in step[1]]), FakeLambdaContext()
+                )
+        elif step[0] == "throttle":
+            throttled.songs = set(step[1])
+        # then no aggregate ever exceeds the downloads written
+        for (song, month), count in counts(dynamodb).items():
+            assert count <= truth[(song, month)], (song, month)
+    # when the throttling ends and recover catches the shard up to its last record
+    throttled.songs = set()
+    records = deployed.stream_records()
+    if records:
+        aggregator.lambda_handler(
+            deployed.direct_event([], through=records[-1]["dynamodb"]["SequenceNumber"]), FakeLambdaContext()
+        )
+    # then every aggregate equals the downloads written, and every malformed record was reported
+    assert counts(dynamodb) == {key: value for key, value in truth.items() if value}
+    reported = {
+        m["sequenceNumber"]: m["record"] for m in deployed.failure_messages() if m["kind"] == "rejected_download"
+    }
+    bad = {r["dynamodb"]["SequenceNumber"] for r in records if r["dynamodb"]["Keys"]["SK"]["S"].startswith("bad-")}
+    assert bad <= set(reported)
+    # moto (not DynamoDB) writes a keys-only INSERT before an UpdateItem's new item: that one is rightly rejected too
+    others = [record["dynamodb"]["NewImage"] for sequence, record in reported.items() if sequence not in bad]
+    assert all(set(image) == {"songID", "SK"} and len(image["SK"]["S"]) == 7 for image in others), others
+
+
+def counts(dynamodb: Any) -> dict[tuple[str, str], int]:
+    result = {}
+    for item in dynamodb.scan(TableName=TABLE)["Items"]:
+        if "DownloadCount" in item:
+            result[(item["songID"]["S"], item["SK"]["S"])] = int(item["DownloadCount"]["N"])
+    return result

@@ -86,6 +86,7 @@ RUNTIME_PACKAGES = ("boto3", "botocore", "jmespath", "s3transfer", "dateutil", "
 """What the Lambda Python runtime provides besides the standard library: the AWS SDK and what it needs."""
 FUNCTION_ENVIRONMENT = {
     "TABLE_NAME": "t",
+    "PROGRESS_TABLE_NAME": "t-progress",
     "TABLE_ARN": "arn:aws:dynamodb:us-east-1:000000000000:table/t",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_ACCESS_KEY_ID": "x",

@@ -94,12 +94,10 @@ def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_sett
 
 
 def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
-    settings = aggregator.Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn"})
+    settings = aggregator.Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
     assert settings.deadline_margin_ms == variable_default("aggregator_deadline_margin_ms")
     assert settings.write_concurrency == variable_default("aggregator_write_concurrency")
     assert settings.aggregate_writes == variable_default("aggregate_writes")
-    assert settings.retention.window_seconds == variable_default("tumbling_window_in_seconds")
-    assert settings.retention.maximum_record_age_seconds == variable_default("maximum_record_age_in_seconds")
     assert (settings.schema.entity, settings.schema.sort_key, settings.schema.timestamp) == (
         variable_default("entity_attribute_name"),
         variable_default("sort_key_attribute_name"),

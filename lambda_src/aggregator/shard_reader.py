@@ -1,0 +1,171 @@
+"""Read one shard of the table's stream in sequence order, from the aggregator's own checkpoint.
+
+What the event source mapping delivers is a trigger and a bound, never what is counted: a retry
+may present records out of order, merged with newer ones or split, and sequence numbers are not
+contiguous, so a delivered batch cannot tell whether an earlier record is missing. The shard
+itself can: GetRecords reads "stream records sequentially" from a position, so reading from the
+checkpoint yields every record after it, in order, without gaps. See docs/exactly-once.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from delivery import ShardRef
+from download_records import pad_sequence
+
+PAGE_LIMIT = 1000
+"""GetRecords: "The upper limit is 1000." """
+EMPTY_PAGES_AT_THE_TIP = 3
+"""An unbounded read of an open shard stops after this many empty pages in a row: any prefix is correct."""
+MAX_EMPTY_PAGES = 200
+"""A bounded read gives up after this many empty pages in a row (a bound beyond the tip was claimed, not delivered)."""
+THROTTLE_RETRIES = 5
+"""LimitExceededException: more than two readers of one shard, or too many requests; retried with backoff."""
+THROTTLED = ("LimitExceededException", "ProvisionedThroughputExceededException", "ThrottlingException")
+
+
+@dataclass(frozen=True)
+class TrimmedGap:
+    """The checkpoint is older than the stream's 24-hour retention: records after it may be gone unread."""
+
+    checkpoint: str | None
+    first_readable_sequence: str | None
+    first_readable_created: int | None
+
+
+@dataclass
+class ShardRead:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Every record after the starting position, in sequence order, as Lambda events carry them."""
+    reached_bound: bool = False
+    shard_ended: bool = False
+    """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
+    trimmed: TrimmedGap | None = None
+    pages: int = 0
+    empty_pages: int = 0
+    throttled: int = 0
+
+    @property
+    def last_sequence(self) -> str | None:
+        return pad_sequence(self.records[-1]["dynamodb"]["SequenceNumber"]) if self.records else None
+
+
+def read_shard(
+    streams: Any,
+    shard: ShardRef,
+    after: str | None,
+    bound: str | None,
+    keep_reading: Callable[[int], bool],
+    sleep: Callable[[float], None] = time.sleep,
+) -> ShardRead:
+    """Records of `shard` after sequence `after` (from the trim horizon if None) through `bound`.
+
+    Stops at the bound (records beyond it are left for a later read), at the shard's end, after
+    a few empty pages when no bound is given, or when `keep_reading(records so far)` says so.
+    Empty pages in the middle of a shard are read through: "it might take multiple calls to get
+    to a portion of the shard that contains stream records".
+    """
+    result = ShardRead()
+    position = after
+    iterator = _iterator(streams, shard, position, result)
+    empty_in_a_row = 0
+    while iterator is not None and keep_reading(len(result.records)):
+        try:
+            page = streams.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code == "ExpiredIteratorException":
+                iterator = _iterator(streams, shard, position, result)
+                continue
+            if code in THROTTLED and result.throttled < THROTTLE_RETRIES:
+                result.throttled += 1
+                sleep(min(2.0, 0.1 * 2**result.throttled))
+                continue
+            if code in THROTTLED:
+                return result
+            raise
+        result.pages += 1
+        records = page.get("Records") or []
+        if not records:
+            result.empty_pages += 1
+            empty_in_a_row += 1
+        else:
+            empty_in_a_row = 0
+        for record in records:
+            sequence = pad_sequence(record["dynamodb"]["SequenceNumber"])
+            if bound is not None and sequence > bound:
+                result.reached_bound = True
+                return result
+            result.records.append(_as_lambda_record(record, shard))
+            position = sequence
+            if bound is not None and sequence == bound:
+                result.reached_bound = True
+                return result
+        iterator = page.get("NextShardIterator")
+        if iterator is None:
+            result.shard_ended = True
+            result.reached_bound = True
+            return result
+        if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None else MAX_EMPTY_PAGES):
+            return result
+    return result
+
+
+def _iterator(streams: Any, shard: ShardRef, after: str | None, result: ShardRead) -> str | None:
+    """An iterator just after `after`; from the trim horizon, with the gap reported, when `after` was trimmed."""
+    parameters: dict[str, Any] = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id}
+    if after is None:
+        parameters["ShardIteratorType"] = "TRIM_HORIZON"
+    else:
+        parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after.lstrip("0") or "0")
+    try:
+        return streams.get_shard_iterator(**parameters).get("ShardIterator")
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "TrimmedDataAccessException":
+            raise
+    iterator = streams.get_shard_iterator(
+        StreamArn=shard.stream_arn, ShardId=shard.shard_id, ShardIteratorType="TRIM_HORIZON"
+    ).get("ShardIterator")
+    first = _first_record(streams, iterator)
+    result.trimmed = TrimmedGap(
+        checkpoint=after,
+        first_readable_sequence=pad_sequence(first["dynamodb"]["SequenceNumber"]) if first else None,
+        first_readable_created=_created(first) if first else None,
+    )
+    return iterator
+
+
+def _first_record(streams: Any, iterator: str | None) -> dict[str, Any] | None:
+    for _ in range(EMPTY_PAGES_AT_THE_TIP + 1):
+        if iterator is None:
+            return None
+        page = streams.get_records(ShardIterator=iterator, Limit=1)
+        if page.get("Records"):
+            return page["Records"][0]
+        iterator = page.get("NextShardIterator")
+    return None
+
+
+def _created(record: dict[str, Any]) -> int | None:
+    value = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def _as_lambda_record(record: dict[str, Any], shard: ShardRef) -> dict[str, Any]:
+    """GetRecords omits eventSourceARN and returns creation times as datetimes; Lambda events carry both as data."""
+    stream = dict(record.get("dynamodb") or {})
+    created = stream.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        stream["ApproximateCreationDateTime"] = created.timestamp()
+    return {**record, "dynamodb": stream, "eventSourceARN": shard.stream_arn}
