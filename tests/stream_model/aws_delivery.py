@@ -408,6 +408,8 @@ class StreamOfTable:
         """FakeDynamoDB's listener: the aggregator's writes to the main table are records of the stream too."""
         if table != TABLE or new is None:
             return
+        if old is not None and any(name.startswith("Watermark_") and name not in new for name in old):
+            self.hazards.add("pruning")
         self.hazards.add("own writes in the stream")
         self.append("INSERT" if old is None else "MODIFY", key, new, None)
 
@@ -548,7 +550,7 @@ class World:
         behaviour = ReadBehaviour(empty_pages=0.25, limit_exceeded=0.04, max_page=self.rng.choice([2, 7, 1000]))
         self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
         self.queue = FakeQueue()
-        self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock)
+        self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock, self.wait)
         self.design = design_factory(self.env)
         self.lanes: dict[str, Lane] = {}
         self.written: list[tuple[Written, StreamRecord]] = []
@@ -640,6 +642,7 @@ class World:
             succeeded = True
         except Killed:
             response, succeeded = None, False
+            self.design.restart()
         except Exception:
             response, succeeded = None, False
         finally:

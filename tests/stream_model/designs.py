@@ -11,11 +11,18 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from aggregate_store import AggregateStore, WatermarkRetention
-from aggregator import PER_BATCH, AggregatesNotWritten, Settings, process_delivery, report_to_failure_queue
+from aggregate_store import AggregateStore
+from aggregator import (
+    PER_BATCH,
+    Dependencies,
+    Settings,
+    process_delivery,
+    send_to_failure_queue,
+)
 from delivery import parse_delivery
 from download_records import Schema
-from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, TABLE_ARN, Design, Environment
+from shard_progress import ProgressStore
+from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 
 SCHEMA = Schema()
 
@@ -38,48 +45,47 @@ class ShardWatermarkDesign(Design):
     uses_windows = True
     reports_rejected = True
 
-    def __init__(
-        self,
-        env: Environment,
-        aggregate_writes: str = PER_BATCH,
-        window_seconds: int = 5,
-        maximum_record_age_seconds: int = 3600,
-        leaderboard_shards: int = 1,
-    ) -> None:
+    def __init__(self, env: Environment, aggregate_writes: str = PER_BATCH, leaderboard_shards: int = 1) -> None:
         self.env = env
-        retention = WatermarkRetention(maximum_record_age_seconds, window_seconds)
         self.settings = Settings(
             table_name=TABLE,
             table_arn=TABLE_ARN,
+            progress_table_name=PROGRESS_TABLE,
             schema=SCHEMA,
             leaderboard_shards=leaderboard_shards,
             failure_queue_url=FAILURE_QUEUE_URL,
             aggregate_writes=aggregate_writes,
-            retention=retention,
             write_concurrency=1,
             deadline_margin_ms=1000,
         )
-        self.store = AggregateStore(
-            env.dynamodb, TABLE, SCHEMA, retention, clock=env.clock, leaderboard_shards=leaderboard_shards
-        )
-        self.executor = InlineExecutor()
+        self.leaderboard_shards = leaderboard_shards
         self.name = f"shipped, {aggregate_writes}"
+        self.restart()
+
+    def restart(self) -> None:
+        """A new function instance (after a kill or a cold start): nothing cached survives."""
+        progress = ProgressStore(self.env.dynamodb, PROGRESS_TABLE, clock=self.env.clock)
+        self.dependencies = Dependencies(
+            store=AggregateStore(
+                self.env.dynamodb,
+                TABLE,
+                SCHEMA,
+                progress,
+                clock=self.env.clock,
+                leaderboard_shards=self.leaderboard_shards,
+            ),
+            progress=progress,
+            streams=self.env.streams,
+            executor=InlineExecutor(),
+            send_failures=lambda messages: send_to_failure_queue(self.env.queue, FAILURE_QUEUE_URL, messages),
+            clock=self.env.clock,
+            sleep=self.env.sleep,
+        )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        try:
-            response, report = process_delivery(
-                parse_delivery(event, TABLE_ARN),
-                self.store,
-                self.settings,
-                remaining_ms,
-                self.executor,
-                self.env.streams,
-                clock=self.env.clock,
-            )
-        except AggregatesNotWritten as failure:
-            report_to_failure_queue(failure.report, FAILURE_QUEUE_URL, self.env.queue)
-            raise
-        report_to_failure_queue(report, FAILURE_QUEUE_URL, self.env.queue)
+        response, _report = process_delivery(
+            parse_delivery(event, TABLE_ARN), self.dependencies, self.settings, remaining_ms
+        )
         return response
 
     def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
@@ -102,4 +108,4 @@ class ShardWatermarkDesign(Design):
 
 def shipped(env: Environment, config: Any) -> Design:
     """The model's factory: the shipped aggregator in the history's write mode and window."""
-    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, window_seconds=config.window_seconds)
+    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes)

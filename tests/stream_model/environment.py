@@ -54,6 +54,8 @@ class Environment:
     """FakeStreams: a DynamoDB Streams client over the model's shards."""
     queue: FakeQueue
     clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    """Time passes on the model's clock (the function waits, e.g. backing off a throttled read)."""
 
 
 class Design:
@@ -69,8 +71,20 @@ class Design:
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def recover(self, info: dict[str, Any], invoke: Callable[[dict[str, Any]], Any]) -> None:
-        """What the operator's `recover` does for one on-failure record of the mapping (default: nothing)."""
+    def restart(self) -> None:
+        """A new function instance (the last one was killed): what it cached is gone (default: nothing cached)."""
+
+    def recover(
+        self,
+        message: dict[str, Any],
+        invoke: Callable[[dict[str, Any]], Any],
+        recount: Callable[[set[tuple[str, str]] | None], None],
+    ) -> None:
+        """What the operator's `recover` does with one failure-queue message (default: nothing).
+
+        `invoke` invokes the function directly; `recount` asks for a recount of aggregates from the
+        raw downloads (None: the whole table), done once at the end of the recover run.
+        """
 
     def recount(self, env: Environment, counts: dict[tuple[str, str], int]) -> None:
         """The operator's recount of whole months: each aggregate set to its count in the raw downloads."""
