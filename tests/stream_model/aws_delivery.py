@@ -628,7 +628,7 @@ class World:
                     self._active = before
 
         if fault == "throttled":
-            songs = {f"song{self.rng.randint(1, 4)}", f"song{self.rng.randint(1, 4)}"}
+            songs = {f"song{at % 4 + 1}", f"song{self.rng.randint(1, 4)}"}
             self.dynamodb.throttle = lambda p: self._throttled(p, lambda key: key.get("songID", {}).get("S") in songs)
         elif fault == "throttled_progress":
             self.dynamodb.throttle = lambda p: self._throttled(p, lambda key: "ShardKey" in key)
@@ -640,6 +640,9 @@ class World:
         try:
             response = self.design.invoke(copy.deepcopy(event), lambda: int((deadline - self.now) * 1000))
             succeeded = True
+            if fault == "killed":
+                self.hazards.add("killed function")
+                raise Killed("the function was killed before it could answer")
         except Killed:
             response, succeeded = None, False
             self.design.restart()
@@ -937,14 +940,15 @@ class World:
             return None
         return lambda: self.direct(lane, "ahead", 1, "none", 0)
 
-    def direct(self, lane: Lane, kind: str, count: int, fault: str, at: int) -> tuple[bool, Any]:
+    def direct(self, lane: Lane, kind: str, count: int, fault: str, at: int, pick: int = -1) -> tuple[bool, Any]:
         """An operator's direct invocation following the aggregator's contract, with real or invented records."""
-        event = self.direct_event(lane, kind, count)
+        event = self.direct_event(lane, kind, count, pick)
         if event is None:
             return False, None
         return self.invoke(event, fault, at)
 
-    def direct_event(self, lane: Lane, kind: str, count: int) -> dict[str, Any] | None:
+    def direct_event(self, lane: Lane, kind: str, count: int, pick: int = -1) -> dict[str, Any] | None:
+        """The event; `pick` >= 0 claims the candidates from that index on instead of a random sample."""
         records = lane.shard.records
         matching = self._matching(lane, 0)
         event: dict[str, Any] = {"shardId": lane.shard.shard_id, "eventSourceARN": STREAM_ARN}
@@ -954,7 +958,10 @@ class World:
             candidates = ahead if kind == "ahead" else behind
             if not candidates:
                 return None
-            chosen = sorted(self.rng.sample(candidates, min(count, len(candidates))))
+            if pick >= 0:
+                chosen = candidates[min(pick, len(candidates) - 1) :][:count]
+            else:
+                chosen = sorted(self.rng.sample(candidates, min(count, len(candidates))))
             self.hazards.add("direct ahead of the mapping" if kind == "ahead" else "direct behind the mapping")
             event["Records"] = [records[i].lambda_form() for i in chosen]
         elif kind == "invented":

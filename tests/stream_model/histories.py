@@ -58,7 +58,14 @@ class Write(Step):
 
 @dataclass(frozen=True, repr=False)
 class Deliver(Step):
-    """The mapping invokes the function for the lane-th shard that has work (see aws_delivery.Delivery)."""
+    """The mapping invokes the function for the lane-th shard that has work (see aws_delivery.Delivery).
+
+    fault: none; killed (at the at-th call to AWS and after); lost_response (done, reported failed);
+    throttled (writes of song<at % 4 + 1> and one more song); throttled_progress (progress writes);
+    deadline (the function runs out of time); late_write (writes held back, landing later);
+    write_timeout (writes applied, responses lost); interleave (a direct invocation of the same shard
+    runs at the at-th call).
+    """
 
     lane: int = 0
     size: int = 10
@@ -81,6 +88,8 @@ class Direct(Step):
     count: int = 1
     fault: str = "none"
     at: int = 0
+    pick: int = -1
+    """Claim the ahead/behind candidates from this index on (-1: a random sample)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -346,7 +355,7 @@ def apply(world: World, step: Step, counter: int) -> int:
     elif isinstance(step, Direct):
         lanes = world.sync_lanes()
         if lanes:
-            world.direct(lanes[step.lane % len(lanes)], step.kind, step.count, step.fault, step.at)
+            world.direct(lanes[step.lane % len(lanes)], step.kind, step.count, step.fault, step.at, step.pick)
     elif isinstance(step, Wait):
         world.wait(step.seconds)
     elif isinstance(step, Reshard):
