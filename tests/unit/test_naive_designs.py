@@ -9,6 +9,7 @@ design are kept with the numbers the issue reports.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
