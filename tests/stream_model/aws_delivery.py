@@ -16,6 +16,7 @@ import copy
 import hashlib
 import math
 import random
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -206,6 +207,7 @@ HAZARDS = (
     "direct behind the mapping",
     "direct invented records",
     "direct during a mapping invocation",
+    "direct paused while the mapping goes on",
     "pruning",
     "empty GetRecords page",
     "throttled GetRecords",
@@ -491,6 +493,18 @@ class Lane:
         )
 
 
+@dataclass
+class Paused:
+    """A direct invocation suspended in its own thread; only one thread ever runs at a time."""
+
+    handoff: threading.Event = field(default_factory=threading.Event)
+    resume: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    active: Any = None
+    done: bool = False
+    result: Any = None
+
+
 @dataclass(frozen=True)
 class MappingSettings:
     window_seconds: int | None = 5
@@ -558,6 +572,7 @@ class World:
         self.drain_discards = 0
         self.draining = False
         self._active: Callable[[str, dict[str, Any]], None] | None = None
+        self.paused: list[Paused] = []
         self.dynamodb.before_call = self._before_call
         self.streams.before_call = self._before_call
         self.queue.before_call = self._before_call
@@ -599,8 +614,19 @@ class World:
 
     # ------------------------------------------------------------------ invocations
 
-    def invoke(self, event: dict[str, Any], fault: str = "none", at: int = 0, nested: Any = None) -> tuple[bool, Any]:
-        """One invocation under a fault; returns (succeeded as its caller sees it, response)."""
+    def invoke(
+        self,
+        event: dict[str, Any],
+        fault: str = "none",
+        at: int = 0,
+        nested: Any = None,
+        pause: Callable[[], None] | None = None,
+    ) -> tuple[bool, Any]:
+        """One invocation under a fault; returns (succeeded as its caller sees it, response).
+
+        `nested` runs another invocation at the at-th call; `pause` suspends this one there (it runs
+        in a thread of its own, and the history goes on until a Resume step or the drain).
+        """
         self.invocations += 1
         started = self.now
         timeout = 3.0 if fault == "deadline" else 60.0
@@ -619,6 +645,8 @@ class World:
             if fault == "killed" and calls > at:
                 self.hazards.add("killed function")
                 raise Killed("the function was killed")
+            if pause is not None and calls == max(1, at):
+                pause()
             if nested is not None and calls == max(1, at):
                 self.hazards.add("direct during a mapping invocation")
                 self._active = outer
@@ -945,7 +973,46 @@ class World:
         event = self.direct_event(lane, kind, count, pick)
         if event is None:
             return False, None
+        if fault == "pause":
+            self._start_paused(event, at)
+            return False, None
         return self.invoke(event, fault, at)
+
+    def _start_paused(self, event: dict[str, Any], at: int) -> None:
+        """A direct invocation stopped at its at-th call to AWS while the history goes on: a slow concurrent reader."""
+        paused = Paused()
+
+        def suspend() -> None:
+            paused.active = self._active
+            self._active = None
+            paused.handoff.set()
+            paused.resume.wait()
+            self._active = paused.active
+
+        def run() -> None:
+            try:
+                paused.result = self.invoke(event, "none", at, pause=suspend)
+            finally:
+                paused.done = True
+                paused.handoff.set()
+
+        paused.thread = threading.Thread(target=run, daemon=True)
+        paused.thread.start()
+        paused.handoff.wait()
+        paused.handoff.clear()
+        if not paused.done:
+            self.hazards.add("direct paused while the mapping goes on")
+            self.paused.append(paused)
+
+    def resume(self, index: int) -> None:
+        """A paused direct invocation goes on to its end (Lambda's timeout may have passed meanwhile)."""
+        if not self.paused:
+            return
+        paused = self.paused.pop(index % len(self.paused))
+        paused.resume.set()
+        paused.handoff.wait()
+        if paused.thread is not None:
+            paused.thread.join()
 
     def direct_event(self, lane: Lane, kind: str, count: int, pick: int = -1) -> dict[str, Any] | None:
         """The event; `pick` >= 0 claims the candidates from that index on instead of a random sample."""
@@ -1011,6 +1078,8 @@ class World:
 
     def drain(self, max_rounds: int = 5000) -> None:
         """After the history: Lambda catches up without faults until every shard is read (windows closed)."""
+        while self.paused:
+            self.resume(0)
         self.draining = True
         self.streams.behaviour = self.streams.behaviour.calm()
         for delayed in range(len(self.dynamodb.delayed)):

@@ -11,14 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
+import aggregator
 from aggregate_store import AggregateStore
-from aggregator import (
-    PER_BATCH,
-    Dependencies,
-    Settings,
-    process_delivery,
-    send_to_failure_queue,
-)
+from aggregator import PER_BATCH, Dependencies, Settings, send_to_failure_queue
 from delivery import parse_delivery
 from download_records import Schema
 from shard_progress import ProgressStore
@@ -83,7 +78,7 @@ class ShardWatermarkDesign(Design):
         )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        response, _report = process_delivery(
+        response, _report = aggregator.process_delivery(
             parse_delivery(event, TABLE_ARN), self.dependencies, self.settings, remaining_ms
         )
         return response

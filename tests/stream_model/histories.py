@@ -81,7 +81,10 @@ class Deliver(Step):
 
 @dataclass(frozen=True, repr=False)
 class Direct(Step):
-    """An operator invokes the function directly for the lane-th shard: ahead, behind, invented or through."""
+    """An operator invokes the function directly for the lane-th shard: ahead, behind, invented or through.
+
+    fault: as Deliver's, or pause (it stops at its at-th call to AWS until a Resume step or the drain).
+    """
 
     lane: int = 0
     kind: str = "ahead"
@@ -90,6 +93,13 @@ class Direct(Step):
     at: int = 0
     pick: int = -1
     """Claim the ahead/behind candidates from this index on (-1: a random sample)."""
+
+
+@dataclass(frozen=True, repr=False)
+class Resume(Step):
+    """A direct invocation paused by fault='pause' goes on to its end."""
+
+    index: int = 0
 
 
 @dataclass(frozen=True, repr=False)
@@ -366,6 +376,8 @@ def apply(world: World, step: Step, counter: int) -> int:
         world.stream.heat(f"song{step.song}")
     elif isinstance(step, Land):
         world.land_one(step.index)
+    elif isinstance(step, Resume):
+        world.resume(step.index)
     return counter
 
 
@@ -391,33 +403,45 @@ WRITES = st.builds(
     when=st.integers(0, len(TIMESTAMPS) - 1),
     malformed=st.sampled_from((0,) * 20 + (1, 2, 3)),
 )
-DELIVERIES = st.builds(
-    Deliver,
-    lane=_LANES,
-    size=st.sampled_from([10, 1, 3, 100]),
-    fault=st.sampled_from(("none",) * 5 + FAULTS[1:] + ("interleave",)),
-    at=st.integers(0, 8),
-    part=st.integers(0, 3),
-    order=st.integers(0, 3),
-    extend=st.integers(0, 5),
-    fresh=st.booleans(),
-    early=st.sampled_from((False,) * 6 + (True,)),
-    final_records=st.booleans(),
-)
+DELIVERY_FAULTS = ("none",) * 5 + FAULTS[1:] + ("interleave",)
+
+
+@st.composite
+def _deliveries(draw: st.DrawFn) -> Deliver:
+    """Packed draws (fewer choices per step, so histories generate fast); each shrinks towards the plain case."""
+    shape = draw(st.integers(0, 4 * 4 * 6 * 2 - 1))
+    part, order, extend, fresh = shape % 4, shape // 4 % 4, shape // 16 % 6, bool(shape // 96)
+    flags = draw(st.integers(0, 13))
+    return Deliver(
+        lane=draw(_LANES),
+        size=draw(st.sampled_from([10, 1, 3, 100])),
+        fault=draw(st.sampled_from(DELIVERY_FAULTS)),
+        at=draw(st.integers(0, 8)),
+        part=part,
+        order=order,
+        extend=extend,
+        fresh=fresh,
+        early=flags % 7 == 6,
+        final_records=flags >= 7,
+    )
+
+
+DELIVERIES = _deliveries()
 DIRECTS = st.builds(
     Direct,
     lane=_LANES,
     kind=st.sampled_from(["ahead", "behind", "invented", "through"]),
     count=st.integers(1, 3),
-    fault=st.sampled_from(("none",) * 3 + ("killed", "lost_response", "throttled", "late_write")),
+    fault=st.sampled_from(("none",) * 3 + ("killed", "lost_response", "throttled", "late_write", "pause", "pause")),
     at=st.integers(0, 6),
 )
 WAITS = st.builds(Wait, seconds=st.sampled_from([2, 2, 30, 30, 120, 900, 3700, 90000]))
 RESHARDS = st.builds(Reshard, lane=_LANES, children=st.sampled_from([1, 2]), lower=st.booleans())
 HEATS = st.builds(Heat, song=st.integers(1, 4))
 LANDS = st.builds(Land, index=st.integers(0, 5))
+RESUMES = st.builds(Resume, index=st.integers(0, 3))
 STEPS = st.sampled_from(
-    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("land", "reshard", "heat")
+    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("land", "reshard", "heat", "resume")
 ).flatmap(
     lambda kind: {
         "write": WRITES,
@@ -427,6 +451,7 @@ STEPS = st.sampled_from(
         "land": LANDS,
         "reshard": RESHARDS,
         "heat": HEATS,
+        "resume": RESUMES,
     }[kind]
 )
 """Weighted by repetition: mostly writes and deliveries, now and then the rest."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,24 +40,24 @@ class NotReached(Exception):
     """The invocation could not bring the checkpoint up to its bound: Lambda (or the operator) retries it."""
 
 
+def _guard(protects: str) -> Any:
+    return field(default=True, metadata={"protects": protects})
+
+
 @dataclass(frozen=True)
 class Guards:
     """The design's guards; each naive variant, and each mutation, switches one off."""
 
-    watermark_condition: bool = True
-    """Each aggregate write is conditional on that aggregate's watermark for the shard."""
-    monotonic_checkpoint: bool = True
-    """The checkpoint only ever moves forward (conditional write)."""
-    read_from_checkpoint: bool = True
-    """Count what the stream holds after the checkpoint, not the records the event delivered."""
-    hold_checkpoint_on_failure: bool = True
-    """A failed aggregate write holds the checkpoint before its lowest record."""
-    empty_page_is_not_the_end: bool = True
-    """An empty page in the middle of a shard is read through; only a null NextShardIterator ends it."""
-    sequence_order: bool = True
-    """Progress is a sequence number, never a creation time."""
-    parent_first: bool = True
-    """A new shard's parent is read to its end first."""
+    watermark_condition: bool = _guard("each aggregate write is conditional on its watermark for the shard")
+    monotonic_checkpoint: bool = _guard("the checkpoint only ever moves forward (conditional write)")
+    read_from_checkpoint: bool = _guard("count what the stream holds after the checkpoint, not what was delivered")
+    hold_checkpoint_on_failure: bool = _guard("a failed aggregate write holds the checkpoint before its lowest record")
+    empty_page_is_not_the_end: bool = _guard("only a null NextShardIterator ends a shard, not an empty page")
+    sequence_order: bool = _guard("progress is a sequence number, never a creation time")
+    parent_first: bool = _guard("a new shard's parent is read to its end first")
+
+
+DEFAULT_GUARDS = Guards()
 
 
 @dataclass
@@ -78,7 +78,7 @@ class CheckpointReader(Design):
     def __init__(self, env: Environment, aggregate_writes: str = "per_batch", guards: Guards | None = None) -> None:
         self.env = env
         self.aggregate_writes = aggregate_writes
-        self.guards = guards or Guards()
+        self.guards = guards or DEFAULT_GUARDS
         self.parents: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ the handler
