@@ -740,6 +740,10 @@ class World:
             self.hazards.add("window given up")
             self.hazards.add("records expired" if age == RETENTION_SECONDS else "record-age discard")
             named = lane.final_records or (list(lane.last_batch) if lane.last_batch else [])
+            if lane.retry is not None:
+                named = sorted(set(named) | lane.retry.pending)
+                lane.position = max(lane.position, lane.retry.frontier)
+                lane.retry = None
             if named:
                 self._on_failure(lane, named, "RecordAgeExceeded")
             lane.position = max([lane.position, *(i + 1 for i in named)])

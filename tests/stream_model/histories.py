@@ -269,7 +269,7 @@ def recount(world: World, keys: set[tuple[str, str]] | None) -> None:
     """The operator's recount from the raw downloads (the whole table when keys is None)."""
     truth = truth_of(world)
     chosen = set(truth) | set(counted_of(world)) if keys is None else keys
-    world.design.recount(world.env, {key: truth.get(key, 0) for key in chosen})
+    world.design.recount(world.env, {key: truth.get(key, 0) for key in sorted(chosen)})
 
 
 def recover(world: World) -> None:
