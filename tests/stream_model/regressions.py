@@ -41,6 +41,19 @@ FINDINGS: dict[str, History] = {
         Config(aggregate_writes="per_window"),
         (Write(), Write(), Write(), Deliver(), Reshard(), Deliver(fault="deadline"), Deliver(fresh=True)),
     ),
+    "a final invocation retried with a fresh state and out of time does not answer success": History(
+        Config(aggregate_writes="per_window"),
+        (
+            *TEN_DOWNLOADS[:8],
+            *(Deliver() for _ in range(4)),
+            Deliver(fault="killed"),
+            Deliver(fault="deadline", fresh=True),
+        ),
+    ),
+    "a child shard is counted although its parent is gone": History(
+        Config(),
+        (Write(), Deliver(), Write(), Reshard(), Wait(seconds=90000), Write()),
+    ),
 }
 
 ISSUE_14: dict[str, History] = {
