@@ -76,12 +76,19 @@ locals {
   }
 }
 
+# CloudWatch publishes alarm notifications to an encrypted topic only under a customer managed key
+# whose policy lets cloudwatch.amazonaws.com use it (Amazon SNS Developer Guide, "Enable
+# compatibility between event sources from AWS services and encrypted topics": "Use a customer
+# managed KMS key", then add the service to "the KMS policy"); the policy of the AWS managed key
+# alias/aws/sns cannot be changed, so under it the alarms would never notify. Hence: the customer
+# key when given (the README's key policy), else no encryption, by choice: a notification holds the
+# alarm's name, state and metric, no data of the table.
 resource "aws_sns_topic" "alarms" {
+  # checkov:skip=CKV_AWS_26: without kms_key_arn the topic is unencrypted on purpose: CloudWatch alarms cannot publish under alias/aws/sns (see the comment above and the README, Customer managed key).
   count = local.alarms_enabled && var.create_alarm_sns_topic ? 1 : 0
 
-  name = "${var.name}-alarms"
-  # Encrypted at rest: the customer key when given, else the AWS managed key for SNS.
-  kms_master_key_id = coalesce(var.kms_key_arn, "alias/aws/sns")
+  name              = "${var.name}-alarms"
+  kms_master_key_id = var.kms_key_arn
   tags              = var.tags
 }
 

@@ -24,10 +24,38 @@ data "aws_iam_policy_document" "tracing" {
 
 locals {
   tracing_policy_documents = local.create && var.tracing_mode == "Active" ? [data.aws_iam_policy_document.tracing[0].json] : []
+
+  # Condition keys, each as the documentation defines it:
+  # - dynamodb:Attributes: "Represents a list of the attribute names in a request, or the attributes
+  #   that are returned from a request"; "If you use dynamodb:Attributes, you must specify the names
+  #   of all of the primary key and index key attributes for the table and any secondary indexes
+  #   that are listed in the policy"; "To allow all attributes whose name matches a pattern, use StringLike instead of StringEquals,
+  #   and use a multi-character pattern match wildcard character (*)". dynamodb:Select: for read
+  #   actions "the Select parameter always has a value (ALL_ATTRIBUTES, unless otherwise specified)",
+  #   so requiring SPECIFIC_ATTRIBUTES makes every read name its attributes. (DynamoDB Developer
+  #   Guide, "Using IAM policy conditions for fine-grained access control".)
+  # - kms:ViaService: "limits use of a KMS key to requests from specified AWS services", named
+  #   dynamodb.<region>.amazonaws.com and sqs.<region>.amazonaws.com, with the .amazonaws.com suffix
+  #   in every partition (AWS KMS Developer Guide, "kms:ViaService"). Lambda decrypts the functions'
+  #   environment with a grant made when the function is configured, not with these roles ("Lambda
+  #   uses your permissions to create a grant on the key", Lambda Developer Guide, "Securing
+  #   environment variables"); log groups use the key through the logs service principal (key policy).
+  key_attributes = [var.entity_attribute_name, var.sort_key_attribute_name, var.period_attribute_name, var.order_attribute_name]
+  # What the query function's GetItem reads of an aggregate (its count and order), with the keys.
+  query_item_attributes = concat(local.key_attributes, [var.count_attribute_name])
+  # Everything an aggregate carries: keys, count, and the aggregator's bookkeeping. One watermark per
+  # stream shard, named by a hash of stream and shard, hence patterns (docs/exactly-once.md).
+  aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "AppliedSequence"])
+  kms_via_dynamodb     = local.create ? "dynamodb.${data.aws_region.current[0].name}.amazonaws.com" : null
+  kms_via_sqs          = local.create ? "sqs.${data.aws_region.current[0].name}.amazonaws.com" : null
+}
+
+data "aws_region" "current" {
+  count = local.create ? 1 : 0
 }
 
 ################################################################################
-# Aggregator: read this table's streams, update this table, send to this queue. Nothing else.
+# Aggregator: read this table's streams, update this table's aggregates, send to this queue.
 ################################################################################
 
 resource "aws_iam_role" "aggregator" {
@@ -49,13 +77,39 @@ data "aws_iam_policy_document" "aggregator" {
   # (and a direct invocation may name a shard of an earlier stream); DescribeStream finds a shard's parent.
   statement {
     sid       = "ReadTheStreams"
-    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"]
+    actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
     resources = ["${local.table_arn}/stream/*"]
   }
 
+  # Lambda's mapping lists the table's streams with the function's role (AWSLambdaDynamoDBExecutionRole
+  # grants it). ListStreams has no resource type in the Service Authorization Reference: only "*"
+  # matches it, and it lists stream ARNs, no data.
+  statement {
+    sid       = "ListTheStreams"
+    actions   = ["dynamodb:ListStreams"]
+    resources = ["*"]
+  }
+
+  # Writes only what an aggregate carries, on any key: DynamoDB has no condition key on the sort
+  # key, and dynamodb:LeadingKeys (the partition key) is every song. Not narrowed, and why: the
+  # aggregator reads whole aggregates (GetItem without a projection: every shard's watermark) and
+  # its writes return ALL_NEW / ALL_OLD, while an attribute-limited read needs Select =
+  # SPECIFIC_ATTRIBUTES and ReturnValues NONE / UPDATED_*; so this role can still read a download.
   statement {
     sid       = "UpdateAggregates"
-    actions   = ["dynamodb:UpdateItem", "dynamodb:GetItem"]
+    actions   = ["dynamodb:UpdateItem"]
+    resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:Attributes"
+      values   = local.aggregate_attributes
+    }
+  }
+
+  statement {
+    sid       = "ReadAggregates"
+    actions   = ["dynamodb:GetItem"]
     resources = [local.table_arn]
   }
 
@@ -85,6 +139,14 @@ data "aws_iam_policy_document" "aggregator" {
       sid       = "UseTheCustomerKey"
       actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
       resources = [statement.value]
+
+      # The table and its streams (DynamoDB); the failure queue (SQS, whose senders need GenerateDataKey
+      # and Decrypt: Amazon SQS Developer Guide, "Amazon SQS key management").
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = [local.kms_via_dynamodb, local.kms_via_sqs]
+      }
     }
   }
 }
@@ -98,7 +160,9 @@ resource "aws_iam_role_policy" "aggregator" {
 }
 
 ################################################################################
-# Query: Query on the leaderboard index; GetItem of one aggregate for a rank.
+# Query: Query on the leaderboard index (sparse: aggregates only, their keys and count projected;
+# "Global secondary index queries cannot fetch attributes from the parent table", DynamoDB API
+# Reference, Query, Select); GetItem of one aggregate's count and order for a rank.
 ################################################################################
 
 resource "aws_iam_role" "query" {
@@ -122,10 +186,24 @@ data "aws_iam_policy_document" "query" {
     resources = [local.leaderboard_index_arn]
   }
 
+  # A rank reads one aggregate's count and order; never a download (UserID included): every
+  # GetItem must name its attributes (Select), and only these.
   statement {
     sid       = "ReadOneAggregate"
     actions   = ["dynamodb:GetItem"]
     resources = [local.table_arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:Attributes"
+      values   = local.query_item_attributes
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "dynamodb:Select"
+      values   = ["SPECIFIC_ATTRIBUTES"]
+    }
   }
 
   statement {
@@ -141,6 +219,12 @@ data "aws_iam_policy_document" "query" {
       sid       = "UseTheCustomerKey"
       actions   = ["kms:Decrypt"]
       resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = [local.kms_via_dynamodb]
+      }
     }
   }
 }

@@ -87,7 +87,7 @@ variable "download_ttl_attribute_name" {
 }
 
 variable "kms_key_arn" {
-  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys."
+  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment and the alarms' topic; its key policy must allow what the README's \"Customer managed key\" lists. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys, the alarms' topic no encryption (CloudWatch alarms cannot publish under alias/aws/sns)."
   type        = string
   default     = null
 
@@ -348,7 +348,7 @@ variable "role_permissions_boundary" {
 }
 
 variable "code_signing_config_arn" {
-  description = "Lambda code signing configuration for both functions. null: none."
+  description = "Lambda code signing configuration for both functions. null: none. The release zips are unsigned: with an Enforce policy, sign them with AWS Signer first and deploy the signed objects (README, Code signing)."
   type        = string
   default     = null
 }
@@ -469,7 +469,7 @@ variable "create_alarms" {
 }
 
 variable "create_alarm_sns_topic" {
-  description = "With create_alarms: create an SNS topic (<name>-alarms) that the alarms notify on ALARM and OK. Subscribe to it outside the module."
+  description = "With create_alarms: create an SNS topic (<name>-alarms) that the alarms notify on ALARM and OK, encrypted with kms_key_arn when given, else unencrypted (CloudWatch alarms cannot publish under alias/aws/sns). Subscribe to it outside the module."
   type        = bool
   default     = false
 }

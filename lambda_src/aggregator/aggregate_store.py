@@ -23,16 +23,24 @@ from botocore.exceptions import ClientError
 from delivery import WATERMARK_PREFIX, ShardRef
 from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
 from leaderboard_order import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
-from shard_progress import ProgressStore, progress_of_item
+from shard_progress import ProgressStore, genesis_of, progress_of_item
 
 PRUNED_ATTRIBUTE = "WatermarksPruned"
 """How many watermarks were ever removed from the aggregate: once set, a missing watermark proves nothing."""
+PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
+"""The progress table's genesis token when a watermark was removed: only that table's checkpoints can vouch for it."""
+APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
+"""Release 0.1.0's one watermark per aggregate: what it counted lies at or below it, whatever the shard; a shard
+this version has not written the aggregate from adds only what lies above it."""
 RECOUNTED_THROUGH_ATTRIBUTE = "RecountedThrough"
 """Set by a repair: the count includes every download created at or before this second."""
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""
 PRUNE_IDLE_SECONDS = 3600
 """A watermark of a shard still open is pruned only when this old: pruning active ones would cost transactions."""
+PRUNE_ABOVE_WATERMARKS = 4
+"""Watermarks are pruned only from an aggregate carrying more than this many (about 140 bytes each): an item
+stays under 1 KB, and an aggregate fed by few shards never pays the proof a pruned one needs."""
 
 
 class WatermarkContention(Exception):
@@ -102,7 +110,8 @@ class _Known:
     """What the last failed attempt returned of the aggregate and of the shard's progress."""
 
     item: dict[str, Any]
-    checkpoint: str | None = None
+    progress: dict[str, Any] | None = None
+    """The shard's progress item, once a proof needed it: its checkpoint and when it was first seen."""
 
 
 class AggregateStore:
@@ -174,10 +183,8 @@ class AggregateStore:
             return _Known(item if item is not None else self._read(key))
         if code == "TransactionCanceledException":
             reasons = error.response.get("CancellationReasons") or []
-            progress_item = reasons[0].get("Item") if reasons and isinstance(reasons[0], dict) else None
             aggregate_item = reasons[1].get("Item") if len(reasons) > 1 and isinstance(reasons[1], dict) else None
-            progress = progress_of_item(progress_item) if progress_item is not None else self._progress.read(shard)
-            return _Known(aggregate_item if aggregate_item is not None else self._read(key), progress.checkpoint)
+            return _Known(aggregate_item if aggregate_item is not None else self._read(key))
         raise error
 
     def _needs_proof(self, known: _Known, shard: ShardRef) -> bool:
@@ -186,6 +193,29 @@ class AggregateStore:
     def _not_yet_counted(
         self, known: _Known, shard: ShardRef, remaining: list[Contribution], outcome: ApplyOutcome
     ) -> list[Contribution]:
+        """The contributions still to add: above the watermark (or the vouching checkpoint), after the recount fence."""
+        name = shard.watermark_name
+        floor: str | None = None
+        if name in known.item:
+            floor = Watermark.parse(name, known.item[name]).sequence
+        elif self._needs_proof(known, shard):
+            if known.progress is None:
+                known.progress = self._progress_item(shard)
+            pruned_under = known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S")
+            if pruned_under is None or genesis_of(known.progress) != pruned_under:
+                reason = (
+                    "its aggregate's watermarks were pruned under another progress table (recreated or restored "
+                    "since): it cannot be proven uncounted; recount"
+                )
+                outcome.refused.extend((contribution, reason) for contribution in remaining)
+                return []
+            floor = progress_of_item(known.progress).checkpoint
+        elif APPLIED_SEQUENCE_ATTRIBUTE in known.item:
+            floor = known.item[APPLIED_SEQUENCE_ATTRIBUTE].get("S")
+        if floor is not None:
+            above = [c for c in remaining if c.sequence > floor]
+            outcome.already_applied += sum(c.amount for c in remaining) - sum(c.amount for c in above)
+            remaining = above
         fence = _number(known.item.get(RECOUNTED_THROUGH_ATTRIBUTE))
         if fence is not None:
             fenced = [c for c in remaining if c.created is None or c.created <= fence]
@@ -194,18 +224,15 @@ class AggregateStore:
                 for contribution in fenced
             )
             remaining = [c for c in remaining if c.created is not None and c.created > fence]
-        name = shard.watermark_name
-        if name in known.item:
-            floor: str | None = Watermark.parse(name, known.item[name]).sequence
-        elif self._needs_proof(known, shard):
-            floor = known.checkpoint
-        else:
-            floor = None
-        if floor is None:
-            return remaining
-        above = [c for c in remaining if c.sequence > floor]
-        outcome.already_applied += sum(c.amount for c in remaining) - sum(c.amount for c in above)
-        return above
+        return remaining
+
+    def _progress_item(self, shard: ShardRef) -> dict[str, Any]:
+        return (
+            self._client.get_item(
+                TableName=self._progress.table_name, Key=self._progress.key(shard), ConsistentRead=True
+            ).get("Item")
+            or {}
+        )
 
     def _update_parameters(
         self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known | None
@@ -226,7 +253,9 @@ class AggregateStore:
             "#wm": shard.watermark_name,
             "#pruned": PRUNED_ATTRIBUTE,
             "#fence": RECOUNTED_THROUGH_ATTRIBUTE,
+            "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
         }
+        never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
         values: dict[str, Any] = {
             ":addition": {"N": str(addition)},
             ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
@@ -234,10 +263,7 @@ class AggregateStore:
         }
         item = known.item if known is not None else None
         if item is None:
-            watermark = (
-                "((attribute_exists(#wm) AND #wm < :low)"
-                " OR (attribute_not_exists(#wm) AND attribute_not_exists(#pruned)))"
-            )
+            watermark = f"((attribute_exists(#wm) AND #wm < :low) OR (attribute_not_exists(#wm) AND {never_pruned}))"
             values[":low"] = {"S": contributions[0].sequence}
             fence = "(attribute_not_exists(#fence) OR #fence < :earliest)"
             values[":earliest"] = {"N": str(min(0 if c is None else c for c in created))}
@@ -245,9 +271,10 @@ class AggregateStore:
             if shard.watermark_name in item:
                 watermark = "#wm = :expected"
                 values[":expected"] = item[shard.watermark_name]
-            elif PRUNED_ATTRIBUTE in item:
+            elif self._needs_proof(known, shard):
                 watermark = "attribute_not_exists(#wm)"
             else:
+                # Release 0.1.0's AppliedSequence, if any, was applied as read: nothing writes it any more.
                 watermark = "attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
             if RECOUNTED_THROUGH_ATTRIBUTE in item:
                 fence = "#fence = :fence"
@@ -294,15 +321,18 @@ class AggregateStore:
         """
         update = self._update_parameters(key, shard, contributions, known)
         update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        self._client.transact_write_items(
-            TransactItems=[self._progress.condition_check(shard, contributions[0].sequence), {"Update": update}]
+        check = self._progress.condition_check(
+            shard, contributions[0].sequence, known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S", "")
         )
+        known.progress = None
+        self._client.transact_write_items(TransactItems=[check, {"Update": update}])
 
     def _after_write(self, key: AggregateKey, shard: ShardRef, item: dict[str, Any], outcome: ApplyOutcome) -> None:
         """Prune watermarks whose shard's checkpoint has passed them, and notice those of other streams."""
         now = int(self._clock())
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
+        carried = sum(1 for name in item if name.startswith(WATERMARK_PREFIX))
         for name, value in item.items():
             if not name.startswith(WATERMARK_PREFIX) or name == shard.watermark_name:
                 continue
@@ -312,7 +342,7 @@ class AggregateStore:
                 continue
             if watermark.stream_label != shard.stream_label:
                 labels.add(watermark.stream_label)
-            if watermark.shard_id is None:
+            if watermark.shard_id is None or carried <= PRUNE_ABOVE_WATERMARKS:
                 continue
             other = ShardRef(f"{shard.table_arn}/stream/{watermark.stream_label}", watermark.shard_id)
             progress = self._progress.lower_bound(other)
@@ -327,9 +357,11 @@ class AggregateStore:
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
         """Remove watermarks the checkpoint has passed, only if they are still what was read."""
-        names = {"#count": self._schema.count, "#pruned": PRUNED_ATTRIBUTE}
-        values: dict[str, Any] = {":removed": {"N": str(len(stale))}}
-        conditions = ["attribute_exists(#count)"]
+        names = {"#count": self._schema.count, "#pruned": PRUNED_ATTRIBUTE, "#under": PRUNED_UNDER_ATTRIBUTE}
+        values: dict[str, Any] = {":removed": {"N": str(len(stale))}, ":genesis": {"S": self._progress.genesis()}}
+        # Watermarks pruned under one progress table only: checkpoints of a recreated one vouch for none of them.
+        conditions_genesis = "(attribute_not_exists(#under) OR #under = :genesis)"
+        conditions = ["attribute_exists(#count)", conditions_genesis]
         removals = []
         for index, (name, watermark) in enumerate(sorted(stale.items())):
             names[f"#s{index}"] = name
@@ -340,7 +372,7 @@ class AggregateStore:
             self._client.update_item(
                 TableName=self._table,
                 Key=self._key(key),
-                UpdateExpression=f"REMOVE {', '.join(removals)} ADD #pruned :removed",
+                UpdateExpression=f"REMOVE {', '.join(removals)} ADD #pruned :removed SET #under = :genesis",
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,

@@ -39,6 +39,8 @@ metrics = Metrics()
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
+GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
+"""What reading a shard past the stream's 24-hour retention answers: its records can no longer be read."""
 DESCRIBE_PAGES = 100
 """DescribeStream pages (100 shards each) searched for a shard's parent."""
 
@@ -90,6 +92,14 @@ class Settings:
         )
 
 
+@dataclass(frozen=True)
+class ShardFacts:
+    """What DescribeStream says of a shard: its parent, and the sequence number of its first record."""
+
+    parent_shard_id: str | None
+    first_sequence: str | None
+
+
 @dataclass
 class Dependencies:
     """What process_delivery talks to: clients and the clock, so a test or the stream model can supply its own."""
@@ -102,8 +112,8 @@ class Dependencies:
     """Puts messages into the failure queue; False if they did not all get there."""
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
-    parents: dict[str, str | None] = field(default_factory=dict)
-    """Shard id -> parent shard id, as DescribeStream told it (per instance: shards never change parents)."""
+    shards: dict[str, ShardFacts] = field(default_factory=dict)
+    """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
 
 
 @dataclass
@@ -258,6 +268,9 @@ def process_delivery(
         )
 
     progress = deps.progress.read(shard)
+    if not progress.exists:
+        facts = _shard_facts(deps, shard)
+        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
     report.checkpoint_before = progress.checkpoint
     parent = _parent_to_drain(deps, shard, progress)
     if parent is not None:
@@ -269,11 +282,14 @@ def process_delivery(
         return _response(delivery, shard, bound, report), report
     catchup = _catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
     _report_unconfirmed(deps, delivery, progress, catchup.read, report)
-    report.checkpoint_after = _advance(deps, catchup, parent_id=deps.parents.get(shard.shard_id))
+    report.checkpoint_after = _advance(deps, catchup)
     report.shard_ended = catchup.read.shard_ended
-    reached = report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
-    report.caught_up = catchup.held_back_from is None and (bound is None or reached or catchup.read.shard_ended)
-    if not report.caught_up and must_catch_up:
+    reached = catchup.read.reached_bound or (
+        report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
+    )
+    report.caught_up = catchup.held_back_from is None and (bound is None or reached)
+    claimed_beyond_the_tip = delivery.is_direct and catchup.read.at_tip and catchup.held_back_from is None
+    if not report.caught_up and must_catch_up and not claimed_beyond_the_tip:
         raise AggregatesNotWritten(
             f"{shard.shard_id}: checkpoint {report.checkpoint_after} has not reached {bound}, retried",
             report,
@@ -293,37 +309,43 @@ def _response(delivery: Delivery, shard: ShardRef | None, high: str | None, repo
     return {"state": state, "batchItemFailures": []}
 
 
-def _parent_to_drain(deps: Dependencies, shard: ShardRef, progress: Progress) -> ShardRef | None:
-    """The parent shard, if this deployment counted part of it and never reached its end (a window given up)."""
-    parent_id = progress.parent_shard_id or _parent_of(deps, shard)
-    if parent_id is None:
-        return None
-    parent = ShardRef(shard.stream_arn, parent_id)
-    parent_progress = deps.progress.lower_bound(parent)
-    if not parent_progress.exists or parent_progress.ended:
-        return None
-    return parent
+def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
+    """From DescribeStream (paginated), once per shard and instance: shards never change parents or first records.
 
-
-def _parent_of(deps: Dependencies, shard: ShardRef) -> str | None:
-    if shard.shard_id in deps.parents:
-        return deps.parents[shard.shard_id]
-    start: str | None = None
-    try:
+    A shard first seen is read from its first sequence number, not from the trim horizon, so that
+    records trimmed before it was ever read are reported instead of silently skipped.
+    """
+    if shard.shard_id not in deps.shards:
+        start: str | None = None
         for _ in range(DESCRIBE_PAGES):
             parameters: dict[str, Any] = {"StreamArn": shard.stream_arn}
             if start:
                 parameters["ExclusiveStartShardId"] = start
             description = deps.streams.describe_stream(**parameters)["StreamDescription"]
             for described in description.get("Shards", []):
-                deps.parents[described["ShardId"]] = described.get("ParentShardId")
+                deps.shards[described["ShardId"]] = ShardFacts(
+                    described.get("ParentShardId"),
+                    described.get("SequenceNumberRange", {}).get("StartingSequenceNumber"),
+                )
             start = description.get("LastEvaluatedShardId")
-            if shard.shard_id in deps.parents or not start:
+            if shard.shard_id in deps.shards or not start:
                 break
-    except (ClientError, BotoCoreError) as error:
-        logger.warning("parent shard unknown", extra={"shard_id": shard.shard_id, "error": str(error)})
+    facts = deps.shards.get(shard.shard_id)
+    if facts is None:
+        logger.warning("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
+        return ShardFacts(None, None)
+    return facts
+
+
+def _parent_to_drain(deps: Dependencies, shard: ShardRef, progress: Progress) -> ShardRef | None:
+    """The parent shard, if this deployment counted part of it and never reached its end (a window given up)."""
+    if progress.parent_shard_id is None:
         return None
-    return deps.parents.get(shard.shard_id)
+    parent = ShardRef(shard.stream_arn, progress.parent_shard_id)
+    parent_progress = deps.progress.lower_bound(parent)
+    if not parent_progress.exists or parent_progress.ended:
+        return None
+    return parent
 
 
 def _drain(
@@ -334,12 +356,26 @@ def _drain(
     keep_reading: Callable[[int], bool],
     report: BatchReport,
 ) -> None:
-    """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on."""
+    """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
+
+    A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
+    reported like trimmed records and marked ended: it must never block its child.
+    """
     progress = deps.progress.read(parent)
     if progress.ended:
         return
-    catchup = _catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
-    _advance(deps, catchup, parent_id=None)
+    try:
+        catchup = _catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") not in GONE:
+            logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})
+            return
+        gap = _gap_message(parent, progress, None, None)
+        if deps.send_failures([gap]):
+            report.trimmed = gap
+            deps.progress.mark_ended(parent)
+        return
+    _advance(deps, catchup)
     report.parent_drained = parent.shard_id
 
 
@@ -354,7 +390,7 @@ def _catch_up(
     report: BatchReport,
 ) -> _Catchup:
     """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
-    read = read_shard(deps.streams, shard, progress.checkpoint, bound, keep_reading, deps.sleep)
+    read = read_shard(deps.streams, shard, progress.start, bound, keep_reading, deps.sleep)
     catchup = _Catchup(shard, progress, read)
     report.records_read += len(read.records)
     report.read_pages += read.pages
@@ -381,24 +417,35 @@ def _catch_up(
     unhandled = [groups[key][0].sequence for key in unwritten]
     messages = [_rejected_message(item, shard) for item in rejected] + [_refused_message(item) for item in refused]
     if read.trimmed is not None:
-        report.trimmed = {
-            "kind": "records_trimmed",
-            "shardId": shard.shard_id,
-            "streamArn": shard.stream_arn,
-            "checkpoint": read.trimmed.checkpoint,
-            "checkpointCreated": progress.checkpoint_created,
-            "firstReadableSequence": read.trimmed.first_readable_sequence,
-            "firstReadableCreated": read.trimmed.first_readable_created,
-        }
+        report.trimmed = _gap_message(
+            shard, progress, read.trimmed.first_readable_sequence, read.trimmed.first_readable_created
+        )
         messages.append(report.trimmed)
     if messages and not deps.send_failures(messages):
         # Unreported, they must not be passed: the next reader meets them again and reports them.
         report.unreported += len(messages)
         unhandled += [pad_sequence(item.raw_sequence) for item in [*rejected, *refused] if item.raw_sequence]
-        if read.trimmed is not None and read.records:
-            unhandled.append(pad_sequence(read.records[0]["dynamodb"]["SequenceNumber"]))
+        if read.trimmed is not None:
+            unhandled.append("")
+    elif read.trimmed is not None and read.trimmed.first_readable_sequence is not None:
+        deps.progress.resume_after_gap(shard, read.trimmed.first_readable_sequence)
     catchup.held_back_from = min(unhandled) if unhandled else None
     return catchup
+
+
+def _gap_message(
+    shard: ShardRef, progress: Progress, first_sequence: str | None, first_created: int | None
+) -> dict[str, Any]:
+    """What recover needs to recount records trimmed before they were read: where counting stopped, and resumed."""
+    return {
+        "kind": "records_trimmed",
+        "shardId": shard.shard_id,
+        "streamArn": shard.stream_arn,
+        "checkpoint": progress.checkpoint_sequence,
+        "checkpointCreated": progress.checkpoint_created,
+        "firstReadableSequence": first_sequence,
+        "firstReadableCreated": first_created,
+    }
 
 
 def _report_unconfirmed(
@@ -419,7 +466,7 @@ def _unconfirmed(delivery: Delivery, progress: Progress, read: ShardRead) -> lis
         sequence = _sequence(record)
         if sequence is None or (progress.checkpoint is not None and sequence <= progress.checkpoint):
             continue
-        if sequence > last_read and not read.shard_ended and not read.reached_bound:
+        if sequence > last_read and not (read.shard_ended or read.reached_bound or read.at_tip):
             continue
         original = held.get(sequence)
         claim = record.get("dynamodb", {})
@@ -517,7 +564,7 @@ def _refused_contribution(key: AggregateKey, shard: ShardRef, contribution: Cont
     )
 
 
-def _advance(deps: Dependencies, catchup: _Catchup, parent_id: str | None) -> str | None:
+def _advance(deps: Dependencies, catchup: _Catchup) -> str | None:
     """Raise the shard's checkpoint over every record read and handled; None if nothing is counted yet."""
     read, before = catchup.read, catchup.progress.checkpoint
     handled = [
@@ -528,14 +575,16 @@ def _advance(deps: Dependencies, catchup: _Catchup, parent_id: str | None) -> st
     whole = len(handled) == len(read.records)
     if not handled:
         if whole and read.shard_ended and not catchup.progress.ended:
-            deps.progress.mark_ended(catchup.shard, parent_id)
+            deps.progress.mark_ended(catchup.shard)
         return before
     last = handled[-1]
-    checkpoint = pad_sequence(last["dynamodb"]["SequenceNumber"])
+    sequence = last["dynamodb"]["SequenceNumber"]
+    checkpoint = pad_sequence(sequence)
     created = last["dynamodb"].get("ApproximateCreationDateTime")
     created_second = int(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
     if before is None or checkpoint > before or (whole and read.shard_ended):
-        deps.progress.advance(catchup.shard, checkpoint, created_second, whole and read.shard_ended, parent_id)
+        ended = whole and read.shard_ended
+        deps.progress.advance(catchup.shard, checkpoint, sequence, created_second, ended)
     return max(checkpoint, before) if before else checkpoint
 
 
@@ -564,16 +613,47 @@ def _refused_message(item: Refused) -> dict[str, Any]:
     return message
 
 
+MESSAGE_BYTES = 200_000
+"""Below SQS's per-message limit (256 KiB, or 1 MiB where raised), with room for the JSON around a record."""
+BATCH_BYTES = 900_000
+"""SendMessageBatch: "the maximum total payload size (the sum of the individual lengths of all of the batched
+messages)" is 1 MiB (256 KiB in older text: then one message per batch); kept below it."""
+
+
+def failure_message_body(message: dict[str, Any]) -> str:
+    """The message as JSON that always parses: an oversized record is replaced by what identifies it."""
+    body = json.dumps(message, default=str)
+    if len(body.encode()) <= MESSAGE_BYTES:
+        return body
+    record = message.get("record")
+    stream = record.get("dynamodb", {}) if isinstance(record, dict) else {}
+    summary = {
+        "truncated": True,
+        "eventName": record.get("eventName") if isinstance(record, dict) else None,
+        "keys": stream.get("Keys") if isinstance(stream, dict) else None,
+        "sequenceNumber": stream.get("SequenceNumber") if isinstance(stream, dict) else None,
+        "bytes": len(body.encode()),
+    }
+    return json.dumps({**message, "record": summary}, default=str)[:MESSAGE_BYTES]
+
+
 def send_to_failure_queue(sqs: Any, queue_url: str | None, messages: list[dict[str, Any]]) -> bool:
-    """Copy messages to the failure queue, ten at a time; False unless every one got there."""
+    """Copy messages to the failure queue in batches of at most ten and 900 KB; False unless every one got there."""
     if not queue_url:
         return True
+    bodies = [failure_message_body(message) for message in messages]
+    batches: list[list[str]] = [[]]
+    for body in bodies:
+        batch = batches[-1]
+        if len(batch) == 10 or sum(len(b.encode()) for b in batch) + len(body.encode()) > BATCH_BYTES:
+            batches.append([body])
+        else:
+            batch.append(body)
     delivered = True
-    for start in range(0, len(messages), 10):
-        entries = [
-            {"Id": str(index), "MessageBody": json.dumps(message, default=str)[:250_000]}
-            for index, message in enumerate(messages[start : start + 10])
-        ]
+    for batch in batches:
+        if not batch:
+            continue
+        entries = [{"Id": str(index), "MessageBody": body} for index, body in enumerate(batch)]
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except (ClientError, BotoCoreError):
@@ -653,6 +733,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         response, report = process_delivery(delivery, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis)
     except AggregatesNotWritten as failure:
         publish(failure.report, started, succeeded=False)
+        raise
+    except Exception:
+        logger.exception("invocation failed; Lambda retries it", extra={"shard_id": delivery.shard_id})
         raise
     publish(report, started, succeeded=True)
     return response

@@ -1,14 +1,19 @@
 """The progress table: per stream shard, the checkpoint through which every download is counted.
 
 Invariant: every download record of a shard with a sequence number at or below its `Checkpoint`
-is counted in its aggregate. The aggregator reads each shard from here, so that what the mapping
-re-delivers out of order, merges, splits or gives up on cannot change what is counted. The
-checkpoint only ever rises (a conditional write), so a stale read of it is a safe lower bound.
+is counted in its aggregate (or reported). The aggregator reads each shard from here, so that what
+the mapping re-delivers out of order, merges, splits or gives up on cannot change what is counted.
+The checkpoint only ever rises (a conditional write), so a stale read of it is a safe lower bound.
+
+An item is created the first time a shard is seen (`FirstSeenAt`), with the shard's first
+sequence number (`ResumeAt`), so that a shard whose first records were trimmed before it was ever
+read says so instead of starting silently at the trim horizon.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +21,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from delivery import ShardRef
+from download_records import pad_sequence
 
 CHECKPOINT = "Checkpoint"
+CHECKPOINT_SEQUENCE = "CheckpointSequence"
+"""The checkpoint's sequence number as the stream spells it: where reading resumes (GetShardIterator wants it)."""
+RESUME_AT = "ResumeAt"
+"""A sequence number (as the stream spells it) to read *from* while the checkpoint is below it: the shard's
+first record before anything is counted, or the first record after a reported trimmed gap."""
+FIRST_SEEN = "FirstSeenAt"
+GENESIS = "Genesis"
+"""A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
+aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
+GENESIS_KEY = "#genesis"
 SHARD_ENDED = "ShardEnded"
 PARENT_SHARD = "ParentShardId"
 CACHE_SECONDS = 60.0
@@ -27,10 +43,20 @@ CACHE_SECONDS = 60.0
 class Progress:
     checkpoint: str | None = None
     """40-digit padded sequence number; None when nothing of the shard is counted yet."""
+    checkpoint_sequence: str | None = None
+    """The same sequence number as the stream spells it."""
     checkpoint_created: int | None = None
+    resume_at: str | None = None
     ended: bool = False
     parent_shard_id: str | None = None
     exists: bool = False
+
+    @property
+    def start(self) -> tuple[str | None, str | None]:
+        """(read AT this sequence, or AFTER this one): where the next read of the shard begins."""
+        if self.resume_at is not None and (self.checkpoint is None or pad_sequence(self.resume_at) > self.checkpoint):
+            return self.resume_at, None
+        return None, self.checkpoint_sequence
 
 
 def shard_key(shard: ShardRef) -> str:
@@ -43,10 +69,34 @@ class ProgressStore:
         self._table = table_name
         self._clock = clock
         self._cache: dict[str, tuple[float, Progress]] = {}
+        self._genesis: str | None = None
 
     @property
     def table_name(self) -> str:
         return self._table
+
+    def genesis(self) -> str:
+        """This progress table's token, drawn by the first reader ever (conditional), the same for all after."""
+        if self._genesis is None:
+            key = {"ShardKey": {"S": GENESIS_KEY}}
+            try:
+                self._client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET #genesis = :token, UpdatedAt = :now",
+                    ConditionExpression="attribute_not_exists(#genesis)",
+                    ExpressionAttributeNames={"#genesis": GENESIS},
+                    ExpressionAttributeValues={
+                        ":token": {"S": uuid.uuid4().hex},
+                        ":now": {"N": str(int(self._clock()))},
+                    },
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+            item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
+            self._genesis = item[GENESIS]["S"]
+        return self._genesis
 
     def key(self, shard: ShardRef) -> dict[str, Any]:
         return {"ShardKey": {"S": shard_key(shard)}}
@@ -54,7 +104,7 @@ class ProgressStore:
     def read(self, shard: ShardRef) -> Progress:
         """A strongly consistent read: where this invocation starts reading."""
         item = self._client.get_item(TableName=self._table, Key=self.key(shard), ConsistentRead=True).get("Item")
-        progress = _progress_of(item)
+        progress = progress_of_item(item)
         self._cache[shard_key(shard)] = (self._clock(), progress)
         return progress
 
@@ -64,27 +114,72 @@ class ProgressStore:
         if cached is not None and (cached[1].ended or self._clock() - cached[0] < CACHE_SECONDS):
             return cached[1]
         item = self._client.get_item(TableName=self._table, Key=self.key(shard)).get("Item")
-        progress = _progress_of(item)
+        progress = progress_of_item(item)
         self._cache[shard_key(shard)] = (self._clock(), progress)
         return progress
+
+    def first_seen(self, shard: ShardRef, first_sequence: str | None, parent_shard_id: str | None) -> Progress:
+        """Create the shard's item the first time it is seen; another reader may have done so meanwhile."""
+        values: dict[str, Any] = {
+            ":stream": {"S": shard.stream_arn},
+            ":shard": {"S": shard.shard_id},
+            ":now": {"N": str(int(self._clock()))},
+            ":genesis": {"S": self.genesis()},
+        }
+        assignments = [
+            "StreamArn = :stream",
+            "ShardId = :shard",
+            "#first = :now",
+            "UpdatedAt = :now",
+            "#genesis = :genesis",
+        ]
+        names = {"#first": FIRST_SEEN, "#key": "ShardKey", "#genesis": GENESIS}
+        if first_sequence:
+            names["#resume"] = RESUME_AT
+            values[":resume"] = {"S": first_sequence}
+            assignments.append("#resume = :resume")
+        if parent_shard_id:
+            names["#parent"] = PARENT_SHARD
+            values[":parent"] = {"S": parent_shard_id}
+            assignments.append("#parent = :parent")
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self.key(shard),
+                UpdateExpression="SET " + ", ".join(assignments),
+                ConditionExpression="attribute_not_exists(#key)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        return self.read(shard)
 
     def advance(
         self,
         shard: ShardRef,
         checkpoint: str,
+        sequence: str,
         created: int | None,
         ended: bool,
-        parent_shard_id: str | None = None,
     ) -> bool:
         """Raise the checkpoint (never lower it); False when another reader had already passed it."""
-        names = {"#checkpoint": CHECKPOINT}
+        names = {"#checkpoint": CHECKPOINT, "#sequence": CHECKPOINT_SEQUENCE}
         values: dict[str, Any] = {
             ":checkpoint": {"S": checkpoint},
+            ":sequence": {"S": sequence},
             ":stream": {"S": shard.stream_arn},
             ":shard": {"S": shard.shard_id},
             ":now": {"N": str(int(self._clock()))},
         }
-        assignments = ["#checkpoint = :checkpoint", "StreamArn = :stream", "ShardId = :shard", "UpdatedAt = :now"]
+        assignments = [
+            "#checkpoint = :checkpoint",
+            "#sequence = :sequence",
+            "StreamArn = :stream",
+            "ShardId = :shard",
+            "UpdatedAt = :now",
+        ]
         if created is not None:
             assignments.append("CheckpointCreated = :created")
             values[":created"] = {"N": str(created)}
@@ -92,10 +187,6 @@ class ProgressStore:
             names["#ended"] = SHARD_ENDED
             values[":ended"] = {"BOOL": True}
             assignments.append("#ended = :ended")
-        if parent_shard_id:
-            names["#parent"] = PARENT_SHARD
-            values[":parent"] = {"S": parent_shard_id}
-            assignments.append("#parent = :parent")
         condition = "attribute_not_exists(#checkpoint) OR #checkpoint < :checkpoint"
         if ended:
             condition = f"{condition} OR (#checkpoint = :checkpoint AND attribute_not_exists(#ended))"
@@ -113,62 +204,85 @@ class ProgressStore:
                 raise
             self._cache.pop(shard_key(shard), None)
             return False
-        self._cache[shard_key(shard)] = (
-            self._clock(),
-            Progress(checkpoint, created, ended, parent_shard_id, exists=True),
-        )
+        self._cache.pop(shard_key(shard), None)
         return True
 
-    def mark_ended(self, shard: ShardRef, parent_shard_id: str | None = None) -> None:
-        """A shard read to its end with nothing after the checkpoint (or nothing at all)."""
-        names = {"#ended": SHARD_ENDED}
-        values: dict[str, Any] = {
-            ":ended": {"BOOL": True},
-            ":stream": {"S": shard.stream_arn},
-            ":shard": {"S": shard.shard_id},
-            ":now": {"N": str(int(self._clock()))},
-        }
-        assignments = ["#ended = :ended", "StreamArn = :stream", "ShardId = :shard", "UpdatedAt = :now"]
-        if parent_shard_id:
-            names["#parent"] = PARENT_SHARD
-            values[":parent"] = {"S": parent_shard_id}
-            assignments.append("#parent = :parent")
+    def resume_after_gap(self, shard: ShardRef, first_readable: str) -> None:
+        """After a reported trimmed gap: read on from the first record still in the stream, never before it."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self.key(shard),
+                UpdateExpression="SET #resume = :resume, UpdatedAt = :now",
+                ConditionExpression="attribute_not_exists(#checkpoint) OR #checkpoint < :padded",
+                ExpressionAttributeNames={"#resume": RESUME_AT, "#checkpoint": CHECKPOINT},
+                ExpressionAttributeValues={
+                    ":resume": {"S": first_readable},
+                    ":padded": {"S": pad_sequence(first_readable)},
+                    ":now": {"N": str(int(self._clock()))},
+                },
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        self._cache.pop(shard_key(shard), None)
+
+    def mark_ended(self, shard: ShardRef) -> None:
+        """A shard read to its end with nothing after the checkpoint (or nothing at all), or gone from the stream."""
         self._client.update_item(
             TableName=self._table,
             Key=self.key(shard),
-            UpdateExpression="SET " + ", ".join(assignments),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            UpdateExpression="SET #ended = :ended, StreamArn = :stream, ShardId = :shard, UpdatedAt = :now",
+            ExpressionAttributeNames={"#ended": SHARD_ENDED},
+            ExpressionAttributeValues={
+                ":ended": {"BOOL": True},
+                ":stream": {"S": shard.stream_arn},
+                ":shard": {"S": shard.shard_id},
+                ":now": {"N": str(int(self._clock()))},
+            },
         )
         self._cache.pop(shard_key(shard), None)
 
-    def condition_check(self, shard: ShardRef, lowest: str) -> dict[str, Any]:
-        """A transaction member that holds only while no record at or above `lowest` is behind the checkpoint."""
+    def condition_check(self, shard: ShardRef, lowest: str, pruned_under: str) -> dict[str, Any]:
+        """A transaction member that holds only while this shard's progress can vouch for a pruned aggregate.
+
+        The item must belong to the progress table the aggregate was pruned under (one recreated since
+        knows nothing of what was pruned), and its checkpoint must be below every record to add.
+        """
         return {
             "ConditionCheck": {
                 "TableName": self._table,
                 "Key": self.key(shard),
-                "ConditionExpression": "attribute_not_exists(#checkpoint) OR #checkpoint < :lowest",
-                "ExpressionAttributeNames": {"#checkpoint": CHECKPOINT},
-                "ExpressionAttributeValues": {":lowest": {"S": lowest}},
+                "ConditionExpression": (
+                    "#genesis = :pruned_under AND (attribute_not_exists(#checkpoint) OR #checkpoint < :lowest)"
+                ),
+                "ExpressionAttributeNames": {"#genesis": GENESIS, "#checkpoint": CHECKPOINT},
+                "ExpressionAttributeValues": {":lowest": {"S": lowest}, ":pruned_under": {"S": pruned_under}},
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
 
 
 def progress_of_item(item: dict[str, Any] | None) -> Progress:
-    return _progress_of(item)
-
-
-def _progress_of(item: dict[str, Any] | None) -> Progress:
     if not item:
         return Progress()
     checkpoint = item.get(CHECKPOINT, {}).get("S")
+    sequence = item.get(CHECKPOINT_SEQUENCE, {}).get("S")
     created = item.get("CheckpointCreated", {}).get("N")
+    if isinstance(checkpoint, str) and not isinstance(sequence, str):
+        sequence = checkpoint.lstrip("0") or "0"
+    resume = item.get(RESUME_AT, {}).get("S")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
+        checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
         checkpoint_created=int(created) if isinstance(created, str) and created.isdigit() else None,
+        resume_at=resume if isinstance(resume, str) else None,
         ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
         exists=True,
     )
+
+
+def genesis_of(item: dict[str, Any] | None) -> str | None:
+    value = (item or {}).get(GENESIS, {}).get("S")
+    return value if isinstance(value, str) else None

@@ -24,7 +24,7 @@ PAGE_LIMIT = 1000
 """GetRecords: "The upper limit is 1000." """
 EMPTY_PAGES_AT_THE_TIP = 3
 """An unbounded read of an open shard stops after this many empty pages in a row: any prefix is correct."""
-MAX_EMPTY_PAGES = 200
+MAX_EMPTY_PAGES = 1000
 """A bounded read gives up after this many empty pages in a row (a bound beyond the tip was claimed, not delivered)."""
 THROTTLE_RETRIES = 5
 """LimitExceededException: more than two readers of one shard, or too many requests; retried with backoff."""
@@ -33,9 +33,10 @@ THROTTLED = ("LimitExceededException", "ProvisionedThroughputExceededException",
 
 @dataclass(frozen=True)
 class TrimmedGap:
-    """The checkpoint is older than the stream's 24-hour retention: records after it may be gone unread."""
+    """The start is older than the stream's 24-hour retention: records after it may be gone unread."""
 
     checkpoint: str | None
+    """The sequence the read was to start after (None: the shard's first record was already gone)."""
     first_readable_sequence: str | None
     first_readable_created: int | None
 
@@ -48,6 +49,8 @@ class ShardRead:
     shard_ended: bool = False
     """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
     trimmed: TrimmedGap | None = None
+    at_tip: bool = False
+    """Stopped after empty pages in a row: everything the shard holds now was read (within the bound)."""
     pages: int = 0
     empty_pages: int = 0
     throttled: int = 0
@@ -56,33 +59,39 @@ class ShardRead:
     def last_sequence(self) -> str | None:
         return pad_sequence(self.records[-1]["dynamodb"]["SequenceNumber"]) if self.records else None
 
+    @property
+    def last_raw_sequence(self) -> str | None:
+        return self.records[-1]["dynamodb"]["SequenceNumber"] if self.records else None
+
 
 def read_shard(
     streams: Any,
     shard: ShardRef,
-    after: str | None,
+    start: tuple[str | None, str | None],
     bound: str | None,
     keep_reading: Callable[[int], bool],
     sleep: Callable[[float], None] = time.sleep,
 ) -> ShardRead:
-    """Records of `shard` after sequence `after` (from the trim horizon if None) through `bound`.
+    """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
-    Stops at the bound (records beyond it are left for a later read), at the shard's end, after
-    a few empty pages when no bound is given, or when `keep_reading(records so far)` says so.
-    Empty pages in the middle of a shard are read through: "it might take multiple calls to get
-    to a portion of the shard that contains stream records".
+    With neither, from the trim horizon. Stops at the bound (records beyond it are left for a
+    later read), at the shard's end, after a few empty pages when no bound is given, or when
+    `keep_reading(records so far)` says so. Empty pages in the middle of a shard are read
+    through: "it might take multiple calls to get to a portion of the shard that contains stream
+    records". A start older than the trim point is reported (`trimmed`) and reading goes on from
+    the trim horizon.
     """
     result = ShardRead()
-    position = after
-    iterator = _iterator(streams, shard, position, result)
+    at, after = start
+    iterator = _iterator(streams, shard, at, after, result)
     empty_in_a_row = 0
     while iterator is not None and keep_reading(len(result.records)):
         try:
             page = streams.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
-            if code == "ExpiredIteratorException":
-                iterator = _iterator(streams, shard, position, result)
+            if code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
+                iterator = _iterator(streams, shard, at, after, result)
                 continue
             if code in THROTTLED and result.throttled < THROTTLE_RETRIES:
                 result.throttled += 1
@@ -104,7 +113,7 @@ def read_shard(
                 result.reached_bound = True
                 return result
             result.records.append(_as_lambda_record(record, shard))
-            position = sequence
+            at, after = None, record["dynamodb"]["SequenceNumber"]
             if bound is not None and sequence == bound:
                 result.reached_bound = True
                 return result
@@ -114,32 +123,34 @@ def read_shard(
             result.reached_bound = True
             return result
         if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None else MAX_EMPTY_PAGES):
+            result.at_tip = True
             return result
     return result
 
 
-def _iterator(streams: Any, shard: ShardRef, after: str | None, result: ShardRead) -> str | None:
-    """An iterator just after `after`; from the trim horizon, with the gap reported, when `after` was trimmed."""
+def _iterator(streams: Any, shard: ShardRef, at: str | None, after: str | None, result: ShardRead) -> str | None:
+    """An iterator at `at`, just after `after`, or at the trim horizon; the gap reported when the start was trimmed."""
     parameters: dict[str, Any] = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id}
-    if after is None:
-        parameters["ShardIteratorType"] = "TRIM_HORIZON"
+    if at is not None:
+        parameters.update(ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=at)
+    elif after is not None:
+        parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
     else:
-        parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after.lstrip("0") or "0")
+        parameters["ShardIteratorType"] = "TRIM_HORIZON"
     try:
         return streams.get_shard_iterator(**parameters).get("ShardIterator")
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") != "TrimmedDataAccessException":
+        trimmed = error.response.get("Error", {}).get("Code") == "TrimmedDataAccessException"
+        if not trimmed or (at is None and after is None):
             raise
-    iterator = streams.get_shard_iterator(
-        StreamArn=shard.stream_arn, ShardId=shard.shard_id, ShardIteratorType="TRIM_HORIZON"
-    ).get("ShardIterator")
-    first = _first_record(streams, iterator)
+    horizon = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id, "ShardIteratorType": "TRIM_HORIZON"}
+    first = _first_record(streams, streams.get_shard_iterator(**horizon).get("ShardIterator"))
     result.trimmed = TrimmedGap(
         checkpoint=after,
-        first_readable_sequence=pad_sequence(first["dynamodb"]["SequenceNumber"]) if first else None,
+        first_readable_sequence=first["dynamodb"]["SequenceNumber"] if first else None,
         first_readable_created=_created(first) if first else None,
     )
-    return iterator
+    return streams.get_shard_iterator(**horizon).get("ShardIterator")
 
 
 def _first_record(streams: Any, iterator: str | None) -> dict[str, Any] | None:

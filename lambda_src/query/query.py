@@ -11,15 +11,15 @@ Requests
       -> {"month": "2018-01", "items": [{"songID": "song3", "downloadCount": 12}, ...], "next_token": "..." | null}
   {"month": "2018-01", "songID": "song3"}
       -> {"month": "2018-01", "songID": "song3", "downloadCount": 12, "rank": 4}
-A bad request gets {"error": {"code": "InvalidRequest", "message": "..."}}, never a stack trace.
+A bad request gets {"error": {"code": "InvalidRequest", "message": "..."}}; a leaderboard that cannot be
+read (DynamoDB failed, or the read outgrew its budget or the function's time) gets
+{"error": {"code": "Unavailable", "message": "..."}}, logged at error level. Never a stack trace.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import heapq
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -31,24 +31,35 @@ import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 logger = Logger()
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-MAX_ENTITY_ID_BYTES = 1024
-RANK_PAGE_BUDGET = 200
-"""Query pages (up to 1 MB each) a rank may read before it answers with a lower bound instead."""
-RANK_TIME_MARGIN_MS = 2000
-"""Time before the function's timeout at which a rank stops counting and answers with its lower bound."""
-_MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
-_ORDER = re.compile(r"^[0-9]{1,38}$")
-_MAX_TOKEN_LENGTH = 64 * 1024
-TOKEN_VERSION = 1
+MAX_ENTITY_ID_BYTES = 2048
+"""DynamoDB's limit for a partition key value (Developer Guide, Constraints): every id it stores can be asked for."""
+READ_BUDGET_PAGES = 200
+"""Query pages (up to 1 MB each) one request may read over all its partitions, shared out among them."""
+MIN_PARTITION_PAGES = 4
+"""Pages each partition may read whatever the share: enough for a page whose ties fit in 1 MB, and for a rank."""
+DEADLINE_MARGIN_MS = 2000
+"""Time before the timeout after which no Query starts: a rank answers its lower bound, a page Unavailable."""
+MAX_READER_THREADS = 32
+_MONTH = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
+_TOKEN = re.compile(r"\A[A-Za-z0-9_-]+\Z")
+_CURSOR = re.compile(r"\A(?P<partition>[^=|]+)=(?:(?P<order>[0-9]{1,38}):(?P<entity>[A-Za-z0-9_-]+))?\Z")
+_ORDER_DIGITS = 38
+TOKEN_VERSION = 2
+NO_PREVIOUS_LAYOUT = "-"
 
 
 class InvalidRequest(Exception):
     pass
+
+
+class Unavailable(Exception):
+    """The leaderboard could not be read within the request's budget or time; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -127,12 +138,13 @@ class RankRequest:
 
 
 def parse_request(event: Any, schema: IndexSchema, layout: Layout) -> PageRequest | RankRequest:
+    """Whatever JSON the caller sent: a request, or InvalidRequest saying what is wrong with it."""
     if not isinstance(event, dict):
         raise InvalidRequest("the request must be a JSON object")
     entity_field = schema.entity
     unknown = set(event) - {"month", "limit", "next_token", entity_field}
     if unknown:
-        raise InvalidRequest(f"unknown fields: {', '.join(sorted(unknown))}")
+        raise InvalidRequest(f"unknown fields: {', '.join(sorted(_shown(str(name)) for name in unknown))}")
     month = event.get("month")
     if not isinstance(month, str) or not _MONTH.match(month):
         raise InvalidRequest("month is required, formatted YYYY-MM")
@@ -140,8 +152,11 @@ def parse_request(event: Any, schema: IndexSchema, layout: Layout) -> PageReques
         if "limit" in event or "next_token" in event:
             raise InvalidRequest(f"a rank request takes month and {entity_field} only")
         entity_id = event[entity_field]
-        if not isinstance(entity_id, str) or not entity_id or len(entity_id.encode()) > MAX_ENTITY_ID_BYTES:
-            raise InvalidRequest(f"{entity_field} must be a non-empty string of at most {MAX_ENTITY_ID_BYTES} bytes")
+        encoded = _utf8(entity_id) if isinstance(entity_id, str) else None
+        if encoded is None or not 1 <= len(encoded) <= MAX_ENTITY_ID_BYTES:
+            raise InvalidRequest(
+                f"{entity_field} must be a non-empty string of valid Unicode, at most {MAX_ENTITY_ID_BYTES} UTF-8 bytes"
+            )
         return RankRequest(month, entity_id)
     limit = event.get("limit", DEFAULT_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -152,55 +167,99 @@ def parse_request(event: Any, schema: IndexSchema, layout: Layout) -> PageReques
     return PageRequest(month, limit, cursors)
 
 
+def _utf8(text: str) -> bytes | None:
+    """The text's UTF-8 bytes; None for text DynamoDB cannot hold (a lone surrogate, which JSON's \\u escapes allow)."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return None
+
+
+def _shown(text: str) -> str:
+    """A caller's string as an error message may quote it: escaped, and short."""
+    return ascii(text[:40]) + ("..." if len(text) > 40 else "")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _b64_length(size: int) -> int:
+    return -(-size * 4 // 3)
+
+
 def encode_token(month: str, layout: Layout, cursors: Mapping[str, Position | None]) -> str:
-    payload = {
-        "v": TOKEN_VERSION,
-        "m": month,
-        "l": [layout.shards, layout.previous_shards],
-        "c": {p: [] if c is None else [str(c.order), c.entity_id] for p, c in sorted(cursors.items())},
-    }
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    """Flat text, base64url: version, month, layout, then per partition `partition=` or `partition=order:base64url(id)`.
+
+    Ids travel as base64url of their UTF-8 bytes, so any id DynamoDB holds fits the same alphabet and
+    a bounded length, and reading a token back needs no recursive parser.
+    """
+    fields = [str(TOKEN_VERSION), month, str(layout.shards), _layout_field(layout.previous_shards)]
+    for partition, cursor in sorted(cursors.items()):
+        position = "" if cursor is None else f"{cursor.order}:{_b64(cursor.entity_id.encode())}"
+        fields.append(f"{partition}={position}")
+    return _b64("|".join(fields).encode())
+
+
+def _layout_field(previous_shards: int | None) -> str:
+    return NO_PREVIOUS_LAYOUT if previous_shards is None else str(previous_shards)
+
+
+def max_token_length(layout: Layout) -> int:
+    """The longest token encode_token can issue for this layout: every partition at an id of MAX_ENTITY_ID_BYTES."""
+    partitions = layout.partitions("0000-01")  # every month's partition names have the same length
+    header = len(f"{TOKEN_VERSION}|0000-01|{layout.shards}|{_layout_field(layout.previous_shards)}")
+    cursor = len("|=:") + _ORDER_DIGITS + _b64_length(MAX_ENTITY_ID_BYTES)
+    return _b64_length(header + sum(len(partition) + cursor for partition in partitions))
 
 
 def decode_token(token: Any, month: str, layout: Layout) -> dict[str, Position | None]:
     """Accept only a token of the exact shape this function issues, for this month and this partition layout.
 
     A token holds positions and nothing else, so a well-formed but invented one can at most
-    start the listing at another place of the same month.
+    start the listing at another place of the same month. Parsed by splitting and anchored
+    patterns, in time and memory linear in its bounded length.
     """
     forged = InvalidRequest("next_token is not a token issued by this function")
-    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN_LENGTH:
+    if not isinstance(token, str) or len(token) > max_token_length(layout) or not _TOKEN.match(token):
         raise forged
     try:
-        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
         raise forged from None
-    if not isinstance(payload, dict) or set(payload) != {"v", "m", "l", "c"} or payload["v"] != TOKEN_VERSION:
+    parts = text.split("|")
+    if len(parts) < 5 or parts[0] != str(TOKEN_VERSION):
         raise forged
-    if payload["m"] != month:
+    _, token_month, shards, previous, *fields = parts
+    if token_month != month:
         raise InvalidRequest("next_token belongs to another month")
-    if payload["l"] != [layout.shards, layout.previous_shards]:
+    if [shards, previous] != [str(layout.shards), _layout_field(layout.previous_shards)]:
         raise InvalidRequest("next_token was issued for another leaderboard layout; start the listing again")
-    cursors = payload["c"]
-    if not isinstance(cursors, dict) or not cursors or not set(cursors) <= set(layout.partitions(month)):
-        raise forged
+    partitions = set(layout.partitions(month))
     result: dict[str, Position | None] = {}
-    for partition, cursor in cursors.items():
-        if cursor == []:
-            result[partition] = START
-            continue
-        if (
-            not isinstance(cursor, list)
-            or len(cursor) != 2
-            or not all(isinstance(part, str) for part in cursor)
-            or not _ORDER.match(cursor[0])
-            or not cursor[1]
-            or len(cursor[1].encode()) > MAX_ENTITY_ID_BYTES
-        ):
+    for field in fields:
+        match = _CURSOR.match(field)
+        if match is None or match["partition"] not in partitions or match["partition"] in result:
             raise forged
-        result[partition] = Position(int(cursor[0]), cursor[1])
+        if match["order"] is None:
+            result[match["partition"]] = START
+            continue
+        entity_id = _entity_of(match["entity"])
+        if entity_id is None:
+            raise forged
+        result[match["partition"]] = Position(int(match["order"]), entity_id)
     return result
+
+
+def _entity_of(encoded: str) -> str | None:
+    """The id a cursor names, if it is one DynamoDB could hold: valid UTF-8 of 1 to MAX_ENTITY_ID_BYTES bytes."""
+    if len(encoded) > _b64_length(MAX_ENTITY_ID_BYTES):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        return raw.decode() if 1 <= len(raw) <= MAX_ENTITY_ID_BYTES else None
+    except ValueError:
+        return None
 
 
 def merge_page(
@@ -236,45 +295,124 @@ def merge_page(
     return page, cursors
 
 
-def read_partition(client: Any, table_name: str, schema: IndexSchema) -> PartitionReader:
+def partition_budget(partitions: int) -> int:
+    """Query pages a partition may read in one request: its share of READ_BUDGET_PAGES, at least MIN_PARTITION_PAGES."""
+    return max(MIN_PARTITION_PAGES, READ_BUDGET_PAGES // partitions)
+
+
+Bound = tuple[str, int] | None
+"""A key condition on the order: ("<=", o), ("<", o), (">", o) or ("=", o); None for the whole partition."""
+
+
+class PartitionQueries:
+    """The Query pages of one partition for one request, counted against its budget and the function's clock."""
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        schema: IndexSchema,
+        partition: str,
+        budget: int,
+        out_of_time: Callable[[], bool],
+    ) -> None:
+        self._client, self._table, self._schema, self._partition = client, table_name, schema, partition
+        self._budget, self._out_of_time, self.pages = budget, out_of_time, 0
+
+    def may_read(self) -> bool:
+        """True while the budget lasts and, after the first page, while there is time for another."""
+        return self.pages < self._budget and not (self.pages and self._out_of_time())
+
+    def page(self, bound: Bound, **extra: Any) -> dict[str, Any]:
+        """One Query page of the partition, highest order first; Unavailable past the budget or the clock."""
+        if not self.may_read():
+            raise Unavailable(
+                f"reading leaderboard partition {self._partition} needed more than {self.pages} Query pages"
+                " within the request's budget and the function's time (a very large group of tied songs?)"
+            )
+        names = {"#period": self._schema.period}
+        values: dict[str, Any] = {":partition": {"S": self._partition}}
+        condition = "#period = :partition"
+        if bound is not None:
+            condition += f" AND #order {bound[0]} :order"
+            names["#order"] = self._schema.order
+            values[":order"] = {"N": str(bound[1])}
+        parameters = {
+            "TableName": self._table,
+            "IndexName": self._schema.index_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {**names, **extra.pop("ExpressionAttributeNames", {})},
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            **extra,
+        }
+        self.pages += 1
+        return dict(self._client.query(**parameters))
+
+    def entries(self, bound: Bound, limit: int) -> tuple[list[Entry], bool]:
+        """Up to `limit` entries within the bound, in DynamoDB's order (descending), and whether more may follow.
+
+        An empty page with a LastEvaluatedKey (DynamoDB documents it for filtered reads; none is
+        filtered here) is read past rather than taken for the end.
+        """
+        start_key: dict[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {"Limit": limit}
+            if start_key is not None:
+                extra["ExclusiveStartKey"] = start_key
+            page = self.page(bound, **extra)
+            got = [_entry(item, self._schema) for item in page.get("Items", [])]
+            start_key = page.get("LastEvaluatedKey")
+            if got or start_key is None:
+                return got, start_key is not None
+
+    def group(self, order: int) -> list[Entry]:
+        """Every entry of the partition with exactly this order: one Query, paged by DynamoDB's 1 MB only."""
+        entries: list[Entry] = []
+        start_key: dict[str, Any] | None = None
+        while True:
+            extra: dict[str, Any] = {} if start_key is None else {"ExclusiveStartKey": start_key}
+            page = self.page(("=", order), **extra)
+            entries += [_entry(item, self._schema) for item in page.get("Items", [])]
+            start_key = page.get("LastEvaluatedKey")
+            if start_key is None:
+                return entries
+
+
+def read_partition(
+    client: Any,
+    table_name: str,
+    schema: IndexSchema,
+    budget: int = MIN_PARTITION_PAGES,
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> PartitionReader:
     """Read a partition from its cursor on, highest order first, always ending on a whole order group.
 
-    Entries with equal orders (equal counts whose ids share their first bytes) come back from
-    DynamoDB in no documented order; ending on a whole group lets them be sorted by full id.
+    Entries with equal orders (equal counts whose ids share their first 10 bytes) come back from
+    DynamoDB in no documented order; ending on a whole group lets them be sorted by full id. A
+    group cut by the page's Limit is read whole with one Query on its order (not one per song), so
+    a page costs at most two limited Queries and two group reads per partition while groups fit
+    in DynamoDB's 1 MB pages; past `budget` pages or the clock it is Unavailable.
     """
 
     def read(partition: str, after: Position | None, wanted: int) -> tuple[list[Entry], bool]:
-        names = {"#period": schema.period}
-        values: dict[str, Any] = {":partition": {"S": partition}}
-        condition = "#period = :partition"
-        if after is not None:
-            condition += " AND #order <= :after"
-            names["#order"] = schema.order
-            values[":after"] = {"N": str(after.order)}
+        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time)
         entries: list[Entry] = []
-        start_key = None
+        bound: Bound = None if after is None else ("<=", after.order)
         while True:
-            parameters: dict[str, Any] = {
-                "TableName": table_name,
-                "IndexName": schema.index_name,
-                "KeyConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ScanIndexForward": False,
-                "Limit": wanted + 1 - len(entries) if len(entries) <= wanted else 1,
-            }
-            if start_key is not None:
-                parameters["ExclusiveStartKey"] = start_key
-            page = client.query(**parameters)
-            for item in page.get("Items", []):
-                entry = _entry(item, schema)
-                if after is None or after.precedes(entry):
-                    entries.append(entry)
-            start_key = page.get("LastEvaluatedKey")
-            if start_key is None:
+            got, more = queries.entries(bound, wanted - len(entries) + 1)
+            if not more:
+                entries += [entry for entry in got if after is None or after.precedes(entry)]
                 return sorted(entries), True
-            if len(entries) > wanted and entries[-1].order != entries[-2].order:
-                return sorted(entries[:-1]), False
+            last = got[-1].order
+            if len(got) >= 2 and got[-2].order != last:
+                # got[-1] may begin a group that continues: leave it to the next read, which starts at its order
+                whole, bound = got[:-1], ("<=", last)
+            else:
+                whole, bound = [entry for entry in got if entry.order != last] + queries.group(last), ("<", last)
+            entries += [entry for entry in whole if after is None or after.precedes(entry)]
+            if len(entries) >= wanted:
+                return sorted(entries), False
 
     return read
 
@@ -294,8 +432,9 @@ def rank_of(
 ) -> dict[str, Any]:
     """1 + the aggregates listed before this one: higher orders, and equal orders with smaller ids.
 
-    Counting stops at the page budget or when `out_of_time()`, whichever comes first: the answer
-    is then a lower bound (`rankAtLeast`), never a timeout.
+    Counting stops at the page budget or when `out_of_time()`, whichever comes first, in the count
+    of higher orders and in the tie group alike: the answer is then a lower bound (`rankAtLeast`),
+    never a timeout.
     """
     item = client.get_item(
         TableName=table_name,
@@ -304,69 +443,47 @@ def rank_of(
         ExpressionAttributeNames={"#count": schema.count, "#order": schema.order},
     ).get("Item")
     response: dict[str, Any] = {"month": request.month, schema.entity: request.entity_id}
-    if not item or schema.order not in item:
+    if not item or schema.order not in item or schema.count not in item:
         return {**response, "downloadCount": 0, "rank": None}
-    order = int(item[schema.order]["N"])
-    me = Entry.of(order, request.entity_id, int(item[schema.count]["N"]))
-    budget = max(1, RANK_PAGE_BUDGET // len(layout.partitions(request.month)))
+    me = Entry.of(int(item[schema.order]["N"]), request.entity_id, int(item[schema.count]["N"]))
+    partitions = layout.partitions(request.month)
+    budget = partition_budget(len(partitions))
 
     def before(partition: str) -> tuple[int, bool]:
-        return _count_before(client, table_name, schema, partition, me, budget, out_of_time)
+        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time)
+        return _count_before(queries, schema, me)
 
-    counted = list(map_partitions(before, layout.partitions(request.month)))
+    counted = list(map_partitions(before, partitions))
     ahead = sum(count for count, _ in counted)
     if all(complete for _, complete in counted):
         return {**response, "downloadCount": me.count, "rank": ahead + 1}
     return {**response, "downloadCount": me.count, "rank": None, "rankAtLeast": ahead + 1}
 
 
-def _count_before(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    partition: str,
-    me: Entry,
-    budget: int,
-    out_of_time: Callable[[], bool],
-) -> tuple[int, bool]:
-    """How many of a partition's aggregates list before `me`, and whether the count is complete within budget."""
-    names = {"#period": schema.period, "#order": schema.order}
-    base = {"TableName": table_name, "IndexName": schema.index_name, "ExpressionAttributeNames": names}
-    values = {":partition": {"S": partition}, ":order": {"N": str(me.order)}}
-    count, pages, start_key = 0, 0, None
-    while pages < budget and not (pages and out_of_time()):
-        parameters = {
-            **base,
-            "KeyConditionExpression": "#period = :partition AND #order > :order",
-            "ExpressionAttributeValues": values,
-            "Select": "COUNT",
-        }
-        if start_key is not None:
-            parameters["ExclusiveStartKey"] = start_key
-        page = client.query(**parameters)
-        count += page["Count"]
-        pages += 1
-        start_key = page.get("LastEvaluatedKey")
-        if start_key is None:
-            break
-    else:
-        return count, False
-    ties, start_key = 0, None
-    while True:
-        parameters = {
-            **base,
-            "KeyConditionExpression": "#period = :partition AND #order = :order",
-            "ExpressionAttributeValues": values,
-            "ProjectionExpression": "#entity",
-            "ExpressionAttributeNames": {**names, "#entity": schema.entity},
-        }
-        if start_key is not None:
-            parameters["ExclusiveStartKey"] = start_key
-        page = client.query(**parameters)
-        ties += sum(1 for item in page["Items"] if item[schema.entity]["S"].encode() < me.entity_id.encode())
-        start_key = page.get("LastEvaluatedKey")
-        if start_key is None:
-            return count + ties, True
+def _count_before(queries: PartitionQueries, schema: IndexSchema, me: Entry) -> tuple[int, bool]:
+    """How many of a partition's aggregates list before `me`, and whether that count is complete (budget, clock)."""
+    count = 0
+    for bound, counts in ((">", True), ("=", False)):
+        start_key = None
+        while True:
+            if not queries.may_read():
+                return count, False
+            extra: dict[str, Any] = (
+                {"Select": "COUNT"}
+                if counts
+                else {"ProjectionExpression": "#entity", "ExpressionAttributeNames": {"#entity": schema.entity}}
+            )
+            if start_key is not None:
+                extra["ExclusiveStartKey"] = start_key
+            page = queries.page((bound, me.order), **extra)
+            if counts:
+                count += page["Count"]
+            else:
+                count += sum(1 for item in page["Items"] if item[schema.entity]["S"].encode() < me.entity_id.encode())
+            start_key = page.get("LastEvaluatedKey")
+            if start_key is None:
+                break
+    return count, True
 
 
 def leaderboard_page(
@@ -376,8 +493,11 @@ def leaderboard_page(
     layout: Layout,
     request: PageRequest,
     map_partitions: Callable[..., Any] = map,
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> dict[str, Any]:
-    entries, cursors = merge_page(request, read_partition(client, table_name, schema), map_partitions)
+    budget = partition_budget(len(layout.partitions(request.month)))
+    reader = read_partition(client, table_name, schema, budget, out_of_time)
+    entries, cursors = merge_page(request, reader, map_partitions)
     return {
         "month": request.month,
         "items": [{schema.entity: entry.entity_id, "downloadCount": entry.count} for entry in entries],
@@ -385,8 +505,8 @@ def leaderboard_page(
     }
 
 
-def error_response(message: str) -> dict[str, Any]:
-    return {"error": {"code": "InvalidRequest", "message": message}}
+def error_response(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
 
 
 def schema_from_environment(environ: Mapping[str, str]) -> IndexSchema:
@@ -406,11 +526,22 @@ def layout_from_environment(environ: Mapping[str, str]) -> Layout:
     return Layout(int(environ.get("LEADERBOARD_SHARDS", "1")), int(previous) if previous else None)
 
 
+def reader_threads(layout: Layout) -> int:
+    """One thread per partition a request reads at once, up to MAX_READER_THREADS."""
+    return min(MAX_READER_THREADS, len(layout.partitions("0000-01")))
+
+
+def client_config(threads: int) -> Config:
+    """botocore keeps 10 connections by default; every reader thread, and the handler's own, may hold one at once."""
+    return Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=threads + 1)
+
+
 SCHEMA = schema_from_environment(os.environ)
 LAYOUT = layout_from_environment(os.environ)
 TABLE_NAME = os.environ.get("TABLE_NAME", "")
-_dynamodb = boto3.client("dynamodb", config=Config(retries={"mode": "standard", "max_attempts": 3}))
-_READERS = ThreadPoolExecutor(max_workers=min(32, len(LAYOUT.partitions("0000-01"))), thread_name_prefix="partition")
+_THREADS = reader_threads(LAYOUT)
+_dynamodb = boto3.client("dynamodb", config=client_config(_THREADS))
+_READERS = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="partition")
 
 
 @logger.inject_lambda_context
@@ -419,15 +550,23 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         request = parse_request(event, SCHEMA, LAYOUT)
     except InvalidRequest as error:
         logger.info("invalid request", extra={"reason": str(error)})
-        return error_response(str(error))
+        return error_response("InvalidRequest", str(error))
+    kind = "rank" if isinstance(request, RankRequest) else "page"
+    try:
+        return answer(request, lambda: context.get_remaining_time_in_millis() < DEADLINE_MARGIN_MS)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "Unknown")
+        logger.exception("leaderboard unavailable", extra={"request": kind, "month": request.month, "error_code": code})
+        return error_response("Unavailable", f"DynamoDB refused the read ({code}); try again later")
+    except BotoCoreError as error:
+        logger.exception("leaderboard unavailable", extra={"request": kind, "month": request.month})
+        return error_response("Unavailable", f"DynamoDB could not be reached ({type(error).__name__}); try again later")
+    except Unavailable as error:
+        logger.error("leaderboard unavailable", extra={"request": kind, "month": request.month, "reason": str(error)})
+        return error_response("Unavailable", str(error))
+
+
+def answer(request: PageRequest | RankRequest, out_of_time: Callable[[], bool]) -> dict[str, Any]:
     if isinstance(request, RankRequest):
-        return rank_of(
-            _dynamodb,
-            TABLE_NAME,
-            SCHEMA,
-            LAYOUT,
-            request,
-            _READERS.map,
-            out_of_time=lambda: context.get_remaining_time_in_millis() < RANK_TIME_MARGIN_MS,
-        )
-    return leaderboard_page(_dynamodb, TABLE_NAME, SCHEMA, LAYOUT, request, _READERS.map)
+        return rank_of(_dynamodb, TABLE_NAME, SCHEMA, LAYOUT, request, _READERS.map, out_of_time)
+    return leaderboard_page(_dynamodb, TABLE_NAME, SCHEMA, LAYOUT, request, _READERS.map, out_of_time)

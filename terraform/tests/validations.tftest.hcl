@@ -100,8 +100,8 @@ run "per_window_writes_plan" {
   }
 
   assert {
-    condition     = aws_lambda_function.aggregator[0].environment[0].variables["TUMBLING_WINDOW_SECONDS"] == "300"
-    error_message = "the aggregator must know the window length"
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATE_WRITES"] == "per_window" && aws_lambda_event_source_mapping.aggregator[0].tumbling_window_in_seconds == 300
+    error_message = "per_window writes once per window, of the mapping's length"
   }
 }
 
@@ -489,8 +489,38 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
   }
 
   assert {
-    condition     = aws_sns_topic.alarms[0].name == "validation-alarms" && aws_sns_topic.alarms[0].kms_master_key_id == "alias/aws/sns"
-    error_message = "the created topic is encrypted"
+    condition     = aws_sns_topic.alarms[0].name == "validation-alarms" && aws_sns_topic.alarms[0].kms_master_key_id == null
+    error_message = "without a customer key the created topic is unencrypted: CloudWatch alarms cannot publish to a topic under alias/aws/sns"
+  }
+}
+
+run "the_alarm_topic_uses_the_customer_key_when_given" {
+  command = plan
+
+  variables {
+    create_alarms          = true
+    create_alarm_sns_topic = true
+    kms_key_arn            = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+  }
+
+  assert {
+    condition     = aws_sns_topic.alarms[0].kms_master_key_id == "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    error_message = "with kms_key_arn the alarms' topic is encrypted with that key (whose policy must let cloudwatch.amazonaws.com use it)"
+  }
+}
+
+run "no_setting_puts_the_alarm_topic_under_the_aws_managed_key" {
+  command = plan
+
+  variables {
+    create_alarms          = true
+    create_alarm_sns_topic = true
+    kms_key_arn            = null
+  }
+
+  assert {
+    condition     = !contains(["alias/aws/sns", "aws/sns"], coalesce(aws_sns_topic.alarms[0].kms_master_key_id, "none"))
+    error_message = "CloudWatch alarms cannot publish to a topic encrypted with the AWS managed key alias/aws/sns"
   }
 }
 

@@ -175,7 +175,8 @@ def test_a_direct_invocation_with_the_streams_records_is_exactly_once_and_invent
         assert len(downloads_in_stream) >= 30
 
         def deliver(batch: list[dict[str, Any]]) -> dict[str, Any]:
-            return invoke_function(aws.lambda_, function, {"shardId": shard_id, "Records": batch})
+            event = {"shardId": shard_id, "eventSourceARN": outputs["table_stream_arn"], "Records": batch}
+            return invoke_function(aws.lambda_, function, event)
 
         # when an operator replays any subset of the stream's own records directly
         for subset in (
@@ -184,13 +185,14 @@ def test_a_direct_invocation_with_the_streams_records_is_exactly_once_and_invent
             downloads_in_stream,
             downloads_in_stream[::2],
         ):
-            assert deliver(subset) == {"state": {}, "batchItemFailures": []}
+            response = deliver(subset)
+            assert (response["shardId"], response["reachedBound"]) == (shard_id, True)
         # then nothing more is counted
         assert counts() == expected
-        # and a record with an invented sequence number is refused, reported, and moves no watermark
+        # and a record with an invented sequence number beyond the shard's end is refused, reported, and moves nothing
         invented = json.loads(json.dumps(downloads_in_stream[0]))
         invented["dynamodb"]["SequenceNumber"] = INVENTED
-        deliver([invented])
+        assert deliver([invented])["reachedBound"] is False
         assert counts() == expected
 
         def refusal() -> dict[str, Any] | None:

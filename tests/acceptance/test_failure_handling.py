@@ -10,7 +10,7 @@ from leaderboard_tools.leaderboard import poll_until
 from leaderboard_tools.loadgen import Download
 from leaderboard_tools.observe import log_lines
 from leaderboard_tools.settings import Endpoint
-from tests.acceptance.conftest import FaultBuilds, shard_ids, stack, watermark_attribute
+from tests.acceptance.conftest import FaultBuilds, stack
 
 
 def download(song: str, number: int) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
         assert count_of(aws, outputs["table_name"], "stubborn-song") == 1
 
 
-def test_an_aggregate_that_cannot_be_written_waits_in_the_window_state_and_is_written_once_it_can(
+def test_an_aggregate_that_cannot_be_written_holds_the_checkpoint_and_is_written_once_it_can(
     endpoint: Endpoint, aws: Clients
 ) -> None:
     with stack(endpoint, "pending", batch_size=10, tumbling_window_in_seconds=5, maximum_retry_attempts=1000) as (
@@ -74,36 +74,35 @@ def test_an_aggregate_that_cannot_be_written_waits_in_the_window_state_and_is_wr
         outputs,
     ):
         table, log_group = outputs["table_name"], outputs["aggregator_log_group_name"]
-        # given an aggregate no update can succeed on: its watermark for the stream's shard was overwritten
-        [shard_id] = shard_ids(aws, outputs["table_stream_arn"])
-        corrupt = {watermark_attribute(outputs["table_stream_arn"], shard_id): {"S": "overwritten"}}
+        # given an aggregate no update can succeed on: its count was overwritten with a string
         poisoned = {"songID": {"S": "poisoned"}, "SK": {"S": "2018-05"}, "Month": {"S": "2018-05"}}
-        aws.dynamodb.put_item(TableName=table, Item={**poisoned, "DownloadCount": {"N": "0"}, **corrupt})
+        aws.dynamodb.put_item(
+            TableName=table,
+            Item={**poisoned, "DownloadCount": {"S": "overwritten"}, "LeaderboardOrder": {"N": "1"}},
+        )
         # when two good downloads and two of the poisoned song arrive
         for number, song in enumerate(["good-a", "poisoned", "good-b", "poisoned"]):
             aws.dynamodb.put_item(TableName=table, Item=download(song, number))
-        # then the good ones are counted at once, and the poisoned aggregate stays pending: batches succeed,
-        # and the window's final invocation fails, so the mapping retries it with the same state
+        # then the good ones are counted at once, the poisoned aggregate holds the shard's checkpoint back,
+        # and the window's final invocation fails, so the mapping retries it
         poll_until(
             lambda: (count_of(aws, table, "good-a"), count_of(aws, table, "good-b")) == (1, 1),
             timeout=120,
             interval=2,
             describe="the good aggregates",
         )
-        unwritten = poll_until(
-            lambda: lines_with(aws, log_group, "aggregates not written at the end of the window"),
+        poll_until(
+            lambda: lines_with(aws, log_group, "aggregate update failed; the checkpoint waits for it"),
             timeout=120,
             interval=2,
-            describe="a final invocation failing with the pending aggregate",
+            describe="the poisoned aggregate failing",
         )
-        assert [(a["entity_id"], a["downloads"]) for a in unwritten[0]["aggregates"]] == [("poisoned", 2)]
         # when the aggregate is repaired
         aws.dynamodb.delete_item(TableName=table, Key={"songID": poisoned["songID"], "SK": poisoned["SK"]})
-        # then a retry of the final invocation writes it, exactly once
+        # then a later invocation of the shard writes it, exactly once, and counts nothing else twice
         poll_until(
             lambda: count_of(aws, table, "poisoned") == 2, timeout=120, interval=2, describe="the repaired aggregate"
         )
-        assert lines_with(aws, log_group, "aggregate update failed; it stays pending in the window state")
         assert (count_of(aws, table, "good-a"), count_of(aws, table, "good-b"), count_of(aws, table, "poisoned")) == (
             1,
             1,

@@ -35,7 +35,20 @@ def store(client: Any, now: float = NOW, shards: int = 1) -> AggregateStore:
 
 
 def checkpoint(client: Any, shard: ShardRef, sequence: int, ended: bool = False) -> None:
-    ProgressStore(client, PROGRESS_TABLE, clock=lambda: NOW).advance(shard, pad_sequence(str(sequence)), NOW, ended)
+    """The shard's progress as the aggregator keeps it: its item created when first seen, then its checkpoint raised."""
+    progress = ProgressStore(client, PROGRESS_TABLE, clock=lambda: NOW)
+    progress.first_seen(shard, None, None)
+    progress.advance(shard, pad_sequence(str(sequence)), str(sequence), NOW, ended)
+
+
+OTHERS = [ShardRef(STREAM_ARN, f"shardId-{name}") for name in "cdef"]
+
+
+def fed_by_many_shards(client: Any) -> None:
+    """Four more shards' watermarks on the aggregate, not yet passed by any checkpoint: with A's, more than pruning
+    waits for."""
+    for index, other in enumerate(OTHERS):
+        store(client).apply(KEY, other, records(1000 + index))
 
 
 def item(dynamodb: Any) -> dict[str, Any]:
@@ -122,8 +135,18 @@ def test_records_created_at_or_before_a_recount_fence_are_refused_and_later_ones
     assert count_of(dynamodb, "song1", "2018-01") == 6
 
 
+def test_few_watermarks_are_never_pruned(dynamodb: Any) -> None:
+    # given an aggregate fed by two shards, A read to its end
+    store(dynamodb).apply(KEY, SHARD_A, records(200, 210))
+    checkpoint(dynamodb, SHARD_A, 210, ended=True)
+    # when B writes it, then A's watermark stays: the item is small, and no later write will need a proof
+    outcome = store(dynamodb).apply(KEY, SHARD_B, records(5))
+    assert (outcome.pruned_watermarks, PRUNED_ATTRIBUTE in item(dynamodb)) == (0, False)
+
+
 def test_a_watermark_is_pruned_only_once_its_shards_checkpoint_has_passed_it(dynamodb: Any) -> None:
-    # given shard A's watermark, an hour old
+    # given an aggregate fed by more shards than pruning waits for, and shard A's watermark an hour old
+    fed_by_many_shards(dynamodb)
     old = NOW - HOUR - 100
     store(dynamodb, now=old).apply(KEY, SHARD_A, records(200, 210, created=old))
     # when shard B writes while A's checkpoint is still below the watermark, then it stays
@@ -137,18 +160,12 @@ def test_a_watermark_is_pruned_only_once_its_shards_checkpoint_has_passed_it(dyn
     stored = item(dynamodb)
     assert SHARD_A.watermark_name not in stored
     assert stored[PRUNED_ATTRIBUTE] == {"N": "1"}
-    assert count_of(dynamodb, "song1", "2018-01") == 4
-
-
-def test_an_ended_shards_watermark_is_pruned_at_once(dynamodb: Any) -> None:
-    store(dynamodb).apply(KEY, SHARD_A, records(200, 210))
-    checkpoint(dynamodb, SHARD_A, 210, ended=True)
-    outcome = store(dynamodb).apply(KEY, SHARD_B, records(5))
-    assert outcome.pruned_watermarks == 1
+    assert count_of(dynamodb, "song1", "2018-01") == 8
 
 
 def test_after_pruning_a_late_write_is_proven_counted_and_a_new_record_proven_uncounted(dynamodb: Any) -> None:
-    # given A's watermark pruned once A's checkpoint passed 210
+    # given A's watermark pruned once A's checkpoint passed 210 and A ended
+    fed_by_many_shards(dynamodb)
     store(dynamodb).apply(KEY, SHARD_A, records(200, 210))
     checkpoint(dynamodb, SHARD_A, 210, ended=False)
     checkpoint(dynamodb, SHARD_A, 220, ended=True)
@@ -160,7 +177,24 @@ def test_after_pruning_a_late_write_is_proven_counted_and_a_new_record_proven_un
     # and records of A above the checkpoint (a reader that started from it) are counted, in a transaction
     fresh = store(dynamodb).apply(KEY, SHARD_A, records(230, 240))
     assert (fresh.added, fresh.transactions) == (2, 1)
-    assert count_of(dynamodb, "song1", "2018-01") == 5
+    assert count_of(dynamodb, "song1", "2018-01") == 9
+
+
+def test_a_progress_table_recreated_since_pruning_vouches_for_nothing(dynamodb: Any) -> None:
+    # given A's watermark pruned under the progress table's genesis
+    fed_by_many_shards(dynamodb)
+    store(dynamodb).apply(KEY, SHARD_A, records(200, 210))
+    checkpoint(dynamodb, SHARD_A, 210, ended=True)
+    store(dynamodb).apply(KEY, SHARD_B, records(5))
+    # when the progress table is lost and recreated, and A is read again from its start
+    for entry in dynamodb.scan(TableName=PROGRESS_TABLE)["Items"]:
+        dynamodb.delete_item(TableName=PROGRESS_TABLE, Key={"ShardKey": entry["ShardKey"]})
+    ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: NOW).first_seen(SHARD_A, None, None)
+    again = store(dynamodb).apply(KEY, SHARD_A, records(200, 210))
+    # then nothing is added: the records are refused for a recount, never counted twice
+    assert (again.added, len(again.refused)) == (0, 2)
+    assert "recount" in again.refused[0][1]
+    assert count_of(dynamodb, "song1", "2018-01") == 7
 
 
 def test_watermarks_of_a_previous_stream_are_noticed(dynamodb: Any) -> None:

@@ -41,3 +41,24 @@ def test_every_output_is_in_the_outputs_list_and_nothing_else() -> None:
     declared = set(outputs(TERRAFORM_MODULE))
     assert set(names) - declared == set(), "the README lists outputs the module does not have"
     assert declared - set(names) == set(), "the README's Outputs list lacks outputs"
+
+
+def test_the_readme_states_the_key_policy_a_customer_key_needs() -> None:
+    # the key policy a customer key needs, which the module cannot write (the key is the caller's)
+    text = section("### Customer managed key")
+    for principal in (":root", "logs.<region>.amazonaws.com", "cloudwatch.amazonaws.com", "SNS"):
+        assert principal in text, principal
+    assert "README" in unquoted_description("kms_key_arn")
+
+
+def test_the_readme_says_how_to_deploy_the_unsigned_release_under_an_enforcing_code_signing_config() -> None:
+    # what Lambda does with an unsigned zip under Enforce, and how to sign the release with AWS Signer
+    text = section("### Code signing")
+    for needed in ("Enforce", "start-signing-job", "AWSLambda-SHA384-ECDSA", "source_code_hash", "version"):
+        assert needed in text, needed
+    assert "`make release` does not sign" in text
+    assert "Code signing" in unquoted_description("code_signing_config_arn")
+
+
+def unquoted_description(name: str) -> str:
+    return str(variables(TERRAFORM_MODULE)[name]["description"])

@@ -16,7 +16,9 @@ locals {
 }
 
 # One key for the table, the failure queue, the log groups, the functions' environment and the
-# alarms' topic: the services that use it on the stack's behalf are named in its policy.
+# alarms' topic: the key policy the module's README asks for (Customer managed key). The account's
+# IAM policies are delegated to (the functions' roles use the key through DynamoDB and SQS), the
+# logs service principal may use it for this stack's log groups, CloudWatch for the alarms' topic.
 data "aws_iam_policy_document" "key" {
   # checkov:skip=CKV_AWS_109: a key policy's resource "*" is the key itself; the account's administrators manage it.
   # checkov:skip=CKV_AWS_111: a key policy's resource "*" is the key itself; the account's administrators manage it.
@@ -49,6 +51,9 @@ data "aws_iam_policy_document" "key" {
     }
   }
 
+  # CloudWatch alarms publish to the encrypted alarms' topic (Amazon SNS Developer Guide, "Enable
+  # compatibility between event sources from AWS services and encrypted topics"): the statement as
+  # documented there. AWS documents no source condition for it, so none is added.
   statement {
     sid       = "AlarmsPublishToTheEncryptedTopic"
     actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
@@ -57,12 +62,6 @@ data "aws_iam_policy_document" "key" {
     principals {
       type        = "Service"
       identifiers = ["cloudwatch.amazonaws.com"]
-    }
-
-    condition {
-      test     = "StringEquals"
-      variable = "aws:SourceAccount"
-      values   = [local.account]
     }
   }
 }

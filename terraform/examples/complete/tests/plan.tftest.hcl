@@ -59,4 +59,32 @@ run "the_complete_example_plans" {
     condition     = aws_kms_key.data.enable_key_rotation
     error_message = "the data key rotates"
   }
+
+  assert {
+    condition = anytrue([
+      for statement in data.aws_iam_policy_document.key.statement :
+      contains(flatten([for principal in statement.principals : principal.identifiers]), "arn:aws:iam::123456789012:root")
+      && contains(statement.actions, "kms:*")
+    ])
+    error_message = "the key policy delegates to the account's IAM policies (the functions' roles use the key through them)"
+  }
+
+  assert {
+    condition = anytrue([
+      for statement in data.aws_iam_policy_document.key.statement :
+      contains(flatten([for principal in statement.principals : principal.identifiers]), "logs.eu-west-1.amazonaws.com")
+      && alltrue([for action in ["kms:Encrypt*", "kms:Decrypt*", "kms:GenerateDataKey*"] : contains(statement.actions, action)])
+    ])
+    error_message = "the logs service principal may use the key, or the encrypted log groups cannot be created"
+  }
+
+  assert {
+    condition = anytrue([
+      for statement in data.aws_iam_policy_document.key.statement :
+      flatten([for principal in statement.principals : principal.identifiers]) == ["cloudwatch.amazonaws.com"]
+      && toset(statement.actions) == toset(["kms:Decrypt", "kms:GenerateDataKey*"])
+      && length(statement.condition) == 0
+    ])
+    error_message = "CloudWatch may use the key for the alarms' topic exactly as the SNS Developer Guide documents it, with no condition AWS does not document for it"
+  }
 }
