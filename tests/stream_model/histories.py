@@ -286,8 +286,13 @@ def recover(world: World) -> None:
         else:
             wanted["keys"] |= keys
 
-    for message in list(world.queue.messages):
-        world.design.recover(message, lambda event: world.invoke(event), ask)
+    handled = 0
+    for _ in range(10):  # recover receives until the queue is empty: its own replays may report more
+        if handled == len(world.queue.messages):
+            break
+        for message in world.queue.messages[handled:]:
+            handled += 1
+            world.design.recover(message, lambda event: world.invoke(event), ask)
     if wanted["all"] or wanted["keys"]:
         recount(world, None if wanted["all"] else wanted["keys"])
 
