@@ -52,6 +52,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "Any shard can also split into multiple new shards; this also occurs automatically. (It's also possible for a "
         "parent shard to have just one child shard.)",
     ),
+    "shards-ephemeral": (
+        DYNAMODB_STREAMS,
+        "Shards are ephemeral: They are created and deleted automatically, as needed. (The model deletes a shard 24 "
+        "hours after it closed, when the retention has trimmed all its records.)",
+    ),
     "parent-before-child": (
         DYNAMODB_STREAMS,
         "Because shards have a lineage (parent and children), an application must always process a parent shard "
@@ -314,7 +319,7 @@ class Shard:
         return bisect_right(self.inserted, now - RETENTION_SECONDS)
 
     def gone(self, now: float) -> bool:
-        """Closed more than 24 hours ago: no longer part of the stream."""
+        """Closed more than 24 hours ago: deleted (shards-ephemeral), no longer part of the stream."""
         return self.closed_at is not None and self.closed_at < now - RETENTION_SECONDS
 
     def index_at_or_after(self, sequence: int) -> int:

@@ -50,6 +50,10 @@ FINDINGS: dict[str, History] = {
             Deliver(fault="deadline", fresh=True),
         ),
     ),
+    "a given-up range of a shard deleted since is recounted": History(
+        Config(),
+        (Write(), Heat(), Wait(seconds=90000)),
+    ),
     "a child shard is counted although its parent is gone": History(
         Config(),
         (Write(), Deliver(), Write(), Reshard(), Wait(seconds=90000), Write()),
