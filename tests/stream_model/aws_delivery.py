@@ -578,6 +578,8 @@ class World:
         self.draining = False
         self._active: Callable[[str, dict[str, Any]], None] | None = None
         self.paused: list[Paused] = []
+        self.config: Any = None
+        """The history's configuration, for the steps that read it."""
         self.dynamodb.before_call = self._before_call
         self.streams.before_call = self._before_call
         self.queue.before_call = self._before_call

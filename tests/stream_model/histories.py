@@ -140,6 +140,10 @@ class Config:
     maximum_record_age: int | None = 3600
     aggregate_writes: str = "per_batch"
     seed: int = 0
+    songs: int = 4
+    """Writes of song<n> go to song<(n - 1) % songs + 1>: with one song, every shard feeds the same aggregates."""
+    timestamps: int = len(TIMESTAMPS)
+    """Writes use TIMESTAMPS[when % timestamps]: with one, every download lands in one month."""
 
     def mapping(self, windowed: bool) -> MappingSettings:
         return MappingSettings(
@@ -309,6 +313,7 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
         return holder["design"]
 
     world = World(factory, config.mapping(windowed=True), seed=config.seed)
+    world.config = config
     counter = 0
     for step in history.steps:
         counter = apply(world, step, counter)
@@ -340,11 +345,10 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
 
 def apply(world: World, step: Step, counter: int) -> int:
     if isinstance(step, Write):
-        world.write(
-            Written(
-                f"song{step.song}", f"download-{counter:05d}", TIMESTAMPS[step.when % len(TIMESTAMPS)], step.malformed
-            )
-        )
+        config = world.config
+        song = f"song{(step.song - 1) % config.songs + 1}"
+        timestamp = TIMESTAMPS[step.when % config.timestamps]
+        world.write(Written(song, f"download-{counter:05d}", timestamp, step.malformed))
         return counter + 1
     if isinstance(step, Deliver):
         width = world.settings.window_seconds or 1
@@ -398,6 +402,8 @@ def configs(aggregate_writes: tuple[str, ...] = ("per_batch", "per_window")) -> 
         maximum_record_age=st.sampled_from([3600, 60, None]),
         aggregate_writes=st.sampled_from(aggregate_writes),
         seed=st.integers(0, 2**16),
+        songs=st.sampled_from([4, 1, 2]),
+        timestamps=st.sampled_from([len(TIMESTAMPS), 1]),
     )
 
 
@@ -446,7 +452,7 @@ HEATS = st.builds(Heat, song=st.integers(1, 4))
 LANDS = st.builds(Land, index=st.integers(0, 5))
 RESUMES = st.builds(Resume, index=st.integers(0, 3))
 STEPS = st.sampled_from(
-    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("land", "reshard", "heat", "resume")
+    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("reshard",) * 3 + ("land", "heat", "resume")
 ).flatmap(
     lambda kind: {
         "write": WRITES,
