@@ -393,7 +393,10 @@ def apply(world: World, step: Step, counter: int) -> int:
 # ---------------------------------------------------------------------------------------------- drawing histories
 
 
-def configs(aggregate_writes: tuple[str, ...] = ("per_batch", "per_window")) -> st.SearchStrategy[Config]:
+def configs(
+    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"), focused: bool = False
+) -> st.SearchStrategy[Config]:
+    """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate."""
     return st.builds(
         Config,
         window_seconds=st.sampled_from([5, 1, 60]),
@@ -402,8 +405,8 @@ def configs(aggregate_writes: tuple[str, ...] = ("per_batch", "per_window")) -> 
         maximum_record_age=st.sampled_from([3600, 60, None]),
         aggregate_writes=st.sampled_from(aggregate_writes),
         seed=st.integers(0, 2**16),
-        songs=st.sampled_from([4, 1, 2]),
-        timestamps=st.sampled_from([len(TIMESTAMPS), 1]),
+        songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
+        timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
     )
 
 
@@ -451,26 +454,38 @@ RESHARDS = st.builds(Reshard, lane=_LANES, children=st.sampled_from([1, 2]), low
 HEATS = st.builds(Heat, song=st.integers(1, 4))
 LANDS = st.builds(Land, index=st.integers(0, 5))
 RESUMES = st.builds(Resume, index=st.integers(0, 3))
-STEPS = st.sampled_from(
+STRATEGIES = {
+    "write": WRITES,
+    "deliver": DELIVERIES,
+    "direct": DIRECTS,
+    "wait": WAITS,
+    "land": LANDS,
+    "reshard": RESHARDS,
+    "heat": HEATS,
+    "resume": RESUMES,
+}
+WEIGHTS = (
     ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("reshard",) * 3 + ("land", "heat", "resume")
-).flatmap(
-    lambda kind: {
-        "write": WRITES,
-        "deliver": DELIVERIES,
-        "direct": DIRECTS,
-        "wait": WAITS,
-        "land": LANDS,
-        "reshard": RESHARDS,
-        "heat": HEATS,
-        "resume": RESUMES,
-    }[kind]
 )
 """Weighted by repetition: mostly writes and deliveries, now and then the rest."""
+FOCUSED_WEIGHTS = WEIGHTS + ("reshard", "heat", "direct", "resume") * 3
+"""More shards, so that more than four of them feed one aggregate and its watermarks are pruned; more direct
+invocations paused and resumed, so that readers overtake one another around a prune."""
+STEPS = st.sampled_from(WEIGHTS).flatmap(STRATEGIES.__getitem__)
+FOCUSED_STEPS = st.sampled_from(FOCUSED_WEIGHTS).flatmap(STRATEGIES.__getitem__)
 
 
 def histories(
-    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"), chunk: int = 12, chunks_max: int = 12
+    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"),
+    chunk: int = 12,
+    chunks_max: int = 12,
+    focused: bool = False,
 ) -> st.SearchStrategy[History]:
-    """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one)."""
-    parts = st.lists(st.lists(STEPS, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
-    return st.builds(History, configs(aggregate_writes), parts.map(lambda chunks: tuple(s for c in chunks for s in c)))
+    """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
+
+    `focused` histories feed one aggregate from many shards: where watermark pruning happens.
+    """
+    steps = FOCUSED_STEPS if focused else STEPS
+    parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
+    config = configs(aggregate_writes, focused)
+    return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))

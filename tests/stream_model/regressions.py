@@ -9,7 +9,7 @@ must be exact on the shipped design and on the reference.
 
 from __future__ import annotations
 
-from tests.stream_model.histories import Config, Deliver, Direct, Heat, History, Reshard, Wait, Write
+from tests.stream_model.histories import Config, Deliver, Direct, Heat, History, Reshard, Resume, Wait, Write
 
 TEN_DOWNLOADS = tuple(Write() for _ in range(10))
 
@@ -147,3 +147,65 @@ NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     ),
 }
 """Story -> (the naive design it breaks, the history, the problem it shows)."""
+
+
+FIVE_SHARDS_FEED_ONE_AGGREGATE = tuple(
+    step for _ in range(5) for step in (Reshard(), Write(), Deliver(), Deliver(), Deliver(), Deliver())
+)
+"""Rollover after rollover, a download each: one aggregate carries five watermarks and the ended shards' are pruned."""
+
+GUARD_WITNESSES: dict[str, History] = {
+    "prune only behind the checkpoint": History(
+        Config(maximum_retry_attempts=0, songs=1, timestamps=1),
+        (
+            *(Write() for _ in range(3)),
+            Reshard(),
+            Deliver(),
+            Deliver(),
+            Write(),
+            Heat(),
+            *(Write() for _ in range(3)),
+            Deliver(),
+            Reshard(),
+            Write(),
+            Deliver(),
+            Reshard(),
+            Write(),
+            Deliver(lane=1),
+            Deliver(final_records=True),
+            Write(),
+            Deliver(fault="throttled_progress"),
+        ),
+    ),
+    "proof by transaction after pruning": History(
+        Config(songs=1, timestamps=1),
+        (
+            Write(),
+            Deliver(),
+            Write(),
+            Direct(fault="pause", at=4),
+            Deliver(),
+            *FIVE_SHARDS_FEED_ONE_AGGREGATE,
+            Resume(),
+        ),
+    ),
+    "monotonic checkpoint": History(
+        Config(songs=1, timestamps=1),
+        (
+            Write(),
+            Deliver(),
+            Write(),
+            Direct(fault="pause", at=4),
+            Write(),
+            Deliver(),
+            Deliver(),
+            *FIVE_SHARDS_FEED_ONE_AGGREGATE,
+            Resume(),
+            Direct(kind="behind", pick=2),
+        ),
+    ),
+}
+"""Guard name -> a history exact with the guard and wrong without it (shrunk, or written from the mechanism): a
+watermark pruned while its shard's checkpoint is held back by a throttled progress write; a slow direct invocation
+paused while its shard is read on, ended and its watermark pruned, resumed after (and, for the checkpoint, a
+replay behind it)."""

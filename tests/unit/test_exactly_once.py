@@ -24,7 +24,7 @@ from tests.stream_model.designs import shipped
 from tests.stream_model.histories import History, histories, play
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
-from tests.stream_model.regressions import DEVELOPMENT, FINDINGS, ISSUE_14, NAIVE_STORIES
+from tests.stream_model.regressions import DEVELOPMENT, FINDINGS, GUARD_WITNESSES, ISSUE_14, NAIVE_STORIES
 
 HISTORIES = int(os.environ.get("MODEL_HISTORIES", "1000"))
 CHUNKS = int(os.environ.get("MODEL_CHUNKS", "1"))
@@ -76,7 +76,13 @@ def test_the_reference_design_is_exact_under_every_history() -> None:
     assert set(HAZARDS) - NOT_REQUIRED - {"pruning"} - set(seen) == set()
 
 
-REGRESSIONS = {**DEVELOPMENT, **FINDINGS, **ISSUE_14, **{name: story[1] for name, story in NAIVE_STORIES.items()}}
+REGRESSIONS = {
+    **DEVELOPMENT,
+    **FINDINGS,
+    **ISSUE_14,
+    **{name: story[1] for name, story in NAIVE_STORIES.items()},
+    **{f"witness of the guard: {name}": history for name, history in GUARD_WITNESSES.items()},
+}
 
 
 @pytest.mark.parametrize("name", list(REGRESSIONS))
