@@ -1,6 +1,6 @@
 """Per design and per hazard class: how many seeded histories went wrong, and by how many downloads.
 
-    python -m tests.stream_model.report [histories per design] [seed]    (MODEL_DESIGNS=name,name to choose)
+    python -m tests.stream_model.report [histories per design] [seed]    (MODEL_DESIGNS="name;name" to choose)
 
 (run from the repository root with the aggregator on the path, as the unit tests run: the
 script puts it there). Every history of a design is the same for every design: the same seeds,
@@ -84,7 +84,7 @@ def main() -> None:
     stories = drawn(count, seed_value)
     print(f"{len(stories)} histories drawn in {time.monotonic() - started:.0f} s\n")
     table: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
-    chosen = [name for name in os.environ.get("MODEL_DESIGNS", "").split(",") if name] or list(DESIGNS)
+    chosen = [name for name in os.environ.get("MODEL_DESIGNS", "").split(";") if name] or list(DESIGNS)
     for design, make in DESIGNS.items():
         if design not in chosen:
             continue
