@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -58,7 +59,7 @@ class Contribution:
     sequence: str
     """Zero-padded to SEQUENCE_WIDTH."""
     created: int | None
-    amount: int = 1
+    amount: int | Decimal = 1
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def watermark_value(sequence: str, created: int, shard: ShardRef) -> str:
 @dataclass
 class ApplyOutcome:
     added: int = 0
+    """Downloads added (each once, whatever its amount)."""
     already_applied: int = 0
     writes: int = 0
     """UpdateItem and TransactWriteItems calls made, conditional failures and prunes included."""
@@ -166,10 +168,14 @@ class AggregateStore:
                     written = self._write(key, shard, remaining, known)
             except ClientError as error:
                 outcome.writes += 1
+                if _overflows(error):
+                    reason = f"the aggregate's value or order would pass DynamoDB's 38 digits: {error}"
+                    outcome.refused.extend((contribution, reason) for contribution in remaining)
+                    return outcome
                 known = self._known_after(error, key, shard)
                 continue
             outcome.writes += 1
-            outcome.added += sum(contribution.amount for contribution in remaining)
+            outcome.added += len(remaining)
             outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
@@ -214,7 +220,7 @@ class AggregateStore:
             floor = known.item[APPLIED_SEQUENCE_ATTRIBUTE].get("S")
         if floor is not None:
             above = [c for c in remaining if c.sequence > floor]
-            outcome.already_applied += sum(c.amount for c in remaining) - sum(c.amount for c in above)
+            outcome.already_applied += len(remaining) - len(above)
             remaining = above
         fence = _number(known.item.get(RECOUNTED_THROUGH_ATTRIBUTE))
         if fence is not None:
@@ -243,7 +249,7 @@ class AggregateStore:
         aggregate written before the order existed has a count but no order: once the item is
         known, its order is set outright from that count, on the condition that the count holds.
         """
-        addition = sum(contribution.amount for contribution in contributions)
+        addition = sum((contribution.amount for contribution in contributions), Decimal(0))
         highest = contributions[-1]
         created = [c.created for c in contributions]
         names = {
@@ -257,7 +263,7 @@ class AggregateStore:
         }
         never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
         values: dict[str, Any] = {
-            ":addition": {"N": str(addition)},
+            ":addition": {"N": _number_text(addition)},
             ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
             ":entry": {"S": watermark_value(highest.sequence, highest.created or int(self._clock()), shard)},
         }
@@ -286,12 +292,12 @@ class AggregateStore:
             order_expression = "#order = :order"
             order_condition = "#count = :count AND attribute_not_exists(#order)"
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id))}
-            values[":count"] = {"N": str(known_count)}
+            values[":count"] = {"N": _number_text(known_count)}
         else:
             order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
             order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id))}
-            values[":scaled"] = {"N": str(addition * ORDER_SCALE)}
+            values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
         update = f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry"
         condition = f"{watermark} AND {fence} AND {order_condition}"
         return {
@@ -394,10 +400,23 @@ def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressio
     }
 
 
-def _number(value: Any) -> int | None:
+def _overflows(error: ClientError) -> bool:
+    """DynamoDB refuses a number past 38 digits: the records are reported, never left to block the shard."""
+    details = error.response.get("Error", {})
+    return details.get("Code") == "ValidationException" and "overflow" in str(details.get("Message", "")).lower()
+
+
+def _number(value: Any) -> Decimal | None:
     if isinstance(value, dict) and isinstance(value.get("N"), str):
         try:
-            return int(value["N"])
-        except ValueError:
+            number = Decimal(value["N"])
+        except InvalidOperation:
             return None
+        return number if number.is_finite() else None
     return None
+
+
+def _number_text(value: Decimal | int) -> str:
+    """As DynamoDB takes a number: no exponent, so 10^26-scaled orders stay exact integers."""
+    number = Decimal(value)
+    return str(int(number)) if number == number.to_integral_value() else format(number.normalize(), "f")

@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from aggregate_store import AggregateStore, ApplyOutcome, Contribution, WatermarkContention
 from delivery import Delivery, Refused, ShardRef, parse_delivery
-from download_records import AggregateKey, Download, Rejected, Schema, pad_sequence, parse_record
+from download_records import PERIODS, AggregateKey, Download, Rejected, Schema, pad_sequence, parse_record
 from shard_progress import Progress, ProgressStore
 from shard_reader import ShardRead, read_shard
 from window_state import delivered_high, window_state
@@ -72,6 +72,9 @@ class Settings:
         aggregate_writes = environ.get("AGGREGATE_WRITES", PER_BATCH)
         if aggregate_writes not in (PER_BATCH, PER_WINDOW):
             raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
+        periods = tuple(period for period in environ.get("LEADERBOARD_PERIODS", "month").split(",") if period)
+        if not periods or any(period not in PERIODS for period in periods):
+            raise ValueError(f"LEADERBOARD_PERIODS is {environ.get('LEADERBOARD_PERIODS')!r}, not a list of {PERIODS}")
         return cls(
             table_name=environ["TABLE_NAME"],
             table_arn=environ["TABLE_ARN"],
@@ -83,6 +86,9 @@ class Settings:
                 period=environ.get("PERIOD_ATTRIBUTE", "Month"),
                 count=environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
                 order=environ.get("ORDER_ATTRIBUTE", "LeaderboardOrder"),
+                periods=periods,
+                category=environ.get("CATEGORY_ATTRIBUTE") or None,
+                amount=environ.get("SUM_ATTRIBUTE") or None,
             ),
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,
@@ -410,7 +416,9 @@ def _catch_up(
     report.rejected.extend(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
     for download in downloads:
-        groups.setdefault(download.key, []).append(Contribution(download.sequence, download.created, download.amount))
+        contribution = Contribution(download.sequence, download.created, download.amount)
+        for key in download.keys:
+            groups.setdefault(key, []).append(contribution)
     report.distinct_aggregates += len(groups)
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
     report.refused.extend(refused)

@@ -9,7 +9,9 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import quote
 
 SEQUENCE_WIDTH = 40
 """DynamoDB stream sequence numbers have at most 40 digits; padding them makes string order numeric order."""
@@ -17,9 +19,18 @@ SEQUENCE_WIDTH = 40
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
 
 
+PERIODS = ("hour", "day", "week", "month", "year", "all")
+"""What a module may maintain, a board per UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
+ALL_TIME = "all"
+CATEGORY_SEPARATOR = "@"
+MAX_DECIMALS = 6
+MAX_AMOUNT = Decimal(10) ** 12
+"""The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
+
+
 @dataclass(frozen=True)
 class Schema:
-    """Attribute names of the table; the guide's names are the defaults."""
+    """Attribute names of the table and what aggregates are kept; the guide's names and months are the defaults."""
 
     entity: str = "songID"
     sort_key: str = "SK"
@@ -27,6 +38,11 @@ class Schema:
     period: str = "Month"
     count: str = "DownloadCount"
     order: str = "LeaderboardOrder"
+    periods: tuple[str, ...] = ("month",)
+    category: str | None = None
+    """An attribute of the raw record naming its category: a board per category per period, beside the overall one."""
+    amount: str | None = None
+    """A number attribute of the raw record added instead of 1 (revenue, minutes played)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +60,14 @@ class Download:
     """As delivered: what logs and failure messages name."""
     created: int | None = None
     """ApproximateCreationDateTime in whole epoch seconds, when the record carries it."""
-    amount: int = 1
-    """What the download adds to its aggregate."""
+    amount: int | Decimal = 1
+    """What the download adds to each of its aggregates."""
+    also: tuple[AggregateKey, ...] = ()
+    """Its other aggregates (other periods, its category's boards): `key` and these together."""
+
+    @property
+    def keys(self) -> tuple[AggregateKey, ...]:
+        return (self.key, *self.also)
 
 
 @dataclass(frozen=True)
@@ -72,20 +94,58 @@ def pad_sequence(raw: str) -> str:
     return raw.zfill(SEQUENCE_WIDTH)
 
 
+def utc_moment(timestamp: str) -> datetime:
+    """The UTC moment of an ISO 8601 timestamp; one without an offset is taken as UTC, as the data model states."""
+    text = timestamp.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    moment = datetime.fromisoformat(text)
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def month_of(timestamp: str) -> str:
     """Return the UTC month `YYYY-MM` of an ISO 8601 timestamp.
 
     The guide slices the first seven characters, which files a download at
     2018-01-31T23:30:00-05:00 under January although it happened in February UTC.
-    A timestamp without an offset is taken as UTC, as the data model states.
     """
-    text = timestamp.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return f"{moment.year:04d}-{moment.month:02d}"
+    return bucket_key(utc_moment(timestamp), "month")
+
+
+def bucket_key(moment: datetime, period: str) -> str:
+    """The UTC bucket of a period holding `moment`; weeks are ISO 8601 weeks of the ISO week-numbering year."""
+    if period == "hour":
+        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}"
+    if period == "day":
+        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    if period == "week":
+        year, week, _ = moment.isocalendar()
+        return f"{year:04d}-W{week:02d}"
+    if period == "month":
+        return f"{moment.year:04d}-{moment.month:02d}"
+    if period == "year":
+        return f"{moment.year:04d}"
+    if period == ALL_TIME:
+        return ALL_TIME
+    raise ValueError(f"unknown period {period!r}")
+
+
+def board_of(bucket: str, category: str | None = None) -> str:
+    """The board id (aggregate sort key, index partition): the bucket, or `<bucket>@<category>`, percent-encoded."""
+    return bucket if category is None else f"{bucket}{CATEGORY_SEPARATOR}{quote(category, safe='')}"
+
+
+def amount_of(value: Any) -> Decimal | None:
+    """A number attribute's value if it can be summed exactly (at most 6 decimals, below 10^12), else None."""
+    if not isinstance(value, dict) or not isinstance(value.get("N"), str):
+        return None
+    try:
+        amount = Decimal(value["N"])
+    except InvalidOperation:
+        return None
+    if not amount.is_finite() or abs(amount) >= MAX_AMOUNT or -amount.as_tuple().exponent > MAX_DECIMALS:
+        return None
+    return amount.normalize() if amount != amount.to_integral_value() else Decimal(int(amount))
 
 
 def creation_second(stream: dict[str, Any]) -> int | None:
@@ -127,10 +187,27 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     if timestamp is None:
         return Rejected(f"{schema.timestamp} is missing or not a non-empty string", raw_sequence, record)
     try:
-        period = month_of(timestamp)
+        moment = utc_moment(timestamp)
     except ValueError:
         return Rejected(f"{schema.timestamp} {timestamp[:64]!r} is not an ISO 8601 timestamp", raw_sequence, record)
-    return Download(AggregateKey(entity_id, period), pad_sequence(raw_sequence), raw_sequence, creation_second(stream))
+    amount: int | Decimal = 1
+    if schema.amount is not None:
+        summed = amount_of(image.get(schema.amount))
+        if summed is None:
+            reason = f"{schema.amount} is missing, not a number, or has more than {MAX_DECIMALS} decimals or 12 digits"
+            return Rejected(reason, raw_sequence, record)
+        amount = summed
+    category = None
+    if schema.category is not None and schema.category in image:
+        category = _string_attribute(image, schema.category)
+        if category is None:
+            return Rejected(f"{schema.category} is present but not a non-empty string", raw_sequence, record)
+    buckets = [bucket_key(moment, period) for period in schema.periods]
+    boards = [board_of(bucket) for bucket in buckets]
+    if category is not None:
+        boards += [board_of(bucket, category) for bucket in buckets]
+    keys = [AggregateKey(entity_id, board) for board in boards]
+    return Download(keys[0], pad_sequence(raw_sequence), raw_sequence, creation_second(stream), amount, tuple(keys[1:]))
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:

@@ -11,6 +11,7 @@ share them tie in the index too, and the query function orders those by the full
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 ORDER_SCALE = 10**26
 """count x ORDER_SCALE + tie-breaker stays within DynamoDB's 38 digits for counts below 10^12."""
@@ -36,5 +37,6 @@ def order_tiebreak(entity_id: str) -> int:
     return ORDER_SCALE - 1 - int.from_bytes(prefix, "big")
 
 
-def order_of(count: int, entity_id: str) -> int:
-    return count * ORDER_SCALE + order_tiebreak(entity_id)
+def order_of(count: int | Decimal, entity_id: str) -> int:
+    """Exact for counts and for sums with at most 26 decimals below 10^12 (38 digits)."""
+    return int(count * ORDER_SCALE) + order_tiebreak(entity_id)

@@ -15,8 +15,10 @@ import threading
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import pytest
@@ -459,3 +461,80 @@ def counts(dynamodb: Any) -> dict[tuple[str, str], int]:
         if "DownloadCount" in item:
             result[(item["songID"]["S"], item["SK"]["S"])] = int(item["DownloadCount"]["N"])
     return result
+
+
+def oracle_boards(timestamp: str, genre: str | None, periods: tuple[str, ...]) -> list[str]:
+    """The boards a download belongs to, computed here without the aggregator's code (ISO weeks by their Thursday)."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+    thursday = moment.date() + timedelta(days=3 - moment.weekday())
+    buckets = {
+        "hour": f"{moment:%Y-%m-%dT%H}",
+        "day": f"{moment:%Y-%m-%d}",
+        "week": f"{thursday.year:04d}-W{(thursday.timetuple().tm_yday - 1) // 7 + 1:02d}",
+        "month": f"{moment:%Y-%m}",
+        "year": f"{moment:%Y}",
+        "all": "all",
+    }
+    boards = [buckets[period] for period in periods]
+    return boards + ([f"{board}@{quote(genre, safe='')}" for board in boards] if genre else [])
+
+
+MOMENTS = st.datetimes(min_value=datetime(2018, 12, 29), max_value=datetime(2019, 1, 3), timezones=st.just(UTC))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    downloads=st.lists(
+        st.tuples(
+            st.sampled_from(["p1", "p2", "p3"]),
+            MOMENTS,
+            st.sampled_from([None, "rock", "hip hop", "r&b/soul"]),
+            st.decimals(min_value=-50, max_value=500, places=2),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    orders=st.lists(st.lists(st.integers(0, 60), max_size=10), max_size=4),
+    summed=st.booleans(),
+)
+def test_every_period_category_and_sum_is_exact_under_any_delivery(
+    aws: None, downloads: list[Any], orders: list[list[int]], summed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given hourly, daily, weekly (across a year boundary), monthly, yearly and all-time boards, a category,
+    # and either counts or sums of a revenue attribute
+    periods = ("hour", "day", "week", "month", "year", "all")
+    dynamodb = create_table(TABLE, fresh=True)
+    if PROGRESS_TABLE in dynamodb.list_tables()["TableNames"]:
+        dynamodb.delete_table(TableName=PROGRESS_TABLE)
+    create_progress_table()
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    deployed = wire(dynamodb, sqs, sqs.create_queue(QueueName=f"f-{uuid.uuid4().hex}")["QueueUrl"], monkeypatch)
+    schema = dataclasses.replace(
+        aggregator.SETTINGS.schema, periods=periods, category="Genre", amount="Revenue" if summed else None
+    )
+    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, schema=schema))
+    store = AggregateStore(dynamodb, TABLE, schema, aggregator.DEPENDENCIES.progress)
+    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, store=store))
+    truth: dict[tuple[str, str], Decimal] = {}
+    for number, (product, moment, genre, revenue) in enumerate(downloads):
+        timestamp = moment.isoformat()
+        item = {"songID": {"S": product}, "SK": {"S": f"purchase-{number}"}, "Timestamp": {"S": timestamp}}
+        item |= {"Genre": {"S": genre}} if genre else {}
+        item |= {"Revenue": {"N": str(revenue)}}
+        deployed.put_raw(item)
+        for board in oracle_boards(timestamp, genre, periods):
+            truth[(product, board)] = truth.get((product, board), Decimal(0)) + (revenue if summed else 1)
+    # when the mapping delivers any subsets in any order, then the final invocation comes
+    records = deployed.stream_records()
+    for order in orders:
+        aggregator.lambda_handler(
+            deployed.window_event([records[i % len(records)] for i in order]), FakeLambdaContext()
+        )
+    aggregator.lambda_handler(deployed.window_event(records, final=True), FakeLambdaContext())
+    # then every board of every product holds exactly its downloads (or their revenue), and nothing else exists
+    stored = {
+        (item["songID"]["S"], item["SK"]["S"]): Decimal(item["DownloadCount"]["N"])
+        for item in dynamodb.scan(TableName=TABLE)["Items"]
+        if "DownloadCount" in item
+    }
+    assert stored == truth

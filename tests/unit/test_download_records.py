@@ -1,17 +1,26 @@
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from download_records import (
+    PERIODS,
     AggregateKey,
     Download,
     Ignored,
     Rejected,
     Schema,
+    bucket_key,
     coalesce,
     month_of,
     pad_sequence,
     parse_record,
+    utc_moment,
 )
 from tests.streams import CREATED, aggregate_record, download_record, expired_download_record
 
@@ -144,3 +153,86 @@ def test_coalesce_groups_by_aggregate_in_stream_order_and_drops_duplicates() -> 
 def test_padded_sequences_order_like_numbers() -> None:
     numbers = [9, 10, 99, 100, 10**39, 123456789012345678901]
     assert sorted(pad_sequence(str(n)) for n in numbers) == [pad_sequence(str(n)) for n in sorted(numbers)]
+
+
+# ---------------------------------------------------------------- periods, categories, sums (issue 16)
+
+
+def iso_week_oracle(day: date) -> str:
+    """ISO 8601: a week belongs to the year of its Thursday, and is numbered from that year's first Thursday."""
+    thursday = day + timedelta(days=3 - day.weekday())
+    return f"{thursday.year:04d}-W{(thursday.timetuple().tm_yday - 1) // 7 + 1:02d}"
+
+
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2099, 12, 31), timezones=st.just(UTC)))
+def test_every_period_files_a_moment_in_its_utc_bucket(moment: datetime) -> None:
+    keys = {period: bucket_key(moment, period) for period in PERIODS}
+    assert keys["hour"] == moment.strftime("%Y-%m-%dT%H")
+    assert keys["day"] == moment.strftime("%Y-%m-%d")
+    assert keys["week"] == iso_week_oracle(moment.date())
+    assert keys["month"] == moment.strftime("%Y-%m")
+    assert keys["year"] == moment.strftime("%Y")
+    assert keys["all"] == "all"
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "week"),
+    [
+        ("2018-01-15T10:00:00Z", "2018-W03"),
+        ("2019-12-30T00:00:00Z", "2020-W01"),
+        ("2021-01-03T23:59:59Z", "2020-W53"),
+        ("2021-01-04T00:00:00+01:00", "2020-W53"),
+    ],
+)
+def test_weeks_crossing_a_year_boundary_belong_to_the_iso_week_year(timestamp: str, week: str) -> None:
+    assert bucket_key(utc_moment(timestamp), "week") == week
+
+
+def test_a_download_counts_in_every_maintained_period_and_in_its_categorys_boards() -> None:
+    schema = Schema(periods=("day", "month", "all"), category="Genre")
+    record = download_record(7, "song1", "2018-01-31T23:30:00-05:00", extra={"Genre": {"S": "rock & roll"}})
+    parsed = parse_record(record, schema)
+    assert isinstance(parsed, Download)
+    assert [key.period for key in parsed.keys] == [
+        "2018-02-01",
+        "2018-02",
+        "all",
+        "2018-02-01@rock%20%26%20roll",
+        "2018-02@rock%20%26%20roll",
+        "all@rock%20%26%20roll",
+    ]
+    assert {key.entity_id for key in parsed.keys} == {"song1"}
+
+
+def test_a_download_without_the_category_counts_in_the_overall_boards_only() -> None:
+    parsed = parse_record(download_record(7, "song1"), Schema(periods=("day",), category="Genre"))
+    assert isinstance(parsed, Download)
+    assert [key.period for key in parsed.keys] == ["2018-01-15"]
+
+
+@pytest.mark.parametrize("genre", [{"S": ""}, {"N": "5"}, {"L": []}])
+def test_a_category_that_is_not_a_non_empty_string_is_rejected(genre: dict[str, Any]) -> None:
+    parsed = parse_record(download_record(7, "song1", extra={"Genre": genre}), Schema(category="Genre"))
+    assert isinstance(parsed, Rejected)
+    assert "Genre" in parsed.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "amount"),
+    [("12", Decimal(12)), ("12.50", Decimal("12.5")), ("-3", Decimal(-3)), ("0.000001", Decimal("0.000001"))],
+)
+def test_a_summed_attribute_adds_its_exact_value(value: str, amount: Decimal) -> None:
+    parsed = parse_record(download_record(7, "p1", extra={"Revenue": {"N": value}}), Schema(amount="Revenue"))
+    assert isinstance(parsed, Download)
+    assert parsed.amount == amount
+
+
+@pytest.mark.parametrize(
+    "revenue",
+    [None, {"S": "12"}, {"N": "1.0000001"}, {"N": "1000000000000"}, {"N": "NaN"}, {"N": "Infinity"}, {"N": "x"}],
+)
+def test_a_summed_attribute_missing_or_not_an_exact_number_is_rejected_never_counted_as_zero(revenue: Any) -> None:
+    extra = {} if revenue is None else {"Revenue": revenue}
+    parsed = parse_record(download_record(7, "p1", extra=extra), Schema(amount="Revenue"))
+    assert isinstance(parsed, Rejected)
+    assert "Revenue" in parsed.reason
