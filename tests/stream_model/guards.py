@@ -220,6 +220,20 @@ def _children_before_parents(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(aggregator, "_parent_to_drain", lambda deps, shard, progress: None)
 
 
+def _finals_forget_what_was_delivered(patch: pytest.MonkeyPatch) -> None:
+    """A final invocation with a fresh state and no records reads only as far as a few empty pages take it."""
+    patch.setattr(shard_progress.ProgressStore, "note_delivered", lambda self, shard, high: None)
+
+
+def _gone_shards_fail_direct_invocations(patch: pytest.MonkeyPatch) -> None:
+    """A direct invocation of a shard the stream no longer holds fails, and nothing asks for a recount."""
+
+    def gone(deps: Any, delivery: Any, shard: Any, progress: Any, report: Any) -> Any:
+        raise RuntimeError(f"{shard.shard_id} is gone")
+
+    patch.setattr(aggregator, "_gone", gone)
+
+
 def _empty_page_ends_a_read(patch: pytest.MonkeyPatch) -> None:
     """A bounded read stops at the first empty page."""
     patch.setattr(shard_reader, "MAX_EMPTY_PAGES", 1)
@@ -275,12 +289,22 @@ SHIPPED: tuple[Guard, ...] = (
         _children_before_parents,
     ),
     Guard(
+        "finals read what was delivered",
+        "a retried final with a fresh state and no records ends the window unread",
+        _finals_forget_what_was_delivered,
+    ),
+    Guard(
+        "a gone shard asks for a recount",
+        "a given-up range of a shard deleted since is never recounted",
+        _gone_shards_fail_direct_invocations,
+    ),
+    Guard(
         "empty pages read through",
         "a bounded read stops short in the middle of a shard",
         _empty_page_ends_a_read,
     ),
 )
-"""The shipped aggregator's guards, as its code (lambda_src/aggregator at d0c591b) implements them."""
+"""The shipped aggregator's guards, as its code (lambda_src/aggregator) implements them."""
 
 
 # ---------------------------------------------------------------------------------------------- the reference design
