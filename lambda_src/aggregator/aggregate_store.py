@@ -132,6 +132,7 @@ class AggregateStore:
         self._progress = progress
         self._clock = clock
         self._shards = leaderboard_shards
+        self._summed = schema.amount is not None
 
     def _key(self, key: AggregateKey) -> dict[str, Any]:
         return {self._schema.entity: {"S": key.entity_id}, self._schema.sort_key: {"S": key.period}}
@@ -291,12 +292,12 @@ class AggregateStore:
         if item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
             order_condition = "#count = :count AND attribute_not_exists(#order)"
-            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id))}
+            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
             values[":count"] = {"N": _number_text(known_count)}
         else:
             order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
             order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
-            values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id))}
+            values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
             values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
         update = f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry"
         condition = f"{watermark} AND {fence} AND {order_condition}"

@@ -16,6 +16,9 @@ from decimal import Decimal
 ORDER_SCALE = 10**26
 """count x ORDER_SCALE + tie-breaker stays within DynamoDB's 38 digits for counts below 10^12."""
 TIEBREAK_BYTES = 10
+SUMMED_TIEBREAK_BYTES = 8
+SUMMED_TIEBREAK_SCALE = 10**20
+"""A sum's smallest step in the order: 10^-6 x ORDER_SCALE."""
 MAX_COUNT = 10**12 - 1
 PARTITION_SEPARATOR = "#"
 
@@ -31,12 +34,18 @@ def leaderboard_partition(period: str, entity_id: str, shards: int) -> str:
     return f"{period}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
 
 
-def order_tiebreak(entity_id: str) -> int:
-    """Larger for smaller ids: the index is read in descending order, equal counts then come in ascending id order."""
-    prefix = entity_id.encode()[:TIEBREAK_BYTES].ljust(TIEBREAK_BYTES, b"\0")
-    return ORDER_SCALE - 1 - int.from_bytes(prefix, "big")
+def order_tiebreak(entity_id: str, summed: bool = False) -> int:
+    """Larger for smaller ids: the index is read in descending order, equal values then come in ascending id order.
+
+    A count moves the order in steps of 10^26, so the first 10 bytes of the id fit below it. A sum
+    (at most 6 decimals) moves it in steps of 10^20: then only the first 8 bytes fit (2^64 < 10^20),
+    or an id could outweigh a decimal.
+    """
+    width, scale = (SUMMED_TIEBREAK_BYTES, SUMMED_TIEBREAK_SCALE) if summed else (TIEBREAK_BYTES, ORDER_SCALE)
+    prefix = entity_id.encode()[:width].ljust(width, b"\0")
+    return scale - 1 - int.from_bytes(prefix, "big")
 
 
-def order_of(count: int | Decimal, entity_id: str) -> int:
-    """Exact for counts and for sums with at most 26 decimals below 10^12 (38 digits)."""
-    return int(count * ORDER_SCALE) + order_tiebreak(entity_id)
+def order_of(value: int | Decimal, entity_id: str, summed: bool = False) -> int:
+    """Exact for counts below 10^12, and for sums with at most 6 decimals below 10^12 (38 digits)."""
+    return int(value * ORDER_SCALE) + order_tiebreak(entity_id, summed)
