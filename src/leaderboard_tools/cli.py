@@ -71,7 +71,14 @@ def command_size(arguments: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, shards_needed
+    from leaderboard_tools.sizing import (
+        PARTITION_WRITE_LIMIT,
+        Boards,
+        Workload,
+        board_pressure,
+        partition_load,
+        shards_needed,
+    )
 
     workload = Workload(
         downloads_per_second=arguments.downloads_per_second,
@@ -82,6 +89,8 @@ def command_size(arguments: argparse.Namespace) -> int:
         window_seconds=arguments.window,
     )
     needed, load = shards_needed(workload, target_share=arguments.target_share)
+    boards = Boards(periods=len(arguments.periods.split(",")), categories=arguments.categories)
+    pressure = board_pressure(workload, boards, needed or 64)
     if arguments.json:
         print(
             json.dumps(
@@ -92,6 +101,14 @@ def command_size(arguments: argparse.Namespace) -> int:
                     "index_writes_per_second": load.index_writes_per_second,
                     "leaderboard_shards": needed,
                     "busiest_partition_index_writes_per_second": load.busiest_partition_index_writes_per_second,
+                    "periods": arguments.periods.split(","),
+                    "categories": arguments.categories,
+                    "boards_per_download": boards.per_download,
+                    "table_aggregate_updates_per_second": pressure.aggregate_updates_per_second,
+                    "busiest_category_board_index_writes_per_second": (
+                        pressure.busiest_category_board_index_writes_per_second
+                    ),
+                    "hottest_entity_writes_per_second": pressure.hottest_entity_writes_per_second,
                 },
             )
         )
@@ -120,6 +137,20 @@ def command_size(arguments: argparse.Namespace) -> int:
         )
         return 1
     console.print(f"leaderboard_shards = {needed}")
+    if boards.per_download > 1:
+        console.print(
+            f"{boards.per_download} boards per download ({arguments.periods}"
+            f"{f', {arguments.categories} categories' if arguments.categories else ''}): each period's overall board "
+            f"as above; the table takes {pressure.aggregate_updates_per_second:,.0f} aggregate updates/s"
+            + (
+                f"; the busiest category board {pressure.busiest_category_board_index_writes_per_second:,.0f} "
+                "index writes/s"
+                if pressure.busiest_category_board_index_writes_per_second is not None
+                else ""
+            )
+            + f"; the most popular song's table partition {pressure.hottest_entity_writes_per_second:,.0f} writes/s "
+            f"({pressure.hottest_entity_share_of_limit:.0%} of {PARTITION_WRITE_LIMIT})."
+        )
     return 0
 
 
@@ -251,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--aggregate-writes", choices=("per_batch", "per_window"), default="per_batch")
     size.add_argument("--window", type=float, default=60, help="tumbling window (s), for per_window")
     size.add_argument("--target-share", type=float, default=0.5, help="of a partition's write limit (default 0.5)")
+    size.add_argument(
+        "--periods", default="month", help="the module's leaderboard_periods, comma-separated (default month)"
+    )
+    size.add_argument(
+        "--categories", type=int, default=0, help="categories the catalogue is spread over (0: no category boards)"
+    )
     size.add_argument("--json", action="store_true")
     size.set_defaults(handler=command_size)
 

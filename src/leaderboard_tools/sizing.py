@@ -99,3 +99,56 @@ def shards_needed(workload: Workload, target_share: float = 0.5, most: int = 64)
         if load.busiest_share_of_limit <= target_share:
             return shards, load
     return None, load
+
+
+@dataclass(frozen=True)
+class Boards:
+    """The boards a download is counted in: one per maintained period, and as many again with a category."""
+
+    periods: int = 1
+    categories: int = 0
+    """0: no category boards; K: a catalogue spread over K categories (song i in category i mod K)."""
+
+    @property
+    def per_download(self) -> int:
+        return self.periods * (2 if self.categories else 1)
+
+
+@dataclass(frozen=True)
+class BoardPressure:
+    overall_board: PartitionLoad
+    """Each period's current overall board: all of them alike, and the one `leaderboard_shards` is sized for."""
+    busiest_category_board_index_writes_per_second: float | None
+    aggregate_updates_per_second: float
+    """Every board of every period together: what the table takes."""
+    hottest_entity_writes_per_second: float
+    """The most popular song's table partition: its downloads plus its aggregates' updates, every board included."""
+
+    @property
+    def hottest_entity_share_of_limit(self) -> float:
+        return self.hottest_entity_writes_per_second / PARTITION_WRITE_LIMIT
+
+
+def board_pressure(workload: Workload, boards: Boards, shards: int) -> BoardPressure:
+    """Index and table pressure when each download is counted in several boards.
+
+    Every period's current board takes the same updates (each batch touches each song's board of
+    each period once), so an `all` board is as hot as the month's and, never rotating, stays so; a
+    category board takes only its category's songs. All of a song's boards share its partition key,
+    hence its table partition, with its raw downloads.
+    """
+    overall = partition_load(workload, shards)
+    updates = _updates(workload)
+    category_busiest = None
+    if boards.categories:
+        per_category = [0.0] * boards.categories
+        for rank, rate in enumerate(updates):
+            per_category[rank % boards.categories] += rate
+        category_busiest = INDEX_WRITES_PER_UPDATE * max(per_category) / shards
+    top_downloads = workload.downloads_per_second * workload.popularity()[0]
+    return BoardPressure(
+        overall_board=overall,
+        busiest_category_board_index_writes_per_second=category_busiest,
+        aggregate_updates_per_second=overall.aggregate_updates_per_second * boards.per_download,
+        hottest_entity_writes_per_second=top_downloads + updates[0] * boards.per_download,
+    )

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import importlib.util
+import random
 import re
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +16,8 @@ import pytest
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.emulator import endpoint_answers, identify
 from leaderboard_tools.fault_builds import faulty_aggregator, guide_aggregator
+from leaderboard_tools.loadgen import Download
+from leaderboard_tools.observe import scan_all
 from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
@@ -49,9 +53,11 @@ class FaultBuilds:
     def __init__(self, directory: Path) -> None:
         self._directory = directory
 
-    def faulty(self, rate: float, processed_share: float = 0.5) -> Path:
-        path = self._directory / f"faulty-aggregator-{rate}-{processed_share}.zip"
-        return path if path.is_file() else faulty_aggregator(SHIPPED_AGGREGATOR, rate, path, processed_share)
+    def faulty(self, rate: float, processed_share: float = 0.5, final_rate: float = 0.0) -> Path:
+        path = self._directory / f"faulty-aggregator-{rate}-{processed_share}-{final_rate}.zip"
+        if path.is_file():
+            return path
+        return faulty_aggregator(SHIPPED_AGGREGATOR, rate, path, processed_share, final_rate)
 
     def guide(self, rate: float) -> Path:
         path = self._directory / f"guide-aggregator-{rate}.zip"
@@ -85,6 +91,72 @@ def watermark_attribute(stream_arn: str, shard_id: str) -> str:
 def shard_ids(aws: Clients, stream_arn: str) -> list[str]:
     description = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]
     return [shard["ShardId"] for shard in description["Shards"]]
+
+
+def stream_records(aws: Clients, stream_arn: str) -> tuple[str, list[dict[str, Any]]]:
+    """The emulator's stream as GetRecords returns it: its (one) shard and records, shaped as Lambda delivers them."""
+    shards = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    shard_id = shards[0]["ShardId"]
+    iterator = aws.dynamodbstreams.get_shard_iterator(
+        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records: list[dict[str, Any]] = []
+    for _ in range(20):
+        page = aws.dynamodbstreams.get_records(ShardIterator=iterator)
+        records += page.get("Records", [])
+        iterator = page.get("NextShardIterator")
+        if not iterator or (records and not page.get("Records")):
+            break
+    for record in records:
+        record["eventSourceARN"] = stream_arn
+        created = record["dynamodb"].get("ApproximateCreationDateTime")
+        if created is not None and not isinstance(created, int | float):
+            record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
+    return shard_id, records
+
+
+Counts = dict[tuple[str, str], int]
+"""(song, month) -> downloads."""
+
+
+def downloads(prefix: str, count: int, seed: int) -> list[Download]:
+    """`count` downloads of 12 songs named `prefix`-…, over two months, in UTC (their month: the first 7 characters)."""
+    chance = random.Random(seed)
+    return [
+        Download(
+            f"{prefix}-song{chance.randrange(12)}",
+            f"{prefix}-download-{n:04d}",
+            f"user{chance.randrange(50)}",
+            f"2019-0{chance.choice((3, 4))}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z",
+        )
+        for n in range(count)
+    ]
+
+
+def recount(written: list[Download]) -> Counts:
+    """The truth, from the downloads the test wrote: one per download, in its UTC month."""
+    return dict(Counter((download.song_id, download.timestamp[:7]) for download in written))
+
+
+def stored(aws: Clients, table: str) -> Counts:
+    items = scan_all(
+        aws,
+        TableName=table,
+        FilterExpression="attribute_exists(#m)",
+        ExpressionAttributeNames={"#m": "Month"},
+        ConsistentRead=True,
+    )
+    return {(item["songID"]["S"], item["SK"]["S"]): int(item["DownloadCount"]["N"]) for item in items}
+
+
+def differences(observed: Counts, truth: Counts) -> dict[str, tuple[int, int]]:
+    """song|month -> (stored, recounted) wherever they differ."""
+    keys = set(observed) | set(truth)
+    return {
+        f"{song}|{month}": (observed.get((song, month), 0), truth.get((song, month), 0))
+        for song, month in sorted(keys)
+        if observed.get((song, month), 0) != truth.get((song, month), 0)
+    }
 
 
 ALARM_TAG_CHANGE = re.compile(r"^\s*~ (\w+)\s+=", flags=re.MULTILINE)

@@ -20,7 +20,7 @@ from leaderboard_tools.leaderboard import invoke_function, poll_until
 from leaderboard_tools.loadgen import Download, utc_month, write_items, zipf_downloads
 from leaderboard_tools.observe import aggregator_invocations, log_lines, scan_all
 from leaderboard_tools.settings import REPOSITORY, Endpoint
-from tests.acceptance.conftest import FaultBuilds, stack
+from tests.acceptance.conftest import FaultBuilds, stack, stream_records
 
 FAULT_RATE = 0.25
 RESULTS = REPOSITORY / "build" / "acceptance"
@@ -130,28 +130,6 @@ def test_every_aggregate_is_exact_under_injected_faults_and_the_guide_handler_is
     # while the guide's handler, fed the same records under the same faults, over-counts
     assert guide["over_counted"] > 0
     assert guide["counted"] > scenario.downloads
-
-
-def stream_records(aws: Clients, stream_arn: str) -> tuple[str, list[dict[str, Any]]]:
-    """The emulator's stream as GetRecords returns it: its (one) shard and records, shaped as Lambda delivers them."""
-    shards = aws.dynamodbstreams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
-    shard_id = shards[0]["ShardId"]
-    iterator = aws.dynamodbstreams.get_shard_iterator(
-        StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-    )["ShardIterator"]
-    records: list[dict[str, Any]] = []
-    for _ in range(20):
-        page = aws.dynamodbstreams.get_records(ShardIterator=iterator)
-        records += page.get("Records", [])
-        iterator = page.get("NextShardIterator")
-        if not iterator or (records and not page.get("Records")):
-            break
-    for record in records:
-        record["eventSourceARN"] = stream_arn
-        created = record["dynamodb"].get("ApproximateCreationDateTime")
-        if created is not None and not isinstance(created, int | float):
-            record["dynamodb"]["ApproximateCreationDateTime"] = created.timestamp()
-    return shard_id, records
 
 
 def test_a_direct_invocation_with_the_streams_records_is_exactly_once_and_invented_ones_are_refused(

@@ -9,11 +9,27 @@ from __future__ import annotations
 import copy
 import datetime
 import logging
+import random
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from leaderboard_tools.emulators import localstack, ministack
+from leaderboard_tools.emulators.adversarial_retries import (
+    ADVERSARIAL_RETRIES_VARIABLE,
+    DIRECTORY_NAME,
+    AdversarialRetries,
+    SwitchFiles,
+    directory_from_environment,
+    read_journal,
+    switch_off,
+    switch_on,
+)
 from leaderboard_tools.emulators.stream_mapping import (
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
@@ -662,3 +678,382 @@ def test_gathering_stops_at_the_end_of_the_tumbling_window_of_its_first_record()
     harness.clock.moment = WINDOW_START + 120
     # then the records go out: a batch never spans two windows, so waiting could not fill it
     assert gathering.ready(read, harness.delivery, read_to_present=True)
+
+
+# -- adversarial retries (off unless a policy is given) ----------------------------------------
+# "Lambda will process each record at least once, but doesn't guarantee that each record will be processed only
+# once. In rare cases, such as error handling, some records might be processed more than once. Records are always
+# processed in order the first time. If records are processed more than once, they might be processed out of
+# order." (Lambda Developer Guide, tumbling windows)
+
+
+class Adversarial(Harness):
+    """A harness whose engine plays the given adversarial retries and journals them."""
+
+    def __init__(self, policy: AdversarialRetries | None, now: float = WINDOW_START + 1, **settings: Any) -> None:
+        super().__init__(now, **settings)
+        self.policy = policy
+        self.journal: list[dict[str, Any]] = []
+        self.delivery = ShardDelivery(
+            self.settings,
+            SHARD_ID,
+            STREAM_ARN,
+            self.function,
+            self.failure_records.append,
+            self.clock,
+            adversary=lambda: self.policy,
+            journal=self.journal.append,
+        )
+
+    def retries(self) -> list[dict[str, Any]]:
+        return [entry for entry in self.journal if entry["event"] == "retry"]
+
+
+def fails_first(then: Callable[[dict[str, Any]], Response]) -> Any:
+    return fails_times(1, then)
+
+
+def in_window(*numbers_: int) -> list[dict[str, Any]]:
+    return records(*[(n, WINDOW_START + n) for n in numbers_])
+
+
+def test_without_a_policy_retries_re_send_the_batch_in_order() -> None:
+    # given an adversary that answers no policy (the switch is off)
+    harness = Adversarial(None, batch_size=10, tumbling_window_seconds=120)
+    harness.function.behaviour = fails_first(count_keys)
+    # when a batch fails once
+    harness.delivery.deliver(in_window(*range(1, 11)))
+    # then the retry is the same batch, in order, with the same state, and nothing is journalled
+    assert harness.function.batches() == [list(range(1, 11))] * 2
+    assert harness.function.payloads[1]["state"] == {}
+    assert harness.journal == []
+
+
+def test_a_retry_may_present_the_records_from_the_checkpoint_on_out_of_order() -> None:
+    # "If records are processed more than once, they might be processed out of order."
+    harness = Adversarial(AdversarialRetries(seed=1, reorder=1.0), batch_size=10, tumbling_window_seconds=120)
+    harness.function.behaviour = fails_first(count_keys)
+    harness.delivery.deliver(in_window(*range(1, 11)))
+    first, retry = harness.function.batches()
+    # the first time in order; the retry holds the same records, not in order
+    assert first == list(range(1, 11))
+    assert sorted(retry) == first
+    assert retry != first
+    [played] = harness.retries()
+    assert (played["reordered"], played["succeeded"]) == (True, True)
+    assert harness.delivery.checkpoint == "10".zfill(21)
+
+
+def test_a_retry_may_be_split_into_smaller_invocations_that_chain_the_state() -> None:
+    harness = Adversarial(AdversarialRetries(seed=2, split=1.0), batch_size=10, tumbling_window_seconds=120)
+    harness.function.behaviour = fails_first(count_keys)
+    harness.delivery.deliver(in_window(*range(1, 11)))
+    retry = harness.function.batches()[1:]
+    # then 2 to 4 smaller invocations, in order (no reorder asked), covering the batch once
+    assert 2 <= len(retry) <= 4
+    assert [number for batch in retry for number in batch] == list(range(1, 11))
+    # each starting from the state the previous one returned
+    assert harness.function.payloads[2]["state"] == count_keys(harness.function.payloads[1])[1]["state"]
+    assert harness.retries()[0]["split"] is True
+
+
+def test_a_retry_may_take_on_newer_records_of_the_window_up_to_the_batch_size() -> None:
+    # given first deliveries shorter than the records at hand, a retry that merges, and a record of the next window
+    harness = Adversarial(
+        AdversarialRetries(seed=3, merge=1.0, short_batches=1.0), batch_size=6, tumbling_window_seconds=120
+    )
+    harness.function.behaviour = fails_first(count_keys)
+    harness.delivery.deliver([*in_window(*range(1, 11)), record(11, WINDOW_START + 125)])
+    first, retry = harness.function.batches()[:2]
+    # then the retry holds the failed batch and the next records, in order, as one larger batch
+    assert len(first) < 6
+    assert retry[: len(first)] == first
+    assert len(first) < len(retry) <= 6
+    assert retry == list(range(1, len(retry) + 1))
+    [played] = harness.retries()
+    assert played["merged"] == [str(n).zfill(21) for n in retry[len(first) :]]
+    # and no batch ever spans two windows or exceeds the batch size; every record is checkpointed once
+    windows = {p["window"]["start"] for p in harness.function.payloads if numbers(p) and 11 in numbers(p)}
+    assert windows == {"2020-12-09T07:06:00Z"}
+    assert all(11 not in batch or batch == [11] for batch in harness.function.batches())
+    assert all(len(batch) <= 6 for batch in harness.function.batches())
+    assert harness.delivery.checkpoint == "11".zfill(21)
+
+
+def test_records_taken_on_by_a_reordered_retry_still_come_in_order_the_first_time() -> None:
+    # "Records are always processed in order the first time."
+    harness = Adversarial(
+        AdversarialRetries(seed=4, merge=1.0, reorder=1.0, short_batches=1.0), batch_size=50, tumbling_window_seconds=0
+    )
+    harness.function.behaviour = fails_first(succeeds)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 41)]))
+    retry = harness.function.batches()[1]
+    merged = [int(sequence) for sequence in harness.retries()[0]["merged"]]
+    assert merged
+    assert [number for number in retry if number in merged] == sorted(merged)
+
+
+def test_a_retry_may_receive_a_fresh_state_instead_of_the_last_successful_one() -> None:
+    # given a first batch that succeeds and a second that fails once
+    harness = Adversarial(AdversarialRetries(seed=5, fresh_state=1.0), batch_size=1, tumbling_window_seconds=120)
+    harness.function.behaviour = fails_when(
+        lambda payload: numbers(payload) == [2] and not harness.journal and len(harness.function.payloads) == 2,
+        count_keys,
+    )
+    harness.delivery.deliver(in_window(1, 2))
+    states = [(numbers(p), p["state"]) for p in harness.function.payloads]
+    # then the retry of record 2 is handed an empty state, not {"key-1": 1}
+    assert states == [([1], {}), ([2], {"key-1": 1}), ([2], {})]
+    assert harness.retries()[0]["freshState"] == [True]
+
+
+def test_after_a_failure_the_window_may_end_early_and_continue_with_a_fresh_state() -> None:
+    # "isWindowTerminatedEarly: ... Subsequent invoke will continue the same window with a fresh state."
+    harness = Adversarial(AdversarialRetries(seed=6, terminate_early=1.0), batch_size=1, tumbling_window_seconds=120)
+    harness.function.behaviour = fails_when(
+        lambda payload: numbers(payload) == [2] and len(harness.function.payloads) == 2, count_keys
+    )
+    harness.delivery.deliver(in_window(1, 2))
+    summary = [
+        (numbers(p), p["isFinalInvokeForWindow"], p["isWindowTerminatedEarly"], p["state"], p["window"]["start"])
+        for p in harness.function.payloads
+    ]
+    assert summary == [
+        ([1], False, False, {}, "2020-12-09T07:04:00Z"),
+        ([2], False, False, {"key-1": 1}, "2020-12-09T07:04:00Z"),
+        ([], True, True, {"key-1": 1}, "2020-12-09T07:04:00Z"),
+        ([2], False, False, {}, "2020-12-09T07:04:00Z"),
+    ]
+    assert [entry["event"] for entry in harness.journal] == ["window terminated early", "retry"]
+
+
+def test_a_retried_final_invocation_may_receive_a_fresh_state() -> None:
+    harness = Adversarial(AdversarialRetries(seed=7, fresh_state=1.0), tumbling_window_seconds=120)
+    harness.delivery.deliver(in_window(1))
+    harness.function.behaviour = fails_first(count_keys)
+    harness.clock.moment = WINDOW_START + 120
+    assert harness.delivery.tick()
+    finals = [p["state"] for p in harness.function.payloads if p["isFinalInvokeForWindow"]]
+    assert finals == [{"key-1": 1}, {}]
+
+
+def test_a_retry_that_keeps_failing_is_given_up_with_every_record_after_the_checkpoint() -> None:
+    # given retries that merge newer records and are split, and a function that fails on record 3 forever
+    harness = Adversarial(
+        AdversarialRetries(seed=8, merge=1.0, split=1.0, short_batches=1.0), batch_size=8, maximum_retry_attempts=3
+    )
+    harness.function.behaviour = fails_when(lambda payload: 3 in numbers(payload), succeeds)
+    harness.delivery.deliver(records(*[(n, WINDOW_START) for n in range(1, 9)]))
+    # then the failure record starts right after the checkpoint and covers what the last retry held
+    reports = [failure["DDBStreamBatchInfo"] for failure in harness.failure_records]
+    first_report = reports[0]
+    assert int(first_report["startSequenceNumber"]) <= 3 <= int(first_report["endSequenceNumber"])
+    assert harness.failure_records[0]["requestContext"]["approximateInvokeCount"] >= 4
+    assert harness.delivery.checkpoint == "8".zfill(21)
+
+
+POLICIES = st.builds(
+    AdversarialRetries,
+    seed=st.integers(0, 2**16),
+    reorder=st.sampled_from([0.0, 0.5, 1.0]),
+    split=st.sampled_from([0.0, 0.5, 1.0]),
+    merge=st.sampled_from([0.0, 0.5, 1.0]),
+    fresh_state=st.sampled_from([0.0, 0.5]),
+    terminate_early=st.sampled_from([0.0, 0.3]),
+    short_batches=st.sampled_from([0.0, 0.5]),
+)
+
+
+@dataclass
+class Played:
+    """What a whole shard's delivery did, and every breach of the rules seen along the way."""
+
+    harness: Adversarial
+    violations: list[str]
+    final_checkpoint: int
+    dealt_with: set[int]
+
+
+def play(
+    policy: AdversarialRetries,
+    failure_seed: int = 0,
+    failure_rate: float = 0.3,
+    batch_size: int = 5,
+    window: int = 120,
+    bisect: bool = False,
+    report_items: bool = False,
+    retries: int = 50,
+    count: int = 30,
+) -> Played:
+    """Deliver ``count`` records, two seconds apart, to a function failing a share of its invocations with records
+    (sometimes by reporting one record), checking at every invocation what a retry may present and where the
+    checkpoint may be."""
+    harness = Adversarial(
+        policy,
+        batch_size=batch_size,
+        tumbling_window_seconds=window,
+        bisect_batch_on_function_error=bisect,
+        report_batch_item_failures=report_items and not window,
+        maximum_retry_attempts=retries,
+    )
+    chances = random.Random(failure_seed)
+    acknowledged: set[int] = set()
+    reported: set[int] = set()
+    seen: list[int] = []
+    violations: list[str] = []
+    checkpoints: list[int] = []
+
+    def dealt_with() -> set[int]:
+        for failure in harness.failure_records:
+            info = failure["DDBStreamBatchInfo"]
+            if info["startSequenceNumber"]:
+                reported.update(range(int(info["startSequenceNumber"]), int(info["endSequenceNumber"]) + 1))
+        return acknowledged | reported
+
+    def observe_checkpoint() -> int:
+        checkpoint = int(harness.delivery.checkpoint or 0)
+        # the checkpoint moves only over records that were in a successful invocation or were given up
+        if not set(range(1, checkpoint + 1)) <= dealt_with():
+            violations.append(f"checkpoint {checkpoint} passed records never acknowledged nor reported")
+        if checkpoints and checkpoint < checkpoints[-1]:
+            violations.append(f"checkpoint went back from {checkpoints[-1]} to {checkpoint}")
+        checkpoints.append(checkpoint)
+        return checkpoint
+
+    def function(payload: dict[str, Any]) -> Response:
+        checkpoint = observe_checkpoint()
+        presented = numbers(payload)
+        # a retry only re-presents records after the checkpoint
+        if any(number <= checkpoint for number in presented):
+            violations.append(f"{presented} presented at checkpoint {checkpoint}")
+        # "Records are always processed in order the first time."
+        new = [number for number in presented if number not in seen]
+        if new != sorted(new) or (new and seen and min(new) < max(seen)):
+            violations.append(f"first presentation out of order: {presented} after {seen}")
+        seen.extend(new)
+        if len(presented) > batch_size:
+            violations.append(f"{len(presented)} records in a batch of at most {batch_size}")
+        if presented and chances.random() < failure_rate:
+            if report_items and not window and chances.random() < 0.5:
+                # "Lambda uses the record with the lowest sequence number as the checkpoint": those below are done
+                failing = chances.choice(presented)
+                acknowledged.update(number for number in presented if number < failing)
+                return False, failing_items(failing)
+            return True, {"errorMessage": "boom"}
+        acknowledged.update(presented)
+        return count_keys(payload) if window else (False, None)
+
+    harness.function.behaviour = function
+    delivered = harness.delivery.deliver(records(*[(n, WINDOW_START + 2 * n) for n in range(1, count + 1)]))
+    if delivered != count:
+        violations.append(f"deliver dealt with {delivered} of {count} records")
+    harness.delivery.end_of_shard()
+    return Played(harness, violations, observe_checkpoint(), dealt_with())
+
+
+def test_every_liberty_is_taken_within_the_rules_when_all_are_switched_on() -> None:
+    # given every liberty always taken, windows of 10 s, and a function failing 40 % of its invocations with records
+    policy = AdversarialRetries(
+        seed=11, reorder=1.0, split=1.0, merge=1.0, fresh_state=1.0, terminate_early=0.5, short_batches=1.0
+    )
+    # when 60 records are delivered
+    played = play(policy, failure_seed=3, failure_rate=0.4, batch_size=8, window=10, count=60)
+    # then each liberty was taken at least once
+    journal = played.harness.journal
+    retries = played.harness.retries()
+    assert any(entry["reordered"] for entry in retries)
+    assert any(entry["split"] for entry in retries)
+    assert any(entry["merged"] for entry in retries)
+    assert any(any(entry["freshState"]) for entry in retries)
+    assert any(entry["event"] == "window terminated early" for entry in journal)
+    assert any(p["isWindowTerminatedEarly"] for p in played.harness.function.payloads)
+    # and the checkpoint never skipped nor repeated a record: every one was dealt with, up to the last
+    assert played.violations == []
+    assert played.final_checkpoint == 60
+    assert played.dealt_with >= set(range(1, 61))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    policy=POLICIES,
+    failure_seed=st.integers(0, 2**16),
+    failure_rate=st.sampled_from([0.0, 0.3, 0.6]),
+    batch_size=st.integers(1, 12),
+    window=st.sampled_from([0, 5, 120]),
+    bisect=st.booleans(),
+    report_items=st.booleans(),
+    retries=st.sampled_from([0, 2, 50]),
+    count=st.integers(1, 40),
+)
+def test_the_checkpoint_never_skips_or_repeats_a_record_whatever_the_retries(
+    policy: AdversarialRetries,
+    failure_seed: int,
+    failure_rate: float,
+    batch_size: int,
+    window: int,
+    bisect: bool,
+    report_items: bool,
+    retries: int,
+    count: int,
+) -> None:
+    # when a shard is delivered under any policy, failure pattern and mapping settings
+    played = play(policy, failure_seed, failure_rate, batch_size, window, bisect, report_items, retries, count)
+    # then the rules held throughout, and at the end every record was dealt with, up to the last one
+    assert played.violations == []
+    assert played.final_checkpoint == count
+    assert played.dealt_with >= set(range(1, count + 1))
+
+
+# -- the switch a test sets for a deployed stack ------------------------------------------------
+
+
+def test_a_switch_file_turns_a_functions_adversarial_retries_on_and_off(tmp_path: Path) -> None:
+    # given the switch files of the directory the emulator's environment names
+    switch = SwitchFiles(tmp_path, f"{FUNCTION_ARN}:$LATEST")
+    assert switch.policy() is None
+    # when a test writes the function's file, then the engine reads that policy
+    policy = AdversarialRetries(seed=3, reorder=1.0, merge=0.5)
+    switch_on(tmp_path, "aggregate", policy)
+    assert switch.policy() == policy
+    # and what the engine journals, the test reads back
+    switch.journal({"event": "retry", "reordered": True})
+    assert read_journal(tmp_path, "aggregate") == [{"event": "retry", "reordered": True}]
+    # when the file is removed, the retries are AWS's ordinary ones again
+    switch_off(tmp_path, "aggregate")
+    assert switch.policy() is None
+
+
+def test_without_the_environment_variable_there_is_no_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ADVERSARIAL_RETRIES_VARIABLE, raising=False)
+    switch = SwitchFiles(directory_from_environment(), FUNCTION_ARN)
+    assert switch.policy() is None
+    switch.journal({"event": "retry"})
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("{not json", "Expecting property name"),
+        ("[]", "expected a JSON object"),
+        ('{"reorder": 2}', "reorder must be a probability"),
+        ('{"reorder": true}', "reorder must be a probability"),
+        ('{"seed": "7"}', "seed must be an integer"),
+        ('{"reordered": 1}', "unknown keys ['reordered']"),
+    ],
+)
+def test_a_malformed_switch_file_is_reported_and_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, error: str
+) -> None:
+    (tmp_path / "aggregate.json").write_text(text)
+    with caplog.at_level(logging.ERROR):
+        assert SwitchFiles(tmp_path, FUNCTION_ARN).policy() is None
+    assert error in caplog.text
+    assert "switch file ignored" in caplog.text
+
+
+def test_both_emulators_are_launched_with_the_switch_directory(tmp_path: Path) -> None:
+    _argv, environment = ministack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
+    _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
+    assert "emulators/adversarial_retries.py" in localstack.HOOK_MODULES

@@ -32,10 +32,13 @@ def test_the_shipped_aggregator_has_no_fault_injection() -> None:
         assert not re.search(r"fault.?inject|injected.?fault|TEST_", sources[name], flags=re.IGNORECASE), name
 
 
-def load_wrapper(tmp_path: Path, rate: float, monkeypatch: pytest.MonkeyPatch, share: float = 0.5) -> Any:
+def load_wrapper(
+    tmp_path: Path, rate: float, monkeypatch: pytest.MonkeyPatch, share: float = 0.5, final_rate: float = 0.0
+) -> Any:
     """The faulty build unpacked, its wrapper imported with the shipped handler replaced by a recorder."""
     target = tmp_path / "task"
-    with zipfile.ZipFile(faulty_aggregator(SHIPPED, rate, tmp_path / "faulty.zip", processed_share=share)) as archive:
+    build_path = faulty_aggregator(SHIPPED, rate, tmp_path / "faulty.zip", processed_share=share, final_rate=final_rate)
+    with zipfile.ZipFile(build_path) as archive:
         archive.extractall(target)
     assert (target / f"{SHIPPED_MODULE}.py").read_text() == shipped_sources()["aggregator.py"]
     calls: list[dict[str, Any]] = []
@@ -90,3 +93,17 @@ def test_a_build_with_no_processed_share_fails_before_any_work(tmp_path: Path, m
     with pytest.raises(wrapper.InjectedFault):
         wrapper.lambda_handler(window_event([download_record(1, "song1")]), FakeLambdaContext())
     assert wrapper.calls == []
+
+
+def test_a_build_failing_final_invocations_fails_them_before_any_work_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a build whose window-final invocations all fail, and whose other invocations never do
+    wrapper = load_wrapper(tmp_path, 0.0, monkeypatch, final_rate=1.0)
+    batch = window_event([download_record(1, "song1")])
+    # when a batch and then the window's final invocation arrive
+    wrapper.lambda_handler(batch, FakeLambdaContext())
+    with pytest.raises(wrapper.InjectedFault):
+        wrapper.lambda_handler(window_event([], final=True), FakeLambdaContext())
+    # then the batch reached the shipped handler and the final invocation did not
+    assert wrapper.calls == [batch]

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from leaderboard_tools.emulators.adversarial_retries import ADVERSARIAL_RETRIES_VARIABLE, DIRECTORY_NAME
 from leaderboard_tools.file_lock import locked
 
 EXECUTOR_NAME = "process"
@@ -27,6 +28,7 @@ HOOK_MODULES = (
     "__init__.py",
     "emulators/__init__.py",
     "emulators/stream_mapping.py",
+    "emulators/adversarial_retries.py",
     "emulators/localstack_stream_mapping.py",
 )
 HOOKS_PYPROJECT = f"""[build-system]
@@ -152,6 +154,8 @@ def launch_spec(cache_dir: Path, port: int, state_dir: Path) -> tuple[list[str],
             "DYNAMODB_HEAP_SIZE": "1g",
             "LAMBDA_RUNTIME_EXECUTOR": EXECUTOR_NAME,
             "LAMBDA_PROCESS_EXECUTOR_PYTHON": str(cache_dir / "function-venv" / "bin" / "python"),
+            # Where tests switch the stream mapping's adversarial retries on, per function.
+            ADVERSARIAL_RETRIES_VARIABLE: str(state_dir / DIRECTORY_NAME),
         }
     )
     argv = [str(cache_dir / "localstack-venv" / "bin" / "python"), "-m", "localstack.runtime.main"]

@@ -3,7 +3,9 @@
 LocalStack 4.14.0 stores TumblingWindowInSeconds and ignores it. This LocalStack plugin, an
 ``on_infra_start`` hook that ``leaderboard_tools.emulators.localstack`` installs into LocalStack's
 own venv, gives such mappings a DynamoDB poller that hands each shard's filtered records to
-``stream_mapping.ShardDelivery``; mappings without a window keep LocalStack's own poller.
+``stream_mapping.ShardDelivery``, with the function's adversarial retries switch
+(``adversarial_retries.SwitchFiles``, off unless a test writes its file); mappings without a
+window keep LocalStack's own poller.
 It runs inside LocalStack's interpreter only.
 """
 
@@ -23,6 +25,7 @@ from localstack.services.lambda_.event_source_mapping.pollers.dynamodb_poller im
 from localstack.services.lambda_.event_source_mapping.pollers.sqs_poller import get_queue_url
 from localstack.utils.aws.arns import parse_arn
 
+from leaderboard_tools.emulators.adversarial_retries import SwitchFiles, directory_from_environment
 from leaderboard_tools.emulators.stream_mapping import (
     InvocationNotDelivered,
     MappingSettings,
@@ -98,6 +101,7 @@ class WindowedDynamoDBPoller(DynamoDBPoller):
         self._function_arn: str = sender.target_arn
         self.deliveries: dict[str, ShardDelivery] = {}
         self._insertion_times: dict[str, float] = {}
+        self._switch = SwitchFiles(directory_from_environment(), self._function_arn)
 
     def poll_events_from_shard(self, shard_id: str, shard_iterator: str) -> None:
         response = self.get_records(shard_iterator)
@@ -138,6 +142,8 @@ class WindowedDynamoDBPoller(DynamoDBPoller):
                 self._invoke,
                 self._send_failure_record,
                 insertion_time=self._insertion_time,
+                adversary=self._switch.policy,
+                journal=self._switch.journal,
             )
             if self._is_shutdown.is_set():
                 self.deliveries[shard_id].close()

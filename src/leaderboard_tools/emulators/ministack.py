@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from leaderboard_tools.emulators.adversarial_retries import ADVERSARIAL_RETRIES_VARIABLE, DIRECTORY_NAME
+
 
 def prepare(cache_dir: Path) -> None:
     """Nothing to provision: `make venv` installs MiniStack (the `emulator` extra) beside boto3."""
@@ -22,5 +24,7 @@ def launch_spec(cache_dir: Path, port: int, state_dir: Path) -> tuple[list[str],
         "BIND_HOST": "127.0.0.1",
         "LAMBDA_EXECUTOR": "local",
         "TMPDIR": str(state_dir),
+        # Where tests switch the stream mapping's adversarial retries on, per function.
+        ADVERSARIAL_RETRIES_VARIABLE: str(state_dir.resolve() / DIRECTORY_NAME),
     }
     return [sys.executable, "-m", "leaderboard_tools.emulators.ministack_server"], environment

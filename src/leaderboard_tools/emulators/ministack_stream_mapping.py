@@ -6,7 +6,8 @@ MaximumRecordAgeInSeconds only on failure. ``install`` makes its Lambda service 
 fields it drops, and replaces its DynamoDB-stream poller with one worker thread per mapping that
 reads the table's single shard (1,000 records a read, as many reads as a batch of up to 10,000
 needs), applies MiniStack's own filter matcher, gathers for the batching window and hands the
-records to ``stream_mapping.ShardDelivery``.
+records to ``stream_mapping.ShardDelivery``, with the function's adversarial retries switch
+(``adversarial_retries.SwitchFiles``, off unless a test writes its file).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ministack.core.arn import ArnParseError, parse_arn
 from ministack.core.responses import json_response, request_scope
 from ministack.services import dynamodb, dynamodb_streams, lambda_svc
 
+from leaderboard_tools.emulators.adversarial_retries import SwitchFiles, directory_from_environment
 from leaderboard_tools.emulators.stream_mapping import (
     Gathering,
     InvocationNotDelivered,
@@ -219,7 +221,16 @@ class _MappingWorker:
     def _delivery_for(self, mapping: dict[str, Any], source_arn: str) -> ShardDelivery:
         settings = MappingSettings.from_event_source_mapping(mapping, retry_interval_seconds=RETRY_INTERVAL_SECONDS)
         if self._delivery is None:
-            self._delivery = ShardDelivery(settings, SHARD_ID, source_arn, self._invoke, self._send_failure_record)
+            switch = SwitchFiles(directory_from_environment(), settings.function_arn)
+            self._delivery = ShardDelivery(
+                settings,
+                SHARD_ID,
+                source_arn,
+                self._invoke,
+                self._send_failure_record,
+                adversary=switch.policy,
+                journal=switch.journal,
+            )
             if self._stopped.is_set():
                 self._delivery.close()
         else:

@@ -6,6 +6,9 @@ follows the AWS Lambda Developer Guide (pages with-ddb, services-ddb-windows,
 services-ddb-batchfailurereporting, services-ddb-params, services-dynamodb-errors); the
 quotes below are from them. It knows nothing of either emulator: the caller reads and
 filters the shard, and passes in how to invoke the function and where failure records go.
+Retries re-send the failed batch (or its bisected halves) in order, unless an ``adversary`` is
+given and switched on: then they take the further liberties the guide allows
+(``adversarial_retries``).
 
 Standard library only: LocalStack imports it into its own interpreter.
 """
@@ -20,9 +23,11 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, Adversary, Journal, Source
 
 LOG = logging.getLogger(__name__)
 
@@ -160,6 +165,8 @@ class _Outcome:
     state: dict[str, Any] | None = None
     retry_from: int | None = None
     """Under ReportBatchItemFailures: index of the lowest reported record; records before it are done."""
+    reported: tuple[int, ...] = ()
+    """Under ReportBatchItemFailures: the indexes of every reported record."""
 
 
 def sequence_number(record: Record) -> str:
@@ -210,7 +217,11 @@ class ShardDelivery:
         send_failure_record: SendFailureRecord | None = None,
         clock: Clock | None = None,
         insertion_time: InsertionTime = approximate_creation_time,
+        adversary: Source | None = None,
+        journal: Journal | None = None,
     ) -> None:
+        """``adversary`` answers, whenever a batch starts or fails, the adversarial retries to play (None: AWS's
+        ordinary retries); ``journal`` receives one entry for each liberty taken."""
         self._settings = settings
         self.shard_id = shard_id
         self.stream_arn = stream_arn
@@ -218,6 +229,10 @@ class ShardDelivery:
         self._send_failure_record = send_failure_record
         self._clock = clock or SystemClock()
         self._insertion_time = insertion_time
+        self._adversary_source = adversary
+        self._adversary: Adversary | None = None
+        self._journal = journal
+        self._checkpoint: str | None = None
         self._window: _Window | None = None
         self._lock = threading.RLock()
         self._closed = threading.Event()
@@ -243,17 +258,33 @@ class ShardDelivery:
         window = self._window
         return None if window is None else (window.start, window.end)
 
+    @property
+    def checkpoint(self) -> str | None:
+        """The sequence number of the last record dealt with: every record up to it was in a successful
+        invocation, or discarded with a failure record. A retry re-presents only records after it."""
+        return self._checkpoint
+
     def deliver(self, records: Sequence[Record]) -> int:
         """Deliver records in order; block until each is checkpointed, discarded or folded into its window's state.
 
         Returns how many leading records were dealt with: all of them, unless ``close`` interrupted.
         """
         with self._lock:
+            records = list(records)
             done = 0
-            for batch in self._batches(records):
-                if self._closed.is_set() or not self._deliver_batch(batch):
+            while done < len(records) and not self._closed.is_set():
+                end = self._batch_end(records, done)
+                adversary = self._current_adversary()
+                if adversary is None:
+                    if not self._deliver_batch(records[done:end]):
+                        break
+                    done = end
+                    continue
+                end = done + adversary.first_delivery_size(end - done)
+                taken = self._deliver_adversarially(records, done, end, adversary)
+                if taken is None:
                     break
-                done += len(batch)
+                done = taken
             return done
 
     def tick(self) -> bool:
@@ -278,24 +309,24 @@ class ShardDelivery:
 
     # -- batching ------------------------------------------------------------------------------
 
-    def _batches(self, records: Sequence[Record]) -> Iterator[list[Record]]:
-        """Runs of at most BatchSize records and 6 MB; under a window, a batch never spans two windows."""
-        batch: list[Record] = []
+    def _batch_end(self, records: Sequence[Record], start: int) -> int:
+        """The end of the batch starting at ``start``: at most BatchSize records and 6 MB; under a window, a batch
+        never spans two windows."""
+        end = start
         batch_bytes = 0
         batch_window: int | None = None
-        for record in records:
+        while end < len(records):
+            record = records[end]
             record_window = self._window_start_of(record) if self._settings.windowed else None
             record_bytes = _payload_bytes(record)
-            full = len(batch) >= self._settings.batch_size
+            full = end - start >= self._settings.batch_size
             too_big = batch_bytes + record_bytes > self._settings.payload_limit_bytes
-            if batch and (full or too_big or record_window != batch_window):
-                yield batch
-                batch, batch_bytes = [], 0
+            if end > start and (full or too_big or record_window != batch_window):
+                break
             batch_window = record_window
-            batch.append(record)
             batch_bytes += record_bytes
-        if batch:
-            yield batch
+            end += 1
+        return end
 
     def window_end_of(self, record: Record) -> float | None:
         """The end of the tumbling window the record belongs to, or None without a window."""
@@ -353,6 +384,7 @@ class ShardDelivery:
             batch.last_function_error = outcome.function_error
             if outcome.succeeded:
                 pending.popleft()
+                self._checkpoint = sequence_number(batch.records[-1])
                 if self._settings.windowed and not self._absorb(outcome.state or {}, batch.records):
                     return False
                 continue
@@ -361,6 +393,8 @@ class ShardDelivery:
                 # lowest sequence number as the checkpoint. Lambda then retries all records starting from
                 # that checkpoint." With BisectBatchOnFunctionError too: "the batch is bisected at the
                 # returned sequence number and Lambda retries only the remaining records."
+                if outcome.retry_from > 0:
+                    self._checkpoint = sequence_number(batch.records[outcome.retry_from - 1])
                 batch.records = batch.records[outcome.retry_from :]
             elif self._settings.bisect_batch_on_function_error and len(batch.records) > 1:
                 # "For function errors, you can also configure the event source mapping to split a failed
@@ -403,13 +437,15 @@ class ShardDelivery:
             return {"Records": list(records)}
         return self._window_payload(list(records), final=False, terminated_early=False)
 
-    def _window_payload(self, records: list[Record], final: bool, terminated_early: bool) -> dict[str, Any]:
+    def _window_payload(
+        self, records: list[Record], final: bool, terminated_early: bool, fresh_state: bool = False
+    ) -> dict[str, Any]:
         window = self._window
         assert window is not None
         return {
             "Records": records,
             "window": {"start": _iso_seconds(window.start), "end": _iso_seconds(window.end)},
-            "state": copy.deepcopy(window.state),
+            "state": {} if fresh_state else copy.deepcopy(window.state),
             "shardId": self.shard_id,
             "eventSourceARN": self.stream_arn,
             "isFinalInvokeForWindow": final,
@@ -433,7 +469,7 @@ class ShardDelivery:
         if failed is None:
             return _Outcome(succeeded=False, function_error=False)
         if failed:
-            return _Outcome(succeeded=False, function_error=False, retry_from=min(failed))
+            return _Outcome(succeeded=False, function_error=False, retry_from=min(failed), reported=tuple(failed))
         return _Outcome(succeeded=True, function_error=False)
 
     def _absorb(self, state: dict[str, Any], records: Sequence[Record]) -> bool:
@@ -448,6 +484,215 @@ class ShardDelivery:
             # and the window's later records open it again with an empty state.
             return self._finish_window(terminated_early=True)
         return True
+
+    # -- adversarial retries ---------------------------------------------------------------------
+
+    def _current_adversary(self) -> Adversary | None:
+        """The adversary of the policy the source answers now; a new policy starts a new seeded generator."""
+        policy: AdversarialRetries | None = None if self._adversary_source is None else self._adversary_source()
+        if policy is None:
+            self._adversary = None
+        elif self._adversary is None or self._adversary.policy != policy:
+            self._adversary = Adversary(policy, self.shard_id)
+        return self._adversary
+
+    def _deliver_adversarially(self, records: list[Record], start: int, end: int, adversary: Adversary) -> int | None:
+        """Deliver ``records[start:end]`` first in order, then retry as ``adversary`` chooses; return the index
+        of the first record not dealt with (past any newer records a retry took on), None if ``close`` interrupted.
+
+        "Records are always processed in order the first time. If records are processed more than once, they
+        might be processed out of order." The checkpoint moves only over a run of records, from the checkpoint
+        on, that all were in successful invocations of the current attempt (or were discarded with a failure
+        record); a failed attempt leaves it, and the next one re-presents every record after it. Each failed
+        attempt counts towards MaximumRetryAttempts, split or not.
+        """
+        window_start = 0
+        if self._settings.windowed:
+            window_start = self._window_start_of(records[start])
+            moved_on = self._window is not None and self._window.start != window_start
+            if moved_on and not self._finish_window(terminated_early=False):
+                return None
+        pending = list(records[start:end])
+        taken = end
+        episode = _Batch(pending)
+        attempt = 0
+        delivered: set[str] = set()
+        while pending:
+            if self._closed.is_set():
+                return None
+            self._open_window(window_start)
+            pending = self._discard_expired_in_order(pending, episode)
+            if not pending:
+                break
+            if attempt == 0:
+                invocations, merged, reordered = [list(pending)], 0, False
+            else:
+                delivered_before = sum(1 for record in pending if sequence_number(record) in delivered)
+                newer = self._mergeable(records, taken, pending, window_start)
+                plan = adversary.plan_retry(pending, newer, delivered_before)
+                invocations, merged, reordered = plan.invocations, plan.merged, plan.reordered
+                pending += records[taken : taken + merged]
+                taken += merged
+                episode.records = pending
+            outcome = self._attempt(pending, invocations, adversary, window_start, episode)
+            if outcome is None:
+                return None
+            made, fresh_states, failed = outcome
+            delivered.update(sequence_number(record) for invocation in made for record in invocation)
+            if attempt > 0:
+                self._played(
+                    "retry",
+                    attempt=attempt,
+                    invocations=[[sequence_number(record) for record in invocation] for invocation in made],
+                    freshState=fresh_states,
+                    merged=[sequence_number(record) for record in records[taken - merged : taken]],
+                    reordered=reordered,
+                    split=len(invocations) > 1,
+                    succeeded=not failed,
+                )
+            attempt += 1
+            pending = [record for record in pending if self._checkpoint is None or _after(record, self._checkpoint)]
+            if not failed:
+                continue
+            episode.retries += 1
+            # "If the function receives the records but returns an error, Lambda retries until the records in the
+            # batch expire, exceed the maximum age, or reach the configured retry quota."
+            if self._settings.retries_exhausted(episode.retries):
+                self._report(RETRY_ATTEMPTS_EXHAUSTED, pending, episode)
+                break
+            if self._settings.windowed and adversary.chance(adversary.policy.terminate_early):
+                # "isWindowTerminatedEarly: ... Subsequent invoke will continue the same window with a fresh state."
+                self._played("window terminated early", checkpoint=self._checkpoint)
+                if not self._finish_window(terminated_early=True):
+                    return None
+            self._pause()
+        return taken
+
+    def _attempt(
+        self,
+        pending: list[Record],
+        invocations: list[list[Record]],
+        adversary: Adversary,
+        window_start: int,
+        episode: _Batch,
+    ) -> tuple[list[list[Record]], list[bool], bool] | None:
+        """Make the attempt's invocations until one fails; move the checkpoint over what they acknowledged.
+
+        Returns the invocations made, whether each was handed a fresh state, and whether one failed; None if
+        ``close`` interrupted.
+        """
+        position = {sequence_number(record): index for index, record in enumerate(pending)}
+        acknowledged: set[int] = set()
+        checkpointed = 0
+        made: list[list[Record]] = []
+        fresh_states: list[bool] = []
+        for invocation in invocations:
+            self._open_window(window_start)
+            retry = episode.invocations > 0
+            fresh = retry and self._settings.windowed and adversary.chance(adversary.policy.fresh_state)
+            payload = (
+                self._window_payload(list(invocation), False, False, fresh)
+                if self._settings.windowed
+                else {"Records": list(invocation)}
+            )
+            answer = self._invoke_delivered(payload)
+            if answer is None:
+                return None
+            made.append(invocation)
+            fresh_states.append(fresh)
+            outcome = self._judge(*answer, invocation)
+            episode.invocations += 1
+            episode.last_function_error = outcome.function_error
+            if outcome.succeeded:
+                acknowledged.update(position[sequence_number(record)] for record in invocation)
+            elif outcome.reported:
+                # "Lambda uses the record with the lowest sequence number as the checkpoint": the invocation's
+                # records below it are done.
+                lowest = min(position[sequence_number(invocation[index])] for index in outcome.reported)
+                acknowledged.update(
+                    position[sequence_number(record)]
+                    for record in invocation
+                    if position[sequence_number(record)] < lowest
+                )
+            checkpointed = self._checkpoint_over(pending, acknowledged, checkpointed)
+            if outcome.succeeded and self._settings.windowed:
+                window = self._window
+                assert window is not None
+                window.state = outcome.state or {}
+                # "If it exceeds that size, Lambda terminates the window early."
+                over_the_limit = len(json.dumps(window.state).encode()) > self._settings.state_limit_bytes
+                if over_the_limit and not self._finish_window(terminated_early=True):
+                    return None
+            if not outcome.succeeded:
+                return made, fresh_states, True
+        return made, fresh_states, False
+
+    def _checkpoint_over(self, pending: list[Record], acknowledged: set[int], checkpointed: int) -> int:
+        """Move the checkpoint over the leading run of acknowledged records; return the run's new length."""
+        while checkpointed in acknowledged:
+            record = pending[checkpointed]
+            self._checkpoint = sequence_number(record)
+            if self._window is not None:
+                self._window.records.add(record, self._arrival(record))
+            checkpointed += 1
+        return checkpointed
+
+    def _mergeable(self, records: list[Record], taken: int, pending: list[Record], window_start: int) -> list[Record]:
+        """The newer records a retry may take on: the next ones, of the same window, within BatchSize and 6 MB."""
+        room = self._settings.batch_size - len(pending)
+        budget = self._settings.payload_limit_bytes - sum(_payload_bytes(record) for record in pending)
+        newer: list[Record] = []
+        for record in records[taken:]:
+            if len(newer) >= room:
+                break
+            if self._settings.windowed and self._window_start_of(record) != window_start:
+                break
+            budget -= _payload_bytes(record)
+            if budget < 0:
+                break
+            newer.append(record)
+        return newer
+
+    def _discard_expired_in_order(self, pending: list[Record], episode: _Batch) -> list[Record]:
+        now = self._clock.now()
+        expired = 0
+        while expired < len(pending) and self._settings.too_old(now - self._arrival(pending[expired])):
+            expired += 1
+        if expired:
+            self._report(RECORD_AGE_EXCEEDED, pending[:expired], episode)
+        return pending[expired:]
+
+    def _open_window(self, window_start: int) -> None:
+        """The window the batch belongs to, opened again (with a fresh state) if it ended early meanwhile."""
+        if self._settings.windowed and self._window is None:
+            self._window = _Window(window_start, window_start + self._settings.tumbling_window_seconds)
+
+    def _invoke_delivered(self, payload: dict[str, Any]) -> tuple[bool, Any] | None:
+        """Invoke until the payload reaches the function (throttles do not count); None if ``close`` interrupted."""
+        while not self._closed.is_set():
+            try:
+                return self._invoke(payload)
+            except InvocationNotDelivered as reason:
+                LOG.warning("shard %s: batch not delivered, retrying: %s", self.shard_id, reason)
+                self._pause()
+        return None
+
+    def _played(self, event: str, **details: Any) -> None:
+        """One journal entry for a liberty taken, and a log line."""
+        window = self._window
+        entry = {
+            "event": event,
+            "shardId": self.shard_id,
+            "window": None if window is None else [_iso_seconds(window.start), _iso_seconds(window.end)],
+            "at": _iso_milliseconds(self._clock.now()),
+            **details,
+        }
+        LOG.info("shard %s: adversarial %s: %s", self.shard_id, event, json.dumps(details))
+        if self._journal is not None:
+            try:
+                self._journal(entry)
+            except Exception:
+                LOG.exception("shard %s: the journal entry could not be written", self.shard_id)
 
     # -- the end of a window -------------------------------------------------------------------
 
@@ -466,6 +711,7 @@ class ShardDelivery:
         window = self._window
         assert window is not None
         final = _Batch([])
+        fresh_state = False
         while True:
             if self._closed.is_set():
                 return False
@@ -473,7 +719,8 @@ class ShardDelivery:
                 self._report_window(RECORD_AGE_EXCEEDED, window, final)
                 break
             try:
-                outcome = self._judge(*self._invoke(self._window_payload([], True, terminated_early)), [])
+                payload = self._window_payload([], True, terminated_early, fresh_state)
+                outcome = self._judge(*self._invoke(payload), [])
             except InvocationNotDelivered as reason:
                 LOG.warning("shard %s: final invocation not delivered, retrying: %s", self.shard_id, reason)
                 self._pause()
@@ -486,6 +733,12 @@ class ShardDelivery:
             if self._settings.retries_exhausted(final.retries):
                 self._report_window(RETRY_ATTEMPTS_EXHAUSTED, window, final)
                 break
+            # The guide documents a retry "with the previous state" nowhere for a final invocation; a fresh
+            # one is left open.
+            adversary = self._current_adversary()
+            fresh_state = adversary is not None and adversary.chance(adversary.policy.fresh_state)
+            if adversary is not None:
+                self._played("final invocation retried", freshState=fresh_state, terminatedEarly=terminated_early)
             self._pause()
         # "After processing, the window completes and your final invocation completes, and then the state is dropped."
         self._window = None
@@ -499,6 +752,8 @@ class ShardDelivery:
             span.add(record, self._arrival(record))
             if self._window is not None:
                 self._window.records.add(record, self._arrival(record))
+        if records:
+            self._checkpoint = sequence_number(records[-1])
         self._send(condition, span, batch)
 
     def _report_window(self, condition: str, window: _Window, final: _Batch) -> None:
@@ -560,6 +815,11 @@ class ShardDelivery:
                 settings.parallelization_factor,
                 self.shard_id,
             )
+
+
+def _after(record: Record, checkpoint: str) -> bool:
+    """Whether the record comes after the checkpoint in the shard (sequence numbers compare as numbers)."""
+    return int(sequence_number(record)) > int(checkpoint)
 
 
 def _payload_bytes(record: Record) -> int:

@@ -1,0 +1,154 @@
+"""A window given up: its final invocation fails past MaximumRetryAttempts, then `recover` makes the counts exact.
+
+"Tumbling windows fully support the existing retry policies maxRetryAttempts and maxRecordAge" (Lambda
+Developer Guide): a final invocation that keeps failing is given up like a batch, and its records are
+named in an on-failure record in the failure queue. A faulty build of the shipped aggregator fails
+the final invocations (in per_batch, every invocation: otherwise the batches already counted
+everything); the shipped build is then deployed again and `recover` answers the failure queue.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from leaderboard_tools.aws import Clients
+from leaderboard_tools.leaderboard import poll_until
+from leaderboard_tools.loadgen import write_items
+from leaderboard_tools.observe import log_lines
+from leaderboard_tools.settings import REPOSITORY, Endpoint
+from tests.acceptance.conftest import FaultBuilds, differences, downloads, recount, stack, stored
+
+
+def failure_queue(aws: Clients, queue_url: str) -> list[dict[str, Any]]:
+    """Every message body in the failure queue, left there (peeked, made visible again at once)."""
+    bodies: list[dict[str, Any]] = []
+    handles: list[str] = []
+    for _ in range(10):
+        messages = aws.sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+            "Messages", []
+        )
+        if not messages:
+            break
+        bodies += [json.loads(message["Body"]) for message in messages]
+        handles += [message["ReceiptHandle"] for message in messages]
+    for handle in handles:
+        aws.sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    return bodies
+
+
+def given_up(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The mapping's own on-failure records (DDBStreamBatchInfo)."""
+    return [body for body in bodies if "DDBStreamBatchInfo" in body]
+
+
+def window_given_up(bodies: list[dict[str, Any]], downloads_in_window: int) -> dict[str, Any] | None:
+    """The on-failure record of the whole window (a bisected batch's names one record only)."""
+    return next(
+        (
+            body
+            for body in given_up(bodies)
+            if body["DDBStreamBatchInfo"]["batchSize"] == downloads_in_window
+            and body["requestContext"]["condition"] == "RetryAttemptsExhausted"
+        ),
+        None,
+    )
+
+
+def start_of_a_window(seconds: int) -> None:
+    """Wait until half a second into a tumbling window, so that writes made now all fall into it."""
+    time.sleep((0.5 - time.time()) % seconds)
+
+
+def final_invocation_faults(aws: Clients, log_group: str) -> int:
+    return sum(
+        1
+        for line in log_lines(aws, log_group)
+        if line.get("message") == "test-only fault injected" and line.get("final_invocation")
+    )
+
+
+def recover(table: str, queue_url: str) -> dict[str, Any]:
+    """The host tool, as an operator runs it."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "leaderboard_tools",
+            "recover",
+            "--table",
+            table,
+            "--queue-url",
+            queue_url,
+            "--settle-seconds",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPOSITORY,
+    )
+    assert result.returncode == 0, f"recover exited {result.returncode}: {result.stdout}\n{result.stderr}"
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("aggregate_writes", "record_fault_rate", "count"),
+    [("per_batch", 1.0, 6), ("per_window", 0.0, 12)],
+    ids=["per_batch, every invocation failing", "per_window, final invocations failing"],
+)
+def test_a_window_given_up_is_made_exact_by_recover(
+    endpoint: Endpoint,
+    aws: Clients,
+    fault_builds: FaultBuilds,
+    aggregate_writes: str,
+    record_fault_rate: float,
+    count: int,
+) -> None:
+    # given a build whose final invocations always fail before any work (per_batch: every invocation does),
+    # and one retry
+    failing = str(fault_builds.faulty(record_fault_rate, processed_share=0, final_rate=1.0))
+    retries, window = 1, 5
+    with stack(
+        endpoint,
+        "given-up",
+        batch_size=10,
+        tumbling_window_in_seconds=window,
+        maximum_retry_attempts=retries,
+        aggregate_writes=aggregate_writes,
+        aggregator_package_path=failing,
+    ) as (deployment, outputs):
+        table, queue_url = outputs["table_name"], outputs["failure_queue_url"]
+        log_group = outputs["aggregator_log_group_name"]
+        # when downloads arrive in one window (one BatchWriteItem), and its final invocation fails past its retries
+        written = downloads(f"given-up-{aggregate_writes}", count, seed=1403)
+        start_of_a_window(window)
+        write_items(aws.dynamodb, table, [download.as_item() for download in written])
+        record = poll_until(
+            lambda: window_given_up(failure_queue(aws, queue_url), count),
+            timeout=180,
+            interval=3,
+            describe="the window given up, its on-failure record in the failure queue",
+        )
+        # then the window really was given up, after 1 + retries final invocations, with counts at stake
+        assert record["requestContext"]["approximateInvokeCount"] == 1 + retries
+        faults = poll_until(
+            lambda: final_invocation_faults(aws, log_group) >= 1 + retries and final_invocation_faults(aws, log_group),
+            timeout=30,
+            describe="the final invocations' faults in the log",
+        )
+        assert faults == 1 + retries
+        assert differences(stored(aws, table), recount(written)) != {}
+        # when the shipped aggregator is deployed again, and recover answers the failure queue
+        deployment.variables.pop("aggregator_package_path")
+        deployment.apply()
+        report = recover(table, queue_url)
+        # then every aggregate equals the recount of the downloads written
+        assert differences(stored(aws, table), recount(written)) == {}, report
+        # and the on-failure records are gone, answered
+        assert given_up(failure_queue(aws, queue_url)) == []
