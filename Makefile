@@ -19,7 +19,7 @@ STAMP := $(VENV)/.installed
 help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
-	@echo "make test-model  more of the stream model's random histories (MODEL_HISTORIES, default 20000 here)"
+	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
 	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
@@ -59,9 +59,12 @@ export MODEL_HISTORIES
 test-unit: build $(STAMP)
 	$(BIN)/python -m pytest $(UNIT_TESTS)
 
+# The stream model at length: 20,000 histories of the shipped aggregator in 8 chunks over two workers,
+# and a longer search for each guard's breaking history.
 test-model: MODEL_HISTORIES = 20000
 test-model: $(STAMP)
-	$(BIN)/python -m pytest tests/unit/test_exactly_once.py -q
+	MODEL_CHUNKS=4 MODEL_GUARD_HISTORIES=2000 $(BIN)/python -m pytest -q -n 2 --dist load --durations=10 \
+		tests/unit/test_exactly_once.py tests/unit/test_guard_mutations.py tests/unit/test_naive_designs.py
 
 # The README's test command: unit tests, then the acceptance suite. Stops the emulator only if this run started it.
 test: build $(STAMP)

@@ -261,7 +261,11 @@ def process_delivery(
     if shard is None:
         return _response(delivery, None, None, report), report
     must_catch_up = delivery.is_final or delivery.is_direct or delivery.terminated_early
+    highest_delivered = delivered[-1] if delivered and not delivery.is_direct else None
     if not must_catch_up and (settings.aggregate_writes == PER_WINDOW or bound is None):
+        if highest_delivered is not None:
+            _progress_of(deps, shard, delivery)
+            deps.progress.note_delivered(shard, highest_delivered)
         report.caught_up = True
         return _response(delivery, shard, bound, report), report
 
@@ -273,11 +277,17 @@ def process_delivery(
             remaining_ms() > settings.deadline_margin_ms + write_reserve_ms
         )
 
-    progress = deps.progress.read(shard)
-    if not progress.exists:
-        facts = _shard_facts(deps, shard)
-        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
+    try:
+        progress = _progress_of(deps, shard, delivery)
+    except ClientError as error:
+        if not delivery.is_direct or error.response.get("Error", {}).get("Code") not in GONE:
+            raise
+        return _gone(deps, delivery, shard, Progress(), report), report
     report.checkpoint_before = progress.checkpoint
+    if not delivery.is_direct and (delivery.is_final or delivery.terminated_early) and progress.delivered_high:
+        # A fresh state (a retry, an early end) forgets what the window delivered; the progress table does not.
+        bound = max(bound or progress.delivered_high, progress.delivered_high)
+        report.bound = bound
     parent = _parent_to_drain(deps, shard, progress)
     if parent is not None:
         _drain(deps, settings, parent, remaining_ms, keep_reading, report)
@@ -286,7 +296,12 @@ def process_delivery(
         report.caught_up = True
         _report_unconfirmed(deps, delivery, progress, None, report)
         return _response(delivery, shard, bound, report), report
-    catchup = _catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+    try:
+        catchup = _catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+    except ClientError as error:
+        if not delivery.is_direct or error.response.get("Error", {}).get("Code") not in GONE:
+            raise
+        return _gone(deps, delivery, shard, progress, report), report
     _report_unconfirmed(deps, delivery, progress, catchup.read, report)
     report.checkpoint_after = _advance(deps, catchup)
     report.shard_ended = catchup.read.shard_ended
@@ -294,6 +309,8 @@ def process_delivery(
         report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
     )
     report.caught_up = catchup.held_back_from is None and (bound is None or reached)
+    if not report.caught_up and highest_delivered is not None:
+        deps.progress.note_delivered(shard, highest_delivered)
     claimed_beyond_the_tip = delivery.is_direct and catchup.read.at_tip and catchup.held_back_from is None
     if not report.caught_up and must_catch_up and not claimed_beyond_the_tip:
         raise AggregatesNotWritten(
@@ -301,6 +318,28 @@ def process_delivery(
             report,
         )
     return _response(delivery, shard, bound, report), report
+
+
+def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Progress:
+    """The shard's progress; its item created the first time the shard is seen (first sequence, parent, genesis)."""
+    progress = deps.progress.read(shard)
+    if not progress.exists:
+        facts = _shard_facts(deps, shard)
+        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
+    return progress
+
+
+def _gone(
+    deps: Dependencies, delivery: Delivery, shard: ShardRef, progress: Progress, report: BatchReport
+) -> dict[str, Any]:
+    """A direct invocation of a shard the stream no longer holds: what it named cannot be read, so it is recounted."""
+    gap = _gap_message(shard, progress, None, None)
+    gap["throughSequenceNumber"] = delivery.through_sequence
+    report.trimmed = gap
+    if not deps.send_failures([gap]):
+        report.unreported += 1
+    report.caught_up = False
+    return _response(delivery, shard, None, report)
 
 
 def _response(delivery: Delivery, shard: ShardRef | None, high: str | None, report: BatchReport) -> dict[str, Any]:

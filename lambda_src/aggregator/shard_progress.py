@@ -29,6 +29,9 @@ CHECKPOINT_SEQUENCE = "CheckpointSequence"
 RESUME_AT = "ResumeAt"
 """A sequence number (as the stream spells it) to read *from* while the checkpoint is below it: the shard's
 first record before anything is counted, or the first record after a reported trimmed gap."""
+DELIVERED_HIGH = "DeliveredHigh"
+"""The highest sequence number (padded) the mapping has delivered: a final invocation with a fresh state and no records
+reads through it, so a window whose state was lost is still read whole before Lambda moves on."""
 FIRST_SEEN = "FirstSeenAt"
 GENESIS = "Genesis"
 """A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
@@ -47,6 +50,7 @@ class Progress:
     """The same sequence number as the stream spells it."""
     checkpoint_created: int | None = None
     resume_at: str | None = None
+    delivered_high: str | None = None
     ended: bool = False
     parent_shard_id: str | None = None
     exists: bool = False
@@ -207,6 +211,24 @@ class ProgressStore:
         self._cache.pop(shard_key(shard), None)
         return True
 
+    def note_delivered(self, shard: ShardRef, high: str) -> None:
+        """Remember (upwards only) the highest sequence the mapping delivered: a final invocation reads that far."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self.key(shard),
+                UpdateExpression="SET #delivered = :high",
+                ConditionExpression=(
+                    "attribute_exists(#key) AND (attribute_not_exists(#delivered) OR #delivered < :high)"
+                ),
+                ExpressionAttributeNames={"#delivered": DELIVERED_HIGH, "#key": "ShardKey"},
+                ExpressionAttributeValues={":high": {"S": high}},
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        self._cache.pop(shard_key(shard), None)
+
     def resume_after_gap(self, shard: ShardRef, first_readable: str) -> None:
         """After a reported trimmed gap: read on from the first record still in the stream, never before it."""
         try:
@@ -272,11 +294,13 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
     if isinstance(checkpoint, str) and not isinstance(sequence, str):
         sequence = checkpoint.lstrip("0") or "0"
     resume = item.get(RESUME_AT, {}).get("S")
+    delivered = item.get(DELIVERED_HIGH, {}).get("S")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
         checkpoint_created=int(created) if isinstance(created, str) and created.isdigit() else None,
         resume_at=resume if isinstance(resume, str) else None,
+        delivered_high=delivered if isinstance(delivered, str) else None,
         ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
         exists=True,

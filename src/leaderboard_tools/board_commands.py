@@ -1,12 +1,10 @@
 """Leaderboards for people: `top`, `rank` and `all` invoke the deployed query function and print its answer.
 
 The function is the module's `<name>-query` beside the table `<name>-downloads` (`--table`), or
-named (`--function`). The client is boto3's standard session, as every AWS SDK configures it
-(credentials, profile, region); an endpoint only when one is given: `--endpoint-url`, or the
-SDKs' own `AWS_ENDPOINT_URL` ("When specified directly within a profile or as an environment
-variable, this setting specifies the endpoint that is used for all service requests", AWS SDKs and
-Tools Reference Guide, *Service-specific endpoints*), which botocore reads itself. So the same
-command reads a stack on AWS or on an emulator.
+named (`--function`): invoking it is all a person needs the permission for. The client is the
+operator tools' (`operator_aws.py`): boto3's standard session, an endpoint only when one is given
+(`--endpoint-url`, or the SDKs' own `AWS_ENDPOINT_URL`), so the same command reads a stack on AWS
+or on an emulator.
 
 On a terminal the answer is an aligned table; `--json` prints the query contract's response
 unchanged (`all` prints each page's response, one per line). The query function checks every
@@ -22,8 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from leaderboard_tools.deployment import QUERY_SUFFIX
+
 TABLE_SUFFIX = "-downloads"
-QUERY_SUFFIX = "-query"
 """The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
 PERIODS = ("hour", "day", "week", "month", "year", "all")
 COUNT_FIELD = "downloadCount"
@@ -55,21 +54,13 @@ def query_function_of(table: str) -> str:
 
 
 def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:
-    """Lambda client of boto3's standard session; read timeout past the query function's own (10 s by default)."""
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import NoRegionError, ProfileNotFound
+    """The operator tools' Lambda client (boto3's standard session; reads wait past any function's timeout)."""
+    from leaderboard_tools.operator_aws import OperatorSetupError, operator_clients
 
     try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-        options: dict[str, Any] = {"config": Config(retries={"mode": "standard", "max_attempts": 3}, read_timeout=910)}
-        if endpoint_url:
-            options["endpoint_url"] = endpoint_url
-        return session.client("lambda", **options)
-    except ProfileNotFound as error:
+        return operator_clients(profile, region, endpoint_url).lambda_
+    except OperatorSetupError as error:
         raise CommandError(str(error)) from error
-    except NoRegionError as error:
-        raise CommandError("no AWS region: pass --region, set AWS_REGION, or use a profile that has one") from error
 
 
 def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any]:

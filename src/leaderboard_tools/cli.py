@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools import board_commands, emulator
 from leaderboard_tools.settings import endpoint_from_environment
@@ -154,20 +157,40 @@ def command_size(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def command_rekey(arguments: argparse.Namespace) -> int:
-    from rich.progress import Progress
+EXIT_EXACT = 0
+EXIT_ERROR = 1
+EXIT_DIFFERENCES = 3
+"""Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps."""
+EXIT_PENDING = 4
+"""What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict. Run again later."""
 
-    from leaderboard_tools.aws import clients
+
+def operator_setup(arguments: argparse.Namespace) -> tuple[Any, Any]:
+    """boto3's session (profile, region, endpoint only if given) and the deployment read from --table."""
+    from leaderboard_tools.deployment import NAME_FLAGS, Overrides, discover
+    from leaderboard_tools.operator_aws import operator_clients
+
+    aws = operator_clients(arguments.profile, arguments.region, arguments.endpoint_url)
+    names = {name: value for name in NAME_FLAGS if (value := getattr(arguments, f"{name}_attribute", None)) is not None}
+    overrides = Overrides(
+        names=names,
+        leaderboard_shards=getattr(arguments, "shards", None) if arguments.command != "rekey" else None,
+        failure_queue_url=getattr(arguments, "queue_url", None),
+        progress_table=arguments.progress_table,
+    )
+    return aws, discover(aws, arguments.table, overrides)
+
+
+def command_rekey(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.deployment import check_layout
     from leaderboard_tools.rekey import rekey
 
-    dynamodb = clients(endpoint_from_environment()).dynamodb
-    with Progress(transient=True) as progress:
-        task = progress.add_task("Moving aggregates", total=None)
-        report = rekey(
-            dynamodb, arguments.table, arguments.shards, on_progress=lambda done: progress.advance(task, done)
-        )
+    aws, deployment = operator_setup(arguments)
+    check_layout(deployment, arguments.shards)
+    with progress_of("Moving aggregates", shown=sys.stderr.isatty()) as on_progress:
+        report = rekey(aws.dynamodb, arguments.table, arguments.shards, names=deployment.names, on_progress=on_progress)
     print(json.dumps(vars(report)))
-    return 0 if not report.failed else 1
+    return EXIT_EXACT if not report.failed else EXIT_ERROR
 
 
 @contextmanager
@@ -180,52 +203,85 @@ def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]
         yield lambda done: progress.advance(task, done)
 
 
-def command_reconcile(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.aws import clients
-    from leaderboard_tools.reconcile import Reconciler, ReconcileRefused
+def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
+    if refused or any(d.state in ("differs", "ttl") for d in differences):
+        return EXIT_DIFFERENCES
+    if any(not d.repaired for d in differences):
+        return EXIT_PENDING
+    return EXIT_EXACT
 
+
+def command_reconcile(arguments: argparse.Namespace) -> int:
+    from leaderboard_tools.reconcile import Reconciler
+
+    aws, deployment = operator_setup(arguments)
     songs = [song for song in (arguments.songs or "").split(",") if song] or None
     with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
         reconciler = Reconciler(
-            clients(endpoint_from_environment()).dynamodb,
-            arguments.table,
-            settle_seconds=arguments.settle_seconds,
-            leaderboard_shards=arguments.shards,
-            on_progress=on_progress,
+            aws, deployment, stream_budget_seconds=arguments.stream_budget_seconds, on_progress=on_progress
         )
-        try:
-            report = reconciler.run(arguments.month, songs, repair=arguments.repair)
-        except ReconcileRefused as refusal:
-            print(f"refused: {refusal}", file=sys.stderr)
-            return 2
+        run = reconciler.run({arguments.month: songs}, repair=arguments.repair)
+    report = run.month(arguments.month)
     if arguments.json:
-        print(json.dumps(report.as_json()))
+        print(json.dumps(report.as_json() | ({"stream": run.stream.as_json()} if run.stream else {})))
     else:
-        print(f"{arguments.month}: {report.aggregates} aggregates, {report.downloads} downloads recounted")
+        print(
+            f"{arguments.month}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
+            f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
+        )
+        if report.refused:
+            print(f"  refused: {report.refused}")
         for difference in report.differences:
-            state = "repaired" if difference.repaired else (difference.reason or "differs")
+            state = difference.state + (f": {difference.reason}" if difference.reason else "")
             print(f"  {difference.entity_id}: stored {difference.stored}, recounted {difference.recounted} ({state})")
-    return 2 if arguments.repair and not report.repaired else 0
+    return reconcile_exit_code(report.differences, report.refused is not None)
 
 
 def command_recover(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.aws import clients
-    from leaderboard_tools.leaderboard_layout import AttributeNames
+    from leaderboard_tools.deployment import DeploymentError
     from leaderboard_tools.reconcile import Reconciler
     from leaderboard_tools.recover import recover
 
-    aws = clients(endpoint_from_environment())
+    aws, deployment = operator_setup(arguments)
+    if not deployment.failure_queue_url:
+        raise DeploymentError("the deployment names no failure queue (FAILURE_QUEUE_URL): pass --queue-url")
     with progress_of("Reading items", shown=sys.stderr.isatty()) as on_progress:
         reconciler = Reconciler(
-            aws.dynamodb,
-            arguments.table,
-            settle_seconds=arguments.settle_seconds,
-            leaderboard_shards=arguments.shards,
-            on_progress=on_progress,
+            aws, deployment, stream_budget_seconds=arguments.stream_budget_seconds, on_progress=on_progress
         )
-        report = recover(aws.sqs, aws.dynamodbstreams, reconciler, arguments.queue_url, AttributeNames())
+        report = recover(aws, deployment, reconciler, deployment.failure_queue_url)
     print(json.dumps(report.as_json()))
-    return 2 if report.kept else 0
+    if not report.kept:
+        return EXIT_EXACT
+    return EXIT_PENDING if report.pending else EXIT_DIFFERENCES
+
+
+def month_argument(text: str) -> str:
+    from leaderboard_tools.reconcile import MONTH_KEY
+
+    if not MONTH_KEY.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM")
+    return text
+
+
+def add_operator_arguments(command: argparse.ArgumentParser) -> None:
+    """What every operator tool takes: the table, where AWS is, and settings that stand in for the deployment's."""
+    from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
+
+    command.add_argument("--table", required=True, help="the module's table, <name>-downloads")
+    where = command.add_argument_group("AWS (boto3's credential chain; an endpoint only if given)")
+    where.add_argument("--profile", help="a profile of the shared AWS config files")
+    where.add_argument("--region", help="default: the profile's or AWS_REGION")
+    where.add_argument(
+        "--endpoint-url", help="send every request there (also AWS_ENDPOINT_URL); default: AWS's regional endpoints"
+    )
+    settings = command.add_argument_group(
+        "deployment settings: read from the table's aggregator; a flag fills what cannot be read and must "
+        "agree with what can"
+    )
+    for name, flag in NAME_FLAGS.items():
+        settings.add_argument(flag, dest=f"{name}_attribute", help=f"the aggregator's {NAME_VARIABLES[name]}")
+    settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
 
 
 def command_release(arguments: argparse.Namespace) -> int:
@@ -292,31 +348,34 @@ def main(argv: list[str] | None = None) -> int:
     size.set_defaults(handler=command_size)
 
     move = commands.add_parser("rekey", help="move every aggregate to the index partitions of a leaderboard layout")
-    move.add_argument("--table", required=True)
-    move.add_argument("--shards", type=int, required=True, help="the new leaderboard_shards")
+    add_operator_arguments(move)
+    move.add_argument("--shards", type=int, required=True, help="the new leaderboard_shards (as deployed)")
     move.set_defaults(handler=command_rekey)
 
     for name, summary in (
-        ("reconcile", "recount a month's aggregates from the downloads; --repair fixes settled differences"),
-        ("recover", "recount what the failure queue's messages touch, then delete the messages"),
+        (
+            "reconcile",
+            "recount a month's aggregates from the downloads; --repair fixes those nothing in flight changes",
+        ),
+        ("recover", "make exact what the failure queue's messages name, then delete them"),
     ):
         command = commands.add_parser(name, help=summary)
-        command.add_argument("--table", required=True, help="the module's table, <name>-downloads")
-        command.add_argument("--shards", type=int, default=1, help="leaderboard_shards (placement of new aggregates)")
+        add_operator_arguments(command)
+        command.add_argument("--shards", type=int, help="leaderboard_shards; default: the aggregator's")
         command.add_argument(
-            "--settle-seconds",
+            "--stream-budget-seconds",
             type=float,
-            default=90,
-            help="repair only what did not move for this long (default 90: more than a tumbling window of 60 s)",
+            default=300,
+            help="longest read of one stream shard when checking for downloads in flight (default 300)",
         )
         if name == "reconcile":
-            command.add_argument("--month", required=True, help="YYYY-MM")
+            command.add_argument("--month", required=True, type=month_argument, help="YYYY-MM")
             command.add_argument("--songs", help="comma-separated song ids (default: every song of the month)")
             command.add_argument("--repair", action="store_true")
             command.add_argument("--json", action="store_true")
             command.set_defaults(handler=command_reconcile)
         else:
-            command.add_argument("--queue-url", required=True, help="the module's failure queue")
+            command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
             command.set_defaults(handler=command_recover)
 
     checks = commands.add_parser(
@@ -336,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         return arguments.handler(arguments)
     except (emulator.EmulatorError, RuntimeError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
+    except (BotoCoreError, ClientError) as error:
+        print(f"error: AWS: {error}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

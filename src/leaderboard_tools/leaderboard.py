@@ -51,12 +51,8 @@ def index_ranking(
             "ExpressionAttributeValues": {":month": {"S": partition}},
             "ScanIndexForward": False,
         }
-        while True:
-            page = dynamodb.query(**parameters)
+        for page in dynamodb.get_paginator("query").paginate(**parameters):
             ranking.extend((item["songID"]["S"], int(item["DownloadCount"]["N"])) for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     return sorted(ranking, key=lambda entry: (-entry[1], entry[0].encode()))
 
 

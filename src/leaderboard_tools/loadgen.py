@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from leaderboard_tools.leaderboard_layout import month_of
+
 BATCH_WRITE_LIMIT = 25
 
 
@@ -24,11 +26,8 @@ ZONES = (
 
 
 def utc_month(timestamp: str) -> str:
-    """The UTC month of an ISO 8601 timestamp (no offset: UTC): the month a download counts in."""
-    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return f"{moment.year:04d}-{moment.month:02d}"
+    """The UTC month a download counts in (no offset: UTC), as the aggregator derives it."""
+    return month_of(timestamp)
 
 
 @dataclass(frozen=True)

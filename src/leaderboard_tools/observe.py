@@ -17,8 +17,7 @@ def log_lines(aws: Clients, log_group: str, since_ms: int | None = None) -> list
     parameters: dict[str, Any] = {"logGroupName": log_group}
     if since_ms is not None:
         parameters["startTime"] = since_ms
-    while True:
-        page = aws.logs.filter_log_events(**parameters)
+    for page in aws.logs.get_paginator("filter_log_events").paginate(**parameters):
         for event in page.get("events", []):
             if since_ms is not None and event.get("timestamp", since_ms) < since_ms:
                 continue
@@ -28,19 +27,12 @@ def log_lines(aws: Clients, log_group: str, since_ms: int | None = None) -> list
                         lines.append(json.loads(text))
                     except ValueError:
                         continue
-        if not page.get("nextToken"):
-            return lines
-        parameters["nextToken"] = page["nextToken"]
+    return lines
 
 
 def scan_all(aws: Clients, **parameters: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    while True:
-        page = aws.dynamodb.scan(**parameters)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    pages = aws.dynamodb.get_paginator("scan").paginate(**parameters)
+    return [item for page in pages for item in page.get("Items", [])]
 
 
 def aggregator_invocations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

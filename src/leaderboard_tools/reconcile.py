@@ -1,48 +1,99 @@
-"""Recount a month's aggregates from the raw downloads, report the differences, and repair them safely.
+"""Recount aggregates from the raw downloads, report the differences, and repair those no record in flight can change.
 
-The truth is the download items in the table, counted in their UTC month. A stored count can
-differ from it when the stream mapping gave up on records (they are in the failure queue), when
-someone edited an aggregate, or for a moment while downloads are still on their way through the
-stream. So a repair touches only a *settled* aggregate: one whose count and watermarks did not
-move, and whose recount did not change, between a snapshot taken before the recount and one
-taken `settle_seconds` after it (longer than the mapping takes to deliver: the tumbling window
-plus a margin). Each repair is one conditional UpdateItem on the count and every watermark it
-read, so it cannot overwrite an update the aggregator made meanwhile; an aggregate that moved is
-reported as live and left for the next run.
+The truth is the download items in the table, counted in their UTC month (the aggregator's own
+month parser, `leaderboard_layout.month_of`). A stored count can differ from it when someone
+edited an aggregate, when records were trimmed from the stream before the aggregator read them,
+or while downloads are still on their way through the stream (a lagging mapping: up to the
+stream's 24-hour retention). The repair therefore proves, aggregate by aggregate, that nothing is
+in flight before it writes:
 
-With time-to-live on the download items, expired downloads are gone from the table but counted
-in their aggregates: a recount then understates. A month with a download whose expiry time has
-passed is refused, and no repair ever lowers a count while the table has TTL.
+1. *Snapshot*: every aggregate of the months (count, watermarks, recount fence), read before the
+   recount starts, so whatever it counts was in the table when the recount began.
+2. *Recount* with consistent reads (parallel scan segments, or a Query per song), one counter per
+   segment, merged: memory grows with songs, not downloads. Its end T is the later of this
+   machine's clock and DynamoDB's own `Date` header; the fence F is T plus a 60-second clock margin.
+3. *In flight*: every shard of the table's current stream not marked `ShardEnded` in the progress
+   table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
+   it is counted, the aggregator's invariant; or at its `ResumeAt`) through empty pages to the
+   shard's end, or, for an open shard, to a record created after T or its tip. Every download of
+   the months found there is in flight; so is everything, if a shard could not be read to such a
+   point within the budget.
+4. *Repair*: an aggregate with a download in flight is **pending**: reported, untouched. A settled
+   one whose count differs gets one conditional UpdateItem: count and order set to the recount,
+   index partition set by the deployed layout, `RecountedThrough` raised to F, conditioned on the
+   count, every watermark and the fence being what the snapshot read (the aggregator only ever
+   adds, so any write of its in between fails the condition: reported as a conflict).
+
+The aggregator refuses (and reports to the failure queue) every later record of a repaired
+aggregate created at or before its `RecountedThrough`: a download the recount counted can never
+be counted again, however late it appears in the stream. A download created before F that the
+recount missed is refused too, and reported: an under-count `recover` repairs, never an
+over-count.
+
+With time-to-live on the downloads, expired downloads leave the table but stay counted: a month
+holding a download whose expiry has passed is refused, and no count is lowered while the table
+has TTL.
 """
 
 from __future__ import annotations
 
+import math
+import re
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_tools.leaderboard_layout import GUIDE_NAMES, AttributeNames, leaderboard_partition, order_of
-from leaderboard_tools.loadgen import utc_month
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.leaderboard_layout import leaderboard_partition, month_of, order_of
+from leaderboard_tools.stream_reading import (
+    ShardRead,
+    ShardReader,
+    created_of,
+    is_open,
+    shard_progress,
+    starting_sequence,
+    stream_shards,
+)
 
 WATERMARK_PREFIX = "Watermark_"
+FENCE_ATTRIBUTE = "RecountedThrough"
+CLOCK_MARGIN_SECONDS = 60
+"""How far this machine's clock (and DynamoDB's Date header) may be from the stream's creation times."""
+
+AggregateId = tuple[str, str]
+"""(entity id, month)"""
 
 
-class ReconcileRefused(Exception):
-    """The month cannot be recounted truthfully (expired downloads): nothing is repaired."""
+class RepairUnavailable(RuntimeError):
+    """The deployment gives the repair nothing to prove settlement with (no stream, no progress table)."""
+
+
+class RecountUnsupported(RuntimeError):
+    """The deployment keeps aggregates this recount does not compute (sums, no month boards): nothing is read."""
+
+
+MONTH_KEY = re.compile(r"\A[0-9]{4}-[0-9]{2}\Z")
+"""A month board's sort key; day, week, year and category boards (issue 16) are not recounted here."""
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the aggregator has written for one aggregate: its count and every watermark, as read."""
+    """One aggregate as read before the recount: its count, every watermark and its recount fence."""
 
     count: int
     watermarks: tuple[tuple[str, str], ...]
+    fence: int | None
     exists: bool
+
+
+ABSENT = Snapshot(0, (), None, exists=False)
 
 
 @dataclass
@@ -50,9 +101,24 @@ class Difference:
     entity_id: str
     stored: int
     recounted: int
-    repaired: bool = False
+    state: str = "differs"
+    """differs (no repair asked), repaired, pending (a download in flight), conflict (written meanwhile),
+    ttl (a lower count while the table has TTL)."""
     reason: str | None = None
-    """Why it was not repaired: live, TTL, or a conflict that persisted."""
+
+    @property
+    def repaired(self) -> bool:
+        return self.state == "repaired"
+
+    def as_json(self) -> dict[str, Any]:
+        entry = {
+            "songID": self.entity_id,
+            "stored": self.stored,
+            "recounted": self.recounted,
+            "repaired": self.repaired,
+            "state": self.state,
+        }
+        return entry | ({"reason": self.reason} if self.reason else {})
 
 
 @dataclass
@@ -61,210 +127,465 @@ class ReconcileReport:
     aggregates: int = 0
     downloads: int = 0
     differences: list[Difference] = field(default_factory=list)
-    repaired: bool = False
+    refused: str | None = None
+    """Why the month was not recounted (TTL: a download of it expired)."""
+
+    @property
+    def repaired(self) -> bool:
+        return self.refused is None and bool(self.differences) and all(d.repaired for d in self.differences)
+
+    @property
+    def exact(self) -> bool:
+        """Every aggregate of the month equals its recount now."""
+        return self.refused is None and all(d.repaired for d in self.differences)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "month": self.month,
-            "differences": [
-                {"songID": d.entity_id, "stored": d.stored, "recounted": d.recounted, "repaired": d.repaired}
-                | ({"reason": d.reason} if d.reason else {})
-                for d in self.differences
-            ],
+            "differences": [difference.as_json() for difference in self.differences],
             "repaired": self.repaired,
+            "pending": sorted(d.entity_id for d in self.differences if d.state == "pending"),
+        } | ({"refused": self.refused} if self.refused else {})
+
+
+@dataclass
+class StreamCheck:
+    """What the in-flight check read: shards, records, and the shards it could not read far enough."""
+
+    shards: int = 0
+    skipped_ended: int = 0
+    records: int = 0
+    in_flight: int = 0
+    incomplete: list[str] = field(default_factory=list)
+    trimmed: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "shards": self.shards,
+            "shardsEnded": self.skipped_ended,
+            "records": self.records,
+            "downloadsInFlight": self.in_flight,
+            "incompleteShards": self.incomplete,
+            "trimmedShards": self.trimmed,
         }
+
+
+@dataclass
+class RunReport:
+    months: list[ReconcileReport] = field(default_factory=list)
+    fence: int | None = None
+    stream: StreamCheck | None = None
+
+    @property
+    def exact(self) -> bool:
+        return all(month.exact for month in self.months)
+
+    def month(self, month: str) -> ReconcileReport:
+        return next(report for report in self.months if report.month == month)
+
+
+@dataclass
+class _Recount:
+    counts: Counter[AggregateId] = field(default_factory=Counter)
+    expired: dict[str, str] = field(default_factory=dict)
+    server_time: float = 0.0
+
+
+def _server_time(response: Mapping[str, Any]) -> float:
+    """DynamoDB's clock at the response (HTTP Date header), 0 when absent."""
+    date = (response.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return parsedate_to_datetime(date).timestamp() if date else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class Reconciler:
     def __init__(
         self,
-        dynamodb: Any,
-        table: str,
-        names: AttributeNames = GUIDE_NAMES,
+        clients: Any,
+        deployment: Deployment,
+        *,
         segments: int = 4,
-        settle_seconds: float = 90,
-        leaderboard_shards: int = 1,
-        sleep: Callable[[float], None] = time.sleep,
+        stream_budget_seconds: float = 300.0,
+        empty_pages_at_tip: int = 5,
+        empty_page_pause: float = 0.5,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
-        self._dynamodb = dynamodb
-        self._table = table
-        self._names = names
+        self._dynamodb = clients.dynamodb
+        self._streams = clients.dynamodbstreams
+        self._deployment = deployment
+        self._names = deployment.names
+        self._table = deployment.table
         self._segments = segments
-        self._shards = leaderboard_shards
-        self._settle_seconds = settle_seconds
-        self._sleep = sleep
+        self._stream_budget = stream_budget_seconds
+        self._empty_pages_at_tip = empty_pages_at_tip
+        self._empty_page_pause = empty_page_pause
         self._clock = clock
+        self._sleep = sleep
         self._on_progress = on_progress
 
-    # ------------------------------------------------------------------ reading
+    # ------------------------------------------------------------------ the run
 
-    def ttl_attribute(self) -> str | None:
-        description = self._dynamodb.describe_time_to_live(TableName=self._table)["TimeToLiveDescription"]
-        if description.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
-            return description.get("AttributeName")
-        return None
+    def run_month(self, month: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
+        return self.run({month: entity_ids}, repair=repair).month(month)
 
-    def snapshot(self, month: str, entity_ids: Iterable[str] | None = None) -> dict[str, Snapshot]:
+    def run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool = False) -> RunReport:
+        """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once."""
+        self._check_supported()
+        if repair:
+            self._check_repairable()
+        snapshots = self._snapshot(targets)
+        recount = self._recount(targets)
+        recount_end = math.ceil(max(self._clock(), recount.server_time))
+        fence = recount_end + CLOCK_MARGIN_SECONDS
+        months = (
+            set(targets)
+            if targets is not None
+            else {month for _, month in snapshots} | {month for _, month in recount.counts}
+        )
+        report = RunReport(fence=fence if repair else None)
+        differing: dict[str, list[Difference]] = {}
+        for month in sorted(months):
+            wanted = None if targets is None else targets[month]
+            month_report = ReconcileReport(month)
+            month_report.aggregates = sum(1 for _, period in snapshots if period == month)
+            month_report.downloads = sum(count for (_, period), count in recount.counts.items() if period == month)
+            report.months.append(month_report)
+            if month in recount.expired:
+                month_report.refused = recount.expired[month]
+                continue
+            songs = {entity for entity, period in set(snapshots) | set(recount.counts) if period == month}
+            if wanted is not None:
+                songs &= set(wanted)
+            for entity in sorted(songs):
+                stored = snapshots.get((entity, month), ABSENT).count
+                recounted = recount.counts.get((entity, month), 0)
+                if stored != recounted:
+                    month_report.differences.append(Difference(entity, stored, recounted))
+            differing[month] = month_report.differences
+        if not repair or not any(differing.values()):
+            return report
+        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        for month, differences in differing.items():
+            for difference in differences:
+                self._settle(month, difference, snapshots.get((difference.entity_id, month), ABSENT), fence, in_flight)
+        return report
+
+    def _check_supported(self) -> None:
+        deployment = self._deployment
+        if deployment.sum_attribute:
+            raise RecountUnsupported(
+                f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "
+                "and would replace every sum by a count; nothing was read or written"
+            )
+        if "month" not in deployment.periods:
+            raise RecountUnsupported(
+                f"the aggregator keeps {', '.join(deployment.periods)} boards, no month boards (LEADERBOARD_PERIODS): "
+                "this recount covers month boards only"
+            )
+
+    def _check_repairable(self) -> None:
+        if not self._deployment.stream_arn:
+            raise RepairUnavailable(f"{self._table} has no stream: nothing can show that no download is in flight")
+        if not self._deployment.progress_table:
+            raise RepairUnavailable(
+                "the deployed aggregator keeps no progress table (PROGRESS_TABLE_NAME): this release cannot show "
+                "which downloads are still in flight, so --repair would race the stream; deploy the current "
+                "aggregator, or pass --progress-table"
+            )
+        self._deployment.shards()
+
+    def _settle(
+        self,
+        month: str,
+        difference: Difference,
+        snapshot: Snapshot,
+        fence: int,
+        in_flight: set[AggregateId] | None,
+    ) -> None:
+        ttl = self._deployment.ttl_attribute
+        if in_flight is None or (difference.entity_id, month) in in_flight:
+            difference.state = "pending"
+            difference.reason = (
+                "a download of it is still in the stream, not yet counted: run again once the stream has caught up"
+                if in_flight is not None
+                else "the stream could not be read far enough to show nothing is in flight: run again"
+            )
+        elif ttl is not None and difference.recounted < difference.stored:
+            difference.state = "ttl"
+            difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+        elif self._repair(month, difference.entity_id, snapshot, difference.recounted, fence):
+            difference.state = "repaired"
+        else:
+            difference.state = "conflict"
+            difference.reason = "the aggregator wrote it meanwhile: run again"
+
+    # ------------------------------------------------------------------ reading the table
+
+    def _paginate(self, operation: str, **parameters: Any) -> Iterator[dict[str, Any]]:
+        yield from self._dynamodb.get_paginator(operation).paginate(**parameters)
+
+    def _snapshot(self, targets: Mapping[str, Collection[str] | None] | None) -> dict[AggregateId, Snapshot]:
         names = self._names
-        if entity_ids is not None:
-            snapshots = {}
-            for entity_id in entity_ids:
+        snapshots: dict[AggregateId, Snapshot] = {}
+        whole_months = (
+            None if targets is None else sorted(month for month, songs in (targets or {}).items() if songs is None)
+        )
+        if targets is None or whole_months:
+            for item in self._scan_aggregates(whole_months):
+                if MONTH_KEY.match(item[names.sort_key]["S"]):
+                    snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
+        for month, songs in (targets or {}).items():
+            for entity_id in songs or ():
                 item = self._dynamodb.get_item(
                     TableName=self._table,
                     Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
                     ConsistentRead=True,
                 ).get("Item")
-                snapshots[entity_id] = self._snapshot_of(item)
-            return snapshots
-        items = self._scan(
-            FilterExpression="#sk = :month AND attribute_exists(#period)",
-            ExpressionAttributeNames={"#sk": names.sort_key, "#period": names.period},
-            ExpressionAttributeValues={":month": {"S": month}},
-        )
-        return {item[names.entity]["S"]: self._snapshot_of(item) for item in items}
+                if item and names.period in item:
+                    snapshots[(entity_id, month)] = self._snapshot_of(item)
+        return snapshots
 
-    def _snapshot_of(self, item: dict[str, Any] | None) -> Snapshot:
-        if not item:
-            return Snapshot(0, (), exists=False)
+    def _scan_aggregates(self, months: list[str] | None) -> Iterator[dict[str, Any]]:
+        names = self._names
+        parameters: dict[str, Any] = {
+            "FilterExpression": "attribute_exists(#period)",
+            "ExpressionAttributeNames": {"#period": names.period},
+        }
+        if months:
+            values = {f":m{index}": {"S": month} for index, month in enumerate(months)}
+            parameters["FilterExpression"] += f" AND #sk IN ({', '.join(values)})"
+            parameters["ExpressionAttributeNames"]["#sk"] = names.sort_key
+            parameters["ExpressionAttributeValues"] = values
+        for items in self._parallel_scan(parameters):
+            yield from items
+
+    def _parallel_scan(self, parameters: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """Aggregates only (few, one per song and month): each segment's items, read with consistent reads."""
+
+        def segment(number: int) -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = []
+            for page in self._paginate(
+                "scan",
+                TableName=self._table,
+                Segment=number,
+                TotalSegments=self._segments,
+                ConsistentRead=True,
+                **parameters,
+            ):
+                items.extend(page.get("Items", []))
+                self._on_progress(page.get("ScannedCount", 0))
+            return items
+
+        with ThreadPoolExecutor(max_workers=self._segments) as pool:
+            return list(pool.map(segment, range(self._segments)))
+
+    def _snapshot_of(self, item: dict[str, Any]) -> Snapshot:
         watermarks = tuple(
             sorted((name, value["S"]) for name, value in item.items() if name.startswith(WATERMARK_PREFIX))
         )
         count = int(item[self._names.count]["N"]) if self._names.count in item else 0
-        return Snapshot(count, watermarks, exists=True)
+        fence = int(item[FENCE_ATTRIBUTE]["N"]) if FENCE_ATTRIBUTE in item else None
+        return Snapshot(count, watermarks, fence, exists=True)
 
-    def recount(self, month: str, entity_ids: Iterable[str] | None, ttl: str | None) -> Counter[str]:
-        """Downloads per entity in the month (UTC); with TTL, refuse if one of them has expired."""
-        names = self._names
-        if entity_ids is not None:
-            items = [item for entity_id in entity_ids for item in self._downloads_of(entity_id)]
+    def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> _Recount:
+        """Downloads per (song, month) of the targets; a scan when a whole month is wanted, else a Query per song."""
+        whole = targets is None or any(songs is None for songs in targets.values())
+        if whole:
+            parts = self._recount_scan(targets)
         else:
-            items = self._scan(
-                FilterExpression="attribute_not_exists(#period)", ExpressionAttributeNames={"#period": names.period}
-            )
-        counts: Counter[str] = Counter()
-        now = self._clock()
-        for item in items:
-            timestamp = item.get(names.timestamp, {}).get("S")
-            entity = item.get(names.entity, {}).get("S")
-            if not timestamp or not entity:
-                continue
-            try:
-                if utc_month(timestamp) != month:
-                    continue
-            except ValueError:
-                continue
-            if ttl is not None and ttl in item and float(item[ttl]["N"]) <= now:
-                raise ReconcileRefused(
-                    f"a download of {entity} in {month} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
-                    "expired downloads may already be deleted, so a recount of this month would understate"
-                )
-            counts[entity] += 1
-        return counts
+            songs = sorted({song for entities in (targets or {}).values() for song in entities or ()})
+            parts = [self._recount_songs(songs, targets)]
+        merged = _Recount()
+        for part in parts:
+            merged.counts.update(part.counts)
+            for month, reason in part.expired.items():
+                merged.expired.setdefault(month, reason)
+            merged.server_time = max(merged.server_time, part.server_time)
+        return merged
 
-    def _downloads_of(self, entity_id: str) -> list[dict[str, Any]]:
-        """The cheaper path for a few songs: their partition, not the table."""
-        names = self._names
-        parameters: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "#entity = :entity",
+    def _count_pages(
+        self, pages: Iterator[dict[str, Any]], targets: Mapping[str, Collection[str] | None] | None
+    ) -> _Recount:
+        names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
+        part = _Recount()
+        for page in pages:
+            part.server_time = max(part.server_time, _server_time(page))
+            self._on_progress(page.get("ScannedCount", 0))
+            for item in page.get("Items", []):
+                entity = (item.get(names.entity) or {}).get("S")
+                timestamp = (item.get(names.timestamp) or {}).get("S")
+                if not entity or not timestamp:
+                    continue
+                try:
+                    month = month_of(timestamp)
+                except ValueError:
+                    continue
+                if targets is not None and (month not in targets or not _wanted(targets[month], entity)):
+                    continue
+                if ttl is not None and ttl in item and float(item[ttl]["N"]) <= now:
+                    part.expired.setdefault(
+                        month,
+                        f"a download of {entity} in {month} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
+                        "expired downloads may already be deleted, so a recount of this month would understate",
+                    )
+                part.counts[(entity, month)] += 1
+        return part
+
+    def _download_parameters(self) -> dict[str, Any]:
+        names, ttl = self._names, self._deployment.ttl_attribute
+        attribute_names = {"#entity": names.entity, "#timestamp": names.timestamp, "#period": names.period}
+        projection = "#entity, #timestamp"
+        if ttl:
+            attribute_names["#ttl"] = ttl
+            projection += ", #ttl"
+        return {
             "FilterExpression": "attribute_not_exists(#period)",
-            "ExpressionAttributeNames": {"#entity": names.entity, "#period": names.period},
-            "ExpressionAttributeValues": {":entity": {"S": entity_id}},
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": attribute_names,
             "ConsistentRead": True,
         }
-        items: list[dict[str, Any]] = []
-        while True:
-            page = self._dynamodb.query(**parameters)
-            items.extend(page.get("Items", []))
-            self._on_progress(page.get("ScannedCount", 0))
-            if "LastEvaluatedKey" not in page:
-                return items
-            parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _scan(self, **parameters: Any) -> list[dict[str, Any]]:
-        def segment(number: int) -> list[dict[str, Any]]:
-            request = {
-                "TableName": self._table,
-                "Segment": number,
-                "TotalSegments": self._segments,
-                "ConsistentRead": True,
-                **parameters,
-            }
-            items: list[dict[str, Any]] = []
-            while True:
-                page = self._dynamodb.scan(**request)
-                items.extend(page.get("Items", []))
-                self._on_progress(page.get("ScannedCount", 0))
-                if "LastEvaluatedKey" not in page:
-                    return items
-                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    def _recount_scan(self, targets: Mapping[str, Collection[str] | None] | None) -> list[_Recount]:
+        """One counter per scan segment, merged by the caller: memory bounded by (song, month) pairs."""
+
+        def segment(number: int) -> _Recount:
+            pages = self._paginate(
+                "scan",
+                TableName=self._table,
+                Segment=number,
+                TotalSegments=self._segments,
+                **self._download_parameters(),
+            )
+            return self._count_pages(pages, targets)
 
         with ThreadPoolExecutor(max_workers=self._segments) as pool:
-            return [item for items in pool.map(segment, range(self._segments)) for item in items]
+            return list(pool.map(segment, range(self._segments)))
 
-    # ------------------------------------------------------------------ the run
+    def _recount_songs(self, songs: list[str], targets: Mapping[str, Collection[str] | None]) -> _Recount:
+        """The cheaper path for a few songs: their partitions, not the table."""
+        parameters = self._download_parameters()
+        merged = _Recount()
+        for song in songs:
+            pages = self._paginate(
+                "query",
+                TableName=self._table,
+                KeyConditionExpression="#entity = :entity",
+                ExpressionAttributeValues={":entity": {"S": song}},
+                **parameters,
+            )
+            part = self._count_pages(pages, targets)
+            merged.counts.update(part.counts)
+            for month, reason in part.expired.items():
+                merged.expired.setdefault(month, reason)
+            merged.server_time = max(merged.server_time, part.server_time)
+        return merged
 
-    def run(self, month: str, entity_ids: list[str] | None = None, repair: bool = False) -> ReconcileReport:
-        ttl = self.ttl_attribute()
-        before = self.snapshot(month, entity_ids)
-        recounted = self.recount(month, entity_ids, ttl)
-        report = ReconcileReport(month, aggregates=len(before), downloads=sum(recounted.values()))
-        differing = sorted(
-            entity
-            for entity in set(before) | set(recounted)
-            if before.get(entity, Snapshot(0, (), False)).count != recounted.get(entity, 0)
-        )
-        if not differing:
-            return report
-        if repair:
-            self._sleep(self._settle_seconds)
-            after = self.snapshot(month, differing)
-            again = self.recount(month, differing, ttl)
-        for entity in differing:
-            snapshot = before.get(entity, Snapshot(0, (), False))
-            difference = Difference(entity, snapshot.count, recounted.get(entity, 0))
-            report.differences.append(difference)
-            if not repair:
+    # ------------------------------------------------------------------ the stream
+
+    def _in_flight(self, months: set[str], recount_end: int) -> tuple[set[AggregateId] | None, StreamCheck]:
+        """Aggregates of `months` with a download in the stream above its shard's checkpoint; None: unknown."""
+        deployment, names = self._deployment, self._names
+        assert deployment.stream_arn is not None
+        assert deployment.progress_table is not None
+        check = StreamCheck()
+        found: set[AggregateId] = set()
+        lock = threading.Lock()
+        shards = stream_shards(self._streams, deployment.stream_arn)
+        check.shards = len(shards)
+
+        def on_record(record: dict[str, Any]) -> None:
+            aggregate = download_aggregate(record, names)
+            if aggregate and aggregate[1] in months:
+                with lock:
+                    found.add(aggregate)
+                    check.in_flight += 1
+
+        def read(shard: dict[str, Any]) -> ShardRead | None:
+            progress = shard_progress(
+                self._dynamodb, deployment.progress_table or "", deployment.stream_arn or "", shard["ShardId"]
+            )
+            if progress.ended:
+                return None
+            reader = ShardReader(
+                self._streams,
+                deployment.stream_arn or "",
+                budget_seconds=self._stream_budget,
+                empty_pages_at_tip=self._empty_pages_at_tip,
+                empty_page_pause=self._empty_page_pause,
+                sleep=self._sleep,
+            )
+            at, after = progress.start
+            return reader.read(
+                shard["ShardId"],
+                on_record,
+                at=at,
+                after=after,
+                past_bound=lambda record: (created_of(record) or 0) > recount_end,
+                open_shard=is_open(shard),
+                shard_start=starting_sequence(shard),
+            )
+
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(shards)))) as pool:
+            outcomes = list(pool.map(read, shards))
+        for outcome in outcomes:
+            if outcome is None:
+                check.skipped_ended += 1
                 continue
-            if after[entity] != snapshot or again.get(entity, 0) != difference.recounted:
-                difference.reason = "live: the aggregate or its downloads changed while reconciling; run again"
-            elif ttl is not None and difference.recounted < difference.stored:
-                difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
-            else:
-                difference.repaired = self._repair(month, entity, snapshot, difference.recounted)
-                if not difference.repaired:
-                    difference.reason = "conflict: the aggregator wrote it meanwhile; run again"
-        report.repaired = repair and all(d.repaired for d in report.differences)
-        return report
+            check.records += outcome.records
+            if outcome.trimmed:
+                check.trimmed.append(outcome.shard_id)
+            if not outcome.complete:
+                check.incomplete.append(outcome.shard_id)
+        return (None if check.incomplete else found), check
 
-    def _repair(self, month: str, entity_id: str, snapshot: Snapshot, recounted: int) -> bool:
-        """Set the count (and its index order) to the recount, if the aggregate is still exactly as read."""
+    # ------------------------------------------------------------------ the repair
+
+    def _repair(self, month: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int) -> bool:
+        """One conditional UpdateItem: count, order, partition and fence, if the aggregate is still as read."""
         names = self._names
-        attribute_names = {"#count": names.count, "#order": names.order, "#period": names.period}
+        attribute_names = {
+            "#count": names.count,
+            "#order": names.order,
+            "#period": names.period,
+            "#fence": FENCE_ATTRIBUTE,
+            "#pruned": "WatermarksPruned",
+            "#pruned_under": "WatermarksPrunedUnder",
+            "#applied": "AppliedSequence",
+        }
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
             ":order": {"N": str(order_of(recounted, entity_id))},
+            ":partition": {"S": leaderboard_partition(month, entity_id, self._deployment.shards())},
+            ":fence": {"N": str(max(fence, snapshot.fence or 0))},
         }
         if snapshot.exists:
             conditions = ["attribute_exists(#period)", "#count = :stored"]
             values[":stored"] = {"N": str(snapshot.count)}
         else:
             conditions = ["attribute_not_exists(#count)"]
+        if snapshot.fence is None:
+            conditions.append("attribute_not_exists(#fence)")
+        else:
+            conditions.append("#fence = :fence_read")
+            values[":fence_read"] = {"N": str(snapshot.fence)}
         for index, (name, value) in enumerate(snapshot.watermarks):
             attribute_names[f"#w{index}"] = name
             values[f":w{index}"] = {"S": value}
             conditions.append(f"#w{index} = :w{index}")
-        update = "SET #count = :recounted, #order = :order"
-        if not snapshot.exists:
-            update += ", #period = :partition"
-            values[":partition"] = {"S": leaderboard_partition(month, entity_id, self._shards)}
         try:
             self._dynamodb.update_item(
                 TableName=self._table,
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
-                UpdateExpression=update,
+                # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
+                # (a progress table that can no longer vouch for it) stops refusing new records.
+                UpdateExpression=(
+                    "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence"
+                    " REMOVE #pruned, #pruned_under, #applied"
+                ),
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=attribute_names,
                 ExpressionAttributeValues=values,
@@ -274,3 +595,24 @@ class Reconciler:
                 return False
             raise
         return True
+
+
+def _wanted(songs: Collection[str] | None, entity: str) -> bool:
+    return songs is None or entity in songs
+
+
+def download_aggregate(record: Any, names: Any) -> AggregateId | None:
+    """The (song, month) a stream record counts in, as the aggregator parses it; None for anything else."""
+    if not isinstance(record, dict) or record.get("eventName") != "INSERT":
+        return None
+    image = (record.get("dynamodb") or {}).get("NewImage") or {}
+    if names.period in image:
+        return None
+    entity = (image.get(names.entity) or {}).get("S")
+    timestamp = (image.get(names.timestamp) or {}).get("S")
+    if not entity or not timestamp:
+        return None
+    try:
+        return entity, month_of(timestamp)
+    except ValueError:
+        return None

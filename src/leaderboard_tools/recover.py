@@ -1,46 +1,71 @@
-"""Recover what the failure queue reports: recount the aggregates its messages touch, then delete the messages.
+"""Answer the failure queue: make exact what each message names, then delete it; keep what is not exact yet.
 
-The queue holds three kinds of messages:
-- the mapping's failure records (a batch given up on: stream, shard and sequence range, no data);
-  their records are read back from the stream while it retains them (24 hours) to find the
-  aggregates they touch; after that, every aggregate of the months the batch arrived in;
-- `rejected_download`: a malformed download, never countable; reported, nothing to recount;
-- `refused_record`: a record the aggregator could not count exactly (another stream, no shard,
-  not confirmed by the stream, older than a pruned watermark); its aggregate is recounted.
+The failure queue holds four kinds of messages:
+- the mapping's on-failure record (`DDBStreamBatchInfo`: stream, shard, sequence range; no data),
+  for a batch or window it gave up on. Those records stay in the stream (24 hours) behind the
+  shard's checkpoint, and the aggregator counts from its checkpoint: recover reads the range
+  (through empty pages, to the range's end or the shard's end) to name the aggregates it touches,
+  invokes the deployed aggregator directly with `throughSequenceNumber` = the range's end unless the
+  shard's progress `Checkpoint` already passed it, and deletes the message only once the
+  checkpoint is at or past the end (everything at or below it is counted);
+- `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
+  records' downloads could be of any month (their timestamps are the writers'), so every month of
+  the table is recounted and repaired;
+- `refused_record`: its aggregate (when the message or its record names one) is recounted;
+- `rejected_download`: a malformed download, never countable: reported, then deleted.
 
-A message is deleted only once every aggregate it touches is settled and equal to its recount
-(repaired if needed), so running recover twice changes nothing the second time. The records a
-batch held may already be partly counted (the function wrote part of them before failing): only
-a recount from the downloads in the table can tell, which is why recover reconciles rather than
-replays.
+All recounts of a run happen at once, in one `reconcile --repair` pass over every month the
+messages name. A message is deleted only when everything it names is exact; an aggregate with
+downloads still in flight is pending, and its messages wait for the next run. While recover works
+it keeps its messages invisible to other consumers, renewing their visibility timeout.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.leaderboard_layout import AttributeNames
-from leaderboard_tools.loadgen import utc_month
-from leaderboard_tools.reconcile import Reconciler, ReconcileRefused
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile import AggregateId, Reconciler, RunReport, download_aggregate
+from leaderboard_tools.stream_reading import (
+    ShardReader,
+    is_open,
+    sequence_of,
+    shard_progress,
+    starting_sequence,
+    stream_shards,
+)
 
-WHOLE_MONTH = "*"
-MAX_PAGES = 200
+VISIBILITY_SECONDS = 120
+"""Renewed every third of it while recover runs: a crashed run frees its messages within two minutes."""
+MAX_MESSAGES = 1000
+"""Per run; the rest waits for the next run (memory and the run's length stay bounded)."""
 
 
 @dataclass
 class Message:
+    message_id: str
     receipt_handle: str
     body: dict[str, Any]
-    kind: str
-    aggregates: dict[str, set[str]] = field(default_factory=dict)
-    """month -> entity ids to recount, or {WHOLE_MONTH} for every aggregate of the month."""
+    kind: str = "unknown"
+    aggregates: dict[str, set[str] | None] = field(default_factory=dict)
+    """Month -> songs to recount (None: the whole month)."""
+    every_month: bool = False
     note: str = ""
+    done: bool = False
+    retry: bool = False
+    """Not exact yet only because the stream has not caught up (downloads in flight, a checkpoint behind)."""
+    batch: dict[str, Any] = field(default_factory=dict)
+    """For the mapping's failure records: the range, the aggregates it touches, the checkpoint."""
+
+    def summary(self) -> dict[str, Any]:
+        months = ["every month"] if self.every_month else sorted(self.aggregates)
+        return {"kind": self.kind, "months": months, "note": self.note, "retry": self.retry}
 
 
 @dataclass
@@ -48,149 +73,334 @@ class RecoveryReport:
     messages: int = 0
     deleted: int = 0
     kept: list[dict[str, Any]] = field(default_factory=list)
+    batches: list[dict[str, Any]] = field(default_factory=list)
     rejected_downloads: list[dict[str, Any]] = field(default_factory=list)
+    refused_records: list[dict[str, Any]] = field(default_factory=list)
     reconciled: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def pending(self) -> bool:
+        """Everything kept waits only for the stream to catch up: run again later."""
+        return bool(self.kept) and all(entry["retry"] for entry in self.kept)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "messages": self.messages,
             "deleted": self.deleted,
             "kept": self.kept,
+            "batches": self.batches,
             "rejected_downloads": self.rejected_downloads,
+            "refused_records": self.refused_records,
             "reconciled": self.reconciled,
         }
 
 
-def receive_all(sqs: Any, queue_url: str, visibility_seconds: int) -> list[dict[str, Any]]:
-    """Every message now visible, held invisible for the run; a message not deleted comes back after it."""
+class VisibilityKeeper:
+    """Renews the visibility timeout of the messages recover holds, so no other consumer sees them meanwhile.
+
+    SQS: a received message stays invisible for the visibility timeout, which ChangeMessageVisibility
+    extends (up to 12 hours from its receipt).
+    """
+
+    def __init__(self, sqs: Any, queue_url: str, visibility_seconds: int) -> None:
+        self._sqs = sqs
+        self._queue_url = queue_url
+        self._seconds = visibility_seconds
+        self._held: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="visibility-keeper", daemon=True)
+
+    def hold(self, messages: list[Message]) -> None:
+        with self._lock:
+            self._held.update({message.message_id: message.receipt_handle for message in messages})
+
+    def release(self, message: Message) -> None:
+        with self._lock:
+            self._held.pop(message.message_id, None)
+
+    def __enter__(self) -> VisibilityKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._seconds / 3):
+            with self._lock:
+                held = list(self._held.values())
+            for start in range(0, len(held), 10):
+                entries = [
+                    {"Id": str(index), "ReceiptHandle": handle, "VisibilityTimeout": self._seconds}
+                    for index, handle in enumerate(held[start : start + 10])
+                ]
+                try:
+                    self._sqs.change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
+                except (ClientError, BotoCoreError):
+                    continue
+
+
+def receive_all(sqs: Any, queue_url: str, visibility_seconds: int, limit: int = MAX_MESSAGES) -> list[dict[str, Any]]:
+    """Messages until a long poll comes back empty (long polling queries all servers: no false empty answer)."""
     messages: list[dict[str, Any]] = []
     seen: set[str] = set()
-    while True:
+    while len(messages) < limit:
         page = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=visibility_seconds
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=2,
+            VisibilityTimeout=visibility_seconds,
         ).get("Messages", [])
         fresh = [message for message in page if message["MessageId"] not in seen]
         if not fresh:
             return messages
         seen.update(message["MessageId"] for message in fresh)
         messages.extend(fresh)
+    return messages
 
 
-def classify(raw: dict[str, Any], streams: Any, names: AttributeNames) -> Message:
+def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
     try:
         body = json.loads(raw["Body"])
     except ValueError:
         body = {}
-    message = Message(raw["ReceiptHandle"], body if isinstance(body, dict) else {}, kind="unknown")
+    message = Message(raw["MessageId"], raw["ReceiptHandle"], body if isinstance(body, dict) else {})
+    kind = message.body.get("kind")
     if "DDBStreamBatchInfo" in message.body:
         message.kind = "failed_batch"
-        message.aggregates, message.note = _batch_aggregates(message.body["DDBStreamBatchInfo"], streams, names)
-    elif message.body.get("kind") == "rejected_download":
-        message.kind = "rejected_download"
-    elif message.body.get("kind") == "refused_record":
-        message.kind = "refused_record"
-        message.aggregates = _refused_aggregates(message.body.get("record"), names)
+    elif kind == "records_trimmed":
+        message.kind = kind
+        if _empty_gap(message.body):
+            message.done, message.note = (
+                True,
+                "nothing was trimmed: the first readable record is not after the checkpoint",
+            )
+        else:
+            message.every_month = True
+    elif kind == "rejected_download":
+        message.kind = kind
+    elif kind == "refused_record":
+        message.kind = kind
+        found = _refused_aggregate(message.body, deployment)
+        if found:
+            message.aggregates = {found[1]: {found[0]}}
     return message
 
 
-def _download_aggregate(record: Any, names: AttributeNames) -> tuple[str, str] | None:
-    if not isinstance(record, dict):
-        return None
-    image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    entity = (image.get(names.entity) or {}).get("S")
-    timestamp = (image.get(names.timestamp) or {}).get("S")
-    if not entity or not timestamp or names.period in image:
-        return None
-    try:
-        return entity, utc_month(timestamp)
-    except ValueError:
-        return None
+def _empty_gap(body: dict[str, Any]) -> bool:
+    """The records lost lie strictly between the checkpoint and the first readable record: none if it is not after."""
+    checkpoint, first = body.get("checkpoint"), body.get("firstReadableSequence")
+    return (
+        isinstance(checkpoint, str)
+        and isinstance(first, str)
+        and checkpoint.isdigit()
+        and first.isdigit()
+        and (int(first) <= int(checkpoint))
+    )
 
 
-def _refused_aggregates(record: Any, names: AttributeNames) -> dict[str, set[str]]:
+def _refused_aggregate(body: dict[str, Any], deployment: Deployment) -> AggregateId | None:
+    if isinstance(body.get("entityId"), str) and isinstance(body.get("period"), str):
+        return body["entityId"], body["period"]
+    record = body.get("record")
     if isinstance(record, dict) and "entityId" in record and "period" in record:
-        return {record["period"]: {record["entityId"]}}
-    found = _download_aggregate(record, names)
-    return {found[1]: {found[0]}} if found else {}
+        return str(record["entityId"]), str(record["period"])
+    return download_aggregate(record, deployment.names)
 
 
-def _batch_aggregates(info: dict[str, Any], streams: Any, names: AttributeNames) -> tuple[dict[str, set[str]], str]:
-    """The aggregates a discarded batch touched, read back from the stream; or whole months when it is gone."""
-    try:
-        records = _read_range(streams, info)
-    except (ClientError, BotoCoreError) as error:
-        months = _arrival_months(info)
-        return {month: {WHOLE_MONTH} for month in months}, f"records not readable ({error}); whole months recounted"
-    aggregates: dict[str, set[str]] = defaultdict(set)
-    for record in records:
-        found = _download_aggregate(record, names)
-        if found:
-            aggregates[found[1]].add(found[0])
-    return dict(aggregates), f"{len(records)} records read back from the stream"
+class BatchAnswerer:
+    """Answers the mapping's on-failure records through the aggregator and the progress table."""
 
+    def __init__(self, clients: Any, deployment: Deployment, stream_budget_seconds: float = 120.0) -> None:
+        self._clients = clients
+        self._deployment = deployment
+        self._budget = stream_budget_seconds
+        self._shards: dict[str, dict[str, Any]] | None = None
 
-def _read_range(streams: Any, info: dict[str, Any]) -> list[dict[str, Any]]:
-    start, end = info["startSequenceNumber"], info["endSequenceNumber"]
-    iterator = streams.get_shard_iterator(
-        StreamArn=info["streamArn"],
-        ShardId=info["shardId"],
-        ShardIteratorType="AT_SEQUENCE_NUMBER",
-        SequenceNumber=start,
-    ).get("ShardIterator")
-    records: list[dict[str, Any]] = []
-    for _ in range(MAX_PAGES):
-        if not iterator:
-            break
-        page = streams.get_records(ShardIterator=iterator, Limit=1000)
-        for record in page.get("Records", []):
-            if int(record["dynamodb"]["SequenceNumber"]) > int(end):
-                return records
-            records.append(record)
-        if not page.get("Records") and records:
-            break
-        iterator = page.get("NextShardIterator")
-    return records
-
-
-def _arrival_months(info: dict[str, Any]) -> set[str]:
-    """The months around the batch's arrival: a download's timestamp may precede its arrival by some time."""
-    months = set()
-    for key in ("approximateArrivalOfFirstRecord", "approximateArrivalOfLastRecord"):
-        arrived = datetime.fromisoformat(str(info[key]).replace("Z", "+00:00")).astimezone(UTC)
-        for moment in (arrived - timedelta(days=1), arrived):
-            months.add(f"{moment.year:04d}-{moment.month:02d}")
-    return months
-
-
-def recover(sqs: Any, streams: Any, reconciler: Reconciler, queue_url: str, names: AttributeNames) -> RecoveryReport:
-    report = RecoveryReport()
-    raw_messages = receive_all(sqs, queue_url, visibility_seconds=900)
-    messages = [classify(raw, streams, names) for raw in raw_messages]
-    report.messages = len(messages)
-    wanted: dict[str, set[str]] = defaultdict(set)
-    for message in messages:
-        for month, entities in message.aggregates.items():
-            wanted[month] |= entities
-    settled_months: set[str] = set()
-    for month, entities in sorted(wanted.items()):
-        entity_ids = None if WHOLE_MONTH in entities else sorted(entities)
-        try:
-            outcome = reconciler.run(month, entity_ids, repair=True)
-        except ReconcileRefused as refusal:
-            report.reconciled.append({"month": month, "refused": str(refusal)})
-            continue
-        report.reconciled.append(outcome.as_json())
-        if all(difference.repaired for difference in outcome.differences):
-            settled_months.add(month)
-    for message in messages:
-        if message.kind == "rejected_download":
-            report.rejected_downloads.append(
-                {"reason": message.body.get("reason"), "sequenceNumber": message.body.get("sequenceNumber")}
+    def _shard(self, shard_id: str) -> dict[str, Any] | None:
+        if self._shards is None:
+            stream = self._deployment.stream_arn
+            self._shards = (
+                {s["ShardId"]: s for s in stream_shards(self._clients.dynamodbstreams, stream)} if stream else {}
             )
-        done = message.kind != "unknown" and set(message.aggregates) <= settled_months
-        if done:
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message.receipt_handle)
-            report.deleted += 1
+        return self._shards.get(shard_id)
+
+    def _checkpoint(self, stream_arn: str, shard_id: str) -> int | None:
+        assert self._deployment.progress_table is not None
+        progress = shard_progress(self._clients.dynamodb, self._deployment.progress_table, stream_arn, shard_id)
+        return int(progress.checkpoint) if progress.checkpoint else None
+
+    def answer(self, message: Message) -> None:
+        """Mark the message done when its shard's checkpoint is at or past the range's end; else say why not."""
+        info = message.body["DDBStreamBatchInfo"]
+        stream_arn, shard_id = info.get("streamArn"), info.get("shardId")
+        start, end = info.get("startSequenceNumber"), info.get("endSequenceNumber")
+        if not (stream_arn and shard_id and start and end) or not str(end).isdigit():
+            message.note = "the failure record names no shard and sequence range"
+            return
+        summary = message.batch = {"shardId": shard_id, "start": start, "end": end}
+        if stream_arn != self._deployment.stream_arn or not self._deployment.progress_table:
+            message.every_month = True
+            message.note = (
+                "not the table's current stream"
+                if stream_arn != self._deployment.stream_arn
+                else "the deployed aggregator keeps no progress table"
+            ) + ": every month is recounted"
+            return
+        checkpoint = self._checkpoint(stream_arn, shard_id)
+        if checkpoint is not None and checkpoint >= int(end):
+            summary["checkpoint"] = str(checkpoint)
+            message.done, message.note = True, "already counted: the shard's checkpoint is past the range"
+            return
+        shard = self._shard(shard_id)
+        if shard is None:
+            message.every_month = True
+            message.note = (
+                "the shard is no longer in the stream and its checkpoint is before the range: every month is recounted"
+            )
+            return
+        summary["aggregates"] = self._touched(shard, start, end)
+        try:
+            response = self._invoke(stream_arn, shard_id, end)
+        except (ClientError, BotoCoreError, RuntimeError) as error:
+            message.retry, message.note = True, f"the aggregator could not count the range ({error}): run again"
+            return
+        checkpoint = self._checkpoint(stream_arn, shard_id)
+        summary["checkpoint"] = None if checkpoint is None else str(checkpoint)
+        summary["aggregator"] = {key: response.get(key) for key in ("checkpoint", "reachedBound")}
+        if checkpoint is not None and checkpoint >= int(end):
+            message.done, message.note = True, "counted by the aggregator through the range's end"
         else:
-            report.kept.append({"kind": message.kind, "months": sorted(message.aggregates), "note": message.note})
+            message.retry, message.note = True, "the aggregator did not reach the range's end yet: run again"
+
+    def _touched(self, shard: dict[str, Any], start: str, end: str) -> list[list[str]]:
+        """The aggregates the range's downloads count in, read back from the stream (a report, not a decision)."""
+        touched: set[AggregateId] = set()
+        reader = ShardReader(
+            self._clients.dynamodbstreams, self._deployment.stream_arn or "", budget_seconds=self._budget
+        )
+
+        def on_record(record: dict[str, Any]) -> None:
+            found = download_aggregate(record, self._deployment.names)
+            if found:
+                touched.add(found)
+
+        reader.read(
+            shard["ShardId"],
+            on_record,
+            at=start,
+            past_bound=lambda record: sequence_of(record) > int(end),
+            open_shard=is_open(shard),
+            shard_start=starting_sequence(shard),
+        )
+        return sorted([entity, month] for entity, month in touched)
+
+    def _invoke(self, stream_arn: str, shard_id: str, end: str) -> dict[str, Any]:
+        """The aggregator's direct-invocation contract: count the shard from its checkpoint through `end`."""
+        assert self._deployment.aggregator_function is not None
+        response = self._clients.lambda_.invoke(
+            FunctionName=self._deployment.aggregator_function,
+            Payload=json.dumps({"shardId": shard_id, "eventSourceARN": stream_arn, "throughSequenceNumber": end}),
+        )
+        payload = json.loads(response["Payload"].read() or b"null")
+        if response.get("FunctionError"):
+            raise RuntimeError(f"{response['FunctionError']}: {payload}")
+        return payload if isinstance(payload, dict) else {}
+
+
+def _targets(messages: list[Message]) -> dict[str, set[str] | None] | None:
+    """Every month the messages name, at once (None: every month of the table)."""
+    if any(message.every_month for message in messages):
+        return None
+    targets: dict[str, set[str] | None] = {}
+    for message in messages:
+        for month, songs in message.aggregates.items():
+            if songs is None or targets.get(month, set()) is None:
+                targets[month] = None
+            else:
+                current = targets.setdefault(month, set())
+                assert current is not None
+                current |= songs
+    return targets
+
+
+def _exact(message: Message, run: RunReport | None) -> tuple[bool, bool]:
+    """Whether everything the message names is exact now; if not, whether it waits only on the stream."""
+    if run is None:
+        return False, False
+    reports = {report.month: report for report in run.months}
+    months: Collection[str] = reports if message.every_month else message.aggregates
+    exact, retry = True, True
+    for month in months:
+        report = reports.get(month)
+        if report is None:
+            continue
+        if report.refused:
+            exact, retry = False, False
+            continue
+        songs = None if message.every_month else message.aggregates.get(month)
+        for difference in report.differences:
+            if (songs is None or difference.entity_id in songs) and not difference.repaired:
+                exact = False
+                retry = retry and difference.state in ("pending", "conflict")
+    return exact, not exact and retry
+
+
+def recover(
+    clients: Any,
+    deployment: Deployment,
+    reconciler: Reconciler,
+    queue_url: str,
+    *,
+    visibility_seconds: int = VISIBILITY_SECONDS,
+    answerer: BatchAnswerer | None = None,
+) -> RecoveryReport:
+    sqs = clients.sqs
+    report = RecoveryReport()
+    answerer = answerer or BatchAnswerer(clients, deployment)
+    with VisibilityKeeper(sqs, queue_url, visibility_seconds) as keeper:
+        messages = [classify(raw, deployment) for raw in receive_all(sqs, queue_url, visibility_seconds)]
+        keeper.hold(messages)
+        report.messages = len(messages)
+        for message in messages:
+            if message.kind == "failed_batch":
+                answerer.answer(message)
+                report.batches.append(message.batch | {"done": message.done, "note": message.note})
+            elif message.kind == "rejected_download":
+                report.rejected_downloads.append(
+                    {"reason": message.body.get("reason"), "sequenceNumber": message.body.get("sequenceNumber")}
+                )
+                message.done = True
+            elif message.kind == "refused_record":
+                report.refused_records.append(
+                    {"reason": message.body.get("reason"), "sequenceNumber": message.body.get("sequenceNumber")}
+                )
+                message.done = not message.aggregates
+        to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
+        run = reconciler.run(_targets(to_recount), repair=True) if to_recount else None
+        if run is not None:
+            report.reconciled = [month.as_json() for month in run.months]
+        for message in messages:
+            if message in to_recount:
+                message.done, message.retry = _exact(message, run)
+                if not message.done:
+                    message.note = message.note or "not every aggregate it names is exact yet"
+            if message.done:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message.receipt_handle)
+                keeper.release(message)
+                report.deleted += 1
+            else:
+                report.kept.append(message.summary())
+        # what is kept becomes visible again at once for the next run, instead of after the timeout
+        for message in messages:
+            if not message.done:
+                keeper.release(message)
+                try:
+                    sqs.change_message_visibility(
+                        QueueUrl=queue_url, ReceiptHandle=message.receipt_handle, VisibilityTimeout=0
+                    )
+                except (ClientError, BotoCoreError):
+                    continue
     return report

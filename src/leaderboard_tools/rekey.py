@@ -53,12 +53,8 @@ def scan_aggregates(dynamodb: Any, table: str, names: AttributeNames, segment: i
         },
         "ConsistentRead": True,
     }
-    while True:
-        page = dynamodb.scan(**parameters)
+    for page in dynamodb.get_paginator("scan").paginate(**parameters):
         yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def move(dynamodb: Any, table: str, names: AttributeNames, shards: int, item: dict[str, Any]) -> str:

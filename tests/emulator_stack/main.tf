@@ -50,6 +50,7 @@ module "leaderboard" {
   leaderboard_shards                 = var.leaderboard_shards
   leaderboard_shards_previous        = var.leaderboard_shards_previous
   download_ttl_attribute_name        = var.download_ttl_attribute_name
+  count_attribute_name               = var.count_attribute_name
   leaderboard_periods                = var.leaderboard_periods
   category_attribute_name            = var.category_attribute_name
   sum_attribute_name                 = var.sum_attribute_name

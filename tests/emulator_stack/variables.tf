@@ -79,6 +79,12 @@ variable "leaderboard_shards_previous" {
   default     = null
 }
 
+variable "count_attribute_name" {
+  description = "Attribute holding an aggregate's count (the module's default: DownloadCount)."
+  type        = string
+  default     = "DownloadCount"
+}
+
 variable "download_ttl_attribute_name" {
   description = "Attribute holding a download's expiry; null: no TTL."
   type        = string

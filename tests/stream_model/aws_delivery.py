@@ -1,33 +1,44 @@
 """A model of how AWS may deliver a table's stream to a Lambda function: the oracle of the unit tier.
 
-It allows everything AWS's documentation allows and nothing it rules out, and picks among the
-allowed behaviours at random (seeded), adversarially: several shards, rollover and splits,
-a hot song's items split across sibling shards read at the same time, sequence numbers that
-compare only within a shard, concurrent batches per shard, retries, bisection, partial batch
-responses, functions killed mid-batch, responses lost after the work was done, writes that land
-after their caller gave up, and tumbling windows with state. Each rule names the sentence it
-encodes (`DOCS`). The emulators do none of this; they keep one shard, in order.
+It allows everything AWS's documentation allows and nothing it rules out, and lets the history
+(`tests/stream_model/histories.py`) choose among the allowed behaviours adversarially: several
+shards that split, roll over and split for heat, children with lower sequence numbers, creation
+times that do not follow sequence order, the aggregator's own writes in the stream, malformed
+downloads; and a mapping that retries out of order, smaller or larger, with the last state or a
+fresh one, ends windows early, gives windows and batches up (retries, record age), discards old
+records without invoking, while operators invoke the function directly ahead of it and behind
+it. Every rule names the sentence it encodes (`DOCS`). The emulators do none of this.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import math
 import random
-from collections import Counter
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.stream_model.designs import TABLE_ARN, Design
-from tests.stream_model.fake_dynamodb import FakeDynamoDB
+from botocore.utils import parse_timestamp
+
+from tests.stream_model.environment import STREAM_ARN, TABLE, Design, Environment, FakeQueue
+from tests.stream_model.fake_dynamodb import FakeDynamoDB, Item, Killed
 
 DYNAMODB_STREAMS = "DynamoDB Developer Guide, 'Change data capture for DynamoDB Streams'"
-DYNAMODB_STREAMS_API = "DynamoDB Streams API Reference, 'Shard' and 'StreamRecord'"
+STREAMS_API = "DynamoDB Streams API Reference"
 PARTITION_KEYS = "DynamoDB Developer Guide, 'Best practices for designing and using partition keys effectively'"
 LAMBDA_DDB = "Lambda Developer Guide, 'Using AWS Lambda with Amazon DynamoDB'"
+LAMBDA_ERRORS = "Lambda Developer Guide, 'Retain discarded records for a DynamoDB event source in Lambda'"
+LAMBDA_API = "Lambda API Reference, 'CreateEventSourceMapping'"
+LAMBDA_FILTERS = "Lambda Developer Guide, 'Control which events Lambda sends to your function'"
 LAMBDA_WINDOWS = (
     "Lambda Developer Guide, 'Implementing stateful DynamoDB stream processing in Lambda' (tumbling windows)"
 )
+EVENT_LIBRARIES = "AWS Lambda event libraries, TimeWindowProperties (aws-lambda-java-events, aws_lambda_events)"
 
 DOCS: dict[str, tuple[str, str]] = {
     "exactly-once-in-stream": (DYNAMODB_STREAMS, "Each stream record appears exactly once in the stream."),
@@ -41,38 +52,103 @@ DOCS: dict[str, tuple[str, str]] = {
         "Any shard can also split into multiple new shards; this also occurs automatically. (It's also possible for a "
         "parent shard to have just one child shard.)",
     ),
+    "shards-ephemeral": (
+        DYNAMODB_STREAMS,
+        "Shards are ephemeral: They are created and deleted automatically, as needed. (The model deletes a shard 24 "
+        "hours after it closed, when the retention has trimmed all its records.)",
+    ),
     "parent-before-child": (
         DYNAMODB_STREAMS,
         "Because shards have a lineage (parent and children), an application must always process a parent shard "
         "before it processes a child shard.",
     ),
     "sequence-within-shard": (
-        DYNAMODB_STREAMS_API,
+        f"{STREAMS_API}, 'Shard'",
         "SequenceNumberRange: The range of possible sequence numbers for the shard. (Nothing relates the ranges of "
         "different shards.)",
+    ),
+    "creation-time": (
+        f"{STREAMS_API}, 'StreamRecord'",
+        "ApproximateCreationDateTime: The approximate date and time when the stream record was created ... rounded "
+        "down to the closest second. (Nothing says it grows with the sequence number.)",
+    ),
+    "own-writes-in-stream": (
+        f"{STREAMS_API}, 'Record'",
+        "eventName: INSERT - a new item was added to the table. MODIFY - one or more of an existing item's attributes "
+        "were modified. (The aggregate items are items of the same table: their writes are in its stream.)",
     ),
     "split-for-heat": (
         PARTITION_KEYS,
         "You can also break up an item collection into segments by sort key, as long as the item collection isn't "
-        "traffic that is tracked by a monotonic increase or decrease of the sort key. ... Adaptive capacity will not "
-        "split item collections across multiple partitions of the table when there is a local secondary index.",
+        "traffic that is tracked by a monotonic increase or decrease of the sort key.",
     ),
-    "parallelization": (
-        LAMBDA_DDB,
-        "If you increase the number of concurrent batches per shard, Lambda still ensures in-order processing at the "
-        "item (partition and sort key) level.",
+    "retention": (
+        f"{STREAMS_API}, 'GetShardIterator'",
+        "In DynamoDB Streams, there is a 24 hour limit on data retention. Stream records whose age exceeds this limit "
+        "are subject to removal (trimming) from the stream.",
+    ),
+    "empty-pages": (
+        f"{STREAMS_API}, 'GetRecords'",
+        "If there are no stream records available in the portion of the shard that the iterator points to, GetRecords "
+        "returns an empty list. Note that it might take multiple calls to get to a portion of the shard that contains "
+        "stream records.",
+    ),
+    "shard-end": (
+        f"{STREAMS_API}, 'GetRecords'",
+        "NextShardIterator: ... If set to null, the shard has been closed and the requested iterator will not return "
+        "any more data.",
+    ),
+    "iterator-expiry": (
+        f"{STREAMS_API}, 'GetShardIterator'",
+        "A shard iterator expires 15 minutes after it is returned to the requester.",
+    ),
+    "trimmed-access": (
+        f"{STREAMS_API}, 'GetRecords' (TrimmedDataAccessException)",
+        "You might receive a TrimmedDataAccessException if: You request a shard iterator with a sequence number older "
+        "than the trim point (24 hours). You obtain a shard iterator, but before you use the iterator in a GetRecords "
+        "request, a stream record in the shard exceeds the 24 hour period and is trimmed.",
+    ),
+    "read-throttling": (
+        f"{STREAMS_API}, 'GetRecords' (errors)",
+        "LimitExceededException is among the errors GetRecords returns.",
+    ),
+    "describe-pages": (
+        f"{STREAMS_API}, 'DescribeStream'",
+        "LastEvaluatedShardId: ... If LastEvaluatedShardId is not empty, it does not necessarily mean that there is "
+        "more data in the result set. The only way to know when you have reached the end of the result set is when "
+        "LastEvaluatedShardId is empty.",
+    ),
+    "filter": (
+        LAMBDA_FILTERS,
+        "Once your filter criteria processes an Kinesis or DynamoDB record, the streams iterator advances past this "
+        "record. If the record doesn't satisfy your filter criteria, you don't have to manually delete the record.",
     ),
     "retries": (
-        LAMBDA_DDB,
-        "If the function receives the records but returns an error, Lambda retries until the records in the batch "
-        "expire, exceed the maximum age, or reach the configured retry quota.",
+        LAMBDA_ERRORS,
+        "During invocation: If the function is invoked but returns an error, Lambda retries until the records expire, "
+        "exceed the maximum age (MaximumRecordAgeInSeconds), or reach the configured retry quota "
+        "(MaximumRetryAttempts). ... Splitting batches doesn't consume the retry quota.",
     ),
-    "bisect": (
-        LAMBDA_DDB,
-        "For function errors, you can also configure the event source mapping to split a failed batch into two "
-        "batches. ... Splitting a batch does not count towards the retry quota. / If your invocation fails and "
-        "BisectBatchOnFunctionError is turned on, the batch is bisected regardless of your ReportBatchItemFailures "
-        "setting.",
+    "discard-before-invocation": (
+        LAMBDA_ERRORS,
+        "Before invocation: If a Lambda event source mapping is unable to invoke the function due to throttling or "
+        "other issues, it retries until the records expire or exceed the maximum age configured on the event source "
+        "mapping (MaximumRecordAgeInSeconds).",
+    ),
+    "discarded-to-destination": (
+        LAMBDA_ERRORS,
+        "If the error handling measures fail, Lambda discards the records and continues processing batches from the "
+        "stream. ... Each record sent to the destination is a JSON document with metadata about the failed "
+        "invocation.",
+    ),
+    "record-age": (
+        LAMBDA_API,
+        "MaximumRecordAgeInSeconds: Discard records older than the specified age. The default value is infinite (-1).",
+    ),
+    "retry-quota": (
+        LAMBDA_API,
+        "MaximumRetryAttempts: Discard records after the specified number of retries. The default value is infinite "
+        "(-1). When set to infinite (-1), failed records are retried until the record expires.",
     ),
     "partial-batch": (
         LAMBDA_DDB,
@@ -101,6 +177,11 @@ DOCS: dict[str, tuple[str, str]] = {
         LAMBDA_WINDOWS,
         "Lambda determines tumbling window boundaries based on the time when records were inserted into the stream.",
     ),
+    "window-early": (
+        EVENT_LIBRARIES,
+        "isWindowTerminatedEarly: Set to true if window is terminated prematurely. Subsequent invoke will continue "
+        "the same window with a fresh state.",
+    ),
     "window-resharding": (
         LAMBDA_WINDOWS,
         "When the shard ends, Lambda considers the window closed, and the child shards start their own window in a "
@@ -112,499 +193,921 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
 }
 
+RETENTION_SECONDS = 24 * 3600
+START = 1_600_000_000.0
+"""The model's clock starts here (epoch seconds); downloads' own Timestamps are in 2018, independent of it."""
 
-@dataclass(frozen=True)
-class Hazards:
-    """What the model may do; every switch is something the documentation allows."""
-
-    split_for_heat: bool = True
-    shard_splits: bool = True
-    child_sequences_lower: bool = True
-    parallelization_factor: int = 1
-    function_failures: bool = True
-    late_writes: bool = True
-    final_invocation_with_records: bool = True
-
-
-ALL_HAZARDS = Hazards()
-ONE_ORDERED_SHARD = Hazards(
-    split_for_heat=False,
-    shard_splits=False,
-    child_sequences_lower=False,
-    function_failures=False,
-    late_writes=False,
-    final_invocation_with_records=False,
+HAZARDS = (
+    "reordered retry",
+    "larger retry",
+    "smaller retry",
+    "fresh state on retry",
+    "early termination",
+    "window given up",
+    "batch given up",
+    "retry quota 0",
+    "record-age discard",
+    "records expired",
+    "direct ahead of the mapping",
+    "direct behind the mapping",
+    "direct invented records",
+    "direct during a mapping invocation",
+    "direct paused while the mapping goes on",
+    "pruning",
+    "empty GetRecords page",
+    "throttled GetRecords",
+    "expired iterator",
+    "trimmed records",
+    "split for heat",
+    "shard split",
+    "rollover",
+    "child with lower sequence numbers",
+    "non-monotonic creation times",
+    "own writes in the stream",
+    "malformed record",
+    "late write",
+    "lost write response",
+    "lost response",
+    "killed function",
+    "timed out",
+    "throttled write",
+    "final invocation with records",
 )
+"""Every hazard class a history can show; the suite asserts that each occurs."""
+
+
+# ---------------------------------------------------------------------------------------------- the stream
 
 
 @dataclass(frozen=True)
 class Written:
+    """A download as the application writes it; `malformed` names what is wrong with it (0: nothing)."""
+
     song_id: str
     download_id: str
     timestamp: str
-    created: float
+    malformed: int = 0
+
+
+@dataclass
+class StreamRecord:
+    shard_id: str
+    sequence: int
+    inserted: float
+    """When the record entered the stream (model clock): window boundaries, record age and trimming."""
+    created: int
+    """ApproximateCreationDateTime as the record carries it: whole seconds, not monotonic in sequence order."""
+    event_name: str
+    keys: Item
+    image: Item
+    written: Written | None
+    """The download this record carries; None for the aggregator's own writes."""
+
+    @property
+    def passes_filter(self) -> bool:
+        """The module's filter: INSERTs whose new image has no Month (the aggregates' attribute)."""
+        return self.event_name == "INSERT" and "Month" not in self.image
+
+    @property
+    def is_download(self) -> bool:
+        return self.written is not None and not self.written.malformed
+
+    def lambda_form(self) -> dict[str, Any]:
+        """As the event source mapping delivers it: creation time a number, eventSourceARN present."""
+        return {
+            "eventID": f"{self.sequence:x}",
+            "eventName": self.event_name,
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": float(self.created),
+                "Keys": copy.deepcopy(self.keys),
+                "NewImage": copy.deepcopy(self.image),
+                "SequenceNumber": str(self.sequence),
+                "SizeBytes": 100,
+                "StreamViewType": "NEW_IMAGE",
+            },
+            "eventSourceARN": STREAM_ARN,
+        }
+
+    def api_form(self) -> dict[str, Any]:
+        """As boto3 returns it from GetRecords: creation time a datetime, no eventSourceARN."""
+        record = self.lambda_form()
+        del record["eventSourceARN"]
+        record["dynamodb"]["ApproximateCreationDateTime"] = parse_timestamp(self.created)
+        return record
 
 
 @dataclass
 class Shard:
     shard_id: str
     parent_id: str | None
-    records: list[dict[str, Any]] = field(default_factory=list)
-    closed: bool = False
-    next_sequence: int = 0
+    partition: str
+    start: int
+    next_sequence: int
+    records: list[StreamRecord] = field(default_factory=list)
+    inserted: list[float] = field(default_factory=list)
+    closed_at: float | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_at is not None
+
+    def trimmed(self, now: float) -> int:
+        """How many of the oldest records are trimmed (inserted more than 24 hours ago)."""
+        return bisect_right(self.inserted, now - RETENTION_SECONDS)
+
+    def gone(self, now: float) -> bool:
+        """Closed more than 24 hours ago: deleted (shards-ephemeral), no longer part of the stream."""
+        return self.closed_at is not None and self.closed_at < now - RETENTION_SECONDS
+
+    def index_at_or_after(self, sequence: int) -> int:
+        return bisect_left([record.sequence for record in self.records], sequence)
+
+    def ending_sequence(self) -> int:
+        return self.records[-1].sequence if self.records else self.start
+
+
+def stable_hash(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)
 
 
 @dataclass
 class StreamOfTable:
-    """The table's stream: which shard each new item's INSERT lands in, and with which sequence number."""
+    """The table's stream: which shard each change lands in, with which sequence number and creation time."""
 
     rng: random.Random
-    hazards: Hazards
-    stream_arn: str = f"{TABLE_ARN}/stream/2018-01-01T00:00:00.000"
-    partitions: int = 3
+    clock: Callable[[], float]
+    hazards: set[str]
+    creation_jitter: int = 2
     shards: dict[str, Shard] = field(default_factory=dict)
     open_shard: dict[str, str] = field(default_factory=dict)
-    """Partition -> its open shard; a hot song's sibling partitions are named '<partition>/<sibling>'."""
-    hot_songs: set[str] = field(default_factory=set)
+    """Leaf partition -> its open shard."""
+    splits: dict[str, tuple[str, str | None, list[str]]] = field(default_factory=dict)
+    """Partition -> (kind: key, heat or rollover; the hot song; child partitions)."""
     _counter: int = 0
 
-    def _new_shard(self, parent: Shard | None) -> Shard:
+    def route(self, song_id: str, sort_key: str) -> str:
+        """The leaf partition of an item: songs by hash of the partition key, a hot song's items by sort key."""
+        partition = f"p{stable_hash(song_id) % 2}"
+        while partition in self.splits:
+            kind, hot_song, children = self.splits[partition]
+            if kind == "key":
+                partition = children[stable_hash(song_id + partition) % len(children)]
+            elif kind == "heat":
+                partition = children[1 + stable_hash(sort_key) % 2] if song_id == hot_song else children[0]
+            else:
+                partition = children[0]
+        return partition
+
+    def _new_shard(self, partition: str, parent: Shard | None, lower: bool = False) -> Shard:
         self._counter += 1
         shard_id = f"shardId-{self._counter:020d}-{self.rng.getrandbits(32):08x}"
         if parent is None:
             start = self.rng.randint(10**20, 2 * 10**20)
-        elif self.hazards.child_sequences_lower and self.rng.random() < 0.5:
+        elif lower:
             # sequence-within-shard: nothing relates a child's numbers to its parent's
-            start = max(10**20, (parent.records[0]["sequence"] if parent.records else parent.next_sequence) - 10**6)
+            start = parent.start - self.rng.randint(10**3, 10**6)
+            self.hazards.add("child with lower sequence numbers")
         else:
             start = parent.next_sequence + self.rng.randint(1, 1000)
-        shard = Shard(shard_id, parent.shard_id if parent else None, next_sequence=start)
+        shard = Shard(shard_id, parent.shard_id if parent else None, partition, start, start)
         self.shards[shard_id] = shard
+        self.open_shard[partition] = shard_id
         return shard
 
-    def _partition_of(self, song_id: str, download_id: str) -> str:
-        base = f"p{int(hashlib.sha256(song_id.encode()).hexdigest(), 16) % self.partitions}"
-        if song_id in self.hot_songs:
-            # split-for-heat: the song's item collection is split by sort key over sibling partitions
-            sibling = int(hashlib.sha256(download_id.encode()).hexdigest(), 16) % 2
-            return f"{base}/{sibling}"
-        return base
-
-    def write(self, download: Written) -> None:
-        """One PutItem of a new item: one INSERT record, in the open shard of the item's partition (exactly-once)."""
-        partition = self._partition_of(download.song_id, download.download_id)
+    def shard_of(self, partition: str) -> Shard:
         if partition not in self.open_shard:
-            self.open_shard[partition] = self._new_shard(None).shard_id
-        shard = self.shards[self.open_shard[partition]]
-        if self.hazards.shard_splits and shard.records and self.rng.random() < 0.02:
-            # shards-split: the shard ends; one child (rollover) takes over this partition
-            shard.closed = True
-            shard = self._new_shard(shard)
-            self.open_shard[partition] = shard.shard_id
+            self._new_shard(partition, None)
+        return self.shards[self.open_shard[partition]]
+
+    def append(self, event_name: str, keys: Item, image: Item, written: Written | None) -> StreamRecord:
+        """One change of one item: one record in the open shard of the item's partition (exactly-once-in-stream)."""
+        shard = self.shard_of(self.route(keys["songID"]["S"], keys["SK"]["S"]))
         shard.next_sequence += self.rng.randint(1, 50)
-        sequence = shard.next_sequence
-        image = {
-            "songID": {"S": download.song_id},
-            "SK": {"S": download.download_id},
-            "UserID": {"S": "user1"},
-            "Timestamp": {"S": download.timestamp},
-        }
-        shard.records.append(
-            {
-                "sequence": sequence,
-                "created": download.created,
-                "event": {
-                    "eventID": f"{shard.shard_id}-{sequence}",
-                    "eventName": "INSERT",
-                    "eventVersion": "1.1",
-                    "eventSource": "aws:dynamodb",
-                    "awsRegion": "us-east-1",
-                    "eventSourceARN": self.stream_arn,
-                    "dynamodb": {
-                        "ApproximateCreationDateTime": download.created,
-                        "Keys": {"songID": image["songID"], "SK": image["SK"]},
-                        "NewImage": image,
-                        "SequenceNumber": str(sequence),
-                        "SizeBytes": 100,
-                        "StreamViewType": "NEW_IMAGE",
-                    },
-                },
-            }
-        )
+        now = self.clock()
+        created = math.floor(now) - self.rng.randint(0, self.creation_jitter)
+        if shard.records and created < shard.records[-1].created:
+            self.hazards.add("non-monotonic creation times")
+        record = StreamRecord(shard.shard_id, shard.next_sequence, now, created, event_name, keys, image, written)
+        shard.records.append(record)
+        shard.inserted.append(now)
+        return record
 
-    def end(self) -> None:
-        for shard in self.shards.values():
-            shard.closed = True
+    def write_download(self, written: Written) -> StreamRecord:
+        """One PutItem of a new download item: one INSERT record."""
+        image: Item = {"songID": {"S": written.song_id}, "SK": {"S": written.download_id}, "UserID": {"S": "user1"}}
+        if written.malformed == 1:
+            pass  # no Timestamp at all
+        elif written.malformed == 2:
+            image["Timestamp"] = {"S": "2018-13-45T99:00:00Z"}
+        elif written.malformed == 3:
+            image["Timestamp"] = {"N": "1514764800"}
+        else:
+            image["Timestamp"] = {"S": written.timestamp}
+        if written.malformed:
+            self.hazards.add("malformed record")
+        keys = {"songID": image["songID"], "SK": image["SK"]}
+        return self.append("INSERT", keys, image, written)
+
+    def on_table_change(self, table: str, key: Item, old: Item | None, new: Item | None) -> None:
+        """FakeDynamoDB's listener: the aggregator's writes to the main table are records of the stream too."""
+        if table != TABLE or new is None:
+            return
+        if old is not None and any(name.startswith("Watermark_") and name not in new for name in old):
+            self.hazards.add("pruning")
+        self.hazards.add("own writes in the stream")
+        self.append("INSERT" if old is None else "MODIFY", key, new, None)
+
+    def reshard(self, shard: Shard, children: int, lower: bool) -> None:
+        """shards-split: an open shard ends; one child (rollover) or two (split by partition key) take over."""
+        if shard.closed:
+            return
+        shard.closed_at = self.clock()
+        names = [f"{shard.partition}.{index}" for index in range(children)]
+        self.splits[shard.partition] = ("key" if children > 1 else "rollover", None, names)
+        self.hazards.add("shard split" if children > 1 else "rollover")
+        for name in names:
+            self._new_shard(name, shard, lower=lower and name == names[0])
+
+    def heat(self, song_id: str) -> None:
+        """split-for-heat: the song's partition splits, its items spread over two children by sort key."""
+        partition = self.route(song_id, "")
+        if any(hot == song_id for _, hot, _ in self.splits.values()):
+            return
+        shard = self.shard_of(partition)
+        shard.closed_at = self.clock()
+        names = [f"{partition}.rest", f"{partition}.hot0", f"{partition}.hot1"]
+        self.splits[partition] = ("heat", song_id, names)
+        self.hazards.add("split for heat")
+        for name in names:
+            self._new_shard(name, shard)
+
+    def listed(self, now: float) -> list[Shard]:
+        """The shards DescribeStream lists: all but those closed more than 24 hours ago, oldest first."""
+        return [shard for shard in self.shards.values() if not shard.gone(now)]
 
 
-@dataclass(frozen=True)
-class Mapping:
-    batch_size: int = 25
-    tumbling_window_seconds: int | None = None
-    bisect_batch_on_function_error: bool = True
-    maximum_retry_attempts: int | None = None
-    """None: retried until it succeeds (the model's histories are short enough for records not to expire)."""
+# ---------------------------------------------------------------------------------------------- the mapping
 
 
 @dataclass
-class Discarded:
-    shard_id: str
-    sequences: list[int]
-    window_start: int | None
+class Retry:
+    """After a failure: the records from the checkpoint on that must still be processed once more."""
+
+    pending: set[int]
+    frontier: int
+    """Index after the highest record handed out since the checkpoint."""
+    failed_size: int
 
 
 @dataclass
 class Lane:
-    """Lambda's reader of one shard: checkpoint, window and its state, and the batches still to (re)try."""
+    """Lambda's reader of one shard: its checkpoint, window, state, and what a failure left to retry."""
 
     shard: Shard
-    checkpoint: int = 0
+    position: int = 0
+    """Lambda's checkpoint: index of the first record not yet processed (or discarded)."""
     window_start: int | None = None
-    window_first: int = 0
-    """Index of the window's first record: what a discarded final invocation takes with it."""
     state: dict[str, Any] | None = None
-    retry_queue: list[tuple[int, int]] = field(default_factory=list)
+    last_batch: tuple[int, int] | None = None
+    """Indices (first, last) of the window's last batch handed out: what a given-up window's record names."""
+    retry: Retry | None = None
+    final_due: bool = False
+    final_records: list[int] = field(default_factory=list)
     attempts: int = 0
-    final_pending: bool = False
-    final_records: tuple[int, int] | None = None
-    done: bool = False
 
-    def close_window(self) -> None:
-        self.state, self.window_start, self.final_pending, self.final_records = None, None, False, None
-        self.attempts = 0
+    def idle(self, now: float, window_seconds: int) -> bool:
+        records = self.shard.records
+        if self.final_due or self.retry is not None:
+            return False
+        if any(record.passes_filter for record in records[self.position :]):
+            return False
+        if self.window_start is not None:
+            return not (self.shard.closed or now >= self.window_start + window_seconds)
+        return True
+
+    def done(self) -> bool:
+        return (
+            self.shard.closed
+            and self.window_start is None
+            and self.retry is None
+            and not self.final_due
+            and not any(record.passes_filter for record in self.shard.records[self.position :])
+        )
 
 
 @dataclass
-class HistoryResult:
-    design: str
-    downloads: int
-    counted: dict[tuple[str, str], int]
-    truth: Counter[tuple[str, str]]
-    discarded: list[Discarded]
-    invocations: int
-    failures_injected: int
-    writes: int
+class Paused:
+    """A direct invocation suspended in its own thread; only one thread ever runs at a time."""
 
-    @property
-    def over_counted(self) -> int:
-        return sum(
-            max(0, self.counted.get(key, 0) - self.truth.get(key, 0)) for key in set(self.truth) | set(self.counted)
-        )
-
-    @property
-    def lost(self) -> int:
-        return sum(
-            max(0, self.truth.get(key, 0) - self.counted.get(key, 0)) for key in set(self.truth) | set(self.counted)
-        )
+    handoff: threading.Event = field(default_factory=threading.Event)
+    resume: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    active: Any = None
+    done: bool = False
+    result: Any = None
 
 
-def utc_month(timestamp: str) -> str:
-    """The oracle's own month: independent of the aggregator's parser."""
-    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m")
+@dataclass(frozen=True)
+class MappingSettings:
+    window_seconds: int | None = 5
+    """None: plain stream events without windows (the guide's handler, version 0.1)."""
+    batch_size: int = 10
+    maximum_retry_attempts: int | None = 2
+    """None: -1, retried until the records expire."""
+    maximum_record_age: int | None = 3600
+    """None: -1, until the records expire (24 hours)."""
 
 
-def random_downloads(rng: random.Random, count: int, songs: int = 6, start: float = 1_600_000_000.0) -> list[Written]:
-    """Skewed: song1 is the hot one. Timestamps near month ends, some with offsets that change the UTC month."""
-    downloads, created = [], start
-    weights = [1 / rank**1.1 for rank in range(1, songs + 1)]
-    for number in range(count):
-        song = rng.choices([f"song{index}" for index in range(1, songs + 1)], weights=weights)[0]
-        month = rng.choice(["01", "02"])
-        day = rng.choice(["01", "15", "28"])
-        zone = rng.choice(["Z", "Z", "Z", "+02:00", "-05:00"])
-        hour = rng.choice(["00", "12", "23"])
-        downloads.append(
-            Written(
-                song,
-                f"download-{number:05d}-{rng.getrandbits(24):06x}",
-                f"2018-{month}-{day}T{hour}:30:00{zone}",
-                created,
-            )
-        )
-        created += rng.choice([0.05, 0.2, 0.5, 1.5])
-    return downloads
+@dataclass(frozen=True)
+class Delivery:
+    """How the mapping's next invocation of one shard goes; fields that do not apply are ignored."""
+
+    size: int = 10
+    fault: str = "none"
+    at: int = 0
+    part: int = 0
+    """After a failure: 0 every pending record, 1 the lower half, 2 the upper half, 3 any since the checkpoint."""
+    order: int = 0
+    """After a failure: 0 ascending, 1 descending, 2 upper half first, 3 shuffled."""
+    extend: int = 0
+    """After a failure: newer records merged into the retry."""
+    fresh: bool = False
+    """After a failure: a fresh state instead of the last successful one."""
+    early: bool = False
+    """isWindowTerminatedEarly on this invocation."""
+    final_records: bool = False
+    """When this batch ends its window: deliver it in the final invocation."""
 
 
-class DeliveryModel:
-    """Runs one history: writes the downloads into a modelled stream and delivers it to a design."""
+FAULTS = (
+    "none",
+    "killed",
+    "lost_response",
+    "throttled",
+    "throttled_progress",
+    "deadline",
+    "late_write",
+    "write_timeout",
+)
 
-    def __init__(self, seed: int, design: Design, fake: FakeDynamoDB, hazards: Hazards, mapping: Mapping) -> None:
+
+class World:
+    """One history's AWS: the stream, the mapping's lanes, the fakes, the failure queue and the clock."""
+
+    def __init__(self, design_factory: Callable[[Environment], Design], settings: MappingSettings, seed: int) -> None:
+        from tests.stream_model.fake_streams import FakeStreams, ReadBehaviour
+
         self.rng = random.Random(seed)
-        self.design = design
-        self.fake = fake
-        self.hazards = hazards
-        self.mapping = mapping
-        self.stream = StreamOfTable(self.rng, hazards)
-        self.discarded: list[Discarded] = []
+        self.now = START
+        self.hazards: set[str] = set()
+        self.settings = settings
+        self.stream = StreamOfTable(self.rng, self.clock, self.hazards)
+        self.dynamodb = FakeDynamoDB(on_change=self.stream.on_table_change)
+        behaviour = ReadBehaviour(empty_pages=0.25, limit_exceeded=0.04, max_page=self.rng.choice([2, 7, 1000]))
+        self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
+        self.queue = FakeQueue()
+        self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock, self.wait)
+        self.design = design_factory(self.env)
+        self.lanes: dict[str, Lane] = {}
+        self.written: list[tuple[Written, StreamRecord]] = []
         self.invocations = 0
-        self.failures_injected = 0
-        self.now = 0.0
+        self.drain_discards = 0
+        self.draining = False
+        self._active: Callable[[str, dict[str, Any]], None] | None = None
+        self.paused: list[Paused] = []
+        self.config: Any = None
+        """The history's configuration, for the steps that read it."""
+        self.dynamodb.before_call = self._before_call
+        self.streams.before_call = self._before_call
+        self.queue.before_call = self._before_call
+        if settings.maximum_retry_attempts == 0:
+            self.hazards.add("retry quota 0")
 
-    # ---------------------------------------------------------------- delivery of one shard
+    def clock(self) -> float:
+        return self.now
 
-    def _window_of(self, record: dict[str, Any]) -> int:
-        width = self.mapping.tumbling_window_seconds or 1
-        return int(record["created"] // width) * width  # window-boundaries
+    def _before_call(self, operation: str, parameters: dict[str, Any]) -> None:
+        self.now += 0.005
+        if self._active is not None:
+            self._active(operation, parameters)
 
-    def _next_batch(self, lane: Lane) -> tuple[int, int] | None:
-        records = lane.shard.records
-        if lane.retry_queue:
-            return lane.retry_queue[0]
-        if lane.checkpoint >= len(records):
-            return None
-        end = min(len(records), lane.checkpoint + self.rng.randint(1, self.mapping.batch_size))
-        if self.mapping.tumbling_window_seconds:
-            window = self._window_of(records[lane.checkpoint])
-            while end > lane.checkpoint + 1 and self._window_of(records[end - 1]) != window:
-                end -= 1
-        return lane.checkpoint, end
+    # ------------------------------------------------------------------ lanes
 
-    def _event(self, lane: Lane, start: int, end: int, final: bool) -> dict[str, Any]:
-        records = [record["event"] for record in lane.shard.records[start:end]]
-        event: dict[str, Any] = {"Records": records}
-        if self.mapping.tumbling_window_seconds:
-            width = self.mapping.tumbling_window_seconds
-            window_start = lane.window_start if lane.window_start is not None else 0
-            event.update(
-                {
-                    "window": {"start": _iso(window_start), "end": _iso(window_start + width)},
-                    "state": dict(lane.state or {}),
-                    "shardId": lane.shard.shard_id,
-                    "eventSourceARN": self.stream.stream_arn,
-                    "isFinalInvokeForWindow": final,
-                    "isWindowTerminatedEarly": False,
-                }
-            )
-        return event
+    def sync_lanes(self) -> list[Lane]:
+        for shard_id, shard in self.stream.shards.items():
+            self.lanes.setdefault(shard_id, Lane(shard))
+        return list(self.lanes.values())
 
-    def _invoke(self, event: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-        """One invocation under a randomly chosen fault; returns (succeeded as Lambda sees it, response)."""
-        self.invocations += 1
-        fault = "none"
-        if self.hazards.function_failures:
-            fault = self.rng.choices(
-                ["none", "killed", "lost_response", "throttled", "deadline", "late_write"],
-                weights=[60, 10, 8, 8, 6, 8 if self.hazards.late_writes else 0],
-            )[0]
-        if fault != "none":
-            self.failures_injected += 1
-        remaining = 60_000
-        if fault == "killed":
-            self.fake.kill_after_writes = self.fake.writes + self.rng.randint(0, 3)
-        elif fault == "throttled":
-            songs = {f"song{self.rng.randint(1, 6)}"}
-            self.fake.throttle = lambda parameters: parameters["Key"]["songID"]["S"] in songs
-        elif fault == "deadline":
-            remaining = 0
-        elif fault == "late_write":
-            self.fake.delay_write = lambda _parameters: self.rng.random() < 0.3
-        try:
-            response = self.design.invoke(event, lambda: remaining)
-            succeeded = fault not in ("killed", "lost_response")  # at-least-once: done, yet retried
-        except Exception:
-            response, succeeded = None, False
-        finally:
-            self.fake.kill_after_writes = None
-            self.fake.throttle = None
-            self.fake.delay_write = None
-        if self.mapping.tumbling_window_seconds and succeeded:
-            if not isinstance(response, dict) or not isinstance(response.get("state"), dict):
-                succeeded = False  # window-state: a response without state is a failed invocation
-            elif response.get("batchItemFailures"):
-                succeeded = False  # AWS documents no checkpoint for a partial response with a state
-        return succeeded, response
-
-    def _give_up(self, lane: Lane, sequences: list[int]) -> bool:
-        """retries / window-retries: past the quota the records are discarded to the on-failure destination."""
-        quota = self.mapping.maximum_retry_attempts
-        if quota is None or lane.attempts <= quota:
-            return False
-        self.discarded.append(Discarded(lane.shard.shard_id, sequences, lane.window_start))
-        lane.attempts = 0
-        return True
-
-    def _window_ended(self, lane: Lane) -> bool:
-        """window-final / window-resharding: a later record, the shard's end, or the clock closes the window."""
-        records = lane.shard.records
-        width = self.mapping.tumbling_window_seconds or 0
-        if lane.checkpoint < len(records):
-            return self._window_of(records[lane.checkpoint]) != lane.window_start
-        return lane.shard.closed or (lane.window_start or 0) + width <= self.now
-
-    def _step_window(self, lane: Lane) -> None:
-        records = lane.shard.records
-        if lane.final_pending:
-            start, end = lane.final_records or (lane.checkpoint, lane.checkpoint)
-            succeeded, _ = self._invoke(self._event(lane, start, end, final=True))
-            if succeeded:
-                lane.checkpoint = max(lane.checkpoint, end)
-                lane.close_window()
-                return
-            lane.attempts += 1  # window-final: nothing else of the shard until the final invocation succeeds
-            window = [r["sequence"] for r in records[lane.window_first : max(lane.checkpoint, end)]]
-            if self._give_up(lane, window):
-                lane.checkpoint = max(lane.checkpoint, end)
-                lane.close_window()
-            return
-        if not lane.retry_queue and lane.window_start is not None and self._window_ended(lane):
-            lane.final_pending, lane.final_records = True, None
-            return
-        batch = self._next_batch(lane)
-        if batch is None:
-            if lane.shard.closed and lane.window_start is None:
-                lane.done = True
-            return
-        start, end = batch
-        if lane.window_start is None:
-            lane.window_start, lane.window_first, lane.state = self._window_of(records[start]), start, {}
-        last_of_window = end == len(records) and lane.shard.closed
-        if (
-            last_of_window
-            and not lane.retry_queue
-            and self.hazards.final_invocation_with_records
-            and self.rng.random() < 0.5
-        ):
-            # AWS does not say whether a final invocation carries records: sometimes it does here
-            lane.final_pending, lane.final_records = True, (start, end)
-            return
-        succeeded, response = self._invoke(self._event(lane, start, end, final=False))
-        if succeeded:
-            lane.state = dict((response or {})["state"])
-            lane.checkpoint = end
-            lane.attempts = 0
-            if lane.retry_queue:
-                lane.retry_queue.pop(0)
-            return
-        self._after_failure(lane, start, end)
-
-    def _after_failure(self, lane: Lane, start: int, end: int) -> None:
-        lane.attempts += 1
-        if lane.retry_queue:
-            lane.retry_queue.pop(0)
-        if self._give_up(lane, [r["sequence"] for r in lane.shard.records[start:end]]):
-            lane.checkpoint = max(lane.checkpoint, end)
-            lane.retry_queue = [batch for batch in lane.retry_queue if batch[0] >= end]
-            return
-        if self.mapping.bisect_batch_on_function_error and end - start > 1:
-            middle = (start + end) // 2
-            lane.retry_queue[0:0] = [(start, middle), (middle, end)]  # bisect: not counted towards the quota
-        else:
-            lane.retry_queue.insert(0, (start, end))
-
-    def _step_plain(self, lane: Lane) -> None:
-        batch = self._next_batch(lane)
-        if batch is None:
-            if lane.shard.closed:
-                lane.done = True
-            return
-        if not lane.retry_queue and self.hazards.parallelization_factor > 1:
-            self._concurrent_batches(lane, batch)
-            return
-        start, end = batch
-        succeeded, response = self._invoke(self._event(lane, start, end, final=False))
-        if not succeeded:
-            self._after_failure(lane, start, end)
-            return
-        lane.attempts = 0
-        reported = [int(failure["itemIdentifier"]) for failure in (response or {}).get("batchItemFailures") or []]
-        if reported and self.design.reports_batch_item_failures:
-            # partial-batch: the checkpoint is the lowest reported record; everything from it is retried
-            lowest = min(reported)
-            lane.checkpoint = next(i for i in range(start, end) if lane.shard.records[i]["sequence"] == lowest)
-            lane.retry_queue.clear()
-            return
-        if lane.retry_queue:
-            lane.retry_queue.pop(0)
-        lane.checkpoint = end
-
-    def _concurrent_batches(self, lane: Lane, first: tuple[int, int]) -> None:
-        """parallelization: several batches of one shard in flight; any order, as no item has two records here."""
-        batches, cursor = [first], first[1]
-        for _ in range(self.hazards.parallelization_factor - 1):
-            if cursor >= len(lane.shard.records):
-                break
-            following = (cursor, min(len(lane.shard.records), cursor + self.rng.randint(1, self.mapping.batch_size)))
-            batches.append(following)
-            cursor = following[1]
-        self.rng.shuffle(batches)
-        for start, end in batches:
-            for _ in range(1000):
-                succeeded, response = self._invoke(self._event(lane, start, end, final=False))
-                if succeeded and not (response or {}).get("batchItemFailures"):
-                    break
-        lane.checkpoint = cursor
-
-    # ---------------------------------------------------------------- the history
-
-    def _runnable(self, lanes: dict[str, Lane]) -> list[Lane]:
+    def runnable(self) -> list[Lane]:
+        """Lanes Lambda may invoke now: not done, and their parent done (parent-before-child)."""
         result = []
-        for lane in lanes.values():
-            if lane.done:
+        for lane in self.sync_lanes():
+            parent = self.lanes.get(lane.shard.parent_id) if lane.shard.parent_id else None
+            if lane.done() or (parent is not None and not parent.done()):
                 continue
-            parent = lanes.get(lane.shard.parent_id) if lane.shard.parent_id else None
-            if parent is not None and not parent.done:
-                continue  # parent-before-child
             result.append(lane)
         return result
 
-    def run(
-        self, downloads: list[Written], hot_songs: set[str] | None = None, max_steps: int = 200_000
-    ) -> HistoryResult:
-        self.stream.hot_songs = set(hot_songs or ({"song1"} if self.hazards.split_for_heat else set()))
-        lanes: dict[str, Lane] = {}
-        pending_writes = list(downloads)
-        for _ in range(max_steps):
-            if pending_writes and (self.rng.random() < 0.6 or not self._runnable(lanes)):
-                for _ in range(self.rng.randint(1, 8)):
-                    if pending_writes:
-                        written = pending_writes.pop(0)
-                        self.stream.write(written)
-                        self.now = written.created
-                if not pending_writes:
-                    self.stream.end()
-            for shard_id, shard in self.stream.shards.items():
-                lanes.setdefault(shard_id, Lane(shard))
-            runnable = self._runnable(lanes)
-            if not runnable:
-                if not pending_writes:
-                    break
-                continue
-            lane = self.rng.choice(runnable)
-            if self.mapping.tumbling_window_seconds:
-                self._step_window(lane)
+    def _window_of(self, record: StreamRecord) -> int:
+        width = self.settings.window_seconds or 1
+        return int(record.inserted // width) * width  # window-boundaries
+
+    @property
+    def windowed(self) -> bool:
+        return self.settings.window_seconds is not None and self.design.uses_windows
+
+    # ------------------------------------------------------------------ invocations
+
+    def invoke(
+        self,
+        event: dict[str, Any],
+        fault: str = "none",
+        at: int = 0,
+        nested: Any = None,
+        pause: Callable[[], None] | None = None,
+    ) -> tuple[bool, Any]:
+        """One invocation under a fault; returns (succeeded as its caller sees it, response).
+
+        `nested` runs another invocation at the at-th call; `pause` suspends this one there (it runs
+        in a thread of its own, and the history goes on until a Resume step or the drain).
+        """
+        self.invocations += 1
+        started = self.now
+        timeout = 3.0 if fault == "deadline" else 60.0
+        deadline = started + timeout
+        calls = 0
+        outer = self._active
+
+        def before(operation: str, parameters: dict[str, Any]) -> None:
+            nonlocal calls
+            calls += 1
+            if fault == "deadline":
+                self.now += 0.4
+            if self.now > deadline:
+                self.hazards.add("timed out")
+                raise Killed("Lambda ended the invocation at its timeout")
+            if fault == "killed" and calls > at:
+                self.hazards.add("killed function")
+                raise Killed("the function was killed")
+            if pause is not None and calls == max(1, at):
+                pause()
+            if nested is not None and calls == max(1, at):
+                self.hazards.add("direct during a mapping invocation")
+                self._active = outer
+                try:
+                    nested()
+                finally:
+                    self._active = before
+
+        if fault == "throttled":
+            songs = {f"song{at % 4 + 1}", f"song{self.rng.randint(1, 4)}"}
+            self.dynamodb.throttle = lambda p: self._throttled(p, lambda key: key.get("songID", {}).get("S") in songs)
+        elif fault == "throttled_progress":
+            self.dynamodb.throttle = lambda p: self._throttled(p, lambda key: "ShardKey" in key)
+        elif fault == "late_write":
+            self.dynamodb.delay_write = lambda _p: self.rng.random() < 0.4
+        elif fault == "write_timeout":
+            self.dynamodb.lose_response = lambda _p: self._lost_write()
+        self._active = before
+        try:
+            response = self.design.invoke(copy.deepcopy(event), lambda: int((deadline - self.now) * 1000))
+            succeeded = True
+            if fault == "killed":
+                self.hazards.add("killed function")
+                raise Killed("the function was killed before it could answer")
+        except Killed:
+            response, succeeded = None, False
+            self.design.restart()
+        except Exception:
+            response, succeeded = None, False
+        finally:
+            self._active = outer
+            self.dynamodb.throttle = None
+            self.dynamodb.delay_write = None
+            self.dynamodb.lose_response = None
+        self.now += 0.05
+        if succeeded and fault == "lost_response":
+            self.hazards.add("lost response")
+            succeeded = False  # at-least-once: done, yet retried
+        has_state = isinstance(response, dict) and isinstance(response.get("state"), dict)
+        if succeeded and "window" in event and not has_state:
+            succeeded = False  # window-state: a response without state is a failed invocation
+        return succeeded, response
+
+    def _throttled(self, parameters: dict[str, Any], matches: Callable[[dict[str, Any]], bool]) -> bool:
+        key = parameters.get("Key") or parameters.get("Item") or {}
+        if matches(key):
+            self.hazards.add("throttled write")
+            return True
+        return False
+
+    def _lost_write(self) -> bool:
+        if self.rng.random() < 0.4:
+            self.hazards.add("lost write response")
+            return True
+        return False
+
+    def land_one(self, index: int) -> None:
+        if self.dynamodb.delayed:
+            self.hazards.add("late write")
+            self.dynamodb.land_delayed(lambda size: index % size)
+
+    # ------------------------------------------------------------------ the mapping's step
+
+    def deliver(self, lane: Lane, step: Delivery) -> None:
+        if self.windowed and self.settings.window_seconds is not None:
+            self._expire(lane)
+            if lane.final_due:
+                self._final(lane, step)
+            elif lane.retry is not None:
+                self._retry(lane, step)
             else:
-                self._step_plain(lane)
-            if self.fake.delayed and self.rng.random() < 0.2:
-                self.fake.land_delayed(lambda size: self.rng.randrange(size))
+                self._first_time(lane, step)
         else:
-            raise AssertionError("the history did not finish: a shard is stuck")
-        self.fake.land_delayed()
-        truth = Counter((d.song_id, utc_month(d.timestamp)) for d in downloads)
-        counted = {key: self.fake.count_of("model-downloads", *key) for key in truth}
-        return HistoryResult(
-            design=self.design.name,
-            downloads=len(downloads),
-            counted=counted | self._counted_elsewhere(truth),
-            truth=truth,
-            discarded=self.discarded,
-            invocations=self.invocations,
-            failures_injected=self.failures_injected,
-            writes=self.fake.writes,
+            self._expire(lane)
+            if lane.retry is not None:
+                self._retry(lane, step)
+            else:
+                self._first_time(lane, step)
+
+    def _matching(self, lane: Lane, start: int, stop: int | None = None) -> list[int]:
+        records = lane.shard.records
+        return [i for i in range(start, len(records) if stop is None else stop) if records[i].passes_filter]
+
+    def _expire(self, lane: Lane) -> None:
+        """record-age / retention: records older than the maximum age (or trimmed) are discarded without invoking."""
+        age = min(self.settings.maximum_record_age or RETENTION_SECONDS, RETENTION_SECONDS)
+        records = lane.shard.records
+        width = self.settings.window_seconds or 1
+        if self.windowed and lane.window_start is not None and lane.window_start + width < self.now - age:
+            # window-retries: a window whose records are all past the maximum age is given up
+            self.hazards.add("window given up")
+            self.hazards.add("records expired" if age == RETENTION_SECONDS else "record-age discard")
+            named = lane.final_records or (list(lane.last_batch) if lane.last_batch else [])
+            if lane.retry is not None:
+                named = sorted(set(named) | lane.retry.pending)
+                lane.position = max(lane.position, lane.retry.frontier)
+                lane.retry = None
+            if named:
+                self._on_failure(lane, named, "RecordAgeExceeded")
+            lane.position = max([lane.position, *(i + 1 for i in named)])
+            lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
+            lane.last_batch, lane.attempts = None, 0
+        cutoff = bisect_right(lane.shard.inserted, self.now - age)
+        if cutoff <= lane.position:
+            return
+        old = self._matching(lane, lane.position, cutoff)
+        if lane.retry is not None:
+            old = sorted(set(old) & (lane.retry.pending | set(range(lane.retry.frontier, cutoff))))
+        if old:
+            expired = age == RETENTION_SECONDS or self.now - records[old[0]].inserted >= RETENTION_SECONDS
+            self.hazards.add("records expired" if expired else "record-age discard")
+            self._on_failure(lane, old, "RecordAgeExceeded")
+        if lane.retry is not None:
+            lane.retry.pending = {i for i in lane.retry.pending if i >= cutoff}
+            if not lane.retry.pending:
+                lane.position = max(cutoff, lane.retry.frontier)
+                lane.retry = None
+                return
+        lane.final_records = [i for i in lane.final_records if i >= cutoff]
+        lane.position = max(lane.position, cutoff) if lane.retry is None else lane.position
+
+    def _on_failure(self, lane: Lane, indices: list[int], condition: str) -> None:
+        """discarded-to-destination: the on-failure record names the shard and the sequence range."""
+        if self.draining:
+            self.drain_discards += 1
+        records = lane.shard.records
+        first, last = records[min(indices)], records[max(indices)]
+        self.queue.messages.append(
+            {
+                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts + 1},
+                "version": "1.0",
+                "timestamp": _iso(self.now),
+                "DDBStreamBatchInfo": {
+                    "shardId": lane.shard.shard_id,
+                    "startSequenceNumber": str(first.sequence),
+                    "endSequenceNumber": str(last.sequence),
+                    "approximateArrivalOfFirstRecord": _iso(first.created),
+                    "approximateArrivalOfLastRecord": _iso(last.created),
+                    "batchSize": len(indices),
+                    "streamArn": STREAM_ARN,
+                },
+            }
         )
 
-    def _counted_elsewhere(self, truth: Counter[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """Aggregates the oracle did not expect (a month filed wrongly) count as over-counted downloads."""
-        result = {}
-        for (table, key), item in self.fake.items.items():
-            entry = dict(key)
-            aggregate = (entry.get("songID", ""), entry.get("SK", ""))
-            if table == "model-downloads" and aggregate not in truth and "DownloadCount" in item:
-                result[aggregate] = int(item["DownloadCount"]["N"])
-        return result
+    def _event(self, lane: Lane, indices: list[int], final: bool, state: dict[str, Any], early: bool) -> dict[str, Any]:
+        records = [lane.shard.records[i].lambda_form() for i in indices]
+        if not self.windowed:
+            return {"Records": records}
+        width = self.settings.window_seconds or 1
+        start = lane.window_start if lane.window_start is not None else 0
+        return {
+            "Records": records,
+            "window": {"start": _iso(start), "end": _iso(start + width)},
+            "state": copy.deepcopy(state),
+            "shardId": lane.shard.shard_id,
+            "eventSourceARN": STREAM_ARN,
+            "isFinalInvokeForWindow": final,
+            "isWindowTerminatedEarly": early,
+        }
+
+    def _first_time(self, lane: Lane, step: Delivery) -> None:
+        records = lane.shard.records
+        matching = self._matching(lane, lane.position)
+        width = self.settings.window_seconds or 1
+        if not matching:
+            lane.position = len(records)  # filter: the iterator advances past records that do not match
+            if lane.window_start is not None and (lane.shard.closed or self.now >= lane.window_start + width):
+                lane.final_due = True
+                self._final(lane, step)
+            return
+        window = self._window_of(records[matching[0]])
+        if self.windowed and lane.window_start is not None and window != lane.window_start:
+            lane.final_due = True
+            self._final(lane, step)
+            return
+        if self.windowed and lane.window_start is None:
+            lane.window_start, lane.state, lane.last_batch = window, {}, None
+        batch = [i for i in matching if not self.windowed or self._window_of(records[i]) == window][: max(1, step.size)]
+        end = batch[-1] + 1
+        if self.windowed and step.final_records and self._window_complete(lane, end, window):
+            self.hazards.add("final invocation with records")
+            lane.final_due, lane.final_records = True, batch
+            self._final(lane, step)
+            return
+        self._batch(lane, batch, step, end, state=lane.state or {}, retried=[])
+
+    def _window_complete(self, lane: Lane, end: int, window: int) -> bool:
+        later = self._matching(lane, end)
+        if later:
+            return self._window_of(lane.shard.records[later[0]]) != window
+        return lane.shard.closed or self.now >= window + (self.settings.window_seconds or 1)
+
+    def _batch(
+        self, lane: Lane, presented: list[int], step: Delivery, end: int, state: dict[str, Any], retried: list[int]
+    ) -> None:
+        early = self.windowed and step.early
+        event = self._event(lane, presented, final=False, state=state, early=early)
+        nested = self._nested_direct(lane, step)
+        succeeded, response = self.invoke(event, step.fault if step.fault != "interleave" else "none", step.at, nested)
+        records = lane.shard.records
+        if succeeded and not self.windowed and isinstance(response, dict) and self.design.reports_batch_item_failures:
+            reported = [str(failure.get("itemIdentifier")) for failure in response.get("batchItemFailures") or []]
+            positions = [i for i in presented if str(records[i].sequence) in reported]
+            if positions:
+                # partial-batch: the lowest reported record is the checkpoint; everything from it is retried
+                lowest = min(positions)
+                self._failed(lane, [i for i in presented if i >= lowest], max(end, lowest + 1))
+                return
+        if not succeeded:
+            self._failed(lane, presented, end)
+            return
+        lane.attempts = 0
+        lane.last_batch = (min(presented), max(presented))
+        if self.windowed:
+            lane.state = dict(response["state"])
+            if early:
+                self.hazards.add("early termination")
+                lane.state = {}  # window-early: the same window continues with a fresh state
+        if lane.retry is None:
+            lane.position = max(lane.position, end)
+            return
+        lane.retry.pending -= set(presented)
+        lane.retry.frontier = max(lane.retry.frontier, end)
+        if not lane.retry.pending:
+            lane.position = max(lane.position, lane.retry.frontier)
+            lane.retry = None
+
+    def _failed(self, lane: Lane, presented: list[int], end: int) -> None:
+        lane.attempts += 1
+        self.now += min(2.0 ** min(lane.attempts, 6), 60.0)  # retries back off
+        quota = self.settings.maximum_retry_attempts
+        pending = set(presented) | (lane.retry.pending if lane.retry is not None else set())
+        if quota is not None and lane.attempts > quota:
+            # retries / retry-quota: discarded to the on-failure destination, processing continues
+            self.hazards.add("batch given up")
+            self._on_failure(lane, sorted(pending), "RetryAttemptsExhausted")
+            frontier = max(end, lane.retry.frontier if lane.retry is not None else end)
+            lane.position, lane.retry, lane.attempts = max(lane.position, frontier), None, 0
+            return
+        if lane.retry is None:
+            lane.retry = Retry(pending, end, len(presented))
+        else:
+            lane.retry.pending = pending
+            lane.retry.frontier = max(lane.retry.frontier, end)
+            lane.retry.failed_size = len(presented)
+
+    def _retry(self, lane: Lane, step: Delivery) -> None:
+        """at-least-once: from the checkpoint on, any records again, in any order, split or merged with newer ones."""
+        retry = lane.retry
+        assert retry is not None
+        records = lane.shard.records
+        pending = sorted(retry.pending)
+        if step.part == 1:
+            chosen = pending[: max(1, len(pending) // 2)]
+        elif step.part == 2:
+            chosen = pending[len(pending) // 2 :]
+        elif step.part == 3:
+            since = self._matching(lane, lane.position, retry.frontier)
+            chosen = sorted(self.rng.sample(since, self.rng.randint(1, len(since))))
+        else:
+            chosen = pending
+        window = self._window_of(records[pending[0]]) if self.windowed else None
+        newer = [
+            i for i in self._matching(lane, retry.frontier) if window is None or self._window_of(records[i]) == window
+        ][: step.extend]
+        if step.order == 1:
+            again = sorted(chosen, reverse=True)
+        elif step.order == 2:
+            again = chosen[len(chosen) // 2 :] + chosen[: len(chosen) // 2]
+        elif step.order == 3:
+            again = self.rng.sample(chosen, len(chosen))
+        else:
+            again = list(chosen)
+        # at-least-once: records new to this retry are in order; the ones processed before may come anywhere
+        if step.order == 0:
+            presented = sorted(again + newer)
+        else:
+            presented = again + newer if self.rng.random() < 0.5 else newer + again
+        if presented != sorted(presented) or (pending and min(chosen) > pending[0]):
+            self.hazards.add("reordered retry")
+        if newer:
+            self.hazards.add("larger retry")
+        if len(chosen) < retry.failed_size:
+            self.hazards.add("smaller retry")
+        state = lane.state or {}
+        if step.fresh and self.windowed:
+            if state:
+                self.hazards.add("fresh state on retry")
+            state = {}
+        end = max(retry.frontier, (max(newer) + 1) if newer else 0)
+        self._batch(lane, presented, step, end, state=state, retried=chosen)
+
+    def _final(self, lane: Lane, step: Delivery) -> None:
+        """window-final: the window's last invocation; nothing else of the shard until it succeeds or is given up."""
+        indices = lane.final_records
+        state = lane.state or {}
+        if step.fresh and lane.attempts > 0:
+            if state:
+                self.hazards.add("fresh state on retry")
+            state = {}
+        event = self._event(lane, indices, final=True, state=state, early=False)
+        nested = self._nested_direct(lane, step)
+        succeeded, _ = self.invoke(event, step.fault if step.fault != "interleave" else "none", step.at, nested)
+        end = (max(indices) + 1) if indices else lane.position
+        if not succeeded:
+            lane.attempts += 1
+            self.now += min(2.0 ** min(lane.attempts, 6), 60.0)
+            quota = self.settings.maximum_retry_attempts
+            if quota is None or lane.attempts <= quota:
+                return
+            self.hazards.add("window given up")
+            named = indices or ([lane.last_batch[0], lane.last_batch[1]] if lane.last_batch else [])
+            if named:
+                self._on_failure(lane, named, "RetryAttemptsExhausted")
+        lane.position = max(lane.position, end)
+        lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
+        lane.last_batch, lane.attempts = None, 0
+
+    # ------------------------------------------------------------------ direct invocations
+
+    def _nested_direct(self, lane: Lane, step: Delivery) -> Callable[[], None] | None:
+        if step.fault != "interleave":
+            return None
+        return lambda: self.direct(lane, "ahead", 1, "none", 0)
+
+    def direct(self, lane: Lane, kind: str, count: int, fault: str, at: int, pick: int = -1) -> tuple[bool, Any]:
+        """An operator's direct invocation following the aggregator's contract, with real or invented records."""
+        event = self.direct_event(lane, kind, count, pick)
+        if event is None:
+            return False, None
+        if fault == "pause":
+            self._start_paused(event, at)
+            return False, None
+        return self.invoke(event, fault, at)
+
+    def _start_paused(self, event: dict[str, Any], at: int) -> None:
+        """A direct invocation stopped at its at-th call to AWS while the history goes on: a slow concurrent reader."""
+        paused = Paused()
+
+        def suspend() -> None:
+            paused.active = self._active
+            self._active = None
+            paused.handoff.set()
+            paused.resume.wait()
+            self._active = paused.active
+
+        def run() -> None:
+            try:
+                paused.result = self.invoke(event, "none", at, pause=suspend)
+            finally:
+                paused.done = True
+                paused.handoff.set()
+
+        paused.thread = threading.Thread(target=run, daemon=True)
+        paused.thread.start()
+        paused.handoff.wait()
+        paused.handoff.clear()
+        if not paused.done:
+            self.hazards.add("direct paused while the mapping goes on")
+            self.paused.append(paused)
+
+    def resume(self, index: int) -> None:
+        """A paused direct invocation goes on to its end (Lambda's timeout may have passed meanwhile)."""
+        if not self.paused:
+            return
+        paused = self.paused.pop(index % len(self.paused))
+        paused.resume.set()
+        paused.handoff.wait()
+        if paused.thread is not None:
+            paused.thread.join()
+
+    def direct_event(self, lane: Lane, kind: str, count: int, pick: int = -1) -> dict[str, Any] | None:
+        """The event; `pick` >= 0 claims the candidates from that index on instead of a random sample."""
+        records = lane.shard.records
+        matching = self._matching(lane, 0)
+        event: dict[str, Any] = {"shardId": lane.shard.shard_id, "eventSourceARN": STREAM_ARN}
+        if kind in ("ahead", "behind"):
+            ahead = [i for i in matching if i >= lane.position and i >= lane.shard.trimmed(self.now)]
+            behind = [i for i in matching if i < lane.position and i >= lane.shard.trimmed(self.now)]
+            candidates = ahead if kind == "ahead" else behind
+            if not candidates:
+                return None
+            if pick >= 0:
+                chosen = candidates[min(pick, len(candidates) - 1) :][:count]
+            else:
+                chosen = sorted(self.rng.sample(candidates, min(count, len(candidates))))
+            self.hazards.add("direct ahead of the mapping" if kind == "ahead" else "direct behind the mapping")
+            event["Records"] = [records[i].lambda_form() for i in chosen]
+        elif kind == "invented":
+            taken = {record.sequence for record in records}
+            claims = []
+            for _ in range(max(1, count)):
+                base = self.rng.choice(records).sequence if records and self.rng.random() < 0.7 else lane.shard.start
+                sequence = base + self.rng.randint(1, 3) if self.rng.random() < 0.8 else lane.shard.next_sequence + 77
+                if sequence in taken:
+                    continue
+                song = f"song{self.rng.randint(1, 4)}"
+                image = {
+                    "songID": {"S": song},
+                    "SK": {"S": f"invented-{sequence}"},
+                    "Timestamp": {"S": "2018-01-15T12:30:00Z"},
+                }
+                keys = {"songID": image["songID"], "SK": image["SK"]}
+                claims.append(
+                    StreamRecord(
+                        lane.shard.shard_id, sequence, self.now, int(self.now), "INSERT", keys, image, None
+                    ).lambda_form()
+                )
+            if not claims:
+                return None
+            self.hazards.add("direct invented records")
+            event["Records"] = claims
+        else:
+            ahead = [i for i in matching if i >= lane.position]
+            if ahead and self.rng.random() < 0.7:
+                event["throughSequenceNumber"] = str(records[self.rng.choice(ahead)].sequence)
+                self.hazards.add("direct ahead of the mapping")
+            else:
+                event["throughSequenceNumber"] = str(lane.shard.next_sequence + self.rng.randint(1, 10**6))
+                self.hazards.add("direct invented records")
+            event["Records"] = []
+        return event
+
+    # ------------------------------------------------------------------ the rest of the history
+
+    def write(self, written: Written) -> None:
+        record = self.stream.write_download(written)
+        self.written.append((written, record))
+        self.now += 0.25
+
+    def wait(self, seconds: float) -> None:
+        self.now += seconds
+
+    def drain(self, max_rounds: int = 5000) -> None:
+        """After the history: Lambda catches up without faults until every shard is read (windows closed)."""
+        while self.paused:
+            self.resume(0)
+        self.draining = True
+        self.streams.behaviour = self.streams.behaviour.calm()
+        for delayed in range(len(self.dynamodb.delayed)):
+            self.land_one(delayed)
+        for _ in range(max_rounds):
+            lanes = [lane for lane in self.runnable() if not lane.idle(self.now, self.settings.window_seconds or 1)]
+            if not lanes:
+                open_windows = [lane for lane in self.lanes.values() if lane.window_start is not None]
+                if not open_windows:
+                    self.draining = False
+                    return
+                self.now += self.settings.window_seconds or 1
+                continue
+            for lane in lanes:
+                self.deliver(lane, Delivery(size=self.settings.batch_size))
+        raise AssertionError("the mapping did not catch up: a shard is stuck")
 
 
-def _iso(epoch: int) -> str:
+def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,11 +1,12 @@
-"""An in-memory DynamoDB client for the stream model: the subset of GetItem and UpdateItem the aggregators use.
+"""An in-memory DynamoDB client for the stream model: GetItem, PutItem, UpdateItem and TransactWriteItems.
 
 The model runs thousands of histories with hundreds of writes each; moto takes a millisecond
 a call, this takes microseconds. `tests/unit/test_fake_dynamodb.py` holds it to moto's
 answers on the same requests, so what the model proves holds for the real expressions.
-It can also misbehave as DynamoDB may from the caller's side: stop applying writes at a
-given point (the function was killed) or apply a write while reporting a timeout (the
-response was lost; the write landed anyway, now or later).
+It can also misbehave as DynamoDB may from the caller's side: stop at a given call (the
+function was killed), throttle, or apply a write while reporting a timeout (the response
+was lost; the write landed anyway, now or later). Every change of an item is reported to
+`on_change`, which the model turns into the table's stream records.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ Item = dict[str, dict[str, Any]]
 _TOKEN = re.compile(r"\s*(?:(<=|>=|<>|[=<>(),+-])|([#:]?[A-Za-z_][A-Za-z0-9_]*))")
 
 
-class Killed(Exception):
-    """The function's process is gone: no further call of this invocation reaches DynamoDB."""
+class Killed(BaseException):
+    """The function's process is gone: no further call of this invocation reaches AWS.
+
+    A BaseException, so that no `except Exception` in the code under test can swallow it:
+    the process simply stops where the call was made.
+    """
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +110,8 @@ class _Condition:
         if token in ("attribute_exists", "attribute_not_exists"):
             self._take()
             self._take("(")
-            name = self._names[self._take()]
+            token_name = self._take()
+            name = self._names[token_name] if token_name.startswith("#") else token_name
             self._take(")")
             return (name in item) == (token == "attribute_exists")
         left = self._operand(item)
@@ -223,80 +229,216 @@ def _error(code: str, operation: str, item: Item | None = None) -> ClientError:
     return ClientError(response, operation)  # type: ignore[arg-type]
 
 
+Key = tuple[str, tuple[tuple[str, str], ...]]
+ChangeListener = Callable[[str, Item, Item | None, Item | None], None]
+"""(table, key, old item or None, new item or None) after every change that happened."""
+
+
 @dataclass
 class FakeDynamoDB:
-    """Items keyed by (table, key); each call either happens whole or not at all, as DynamoDB's single-item writes."""
+    """Items keyed by (table, key); each call happens whole or not at all, as DynamoDB's writes and transactions."""
 
-    items: dict[tuple[str, tuple[tuple[str, str], ...]], Item] = field(default_factory=dict)
+    items: dict[Key, Item] = field(default_factory=dict)
     writes: int = 0
-    """UpdateItem calls that reached the table, conditional failures included."""
-    kill_after_writes: int | None = None
-    """When set, the write that would make `writes` exceed it raises Killed and is not applied."""
+    """Write calls that reached the table (UpdateItem, PutItem, TransactWriteItems), conditional failures included."""
+    before_call: Callable[[str, dict[str, Any]], None] | None = None
+    """Called with the operation and its parameters before each call: the model's clock, kills and interleavings."""
+    on_change: ChangeListener | None = None
     lose_response: Callable[[dict[str, Any]], bool] | None = None
-    """Decides, per update, to apply it but raise a read timeout, as a response lost on the way back."""
+    """Decides, per write, to apply it but raise a read timeout, as a response lost on the way back."""
     delay_write: Callable[[dict[str, Any]], bool] | None = None
-    """Decides, per update, to hold it back (raising a timeout now) until `land_delayed` applies it."""
-    delayed: list[dict[str, Any]] = field(default_factory=list)
+    """Decides, per write, to hold it back (raising a timeout now) until `land_delayed` applies it."""
+    delayed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     throttle: Callable[[dict[str, Any]], bool] | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    """Decides, per write (or per action of a transaction), that DynamoDB refuses it for capacity."""
+    landed_late: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @staticmethod
-    def _key(table: str, key: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def _key(table: str, key: dict[str, Any]) -> Key:
         return table, tuple(sorted((name, value["S"]) for name, value in key.items()))
 
-    def get_item(self, TableName: str, Key: dict[str, Any], **_: Any) -> dict[str, Any]:  # noqa: N803
-        item = self.items.get(self._key(TableName, Key))
+    def _call(self, operation: str, parameters: dict[str, Any]) -> None:
+        if self.before_call is not None:
+            self.before_call(operation, parameters)
+
+    # ------------------------------------------------------------------ reads
+
+    def get_item(self, **parameters: Any) -> dict[str, Any]:
+        self._call("GetItem", parameters)
+        item = self.items.get(self._key(parameters["TableName"], parameters["Key"]))
         return {"Item": _copy(item)} if item is not None else {}
 
+    # ------------------------------------------------------------------ writes
+
     def update_item(self, **parameters: Any) -> dict[str, Any]:
-        if self.kill_after_writes is not None and self.writes >= self.kill_after_writes:
-            raise Killed("the invocation was killed before this write")
-        if self.throttle is not None and self.throttle(parameters):
-            raise _error("ProvisionedThroughputExceededException", "UpdateItem")
+        return self._write("UpdateItem", parameters)
+
+    def put_item(self, **parameters: Any) -> dict[str, Any]:
+        return self._write("PutItem", parameters)
+
+    def transact_write_items(self, **parameters: Any) -> dict[str, Any]:
+        return self._write("TransactWriteItems", parameters)
+
+    def _write(self, operation: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        self._call(operation, parameters)
+        if operation == "TransactWriteItems":
+            _validate_transaction(parameters)
+        throttled = self._throttled(operation, parameters)
+        if throttled is not None:
+            raise throttled
         if self.delay_write is not None and self.delay_write(parameters):
-            self.delayed.append(parameters)
+            self.delayed.append((operation, parameters))
             raise ReadTimeoutError(endpoint_url="fake://dynamodb")
-        response = self._update(parameters)
+        response = self._apply(operation, parameters)
         if self.lose_response is not None and self.lose_response(parameters):
             raise ReadTimeoutError(endpoint_url="fake://dynamodb")
         return response
+
+    def _throttled(self, operation: str, parameters: dict[str, Any]) -> ClientError | None:
+        if self.throttle is None:
+            return None
+        if operation != "TransactWriteItems":
+            return _error("ProvisionedThroughputExceededException", operation) if self.throttle(parameters) else None
+        actions = [_action(entry)[1] for entry in parameters["TransactItems"]]
+        codes = ["ThrottlingError" if self.throttle(action) else "None" for action in actions]
+        if all(code == "None" for code in codes):
+            return None
+        return _cancelled([{"Code": code} if code == "None" else {"Code": code, "Message": code} for code in codes])
 
     def land_delayed(self, choose: Callable[[int], int] | None = None) -> int:
         """Apply held-back writes (all, or one chosen by index); their callers gave up on them long ago."""
         landed = 0
         while self.delayed:
-            parameters = self.delayed.pop(choose(len(self.delayed)) if choose else 0)
+            operation, parameters = self.delayed.pop(choose(len(self.delayed)) if choose else 0)
             with contextlib.suppress(ClientError):
-                self._update(parameters)
+                self._apply(operation, parameters)
             landed += 1
+            self.landed_late += 1
             if choose:
                 break
         return landed
 
-    def _update(self, parameters: dict[str, Any]) -> dict[str, Any]:
+    def _apply(self, operation: str, parameters: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            return self._update_atomically(parameters)
+            self.writes += 1
+            if operation == "TransactWriteItems":
+                return self._transact(parameters)
+            if operation == "PutItem":
+                return self._put(parameters)
+            return self._update(parameters)
 
-    def _update_atomically(self, parameters: dict[str, Any]) -> dict[str, Any]:
-        self.writes += 1
+    def _condition_holds(self, parameters: dict[str, Any]) -> tuple[bool, Item | None]:
+        """Whether the action's condition holds, and the item as it is (None when absent)."""
+        condition = parameters.get("ConditionExpression")
+        existing = self.items.get(self._key(parameters["TableName"], _key_of(parameters)))
+        if not condition:
+            return True, existing
         names = parameters.get("ExpressionAttributeNames", {})
         values = parameters.get("ExpressionAttributeValues", {})
-        storage_key = self._key(parameters["TableName"], parameters["Key"])
-        existing = self.items.get(storage_key)
-        current: Item = _copy(existing) if existing is not None else {}
-        condition = parameters.get("ConditionExpression")
-        if condition and not _Condition(condition, names, values).evaluate(current):
+        return _Condition(condition, names, values).evaluate(existing if existing is not None else {}), existing
+
+    def _update(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        holds, existing = self._condition_holds(parameters)
+        if not holds:
             old = existing if parameters.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else None
             raise _error("ConditionalCheckFailedException", "UpdateItem", old)
-        updated = current if existing is not None else _copy(parameters["Key"])
-        _apply_update(updated, parameters["UpdateExpression"], names, values)
-        self.items[storage_key] = updated
+        updated = self._updated_item(parameters)
         if parameters.get("ReturnValues") == "ALL_NEW":
             return {"Attributes": _copy(updated)}
         return {}
+
+    def _updated_item(self, parameters: dict[str, Any]) -> Item:
+        storage_key = self._key(parameters["TableName"], parameters["Key"])
+        existing = self.items.get(storage_key)
+        updated = _copy(existing) if existing is not None else _copy(parameters["Key"])
+        _apply_update(
+            updated,
+            parameters["UpdateExpression"],
+            parameters.get("ExpressionAttributeNames", {}),
+            parameters.get("ExpressionAttributeValues", {}),
+        )
+        self._store(parameters["TableName"], storage_key, parameters["Key"], existing, updated)
+        return updated
+
+    def _put(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        holds, existing = self._condition_holds(parameters)
+        if not holds:
+            old = existing if parameters.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else None
+            raise _error("ConditionalCheckFailedException", "PutItem", old)
+        item = _copy(parameters["Item"])
+        key = _key_of(parameters)
+        storage_key = self._key(parameters["TableName"], key)
+        self._store(parameters["TableName"], storage_key, key, self.items.get(storage_key), item)
+        return {}
+
+    def _transact(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        """All conditions are evaluated against the items as they are; then every action applies, or none."""
+        actions = [_action(entry) for entry in parameters["TransactItems"]]
+        reasons: list[dict[str, Any]] = []
+        for _kind, action in actions:
+            holds, existing = self._condition_holds(action)
+            if holds:
+                reasons.append({"Code": "None"})
+                continue
+            reason: dict[str, Any] = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
+            if existing is not None and action.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD":
+                reason["Item"] = _copy(existing)
+            reasons.append(reason)
+        if any(reason["Code"] != "None" for reason in reasons):
+            raise _cancelled(reasons)
+        for kind, action in actions:
+            if kind == "Update":
+                self._updated_item(action)
+            elif kind == "Put":
+                self._put(action)
+        return {}
+
+    def _store(self, table: str, storage_key: Key, key: Item, old: Item | None, new: Item) -> None:
+        self.items[storage_key] = new
+        if self.on_change is not None:
+            self.on_change(table, _copy(key), _copy(old) if old is not None else None, _copy(new))
 
     def count_of(
         self, table: str, entity: str, period: str, schema: tuple[str, str, str] = ("songID", "SK", "DownloadCount")
     ) -> int:
         item = self.items.get(self._key(table, {schema[0]: {"S": entity}, schema[1]: {"S": period}}))
         return int(item[schema[2]]["N"]) if item and schema[2] in item else 0
+
+
+_KEY_NAMES = ("songID", "SK", "ShardKey")
+"""Key attributes of the model's tables (main: songID, SK; progress: ShardKey): a PutItem names its key this way."""
+
+
+def _key_of(parameters: dict[str, Any]) -> Item:
+    if "Key" in parameters:
+        return parameters["Key"]
+    return {name: value for name, value in parameters["Item"].items() if name in _KEY_NAMES}
+
+
+def _action(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    ((kind, action),) = entry.items()
+    if kind not in ("Update", "ConditionCheck", "Put"):
+        raise ValueError(f"the fake does not implement {kind} in a transaction")
+    return kind, action
+
+
+def _validate_transaction(parameters: dict[str, Any]) -> None:
+    """As DynamoDB: 1 to 100 actions, no two on the same item."""
+    entries = parameters.get("TransactItems") or []
+    if not 1 <= len(entries) <= 100:
+        raise _error("ValidationException", "TransactWriteItems")
+    targets = [FakeDynamoDB._key(action["TableName"], _key_of(action)) for _kind, action in map(_action, entries)]
+    if len(set(targets)) != len(targets):
+        raise _error("ValidationException", "TransactWriteItems")
+
+
+def _cancelled(reasons: list[dict[str, Any]]) -> ClientError:
+    codes = ", ".join(reason["Code"] for reason in reasons)
+    message = f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]"
+    response: dict[str, Any] = {
+        "Error": {"Code": "TransactionCanceledException", "Message": message},
+        "Message": message,
+        "CancellationReasons": reasons,
+    }
+    return ClientError(response, "TransactWriteItems")  # type: ignore[arg-type]

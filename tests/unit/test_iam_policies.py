@@ -246,7 +246,7 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
     import query
     from tests.unit.test_query_boards import load
 
-    # given the query role's GetItem statement, and three days of 60 songs (the window's top song needs point reads)
+    # given the query role's GetItem statement, and three days of 60 songs
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
     allowed = set(statement["Condition"][("ForAllValues:StringEquals", "dynamodb:Attributes")])
     load(
@@ -258,7 +258,7 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function merges the window, with and without around-me ranks
     request = query.parse_request(
-        {"period": "day", "key": "2018-01-12", "last": 3, "limit": 1},
+        {"period": "day", "key": "2018-01-12", "last": 3, "limit": 10},
         query.IndexSchema(),
         query.Layout(1),
         query.Boards(("day",)),

@@ -138,12 +138,8 @@ def scan_top_ten(aws: Clients, table: str, month: str) -> list[tuple[str, int]]:
         "ProjectionExpression": "songID, #ts",
         "ExpressionAttributeNames": {"#month": "Month", "#ts": "Timestamp"},
     }
-    while True:
-        page = aws.dynamodb.scan(**parameters)
+    for page in aws.dynamodb.get_paginator("scan").paginate(**parameters):
         for item in page.get("Items", []):
             if utc_month(item["Timestamp"]["S"]) == month:
                 counts[item["songID"]["S"]] += 1
-        if "LastEvaluatedKey" not in page:
-            break
-        parameters["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     return sorted(counts.items(), key=lambda entry: (-entry[1], entry[0]))[:10]

@@ -1,0 +1,250 @@
+"""What the module deployed around a table, read from AWS: the settings the operator tools must agree with.
+
+From the table alone: its stream (DescribeTable), the event source mapping reading that stream
+(ListEventSourceMappings by the stream ARN), the aggregator it invokes and the aggregator's
+environment (GetFunctionConfiguration: attribute names, leaderboard shards, failure queue, progress
+table), the query function beside it (`<name>-query` for `<name>-aggregator`: the leaderboard
+layouts it reads), the table's TTL attribute (DescribeTimeToLive) and the mapping's tumbling window.
+A flag may stand in for what cannot be read; a flag that contradicts what was read is refused, so
+a tool never writes aggregates under names or in index partitions the deployment does not use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from leaderboard_tools.leaderboard_layout import AttributeNames
+
+NAME_VARIABLES = {
+    "entity": "ENTITY_ATTRIBUTE",
+    "sort_key": "SORT_KEY_ATTRIBUTE",
+    "timestamp": "TIMESTAMP_ATTRIBUTE",
+    "period": "PERIOD_ATTRIBUTE",
+    "count": "COUNT_ATTRIBUTE",
+    "order": "ORDER_ATTRIBUTE",
+}
+"""AttributeNames field -> the aggregator's environment variable (terraform/lambda.tf)."""
+NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VARIABLES}
+AGGREGATOR_SUFFIX = "-aggregator"
+QUERY_SUFFIX = "-query"
+
+
+class DeploymentError(RuntimeError):
+    """The deployment cannot be read, is not the module's, or contradicts a flag: nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the operator passed on the command line; None: read it from the deployment."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    leaderboard_shards: int | None = None
+    failure_queue_url: str | None = None
+    progress_table: str | None = None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    table: str
+    table_arn: str
+    stream_arn: str | None
+    names: AttributeNames
+    leaderboard_shards: int | None
+    """What the aggregator writes (LEADERBOARD_SHARDS): where a repaired or moved aggregate belongs."""
+    query_leaderboard_shards: int | None
+    query_leaderboard_shards_previous: int | None
+    """The layouts the query function reads; None when it was not found."""
+    ttl_attribute: str | None
+    window_seconds: int | None
+    failure_queue_url: str | None
+    progress_table: str | None
+    aggregator_function: str | None
+    query_function: str | None
+    mapping_uuid: str | None
+    mapping_state: str | None
+    periods: tuple[str, ...] = ("month",)
+    """LEADERBOARD_PERIODS: the boards the aggregator keeps (issue 16); the guide's months by default."""
+    category_attribute: str | None = None
+    sum_attribute: str | None = None
+    """SUM_ATTRIBUTE: aggregates hold a sum of it, not a count of downloads."""
+
+    def shards(self) -> int:
+        if self.leaderboard_shards is None:
+            raise DeploymentError(f"no aggregator of this module reads the stream of {self.table}: pass --shards")
+        return self.leaderboard_shards
+
+    def as_json(self) -> dict[str, Any]:
+        return {item.name: _plain(getattr(self, item.name)) for item in fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, AttributeNames):
+        return {item.name: getattr(value, item.name) for item in fields(value)}
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _queue_identity(url: str) -> str:
+    """Account and queue name: the same queue has more than one URL form (legacy and regional hosts)."""
+    return "/".join(url.rstrip("/").split("/")[-2:])
+
+
+def _environment(lambda_client: Any, function: str) -> dict[str, str] | None:
+    """A function's environment variables; None if the function does not exist."""
+    try:
+        configuration = lambda_client.get_function_configuration(FunctionName=function)
+    except ClientError as error:
+        if _code(error) == "ResourceNotFoundException":
+            return None
+        raise DeploymentError(f"cannot read the configuration of {function}: {error}") from error
+    environment = configuration.get("Environment") or {}
+    if environment.get("Error"):
+        problem = environment["Error"]
+        raise DeploymentError(
+            f"cannot read the environment of {function}: {problem.get('ErrorCode')}: {problem.get('Message')}"
+        )
+    return dict(environment.get("Variables") or {})
+
+
+def _aggregator_mapping(
+    lambda_client: Any, table: str, stream_arn: str
+) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """The mapping of this stream whose function is the module's aggregator for this table, and its environment."""
+    found = []
+    try:
+        pages = lambda_client.get_paginator("list_event_source_mappings").paginate(EventSourceArn=stream_arn)
+        mappings = [mapping for page in pages for mapping in page.get("EventSourceMappings", [])]
+    except ClientError as error:
+        raise DeploymentError(f"cannot list the event source mappings of {stream_arn}: {error}") from error
+    for mapping in mappings:
+        environment = _environment(lambda_client, mapping["FunctionArn"])
+        if environment is not None and environment.get("TABLE_NAME") == table and "COUNT_ATTRIBUTE" in environment:
+            found.append((mapping, environment))
+    if len(found) > 1:
+        functions = ", ".join(sorted(mapping["FunctionArn"] for mapping, _ in found))
+        raise DeploymentError(f"more than one aggregator reads the stream of {table}: {functions}")
+    return found[0] if found else None
+
+
+def _optional_int(value: str | None) -> int | None:
+    return int(value) if value not in (None, "") else None
+
+
+def _agree(setting: str, flag: str, deployed: Any, given: Any, source: str) -> Any:
+    if deployed is not None and given is not None and deployed != given:
+        raise DeploymentError(f"{flag} {given} contradicts the deployment: {source} says {deployed}")
+    return deployed if deployed is not None else given
+
+
+def discover(clients: Any, table: str, overrides: Overrides | None = None) -> Deployment:
+    """Read the module's settings around `table`; flags fill what cannot be read and must agree with what can."""
+    overrides = overrides or Overrides()
+    dynamodb, lambda_client = clients.dynamodb, clients.lambda_
+    try:
+        description = dynamodb.describe_table(TableName=table)["Table"]
+        ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    except ClientError as error:
+        raise DeploymentError(f"cannot read table {table}: {error}") from error
+    keys = {key["KeyType"]: key["AttributeName"] for key in description["KeySchema"]}
+    stream_enabled = (description.get("StreamSpecification") or {}).get("StreamEnabled", False)
+    stream_arn = description.get("LatestStreamArn") if stream_enabled else None
+    found = _aggregator_mapping(lambda_client, table, stream_arn) if stream_arn else None
+    mapping, environment = found if found else ({}, {})
+    aggregator = mapping.get("FunctionArn")
+    source = f"the aggregator {aggregator}" if aggregator else "the deployment"
+
+    names: dict[str, str] = {}
+    for name, variable in NAME_VARIABLES.items():
+        deployed = environment.get(variable)
+        if name == "entity":
+            deployed = deployed or keys.get("HASH")
+        if name == "sort_key":
+            deployed = deployed or keys.get("RANGE")
+        value = _agree(name, NAME_FLAGS[name], deployed, overrides.names.get(name), f"{source} ({variable})")
+        if value is None:
+            raise DeploymentError(
+                f"no aggregator of this module reads the stream of {table}, so its {variable} is unknown: "
+                f"pass {NAME_FLAGS[name]}"
+            )
+        names[name] = value
+    if (names["entity"], names["sort_key"]) != (keys.get("HASH"), keys.get("RANGE")):
+        raise DeploymentError(
+            f"table {table} is keyed by {keys.get('HASH')}/{keys.get('RANGE')}, "
+            f"not {names['entity']}/{names['sort_key']}: it is not the table this aggregator counts"
+        )
+
+    shards = _agree(
+        "leaderboard_shards",
+        "--shards",
+        _optional_int(environment.get("LEADERBOARD_SHARDS")),
+        overrides.leaderboard_shards,
+        f"{source} (LEADERBOARD_SHARDS)",
+    )
+
+    queue = environment.get("FAILURE_QUEUE_URL") or None
+    if queue and overrides.failure_queue_url and _queue_identity(queue) != _queue_identity(overrides.failure_queue_url):
+        raise DeploymentError(
+            f"--queue-url {overrides.failure_queue_url} contradicts the deployment: "
+            f"{source} (FAILURE_QUEUE_URL) says {queue}"
+        )
+    progress = _agree(
+        "progress_table",
+        "--progress-table",
+        environment.get("PROGRESS_TABLE_NAME") or None,
+        overrides.progress_table,
+        f"{source} (PROGRESS_TABLE_NAME)",
+    )
+
+    query_function, query_environment = None, None
+    if aggregator:
+        function_name = aggregator.split(":function:")[-1].split(":")[0]
+        if function_name.endswith(AGGREGATOR_SUFFIX):
+            candidate = function_name[: -len(AGGREGATOR_SUFFIX)] + QUERY_SUFFIX
+            query_environment = _environment(lambda_client, candidate)
+            if query_environment is not None and query_environment.get("TABLE_NAME") == table:
+                query_function = candidate
+            else:
+                query_environment = None
+
+    return Deployment(
+        table=table,
+        table_arn=description["TableArn"],
+        stream_arn=stream_arn,
+        names=AttributeNames(**names),
+        leaderboard_shards=shards,
+        query_leaderboard_shards=_optional_int((query_environment or {}).get("LEADERBOARD_SHARDS")),
+        query_leaderboard_shards_previous=_optional_int((query_environment or {}).get("LEADERBOARD_SHARDS_PREVIOUS")),
+        ttl_attribute=ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") else None,
+        window_seconds=mapping.get("TumblingWindowInSeconds"),
+        failure_queue_url=queue or overrides.failure_queue_url,
+        progress_table=progress,
+        aggregator_function=aggregator,
+        query_function=query_function,
+        mapping_uuid=mapping.get("UUID"),
+        mapping_state=mapping.get("State"),
+        periods=tuple(period for period in environment.get("LEADERBOARD_PERIODS", "month").split(",") if period),
+        category_attribute=environment.get("CATEGORY_ATTRIBUTE") or None,
+        sum_attribute=environment.get("SUM_ATTRIBUTE") or None,
+    )
+
+
+def check_layout(deployment: Deployment, shards: int) -> None:
+    """`rekey --shards N` moves aggregates where the deployed functions write and read them, or refuses."""
+    if deployment.leaderboard_shards is not None and shards != deployment.leaderboard_shards:
+        raise DeploymentError(
+            f"--shards {shards} is not the deployed layout: the aggregator writes leaderboard_shards = "
+            f"{deployment.leaderboard_shards}. Apply the module with leaderboard_shards = {shards} and "
+            "leaderboard_shards_previous = the old value first"
+        )
+    if deployment.query_leaderboard_shards is not None and deployment.query_leaderboard_shards != shards:
+        raise DeploymentError(
+            f"--shards {shards} is not the layout the query function {deployment.query_function} reads "
+            f"(leaderboard_shards = {deployment.query_leaderboard_shards}): "
+            "moved aggregates would leave the leaderboard"
+        )

@@ -1,0 +1,98 @@
+"""What a design under test is given: the model's AWS (DynamoDB, DynamoDB Streams, SQS) and its clock.
+
+Every design, the shipped one and the naive ones, sees AWS only through these fakes, so the
+model decides everything AWS may decide: what a call returns, when it fails, what time it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+TABLE = "model-downloads"
+PROGRESS_TABLE = "model-downloads-progress"
+TABLE_ARN = f"arn:aws:dynamodb:us-east-1:000000000000:table/{TABLE}"
+STREAM_ARN = f"{TABLE_ARN}/stream/2018-01-01T00:00:00.000"
+FAILURE_QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/000000000000/model-aggregator-failures"
+
+
+@dataclass
+class FakeQueue:
+    """The failure queue: the mapping's on-failure records and the aggregator's own messages, in arrival order."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    before_call: Callable[[str, dict[str, Any]], None] | None = None
+
+    def send_message(self, **parameters: Any) -> dict[str, Any]:
+        if self.before_call is not None:
+            self.before_call("SendMessage", parameters)
+        self.messages.append(json.loads(parameters["MessageBody"]))
+        return {"MessageId": str(len(self.messages))}
+
+    def send_message_batch(self, **parameters: Any) -> dict[str, Any]:
+        if self.before_call is not None:
+            self.before_call("SendMessageBatch", parameters)
+        for entry in parameters["Entries"]:
+            self.messages.append(json.loads(entry["MessageBody"]))
+        return {"Successful": [{"Id": entry["Id"]} for entry in parameters["Entries"]], "Failed": []}
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [message for message in self.messages if message.get("kind") == kind]
+
+    def batch_infos(self) -> list[dict[str, Any]]:
+        """The mapping's on-failure records (DDBStreamBatchInfo): shard and sequence range of what it discarded."""
+        return [message["DDBStreamBatchInfo"] for message in self.messages if "DDBStreamBatchInfo" in message]
+
+
+@dataclass
+class Environment:
+    dynamodb: Any
+    """FakeDynamoDB: the main table TABLE and the progress table PROGRESS_TABLE."""
+    streams: Any
+    """FakeStreams: a DynamoDB Streams client over the model's shards."""
+    queue: FakeQueue
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    """Time passes on the model's clock (the function waits, e.g. backing off a throttled read)."""
+
+
+class Design:
+    """A way of counting downloads from the stream; `invoke` is its Lambda handler."""
+
+    name: str = "design"
+    uses_windows: bool = True
+    """Tumbling-window events (window, state, shardId); otherwise plain stream events."""
+    reports_batch_item_failures: bool = False
+    reports_rejected: bool = False
+    """Whether the design promises a `rejected_download` message for every malformed download."""
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        """A new function instance (the last one was killed): what it cached is gone (default: nothing cached)."""
+
+    def recover(
+        self,
+        message: dict[str, Any],
+        invoke: Callable[[dict[str, Any]], Any],
+        recount: Callable[[set[tuple[str, str]] | None], None],
+    ) -> None:
+        """What the operator's `recover` does with one failure-queue message (default: nothing).
+
+        `invoke` invokes the function directly; `recount` asks for a recount of aggregates from the
+        raw downloads (None: the whole table), done once at the end of the recover run.
+        """
+
+    def recount(self, env: Environment, counts: dict[tuple[str, str], int]) -> None:
+        """The operator's recount of whole months: each aggregate set to its count in the raw downloads."""
+        for (song, month), count in counts.items():
+            env.dynamodb.update_item(
+                TableName=TABLE,
+                Key={"songID": {"S": song}, "SK": {"S": month}},
+                UpdateExpression="SET #count = :count, #month = if_not_exists(#month, :month)",
+                ExpressionAttributeNames={"#count": "DownloadCount", "#month": "Month"},
+                ExpressionAttributeValues={":count": {"N": str(count)}, ":month": {"S": month}},
+            )

@@ -1,0 +1,491 @@
+"""Histories of deliveries as lists of steps, drawn by hypothesis, played on the model, judged by an oracle.
+
+A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`,
+`Reshard`, `Heat`, `Land`). Any list is a valid history: a step that does not apply is a no-op,
+so hypothesis can shrink a failing history to a short story of deliveries, which prints as
+Python and is kept as a regression test. After the steps, Lambda catches up without faults
+(`World.drain`), the oracle checks that nothing is missing without a durable failure record,
+the operator's `recover` acts on every failure record, and then every aggregate must equal the
+recount of the downloads written (by the oracle's own month parser, not the aggregator's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.stream_model.aws_delivery import FAULTS, Delivery, MappingSettings, World, Written
+from tests.stream_model.environment import TABLE, Design, Environment
+
+TIMESTAMPS = (
+    "2018-01-15T12:30:00Z",
+    "2018-02-15T12:30:00Z",
+    "2018-01-31T23:30:00-05:00",
+    "2018-02-01T01:30:00+02:00",
+    "2018-01-01T00:30:00Z",
+    "2018-02-28T23:30:00Z",
+    "2018-03-01T00:30:00+02:00",
+)
+"""Near month ends, some with offsets that move the UTC month."""
+
+
+class Step:
+    """A step prints as the Python that builds it, without the fields left at their defaults."""
+
+    def __repr__(self) -> str:
+        fields = [
+            f"{item.name}={getattr(self, item.name)!r}"
+            for item in dataclasses.fields(self)  # type: ignore[arg-type]
+            if getattr(self, item.name) != item.default
+        ]
+        return f"{type(self).__name__}({', '.join(fields)})"
+
+
+@dataclass(frozen=True, repr=False)
+class Write(Step):
+    """The application writes one download of song<song> at TIMESTAMPS[when] (malformed: 1-3, what is wrong)."""
+
+    song: int = 1
+    when: int = 0
+    malformed: int = 0
+
+
+@dataclass(frozen=True, repr=False)
+class Deliver(Step):
+    """The mapping invokes the function for the lane-th shard that has work (see aws_delivery.Delivery).
+
+    fault: none; killed (at the at-th call to AWS and after); lost_response (done, reported failed);
+    throttled (writes of song<at % 4 + 1> and one more song); throttled_progress (progress writes);
+    deadline (the function runs out of time); late_write (writes held back, landing later);
+    write_timeout (writes applied, responses lost); interleave (a direct invocation of the same shard
+    runs at the at-th call).
+    """
+
+    lane: int = 0
+    size: int = 10
+    fault: str = "none"
+    at: int = 0
+    part: int = 0
+    order: int = 0
+    extend: int = 0
+    fresh: bool = False
+    early: bool = False
+    final_records: bool = False
+
+
+@dataclass(frozen=True, repr=False)
+class Direct(Step):
+    """An operator invokes the function directly for the lane-th shard: ahead, behind, invented or through.
+
+    fault: as Deliver's, or pause (it stops at its at-th call to AWS until a Resume step or the drain).
+    """
+
+    lane: int = 0
+    kind: str = "ahead"
+    count: int = 1
+    fault: str = "none"
+    at: int = 0
+    pick: int = -1
+    """Claim the ahead/behind candidates from this index on (-1: a random sample)."""
+
+
+@dataclass(frozen=True, repr=False)
+class Resume(Step):
+    """A direct invocation paused by fault='pause' goes on to its end."""
+
+    index: int = 0
+
+
+@dataclass(frozen=True, repr=False)
+class Wait(Step):
+    """Time passes with the mapping stalled (throttled, failing, or simply behind)."""
+
+    seconds: int = 30
+
+
+@dataclass(frozen=True, repr=False)
+class Reshard(Step):
+    """The lane-th open shard ends: one child (rollover) or two (split); the first child may number lower."""
+
+    lane: int = 0
+    children: int = 1
+    lower: bool = False
+
+
+@dataclass(frozen=True, repr=False)
+class Heat(Step):
+    """song<song>'s partition splits for heat: its items spread over two shards by sort key."""
+
+    song: int = 1
+
+
+@dataclass(frozen=True, repr=False)
+class Land(Step):
+    """One write held back by a late_write fault lands now, long after its invocation gave up on it."""
+
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    window_seconds: int = 5
+    batch_size: int = 10
+    maximum_retry_attempts: int | None = 2
+    maximum_record_age: int | None = 3600
+    aggregate_writes: str = "per_batch"
+    seed: int = 0
+    songs: int = 4
+    """Writes of song<n> go to song<(n - 1) % songs + 1>: with one song, every shard feeds the same aggregates."""
+    timestamps: int = len(TIMESTAMPS)
+    """Writes use TIMESTAMPS[when % timestamps]: with one, every download lands in one month."""
+
+    def mapping(self, windowed: bool) -> MappingSettings:
+        return MappingSettings(
+            window_seconds=self.window_seconds if windowed else None,
+            batch_size=self.batch_size,
+            maximum_retry_attempts=self.maximum_retry_attempts,
+            maximum_record_age=self.maximum_record_age,
+        )
+
+
+@dataclass(frozen=True)
+class History:
+    config: Config
+    steps: tuple[Step, ...]
+
+    def __repr__(self) -> str:
+        lines = ",\n".join(f"        {step!r}" for step in self.steps)
+        return f"History(\n    {self.config!r},\n    (\n{lines},\n    ),\n)"
+
+
+DesignFactory = Callable[[Environment, Config], Design]
+
+
+# ---------------------------------------------------------------------------------------------- the oracle
+
+
+def utc_month(timestamp: str) -> str:
+    """The oracle's own month: independent of the aggregator's parser."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m")
+
+
+@dataclass
+class Outcome:
+    history: History
+    design: str
+    downloads: int = 0
+    lost_before: int = 0
+    over_before: int = 0
+    uncovered: int = 0
+    """Downloads missing before recover that no durable failure record covers."""
+    lost: int = 0
+    over: int = 0
+    unreported_malformed: int = 0
+    hazards: set[str] = field(default_factory=set)
+    invocations: int = 0
+    writes: int = 0
+    drain_failures: int = 0
+    failure_records: int = 0
+
+    def problems(self) -> list[str]:
+        found = []
+        if self.over_before or self.over:
+            found.append(f"over-counted {max(self.over_before, self.over)}")
+        if self.uncovered:
+            found.append(f"{self.uncovered} lost without a durable failure record")
+        if self.lost:
+            found.append(f"{self.lost} lost after recover")
+        if self.unreported_malformed:
+            found.append(f"{self.unreported_malformed} malformed downloads never reported")
+        return found
+
+    def summary(self) -> str:
+        return (
+            f"{self.design}: {self.downloads} downloads, lost {self.lost_before} before recover "
+            f"({self.uncovered} uncovered), {self.lost} after, over-counted {max(self.over_before, self.over)}, "
+            f"{self.invocations} invocations, {self.failure_records} failure records, hazards {sorted(self.hazards)}"
+        )
+
+
+def truth_of(world: World) -> Counter[tuple[str, str]]:
+    return Counter((w.song_id, utc_month(w.timestamp)) for w, _ in world.written if not w.malformed)
+
+
+def counted_of(world: World) -> dict[tuple[str, str], int]:
+    counted = {}
+    for (table, key), item in world.dynamodb.items.items():
+        entry = dict(key)
+        if table == TABLE and "DownloadCount" in item:
+            counted[(entry.get("songID", ""), entry.get("SK", ""))] = int(item["DownloadCount"]["N"])
+    return counted
+
+
+def differences(truth: Counter[tuple[str, str]], counted: dict[tuple[str, str], int]) -> tuple[int, int]:
+    keys = set(truth) | set(counted)
+    lost = sum(max(0, truth.get(key, 0) - counted.get(key, 0)) for key in keys)
+    over = sum(max(0, counted.get(key, 0) - truth.get(key, 0)) for key in keys)
+    return lost, over
+
+
+def failure_coverage(world: World) -> Callable[[Any], bool]:
+    """Whether a durable failure record names a stream record: a recover can find it.
+
+    The mapping's record names a shard and a range ending at `endSequenceNumber`: recover reads
+    that shard from its checkpoint through that end. `records_trimmed` names a shard and the
+    range between the checkpoint and the first readable record: recover recounts.
+    """
+    ends: dict[str, int] = {}
+    for info in world.queue.batch_infos():
+        ends[info["shardId"]] = max(ends.get(info["shardId"], 0), int(info["endSequenceNumber"]))
+    trimmed: dict[str, list[tuple[int, int]]] = {}
+    for message in world.queue.of_kind("records_trimmed"):
+        low = int(message.get("checkpoint") or 0)
+        high = int(message.get("firstReadableSequence") or 10**40)
+        trimmed.setdefault(message["shardId"], []).append((low, high))
+
+    def covers(record: Any) -> bool:
+        in_trimmed = any(low < record.sequence <= high for low, high in trimmed.get(record.shard_id, []))
+        return record.sequence <= ends.get(record.shard_id, -1) or in_trimmed
+
+    return covers
+
+
+def covered_by_failure_records(world: World) -> Counter[tuple[str, str]]:
+    """Per aggregate, how many of its downloads a durable failure record names."""
+    covers = failure_coverage(world)
+    covered: Counter[tuple[str, str]] = Counter()
+    for written, record in world.written:
+        if not written.malformed and covers(record):
+            covered[(written.song_id, utc_month(written.timestamp))] += 1
+    return covered
+
+
+def recount(world: World, keys: set[tuple[str, str]] | None) -> None:
+    """The operator's recount from the raw downloads (the whole table when keys is None)."""
+    truth = truth_of(world)
+    chosen = set(truth) | set(counted_of(world)) if keys is None else keys
+    world.design.recount(world.env, {key: truth.get(key, 0) for key in sorted(chosen)})
+
+
+def recover(world: World) -> None:
+    """The operator's `recover`: each durable failure message as the design's procedure says.
+
+    Recounts asked for are done once, at the end of the run, after every replay: a recount that
+    ran while a replay was still to count records of the same aggregate would count them twice.
+    """
+    wanted: dict[str, Any] = {"keys": set(), "all": False}
+
+    def ask(keys: set[tuple[str, str]] | None) -> None:
+        if keys is None:
+            wanted["all"] = True
+        else:
+            wanted["keys"] |= keys
+
+    handled = 0
+    for _ in range(10):  # recover receives until the queue is empty: its own replays may report more
+        if handled == len(world.queue.messages):
+            break
+        for message in world.queue.messages[handled:]:
+            handled += 1
+            world.design.recover(message, lambda event: world.invoke(event), ask)
+    if wanted["all"] or wanted["keys"]:
+        recount(world, None if wanted["all"] else wanted["keys"])
+
+
+# ---------------------------------------------------------------------------------------------- playing a history
+
+
+def play(history: History, make_design: DesignFactory) -> Outcome:
+    config = history.config
+    holder: dict[str, Any] = {}
+
+    def factory(env: Environment) -> Design:
+        holder["design"] = make_design(env, config)
+        return holder["design"]
+
+    world = World(factory, config.mapping(windowed=True), seed=config.seed)
+    world.config = config
+    counter = 0
+    for step in history.steps:
+        counter = apply(world, step, counter)
+    world.drain()
+    outcome = Outcome(history, world.design.name, downloads=sum(1 for w, _ in world.written if not w.malformed))
+    truth = truth_of(world)
+    counted = counted_of(world)
+    outcome.lost_before, outcome.over_before = differences(truth, counted)
+    covered = covered_by_failure_records(world)
+    outcome.uncovered = sum(max(0, max(0, truth[key] - counted.get(key, 0)) - covered.get(key, 0)) for key in truth)
+    outcome.failure_records = len(world.queue.messages)
+    outcome.drain_failures = world.drain_discards
+    recover(world)
+    world.dynamodb.land_delayed()
+    outcome.lost, outcome.over = differences(truth, counted_of(world))
+    if world.design.reports_rejected:
+        reported = {str(m.get("sequenceNumber")) for m in world.queue.of_kind("rejected_download")}
+        covers = failure_coverage(world)
+        outcome.unreported_malformed = sum(
+            1
+            for written, record in world.written
+            if written.malformed and str(record.sequence) not in reported and not covers(record)
+        )
+    outcome.hazards = set(world.hazards)
+    outcome.invocations = world.invocations
+    outcome.writes = world.dynamodb.writes
+    return outcome
+
+
+def apply(world: World, step: Step, counter: int) -> int:
+    if isinstance(step, Write):
+        config = world.config
+        song = f"song{(step.song - 1) % config.songs + 1}"
+        timestamp = TIMESTAMPS[step.when % config.timestamps]
+        world.write(Written(song, f"download-{counter:05d}", timestamp, step.malformed))
+        return counter + 1
+    if isinstance(step, Deliver):
+        width = world.settings.window_seconds or 1
+        lanes = [lane for lane in world.runnable() if not lane.idle(world.now, width)]
+        if not lanes:
+            world.wait(1)
+            return counter
+        lane = lanes[step.lane % len(lanes)]
+        world.deliver(
+            lane,
+            Delivery(
+                size=step.size,
+                fault=step.fault,
+                at=step.at,
+                part=step.part,
+                order=step.order,
+                extend=step.extend,
+                fresh=step.fresh,
+                early=step.early,
+                final_records=step.final_records,
+            ),
+        )
+    elif isinstance(step, Direct):
+        lanes = world.sync_lanes()
+        if lanes:
+            world.direct(lanes[step.lane % len(lanes)], step.kind, step.count, step.fault, step.at, step.pick)
+    elif isinstance(step, Wait):
+        world.wait(step.seconds)
+    elif isinstance(step, Reshard):
+        open_lanes = [lane for lane in world.sync_lanes() if not lane.shard.closed]
+        if open_lanes:
+            world.stream.reshard(open_lanes[step.lane % len(open_lanes)].shard, step.children, step.lower)
+    elif isinstance(step, Heat):
+        world.stream.heat(f"song{step.song}")
+    elif isinstance(step, Land):
+        world.land_one(step.index)
+    elif isinstance(step, Resume):
+        world.resume(step.index)
+    return counter
+
+
+# ---------------------------------------------------------------------------------------------- drawing histories
+
+
+def configs(
+    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"), focused: bool = False
+) -> st.SearchStrategy[Config]:
+    """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate."""
+    return st.builds(
+        Config,
+        window_seconds=st.sampled_from([5, 1, 60]),
+        batch_size=st.sampled_from([10, 3, 100]),
+        maximum_retry_attempts=st.sampled_from([3, 10, None, 0, 1]),
+        maximum_record_age=st.sampled_from([3600, 60, None]),
+        aggregate_writes=st.sampled_from(aggregate_writes),
+        seed=st.integers(0, 2**16),
+        songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
+        timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
+    )
+
+
+_LANES = st.integers(0, 3)
+WRITES = st.builds(
+    Write,
+    song=st.integers(1, 4),
+    when=st.integers(0, len(TIMESTAMPS) - 1),
+    malformed=st.sampled_from((0,) * 20 + (1, 2, 3)),
+)
+DELIVERY_FAULTS = ("none",) * 5 + FAULTS[1:] + ("interleave",)
+
+
+@st.composite
+def _deliveries(draw: st.DrawFn) -> Deliver:
+    """Packed draws (fewer choices per step, so histories generate fast); each shrinks towards the plain case."""
+    shape = draw(st.integers(0, 4 * 4 * 6 * 2 - 1))
+    part, order, extend, fresh = shape % 4, shape // 4 % 4, shape // 16 % 6, bool(shape // 96)
+    flags = draw(st.integers(0, 13))
+    return Deliver(
+        lane=draw(_LANES),
+        size=draw(st.sampled_from([10, 1, 3, 100])),
+        fault=draw(st.sampled_from(DELIVERY_FAULTS)),
+        at=draw(st.integers(0, 8)),
+        part=part,
+        order=order,
+        extend=extend,
+        fresh=fresh,
+        early=flags % 7 == 6,
+        final_records=flags >= 7,
+    )
+
+
+DELIVERIES = _deliveries()
+DIRECTS = st.builds(
+    Direct,
+    lane=_LANES,
+    kind=st.sampled_from(["ahead", "behind", "invented", "through"]),
+    count=st.integers(1, 3),
+    fault=st.sampled_from(("none",) * 3 + ("killed", "lost_response", "throttled", "late_write", "pause", "pause")),
+    at=st.integers(0, 6),
+)
+WAITS = st.builds(Wait, seconds=st.sampled_from([2, 2, 30, 30, 120, 900, 3700, 90000]))
+RESHARDS = st.builds(Reshard, lane=_LANES, children=st.sampled_from([1, 2]), lower=st.booleans())
+HEATS = st.builds(Heat, song=st.integers(1, 4))
+LANDS = st.builds(Land, index=st.integers(0, 5))
+RESUMES = st.builds(Resume, index=st.integers(0, 3))
+STRATEGIES = {
+    "write": WRITES,
+    "deliver": DELIVERIES,
+    "direct": DIRECTS,
+    "wait": WAITS,
+    "land": LANDS,
+    "reshard": RESHARDS,
+    "heat": HEATS,
+    "resume": RESUMES,
+}
+WEIGHTS = (
+    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("reshard",) * 3 + ("land", "heat", "resume")
+)
+"""Weighted by repetition: mostly writes and deliveries, now and then the rest."""
+FOCUSED_WEIGHTS = WEIGHTS + ("reshard", "heat", "direct", "resume") * 3
+"""More shards, so that more than four of them feed one aggregate and its watermarks are pruned; more direct
+invocations paused and resumed, so that readers overtake one another around a prune."""
+STEPS = st.sampled_from(WEIGHTS).flatmap(STRATEGIES.__getitem__)
+FOCUSED_STEPS = st.sampled_from(FOCUSED_WEIGHTS).flatmap(STRATEGIES.__getitem__)
+
+
+def histories(
+    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"),
+    chunk: int = 12,
+    chunks_max: int = 12,
+    focused: bool = False,
+) -> st.SearchStrategy[History]:
+    """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
+
+    `focused` histories feed one aggregate from many shards: where watermark pruning happens.
+    """
+    steps = FOCUSED_STEPS if focused else STEPS
+    parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
+    config = configs(aggregate_writes, focused)
+    return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))

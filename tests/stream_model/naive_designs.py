@@ -1,0 +1,468 @@
+"""Deliberately naive designs: each trusts something AWS does not promise, and some history breaks it.
+
+The suite asserts that each of them fails, which shows that the model really produces the hazard
+named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `Issue7Design` are earlier
+designs of this project; the rest are the reference checkpoint reader with one guard removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Environment
+from tests.stream_model.histories import utc_month
+from tests.stream_model.reference_design import CheckpointReader, Guards
+
+
+class NotWritten(Exception):
+    """The invocation ends with work left: its caller retries."""
+
+
+def _aggregate_of(record: dict[str, Any]) -> tuple[str, str] | str | None:
+    """(song, UTC month) of a download, None for anything else, "malformed" for a download that cannot count."""
+    if record.get("eventName") != "INSERT":
+        return None
+    image = (record.get("dynamodb") or {}).get("NewImage") or {}
+    if "Month" in image:
+        return None
+    song = image.get("songID", {}).get("S")
+    timestamp = image.get("Timestamp", {}).get("S")
+    try:
+        if not song or not timestamp:
+            raise ValueError("songID or Timestamp missing")
+        return song, utc_month(timestamp)
+    except ValueError:
+        return "malformed"
+
+
+def _sequence(record: dict[str, Any]) -> str:
+    return str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
+
+
+def _pad(sequence: str) -> str:
+    return sequence.zfill(40)
+
+
+def recount_range(env: Environment, info: dict[str, Any], recount: Callable[[Any], None]) -> None:
+    """The recover of versions 0.1 to issue 7: read the given-up range back, recount the aggregates it touches."""
+    try:
+        iterator = env.streams.get_shard_iterator(
+            StreamArn=info["streamArn"],
+            ShardId=info["shardId"],
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            SequenceNumber=info["startSequenceNumber"],
+        )["ShardIterator"]
+        keys: set[tuple[str, str]] = set()
+        for _ in range(200):
+            if iterator is None:
+                break
+            page = env.streams.get_records(ShardIterator=iterator, Limit=1000)
+            for record in page.get("Records", []):
+                if int(_sequence(record)) > int(info["endSequenceNumber"]):
+                    iterator = None
+                    break
+                aggregate = _aggregate_of(record)
+                if isinstance(aggregate, tuple):
+                    keys.add(aggregate)
+            else:
+                iterator = page.get("NextShardIterator")
+        recount(keys)
+    except (ClientError, BotoCoreError):
+        recount(None)  # no longer readable: every aggregate of the months
+
+
+# ---------------------------------------------------------------------------------------------- the guide
+
+
+class GuideDesign(Design):
+    """The guide's handler: one ADD per INSERT. Over-counts whenever a batch is delivered twice (any retry)."""
+
+    name = "guide"
+    uses_windows = False
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        for record in event.get("Records") or []:
+            aggregate = _aggregate_of(record)
+            if not isinstance(aggregate, tuple):
+                continue
+            self.env.dynamodb.update_item(
+                TableName=TABLE,
+                Key={"songID": {"S": aggregate[0]}, "SK": {"S": aggregate[1]}},
+                UpdateExpression="ADD DownloadCount :one SET #month = :month",
+                ExpressionAttributeNames={"#month": "Month"},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":month": {"S": aggregate[1]}},
+            )
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- version 0.1
+
+
+class PreviousDesign(Design):
+    """Version 0.1: one watermark per aggregate for the whole stream, partial batch responses.
+
+    It assumed that every download of a song arrives in one ordered sequence; broken by a song
+    split for heat over two shards, by children with lower sequence numbers, and by any retry
+    out of order.
+    """
+
+    name = "single watermark (0.1)"
+    uses_windows = False
+    reports_batch_item_failures = True
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.client = env.dynamodb
+
+    def _apply(self, key: tuple[str, str], sequences: list[str]) -> None:
+        item_key = {"songID": {"S": key[0]}, "SK": {"S": key[1]}}
+        known: str | None = None
+        watermark_known = False
+        for _ in range(8):
+            values: dict[str, Any] = {":period": {"S": key[1]}, ":highest": {"S": sequences[-1]}}
+            if not watermark_known:
+                addition = len(sequences)
+                condition = "attribute_not_exists(#wm) OR #wm < :lowest"
+                values[":lowest"] = {"S": sequences[0]}
+            else:
+                addition = len(sequences) - (bisect.bisect_right(sequences, known) if known else 0)
+                if addition == 0:
+                    return
+                condition = "attribute_not_exists(#wm)" if known is None else "#wm = :expected"
+                if known is not None:
+                    values[":expected"] = {"S": known}
+            values[":addition"] = {"N": str(addition)}
+            try:
+                self.client.update_item(
+                    TableName=TABLE,
+                    Key=item_key,
+                    UpdateExpression="ADD #count :addition SET #period = :period, #wm = :highest",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#count": "DownloadCount", "#period": "Month", "#wm": "AppliedSequence"},
+                    ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                item = error.response.get("Item") or {}
+                known = item["AppliedSequence"]["S"] if "AppliedSequence" in item else None
+                watermark_known = True
+        raise RuntimeError("watermark contention")
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for record in event.get("Records") or []:
+            aggregate = _aggregate_of(record)
+            if isinstance(aggregate, tuple):
+                groups.setdefault(aggregate, []).append((_pad(_sequence(record)), _sequence(record)))
+        failures = []
+        for key in sorted(groups, key=lambda key: min(groups[key])):
+            ordered = sorted(set(groups[key]))
+            if remaining_ms() < 1000:
+                failures.append(ordered[0][1])
+                continue
+            try:
+                self._apply(key, [padded for padded, _raw in ordered])
+            except (ClientError, BotoCoreError, RuntimeError):
+                failures.append(ordered[0][1])
+        return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failures]}
+
+    def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
+        if "DDBStreamBatchInfo" in message:
+            recount_range(self.env, message["DDBStreamBatchInfo"], recount)
+
+
+# ---------------------------------------------------------------------------------------------- issue 7 (a55b1ff)
+
+
+@dataclass(frozen=True)
+class Segment:
+    count: int
+    low: str
+    high: str
+    attempted: bool = False
+    sequences: tuple[str, ...] | None = None
+
+    def above(self, watermark: str) -> int | None:
+        if watermark < self.low:
+            return self.count
+        if watermark >= self.high:
+            return 0
+        if self.sequences is None:
+            return None
+        return sum(1 for sequence in self.sequences if sequence > watermark)
+
+
+class WatermarkInconsistency(Exception):
+    pass
+
+
+class Issue7Design(Design):
+    """Issue 7's counting rule (lambda_src/aggregator at a55b1ff), frozen and compact.
+
+    Delivered records are folded into the window state (a high mark skips redeliveries) and
+    counted with one watermark per aggregate and shard. Broken by: a retry out of order (the
+    state's high mark skips the earlier half), a larger retry whose write fails (a segment
+    without its list spans the watermark: inconsistency until the window is given up), a direct
+    invocation ahead of the mapping (the watermark jumps), and a window given up (its pending
+    aggregates are only logged; the failure record names the last batch). Left out of the
+    freeze: watermark pruning and the deadline margin, which none of those needs.
+    """
+
+    uses_windows = True
+    reports_rejected = True
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        self.env = env
+        self.aggregate_writes = aggregate_writes
+        self.name = f"issue 7 (a55b1ff), {aggregate_writes}"
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        direct = "window" not in event
+        shard_id = str(event.get("shardId"))
+        stream_arn = str(event.get("eventSourceARN"))
+        records = list(event.get("Records") or [])
+        if direct:
+            records = self._verified(stream_arn, shard_id, records)
+        state = {} if direct else dict(event.get("state") or {})
+        high: str | None = state.get("high")
+        pending: dict[tuple[str, str], list[Segment]] = {
+            (song, month): [Segment(c, lo, hi, bool(a)) for c, lo, hi, a in rows]
+            for song, month, rows in state.get("pending", [])
+        }
+        fresh: dict[str, tuple[str, str]] = {}
+        for record in records:
+            aggregate = _aggregate_of(record)
+            if aggregate == "malformed":
+                self._report("rejected_download", "malformed download", record, shard_id, stream_arn)
+            elif isinstance(aggregate, tuple) and (high is None or _pad(_sequence(record)) > high):
+                fresh[_pad(_sequence(record))] = aggregate  # at or below the high mark: a redelivery, skipped
+        by_key: dict[tuple[str, str], list[str]] = {}
+        for sequence in sorted(fresh):
+            by_key.setdefault(fresh[sequence], []).append(sequence)
+        for key, sequences in by_key.items():
+            pending.setdefault(key, []).append(
+                Segment(len(sequences), sequences[0], sequences[-1], False, tuple(sequences))
+            )
+        if fresh:
+            high = max(fresh)
+        final = direct or bool(event.get("isFinalInvokeForWindow"))
+        if final or self.aggregate_writes == "per_batch":
+            for key in sorted(pending, key=lambda key: pending[key][0].low):
+                try:
+                    self._apply(key, stream_arn, shard_id, pending[key])
+                    del pending[key]
+                except (ClientError, BotoCoreError, WatermarkInconsistency, RuntimeError):
+                    pending[key] = [replace(segment, attempted=True) for segment in pending[key]]
+        if final and pending:
+            raise NotWritten(f"{len(pending)} aggregates not written at the end of the window")
+        if direct:
+            return {"state": {}, "batchItemFailures": []}
+        rows = [[song, month, _merged(segments)] for (song, month), segments in sorted(pending.items())]
+        new_state = {} if event.get("isFinalInvokeForWindow") else {"high": high, "pending": rows}
+        return {"state": new_state, "batchItemFailures": []}
+
+    def _apply(self, key: tuple[str, str], stream_arn: str, shard_id: str, segments: list[Segment]) -> None:
+        name = "Watermark_" + hashlib.sha256(f"{stream_arn}\n{shard_id}".encode()).hexdigest()[:16]
+        item_key = {"songID": {"S": key[0]}, "SK": {"S": key[1]}}
+        expected: str | None = None
+        known = False
+        for _ in range(8):
+            if known:
+                above = [segment.above(expected) if expected is not None else segment.count for segment in segments]
+                if any(value is None for value in above):
+                    raise WatermarkInconsistency(f"{name} of {key} at {expected}, inside a segment without its list")
+                addition = sum(value or 0 for value in above)
+                if addition == 0:
+                    return
+            else:
+                addition = sum(segment.count for segment in segments)
+            values: dict[str, Any] = {
+                ":n": {"N": str(addition)},
+                ":month": {"S": key[1]},
+                ":high": {"S": segments[-1].high},
+            }
+            if not known:
+                condition = "attribute_not_exists(#w) OR #w < :low"
+                values[":low"] = {"S": segments[0].low}
+            elif expected is None:
+                condition = "attribute_not_exists(#w)"
+            else:
+                condition = "#w = :expected"
+                values[":expected"] = {"S": expected}
+            try:
+                self.env.dynamodb.update_item(
+                    TableName=TABLE,
+                    Key=item_key,
+                    UpdateExpression="ADD DownloadCount :n SET #month = :month, #w = :high",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#w": name, "#month": "Month"},
+                    ExpressionAttributeValues=values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+                expected = (error.response.get("Item") or {}).get(name, {}).get("S")
+                known = True
+        raise RuntimeError("watermark contention")
+
+    def _verified(self, stream_arn: str, shard_id: str, claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Direct invocations: the stream's own copies of the claimed records, the rest refused."""
+        claims = sorted((c for c in claims if _sequence(c).isdigit()), key=lambda c: int(_sequence(c)))
+        if not claims:
+            return []
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            iterator = self.env.streams.get_shard_iterator(
+                StreamArn=stream_arn,
+                ShardId=shard_id,
+                ShardIteratorType="AT_SEQUENCE_NUMBER",
+                SequenceNumber=_sequence(claims[0]),
+            )["ShardIterator"]
+            empty = 0
+            for _ in range(50):
+                if not iterator or empty >= 5:
+                    break
+                page = self.env.streams.get_records(ShardIterator=iterator, Limit=1000)
+                for record in page.get("Records", []):
+                    found[_sequence(record)] = record
+                if found and max(int(s) for s in found) >= int(_sequence(claims[-1])):
+                    break
+                empty = 0 if page.get("Records") else empty + 1
+                iterator = page.get("NextShardIterator")
+        except (ClientError, BotoCoreError):
+            found = {}
+        accepted = []
+        for claim in claims:
+            original = found.get(_sequence(claim))
+            if original is None or original["dynamodb"].get("Keys") != claim["dynamodb"].get("Keys"):
+                self._report("refused_record", "not in the stream", claim, shard_id, stream_arn)
+            else:
+                accepted.append({**original, "eventSourceARN": stream_arn})
+        return accepted
+
+    def _report(self, kind: str, reason: str, record: dict[str, Any], shard_id: str, stream_arn: str) -> None:
+        self.env.queue.send_message(
+            QueueUrl=FAILURE_QUEUE_URL,
+            MessageBody=json.dumps(
+                {
+                    "kind": kind,
+                    "reason": reason,
+                    "sequenceNumber": _sequence(record),
+                    "shardId": shard_id,
+                    "streamArn": stream_arn,
+                    "record": record,
+                },
+                default=str,
+            ),
+        )
+
+    def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
+        """Issue 7's recover: the given-up range read back and its aggregates recounted; refused records' too."""
+        if "DDBStreamBatchInfo" in message:
+            recount_range(self.env, message["DDBStreamBatchInfo"], recount)
+        elif message.get("kind") == "refused_record":
+            aggregate = _aggregate_of(message.get("record") or {})
+            if isinstance(aggregate, tuple):
+                recount({aggregate})
+
+
+def _merged(segments: list[Segment]) -> list[list[Any]]:
+    """As the state carries them: adjacent segments never attempted become one, and no segment keeps its list."""
+    rows: list[list[Any]] = []
+    for segment in segments:
+        if rows and not rows[-1][3] and not segment.attempted:
+            rows[-1] = [rows[-1][0] + segment.count, rows[-1][1], segment.high, 0]
+        else:
+            rows.append([segment.count, segment.low, segment.high, 1 if segment.attempted else 0])
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- the reference, naively
+
+
+class CountsDeliveredRecords(CheckpointReader):
+    """Counts the records the event delivered (exact lists, watermarks) instead of the stream after a checkpoint.
+
+    Broken by a retry out of order (the later half moves the watermark past the earlier one) and
+    by a direct invocation ahead of the mapping.
+    """
+
+    name = "counts delivered records"
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes, Guards(read_from_checkpoint=False))
+
+
+class StopsAtFirstEmptyPage(CheckpointReader):
+    """Takes an empty GetRecords page for the end of the shard (issue 15's recover did): marks it ended, stops."""
+
+    name = "stops at the first empty page"
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes, Guards(empty_page_is_not_the_end=False))
+
+
+class TrustsCreationOrder(CheckpointReader):
+    """Skips records created at or before the checkpoint's creation second: creation times are not monotonic."""
+
+    name = "trusts creation-time order"
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes, Guards(sequence_order=False))
+
+
+class AdvancesPastFailedAggregate(CheckpointReader):
+    """Advances the checkpoint past an aggregate whose write failed (throttled, killed): those downloads are lost."""
+
+    name = "advances the checkpoint past a failed aggregate"
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes, Guards(hold_checkpoint_on_failure=False))
+
+
+class BlindIncrement(CheckpointReader):
+    """Reads from its checkpoint but adds without the watermark condition: a re-read counts again."""
+
+    name = "adds without a watermark"
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes, Guards(watermark_condition=False))
+
+
+def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
+    """The model's factory for a design class: with the history's write mode when the design has modes."""
+
+    def make(env: Environment, config: Any) -> Design:
+        if design in (GuideDesign, PreviousDesign):
+            return design(env)  # type: ignore[call-arg]
+        return design(env, config.aggregate_writes)  # type: ignore[call-arg]
+
+    make.__name__ = design.__name__
+    return make
+
+
+NAIVE = (
+    GuideDesign,
+    PreviousDesign,
+    Issue7Design,
+    CountsDeliveredRecords,
+    StopsAtFirstEmptyPage,
+    TrustsCreationOrder,
+    AdvancesPastFailedAggregate,
+    BlindIncrement,
+)

@@ -1,0 +1,215 @@
+"""Shrunk counterexamples, kept as named histories: each a short story of deliveries that broke a design once.
+
+`DEVELOPMENT` are the ones the model found while the reference design and the model were written
+(the model's own mistakes and the reference's); `FINDINGS` are the ones it found in the shipped
+aggregator; `ISSUE_14` are the four counterexamples of issue 14 against issue 7's design;
+`NAIVE_STORIES` show each naive design failing for the reason its docstring names. Every one
+must be exact on the shipped design and on the reference.
+"""
+
+from __future__ import annotations
+
+from tests.stream_model.histories import Config, Deliver, Direct, Heat, History, Reshard, Resume, Wait, Write
+
+TEN_DOWNLOADS = tuple(Write() for _ in range(10))
+
+DEVELOPMENT: dict[str, History] = {
+    "records that expired before the shard was first read are recounted": History(
+        Config(),
+        (Write(), Write(), Wait(seconds=90000), Write()),
+    ),
+    "a recount waits until every replay is done": History(
+        Config(),
+        (Write(), Write(), Wait(seconds=90000), Deliver(), Write(), Wait(seconds=3700)),
+    ),
+    "a fresh state on a retry forgets what a larger retry delivered before": History(
+        Config(aggregate_writes="per_window"),
+        (*TEN_DOWNLOADS, Deliver(early=True), Direct(), Write(), Deliver(part=1, extend=1), Deliver(fresh=True)),
+    ),
+    "a malformed download that expired unread is covered by the mapping's failure record": History(
+        Config(),
+        (*TEN_DOWNLOADS, Write(malformed=1), Wait(seconds=90000)),
+    ),
+}
+
+FINDINGS: dict[str, History] = {
+    "a given-up range the stream no longer holds is recounted, not replayed": History(
+        Config(),
+        (Write(), Write(), Wait(seconds=90000)),
+    ),
+    "a final invocation retried with a fresh state reads a closed shard to its end": History(
+        Config(aggregate_writes="per_window"),
+        (Write(), Write(), Write(), Deliver(), Reshard(), Deliver(fault="deadline"), Deliver(fresh=True)),
+    ),
+    "a final invocation retried with a fresh state and out of time does not answer success": History(
+        Config(aggregate_writes="per_window"),
+        (
+            *TEN_DOWNLOADS[:8],
+            *(Deliver() for _ in range(4)),
+            Deliver(fault="killed"),
+            Deliver(fault="deadline", fresh=True),
+        ),
+    ),
+    "a given-up range of a shard deleted since is recounted": History(
+        Config(),
+        (Write(), Heat(), Wait(seconds=90000)),
+    ),
+    "a child shard is counted although its parent is gone": History(
+        Config(),
+        (Write(), Deliver(), Write(), Reshard(), Wait(seconds=90000), Write()),
+    ),
+}
+
+ISSUE_14: dict[str, History] = {
+    "1. a retry presents r6..r10 before r1..r5": History(
+        Config(window_seconds=60, maximum_retry_attempts=None, maximum_record_age=None),
+        (*TEN_DOWNLOADS, Deliver(fault="killed"), Deliver(part=2), Deliver(part=0)),
+    ),
+    "2. a larger retry whose write is throttled spans the stored watermark": History(
+        Config(window_seconds=60, maximum_retry_attempts=2),
+        (
+            *TEN_DOWNLOADS,
+            Deliver(size=5, fault="lost_response"),
+            Deliver(extend=5, fault="throttled"),
+            Wait(seconds=60),
+            Deliver(),
+            Deliver(),
+            Deliver(),
+        ),
+    ),
+    "3. a direct invocation of r8 ahead of the mapping": History(
+        Config(window_seconds=60),
+        (*TEN_DOWNLOADS, Direct(pick=7), Deliver()),
+    ),
+    "4. a window given up with its first half pending for another song": History(
+        Config(aggregate_writes="per_window", maximum_retry_attempts=0),
+        (
+            *(Write(song=1) for _ in range(5)),
+            *(Write(song=2) for _ in range(5)),
+            Deliver(size=5),
+            Deliver(size=5),
+            Wait(seconds=5),
+            Deliver(fault="killed"),
+        ),
+    ),
+}
+
+NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
+    "the guide counts a retried batch twice": (
+        "GuideDesign",
+        History(Config(), (Write(), Write(), Deliver(fault="lost_response"), Deliver())),
+        "over-counted",
+    ),
+    "0.1's single watermark loses a song split for heat over two shards": (
+        "PreviousDesign",
+        History(
+            Config(),
+            (Heat(song=1), *(Write(song=1) for _ in range(6)), *(Deliver(lane=lane) for lane in (1, 0, 1, 0))),
+        ),
+        "lost without a durable failure record",
+    ),
+    "0.1's single watermark loses a child numbered below its parent": (
+        "PreviousDesign",
+        History(Config(), (Write(), Deliver(), Reshard(lower=True), Write(), Deliver())),
+        "lost without a durable failure record",
+    ),
+    "issue 7's design loses what a reordered retry presents late": (
+        "Issue7Design",
+        ISSUE_14["1. a retry presents r6..r10 before r1..r5"],
+        "lost without a durable failure record",
+    ),
+    "counting delivered records loses what a direct invocation overtook": (
+        "CountsDeliveredRecords",
+        ISSUE_14["3. a direct invocation of r8 ahead of the mapping"],
+        "lost without a durable failure record",
+    ),
+    "an empty page taken for the shard's end loses what follows it": (
+        "StopsAtFirstEmptyPage",
+        History(Config(), (Write(), Reshard(), Write())),
+        "lost without a durable failure record",
+    ),
+    "a creation-time checkpoint skips records created earlier but numbered later": (
+        "TrustsCreationOrder",
+        History(
+            Config(seed=3), (*(Write() for _ in range(8)), *(Deliver(size=1) for _ in range(4)), Deliver(), Deliver())
+        ),
+        "lost without a durable failure record",
+    ),
+    "a checkpoint advanced past a throttled aggregate loses it": (
+        "AdvancesPastFailedAggregate",
+        History(Config(), (Write(), Write(song=2), Deliver(fault="throttled"))),
+        "lost without a durable failure record",
+    ),
+    "an unconditional increment counts again after a kill between the write and the checkpoint": (
+        "BlindIncrement",
+        History(Config(), (Write(), Deliver(fault="killed", at=6), Deliver())),
+        "over-counted",
+    ),
+}
+"""Story -> (the naive design it breaks, the history, the problem it shows)."""
+
+
+FIVE_SHARDS_FEED_ONE_AGGREGATE = tuple(
+    step for _ in range(5) for step in (Reshard(), Write(), Deliver(), Deliver(), Deliver(), Deliver())
+)
+"""Rollover after rollover, a download each: one aggregate carries five watermarks and the ended shards' are pruned."""
+
+GUARD_WITNESSES: dict[str, History] = {
+    "finals read what was delivered": FINDINGS[
+        "a final invocation retried with a fresh state and out of time does not answer success"
+    ],
+    "a gone shard asks for a recount": FINDINGS["a given-up range of a shard deleted since is recounted"],
+    "prune only behind the checkpoint": History(
+        Config(maximum_retry_attempts=0, songs=1, timestamps=1),
+        (
+            *(Write() for _ in range(3)),
+            Reshard(),
+            Deliver(),
+            Deliver(),
+            Write(),
+            Heat(),
+            *(Write() for _ in range(3)),
+            Deliver(),
+            Reshard(),
+            Write(),
+            Deliver(),
+            Reshard(),
+            Write(),
+            Deliver(lane=1),
+            Deliver(final_records=True),
+            Write(),
+            Deliver(fault="throttled_progress"),
+        ),
+    ),
+    "proof by transaction after pruning": History(
+        Config(songs=1, timestamps=1),
+        (
+            Write(),
+            Deliver(),
+            Write(),
+            Direct(fault="pause", at=4),
+            Deliver(),
+            *FIVE_SHARDS_FEED_ONE_AGGREGATE,
+            Resume(),
+        ),
+    ),
+    "monotonic checkpoint": History(
+        Config(songs=1, timestamps=1),
+        (
+            Write(),
+            Deliver(),
+            Write(),
+            Direct(fault="pause", at=4),
+            Write(),
+            Deliver(),
+            Deliver(),
+            *FIVE_SHARDS_FEED_ONE_AGGREGATE,
+            Resume(),
+            Direct(kind="behind", pick=2),
+        ),
+    ),
+}
+"""Guard name -> a history exact with the guard and wrong without it (shrunk, or written from the mechanism): a
+watermark pruned while its shard's checkpoint is held back by a throttled progress write; a slow direct invocation
+paused while its shard is read on, ended and its watermark pruned, resumed after (and, for the checkpoint, a
+replay behind it)."""

@@ -1,0 +1,320 @@
+"""The module's deployment in moto, as the operator tools find it, and the aggregator's design in miniature.
+
+`deploy` creates what terraform/ creates around a table: the table (any attribute names, its
+stream and sparse index), the progress table, the failure queue, the aggregator and query functions
+with the module's environment, and the event source mapping. `ModelAggregator` plays the lead's
+aggregator (docs/exactly-once.md, /work/specs/issue14-design.md) just far enough for the operator
+tools' tests: it reads the shard from its checkpoint, counts every download above it into its
+aggregate (refusing one created at or before the aggregate's RecountedThrough), and advances the
+checkpoint. It is a test double, not the shipped code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from download_records import month_of  # the aggregator's own parser (lambda_src/aggregator, on sys.path in tests)
+from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition, order_of
+
+REGION = "us-east-1"
+DEFAULT_ACCOUNT_ID = "123456789012"
+
+
+@dataclass(frozen=True)
+class MotoStack:
+    name: str
+    table: str
+    stream_arn: str
+    progress_table: str | None
+    queue_url: str
+    names: AttributeNames
+    shards: int
+    aggregator: str
+    query: str
+
+
+def _function_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+def deploy(
+    name: str = "music",
+    names: AttributeNames | None = None,
+    shards: int = 1,
+    previous_shards: int | None = None,
+    ttl_attribute: str | None = None,
+    with_progress_table: bool = True,
+    window_seconds: int = 60,
+    aggregator_settings: dict[str, str] | None = None,
+) -> MotoStack:
+    names = names or AttributeNames()
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    table = f"{name}-downloads"
+    description = dynamodb.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": names.entity, "AttributeType": "S"},
+            {"AttributeName": names.sort_key, "AttributeType": "S"},
+            {"AttributeName": names.period, "AttributeType": "S"},
+            {"AttributeName": names.order, "AttributeType": "N"},
+        ],
+        KeySchema=[
+            {"AttributeName": names.entity, "KeyType": "HASH"},
+            {"AttributeName": names.sort_key, "KeyType": "RANGE"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "MonthDownloadsIndex",
+                "KeySchema": [
+                    {"AttributeName": names.period, "KeyType": "HASH"},
+                    {"AttributeName": names.order, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [names.count]},
+            }
+        ],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    )["TableDescription"]
+    if ttl_attribute:
+        dynamodb.update_time_to_live(
+            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute}
+        )
+    progress_table = f"{name}-progress" if with_progress_table else None
+    if progress_table:
+        dynamodb.create_table(
+            TableName=progress_table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "ShardKey", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "ShardKey", "KeyType": "HASH"}],
+        )
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName=f"{name}-aggregator-failures")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    role = boto3.client("iam", region_name=REGION).create_role(
+        RoleName=f"{name}-role", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
+    )["Role"]["Arn"]
+    lambda_client = boto3.client("lambda", region_name=REGION)
+    aggregator_environment = {
+        "TABLE_NAME": table,
+        "TABLE_ARN": description["TableArn"],
+        "ENTITY_ATTRIBUTE": names.entity,
+        "SORT_KEY_ATTRIBUTE": names.sort_key,
+        "TIMESTAMP_ATTRIBUTE": names.timestamp,
+        "PERIOD_ATTRIBUTE": names.period,
+        "COUNT_ATTRIBUTE": names.count,
+        "ORDER_ATTRIBUTE": names.order,
+        "LEADERBOARD_SHARDS": str(shards),
+        "FAILURE_QUEUE_URL": queue_url,
+        "TUMBLING_WINDOW_SECONDS": str(window_seconds),
+    }
+    if progress_table:
+        aggregator_environment["PROGRESS_TABLE_NAME"] = progress_table
+    aggregator_environment |= aggregator_settings or {}
+    query_environment = {
+        "TABLE_NAME": table,
+        "INDEX_NAME": "MonthDownloadsIndex",
+        "LEADERBOARD_SHARDS": str(shards),
+        "LEADERBOARD_SHARDS_PREVIOUS": "" if previous_shards is None else str(previous_shards),
+    }
+    for function, environment in ((f"{name}-aggregator", aggregator_environment), (f"{name}-query", query_environment)):
+        lambda_client.create_function(
+            FunctionName=function,
+            Runtime="python3.12",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": _function_zip()},
+            Environment={"Variables": environment},
+        )
+    lambda_client.create_event_source_mapping(
+        EventSourceArn=description["LatestStreamArn"],
+        FunctionName=f"{name}-aggregator",
+        StartingPosition="TRIM_HORIZON",
+        TumblingWindowInSeconds=window_seconds,
+        DestinationConfig={"OnFailure": {"Destination": queue_arn}},
+    )
+    _keep_the_stream(table)
+    return MotoStack(
+        name=name,
+        table=table,
+        stream_arn=description["LatestStreamArn"],
+        progress_table=progress_table,
+        queue_url=queue_url,
+        names=names,
+        shards=shards,
+        aggregator=f"{name}-aggregator",
+        query=f"{name}-query",
+    )
+
+
+def _keep_the_stream(table: str) -> None:
+    """moto delivers a table's stream records to its mapped function on every write and then drops them from the
+    stream (restarting the sequence numbers); AWS's stream keeps every record for 24 hours whoever reads it. The
+    tests play the mapping themselves (ModelAggregator), so moto's own delivery is switched off."""
+    from moto.backends import get_backend
+
+    backend = get_backend("dynamodb")[DEFAULT_ACCOUNT_ID][REGION]
+    backend.get_table(table).lambda_event_source_mappings.clear()
+
+
+def write_download(stack: MotoStack, song: str, download_id: str, timestamp: str = "2018-03-10T10:00:00Z") -> None:
+    names = stack.names
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=stack.table,
+        Item={
+            names.entity: {"S": song},
+            names.sort_key: {"S": download_id},
+            names.timestamp: {"S": timestamp},
+            "UserID": {"S": "user1"},
+        },
+    )
+
+
+def stored_count(stack: MotoStack, song: str, month: str) -> int | None:
+    item = (
+        boto3.client("dynamodb", region_name=REGION)
+        .get_item(
+            TableName=stack.table,
+            Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    return None if item is None else int(item[stack.names.count]["N"])
+
+
+def aggregate_item(stack: MotoStack, song: str, month: str) -> dict[str, Any] | None:
+    return (
+        boto3.client("dynamodb", region_name=REGION)
+        .get_item(
+            TableName=stack.table,
+            Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+
+
+def set_count(stack: MotoStack, song: str, month: str, count: int) -> None:
+    """A hand edit: the drift reconcile exists for."""
+    names = stack.names
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=stack.table,
+        Key={names.entity: {"S": song}, names.sort_key: {"S": month}},
+        UpdateExpression="SET #count = :count, #order = :order, #period = :partition",
+        ExpressionAttributeNames={"#count": names.count, "#order": names.order, "#period": names.period},
+        ExpressionAttributeValues={
+            ":count": {"N": str(count)},
+            ":order": {"N": str(order_of(count, song))},
+            ":partition": {"S": leaderboard_partition(month, song, stack.shards)},
+        },
+    )
+
+
+@dataclass
+class ModelAggregator:
+    """Counts a shard's downloads from its checkpoint, as the lead's aggregator does (a test double)."""
+
+    stack: MotoStack
+    refused: list[tuple[str, str, str]] = field(default_factory=list)
+    """(song, month, sequence) of records refused by a recount fence."""
+
+    def __post_init__(self) -> None:
+        self._dynamodb = boto3.client("dynamodb", region_name=REGION)
+        self._streams = boto3.client("dynamodbstreams", region_name=REGION)
+
+    def _records(self, shard_id: str, checkpoint: str | None) -> list[dict[str, Any]]:
+        parameters: dict[str, Any] = {"StreamArn": self.stack.stream_arn, "ShardId": shard_id}
+        if checkpoint:
+            parameters |= {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": str(int(checkpoint))}
+        else:
+            parameters["ShardIteratorType"] = "TRIM_HORIZON"
+        iterator = self._streams.get_shard_iterator(**parameters)["ShardIterator"]
+        records: list[dict[str, Any]] = []
+        while iterator:
+            page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+            records.extend(page["Records"])
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+        return records
+
+    def shard_ids(self) -> list[str]:
+        description = self._streams.describe_stream(StreamArn=self.stack.stream_arn)["StreamDescription"]
+        return [shard["ShardId"] for shard in description["Shards"]]
+
+    def checkpoint(self, shard_id: str) -> str | None:
+        assert self.stack.progress_table
+        item = self._dynamodb.get_item(
+            TableName=self.stack.progress_table,
+            Key={"ShardKey": {"S": f"{self.stack.stream_arn}|{shard_id}"}},
+            ConsistentRead=True,
+        ).get("Item")
+        return (item or {}).get("Checkpoint", {}).get("S")
+
+    def run(self, limit: int | None = None) -> int:
+        """Count up to `limit` records of every shard from its checkpoint (all when None); returns records read."""
+        read = 0
+        for shard_id in self.shard_ids():
+            records = self._records(shard_id, self.checkpoint(shard_id))
+            for record in records[:limit]:
+                self._count(shard_id, record)
+                read += 1
+        return read
+
+    def _count(self, shard_id: str, record: dict[str, Any]) -> None:
+        names = self.stack.names
+        sequence = record["dynamodb"]["SequenceNumber"]
+        image = record["dynamodb"].get("NewImage") or {}
+        try:
+            month = month_of(image[names.timestamp]["S"]) if names.timestamp in image else None
+        except ValueError:
+            month = None  # a malformed download: the aggregator rejects it
+        if record["eventName"] == "INSERT" and names.period not in image and month is not None:
+            song = image[names.entity]["S"]
+            created = record["dynamodb"]["ApproximateCreationDateTime"].timestamp()
+            key = {names.entity: {"S": song}, names.sort_key: {"S": month}}
+            item = self._dynamodb.get_item(TableName=self.stack.table, Key=key, ConsistentRead=True).get("Item") or {}
+            fence = int(item["RecountedThrough"]["N"]) if "RecountedThrough" in item else None
+            if fence is not None and int(created) <= fence:
+                self.refused.append((song, month, sequence))
+            else:
+                count = int(item[names.count]["N"]) + 1 if names.count in item else 1
+                self._dynamodb.update_item(
+                    TableName=self.stack.table,
+                    Key=key,
+                    UpdateExpression="SET #count = :count, #order = :order, #period = :partition, #w = :w",
+                    ConditionExpression="attribute_not_exists(#count) OR #count = :before",
+                    ExpressionAttributeNames={
+                        "#count": names.count,
+                        "#order": names.order,
+                        "#period": names.period,
+                        "#w": "Watermark_model",
+                    },
+                    ExpressionAttributeValues={
+                        ":count": {"N": str(count)},
+                        ":before": {"N": str(count - 1)},
+                        ":order": {"N": str(order_of(count, song))},
+                        ":partition": {"S": leaderboard_partition(month, song, self.stack.shards)},
+                        ":w": {"S": sequence.zfill(40)},
+                    },
+                )
+        assert self.stack.progress_table
+        self._dynamodb.put_item(
+            TableName=self.stack.progress_table,
+            Item={
+                "ShardKey": {"S": f"{self.stack.stream_arn}|{shard_id}"},
+                "StreamArn": {"S": self.stack.stream_arn},
+                "ShardId": {"S": shard_id},
+                "Checkpoint": {"S": sequence.zfill(40)},
+                "CheckpointSequence": {"S": sequence},
+            },
+        )

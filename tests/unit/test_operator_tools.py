@@ -1,0 +1,320 @@
+"""The operator tools as an on-call engineer runs them: on AWS by default, reading the deployment, never racing.
+
+Each test drives the command line (`leaderboard_tools.cli.main`) against the module's deployment in
+moto (tests/unit/operator_stack.py) and checks what reached AWS and what the table holds afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+import botocore.handlers
+import pytest
+
+from leaderboard_tools.cli import main
+from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition
+from tests.unit.operator_stack import (
+    ModelAggregator,
+    MotoStack,
+    aggregate_item,
+    deploy,
+    set_count,
+    stored_count,
+    write_download,
+)
+
+MONTH = "2018-03"
+REGIONAL_ENDPOINTS = {
+    "dynamodb": "dynamodb.us-east-1.amazonaws.com",
+    "dynamodbstreams": "streams.dynamodb.us-east-1.amazonaws.com",
+    "lambda": "lambda.us-east-1.amazonaws.com",
+    "sqs": "sqs.us-east-1.amazonaws.com",
+}
+RENAMED = AttributeNames(count="Downloads")
+
+
+def run(argv: list[str]) -> int | BaseException:
+    """The command's exit code; an exception it let escape (the tools before issue 15 did) is returned as is."""
+    try:
+        return main(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    except Exception as error:
+        return error
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URL of every request any botocore client sends from now on (moto still answers those for AWS)."""
+    urls: list[str] = []
+
+    def record(request: Any, **_: Any) -> None:
+        urls.append(request.url)
+
+    monkeypatch.setattr(
+        botocore.handlers, "BUILTIN_HANDLERS", [("before-send", record), *botocore.handlers.BUILTIN_HANDLERS]
+    )
+    return urls
+
+
+# ---------------------------------------------------------------- 1. AWS by default
+
+
+def test_with_no_endpoint_each_tool_sends_every_request_to_the_regional_aws_endpoint(
+    aws: None, sent: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the module deployed (in moto), a download not yet counted, AWS credentials and a region in the
+    # standard environment variables and no AWS_ENDPOINT_URL (the aws fixture removes it)
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    hosts_per_tool = {}
+    for argv in (
+        ["reconcile", "--table", stack.table, "--month", MONTH, "--repair"],
+        ["recover", "--table", stack.table, "--queue-url", stack.queue_url],
+        ["rekey", "--table", stack.table, "--shards", "1"],
+    ):
+        sent.clear()
+        # when each tool runs
+        outcome = run(argv)
+        hosts_per_tool[argv[0]] = ({urlparse(url).netloc for url in sent}, outcome)
+    # then every request of every tool went to the regional endpoint of its service, and each tool got its answers
+    assert hosts_per_tool["reconcile"][0] == {
+        REGIONAL_ENDPOINTS[service] for service in ("dynamodb", "dynamodbstreams", "lambda")
+    }, hosts_per_tool
+    assert hosts_per_tool["recover"][0] == {REGIONAL_ENDPOINTS[service] for service in ("dynamodb", "lambda", "sqs")}
+    assert hosts_per_tool["rekey"][0] == {REGIONAL_ENDPOINTS[service] for service in ("dynamodb", "lambda")}
+    assert [outcome for _, outcome in hosts_per_tool.values()] == [4, 0, 0], capsys.readouterr().err
+
+
+def test_an_endpoint_is_used_only_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from leaderboard_tools.operator_aws import operator_clients
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # given nothing: AWS's regional endpoints, in the region asked for
+    default = operator_clients(region="eu-west-1")
+    assert default.dynamodb.meta.endpoint_url == "https://dynamodb.eu-west-1.amazonaws.com"
+    assert default.dynamodbstreams.meta.endpoint_url == "https://streams.dynamodb.eu-west-1.amazonaws.com"
+    # given AWS_ENDPOINT_URL (the SDKs' own setting) or --endpoint-url: every service there
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4633")
+    from_environment = operator_clients(region="eu-west-1")
+    given = operator_clients(region="eu-west-1", endpoint_url="http://127.0.0.1:9999")
+    for service in ("dynamodb", "dynamodbstreams", "lambda_", "sqs"):
+        assert getattr(from_environment, service).meta.endpoint_url == "http://127.0.0.1:4633"
+        assert getattr(given, service).meta.endpoint_url == "http://127.0.0.1:9999"
+
+
+def test_without_a_region_the_tools_say_so_before_sending_anything(
+    monkeypatch: pytest.MonkeyPatch, sent: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for variable in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    assert run(["reconcile", "--table", "music-downloads", "--month", MONTH]) == 1
+    assert "no AWS region" in capsys.readouterr().err
+    assert sent == []
+
+
+# ---------------------------------------------------------------- 2. the tools read the deployment
+
+
+def test_a_renamed_count_attribute_is_read_from_the_deployment_not_assumed(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a stack whose count attribute is Downloads, and one aggregate counted 5 for 2 downloads
+    stack = deploy(names=RENAMED)
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 5)
+    capsys.readouterr()
+    # when reconcile runs with --table alone
+    code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--json"])
+    # then it reports the difference under the deployment's names, and says so in its exit code
+    report = json.loads(capsys.readouterr().out)
+    assert [(d["songID"], d["stored"], d["recounted"]) for d in report["differences"]] == [("song1", 5, 2)]
+    assert code == 3
+
+
+def test_an_aggregate_the_repair_creates_lands_in_the_deployed_leaderboard_layout(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a stack with leaderboard_shards = 4 whose aggregate of a counted song was lost (deleted by hand)
+    stack = deploy(names=RENAMED, shards=4)
+    for number in range(3):
+        write_download(stack, "lost-song", f"d{number}")
+    ModelAggregator(stack).run()
+    names = stack.names
+    key = {names.entity: {"S": "lost-song"}, names.sort_key: {"S": MONTH}}
+    import boto3
+
+    boto3.client("dynamodb", region_name="us-east-1").delete_item(TableName=stack.table, Key=key)
+    # when reconcile --repair runs with --table alone
+    code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair"])
+    # then the aggregate is back with its count, in the index partition the query function reads
+    item = aggregate_item(stack, "lost-song", MONTH)
+    assert item is not None, capsys.readouterr()
+    assert (item[names.count]["N"], item[names.period]["S"]) == ("3", leaderboard_partition(MONTH, "lost-song", 4))
+    assert code == 0
+
+
+def test_a_flag_that_contradicts_the_deployment_is_refused(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # given a stack with the count in Downloads and four leaderboard shards, one aggregate off by one
+    stack = deploy(names=RENAMED, shards=4)
+    write_download(stack, "song1", "d1")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 2)
+    capsys.readouterr()
+    # when the operator names another count attribute, or another layout
+    wrong_name = run(
+        ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--count-attribute", "DownloadCount"]
+    )
+    name_message = capsys.readouterr().err
+    wrong_shards = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--shards", "1"])
+    shards_message = capsys.readouterr().err
+    # then both are refused with what the deployment says, and nothing changed
+    assert (wrong_name, wrong_shards) == (1, 1)
+    assert "--count-attribute DownloadCount contradicts the deployment" in name_message
+    assert "Downloads" in name_message
+    assert "--shards 1 contradicts the deployment" in shards_message
+    assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_rekey_refuses_a_layout_that_is_not_deployed(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # given a stack on four leaderboard shards, its aggregates where the query function reads them
+    stack = deploy(shards=4)
+    write_download(stack, "song1", "d1")
+    ModelAggregator(stack).run()
+    before = aggregate_item(stack, "song1", MONTH)
+    capsys.readouterr()
+    # when rekey is asked for two shards
+    code = run(["rekey", "--table", stack.table, "--shards", "2"])
+    # then it refuses, naming the deployed layout, and moves nothing
+    assert code == 1
+    assert "leaderboard_shards = 4" in capsys.readouterr().err
+    assert aggregate_item(stack, "song1", MONTH) == before
+
+
+# ---------------------------------------------------------------- 3. a repair that cannot race
+
+
+def in_flight_month(stack: MotoStack) -> dict[str, int]:
+    """song-a: 3 downloads, 2 counted, 1 still in the stream; song-b: 1 download, none counted; song-c: 2
+    downloads, both counted, then edited to 7 by hand. Returns the truth."""
+    aggregator = ModelAggregator(stack)
+    write_download(stack, "song-c", "c1")
+    write_download(stack, "song-c", "c2")
+    write_download(stack, "song-a", "a1")
+    write_download(stack, "song-a", "a2")
+    aggregator.run()
+    set_count(stack, "song-c", MONTH, 7)
+    write_download(stack, "song-a", "a3")
+    write_download(stack, "song-b", "b1")
+    return {"song-a": 3, "song-b": 1, "song-c": 2}
+
+
+def test_repair_leaves_what_is_in_flight_and_the_stream_then_makes_every_count_exact(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a stack (four leaderboard shards, a renamed count) whose stream lags: song-a and song-b
+    # have downloads in the stream that the aggregator has not read, song-c drifted by hand
+    stack = deploy(names=RENAMED, shards=4)
+    truth = in_flight_month(stack)
+    capsys.readouterr()
+    # when reconcile --repair runs while the records are in flight
+    code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
+    output = capsys.readouterr().out
+    counts_after_repair = {song: stored_count(stack, song, MONTH) for song in truth}
+    # and the aggregator then catches up with the stream
+    ModelAggregator(stack).run()
+    # then no count ever exceeded the truth, and every count ends exact
+    assert all((counts_after_repair[song] or 0) <= truth[song] for song in truth), counts_after_repair
+    assert {song: stored_count(stack, song, MONTH) for song in truth} == truth
+    # and the repair fixed the drift, reported the two in flight as pending, and its exit code says so
+    report = json.loads(output)
+    states = {d["songID"]: d["state"] for d in report["differences"]}
+    assert states == {"song-a": "pending", "song-b": "pending", "song-c": "repaired"}
+    assert code == 4
+
+
+def test_a_download_the_recount_counted_is_refused_however_late_it_reaches_the_aggregator(
+    aws: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from leaderboard_tools import stream_reading
+
+    # given song-a counted 1 of its 2 downloads, the second still in the stream, and a stream read
+    # that does not see it yet (records become readable "in near-real time", not at once)
+    stack = deploy(names=RENAMED)
+    write_download(stack, "song-a", "a1")
+    ModelAggregator(stack).run()
+    write_download(stack, "song-a", "a2")
+    monkeypatch.setattr(
+        stream_reading.ShardReader,
+        "read",
+        lambda self, shard_id, on_record, **_: stream_reading.ShardRead(shard_id, 0, "tip"),
+    )
+    # when the repair sets the recount (2) and the aggregator reads the late record afterwards
+    assert run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair"]) == 0
+    aggregator = ModelAggregator(stack)
+    aggregator.run()
+    # then the record is refused by the recount fence, and the count stays exact
+    assert stored_count(stack, "song-a", MONTH) == 2
+    assert [(song, month) for song, month, _ in aggregator.refused] == [("song-a", MONTH)]
+    item = aggregate_item(stack, "song-a", MONTH)
+    assert item is not None
+    assert int(item["RecountedThrough"]["N"]) > 0
+
+
+def test_without_a_progress_table_the_repair_is_refused_not_guessed(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a deployment whose aggregator keeps no progress table (a release before issue 14)
+    stack = deploy(with_progress_table=False)
+    write_download(stack, "song1", "d1")
+    capsys.readouterr()
+    # when --repair runs, then it refuses and writes nothing
+    assert run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair"]) == 1
+    assert "progress table" in capsys.readouterr().err
+    assert stored_count(stack, "song1", MONTH) is None
+
+
+def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
+    from leaderboard_tools.deployment import discover
+    from leaderboard_tools.operator_aws import operator_clients
+
+    # given a stack in the middle of a layout change, with TTL and a renamed count
+    stack = deploy(names=RENAMED, shards=4, previous_shards=2, ttl_attribute="ExpiresAt", window_seconds=30)
+    # when the deployment is read from its table
+    found = discover(operator_clients(region="us-east-1"), stack.table).as_json()
+    # then every setting the tools need is the deployed one
+    assert found | {"table_arn": None, "stream_arn": None, "mapping_uuid": None} == {
+        "table": stack.table,
+        "table_arn": None,
+        "stream_arn": None,
+        "names": {
+            "entity": "songID",
+            "sort_key": "SK",
+            "timestamp": "Timestamp",
+            "period": "Month",
+            "count": "Downloads",
+            "order": "LeaderboardOrder",
+        },
+        "leaderboard_shards": 4,
+        "query_leaderboard_shards": 4,
+        "query_leaderboard_shards_previous": 2,
+        "ttl_attribute": "ExpiresAt",
+        "window_seconds": 30,
+        "failure_queue_url": stack.queue_url,
+        "progress_table": stack.progress_table,
+        "aggregator_function": f"arn:aws:lambda:us-east-1:123456789012:function:{stack.aggregator}",
+        "query_function": stack.query,
+        "mapping_uuid": None,
+        "mapping_state": "Enabled",
+        "periods": ["month"],
+        "category_attribute": None,
+        "sum_attribute": None,
+    }
+    assert found["stream_arn"] == stack.stream_arn
