@@ -42,8 +42,13 @@ RESULT_KEYS = {"reads": "reads_freshness", "boards": "boards", "handler-cpu": "h
 
 
 def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
-    """Side by side (every contender at every batch size) and reads, `plan.workers` stacks at a time."""
+    """The handler's CPU, side by side (every contender at every batch size), boards and reads, `plan.workers` jobs
+    at a time."""
     jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
+    if parts & {"all", "handler-cpu"} and plan.handler_cpu:
+        # First, beside the stacks: moto answers in process, and thread CPU time leaves the other processes out.
+        measured = cases(plan.batch_sizes, plan.guide_batch_sizes or plan.batch_sizes, plan.board_batch_sizes)
+        jobs.append(("handler_cpu", run_handler_cpu, (measured,)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:
@@ -64,11 +69,6 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
     results: dict[str, Any] = {"side_by_side": [], "reads_freshness": None}
     if parts & {"all", "boards"}:
         results["boards"] = []
-    if parts & {"all", "handler-cpu"} and plan.handler_cpu:
-        # Before any stack: thread CPU time leaves other processes out, not their hold on the two cores' caches.
-        say("the handler's CPU per download, with DynamoDB answering at once (moto, in process)")
-        measured = cases(plan.batch_sizes, plan.guide_batch_sizes or plan.batch_sizes, plan.board_batch_sizes)
-        results["handler_cpu"] = run_handler_cpu(measured)
     if not jobs:
         return results
     # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
