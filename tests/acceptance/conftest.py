@@ -15,10 +15,11 @@ import pytest
 
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.emulator import endpoint_answers, identify
+from leaderboard_tools.emulators.adversarial_retries import DIRECTORY_NAME, AdversarialRetries, switch_off, switch_on
 from leaderboard_tools.fault_builds import faulty_aggregator, guide_aggregator
 from leaderboard_tools.loadgen import Download
 from leaderboard_tools.observe import scan_all
-from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_environment
+from leaderboard_tools.settings import REPOSITORY, STATE_DIR, Endpoint, endpoint_from_environment
 from leaderboard_tools.terraform_stack import Stack, deployed
 
 pytestmark = pytest.mark.acceptance
@@ -72,6 +73,25 @@ def fault_builds(tmp_path_factory: pytest.TempPathFactory) -> FaultBuilds:
 @pytest.fixture(scope="session")
 def emulator_kind(endpoint: Endpoint) -> str:
     return identify(endpoint) or "unknown"
+
+
+@pytest.fixture(scope="session")
+def switch_directory(emulator_kind: str) -> Path:
+    """Where the emulator, started by `leaderboard-tools up` from this checkout, reads the adversarial retries'
+    switch files (leaderboard_tools/emulators/adversarial_retries.py)."""
+    if emulator_kind not in ("ministack", "localstack"):
+        pytest.fail(f"adversarial retries need one of this project's emulators, not {emulator_kind}")
+    return STATE_DIR / emulator_kind / DIRECTORY_NAME
+
+
+@contextmanager
+def adversarial_retries(directory: Path, function: str, policy: AdversarialRetries) -> Iterator[None]:
+    """The emulator's stream mapping plays `policy` for `function` inside the block, and stops afterwards."""
+    switch_on(directory, function, policy)
+    try:
+        yield
+    finally:
+        switch_off(directory, function)
 
 
 def watermark_attribute(stream_arn: str, shard_id: str) -> str:

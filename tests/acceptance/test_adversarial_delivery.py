@@ -15,26 +15,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from leaderboard_tools.aws import Clients
-from leaderboard_tools.emulators.adversarial_retries import (
-    DIRECTORY_NAME,
-    AdversarialRetries,
-    read_journal,
-    switch_off,
-    switch_on,
-)
+from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, read_journal
 from leaderboard_tools.leaderboard import NotSettled, invoke_function, poll_until
 from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.settings import STATE_DIR, Endpoint
+from leaderboard_tools.settings import Endpoint
 from tests.acceptance.conftest import (
     Counts,
     FaultBuilds,
+    adversarial_retries,
     differences,
     downloads,
     recount,
@@ -48,23 +42,6 @@ WINDOW_SECONDS = 10
 FAULT_RATE = 0.4
 RETRIES = 100
 """Every failed attempt of an adversarial retry counts towards the quota, split or not: enough never to give up."""
-
-
-@pytest.fixture(scope="module")
-def switch_directory(emulator_kind: str) -> Path:
-    """Where the emulator, started by `leaderboard-tools up` from this checkout, reads the switch files."""
-    if emulator_kind not in ("ministack", "localstack"):
-        pytest.fail(f"adversarial retries need one of this project's emulators, not {emulator_kind}")
-    return STATE_DIR / emulator_kind / DIRECTORY_NAME
-
-
-@contextmanager
-def adversarial_retries(directory: Path, function: str, policy: AdversarialRetries) -> Iterator[None]:
-    switch_on(directory, function, policy)
-    try:
-        yield
-    finally:
-        switch_off(directory, function)
 
 
 def wait_for_exact_counts(

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from leaderboard_tools.bench import report
-from leaderboard_tools.bench.pressure_cost import busiest_share, cost_per_million, index_pressure
+from leaderboard_tools.bench import boards, report
+from leaderboard_tools.bench import handler_cpu as handler_cpu_module
+from leaderboard_tools.bench.pressure_cost import (
+    busiest_share,
+    cost_per_million,
+    index_pressure,
+    lambda_seconds_per_million,
+)
 from leaderboard_tools.bench.side_by_side import distinct_per_group
 from leaderboard_tools.bench.workload import StreamContents, count_error, neighbour_months
 from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
@@ -208,3 +216,208 @@ def raw_results() -> dict[str, Any]:
         "side_by_side": runs,
         "reads_freshness": {"highest_ingest_rate": 400.0, "ladder": [step], "rates": [rate]},
     }
+
+
+# ---------------------------------------------------------------- issue 16: boards, the handler's CPU, the cost
+
+
+def test_lambda_seconds_add_the_cpu_and_every_wait_in_line() -> None:
+    # given 0.5 ms of CPU per download, 10,000 invocations of 4 calls in line and 55 writes 8 at a time, 10 ms a call
+    seconds = lambda_seconds_per_million(
+        cpu_ms_per_download=0.5,
+        invocations_per_million=10_000,
+        sequential_calls_per_invocation=4,
+        parallel_writes_per_invocation=55,
+        latency_ms=10,
+        write_concurrency=8,
+    )
+
+    # then 500 s of CPU and 10,000 x (4 + ceil(55 / 8) = 7) x 10 ms = 1,100 s of waiting
+    assert seconds == pytest.approx(500 + 1100)
+
+
+def test_the_guides_writes_wait_one_after_another() -> None:
+    # given one ADD per download, each waited for: 100 calls in line per invocation of 100
+    seconds = lambda_seconds_per_million(0.8, 10_000, 100, 0, 10, 8)
+
+    # then a million calls of 10 ms and the CPU
+    assert seconds == pytest.approx(800 + 10_000)
+
+
+def handler_cpu(aggregator: str, batch_size: int, cpu: float, sequential: float) -> dict[str, Any]:
+    return {
+        "latency": {"milliseconds_per_call": 10.0},
+        "write_concurrency": 8,
+        "cases": [
+            {
+                "aggregator": aggregator,
+                "configuration": "month",
+                "batch_size": batch_size,
+                "cpu_ms_per_download": cpu,
+                "sequential_calls_per_invocation": sequential,
+            }
+        ],
+    }
+
+
+def test_the_cost_derives_lambda_from_the_cpu_and_the_latency_when_measured() -> None:
+    # given a clean load of 10,000 downloads in 100 invocations with 2,000 aggregate writes (20 per invocation),
+    # and 0.5 ms of CPU per download with 4 calls in line per invocation
+    run = clean_run({"song001": 2000}, downloads=10_000)
+
+    # when
+    cost = cost_per_million(run, guide=False, handler_cpu=handler_cpu("ours_per_batch", 100, 0.5, 4))
+
+    # then per million: 500 s of CPU, 10,000 invocations x (4 + ceil(20 / 8) = 3) x 10 ms = 700 s, at 0.5 GB
+    assert cost["lambda_duration"] == "derived"
+    assert cost["lambda_gb_seconds"] == pytest.approx((500 + 700) * 0.5)
+    assert cost["emulator_lambda_gb_seconds"] == pytest.approx(50 * 100 * 0.5)
+    assert cost["dollars"]["lambda_duration"] == pytest.approx(600 * 0.0000166667, abs=1e-4)
+
+
+def test_the_guides_cost_waits_for_each_of_its_writes() -> None:
+    # given the guide's handler: 10,000 downloads, 10,000 ADDs in 100 invocations
+    run = {**clean_run({"song001": 10_000}, downloads=10_000), "aggregator": "guide"}
+
+    # when
+    cost = cost_per_million(run, guide=True, handler_cpu=handler_cpu("guide", 100, 0.8, 100))
+
+    # then 800 s of CPU and a million ADDs of 10 ms, in line
+    assert cost["lambda_gb_seconds"] == pytest.approx((800 + 10_000) * 0.5)
+
+
+def test_without_the_cpu_measurement_the_emulators_durations_stand_in() -> None:
+    cost = cost_per_million(clean_run({"song001": 2000}, downloads=10_000), guide=False, handler_cpu=None)
+    assert cost["lambda_duration"] == "emulator"
+    assert cost["lambda_gb_seconds"] == cost["emulator_lambda_gb_seconds"] == pytest.approx(2500)
+
+
+@pytest.mark.parametrize(("name", "per_download"), [("month", 1), ("day_month_all", 3), ("day_month_all_category", 6)])
+def test_each_board_kept_multiplies_the_predicted_writes(name: str, per_download: int) -> None:
+    # given the month's prediction at batch 100
+    month = boards.predicted_per_100(boards.BY_NAME["month"], 100.0)
+    workload = Workload(downloads_per_second=100, songs=1000, batch_size=100)
+
+    # then it is sizing's distinct songs per batch, per 100 downloads, and each configuration multiplies it
+    assert month == pytest.approx(sum(workload.updates_per_second()))
+    assert boards.BY_NAME[name].boards.per_download == per_download
+    assert boards.predicted_per_100(boards.BY_NAME[name], 100.0) == pytest.approx(per_download * month)
+
+
+def test_the_boards_oracle_counts_each_download_in_every_board_it_belongs_to() -> None:
+    # given three downloads, two of song001 (rock) on either side of a midnight, one of song002 (pop)
+    items = [
+        {"songID": {"S": "song001"}, "Timestamp": {"S": "2024-03-14T23:59:59Z"}, "Genre": {"S": "rock"}},
+        {"songID": {"S": "song001"}, "Timestamp": {"S": "2024-03-15T00:00:00Z"}, "Genre": {"S": "rock"}},
+        {"songID": {"S": "song002"}, "Timestamp": {"S": "2024-03-15T10:00:00Z"}, "Genre": {"S": "r&b/soul"}},
+    ]
+
+    # when the oracle counts them for days, months and all time, with categories
+    truth = boards.board_truth(items, boards.BY_NAME["day_month_all_category"])
+
+    # then each download is in three overall boards and three category boards, the category percent-encoded
+    assert sum(truth.values()) == 3 * 6
+    assert truth[("song001", "2024-03-14")] == truth[("song001", "2024-03-15")] == 1
+    assert truth[("song001", "2024-03")] == truth[("song001", "all@rock")] == 2
+    assert truth[("song002", "2024-03-15@r%26b%2Fsoul")] == 1
+
+
+def test_realtime_downloads_rise_in_time_and_keep_each_songs_genre() -> None:
+    start = datetime(2024, 3, 14, 12, tzinfo=UTC)
+    items = boards.realtime_downloads(500, start, boards.LOAD_SECONDS, seed=1)
+    stamps = [item["Timestamp"]["S"] for item in items]
+    assert stamps == sorted(stamps)
+    assert {stamp[:10] for stamp in stamps} == {"2024-03-14", "2024-03-15"}
+    assert len({item["SK"]["S"] for item in items}) == 500
+    assert all(item["Genre"]["S"] == boards.genre_of(item["songID"]["S"]) for item in items)
+    assert boards.genre_of("song001") == boards.genre_of("song009") == "rock"
+
+
+def test_board_write_figures_count_every_write_and_bound_the_succeeded_batches() -> None:
+    invocations = [
+        {"records": 100, "succeeded": True, "aggregate_writes": 60, "distinct_aggregates": 60, "duration_ms": 500},
+        {"records": 100, "succeeded": True, "aggregate_writes": 62, "distinct_aggregates": 58, "duration_ms": 700},
+        {"records": 0, "succeeded": True, "aggregate_writes": 0, "distinct_aggregates": 0, "duration_ms": 10},
+    ]
+    figures = boards.write_figures(invocations, downloads=200)
+    assert (figures["writes_per_100"], figures["bound_per_100"]) == (61.0, 59.0)
+    assert (figures["batches"], figures["mean_batch"], figures["invocations"]) == (2, 100.0, 3)
+    assert figures["processing_seconds"] == pytest.approx(1.21)
+
+
+def test_the_cpu_summary_separates_the_parallel_writes_from_the_calls_in_line() -> None:
+    # given two measured invocations of 100 records: 40 ms and 60 ms of CPU, four calls in line and 50 writes each
+    calls = Counter({"GetItem:progress": 1, "GetShardIterator": 1, "GetRecords": 1, "UpdateItem:progress": 1})
+    calls["UpdateItem:aggregates"] = 50
+    samples = [{"records": 100, "seconds": 0.040, "calls": calls}, {"records": 100, "seconds": 0.060, "calls": calls}]
+
+    # when
+    summary = handler_cpu_module.summarise(handler_cpu_module.CpuCase("ours_per_batch", "month", 100, 2), samples)
+
+    # then
+    assert summary["cpu_ms_per_download"] == pytest.approx(0.5)
+    assert summary["cpu_ms_per_download_spread"] == [0.4, 0.5, 0.6]
+    assert summary["aggregate_writes_per_invocation"] == 50
+    assert summary["sequential_calls_per_invocation"] == 4
+
+
+def test_the_guides_calls_are_all_in_line() -> None:
+    samples = [{"records": 10, "seconds": 0.01, "calls": Counter({"UpdateItem:aggregates": 10})}]
+    summary = handler_cpu_module.summarise(handler_cpu_module.CpuCase("guide", "month", 10, 1), samples)
+    assert (summary["sequential_calls_per_invocation"], summary["aggregate_writes_per_invocation"]) == (10, 0)
+
+
+def test_the_cpu_measurement_runs_the_shipped_handler_on_moto() -> None:
+    # given a small case: two batches of 10 downloads after a warm-up
+    case = handler_cpu_module.CpuCase("ours_per_batch", "day_month_all_category", 10, 2)
+
+    # when it is measured
+    measured = handler_cpu_module.measure_case(case)
+
+    # then every download was delivered once, the shard read and checkpointed, each board written
+    assert measured["downloads"] == 20
+    assert measured["calls_per_invocation"]["GetRecords"] >= 1
+    assert measured["calls_per_invocation"]["UpdateItem:progress"] >= 1
+    assert 6 <= measured["aggregate_writes_per_invocation"] <= 6 * 10
+    assert measured["cpu_ms_per_download"] > 0
+
+
+def test_the_report_shows_the_boards_and_the_derived_lambda_share(tmp_path: Path) -> None:
+    # given raw results with the boards part and the CPU measurement
+    results = raw_results()
+    results["boards"] = [
+        {
+            "configuration": name,
+            "label": boards.BY_NAME[name].label,
+            "batch_size": 100,
+            "downloads": 1000,
+            "boards_per_download": boards.BY_NAME[name].boards.per_download,
+            "writes_per_100": 50.0 * boards.BY_NAME[name].boards.per_download,
+            "bound_per_100": 50.0 * boards.BY_NAME[name].boards.per_download,
+            "predicted_per_100": 49.0 * boards.BY_NAME[name].boards.per_download,
+            "aggregate_writes": 500 * boards.BY_NAME[name].boards.per_download,
+            "invocations": 10,
+            "processing_seconds": 10.0,
+            "mean_batch": 100.0,
+            "exact": True,
+            "wrong_aggregates": 0,
+        }
+        for name in boards.BY_NAME
+    ]
+    results["handler_cpu"] = handler_cpu("ours_per_batch", 100, 0.5, 4) | {"method": "test"}
+    results["handler_cpu"]["latency"] = handler_cpu_module.LATENCY
+    for case in results["handler_cpu"]["cases"]:
+        case.update(downloads=2000, cpu_ms_per_download_spread=[0.4, 0.5, 0.6], aggregate_writes_per_invocation=55)
+
+    # when the report is drawn
+    summary = report.write_results(results, tmp_path, None)
+    text = (tmp_path / "summary.md").read_text()
+
+    # then the boards table holds each configuration against the month's, and the cost says how Lambda is derived
+    assert [row["over_month"] for row in summary["boards"]] == [1.0, 3.0, 6.0]
+    assert '`["day", "month", "all"], category (8 genres)`' in text
+    assert "Lambda duration derived" in text
+    assert "single-digit milliseconds" in text
+    rows = summary["cost_per_million_downloads"]["rows"]
+    assert {row["lambda_duration"] for row in rows if row["aggregator"] == "ours_per_batch"} >= {"derived"}
+    assert {row["configuration"] for row in rows} == {"month", "day_month_all", "day_month_all_category"}

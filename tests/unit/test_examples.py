@@ -16,11 +16,14 @@ from tests.terraform_cli import terraform
 EXAMPLES = TERRAFORM_MODULE / "examples"
 
 
-def test_there_are_a_minimal_and_a_complete_example() -> None:
-    assert sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir()) == ["complete", "minimal"]
+EXAMPLE_NAMES = ["complete", "minimal", "trending-products"]
 
 
-@pytest.mark.parametrize("example", ["minimal", "complete"])
+def test_there_are_a_minimal_a_complete_and_a_trending_products_example() -> None:
+    assert sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir()) == EXAMPLE_NAMES
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_the_example_is_documented_and_free_of_emulator_wiring(example: str) -> None:
     directory = EXAMPLES / example
     assert (directory / "README.md").read_text().strip()
@@ -31,7 +34,7 @@ def test_the_example_is_documented_and_free_of_emulator_wiring(example: str) -> 
     assert "create_alarms" in text, "the AWS examples turn the alarms on"
 
 
-@pytest.mark.parametrize("example", ["minimal", "complete"])
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_the_example_plans_against_a_mocked_provider(example: str) -> None:
     directory = EXAMPLES / example
     initialised = terraform(directory, "init", "-backend=false", "-input=false")

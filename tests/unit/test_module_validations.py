@@ -39,6 +39,7 @@ VERSIONED = [
     TERRAFORM_MODULE,
     TERRAFORM_MODULE / "examples" / "minimal",
     TERRAFORM_MODULE / "examples" / "complete",
+    TERRAFORM_MODULE / "examples" / "trending-products",
     EMULATOR_STACK,
 ]
 BEFORE_MOCK_PROVIDER = "1.6.6"

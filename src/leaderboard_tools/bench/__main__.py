@@ -1,9 +1,11 @@
 """`python -m leaderboard_tools.bench [part] [--smoke]`: the benchmark on the emulator AWS_ENDPOINT_URL names.
 
-Parts: `all` (default: side by side, reads and freshness, then the report), `side-by-side`,
-`reads`, `index-layout` (the leaderboard-shard measurements, on their own: index_layout.json),
-and `report` (redraws summary, table, plots and README section from results.json, without an
-emulator). The full run writes
+Parts: `all` (default: the handler's CPU, then side by side, boards, reads and freshness, then
+the report), `side-by-side`, `boards` (writes per 100 downloads by the boards kept: boards.json),
+`handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json), `reads`
+(reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
+index_layout.json), and `report` (redraws summary, table, plots and README section from
+results.json and the parts measured on their own, without an emulator). The full run writes
 bench/results/ and the README's Benchmark section; `--smoke` writes build/bench-smoke/ only.
 """
 
@@ -22,6 +24,8 @@ from typing import Any
 
 from leaderboard_tools.aws import clients
 from leaderboard_tools.bench import index_layout
+from leaderboard_tools.bench.boards import run_configuration
+from leaderboard_tools.bench.handler_cpu import cases, run_handler_cpu
 from leaderboard_tools.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_tools.bench.report import README, provenance, write_results
 from leaderboard_tools.bench.side_by_side import FULL, SMOKE, Plan, run_contender
@@ -31,20 +35,42 @@ from leaderboard_tools.settings import REPOSITORY, Endpoint, endpoint_from_envir
 
 RESULTS = REPOSITORY / "bench" / "results"
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
-PARTS = ("all", "side-by-side", "reads", "index-layout", "report")
-READS_ALONE = "reads_freshness.json"
+PARTS = ("all", "side-by-side", "boards", "handler-cpu", "reads", "index-layout", "report")
+ALONE = {"reads": "reads_freshness.json", "boards": "boards.json", "handler-cpu": "handler_cpu.json"}
+"""Parts rerun on their own, beside the full run's results.json; `report` merges them."""
+RESULT_KEYS = {"reads": "reads_freshness", "boards": "boards", "handler-cpu": "handler_cpu"}
 
 
 def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
-    """Side by side (every contender at every batch size) and reads, `plan.workers` stacks at a time."""
+    """The handler's CPU, side by side (every contender at every batch size), boards and reads, `plan.workers` jobs
+    at a time."""
     jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
+    if parts & {"all", "handler-cpu"} and plan.handler_cpu:
+        # First, beside the stacks: moto answers in process, and thread CPU time leaves the other processes out.
+        measured = cases(plan.batch_sizes, plan.guide_batch_sizes or plan.batch_sizes, plan.board_batch_sizes)
+        jobs.append(("handler_cpu", run_handler_cpu, (measured,)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:
         for batch_size in sorted(plan.batch_sizes, reverse=True):  # the longest first: the run ends sooner
             for contender in plan.contenders_at(batch_size):
                 jobs.append(("side_by_side", run_contender, (endpoint, contender.name, batch_size, plan, scratch)))
+    if parts & {"all", "boards"}:
+        for name in plan.board_configurations:
+            arguments = (
+                endpoint,
+                name,
+                plan.board_batch_sizes,
+                plan.board_batching_windows,
+                plan.board_downloads,
+                plan.tumbling_window_seconds,
+            )
+            jobs.append(("boards", run_configuration, arguments))
     results: dict[str, Any] = {"side_by_side": [], "reads_freshness": None}
+    if parts & {"all", "boards"}:
+        results["boards"] = []
+    if not jobs:
+        return results
     # Processes, not threads: Terraform runs with a swapped os.environ (terraform_stack.Stack._run).
     with ProcessPoolExecutor(max_workers=min(plan.workers, len(jobs)), mp_context=get_context("spawn")) as pool:
         futures: list[tuple[str, Future[Any]]] = [(key, pool.submit(job, *arguments)) for key, job, arguments in jobs]
@@ -53,11 +79,13 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         ]
     for key, arguments, outcome in outcomes:
         if "error" in outcome:
-            what = key if key != "side_by_side" else f"{arguments[1]} at batch size {arguments[2]}"
-            say(f"{what} failed: {outcome['error']}")
-            results.setdefault("failures", []).append({"part": what, **outcome})
+            what = {"side_by_side": f"{arguments[1]} at batch size {arguments[2]}", "boards": f"boards {arguments[1]}"}
+            say(f"{what.get(key, key)} failed: {outcome['error']}")
+            results.setdefault("failures", []).append({"part": what.get(key, key), **outcome})
         elif key == "side_by_side":
             results["side_by_side"].append(outcome)
+        elif key == "boards":
+            results["boards"] += outcome["runs"]
         else:
             results[key] = outcome
     return results
@@ -71,18 +99,21 @@ def _outcome(future: Future[Any]) -> dict[str, Any]:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
-def with_separate_reads(results: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """The results, with the reads of a separate `reads` run (READS_ALONE) when the full run has none."""
-    alone = directory / READS_ALONE
-    if results.get("reads_freshness") or not alone.is_file():
-        return results
-    reads = json.loads(alone.read_text())
-    return {
-        **results,
-        "reads_freshness": reads["reads_freshness"],
-        "reads_provenance": reads["provenance"],
-        "reads_plan": reads["plan"],
-    }
+def with_separate_parts(results: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The results, with each part a separate run measured (ALONE) where the full run has none of it."""
+    merged = dict(results)
+    for part, name in ALONE.items():
+        alone = directory / name
+        key = RESULT_KEYS[part]
+        if merged.get(key) or not alone.is_file():
+            continue
+        separate = json.loads(alone.read_text())
+        merged[key] = separate[key]
+        merged.setdefault("separate_runs", {})[key] = {"provenance": separate["provenance"], "plan": separate["plan"]}
+        merged["failures"] = [*merged.get("failures", []), *separate.get("failures", [])]
+        if part == "reads":  # the names the report has read since the reads were first rerun alone
+            merged["reads_provenance"], merged["reads_plan"] = separate["provenance"], separate["plan"]
+    return merged
 
 
 def run_index_layout(endpoint: Endpoint, smoke: bool) -> dict[str, Any]:
@@ -115,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="small sizes, in parallel stacks, into build/bench-smoke/")
     parser.add_argument("--ladder", help="data sizes of the reads ladder, comma-separated (default: the plan's)")
     parser.add_argument("--rate-load", type=int, help="downloads of each freshness-against-rate load")
+    parser.add_argument("--board-load", type=int, help="downloads of each load of the boards part")
     arguments = parser.parse_args(argv)
     command = f"python -m leaderboard_tools.bench {shlex.join(sys.argv[1:] if argv is None else argv)}".strip()
     plan = SMOKE if arguments.smoke else FULL
@@ -122,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         plan = replace(plan, ladder=tuple(int(size) for size in arguments.ladder.split(",")))
     if arguments.rate_load:
         plan = replace(plan, rate_load=arguments.rate_load)
+    if arguments.board_load:
+        plan = replace(plan, board_downloads=arguments.board_load)
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
-        results = with_separate_reads(json.loads((directory / "results.json").read_text()), directory)
+        results = with_separate_parts(json.loads((directory / "results.json").read_text()), directory)
         write_results(results, directory, None if arguments.smoke else README)
         return 0
     endpoint = endpoint_from_environment()
@@ -138,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-builds-") as scratch:
         measured = run_measurements(endpoint, plan, {arguments.part}, Path(scratch))
     results = {"provenance": origin, "plan": asdict(plan), **measured}
-    if arguments.part == "reads":  # a rerun of the reads alone, beside the full run's results.json
+    if arguments.part in ALONE:  # a part rerun alone, beside the full run's results.json
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / READS_ALONE).write_text(json.dumps(results, indent=1) + "\n")
-        say(f"reads in {(directory / READS_ALONE).relative_to(REPOSITORY)}; `report` merges them")
+        alone = directory / ALONE[arguments.part]
+        key = RESULT_KEYS[arguments.part]
+        document = {"provenance": origin, "plan": asdict(plan), key: results.get(key)}
+        alone.write_text(json.dumps({**document, "failures": results.get("failures", [])}, indent=1) + "\n")
+        say(f"{arguments.part} in {alone.relative_to(REPOSITORY)}; `report` merges it")
         return 0
     write_results(results, directory, README if arguments.part == "all" and not arguments.smoke else None)
     say(f"results in {directory.relative_to(REPOSITORY)}")

@@ -10,12 +10,17 @@ load delivered), and the documented limit of 1,000 writes a second per partition
 handler updates its aggregate once per download: 2·D index writes, one partition a month.
 
 Cost. Table writes (the downloads themselves and every aggregate write, failed conditional
-writes included: each consumes a write unit), index writes, and Lambda: duration measured on
-the emulator at the module's default memory, and one request per invocation. Prices: PRICES.
+writes included: each consumes a write unit), index writes, and Lambda at the module's default
+memory, one request per invocation. Lambda's duration is derived, not taken from the emulator
+(whose DynamoDB calls are Python, far slower than DynamoDB's): the handler's CPU per download,
+measured with DynamoDB answering at once (`handler_cpu`), plus a stated, cited latency per call
+times the calls that wait one after another (`lambda_seconds_per_million`). Without that
+measurement (a smoke run) the emulator's durations stand in, and the report says so. Prices: PRICES.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from leaderboard_tools.bench.workload import SONGS
@@ -130,17 +135,67 @@ def sizing_check(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cost_per_million(run: dict[str, Any], guide: bool) -> dict[str, Any]:
-    """Dollars per million downloads on AWS, from the clean load's measured writes, invocations and durations."""
+def lambda_seconds_per_million(
+    cpu_ms_per_download: float,
+    invocations_per_million: float,
+    sequential_calls_per_invocation: float,
+    parallel_writes_per_invocation: float,
+    latency_ms: float,
+    write_concurrency: int,
+) -> float:
+    """Lambda seconds per million downloads: the handler's CPU, and every call's latency it waits for.
+
+    The calls that are not aggregate writes wait one after another; the aggregate writes run
+    `write_concurrency` at a time, so an invocation waits for ceil(writes / concurrency) rounds.
+    """
+    rounds = math.ceil(parallel_writes_per_invocation / write_concurrency) if parallel_writes_per_invocation else 0
+    waits = sequential_calls_per_invocation + rounds
+    return 1_000_000 * cpu_ms_per_download / 1000 + invocations_per_million * waits * latency_ms / 1000
+
+
+def cpu_case(handler_cpu: dict[str, Any] | None, aggregator: str, configuration: str, batch_size: int) -> Any:
+    """The CPU measurement of this aggregator, boards and batch size, if the run made one."""
+    for case in (handler_cpu or {}).get("cases", []):
+        if (case["aggregator"], case["configuration"], case["batch_size"]) == (aggregator, configuration, batch_size):
+            return case
+    return None
+
+
+def cost_per_million(
+    run: dict[str, Any],
+    guide: bool,
+    handler_cpu: dict[str, Any] | None = None,
+    configuration: str = "month",
+) -> dict[str, Any]:
+    """Dollars per million downloads on AWS, from the clean load's measured writes and invocations.
+
+    Lambda's duration: derived from `handler_cpu` (CPU per download at this batch size, and the
+    calls of an invocation) when it measured this case, else the emulator's durations."""
     clean = run["clean"]
     scale = 1_000_000 / clean["downloads"]
     table_writes = 1_000_000 + clean["aggregate_writes"] * scale
     if guide:
         index_writes = INDEX_WRITES_PER_UPDATE * 1_000_000.0
-    else:
+    elif clean.get("aggregate_writes_by_song") is not None:
         index_writes = INDEX_WRITES_PER_UPDATE * sum(clean["aggregate_writes_by_song"].values()) * scale
-    gb_seconds = clean["processing_seconds"] * scale * AGGREGATOR_MEMORY_GB
+    else:
+        index_writes = INDEX_WRITES_PER_UPDATE * clean["aggregate_writes"] * scale
     requests = clean["invocations"] * scale
+    emulator_gb_seconds = clean["processing_seconds"] * scale * AGGREGATOR_MEMORY_GB
+    case = cpu_case(handler_cpu, "guide" if guide else "ours_per_batch", configuration, run["batch_size"])
+    if case is not None and handler_cpu is not None:
+        writes_per_invocation = clean["aggregate_writes"] / clean["invocations"] if clean["invocations"] else 0.0
+        seconds = lambda_seconds_per_million(
+            cpu_ms_per_download=case["cpu_ms_per_download"],
+            invocations_per_million=requests,
+            sequential_calls_per_invocation=writes_per_invocation if guide else case["sequential_calls_per_invocation"],
+            parallel_writes_per_invocation=0.0 if guide else writes_per_invocation,
+            latency_ms=handler_cpu["latency"]["milliseconds_per_call"],
+            write_concurrency=handler_cpu["write_concurrency"],
+        )
+        gb_seconds, duration = seconds * AGGREGATOR_MEMORY_GB, "derived"
+    else:
+        gb_seconds, duration = emulator_gb_seconds, "emulator"
     dollars = {
         "table_writes": table_writes / 1e6 * PRICES["dynamodb_write_request_unit_per_million"],
         "index_writes": index_writes / 1e6 * PRICES["dynamodb_write_request_unit_per_million"],
@@ -149,10 +204,13 @@ def cost_per_million(run: dict[str, Any], guide: bool) -> dict[str, Any]:
     }
     return {
         "aggregator": run["aggregator"],
+        "configuration": configuration,
         "batch_size": run["batch_size"],
         "table_writes": round(table_writes),
         "index_writes": round(index_writes),
         "lambda_gb_seconds": round(gb_seconds, 1),
+        "lambda_duration": duration,
+        "emulator_lambda_gb_seconds": round(emulator_gb_seconds, 1),
         "lambda_requests": round(requests),
         "dollars": {item: round(value, 4) for item, value in dollars.items()},
         "dollars_total": round(sum(dollars.values()), 4),

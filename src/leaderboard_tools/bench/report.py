@@ -124,6 +124,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         summary["reads_provenance"] = results["reads_provenance"]
         summary["reads_plan"] = results["reads_plan"]
     summary["failures"] = results.get("failures", [])
+    summary["separate_runs"] = results.get("separate_runs", {})
     ours = [run for run in runs if run["aggregator"] == "ours_per_batch"]
     guides = [run for run in runs if run["aggregator"] == "guide"]
     summary["sizing_check"] = [sizing_check(run) for run in ours]
@@ -132,12 +133,58 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         "ours_per_batch": [row for run in ours for row in index_pressure(run)],
         "guide": guide_index_pressure(),
     }
+    handler_cpu = results.get("handler_cpu")
+    boards = boards_rows(results.get("boards") or [])
+    summary["boards"] = boards
+    summary["handler_cpu"] = handler_cpu_rows(handler_cpu)
     summary["cost_per_million_downloads"] = {
         "prices": PRICES,
-        "rows": [cost_per_million(run, guide=False) for run in ours]
-        + [cost_per_million(run, guide=True) for run in guides],
+        "lambda_duration": (
+            {"derived_from": "handler CPU per download without the emulator, plus latency per call", **handler_cpu}
+            if handler_cpu
+            else {"derived_from": "the aggregator's duration_ms as measured on the emulator"}
+        ),
+        "rows": [cost_per_million(run, guide=False, handler_cpu=handler_cpu) for run in ours]
+        + [cost_per_million(run, guide=True, handler_cpu=handler_cpu) for run in guides]
+        + [
+            cost_per_million(
+                {"aggregator": "ours_per_batch", "batch_size": row["batch_size"], "clean": row},
+                guide=False,
+                handler_cpu=handler_cpu,
+                configuration=row["configuration"],
+            )
+            for row in boards
+            if row["configuration"] != "month"
+        ],
     }
     return summary
+
+
+def boards_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The boards part per configuration and batch size, with its writes against the month's at that batch size."""
+    month = {run["batch_size"]: run["writes_per_100"] for run in runs if run["configuration"] == "month"}
+    rows = []
+    for run in sorted(runs, key=lambda run: (run["batch_size"], run["boards_per_download"], run["configuration"])):
+        over_month = month.get(run["batch_size"])
+        rows.append({**run, "over_month": round(run["writes_per_100"] / over_month, 2) if over_month else None})
+    return rows
+
+
+def handler_cpu_rows(measured: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The handler's CPU per download and calls per invocation, per case measured."""
+    if not measured:
+        return []
+    keys = (
+        "aggregator",
+        "configuration",
+        "batch_size",
+        "downloads",
+        "cpu_ms_per_download",
+        "cpu_ms_per_download_spread",
+        "sequential_calls_per_invocation",
+        "aggregate_writes_per_invocation",
+    )
+    return [{key: case[key] for key in keys} for case in measured["cases"]]
 
 
 def headline(aggregators: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -228,7 +275,7 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"| {step['load']:,} at {step['share_of_highest']:.0%} of the highest rate | {step['ingest_rate']} "
             f"| {step['freshness_seconds']} |"
         )
-    lines += _pressure_lines(summary) + _cost_lines(summary) + _failure_lines(summary)
+    lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _failure_lines(summary)
     lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
     return "\n".join(lines) + "\n"
 
@@ -303,25 +350,95 @@ def _pressure_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _boards_lines(summary: dict[str, Any]) -> list[str]:
+    rows = summary.get("boards") or []
+    if not rows:
+        return []
+    origin = (summary.get("separate_runs") or {}).get("boards")
+    measured_by = (
+        f" Measured by a separate run, `{origin['provenance']['command']}` at commit "
+        f"`{origin['provenance']['commit'][:12]}` on {origin['provenance']['date']}."
+        if origin
+        else ""
+    )
+    lines = [
+        "",
+        f"Aggregate writes per 100 downloads by the boards a download is counted in: one stack per configuration, "
+        f"a clean load of {rows[0]['downloads']:,} downloads at each batch size, written in time order (a batch holds "
+        "seconds of downloads; a load spans one UTC midnight), Zipf 1.1 over 1,000 songs in 8 genres; `exact`: every "
+        "board equals the generator's recount. Predicted: the sizing arithmetic, the month's distinct songs per batch "
+        "times the boards per download." + measured_by,
+        "",
+        "| boards kept | boards per download | batch size | writes / 100 | bound / 100 | **/ month** "
+        "| predicted / 100 | exact |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        exact = "yes" if row["exact"] else f"no ({row['wrong_aggregates']} wrong)"
+        lines.append(
+            f"| `{row['label']}` | {row['boards_per_download']} | {row['batch_size']:,} | {row['writes_per_100']} | "
+            f"{row['bound_per_100']} | **{_fmt(row['over_month'])}** | {row['predicted_per_100']} | {exact} |"
+        )
+    return lines
+
+
 def _cost_lines(summary: dict[str, Any]) -> list[str]:
     cost = summary["cost_per_million_downloads"]
     prices = cost["prices"]
+    derived = [row for row in cost["rows"] if row.get("lambda_duration") == "derived"]
     lines = [
         "",
         f"Cost per million downloads on AWS ({prices['region']}, on-demand; prices looked up {prices['looked_up']}: "
         f"write request unit ${prices['dynamodb_write_request_unit_per_million']}/million, Lambda "
         f"${prices['lambda_gb_second_x86']}/GB-s and ${prices['lambda_request_per_million']}/million requests; "
-        "sources in summary.json). Lambda duration as measured on the emulator, at 512 MB.",
+        "sources in summary.json), at 512 MB. " + _duration_sentence(summary, bool(derived)),
         "",
-        "| aggregator | batch size | table writes | index writes | Lambda GB-s | total $ |",
-        "|---|---|---|---|---|---|",
+        "| aggregator | boards | batch size | table writes | index writes | Lambda GB-s | on the emulator GB-s "
+        "| total $ |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in cost["rows"]:
+        marker = "" if row.get("lambda_duration", "emulator") == "derived" else " (emulator)"
         lines.append(
-            f"| {row['aggregator']} | {row['batch_size']:,} | {row['table_writes']:,} | {row['index_writes']:,} | "
-            f"{row['lambda_gb_seconds']} | {row['dollars_total']:.3f} |"
+            f"| {row['aggregator']} | {row.get('configuration', 'month')} | {row['batch_size']:,} | "
+            f"{row['table_writes']:,} | {row['index_writes']:,} | {row['lambda_gb_seconds']}{marker} | "
+            f"{row.get('emulator_lambda_gb_seconds', row['lambda_gb_seconds'])} | {row['dollars_total']:.3f} |"
         )
+    cpu = summary.get("handler_cpu") or []
+    if cpu:
+        lines += [
+            "",
+            "The handler's CPU per download, DynamoDB and DynamoDB Streams answering at once (moto in process, the "
+            "time its backend takes out; thread CPU time of this machine), and the calls of an invocation:",
+            "",
+            "| aggregator | boards | batch size | CPU ms / download (min, median, max per batch) | calls in line "
+            "/ invocation | aggregate writes / invocation |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in cpu:
+            low, middle, high = case["cpu_ms_per_download_spread"]
+            lines.append(
+                f"| {case['aggregator']} | {case['configuration']} | {case['batch_size']:,} | "
+                f"{case['cpu_ms_per_download']} ({low}, {middle}, {high}) | {case['sequential_calls_per_invocation']} "
+                f"| {case['aggregate_writes_per_invocation']} |"
+            )
     return lines
+
+
+def _duration_sentence(summary: dict[str, Any], derived: bool) -> str:
+    if not derived:
+        return "Lambda duration as measured on the emulator."
+    latency = summary["cost_per_million_downloads"]["lambda_duration"]["latency"]
+    source = latency["sources"][0]
+    return (
+        "Lambda duration derived, not measured on the emulator (whose DynamoDB calls are far slower than "
+        "DynamoDB's): the handler's CPU per download measured without the emulator (below), plus "
+        f"{latency['milliseconds_per_call']:g} ms for each DynamoDB call it waits for: the calls other than "
+        "aggregate writes one after another, the aggregate writes in rounds of `aggregator_write_concurrency` (8); "
+        f'the guide\'s ADDs one after another. AWS: "{source["quote"]}" ({source["title"]}, {source["url"]}); '
+        "10 ms is the upper end, leaving room for the network. Writes and invocations per million as measured "
+        "on the emulator; the emulator's own durations beside them."
+    )
 
 
 def _unsettled(settled: bool | None) -> str:
@@ -444,9 +561,10 @@ def _readme_section(table: str) -> str:
         f"{SECTION}\n\n"
         "`make bench` deploys, on the emulator, stacks of this module that differ only in the aggregator (ours, "
         "`per_batch` and `per_window`, and the guide's one ADD per download), drives them with the same "
-        "generated downloads and writes `bench/results/` (results.json, summary.json, summary.md, the plots); "
-        "`make bench-smoke` is the small variant the test suite runs. How each figure is computed: "
-        "[docs/benchmark.md](docs/benchmark.md).\n\n" + table + "\n"
+        "generated downloads, measures the write cost of the boards a download is counted in (`leaderboard_periods`, "
+        "a category) and the aggregator's own CPU per download without the emulator, and writes `bench/results/` "
+        "(results.json, summary.json, summary.md, the plots); `make bench-smoke` is the small variant the test "
+        "suite runs. How each figure is computed: [docs/benchmark.md](docs/benchmark.md).\n\n" + table + "\n"
     )
 
 

@@ -92,6 +92,14 @@ class Plan:
     guide_batch_sizes: tuple[int, ...] | None = None
     """The batch sizes the guide's handler runs at (None: all). On the emulator, a batch of 10,000 single ADDs
     outlasts the module's 60-second aggregator timeout: every such invocation times out and is retried."""
+    board_configurations: tuple[str, ...] = ()
+    """The boards part (bench/boards.py): the module's configurations of periods and category it deploys."""
+    board_batch_sizes: tuple[int, ...] = ()
+    board_batching_windows: tuple[int, ...] = ()
+    board_downloads: int = 0
+    """Each configuration's load at each of its batch sizes."""
+    handler_cpu: bool = False
+    """Measure the handler's CPU per download without the emulator (bench/handler_cpu.py), for the cost table."""
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
@@ -122,6 +130,11 @@ FULL = Plan(
     read_repeats=3,
     workers=5,
     guide_batch_sizes=(100, 1000),
+    board_configurations=("month", "day_month_all", "day_month_all_category"),
+    board_batch_sizes=(100, 1000),
+    board_batching_windows=(1, 5),
+    board_downloads=10_000,
+    handler_cpu=True,
 )
 SMOKE = Plan(
     batch_sizes=(100,),
