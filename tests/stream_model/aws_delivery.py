@@ -247,6 +247,10 @@ class Written:
     download_id: str
     timestamp: str
     malformed: int = 0
+    genre: dict[str, str] | None = None
+    """The category attribute as written (a DynamoDB value), when the history's boards have categories."""
+    plays: dict[str, str] | None = None
+    """The summed attribute as written (a DynamoDB value), when the history's boards sum."""
 
 
 @dataclass
@@ -406,6 +410,10 @@ class StreamOfTable:
             image["Timestamp"] = {"N": "1514764800"}
         else:
             image["Timestamp"] = {"S": written.timestamp}
+        if written.genre is not None:
+            image["Genre"] = written.genre
+        if written.plays is not None:
+            image["Plays"] = written.plays
         if written.malformed:
             self.hazards.add("malformed record")
         keys = {"songID": image["songID"], "SK": image["SK"]}

@@ -18,6 +18,7 @@ from delivery import parse_delivery
 from download_records import Schema
 from shard_progress import ProgressStore
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
+from tests.stream_model.histories import BOARDS
 
 SCHEMA = Schema()
 
@@ -40,13 +41,16 @@ class ShardWatermarkDesign(Design):
     uses_windows = True
     reports_rejected = True
 
-    def __init__(self, env: Environment, aggregate_writes: str = PER_BATCH, leaderboard_shards: int = 1) -> None:
+    def __init__(
+        self, env: Environment, aggregate_writes: str = PER_BATCH, leaderboard_shards: int = 1, schema: Schema = SCHEMA
+    ) -> None:
         self.env = env
+        self.schema = schema
         self.settings = Settings(
             table_name=TABLE,
             table_arn=TABLE_ARN,
             progress_table_name=PROGRESS_TABLE,
-            schema=SCHEMA,
+            schema=schema,
             leaderboard_shards=leaderboard_shards,
             failure_queue_url=FAILURE_QUEUE_URL,
             aggregate_writes=aggregate_writes,
@@ -54,7 +58,7 @@ class ShardWatermarkDesign(Design):
             deadline_margin_ms=1000,
         )
         self.leaderboard_shards = leaderboard_shards
-        self.name = f"shipped, {aggregate_writes}"
+        self.name = f"shipped, {aggregate_writes}" + ("" if schema == SCHEMA else f", {schema.periods}")
         self.restart()
 
     def restart(self) -> None:
@@ -64,7 +68,7 @@ class ShardWatermarkDesign(Design):
             store=AggregateStore(
                 self.env.dynamodb,
                 TABLE,
-                SCHEMA,
+                self.schema,
                 progress,
                 clock=self.env.clock,
                 leaderboard_shards=self.leaderboard_shards,
@@ -102,5 +106,7 @@ class ShardWatermarkDesign(Design):
 
 
 def shipped(env: Environment, config: Any) -> Design:
-    """The model's factory: the shipped aggregator in the history's write mode and window."""
-    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes)
+    """The model's factory: the shipped aggregator in the history's write mode, window and boards."""
+    periods, category, summed = BOARDS[config.boards]
+    schema = Schema(periods=periods, category=category, amount=summed) if periods else SCHEMA
+    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema)

@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 
 from hypothesis import strategies as st
 
@@ -31,8 +33,21 @@ TIMESTAMPS = (
     "2018-01-01T00:30:00Z",
     "2018-02-28T23:30:00Z",
     "2018-03-01T00:30:00+02:00",
+    "2018-12-31T23:30:00Z",
+    "2019-01-01T00:30:00+02:00",
 )
-"""Near month ends, some with offsets that move the UTC month."""
+"""Near month ends, some with offsets that move the UTC month; the last two in ISO week 2019-W01 of 2018."""
+
+BOARDS = {
+    "month": ((), None, None),
+    "periods and a category": (("day", "week", "month", "all"), "Genre", None),
+    "periods, a category, summed": (("hour", "month", "year", "all"), "Genre", "Plays"),
+}
+"""What a history's aggregator keeps: periods (none: the guide's months), category and summed attribute."""
+GENRES = (None, "rock", "r&b/soul")
+"""Write.genre: none (the overall boards only), a plain one, one the board id must percent-encode."""
+PLAYS = ("1", "2.5", "0.000001", "1000")
+"""Write.plays: what a download adds when the boards sum."""
 
 
 class Step:
@@ -49,11 +64,18 @@ class Step:
 
 @dataclass(frozen=True, repr=False)
 class Write(Step):
-    """The application writes one download of song<song> at TIMESTAMPS[when] (malformed: 1-3, what is wrong)."""
+    """The application writes one download of song<song> at TIMESTAMPS[when].
+
+    malformed: 1-3 the timestamp is wrong; 4 the summed attribute is not a number (when the boards
+    sum); 5 the category is not a string (when the boards have categories); else well-formed.
+    genre: GENRES[genre]; plays: PLAYS[plays] (when the boards have categories, when they sum).
+    """
 
     song: int = 1
     when: int = 0
     malformed: int = 0
+    genre: int = 0
+    plays: int = 0
 
 
 @dataclass(frozen=True, repr=False)
@@ -144,6 +166,8 @@ class Config:
     """Writes of song<n> go to song<(n - 1) % songs + 1>: with one song, every shard feeds the same aggregates."""
     timestamps: int = len(TIMESTAMPS)
     """Writes use TIMESTAMPS[when % timestamps]: with one, every download lands in one month."""
+    boards: str = "month"
+    """A name of BOARDS: the periods, category and summed attribute the aggregator keeps."""
 
     def mapping(self, windowed: bool) -> MappingSettings:
         return MappingSettings(
@@ -195,6 +219,8 @@ class Outcome:
     writes: int = 0
     drain_failures: int = 0
     failure_records: int = 0
+    board_kinds: set[str] = field(default_factory=set)
+    """What the truth held: `category` boards, `fractions` summed, a `week of the next year` (2018-12-31's)."""
 
     def problems(self) -> list[str]:
         found = []
@@ -216,20 +242,56 @@ class Outcome:
         )
 
 
+def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
+    """The oracle's own buckets of a UTC moment: hour, day, ISO week, month, year, all."""
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+    iso_year, iso_week, _ = moment.isocalendar()
+    names = {
+        "hour": moment.strftime("%Y-%m-%dT%H"),
+        "day": moment.strftime("%Y-%m-%d"),
+        "week": f"{iso_year}-W{iso_week:02d}",
+        "month": moment.strftime("%Y-%m"),
+        "year": moment.strftime("%Y"),
+        "all": "all",
+    }
+    return [names[period] for period in periods]
+
+
+def boards_of(written: Written, boards: str) -> list[str]:
+    """The aggregates' sort keys a download counts in, as the README's layout names them: bucket[@category]."""
+    periods, category, _ = BOARDS[boards]
+    if not periods:
+        return [utc_month(written.timestamp)]
+    buckets = utc_buckets(written.timestamp, periods)
+    genre = written.genre.get("S") if category and written.genre else None
+    return buckets + ([f"{bucket}@{quote(genre, safe='')}" for bucket in buckets] if genre else [])
+
+
+def amount_of(written: Written) -> Decimal:
+    return Decimal(written.plays["N"]) if written.plays is not None else Decimal(1)
+
+
 def truth_of(world: World) -> Counter[tuple[str, str]]:
-    return Counter((w.song_id, utc_month(w.timestamp)) for w, _ in world.written if not w.malformed)
+    boards = world.config.boards
+    truth: Counter[tuple[str, str]] = Counter()
+    for written, _ in world.written:
+        if not written.malformed:
+            for board in boards_of(written, boards):
+                truth[(written.song_id, board)] += amount_of(written)
+    return truth
 
 
-def counted_of(world: World) -> dict[tuple[str, str], int]:
+def counted_of(world: World) -> dict[tuple[str, str], Decimal]:
     counted = {}
     for (table, key), item in world.dynamodb.items.items():
         entry = dict(key)
         if table == TABLE and "DownloadCount" in item:
-            counted[(entry.get("songID", ""), entry.get("SK", ""))] = int(item["DownloadCount"]["N"])
+            counted[(entry.get("songID", ""), entry.get("SK", ""))] = Decimal(item["DownloadCount"]["N"])
     return counted
 
 
-def differences(truth: Counter[tuple[str, str]], counted: dict[tuple[str, str], int]) -> tuple[int, int]:
+def differences(truth: Counter[tuple[str, str]], counted: dict[tuple[str, str], Decimal]) -> tuple[int, int]:
+    """Lost and over-counted, summed over aggregates (downloads, or what they add when the boards sum)."""
     keys = set(truth) | set(counted)
     lost = sum(max(0, truth.get(key, 0) - counted.get(key, 0)) for key in keys)
     over = sum(max(0, counted.get(key, 0) - truth.get(key, 0)) for key in keys)
@@ -265,7 +327,8 @@ def covered_by_failure_records(world: World) -> Counter[tuple[str, str]]:
     covered: Counter[tuple[str, str]] = Counter()
     for written, record in world.written:
         if not written.malformed and covers(record):
-            covered[(written.song_id, utc_month(written.timestamp))] += 1
+            for board in boards_of(written, world.config.boards):
+                covered[(written.song_id, board)] += amount_of(written)
     return covered
 
 
@@ -304,6 +367,11 @@ def recover(world: World) -> None:
 # ---------------------------------------------------------------------------------------------- playing a history
 
 
+def _genre(index: int) -> dict[str, str] | None:
+    name = GENRES[index % len(GENRES)]
+    return None if name is None else {"S": name}
+
+
 def play(history: History, make_design: DesignFactory) -> Outcome:
     config = history.config
     holder: dict[str, Any] = {}
@@ -338,6 +406,16 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
             if written.malformed and str(record.sequence) not in reported and not covers(record)
         )
     outcome.hazards = set(world.hazards)
+    outcome.board_kinds = {
+        kind
+        for (_, board), value in truth.items()
+        for kind, present in (
+            ("category", "@" in board),
+            ("fractions", value != value.to_integral_value()),
+            ("week of the next year", board.startswith("2019-W01")),
+        )
+        if present
+    }
     outcome.invocations = world.invocations
     outcome.writes = world.dynamodb.writes
     return outcome
@@ -348,7 +426,16 @@ def apply(world: World, step: Step, counter: int) -> int:
         config = world.config
         song = f"song{(step.song - 1) % config.songs + 1}"
         timestamp = TIMESTAMPS[step.when % config.timestamps]
-        world.write(Written(song, f"download-{counter:05d}", timestamp, step.malformed))
+        _, category, summed = BOARDS[config.boards]
+        malformed = step.malformed if step.malformed <= 3 else 0
+        genre = plays = None
+        if category:
+            genre = {"N": "5"} if step.malformed == 5 else _genre(step.genre)
+            malformed = malformed or (5 if step.malformed == 5 else 0)
+        if summed:
+            plays = {"S": "12"} if step.malformed == 4 else {"N": PLAYS[step.plays % len(PLAYS)]}
+            malformed = malformed or (4 if step.malformed == 4 else 0)
+        world.write(Written(song, f"download-{counter:05d}", timestamp, malformed, genre, plays))
         return counter + 1
     if isinstance(step, Deliver):
         width = world.settings.window_seconds or 1
@@ -394,7 +481,9 @@ def apply(world: World, step: Step, counter: int) -> int:
 
 
 def configs(
-    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"), focused: bool = False
+    aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"),
+    focused: bool = False,
+    boards: tuple[str, ...] = ("month",),
 ) -> st.SearchStrategy[Config]:
     """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate."""
     return st.builds(
@@ -407,6 +496,7 @@ def configs(
         seed=st.integers(0, 2**16),
         songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
         timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
+        boards=st.sampled_from(boards),
     )
 
 
@@ -415,7 +505,9 @@ WRITES = st.builds(
     Write,
     song=st.integers(1, 4),
     when=st.integers(0, len(TIMESTAMPS) - 1),
-    malformed=st.sampled_from((0,) * 20 + (1, 2, 3)),
+    malformed=st.sampled_from((0,) * 20 + (1, 2, 3, 4, 5)),
+    genre=st.integers(0, len(GENRES) - 1),
+    plays=st.integers(0, len(PLAYS) - 1),
 )
 DELIVERY_FAULTS = ("none",) * 5 + FAULTS[1:] + ("interleave",)
 
@@ -480,6 +572,7 @@ def histories(
     chunk: int = 12,
     chunks_max: int = 12,
     focused: bool = False,
+    boards: tuple[str, ...] = ("month",),
 ) -> st.SearchStrategy[History]:
     """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
 
@@ -487,5 +580,5 @@ def histories(
     """
     steps = FOCUSED_STEPS if focused else STEPS
     parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
-    config = configs(aggregate_writes, focused)
+    config = configs(aggregate_writes, focused, boards)
     return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))

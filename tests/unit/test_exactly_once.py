@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from aggregator import PER_BATCH, PER_WINDOW
 from tests.stream_model.aws_delivery import HAZARDS
 from tests.stream_model.designs import shipped
-from tests.stream_model.histories import History, histories, play
+from tests.stream_model.histories import BOARDS, History, histories, play
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import DEVELOPMENT, FINDINGS, GUARD_WITNESSES, ISSUE_14, NAIVE_STORIES
@@ -34,8 +34,11 @@ NOT_REQUIRED = {"expired iterator", "timed out"}
 REFERENCE = factory(CheckpointReader)
 
 
-def explore(make_design: Any, modes: tuple[str, ...], examples: int, chunk: int) -> Counter[str]:
-    """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen."""
+def explore(
+    make_design: Any, modes: tuple[str, ...], examples: int, chunk: int, boards: tuple[str, ...] = ("month",)
+) -> Counter[str]:
+    """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
+    (and the kinds of boards counted)."""
     seen: Counter[str] = Counter()
 
     @settings(
@@ -46,10 +49,10 @@ def explore(make_design: Any, modes: tuple[str, ...], examples: int, chunk: int)
         suppress_health_check=list(HealthCheck),
     )
     @seed(chunk)
-    @given(history=histories(modes))
+    @given(history=histories(modes, boards=boards))
     def every_history_is_exact(history: History) -> None:
         outcome = play(history, make_design)
-        seen.update(outcome.hazards)
+        seen.update(outcome.hazards | outcome.board_kinds)
         assert not outcome.problems(), f"{outcome.problems()}: {outcome.summary()}"
 
     every_history_is_exact()
@@ -65,6 +68,21 @@ def test_the_shipped_aggregator_counts_every_download_exactly_once(mode: str, ch
     seen = explore(shipped, (mode,), examples, chunk=100 * MODES.index(mode) + chunk)
     # then none lost or over-counted a download, and every hazard class occurred among them
     assert set(HAZARDS) - NOT_REQUIRED - set(seen) == set()
+
+
+@pytest.mark.parametrize("boards", [name for name in BOARDS if name != "month"])
+def test_several_periods_a_category_and_sums_are_exact_under_every_history(boards: str) -> None:
+    # given seeded random histories in both write modes, the aggregator keeping several periods and a
+    # category's boards (percent-encoded names, downloads without one), in one configuration summing fractions
+    examples = max(1, HISTORIES // 4)
+    # when each is played against the shipped aggregator, then recovered
+    seen = explore(shipped, MODES, examples, chunk=11 + list(BOARDS).index(boards), boards=(boards,))
+    # then none lost or over-counted anything on any board, the hazards occurred, and so did what the boards add
+    assert set(HAZARDS) - NOT_REQUIRED - {"pruning"} - set(seen) == set()
+    periods, _, summed = BOARDS[boards]
+    expected = {"category"} | ({"fractions"} if summed else set())
+    expected |= {"week of the next year"} if "week" in periods else set()
+    assert expected - set(seen) == set()
 
 
 def test_the_reference_design_is_exact_under_every_history() -> None:
