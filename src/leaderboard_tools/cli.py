@@ -222,13 +222,16 @@ def command_reconcile(arguments: argparse.Namespace) -> int:
         )
         run = reconciler.run({arguments.month: songs}, repair=arguments.repair)
     report = run.month(arguments.month)
+    not_recounted = {"boardsNotRecounted": run.boards_not_recounted} if run.boards_not_recounted else {}
     if arguments.json:
-        print(json.dumps(report.as_json() | ({"stream": run.stream.as_json()} if run.stream else {})))
+        print(json.dumps(report.as_json() | ({"stream": run.stream.as_json()} if run.stream else {}) | not_recounted))
     else:
         print(
             f"{arguments.month}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
             f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
         )
+        if run.boards_not_recounted:
+            print(f"  not recounted: {', '.join(run.boards_not_recounted)} (this recount covers month boards only)")
         if report.refused:
             print(f"  refused: {report.refused}")
         for difference in report.differences:

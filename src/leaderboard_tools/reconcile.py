@@ -175,6 +175,8 @@ class RunReport:
     months: list[ReconcileReport] = field(default_factory=list)
     fence: int | None = None
     stream: StreamCheck | None = None
+    boards_not_recounted: list[str] = field(default_factory=list)
+    """The deployment's boards beyond months (other periods, categories): this recount never touches them."""
 
     @property
     def exact(self) -> bool:
@@ -232,11 +234,37 @@ class Reconciler:
     def run_month(self, month: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
         return self.run({month: entity_ids}, repair=repair).month(month)
 
+    def boards_not_recounted(self) -> list[str]:
+        """What the aggregator keeps beyond month boards: a recount of months leaves these as they are."""
+        deployment = self._deployment
+        boards = [f"{period} boards" for period in deployment.periods if period != "month"]
+        if deployment.category_attribute:
+            boards.append(f"category boards ({deployment.category_attribute})")
+        return boards
+
     def run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool = False) -> RunReport:
-        """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once."""
+        """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once.
+
+        A target that is not a month board (a day, `all` or category board a refused record names) is
+        refused, never recounted as a month: its downloads would be recounted as none.
+        """
         self._check_supported()
         if repair:
             self._check_repairable()
+        not_months = sorted(key for key in targets or {} if not MONTH_KEY.match(key))
+        if targets is not None and not_months:
+            targets = {key: songs for key, songs in targets.items() if key not in not_months}
+            report = self._run(targets, repair) if targets else RunReport()
+            for key in not_months:
+                report.months.append(
+                    ReconcileReport(key, refused=f"{key} is not a month board: this recount covers month boards only")
+                )
+        else:
+            report = self._run(targets, repair)
+        report.boards_not_recounted = self.boards_not_recounted()
+        return report
+
+    def _run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool) -> RunReport:
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
         recount_end = math.ceil(max(self._clock(), recount.server_time))

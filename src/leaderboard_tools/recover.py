@@ -326,6 +326,13 @@ def _targets(messages: list[Message]) -> dict[str, set[str] | None] | None:
     return targets
 
 
+def _refusal(message: Message, run: RunReport | None) -> str | None:
+    """Why the recount refused an aggregate the message names (TTL, or a board that is not a month's)."""
+    if run is None:
+        return None
+    return next((r.refused for r in run.months if r.refused and r.month in message.aggregates), None)
+
+
 def _exact(message: Message, run: RunReport | None) -> tuple[bool, bool]:
     """Whether everything the message names is exact now; if not, whether it waits only on the stream."""
     if run is None:
@@ -386,7 +393,14 @@ def recover(
             if message in to_recount:
                 message.done, message.retry = _exact(message, run)
                 if not message.done:
-                    message.note = message.note or "not every aggregate it names is exact yet"
+                    message.note = message.note or _refusal(message, run) or "not every aggregate it names is exact yet"
+                if message.every_month and run is not None and run.boards_not_recounted:
+                    # The lost records count in every board the aggregator keeps; only months are recounted here.
+                    message.done, message.retry = False, False
+                    message.note = (
+                        f"its records also count in {', '.join(run.boards_not_recounted)}, which recover does not "
+                        "recount: months were recounted; recount the other boards from the raw records"
+                    )
             if message.done:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message.receipt_handle)
                 keeper.release(message)
