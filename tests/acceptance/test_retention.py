@@ -25,10 +25,11 @@ from typing import Any
 import pytest
 
 from leaderboard_tools.aws import Clients
+from leaderboard_tools.deployment import discover
 from leaderboard_tools.leaderboard import index_ranking, poll_until, wait_until_totals
 from leaderboard_tools.loadgen import Download, write_items
 from leaderboard_tools.observe import log_lines
-from leaderboard_tools.reconcile import Reconciler
+from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.settings import Endpoint
 from tests.acceptance.conftest import shard_ids, stack
 
@@ -79,7 +80,8 @@ def test_expired_downloads_are_deleted_and_leave_the_counts_unchanged(
         setting = aws.dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
         assert (setting["TimeToLiveStatus"], setting.get("AttributeName")) == ("ENABLED", TTL_ATTRIBUTE)
         # and the reconcile tool finds the same attribute (DescribeTimeToLive), so it bounds its repairs by it
-        assert Reconciler(aws.dynamodb, table).ttl_attribute() == TTL_ATTRIBUTE
+        clients = operator_clients(region=endpoint.region, endpoint_url=endpoint.url)
+        assert discover(clients, table).ttl_attribute == TTL_ATTRIBUTE
         if emulator_kind != "localstack":
             pytest.skip(
                 f"{emulator_kind}: expiry writes no REMOVE stream record here (MiniStack's TTL reaper deletes "
