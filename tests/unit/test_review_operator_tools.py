@@ -196,3 +196,44 @@ def test_a_download_written_after_a_repair_returned_is_counted_by_the_aggregator
     assert (outcome.added, [reason for _, reason in outcome.refused]) == (1, [])
     assert stored_count(stack, "song1", MONTH) == 3
     assert aggregate_item(stack, "song1", MONTH) is not None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 5: a download whose TTL attribute is not a Number (which TTL ignores) crashes the recount",
+)
+def test_a_ttl_attribute_that_is_not_a_number_does_not_stop_the_recount(aws: None) -> None:
+    # given a table with TTL on ExpiresAt, a download whose ExpiresAt is a string (DynamoDB's TTL acts only on
+    # Number attributes, so it never expires) and a drifted count
+    stack = deploy(ttl_attribute="ExpiresAt")
+    names = stack.names
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=stack.table,
+        Item={
+            names.entity: {"S": "song1"},
+            names.sort_key: {"S": "d1"},
+            names.timestamp: {"S": "2018-03-10T10:00:00Z"},
+            "ExpiresAt": {"S": "never"},
+        },
+    )
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 4)
+    # when reconcile recounts the month, then it reports the difference instead of raising KeyError
+    clients = operator_clients(region=REGION)
+    report = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0).run_month(MONTH)
+    assert [(d.entity_id, d.stored, d.recounted) for d in report.differences] == [("song1", 4, 1)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 6: on a summing deployment one refused_record aborts recover before any message is deleted",
+)
+def test_recover_on_a_summing_deployment_still_answers_the_messages_it_can(aws: None) -> None:
+    # given a deployment that sums Seconds (SUM_ATTRIBUTE), whose failure queue holds a rejected download (reported
+    # and deleted by design) and a refused record (which this recount cannot repair: it counts, never sums)
+    stack = deploy(aggregator_settings={"SUM_ATTRIBUTE": "Seconds"})
+    _send(stack, {"kind": "rejected_download", "reason": "Seconds is missing", "sequenceNumber": "7"})
+    _send(stack, {"kind": "refused_record", "reason": "overflow", "entityId": "song1", "period": MONTH})
+    # when recover runs, then it finishes: the rejected download is answered, the refused record kept with a reason
+    report = _recover(stack)
+    assert (report.deleted, len(report.kept)) == (1, 1)
