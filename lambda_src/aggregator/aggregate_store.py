@@ -170,7 +170,7 @@ class AggregateStore:
             except ClientError as error:
                 outcome.writes += 1
                 if _overflows(error):
-                    reason = f"the aggregate's value or order would pass DynamoDB's 38 digits: {error}"
+                    reason = f"DynamoDB refused the aggregate's write (a value or order past 38 digits?): {error}"
                     outcome.refused.extend((contribution, reason) for contribution in remaining)
                     return outcome
                 known = self._known_after(error, key, shard)
@@ -402,9 +402,16 @@ def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressio
 
 
 def _overflows(error: ClientError) -> bool:
-    """DynamoDB refuses a number past 38 digits: the records are reported, never left to block the shard."""
+    """DynamoDB refused the write itself (a number past 38 digits, an item or key too large): retrying cannot help,
+    so the records are reported, never left to block the shard. A transaction is cancelled when "an item size becomes
+    too large ... or a similar validation error occurs" (*TransactionCanceledException*): reason `ValidationError`."""
     details = error.response.get("Error", {})
-    return details.get("Code") == "ValidationException" and "overflow" in str(details.get("Message", "")).lower()
+    if details.get("Code") == "ValidationException":
+        return True
+    reasons = error.response.get("CancellationReasons") or []
+    return details.get("Code") == "TransactionCanceledException" and any(
+        isinstance(reason, dict) and reason.get("Code") == "ValidationError" for reason in reasons
+    )
 
 
 def _number(value: Any) -> Decimal | None:

@@ -41,8 +41,10 @@ PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
 GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
 """What reading a shard past the stream's 24-hour retention answers: its records can no longer be read."""
-DESCRIBE_PAGES = 100
-"""DescribeStream pages (100 shards each) searched for a shard's parent."""
+DESCRIBE_PAGES = 1000
+"""DescribeStream pages (100 shards each) searched for a shard's first sequence number and parent, once per shard
+and function instance: a stream keeps a day of shards (each partition rolls its shard every few hours), so a table
+of thousands of partitions lists tens of thousands."""
 
 
 class AggregatesNotWritten(Exception):
@@ -377,7 +379,7 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
                 break
     facts = deps.shards.get(shard.shard_id)
     if facts is None:
-        logger.warning("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
+        logger.error("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
         return ShardFacts(None, None)
     return facts
 

@@ -24,6 +24,8 @@ PERIODS = ("hour", "day", "week", "month", "year", "all")
 ALL_TIME = "all"
 CATEGORY_SEPARATOR = "@"
 MAX_DECIMALS = 6
+MAX_SORT_KEY_BYTES = 1024
+"""DynamoDB's sort key limit: "The maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
 MAX_AMOUNT = Decimal(10) ** 12
 """The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 
@@ -206,6 +208,9 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     boards = [board_of(bucket) for bucket in buckets]
     if category is not None:
         boards += [board_of(bucket, category) for bucket in buckets]
+        if max(len(board.encode()) for board in boards) > MAX_SORT_KEY_BYTES:
+            reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
+            return Rejected(reason, raw_sequence, record)
     keys = [AggregateKey(entity_id, board) for board in boards]
     return Download(keys[0], pad_sequence(raw_sequence), raw_sequence, creation_second(stream), amount, tuple(keys[1:]))
 

@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
@@ -446,7 +447,7 @@ class Reconciler:
             for item in page.get("Items", []):
                 entity = (item.get(names.entity) or {}).get("S")
                 timestamp = (item.get(names.timestamp) or {}).get("S")
-                if not entity or not timestamp:
+                if not entity or not timestamp or not countable_category(item, self._deployment):
                     continue
                 try:
                     month = month_of(timestamp)
@@ -454,7 +455,7 @@ class Reconciler:
                     continue
                 if targets is not None and (month not in targets or not _wanted(targets[month], entity)):
                     continue
-                if ttl is not None and ttl in item and float(item[ttl]["N"]) <= now:
+                if ttl is not None and _expired(item.get(ttl), now):
                     part.expired.setdefault(
                         month,
                         f"a download of {entity} in {month} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
@@ -470,6 +471,9 @@ class Reconciler:
         if ttl:
             attribute_names["#ttl"] = ttl
             projection += ", #ttl"
+        if self._deployment.category_attribute:
+            attribute_names["#category"] = self._deployment.category_attribute
+            projection += ", #category"
         return {
             "FilterExpression": "attribute_not_exists(#period)",
             "ProjectionExpression": projection,
@@ -627,6 +631,34 @@ class Reconciler:
 
 def _wanted(songs: Collection[str] | None, entity: str) -> bool:
     return songs is None or entity in songs
+
+
+def _expired(value: Any, now: float) -> bool:
+    """TTL compares an epoch time in seconds with the current time: any other value never expires the item."""
+    if not isinstance(value, dict) or not isinstance(value.get("N"), str):
+        return False
+    try:
+        return float(value["N"]) <= now
+    except ValueError:
+        return False
+
+
+BUCKET_KEY_LENGTH = {"hour": 13, "day": 10, "week": 8, "month": 7, "year": 4, "all": 3}
+"""2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all: the aggregator's bucket keys."""
+MAX_SORT_KEY_BYTES = 1024
+
+
+def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
+    """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
+    (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
+    name = deployment.category_attribute
+    if name is None or name not in item:
+        return True
+    value = item[name].get("S") if isinstance(item[name], dict) else None
+    if not isinstance(value, str) or value == "":
+        return False
+    longest = max(BUCKET_KEY_LENGTH.get(period, 13) for period in deployment.periods)
+    return longest + 1 + len(quote(value, safe="").encode()) <= MAX_SORT_KEY_BYTES
 
 
 def download_aggregate(record: Any, names: Any) -> AggregateId | None:

@@ -31,7 +31,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.reconcile import AggregateId, Reconciler, RunReport, download_aggregate
+from leaderboard_tools.reconcile import RecountUnsupported, AggregateId, Reconciler, RunReport, download_aggregate
 from leaderboard_tools.stream_reading import (
     ShardReader,
     is_open,
@@ -386,7 +386,15 @@ def recover(
                 )
                 message.done = not message.aggregates
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
-        run = reconciler.run(_targets(to_recount), repair=True) if to_recount else None
+        run = None
+        if to_recount:
+            try:
+                run = reconciler.run(_targets(to_recount), repair=True)
+            except RecountUnsupported as unsupported:
+                # The other messages are still answered; these stay, each saying why, for a recount by hand.
+                for message in to_recount:
+                    message.note = str(unsupported)
+                to_recount = []
         if run is not None:
             report.reconciled = [month.as_json() for month in run.months]
         for message in messages:

@@ -55,11 +55,6 @@ def with_schema(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
 # ---------------------------------------------------------------- liveness, then loss
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a category whose board id passes DynamoDB's 1,024-byte sort key fails its write on every attempt: "
-    "the checkpoint never passes it and every final invocation raises (review 2, finding S1)",
-)
 def test_review2_a_category_too_long_for_a_sort_key_is_rejected_not_blocking_the_shard(
     stack: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,12 +157,6 @@ class ThirtyEightDigits:
         return getattr(self._client, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a sum whose order passes 38 digits is refused (reported) by the plain update, but through the proof "
-    "transaction of a pruned aggregate the ValidationError is taken for contention: 8 transactions, then "
-    "WatermarkContention, and the shard is blocked (review 2, finding S2)",
-)
 def test_review2_a_sum_past_38_digits_on_a_pruned_aggregate_is_refused_not_retried_for_ever(
     dynamodb: Any,
 ) -> None:
@@ -242,8 +231,8 @@ def test_review2_control_a_sum_past_38_digits_on_an_unpruned_aggregate_is_refuse
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a download that carries the period attribute (`Month`) is skipped as an aggregate item: neither counted "
-    "nor reported, although docs/exactly-once.md says every download is counted or reported (review 2, finding S3)",
+    reason="a download that carries the period attribute (`Month`) is an aggregate by definition: the mapping's filter "
+    "drops it, so it is neither counted nor reported (review 2, finding S3; a precondition in docs/exactly-once.md)",
 )
 def test_review2_a_download_carrying_the_period_attribute_is_reported_not_silently_skipped(
     stack: Deployed, lambda_context: Any
@@ -307,12 +296,6 @@ class ManyShards:
         return getattr(self._streams, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="past 100 DescribeStream pages a shard's first sequence number is not known: its first read starts at "
-    "TRIM_HORIZON and records trimmed before it was ever read vanish unreported, as in review 1's F3 "
-    "(review 2, finding S4)",
-)
 def test_review2_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start(
     stack: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

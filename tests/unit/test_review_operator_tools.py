@@ -58,10 +58,6 @@ def _recover(stack: MotoStack) -> Any:
     return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1: recover recounts a refused_record's week board as if it were a month and sets its count to 0",
-)
 def test_a_refused_record_of_a_week_board_never_lowers_that_board_below_its_downloads(aws: None) -> None:
     # given a stack whose aggregator keeps month and week boards (LEADERBOARD_PERIODS = month,week),
     # three downloads of song1, counted exactly on both boards, the aggregator caught up
@@ -92,10 +88,6 @@ def test_a_refused_record_of_a_week_board_never_lowers_that_board_below_its_down
     assert stored_count(stack, "song1", WEEK) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 2: records_trimmed is deleted after recounting months only; week boards keep missing downloads",
-)
 def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_miss_downloads(aws: None) -> None:
     # given a stack with month and week boards, three downloads of song1, of which the stream lost two before the
     # aggregator read them: the month board was repaired by hand, the week board still counts one
@@ -123,10 +115,6 @@ def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_m
     assert (report.deleted, _queue_depth(stack)) == (0, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 3: the recount counts a download the aggregator rejects (a category that is not a string)",
-)
 def test_the_recount_counts_exactly_the_downloads_the_aggregator_counts(aws: None) -> None:
     # given a stack with category boards (CATEGORY_ATTRIBUTE = Genre), one good download of song1 and one whose
     # Genre is a number
@@ -198,10 +186,6 @@ def test_a_download_written_after_a_repair_returned_is_counted_by_the_aggregator
     assert aggregate_item(stack, "song1", MONTH) is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 5: a download whose TTL attribute is not a Number (which TTL ignores) crashes the recount",
-)
 def test_a_ttl_attribute_that_is_not_a_number_does_not_stop_the_recount(aws: None) -> None:
     # given a table with TTL on ExpiresAt, a download whose ExpiresAt is a string (DynamoDB's TTL acts only on
     # Number attributes, so it never expires) and a drifted count
@@ -224,10 +208,6 @@ def test_a_ttl_attribute_that_is_not_a_number_does_not_stop_the_recount(aws: Non
     assert [(d.entity_id, d.stored, d.recounted) for d in report.differences] == [("song1", 4, 1)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 6: on a summing deployment one refused_record aborts recover before any message is deleted",
-)
 def test_recover_on_a_summing_deployment_still_answers_the_messages_it_can(aws: None) -> None:
     # given a deployment that sums Seconds (SUM_ATTRIBUTE), whose failure queue holds a rejected download (reported
     # and deleted by design) and a refused record (which this recount cannot repair: it counts, never sums)
