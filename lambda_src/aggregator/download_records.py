@@ -25,7 +25,7 @@ ALL_TIME = "all"
 CATEGORY_SEPARATOR = "@"
 MAX_DECIMALS = 6
 MAX_SORT_KEY_BYTES = 1024
-"""DynamoDB's sort key limit: "The maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
+"""DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
 MAX_AMOUNT = Decimal(10) ** 12
 """The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 

@@ -31,7 +31,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.reconcile import RecountUnsupported, AggregateId, Reconciler, RunReport, download_aggregate
+from leaderboard_tools.reconcile import AggregateId, Reconciler, RecountUnsupported, RunReport, download_aggregate
 from leaderboard_tools.stream_reading import (
     ShardReader,
     is_open,
