@@ -302,12 +302,18 @@ def failure_coverage(world: World) -> Callable[[Any], bool]:
     """Whether a durable failure record names a stream record: a recover can find it.
 
     The mapping's record names a shard and a range ending at `endSequenceNumber`: recover reads
-    that shard from its checkpoint through that end. `records_trimmed` names a shard and the
-    range between the checkpoint and the first readable record: recover recounts.
+    that shard from its checkpoint through that end, and, since "an application must always process
+    a parent shard before it processes a child shard" (DynamoDB Developer Guide, S7), every ancestor
+    of that shard to its end. `records_trimmed` names a shard and the range between the checkpoint
+    and the first readable record: recover recounts.
     """
     ends: dict[str, int] = {}
     for info in world.queue.batch_infos():
         ends[info["shardId"]] = max(ends.get(info["shardId"], 0), int(info["endSequenceNumber"]))
+        ancestor = world.stream.shards.get(info["shardId"])
+        while ancestor is not None and ancestor.parent_id is not None:
+            ends[ancestor.parent_id] = 10**40
+            ancestor = world.stream.shards.get(ancestor.parent_id)
     trimmed: dict[str, list[tuple[int, int]]] = {}
     for message in world.queue.of_kind("records_trimmed"):
         low = int(message.get("checkpoint") or 0)

@@ -33,6 +33,20 @@ DEVELOPMENT: dict[str, History] = {
 }
 
 FINDINGS: dict[str, History] = {
+    "a parent window given up is reached through its child's failure record": History(
+        Config(maximum_retry_attempts=3, aggregate_writes="per_window", timestamps=9),
+        (
+            Write(),
+            Write(),
+            Reshard(),
+            Write(),
+            Deliver(fault="killed"),
+            Deliver(part=2),
+            Write(),
+            Deliver(),
+            Wait(seconds=3700),
+        ),
+    ),
     "a given-up range the stream no longer holds is recounted, not replayed": History(
         Config(),
         (Write(), Write(), Wait(seconds=90000)),
