@@ -169,7 +169,7 @@ class AggregateStore:
                     written = self._write(key, shard, remaining, known)
             except ClientError as error:
                 outcome.writes += 1
-                if _overflows(error):
+                if _refused_outright(error):
                     reason = f"DynamoDB refused the aggregate's write (a value or order past 38 digits?): {error}"
                     outcome.refused.extend((contribution, reason) for contribution in remaining)
                     return outcome
@@ -401,7 +401,7 @@ def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressio
     }
 
 
-def _overflows(error: ClientError) -> bool:
+def _refused_outright(error: ClientError) -> bool:
     """DynamoDB refused the write itself (a number past 38 digits, an item or key too large): retrying cannot help,
     so the records are reported, never left to block the shard. A transaction is cancelled when "an item size becomes
     too large ... or a similar validation error occurs" (*TransactionCanceledException*): reason `ValidationError`."""
