@@ -170,7 +170,7 @@ class AggregateStore:
             except ClientError as error:
                 outcome.writes += 1
                 if _refused_outright(error):
-                    reason = f"DynamoDB refused the aggregate's write (a value or order past 38 digits?): {error}"
+                    reason = f"the aggregate's value or order would pass DynamoDB's 38 digits: {error}"
                     outcome.refused.extend((contribution, reason) for contribution in remaining)
                     return outcome
                 known = self._known_after(error, key, shard)
@@ -402,15 +402,19 @@ def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressio
 
 
 def _refused_outright(error: ClientError) -> bool:
-    """DynamoDB refused the write itself (a number past 38 digits, an item or key too large): retrying cannot help,
-    so the records are reported, never left to block the shard. A transaction is cancelled when "an item size becomes
-    too large ... or a similar validation error occurs" (*TransactionCanceledException*): reason `ValidationError`."""
+    """DynamoDB refuses a number past 38 digits ("Number overflow"), in an UpdateItem or, as a cancellation reason
+    `ValidationError`, in a transaction ("a similar validation error occurs because of changes made by the
+    transaction", *TransactionCanceledException*): retrying cannot help, so the records are reported, never left
+    to block the shard. Any other refused write holds the checkpoint and fails loudly until it is fixed."""
     details = error.response.get("Error", {})
     if details.get("Code") == "ValidationException":
-        return True
+        return "overflow" in str(details.get("Message", "")).lower()
     reasons = error.response.get("CancellationReasons") or []
     return details.get("Code") == "TransactionCanceledException" and any(
-        isinstance(reason, dict) and reason.get("Code") == "ValidationError" for reason in reasons
+        isinstance(reason, dict)
+        and reason.get("Code") == "ValidationError"
+        and "overflow" in str(reason.get("Message", "")).lower()
+        for reason in reasons
     )
 
 

@@ -290,6 +290,11 @@ def process_delivery(
         # A fresh state (a retry, an early end) forgets what the window delivered; the progress table does not.
         bound = max(bound or progress.delivered_high, progress.delivered_high)
         report.bound = bound
+    elif delivery.is_direct and bound is not None and progress.delivered_high:
+        # A window given up is named by its last batch alone, which a retry out of order may end below records an
+        # earlier batch delivered: recover's invocation through that range reads through those too.
+        bound = max(bound, progress.delivered_high)
+        report.bound = bound
     parent = _parent_to_drain(deps, shard, progress)
     if parent is not None:
         _drain(deps, settings, parent, remaining_ms, keep_reading, report)

@@ -73,26 +73,19 @@ def final_invocation_faults(aws: Clients, log_group: str) -> int:
     )
 
 
-def recover(table: str, queue_url: str) -> dict[str, Any]:
-    """The host tool, as an operator runs it."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "leaderboard_tools",
-            "recover",
-            "--table",
-            table,
-            "--queue-url",
-            queue_url,
-            "--settle-seconds",
-            "12",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPOSITORY,
-    )
+def recover(table: str, queue_url: str, attempts: int = 6) -> dict[str, Any]:
+    """The host tool, as an operator runs it: again while it answers 4 (pending: what remains waits on the stream)."""
+    for _ in range(attempts):
+        result = subprocess.run(
+            [sys.executable, "-m", "leaderboard_tools", "recover", "--table", table, "--queue-url", queue_url],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPOSITORY,
+        )
+        if result.returncode != 4:
+            break
+        time.sleep(10)
     assert result.returncode == 0, f"recover exited {result.returncode}: {result.stdout}\n{result.stderr}"
     return json.loads(result.stdout)
 

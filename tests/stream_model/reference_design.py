@@ -106,7 +106,9 @@ class CheckpointReader(Design):
             return self._respond(direct, event, hint, shard_id, None, True)
         if self.guards.parent_first:
             self._parent_first(stream_arn, shard_id, remaining_ms)
-        checkpoint, reached = self._catch_up(stream_arn, shard_id, bound, remaining_ms, claimed, final=final)
+        # A direct invocation (recover's) reads through what the mapping delivered too, as a final one does: a
+        # given-up window's failure record names its last batch, which may end below an earlier one.
+        checkpoint, reached = self._catch_up(stream_arn, shard_id, bound, remaining_ms, claimed, final=final or direct)
         if (direct or final) and not reached:
             raise NotReached(f"{shard_id}: checkpoint {checkpoint} short of {bound}")
         return self._respond(direct, event, hint, shard_id, checkpoint, reached)

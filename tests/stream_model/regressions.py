@@ -33,6 +33,23 @@ DEVELOPMENT: dict[str, History] = {
 }
 
 FINDINGS: dict[str, History] = {
+    "a given-up window named by a last batch below an earlier one is recovered through both": History(
+        Config(batch_size=3, aggregate_writes="per_window", maximum_record_age=60, timestamps=1, songs=1),
+        (
+            Write(),
+            Write(),
+            Write(),
+            Write(),
+            Deliver(lane=1, at=1),
+            Heat(),
+            *(Write() for _ in range(5)),
+            Deliver(),
+            Deliver(fault="killed"),
+            Deliver(part=2),
+            Deliver(),
+            Wait(seconds=120),
+        ),
+    ),
     "a parent window given up is reached through its child's failure record": History(
         Config(maximum_retry_attempts=3, aggregate_writes="per_window", timestamps=9),
         (
