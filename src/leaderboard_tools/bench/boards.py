@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from leaderboard_tools.aws import Clients, clients
 from leaderboard_tools.bench.index_layout import bench_stack
-from leaderboard_tools.bench.workload import SONGS, ZIPF_EXPONENT, progress, say, wait_for
+from leaderboard_tools.bench.workload import SONGS, ZIPF_EXPONENT, progress, read_aggregates, say, wait_for
 from leaderboard_tools.leaderboard import NotSettled
 from leaderboard_tools.loadgen import BATCH_WRITE_LIMIT
 from leaderboard_tools.observe import aggregator_invocations, log_lines
@@ -150,26 +150,8 @@ def write_figures(invocations: list[dict[str, Any]], downloads: int) -> dict[str
 
 
 def read_boards(aws: Clients, table: str, keys: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """The count of each (song, board id) aggregate that exists, by consistent BatchGetItem."""
-    wanted = sorted(keys)
-    found: dict[tuple[str, str], int] = {}
-    for start in range(0, len(wanted), 100):
-        request: dict[str, Any] = {
-            table: {
-                "Keys": [{"songID": {"S": song}, "SK": {"S": board}} for song, board in wanted[start : start + 100]],
-                "ConsistentRead": True,
-                "ProjectionExpression": "songID, SK, DownloadCount",
-            }
-        }
-        for _ in range(20):
-            page = aws.dynamodb.batch_get_item(RequestItems=request)
-            for item in page.get("Responses", {}).get(table, []):
-                if "DownloadCount" in item:
-                    found[(item["songID"]["S"], item["SK"]["S"])] = int(item["DownloadCount"]["N"])
-            request = page.get("UnprocessedKeys") or {}
-            if not request:
-                break
-    return found
+    """The count of each (song, board id) aggregate that exists: the side-by-side's consistent reader."""
+    return read_aggregates(aws, table, keys)
 
 
 def write_all(aws: Clients, table: str, items: list[dict[str, Any]], label: str) -> None:

@@ -106,7 +106,7 @@ def write_paced(
 
 
 def read_aggregates(aws: Clients, table: str, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """The count of each (song, month) aggregate that exists, by consistent BatchGetItem: the same reader for all."""
+    """The count of each (song, sort key) aggregate that exists, by consistent BatchGetItem: the same reader for all."""
     wanted = sorted(set(keys))
     found: dict[tuple[str, str], int] = {}
     for start in range(0, len(wanted), BATCH_GET_LIMIT):
