@@ -6,12 +6,17 @@ moto (tests/unit/operator_stack.py) and checks what reached AWS and what the tab
 
 from __future__ import annotations
 
+import io
 import json
+import tracemalloc
 from typing import Any
 from urllib.parse import urlparse
 
+import boto3
 import botocore.handlers
 import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.response import StreamingBody
 
 from leaderboard_tools.cli import main
 from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition
@@ -57,6 +62,24 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         botocore.handlers, "BUILTIN_HANDLERS", [("before-send", record), *botocore.handlers.BUILTIN_HANDLERS]
     )
     return urls
+
+
+def answer_with(monkeypatch: pytest.MonkeyPatch, operation: str, handler: Any) -> None:
+    """`handler(body)` answers `operation` ("service-id.Operation", a JSON-protocol service's request body as a dict)
+    for every client created from now on, from a new session or boto3's default one; a None answer lets moto answer.
+    Clients created before this call (the test's own) are not affected."""
+
+    def before_call(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        body = params.get("body") or b"{}"
+        parsed = handler(json.loads(body) if body[:1] in (b"{", "{") else {})
+        return None if parsed is None else (AWSResponse(None, 200, {}, None), parsed)
+
+    monkeypatch.setattr(
+        botocore.handlers,
+        "BUILTIN_HANDLERS",
+        [(f"before-call.{operation}", before_call), *botocore.handlers.BUILTIN_HANDLERS],
+    )
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3.client() makes a new one, with the handler
 
 
 # ---------------------------------------------------------------- 1. AWS by default
@@ -360,3 +383,129 @@ def test_a_repair_leaves_a_count_the_aggregator_made_from_a_lowercase_z_or_surro
     # then the recount reads the two timestamps as the aggregator did: the correct count is left as it is
     assert stored_count(stack, "song1", MONTH) == 2
     assert code == 0, capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- 5. recover reads through empty pages
+
+
+EMPTY_PAGE = "empty-page-then:"
+
+
+class EmptyPageAfterEachRecord:
+    """GetRecords as AWS documents it may answer: an empty page in the middle of a shard (here after each record)."""
+
+    def __init__(self) -> None:
+        self._streams = boto3.session.Session().client("dynamodbstreams", region_name="us-east-1")
+
+    def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        iterator = params["ShardIterator"]
+        if iterator.startswith(EMPTY_PAGE):
+            return {"Records": [], "NextShardIterator": iterator.removeprefix(EMPTY_PAGE)}
+        page = self._streams.get_records(ShardIterator=iterator, Limit=1)
+        if page["Records"] and page.get("NextShardIterator"):
+            page["NextShardIterator"] = EMPTY_PAGE + page["NextShardIterator"]
+        return page
+
+
+def given_up_batch(stack: MotoStack) -> None:
+    """The mapping's on-failure record for the shard's records so far, sent to the failure queue."""
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    shard = streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+    info = {
+        "shardId": shard,
+        "streamArn": stack.stream_arn,
+        "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+        "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+        "approximateArrivalOfFirstRecord": "2018-03-10T10:00:00Z",
+        "approximateArrivalOfLastRecord": "2018-03-10T10:00:00Z",
+        "batchSize": len(records),
+    }
+    body = {"requestContext": {"condition": "RetryAttemptsExhausted"}, "DDBStreamBatchInfo": info}
+    boto3.client("sqs", region_name="us-east-1").send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+
+
+def test_recover_counts_a_given_up_batch_whole_when_its_range_holds_empty_pages(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a batch of one download each of song1 and song2 that the mapping gave up on (nothing counted, its
+    # on-failure record in the failure queue), a stream that answers an empty page after each record, and the
+    # aggregator's direct invocation (played by the model) counting its shard when recover asks
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song2", "d2")
+    given_up_batch(stack)
+    aggregator = ModelAggregator(stack)
+
+    def invoke(params: dict[str, Any]) -> dict[str, Any]:
+        aggregator.run()
+        payload = json.dumps({"reachedBound": True}).encode()
+        return {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(payload), len(payload))}
+
+    answer_with(monkeypatch, "dynamodb-streams.GetRecords", EmptyPageAfterEachRecord())
+    answer_with(monkeypatch, "lambda.Invoke", invoke)
+    capsys.readouterr()
+    # when recover runs
+    code = run(["recover", "--table", stack.table, "--queue-url", stack.queue_url])
+    # then both downloads of the batch are counted, not only the one before the first empty page
+    assert {song: stored_count(stack, song, MONTH) for song in ("song1", "song2")} == {"song1": 1, "song2": 1}
+    # and the message is deleted only now that everything it names is exact
+    attributes = boto3.client("sqs", region_name="us-east-1").get_queue_attributes(
+        QueueUrl=stack.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert sum(int(value) for value in attributes.values()) == 0
+    assert code == 0, capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- 6. memory bounded by songs
+
+
+class GeneratedDownloads:
+    """Scan of the downloads (FilterExpression attribute_not_exists) answered with `total` March downloads of three
+    songs, 1,000 a page per segment, made page by page; other scans are moto's."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        if "attribute_not_exists" not in body.get("FilterExpression", ""):
+            return None
+        share = range(body.get("Segment", 0), self.total, body.get("TotalSegments", 1))
+        start = int(body.get("ExclusiveStartKey", {}).get("SK", {}).get("S", "0"))
+        items = [
+            {"songID": {"S": f"song{number % 3}"}, "Timestamp": {"S": f"2018-03-{number % 28 + 1:02d}T10:00:00Z"}}
+            for number in share[start : start + 1000]
+        ]
+        page: dict[str, Any] = {"Items": items, "Count": len(items), "ScannedCount": len(items)}
+        if start + 1000 < len(share):
+            page["LastEvaluatedKey"] = {"songID": {"S": "song0"}, "SK": {"S": str(start + 1000)}}
+        return page
+
+
+def test_reconcile_s_memory_does_not_grow_with_a_month_s_downloads(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a month of three songs, none counted yet, whose downloads the table answers page by page
+    stack = deploy()
+    downloads = GeneratedDownloads()
+    answer_with(monkeypatch, "dynamodb.Scan", downloads)
+    peaks, recounted = {}, {}
+    for total in (12_000, 120_000):
+        downloads.total = total
+        capsys.readouterr()
+        # when reconcile recounts the month, of 12,000 downloads and then of 120,000 (as items some 60 MB)
+        tracemalloc.start()
+        try:
+            run(["reconcile", "--table", stack.table, "--month", MONTH, "--json"])
+            peaks[total] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        report = json.loads(capsys.readouterr().out)
+        recounted[total] = sorted((d["songID"], d["recounted"]) for d in report["differences"])
+    # then every download is counted each time
+    assert recounted == {total: [(f"song{n}", total // 3) for n in range(3)] for total in (12_000, 120_000)}
+    # and ten times the downloads cost the recount no more memory: it holds counters per song, not the downloads
+    growth = peaks[120_000] - peaks[12_000]
+    assert growth < 5_000_000, f"peak {peaks[12_000] / 1e6:.1f} MB -> {peaks[120_000] / 1e6:.1f} MB"
