@@ -31,6 +31,7 @@ from leaderboard_tools.emulators.adversarial_retries import (
     switch_on,
 )
 from leaderboard_tools.emulators.stream_mapping import (
+    POLL_INTERVAL_SECONDS,
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
     Gathering,
@@ -1057,3 +1058,13 @@ def test_both_emulators_are_launched_with_the_switch_directory(tmp_path: Path) -
     _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
     assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
     assert "emulators/adversarial_retries.py" in localstack.HOOK_MODULES
+
+
+def test_localstack_polls_at_the_base_rate_aws_documents(tmp_path: Path) -> None:
+    # given AWS's base rate of four polls a second, which MiniStack's poller keeps
+    assert POLL_INTERVAL_SECONDS == 0.25
+    # when LocalStack is launched
+    _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    # then its event source mappings poll at that rate, not once a second
+    assert float(environment["LAMBDA_EVENT_SOURCE_MAPPING_POLL_INTERVAL_SEC"]) == POLL_INTERVAL_SECONDS
+    assert float(environment["LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC"]) <= 1

@@ -31,6 +31,10 @@ from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, 
 
 LOG = logging.getLogger(__name__)
 
+POLL_INTERVAL_SECONDS = 0.25
+"""Both emulators' pollers: "Lambda polls shards in your DynamoDB stream for records at a base rate of 4
+times per second" (Lambda guide, Using AWS Lambda with Amazon DynamoDB)."""
+
 Record = Mapping[str, Any]
 Invoke = Callable[[dict[str, Any]], tuple[bool, Any]]
 """Synchronously invoke the function with a payload; return (function error?, response payload)."""
