@@ -258,7 +258,7 @@ def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
 
 
 def boards_of(written: Written, boards: str) -> list[str]:
-    """The aggregates' sort keys a download counts in, as the README's layout names them: bucket[@category]."""
+    """The aggregates' sort keys a download counts in, as docs/leaderboard-shards.md names them: bucket[@category]."""
     periods, category, _ = BOARDS[boards]
     if not periods:
         return [utc_month(written.timestamp)]
