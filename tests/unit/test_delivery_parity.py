@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, event, given, seed, settings
+from hypothesis import HealthCheck, Phase, event, example, given, seed, settings
 from hypothesis import strategies as st
 
 from leaderboard_tools.emulators import stream_mapping as engine
@@ -481,11 +481,24 @@ def compared(model_trace: Trace, engine_trace: Trace, sequences: list[int]) -> s
     max_examples=400,
     deadline=None,
     database=None,
-    phases=(Phase.generate, Phase.shrink),
+    phases=(Phase.explicit, Phase.generate, Phase.shrink),
     suppress_health_check=list(HealthCheck),
 )
 @seed(17)
 @given(history=parity_histories())
+@example(  # the first record exactly as old as the maximum age when it is read: not older, so sent
+    history=ParityHistory(
+        window_seconds=None,
+        batch_size=1,
+        maximum_retry_attempts=None,
+        maximum_record_age=1,
+        report_batch_item_failures=False,
+        phases=(PhaseOfWrites(gaps=(0.0, 0.0, 0.0, 0.0), pause=0.0),),
+        answers=(),
+        ending="shard ends",
+        seed=0,
+    )
+)
 def test_the_model_and_the_engine_deliver_the_same_history_alike(history: ParityHistory) -> None:
     # given a history of one shard and the function's answers
     # when the model and the engine each deliver it
