@@ -65,18 +65,17 @@ ONE_SIDED: dict[str, str] = {
 """Rules only one side implements, and why the parity test does not compare them."""
 
 RELAXED: dict[str, str] = {
-    "how records discarded for their age are grouped": "AWS says only that records older than the maximum age "
-    "are discarded and that the destination gets 'details about the batch'. The model names every expired record "
-    "of the shard in one on-failure record; the engine one record per BatchSize of them. Compared: the engine's "
-    "consecutive RecordAgeExceeded records merged into one range (first start, last end, total size, highest "
-    "invoke count).",
+    "how records given up between two invocations are grouped": "AWS says only that records older than the "
+    "maximum age are discarded and that the destination gets 'details about the batch'. The model names every "
+    "expired record of the shard in one on-failure record; the engine one record per BatchSize of them. Compared "
+    "(GivenUp): per condition, the records the ranges name, their total batchSize and the highest invoke count.",
     "what a given-up window's record names": "AWS documents nothing for a window whose final invocation is "
     "given up. The engine names every record of the window; the model, more adversarially, only the window's "
     "last successful batch (the least a reader may count on, exactly-once.md), and nothing when none succeeded; "
-    "a window too old while one of its batches is retried is given up in one record with that batch (model), "
-    "or the batch is discarded and then the window (engine, two records). Compared: condition, shard, invoke "
-    "count, and the model's range lies within the engine's (or the union of the engine's two); where the model "
-    "names nothing, the engine's record names only records already given up.",
+    "a window too old while one of its batches is retried goes in one record with that batch (model) or in a "
+    "record after the batch's (engine). Compared: shard, condition, invoke count; the model names at least the "
+    "batches the engine gave up and at most those and the window's records; where the model names nothing, the "
+    "engine's window record names only records already given up.",
 }
 """Rules both implement where AWS leaves a choice and the two choose differently: compared in their common part."""
 
