@@ -764,7 +764,7 @@ class World:
             lane.position = max([lane.position, *(i + 1 for i in named)])
             lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
             lane.last_batch, lane.attempts = None, 0
-        cutoff = bisect_right(lane.shard.inserted, self.now - age)
+        cutoff = bisect_left(lane.shard.inserted, self.now - age)  # record-age: older than the maximum, not as old
         if cutoff <= lane.position:
             return
         old = self._matching(lane, lane.position, cutoff)
@@ -777,8 +777,9 @@ class World:
         if lane.retry is not None:
             lane.retry.pending = {i for i in lane.retry.pending if i >= cutoff}
             if not lane.retry.pending:
+                # retry-quota counts the retries of one batch: the next batch starts with none
                 lane.position = max(cutoff, lane.retry.frontier)
-                lane.retry = None
+                lane.retry, lane.attempts = None, 0
                 return
         lane.final_records = [i for i in lane.final_records if i >= cutoff]
         lane.position = max(lane.position, cutoff) if lane.retry is None else lane.position
@@ -791,7 +792,7 @@ class World:
         first, last = records[min(indices)], records[max(indices)]
         self.queue.messages.append(
             {
-                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts + 1},
+                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts},
                 "version": "1.0",
                 "timestamp": _iso(self.now),
                 "DDBStreamBatchInfo": {

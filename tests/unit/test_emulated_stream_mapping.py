@@ -458,6 +458,22 @@ def test_records_older_than_the_maximum_age_are_not_sent_but_reported() -> None:
     assert failure["DDBStreamBatchInfo"]["startSequenceNumber"] == "1".zfill(21)
 
 
+def test_records_too_old_are_discarded_before_a_batch_is_formed_so_the_next_batch_is_full() -> None:
+    # given batches of three, a maximum age of one minute, and two records already two minutes old
+    harness = Harness(batch_size=3, maximum_record_age_seconds=60)
+    harness.function.behaviour = succeeds
+    old = [(number, WINDOW_START - 120) for number in (1, 2)]
+    young = [(number, WINDOW_START - 10) for number in (3, 4, 5, 6)]
+    # when the six records are delivered
+    assert harness.delivery.deliver(records(*old, *young)) == 6
+    # then the old ones are reported uninvoked and the first batch is three young ones, as the model cuts it
+    assert harness.function.batches() == [[3, 4, 5], [6]]
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RECORD_AGE_EXCEEDED
+    assert failure["DDBStreamBatchInfo"]["batchSize"] == 2
+    assert failure["requestContext"]["approximateInvokeCount"] == 0
+
+
 def test_a_failing_batch_is_retried_until_its_records_exceed_the_maximum_age() -> None:
     # given unlimited retries, ten seconds apart, and a maximum age of one minute
     harness = Harness(maximum_record_age_seconds=60, retry_interval_seconds=10)

@@ -277,6 +277,9 @@ class ShardDelivery:
             records = list(records)
             done = 0
             while done < len(records) and not self._closed.is_set():
+                done = self._discard_expired_ahead(records, done)
+                if done == len(records):
+                    break
                 end = self._batch_end(records, done)
                 adversary = self._current_adversary()
                 if adversary is None:
@@ -312,6 +315,22 @@ class ShardDelivery:
             return self._window is not None and self._finish_window(terminated_early=False)
 
     # -- batching ------------------------------------------------------------------------------
+
+    def _discard_expired_ahead(self, records: Sequence[Record], start: int) -> int:
+        """Report and skip the records from ``start`` on too old to be sent, before a batch is formed; return the
+        index of the first one young enough.
+
+        "MaximumRecordAgeInSeconds - Discard records older than the specified age." Discarding them first
+        fills the next batch up to BatchSize with records that can be sent, and opens no window for records
+        that never reach the function (as the unit tier's model does: tests/unit/test_delivery_parity.py).
+        """
+        now = self._clock.now()
+        end = start
+        while end < len(records) and self._settings.too_old(now - self._arrival(records[end])):
+            end += 1
+        for first in range(start, end, self._settings.batch_size):
+            self._report(RECORD_AGE_EXCEEDED, records[first : min(end, first + self._settings.batch_size)], _Batch([]))
+        return end
 
     def _batch_end(self, records: Sequence[Record], start: int) -> int:
         """The end of the batch starting at ``start``: at most BatchSize records and 6 MB; under a window, a batch
