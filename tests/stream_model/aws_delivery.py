@@ -582,6 +582,10 @@ class World:
         self.lanes: dict[str, Lane] = {}
         self.written: list[tuple[Written, StreamRecord]] = []
         self.invocations = 0
+        self.delivered_high: dict[str, int] = {}
+        """Per shard, the highest sequence the mapping has handed the function (for the oracle only)."""
+        self.failure_reach: list[tuple[str, int]] = []
+        """Per on-failure record: its shard and the highest sequence the mapping had handed the function there."""
         self.drain_discards = 0
         self.draining = False
         self._active: Callable[[str, dict[str, Any]], None] | None = None
@@ -790,6 +794,8 @@ class World:
             self.drain_discards += 1
         records = lane.shard.records
         first, last = records[min(indices)], records[max(indices)]
+        shard_id = lane.shard.shard_id
+        self.failure_reach.append((shard_id, max(self.delivered_high.get(shard_id, 0), last.sequence)))
         self.queue.messages.append(
             {
                 "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts},
@@ -809,6 +815,9 @@ class World:
 
     def _event(self, lane: Lane, indices: list[int], final: bool, state: dict[str, Any], early: bool) -> dict[str, Any]:
         records = [lane.shard.records[i].lambda_form() for i in indices]
+        if indices:
+            highest = max(lane.shard.records[i].sequence for i in indices)
+            self.delivered_high[lane.shard.shard_id] = max(self.delivered_high.get(lane.shard.shard_id, 0), highest)
         if not self.windowed:
             return {"Records": records}
         width = self.settings.window_seconds or 1
