@@ -1,5 +1,5 @@
 # Alarms that show trouble before a leaderboard is visibly wrong (off by default: emulators do not
-# keep every alarm attribute, see the README). Each fires on the first sign; treat_missing_data is
+# keep every alarm attribute, see docs/emulators.md). Each fires on the first sign; treat_missing_data is
 # notBreaching because an idle pipeline publishes nothing.
 locals {
   alarms_enabled  = local.create && var.create_alarms
@@ -21,7 +21,7 @@ locals {
     failure_queue_messages = {
       namespace   = "AWS/SQS", metric = "ApproximateNumberOfMessagesVisible", dimensions = { QueueName = local.failure_queue_name }
       statistic   = "Maximum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "Records the pipeline gave up on or rejected wait in the failure queue: counts may be missing downloads (see the README, Operations: recover)."
+      description = "Records the pipeline gave up on or rejected wait in the failure queue: counts may be missing downloads (see docs/operations.md, Alarms)."
     }
     aggregator_errors = {
       namespace   = "AWS/Lambda", metric = "Errors", dimensions = local.aggregator_dimensions
@@ -81,10 +81,10 @@ locals {
 # compatibility between event sources from AWS services and encrypted topics": "Use a customer
 # managed KMS key", then add the service to "the KMS policy"); the policy of the AWS managed key
 # alias/aws/sns cannot be changed, so under it the alarms would never notify. Hence: the customer
-# key when given (the README's key policy), else no encryption, by choice: a notification holds the
+# key when given (the key policy of docs/security.md), else no encryption, by choice: a notification holds the
 # alarm's name, state and metric, no data of the table.
 resource "aws_sns_topic" "alarms" {
-  # checkov:skip=CKV_AWS_26: without kms_key_arn the topic is unencrypted on purpose: CloudWatch alarms cannot publish under alias/aws/sns (see the comment above and the README, Customer managed key).
+  # checkov:skip=CKV_AWS_26: without kms_key_arn the topic is unencrypted on purpose: CloudWatch alarms cannot publish under alias/aws/sns (see the comment above and docs/security.md, Customer managed key).
   count = local.alarms_enabled && var.create_alarm_sns_topic ? 1 : 0
 
   name              = "${var.name}-alarms"

@@ -87,7 +87,7 @@ variable "download_ttl_attribute_name" {
 }
 
 variable "kms_key_arn" {
-  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment and the alarms' topic; its key policy must allow what the README's \"Customer managed key\" lists. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys, the alarms' topic no encryption (CloudWatch alarms cannot publish under alias/aws/sns)."
+  description = "Customer managed KMS key for the table, the failure queue, the log groups, the functions' environment and the alarms' topic; its key policy must allow what docs/security.md's \"Customer managed key\" lists. null: the table uses the AWS owned key (no charge), the queue SQS-managed encryption, the log groups and functions their service keys, the alarms' topic no encryption (CloudWatch alarms cannot publish under alias/aws/sns)."
   type        = string
   default     = null
 
@@ -144,7 +144,7 @@ variable "leaderboard_index_name" {
 }
 
 variable "leaderboard_shards" {
-  description = "Index partitions per period. 1 is the guide's layout (partition key = the month); with N, each aggregate sits under '<month>#<k>', k a stable hash of its entity id, and the query function merges the N partitions. Size it with `leaderboard-tools size` (README, Sizing)."
+  description = "Index partitions per period. 1 is the guide's layout (partition key = the month); with N, each aggregate sits under '<month>#<k>', k a stable hash of its entity id, and the query function merges the N partitions. Size it with `leaderboard-tools size` (docs/sizing.md)."
   type        = number
   default     = 1
 
@@ -155,7 +155,7 @@ variable "leaderboard_shards" {
 }
 
 variable "leaderboard_shards_previous" {
-  description = "While changing leaderboard_shards: the previous value, so that the query function also reads the old layout until `leaderboard-tools rekey` has moved every aggregate (README, Changing the number of shards). null otherwise."
+  description = "While changing leaderboard_shards: the previous value, so that the query function also reads the old layout until `leaderboard-tools rekey` has moved every aggregate (docs/operations.md, Changing the number of shards). null otherwise."
   type        = number
   default     = null
 
@@ -166,7 +166,7 @@ variable "leaderboard_shards_previous" {
 }
 
 variable "leaderboard_periods" {
-  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (README, Query contract)."
+  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (docs/query-contract.md)."
   type        = list(string)
   default     = ["month"]
 
@@ -381,7 +381,7 @@ variable "role_permissions_boundary" {
 }
 
 variable "code_signing_config_arn" {
-  description = "Lambda code signing configuration for both functions. null: none. The release zips are unsigned: with an Enforce policy, sign them with AWS Signer first and deploy the signed objects (README, Code signing)."
+  description = "Lambda code signing configuration for both functions. null: none. The release zips are unsigned: with an Enforce policy, sign them with AWS Signer first and deploy the signed objects (docs/security.md, Code signing)."
   type        = string
   default     = null
 }

@@ -1,6 +1,6 @@
 """Boards: one leaderboard per UTC period bucket, optionally per category, as the aggregator writes them.
 
-The layout is the contract of /work/specs/issue16-layout.md (README, Query contract): bucket keys
+The layout is the contract of /work/specs/issue16-layout.md (docs/query-contract.md): bucket keys
 `2018-01-15T10` (hour), `2018-01-15` (day), `2018-W03` (ISO 8601 week of the ISO week-numbering
 year), `2018-01` (month), `2018` (year), `all`; a board id is the bucket key, or
 `<key>@<category>` with the category percent-encoded. The query function's zip holds only its own

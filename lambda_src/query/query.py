@@ -8,7 +8,7 @@ and then by entity id. A page reads the head of every partition in parallel and 
 page token records, per partition, how far it has been consumed, so every page size and every N
 give the same listing as one sorted list.
 
-Requests (README, Query contract)
+Requests (docs/query-contract.md)
   {"month": "2018-01", "limit": 10, "next_token": "..."}
       -> {"month": "2018-01", "items": [{"songID": "song3", "downloadCount": 12}, ...], "next_token": "..." | null}
   {"month": "2018-01", "songID": "song3"}

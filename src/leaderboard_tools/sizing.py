@@ -1,6 +1,6 @@
 """How many leaderboard shards a workload needs: from downloads per second to index writes per partition.
 
-The arithmetic of the README's "Sizing" section. A batch (or a window) writes each aggregate it
+The arithmetic of docs/sizing.md. A batch (or a window) writes each aggregate it
 touches once; in a Zipf catalogue, song i (popularity p_i) is touched by a batch of B downloads
 with probability 1 - (1 - p_i)^B. Every aggregate update moves the index sort key, which
 DynamoDB applies to the index as a delete and a put: two index writes. All of a month's

@@ -63,7 +63,7 @@ def operator(endpoint: Endpoint, table: str) -> tuple[Any, Deployment, Reconcile
 
 
 def cli(*arguments: str) -> subprocess.CompletedProcess[str]:
-    """`python -m leaderboard_tools ...` as the README documents it; AWS_ENDPOINT_URL comes from the environment."""
+    """`python -m leaderboard_tools ...` as docs/operations.md documents it; AWS_ENDPOINT_URL from the environment."""
     return subprocess.run(
         [sys.executable, "-m", "leaderboard_tools", *arguments],
         capture_output=True,
@@ -204,7 +204,7 @@ def batch_failure(stream: str, shard: str, records: list[dict[str, Any]]) -> dic
     }
 
 
-def test_the_command_line_prints_the_json_the_readme_describes(endpoint: Endpoint, aws: Clients) -> None:
+def test_the_command_line_prints_the_json_the_operations_page_describes(endpoint: Endpoint, aws: Clients) -> None:
     with stack(endpoint, "reconcile-cli", batch_size=10) as (_, outputs):
         table = outputs["table_name"]
         write_items(aws.dynamodb, table, [d.as_item() for d in downloads_of({"cli-song": 2}, "cli")])
@@ -249,7 +249,7 @@ def test_a_repair_while_the_stream_lags_leaves_what_is_in_flight_and_every_count
         in_flight = {"existing-song": 2, "new-song": 2}
         write_items(aws.dynamodb, table, [d.as_item() for d in downloads_of(in_flight, "lagging")])
         truth = dict(Counter(counted) + Counter(in_flight))
-        # when reconcile --repair runs as the README documents it (--table alone)
+        # when reconcile --repair runs as docs/operations.md documents it (--table alone)
         began = time.monotonic()
         result = cli("reconcile", "--table", table, "--month", MONTH, "--repair", "--json")
         repair_seconds = time.monotonic() - began

@@ -582,6 +582,10 @@ class World:
         self.lanes: dict[str, Lane] = {}
         self.written: list[tuple[Written, StreamRecord]] = []
         self.invocations = 0
+        self.delivered_high: dict[str, int] = {}
+        """Per shard, the highest sequence the mapping has handed the function (for the oracle only)."""
+        self.failure_reach: list[tuple[str, int]] = []
+        """Per on-failure record: its shard and the highest sequence the mapping had handed the function there."""
         self.drain_discards = 0
         self.draining = False
         self._active: Callable[[str, dict[str, Any]], None] | None = None
@@ -764,7 +768,7 @@ class World:
             lane.position = max([lane.position, *(i + 1 for i in named)])
             lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
             lane.last_batch, lane.attempts = None, 0
-        cutoff = bisect_right(lane.shard.inserted, self.now - age)
+        cutoff = bisect_left(lane.shard.inserted, self.now - age)  # record-age: older than the maximum, not as old
         if cutoff <= lane.position:
             return
         old = self._matching(lane, lane.position, cutoff)
@@ -777,8 +781,9 @@ class World:
         if lane.retry is not None:
             lane.retry.pending = {i for i in lane.retry.pending if i >= cutoff}
             if not lane.retry.pending:
+                # retry-quota counts the retries of one batch: the next batch starts with none
                 lane.position = max(cutoff, lane.retry.frontier)
-                lane.retry = None
+                lane.retry, lane.attempts = None, 0
                 return
         lane.final_records = [i for i in lane.final_records if i >= cutoff]
         lane.position = max(lane.position, cutoff) if lane.retry is None else lane.position
@@ -789,9 +794,11 @@ class World:
             self.drain_discards += 1
         records = lane.shard.records
         first, last = records[min(indices)], records[max(indices)]
+        shard_id = lane.shard.shard_id
+        self.failure_reach.append((shard_id, max(self.delivered_high.get(shard_id, 0), last.sequence)))
         self.queue.messages.append(
             {
-                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts + 1},
+                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts},
                 "version": "1.0",
                 "timestamp": _iso(self.now),
                 "DDBStreamBatchInfo": {
@@ -808,6 +815,9 @@ class World:
 
     def _event(self, lane: Lane, indices: list[int], final: bool, state: dict[str, Any], early: bool) -> dict[str, Any]:
         records = [lane.shard.records[i].lambda_form() for i in indices]
+        if indices:
+            highest = max(lane.shard.records[i].sequence for i in indices)
+            self.delivered_high[lane.shard.shard_id] = max(self.delivered_high.get(lane.shard.shard_id, 0), highest)
         if not self.windowed:
             return {"Records": records}
         width = self.settings.window_seconds or 1

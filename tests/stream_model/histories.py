@@ -258,7 +258,7 @@ def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
 
 
 def boards_of(written: Written, boards: str) -> list[str]:
-    """The aggregates' sort keys a download counts in, as the README's layout names them: bucket[@category]."""
+    """The aggregates' sort keys a download counts in, as docs/leaderboard-shards.md names them: bucket[@category]."""
     periods, category, _ = BOARDS[boards]
     if not periods:
         return [utc_month(written.timestamp)]
@@ -304,12 +304,18 @@ def failure_coverage(world: World) -> Callable[[Any], bool]:
     The mapping's record names a shard and a range ending at `endSequenceNumber`: recover reads
     that shard from its checkpoint through that end, and, since "an application must always process
     a parent shard before it processes a child shard" (DynamoDB Developer Guide, S7), every ancestor
-    of that shard to its end. `records_trimmed` names a shard and the range between the checkpoint
-    and the first readable record: recover recounts.
+    of that shard to its end. It also reaches the highest record the mapping had handed the function
+    on that shard when it wrote the failure record: a window given up after a retry out of order names
+    its last batch, which can end below a record an earlier batch of the window delivered (L2), and
+    the function was handed that record, so a design can keep what it saw (the shipped one keeps
+    `DeliveredHigh`); a design that does not is caught by "lost after recover". `records_trimmed`
+    names a shard and the range between the checkpoint and the first readable record: recover recounts.
     """
     ends: dict[str, int] = {}
     for info in world.queue.batch_infos():
         ends[info["shardId"]] = max(ends.get(info["shardId"], 0), int(info["endSequenceNumber"]))
+    for shard_id, reached in world.failure_reach:
+        ends[shard_id] = max(ends.get(shard_id, 0), reached)
         ancestor = world.stream.shards.get(info["shardId"])
         while ancestor is not None and ancestor.parent_id is not None:
             ends[ancestor.parent_id] = 10**40

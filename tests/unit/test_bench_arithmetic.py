@@ -120,28 +120,28 @@ def test_cost_scales_the_measured_counts_to_a_million_downloads() -> None:
     assert cost["dollars_total"] > 0
 
 
-def test_the_report_writes_the_summary_schema_and_the_readme_section_before_build(tmp_path: Path) -> None:
-    # given raw results of a run and a README with sections around where Benchmark goes
-    readme = tmp_path / "README.md"
-    readme.write_text("# Title\n\n## Aggregator contract\n\ntext\n\n## Build\n\nmake build\n")
+def test_the_report_writes_the_summary_schema_and_the_results_section_before_the_contenders(tmp_path: Path) -> None:
+    # given raw results of a run and a benchmark page with sections around where Results goes
+    document = tmp_path / "docs" / "benchmark.md"
+    document.parent.mkdir()
+    document.write_text("# Title\n\nintro\n\n## Contenders and workload\n\ntable\n")
     results = raw_results()
 
-    # when the report is drawn twice (a rerun replaces its section)
-    report.write_results(results, tmp_path / "out", None)
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    section = report._readme_section(report.markdown(summary, {"plot": "bench/results/plot.png"}))
-    report.replace_section(readme, section)
-    report.replace_section(readme, section)
+    # when the report is drawn twice, into the page (a rerun replaces its section)
+    report.write_results(results, tmp_path / "out", document)
+    report.write_results(results, tmp_path / "out", document)
 
     # then
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     figures = summary["aggregators"]["ours_per_batch"]["100"]
     assert figures.keys() >= set(report.SUMMARY_FIELDS)
     assert summary["reads"]["1000"]["read_ratio_index_vs_scan"] == 20.0
     assert summary["headline"][0]["guide_over_ours"] == 2.0
-    text = readme.read_text()
-    assert text.count("## Benchmark") == 1
-    assert text.index("## Aggregator contract") < text.index("## Benchmark") < text.index("## Build")
-    assert text.endswith("## Build\n\nmake build\n")
+    text = document.read_text()
+    assert text.count("## Results") == 1
+    assert text.index("intro") < text.index("## Results") < text.index("## Contenders and workload")
+    assert text.endswith("## Contenders and workload\n\ntable\n")
+    assert "![writes per 100 downloads against batch size](../out/writes_per_100.png)" in text  # from the page's folder
     for plot in ("writes_per_100.png", "read_time.png", "freshness.png"):
         assert (tmp_path / "out" / plot).stat().st_size > 0
 

@@ -31,6 +31,7 @@ from leaderboard_tools.emulators.adversarial_retries import (
     switch_on,
 )
 from leaderboard_tools.emulators.stream_mapping import (
+    POLL_INTERVAL_SECONDS,
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,
     Gathering,
@@ -455,6 +456,22 @@ def test_records_older_than_the_maximum_age_are_not_sent_but_reported() -> None:
     assert failure["requestContext"]["approximateInvokeCount"] == 0
     assert "responseContext" not in failure
     assert failure["DDBStreamBatchInfo"]["startSequenceNumber"] == "1".zfill(21)
+
+
+def test_records_too_old_are_discarded_before_a_batch_is_formed_so_the_next_batch_is_full() -> None:
+    # given batches of three, a maximum age of one minute, and two records already two minutes old
+    harness = Harness(batch_size=3, maximum_record_age_seconds=60)
+    harness.function.behaviour = succeeds
+    old = [(number, WINDOW_START - 120) for number in (1, 2)]
+    young = [(number, WINDOW_START - 10) for number in (3, 4, 5, 6)]
+    # when the six records are delivered
+    assert harness.delivery.deliver(records(*old, *young)) == 6
+    # then the old ones are reported uninvoked and the first batch is three young ones, as the model cuts it
+    assert harness.function.batches() == [[3, 4, 5], [6]]
+    [failure] = harness.failure_records
+    assert failure["requestContext"]["condition"] == RECORD_AGE_EXCEEDED
+    assert failure["DDBStreamBatchInfo"]["batchSize"] == 2
+    assert failure["requestContext"]["approximateInvokeCount"] == 0
 
 
 def test_a_failing_batch_is_retried_until_its_records_exceed_the_maximum_age() -> None:
@@ -1057,3 +1074,13 @@ def test_both_emulators_are_launched_with_the_switch_directory(tmp_path: Path) -
     _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
     assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
     assert "emulators/adversarial_retries.py" in localstack.HOOK_MODULES
+
+
+def test_localstack_polls_at_the_base_rate_aws_documents(tmp_path: Path) -> None:
+    # given AWS's base rate of four polls a second, which MiniStack's poller keeps
+    assert POLL_INTERVAL_SECONDS == 0.25
+    # when LocalStack is launched
+    _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
+    # then its event source mappings poll at that rate, not once a second
+    assert float(environment["LAMBDA_EVENT_SOURCE_MAPPING_POLL_INTERVAL_SEC"]) == POLL_INTERVAL_SECONDS
+    assert float(environment["LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC"]) <= 1

@@ -1,17 +1,20 @@
-"""The README's Inputs and Outputs tables and the module's variables.tf and outputs.tf agree."""
+"""The README's Inputs and Outputs tables and the module's variables.tf and outputs.tf agree; docs/security.md
+says what the module cannot do for its caller (a key policy, signing)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from leaderboard_tools.settings import REPOSITORY, TERRAFORM_MODULE
 from tests.terraform_config import outputs, variables
 
 README = REPOSITORY / "README.md"
+SECURITY = REPOSITORY / "docs" / "security.md"
 
 
-def section(title: str) -> str:
-    return README.read_text().split(f"\n{title}\n", 1)[1].split("\n#", 1)[0]
+def section(title: str, document: Path = README) -> str:
+    return document.read_text().split(f"\n{title}\n", 1)[1].split("\n#", 1)[0]
 
 
 def documented_inputs() -> list[str]:
@@ -43,21 +46,21 @@ def test_every_output_is_in_the_outputs_list_and_nothing_else() -> None:
     assert declared - set(names) == set(), "the README's Outputs list lacks outputs"
 
 
-def test_the_readme_states_the_key_policy_a_customer_key_needs() -> None:
+def test_the_security_page_states_the_key_policy_a_customer_key_needs() -> None:
     # the key policy a customer key needs, which the module cannot write (the key is the caller's)
-    text = section("### Customer managed key")
+    text = section("## Customer managed key", SECURITY)
     for principal in (":root", "logs.<region>.amazonaws.com", "cloudwatch.amazonaws.com", "SNS"):
         assert principal in text, principal
-    assert "README" in unquoted_description("kms_key_arn")
+    assert "docs/security.md" in unquoted_description("kms_key_arn")
 
 
-def test_the_readme_says_how_to_deploy_the_unsigned_release_under_an_enforcing_code_signing_config() -> None:
+def test_the_security_page_says_how_to_deploy_the_unsigned_release_under_an_enforcing_code_signing_config() -> None:
     # what Lambda does with an unsigned zip under Enforce, and how to sign the release with AWS Signer
-    text = section("### Code signing")
+    text = section("## Code signing", SECURITY)
     for needed in ("Enforce", "start-signing-job", "AWSLambda-SHA384-ECDSA", "source_code_hash", "version"):
         assert needed in text, needed
     assert "`make release` does not sign" in text
-    assert "Code signing" in unquoted_description("code_signing_config_arn")
+    assert "docs/security.md, Code signing" in unquoted_description("code_signing_config_arn")
 
 
 def unquoted_description(name: str) -> str:

@@ -239,7 +239,7 @@ def test_review2_a_download_carrying_the_period_attribute_is_reported_not_silent
 ) -> None:
     """`parse_record` tells the aggregator's own aggregate writes from downloads by the period attribute alone.
 
-    The README's *Operations* asks that downloads not carry `Month`; docs/exactly-once.md (*What is
+    docs/aggregator-contract.md asks that downloads not carry `Month`; docs/exactly-once.md (*What is
     exact*) says every download record is counted, and what is not counted is reported, "never
     silently". An aggregate's INSERT always carries the count and a `Watermark_*`; a record with
     `Month` but neither is a download the aggregator drops without a trace but a log counter.

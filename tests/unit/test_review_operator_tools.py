@@ -1,6 +1,6 @@
 """Review of issue 15's operator tools (docs/review-issue15.md): one test per finding, each expected to fail today.
 
-Every test states what the operator tools promise (README, *Operations: reconcile and recover*; the
+Every test states what the operator tools promise (docs/operations.md, *Reconcile and recover*; the
 docstrings of reconcile.py and recover.py) and is marked `xfail(strict=True)`: the suite stays green
 while the bug is there, and turns red the day it is fixed (then drop the marker). Remove a marker
 locally to see the failure.

@@ -4,9 +4,9 @@ Parts: `all` (default: the handler's CPU, then side by side, boards, reads and f
 the report), `side-by-side`, `boards` (writes per 100 downloads by the boards kept: boards.json),
 `handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
-index_layout.json), and `report` (redraws summary, table, plots and README section from
+index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
 results.json and the parts measured on their own, without an emulator). The full run writes
-bench/results/ and the README's Benchmark section; `--smoke` writes build/bench-smoke/ only.
+bench/results/ and docs/benchmark.md's Results section; `--smoke` writes build/bench-smoke/ only.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from leaderboard_tools.bench import index_layout
 from leaderboard_tools.bench.boards import run_configuration
 from leaderboard_tools.bench.handler_cpu import cases, run_handler_cpu
 from leaderboard_tools.bench.reads_freshness import run_reads_and_freshness
-from leaderboard_tools.bench.report import README, provenance, write_results
+from leaderboard_tools.bench.report import DOCUMENT, provenance, write_results
 from leaderboard_tools.bench.side_by_side import FULL, SMOKE, Plan, run_contender
 from leaderboard_tools.bench.workload import say
 from leaderboard_tools.emulator import identify
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
         results = with_separate_parts(json.loads((directory / "results.json").read_text()), directory)
-        write_results(results, directory, None if arguments.smoke else README)
+        write_results(results, directory, None if arguments.smoke else DOCUMENT)
         return 0
     endpoint = endpoint_from_environment()
     emulator = identify(endpoint)
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         alone.write_text(json.dumps({**document, "failures": results.get("failures", [])}, indent=1) + "\n")
         say(f"{arguments.part} in {alone.relative_to(REPOSITORY)}; `report` merges it")
         return 0
-    write_results(results, directory, README if arguments.part == "all" and not arguments.smoke else None)
+    write_results(results, directory, DOCUMENT if arguments.part == "all" and not arguments.smoke else None)
     say(f"results in {directory.relative_to(REPOSITORY)}")
     return 0
 

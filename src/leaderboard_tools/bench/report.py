@@ -1,4 +1,4 @@
-"""From one run's raw results to what a reader sees: summary.json, a Markdown table, PNG plots, the README section.
+"""From one run's raw results to what a reader sees: summary.json, Markdown tables, PNG plots, docs/benchmark.md.
 
 `python -m leaderboard_tools.bench report` redraws all of it from results.json without an
 emulator. Every figure is a count or a ratio of one run; absolute times stand beside the
@@ -25,9 +25,10 @@ from leaderboard_tools.bench.pressure_cost import (
 from leaderboard_tools.settings import REPOSITORY
 from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT
 
-README = REPOSITORY / "README.md"
-SECTION = "## Benchmark"
-NEXT_SECTION = "## Build"
+DOCUMENT = REPOSITORY / "docs" / "benchmark.md"
+"""Where a full run's tables and plots go: its Results section, replaced on every run."""
+SECTION = "## Results"
+NEXT_SECTION = "## Contenders and workload"
 SUMMARY_FIELDS = ("writes_per_100", "bound_per_100", "count_error", "records_per_second", "freshness_seconds")
 TABLE_SHARDS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -221,7 +222,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
-    """The headline table, the reads, freshness, pressure and cost, and the plots, for summary.md and the README."""
+    """The headline table, the reads, freshness, pressure and cost, and the plots: summary.md, docs/benchmark.md."""
     origin = summary["provenance"]
     lines = [
         f"Measured by `{origin['command']}` at commit `{origin['commit'][:12]}` on {origin['date']}: "
@@ -540,8 +541,8 @@ def _save(figure: Any, path: Path, plt: Any) -> str:
     return str(path)
 
 
-def write_results(results: dict[str, Any], directory: Path, readme: Path | None) -> dict[str, Any]:
-    """results.json, summary.json, summary.md and the plots into `directory`; the README section when `readme`."""
+def write_results(results: dict[str, Any], directory: Path, document: Path | None) -> dict[str, Any]:
+    """results.json, summary.json, summary.md and the plots into `directory`; `document`'s Results when given."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     summary = summarise(results)
@@ -549,29 +550,25 @@ def write_results(results: dict[str, Any], directory: Path, readme: Path | None)
     plots = plot(summary, results, directory)
     table = markdown(summary, plots)
     (directory / "summary.md").write_text("# Benchmark results\n\n" + table)
-    if readme is not None:
-        relative = directory.relative_to(REPOSITORY)
-        readme_plots = {title: f"{relative}/{name}" for title, name in plots.items()}
-        replace_section(readme, _readme_section(markdown(summary, readme_plots)))
+    if document is not None:
+        relative = Path(os.path.relpath(directory, document.parent)).as_posix()  # links from the document's folder
+        document_plots = {title: f"{relative}/{name}" for title, name in plots.items()}
+        replace_section(document, results_section(markdown(summary, document_plots)))
     return summary
 
 
-def _readme_section(table: str) -> str:
+def results_section(table: str) -> str:
     return (
         f"{SECTION}\n\n"
-        "`make bench` deploys, on the emulator, stacks of this module that differ only in the aggregator (ours, "
-        "`per_batch` and `per_window`, and the guide's one ADD per download), drives them with the same "
-        "generated downloads, measures the write cost of the boards a download is counted in (`leaderboard_periods`, "
-        "a category) and the aggregator's own CPU per download without the emulator, and writes `bench/results/` "
-        "(results.json, summary.json, summary.md, the plots); `make bench-smoke` is the small variant the test "
-        "suite runs. How each figure is computed: [docs/benchmark.md](docs/benchmark.md).\n\n" + table + "\n"
+        "The last full run's figures, written here by `make bench` (`python -m leaderboard_tools.bench`) and "
+        "redrawn by its `report` part; how each is computed: [The figures](#the-figures).\n\n" + table + "\n"
     )
 
 
-def replace_section(readme: Path, section: str) -> None:
-    """Put `section` between the line before `## Build` and `## Build`, replacing an earlier `## Benchmark`."""
-    text = readme.read_text()
+def replace_section(document: Path, section: str) -> None:
+    """Put `section` just before `## Contenders and workload`, replacing an earlier `## Results`."""
+    text = document.read_text()
     end = text.index(f"\n{NEXT_SECTION}\n") + 1
     start = text.find(f"\n{SECTION}\n")
     start = end if start < 0 or start > end else start + 1
-    readme.write_text(text[:start] + section + "\n" + text[end:])
+    document.write_text(text[:start] + section + "\n" + text[end:])

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from leaderboard_tools.emulators.adversarial_retries import ADVERSARIAL_RETRIES_VARIABLE, DIRECTORY_NAME
+from leaderboard_tools.emulators.stream_mapping import POLL_INTERVAL_SECONDS
 from leaderboard_tools.file_lock import locked
 
 EXECUTOR_NAME = "process"
@@ -152,6 +153,10 @@ def launch_spec(cache_dir: Path, port: int, state_dir: Path) -> tuple[list[str],
             # the emulator keeps no state across restarts anyway.
             "DYNAMODB_IN_MEMORY": "1",
             "DYNAMODB_HEAP_SIZE": "1g",
+            # LocalStack polls once a second by default (one page a poll) and backs off to 10 s while a
+            # stream has no shard yet; AWS polls four times a second.
+            "LAMBDA_EVENT_SOURCE_MAPPING_POLL_INTERVAL_SEC": str(POLL_INTERVAL_SECONDS),
+            "LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC": "1",
             "LAMBDA_RUNTIME_EXECUTOR": EXECUTOR_NAME,
             "LAMBDA_PROCESS_EXECUTOR_PYTHON": str(cache_dir / "function-venv" / "bin" / "python"),
             # Where tests switch the stream mapping's adversarial retries on, per function.

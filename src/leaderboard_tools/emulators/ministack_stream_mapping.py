@@ -25,6 +25,7 @@ from ministack.services import dynamodb, dynamodb_streams, lambda_svc
 
 from leaderboard_tools.emulators.adversarial_retries import SwitchFiles, directory_from_environment
 from leaderboard_tools.emulators.stream_mapping import (
+    POLL_INTERVAL_SECONDS,
     Gathering,
     InvocationNotDelivered,
     MappingSettings,
@@ -36,8 +37,6 @@ LOG = logging.getLogger(__name__)
 
 # MiniStack models one shard per stream; DescribeStream names it so.
 SHARD_ID: str = dynamodb_streams._DEFAULT_SHARD_ID
-# "Lambda polls shards in your DynamoDB stream for records at a base rate of 4 times per second."
-POLL_INTERVAL_SECONDS = 0.25
 # "GetRecords can retrieve a maximum of 1 MB of data or 1000 stream records, whichever comes first."
 READ_LIMIT = 1000
 RETRY_INTERVAL_SECONDS = 0.5

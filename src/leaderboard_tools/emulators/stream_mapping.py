@@ -31,6 +31,10 @@ from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, 
 
 LOG = logging.getLogger(__name__)
 
+POLL_INTERVAL_SECONDS = 0.25
+"""Both emulators' pollers: "Lambda polls shards in your DynamoDB stream for records at a base rate of 4
+times per second" (Lambda guide, Using AWS Lambda with Amazon DynamoDB)."""
+
 Record = Mapping[str, Any]
 Invoke = Callable[[dict[str, Any]], tuple[bool, Any]]
 """Synchronously invoke the function with a payload; return (function error?, response payload)."""
@@ -273,6 +277,9 @@ class ShardDelivery:
             records = list(records)
             done = 0
             while done < len(records) and not self._closed.is_set():
+                done = self._discard_expired_ahead(records, done)
+                if done == len(records):
+                    break
                 end = self._batch_end(records, done)
                 adversary = self._current_adversary()
                 if adversary is None:
@@ -308,6 +315,22 @@ class ShardDelivery:
             return self._window is not None and self._finish_window(terminated_early=False)
 
     # -- batching ------------------------------------------------------------------------------
+
+    def _discard_expired_ahead(self, records: Sequence[Record], start: int) -> int:
+        """Report and skip the records from ``start`` on too old to be sent, before a batch is formed; return the
+        index of the first one young enough.
+
+        "MaximumRecordAgeInSeconds - Discard records older than the specified age." Discarding them first
+        fills the next batch up to BatchSize with records that can be sent, and opens no window for records
+        that never reach the function (as the unit tier's model does: tests/unit/test_delivery_parity.py).
+        """
+        now = self._clock.now()
+        end = start
+        while end < len(records) and self._settings.too_old(now - self._arrival(records[end])):
+            end += 1
+        for first in range(start, end, self._settings.batch_size):
+            self._report(RECORD_AGE_EXCEEDED, records[first : min(end, first + self._settings.batch_size)], _Batch([]))
+        return end
 
     def _batch_end(self, records: Sequence[Record], start: int) -> int:
         """The end of the batch starting at ``start``: at most BatchSize records and 6 MB; under a window, a batch

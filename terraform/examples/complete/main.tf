@@ -16,7 +16,7 @@ locals {
 }
 
 # One key for the table, the failure queue, the log groups, the functions' environment and the
-# alarms' topic: the key policy the module's README asks for (Customer managed key). The account's
+# alarms' topic: the key policy the module's docs/security.md asks for (Customer managed key). The account's
 # IAM policies are delegated to (the functions' roles use the key through DynamoDB and SQS), the
 # logs service principal may use it for this stack's log groups, CloudWatch for the alarms' topic.
 data "aws_iam_policy_document" "key" {

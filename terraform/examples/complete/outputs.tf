@@ -9,7 +9,7 @@ output "query_function_arn" {
 }
 
 output "failure_queue_url" {
-  description = "URL of the failure queue (see the module's README, Operations: recover)."
+  description = "URL of the failure queue (see the module's docs/operations.md, Reconcile and recover)."
   value       = module.leaderboard.failure_queue_url
 }
 
