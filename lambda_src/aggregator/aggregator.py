@@ -37,6 +37,17 @@ logger = Logger()
 metrics = Metrics()
 
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
+GUIDE_SCHEMA = Schema()
+"""The guide's attribute names: what the function uses where the module sets none."""
+NAME_VARIABLES = {
+    "entity": "ENTITY_ATTRIBUTE",
+    "sort_key": "SORT_KEY_ATTRIBUTE",
+    "timestamp": "TIMESTAMP_ATTRIBUTE",
+    "period": "PERIOD_ATTRIBUTE",
+    "count": "COUNT_ATTRIBUTE",
+    "order": "ORDER_ATTRIBUTE",
+}
+"""Schema field -> the environment variable the module sets it from (terraform/lambda.tf)."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
 GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
@@ -82,12 +93,10 @@ class Settings:
             table_arn=environ["TABLE_ARN"],
             progress_table_name=environ["PROGRESS_TABLE_NAME"],
             schema=Schema(
-                entity=environ.get("ENTITY_ATTRIBUTE", "songID"),
-                sort_key=environ.get("SORT_KEY_ATTRIBUTE", "SK"),
-                timestamp=environ.get("TIMESTAMP_ATTRIBUTE", "Timestamp"),
-                period=environ.get("PERIOD_ATTRIBUTE", "Month"),
-                count=environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
-                order=environ.get("ORDER_ATTRIBUTE", "LeaderboardOrder"),
+                **{
+                    name: environ.get(variable, getattr(GUIDE_SCHEMA, name))
+                    for name, variable in NAME_VARIABLES.items()
+                },
                 periods=periods,
                 category=environ.get("CATEGORY_ATTRIBUTE") or None,
                 amount=environ.get("SUM_ATTRIBUTE") or None,

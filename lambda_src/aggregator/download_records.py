@@ -13,6 +13,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import quote
 
+from leaderboard_order import MAX_COUNT, MAX_DECIMALS
+
 SEQUENCE_WIDTH = 40
 """DynamoDB stream sequence numbers have at most 40 digits; padding them makes string order numeric order."""
 
@@ -23,10 +25,9 @@ PERIODS = ("hour", "day", "week", "month", "year", "all")
 """What a module may maintain, a board per UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
 ALL_TIME = "all"
 CATEGORY_SEPARATOR = "@"
-MAX_DECIMALS = 6
 MAX_SORT_KEY_BYTES = 1024
 """DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
-MAX_AMOUNT = Decimal(10) ** 12
+MAX_AMOUNT = Decimal(MAX_COUNT + 1)
 """The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 
 

@@ -15,11 +15,14 @@ from decimal import Decimal
 
 ORDER_SCALE = 10**26
 """count x ORDER_SCALE + tie-breaker stays within DynamoDB's 38 digits for counts below 10^12."""
+MAX_COUNT = 10**12 - 1
+"""The largest value (count, or sum's whole part) whose order fits in DynamoDB's 38 digits."""
+MAX_DECIMALS = 6
+"""Decimals a summed value may carry: its smallest step must stay above the tie-breaker."""
 TIEBREAK_BYTES = 10
 SUMMED_TIEBREAK_BYTES = 8
-SUMMED_TIEBREAK_SCALE = 10**20
-"""A sum's smallest step in the order: 10^-6 x ORDER_SCALE."""
-MAX_COUNT = 10**12 - 1
+SUMMED_TIEBREAK_SCALE = ORDER_SCALE // 10**MAX_DECIMALS
+"""A sum's smallest step in the order: 10^-MAX_DECIMALS x ORDER_SCALE = 10^20."""
 PARTITION_SEPARATOR = "#"
 
 

@@ -23,6 +23,8 @@ from botocore.exceptions import ClientError
 from delivery import ShardRef
 from download_records import pad_sequence
 
+SHARD_KEY = "ShardKey"
+"""The progress table's hash key (terraform/progress.tf): `<stream ARN>|<shard id>`, or `#genesis`."""
 CHECKPOINT = "Checkpoint"
 CHECKPOINT_SEQUENCE = "CheckpointSequence"
 """The checkpoint's sequence number as the stream spells it: where reading resumes (GetShardIterator wants it)."""
@@ -82,7 +84,7 @@ class ProgressStore:
     def genesis(self) -> str:
         """This progress table's token, drawn by the first reader ever (conditional), the same for all after."""
         if self._genesis is None:
-            key = {"ShardKey": {"S": GENESIS_KEY}}
+            key = {SHARD_KEY: {"S": GENESIS_KEY}}
             try:
                 self._client.update_item(
                     TableName=self._table,
@@ -103,7 +105,7 @@ class ProgressStore:
         return self._genesis
 
     def key(self, shard: ShardRef) -> dict[str, Any]:
-        return {"ShardKey": {"S": shard_key(shard)}}
+        return {SHARD_KEY: {"S": shard_key(shard)}}
 
     def read(self, shard: ShardRef) -> Progress:
         """A strongly consistent read: where this invocation starts reading."""
@@ -137,7 +139,7 @@ class ProgressStore:
             "UpdatedAt = :now",
             "#genesis = :genesis",
         ]
-        names = {"#first": FIRST_SEEN, "#key": "ShardKey", "#genesis": GENESIS}
+        names = {"#first": FIRST_SEEN, "#key": SHARD_KEY, "#genesis": GENESIS}
         if first_sequence:
             names["#resume"] = RESUME_AT
             values[":resume"] = {"S": first_sequence}
@@ -221,7 +223,7 @@ class ProgressStore:
                 ConditionExpression=(
                     "attribute_exists(#key) AND (attribute_not_exists(#delivered) OR #delivered < :high)"
                 ),
-                ExpressionAttributeNames={"#delivered": DELIVERED_HIGH, "#key": "ShardKey"},
+                ExpressionAttributeNames={"#delivered": DELIVERED_HIGH, "#key": SHARD_KEY},
                 ExpressionAttributeValues={":high": {"S": high}},
             )
         except ClientError as error:

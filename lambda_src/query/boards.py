@@ -3,9 +3,11 @@
 The layout is the contract of /work/specs/issue16-layout.md (docs/query-contract.md): bucket keys
 `2018-01-15T10` (hour), `2018-01-15` (day), `2018-W03` (ISO 8601 week of the ISO week-numbering
 year), `2018-01` (month), `2018` (year), `all`; a board id is the bucket key, or
-`<key>@<category>` with the category percent-encoded. The query function's zip holds only its own
-modules, so it keeps this copy of the aggregator's bucket arithmetic and shard hash; the unit tests
-check that both give the same keys and shards.
+`<key>@<category>` with the category percent-encoded; with N leaderboard shards, a board's index
+partitions are `<board>#0` .. `<board>#N-1`. The query function's zip holds only its own modules,
+so it keeps this copy of the aggregator's bucket arithmetic and index placement;
+tests/unit/test_one_definition.py holds each copy equal to the aggregator's (docs/design.md,
+"One definition per fact").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import quote
 PERIODS = ("hour", "day", "week", "month", "year", "all")
 ALL_TIME = "all"
 CATEGORY_SEPARATOR = "@"
+PARTITION_SEPARATOR = "#"
 MAX_SORT_KEY_BYTES = 1024
 """DynamoDB's limit for a sort key value (Developer Guide, Constraints): a board id is an aggregate's sort key."""
 
@@ -119,9 +122,19 @@ def board_id(key: str, category: str | None = None) -> str:
     return key if category is None else f"{key}{CATEGORY_SEPARATOR}{quote(category, safe='')}"
 
 
-def shard_of(entity_id: str, shards: int) -> int:
+def leaderboard_shard(entity_id: str, shards: int) -> int:
     """The aggregator's leaderboard shard of an entity: the first 8 bytes of its id's SHA-256, modulo the shards."""
     return int.from_bytes(hashlib.sha256(entity_id.encode()).digest()[:8], "big") % shards
+
+
+def leaderboard_partition(board: str, entity_id: str, shards: int) -> str:
+    """The index partition the aggregator writes an entity's aggregate of this board to."""
+    return board if shards == 1 else f"{board}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
+
+
+def leaderboard_partitions(board: str, shards: int) -> list[str]:
+    """Every index partition of a board."""
+    return [board] if shards == 1 else [f"{board}{PARTITION_SEPARATOR}{shard}" for shard in range(shards)]
 
 
 @dataclass(frozen=True)

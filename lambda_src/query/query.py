@@ -53,13 +53,16 @@ from boards import (
     boards_from_environment,
     bucket_key,
     is_bucket_key,
-    shard_of,
+    leaderboard_partition,
+    leaderboard_partitions,
     window_keys,
 )
 from rolling import Total, top_of_window
 
 logger = Logger()
 
+COUNT_FIELD = "downloadCount"
+"""The field of an answer holding a count (or sum): the query contract's name, whatever the count attribute's."""
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_ENTITY_ID_BYTES = 2048
@@ -83,7 +86,6 @@ WINDOW_GET_ITEM_BUDGET = 2000
 """GetItems (point reads of candidates) one rolling window may make."""
 MAX_WINDOW_PARTITIONS = WINDOW_QUERY_BUDGET // 2
 """Buckets x leaderboard partitions a window may span: the first reads take one Query per partition."""
-_MONTH = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
 _TOKEN = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 _CURSOR = re.compile(r"\A(?P<partition>[^=|]+)=(?:(?P<order>-?[0-9]{1,38}):(?P<entity>[A-Za-z0-9_-]+))?\Z")
 _ORDER_DIGITS = 38
@@ -119,25 +121,18 @@ class Layout:
     previous_shards: int | None = None
 
     def partitions(self, period: str) -> list[str]:
-        names = _partitions(period, self.shards)
+        names = leaderboard_partitions(period, self.shards)
         if self.previous_shards is not None:
-            names += [name for name in _partitions(period, self.previous_shards) if name not in names]
+            names += [name for name in leaderboard_partitions(period, self.previous_shards) if name not in names]
         return names
 
     def entity_partitions(self, period: str, entity_id: str) -> list[str]:
         """The partitions of a board that can hold this entity: its shard's, in each layout read."""
-        names = [_partition(period, entity_id, self.shards)]
+        names = [leaderboard_partition(period, entity_id, self.shards)]
         if self.previous_shards is not None:
-            names += [name for name in [_partition(period, entity_id, self.previous_shards)] if name not in names]
+            previous = leaderboard_partition(period, entity_id, self.previous_shards)
+            names += [previous] if previous not in names else []
         return names
-
-
-def _partitions(period: str, shards: int) -> list[str]:
-    return [period] if shards == 1 else [f"{period}#{shard}" for shard in range(shards)]
-
-
-def _partition(period: str, entity_id: str, shards: int) -> str:
-    return period if shards == 1 else f"{period}#{shard_of(entity_id, shards)}"
 
 
 @dataclass(frozen=True, order=True)
@@ -253,7 +248,7 @@ def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetim
         if "period" in event or "key" in event:
             raise InvalidRequest("name a board by month, or by period and key, not both")
         month = event["month"]
-        if not isinstance(month, str) or not _MONTH.match(month):
+        if not isinstance(month, str) or not is_bucket_key("month", month):
             raise InvalidRequest("month is required, formatted YYYY-MM")
         period, key, month_form = "month", month, True
     elif "period" in event:
@@ -378,7 +373,8 @@ def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position |
         raise forged
     _, token_board, shards, previous, *fields = parts
     if token_board != board:
-        raise InvalidRequest(f"next_token belongs to another {'month' if _MONTH.match(board) else 'leaderboard'}")
+        kind = "month" if is_bucket_key("month", board) else "leaderboard"
+        raise InvalidRequest(f"next_token belongs to another {kind}")
     if [shards, previous] != [str(layout.shards), _layout_field(layout.previous_shards)]:
         raise InvalidRequest("next_token was issued for another leaderboard layout; start the listing again")
     partitions = set(layout.partitions(board))
@@ -641,7 +637,7 @@ def rank_of(
     ).get("Item")
     response: dict[str, Any] = {**request.board.named(), schema.entity: request.entity_id}
     if not item or schema.order not in item or schema.count not in item:
-        response |= {"downloadCount": value_of(0, summed), "rank": None}
+        response |= {COUNT_FIELD: value_of(0, summed), "rank": None}
         return response if request.around is None else {**response, "items": []}
     me = Entry.of(int(item[schema.order]["N"]), request.entity_id, _number(item[schema.count]["N"]))
     partitions = layout.partitions(board)
@@ -654,9 +650,9 @@ def rank_of(
     counted = list(map_partitions(before, partitions))
     ahead = sum(count for count, _ in counted)
     if all(complete for _, complete in counted):
-        response |= {"downloadCount": value_of(me.count, summed), "rank": ahead + 1}
+        response |= {COUNT_FIELD: value_of(me.count, summed), "rank": ahead + 1}
     else:
-        response |= {"downloadCount": value_of(me.count, summed), "rank": None, "rankAtLeast": ahead + 1}
+        response |= {COUNT_FIELD: value_of(me.count, summed), "rank": None, "rankAtLeast": ahead + 1}
     if request.around is None:
         return response
     above, below = neighbours(
@@ -667,7 +663,7 @@ def rank_of(
     response["items"] = [
         {
             schema.entity: entry.entity_id,
-            "downloadCount": value_of(entry.count, summed),
+            COUNT_FIELD: value_of(entry.count, summed),
             "rank": None if first is None else first + place,
         }
         for place, entry in enumerate(listed)
@@ -755,7 +751,7 @@ def leaderboard_page(
     budget = partition_budget(len(layout.partitions(board)))
     reader = read_partition(client, table_name, schema, budget, out_of_time)
     entries, cursors = merge_page(request, reader, map_partitions)
-    items = [{schema.entity: entry.entity_id, "downloadCount": value_of(entry.count, summed)} for entry in entries]
+    items = [{schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed)} for entry in entries]
     return {
         **request.board.named(),
         "items": items,
@@ -879,22 +875,30 @@ def rolling_window(
 
 
 def _total(item: Total, schema: IndexSchema, summed: bool) -> dict[str, Any]:
-    return {schema.entity: item.entity_id, "downloadCount": value_of(item.total, summed)}
+    return {schema.entity: item.entity_id, COUNT_FIELD: value_of(item.total, summed)}
 
 
 def error_response(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+GUIDE_SCHEMA = IndexSchema()
+"""The guide's index and attribute names: what the function uses where the module sets none."""
+NAME_VARIABLES = {
+    "index_name": "INDEX_NAME",
+    "entity": "ENTITY_ATTRIBUTE",
+    "sort_key": "SORT_KEY_ATTRIBUTE",
+    "period": "PERIOD_ATTRIBUTE",
+    "count": "COUNT_ATTRIBUTE",
+    "order": "ORDER_ATTRIBUTE",
+}
+"""IndexSchema field -> the environment variable the module sets it from (terraform/lambda.tf)."""
+
+
 def schema_from_environment(environ: Mapping[str, str]) -> IndexSchema:
     """The module sets these from its attribute-name variables; the defaults are the guide's names."""
     return IndexSchema(
-        index_name=environ.get("INDEX_NAME", "MonthDownloadsIndex"),
-        entity=environ.get("ENTITY_ATTRIBUTE", "songID"),
-        sort_key=environ.get("SORT_KEY_ATTRIBUTE", "SK"),
-        period=environ.get("PERIOD_ATTRIBUTE", "Month"),
-        count=environ.get("COUNT_ATTRIBUTE", "DownloadCount"),
-        order=environ.get("ORDER_ATTRIBUTE", "LeaderboardOrder"),
+        **{name: environ.get(variable, getattr(GUIDE_SCHEMA, name)) for name, variable in NAME_VARIABLES.items()}
     )
 
 

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from leaderboard_tools.deployment import QUERY_SUFFIX
+from leaderboard_tools.leaderboard_layout import COUNT_FIELD, PERIODS
 
 TABLE_SUFFIX = "-downloads"
 """The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
-PERIODS = ("hour", "day", "week", "month", "year", "all")
-COUNT_FIELD = "downloadCount"
 ALL_PAGE_SIZE = 1000
 MAX_PAGES = 100_000
 """`all` stops after this many pages: 100 million entries, far past any board this module keeps."""

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from leaderboard_tools.aws import clients
 from leaderboard_tools.leaderboard import invoke_function, wait_until_totals
+from leaderboard_tools.leaderboard_layout import COUNT_FIELD, GUIDE_NAMES
 from leaderboard_tools.loadgen import true_counts, write_items, zipf_downloads
 from leaderboard_tools.settings import Endpoint
 from leaderboard_tools.terraform_stack import Stack
@@ -45,9 +46,9 @@ def run(
         page = invoke_function(aws.lambda_, outputs["query_function_name"], {"month": month, "limit": 10})
         leaderboard = Table(title=f"Top 10 songs, {month} ({totals[month]} downloads)")
         leaderboard.add_column("Rank", justify="right")
-        leaderboard.add_column("songID")
+        leaderboard.add_column(GUIDE_NAMES.entity)
         leaderboard.add_column("Downloads", justify="right")
         for rank, item in enumerate(page["items"], start=1):
-            leaderboard.add_row(str(rank), item["songID"], str(item["downloadCount"]))
+            leaderboard.add_row(str(rank), item[GUIDE_NAMES.entity], str(item[COUNT_FIELD]))
         console.print(leaderboard)
     console.print("`make down` destroys the demo stack and stops the emulator.")

@@ -11,6 +11,7 @@ a tool never writes aggregates under names or in index partitions the deployment
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -132,6 +133,11 @@ def _aggregator_mapping(
     return found[0] if found else None
 
 
+def leaderboard_periods(environment: Mapping[str, str]) -> tuple[str, ...]:
+    """LEADERBOARD_PERIODS as the functions read it: comma-separated, the guide's months where it is not set."""
+    return tuple(period for period in environment.get("LEADERBOARD_PERIODS", "month").split(",") if period)
+
+
 def _optional_int(value: str | None) -> int | None:
     return int(value) if value not in (None, "") else None
 
@@ -228,7 +234,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         query_function=query_function,
         mapping_uuid=mapping.get("UUID"),
         mapping_state=mapping.get("State"),
-        periods=tuple(period for period in environment.get("LEADERBOARD_PERIODS", "month").split(",") if period),
+        periods=leaderboard_periods(environment),
         category_attribute=environment.get("CATEGORY_ATTRIBUTE") or None,
         sum_attribute=environment.get("SUM_ATTRIBUTE") or None,
     )

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from leaderboard_tools.leaderboard_layout import COUNT_FIELD, GUIDE_NAMES, leaderboard_partitions
+
 
 class NotSettled(AssertionError):
     pass
@@ -26,7 +28,7 @@ def query_all_pages(lambda_client: Any, function_name: str, month: str, page_siz
     request: dict[str, Any] = {"month": month, "limit": page_size}
     for _ in range(10_000):
         page = invoke_function(lambda_client, function_name, request)
-        ranking.extend((item["songID"], item["downloadCount"]) for item in page["items"])
+        ranking.extend((item[GUIDE_NAMES.entity], item[COUNT_FIELD]) for item in page["items"])
         if page["next_token"] is None:
             return ranking
         request = {"month": month, "limit": page_size, "next_token": page["next_token"]}
@@ -40,19 +42,20 @@ def index_ranking(
 
     With one leaderboard shard this is the guide's own query (Month = :month, descending).
     """
-    partitions = [month] if shards == 1 else [f"{month}#{shard}" for shard in range(shards)]
     ranking: list[tuple[str, int]] = []
-    for partition in partitions:
+    for partition in leaderboard_partitions(month, shards):
         parameters: dict[str, Any] = {
             "TableName": table_name,
             "IndexName": index_name,
             "KeyConditionExpression": "#month = :month",
-            "ExpressionAttributeNames": {"#month": "Month"},
+            "ExpressionAttributeNames": {"#month": GUIDE_NAMES.period},
             "ExpressionAttributeValues": {":month": {"S": partition}},
             "ScanIndexForward": False,
         }
         for page in dynamodb.get_paginator("query").paginate(**parameters):
-            ranking.extend((item["songID"]["S"], int(item["DownloadCount"]["N"])) for item in page.get("Items", []))
+            ranking.extend(
+                (item[GUIDE_NAMES.entity]["S"], int(item[GUIDE_NAMES.count]["N"])) for item in page.get("Items", [])
+            )
     return sorted(ranking, key=lambda entry: (-entry[1], entry[0].encode()))
 
 

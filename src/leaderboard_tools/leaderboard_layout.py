@@ -1,19 +1,34 @@
-"""The aggregator's placement of aggregates in the index and its month of a download, for host-side tools.
+"""The product's facts the host tools need: attribute names, boards, index placement and order, a download's month.
 
-The same arithmetic as lambda_src/aggregator/leaderboard_order.py and the same month parser as
-lambda_src/aggregator/download_records.py, which the Lambda packages alone (an operator install
-of this package has no lambda_src/); tests/unit/test_leaderboard_layout.py holds each copy equal
-to the aggregator's on generated input.
+The aggregator and the query function define these in their own zips (lambda_src/aggregator:
+download_records.py, leaderboard_order.py; lambda_src/query: boards.py, query.py), which the host
+package cannot import: an operator install of this package has no lambda_src/. This module is the
+host's one copy; tests/unit/test_one_definition.py holds each fact equal to the functions' (the
+constants by value, the functions on generated input), as docs/design.md, "One definition per
+fact", lists.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 ORDER_SCALE = 10**26
 TIEBREAK_BYTES = 10
+PARTITION_SEPARATOR = "#"
+PERIODS = ("hour", "day", "week", "month", "year", "all")
+"""The boards a deployment may keep (leaderboard_periods)."""
+BUCKET_KEY_LENGTH = {"hour": 13, "day": 10, "week": 8, "month": 7, "year": 4, "all": 3}
+"""2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all: the aggregator's bucket keys."""
+MONTH_KEY = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
+"""A month board's key (and its aggregates' sort key): `YYYY-MM`, as the aggregator writes and the query takes it."""
+CATEGORY_SEPARATOR = "@"
+MAX_SORT_KEY_BYTES = 1024
+"""DynamoDB's limit for a sort key value (Developer Guide, Constraints): a board id is an aggregate's sort key."""
+COUNT_FIELD = "downloadCount"
+"""The field of a query answer holding a count (docs/query-contract.md), whatever the count attribute's name."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,12 @@ def leaderboard_shard(entity_id: str, shards: int) -> int:
 
 
 def leaderboard_partition(period: str, entity_id: str, shards: int) -> str:
-    return period if shards == 1 else f"{period}#{leaderboard_shard(entity_id, shards)}"
+    return period if shards == 1 else f"{period}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
+
+
+def leaderboard_partitions(period: str, shards: int) -> list[str]:
+    """Every index partition of a board, as the query function reads them."""
+    return [period] if shards == 1 else [f"{period}{PARTITION_SEPARATOR}{shard}" for shard in range(shards)]
 
 
 def order_of(count: int, entity_id: str) -> int:

@@ -38,7 +38,6 @@ has TTL.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections import Counter
@@ -52,7 +51,15 @@ from urllib.parse import quote
 from botocore.exceptions import ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.leaderboard_layout import leaderboard_partition, month_of, order_of
+from leaderboard_tools.leaderboard_layout import (
+    BUCKET_KEY_LENGTH,
+    CATEGORY_SEPARATOR,
+    MAX_SORT_KEY_BYTES,
+    MONTH_KEY,
+    leaderboard_partition,
+    month_of,
+    order_of,
+)
 from leaderboard_tools.stream_reading import (
     ShardRead,
     ShardReader,
@@ -65,6 +72,10 @@ from leaderboard_tools.stream_reading import (
 
 WATERMARK_PREFIX = "Watermark_"
 FENCE_ATTRIBUTE = "RecountedThrough"
+PRUNED_ATTRIBUTE = "WatermarksPruned"
+PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
+APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
+"""The aggregate's bookkeeping, as the aggregator names it (aggregate_store.py, delivery.py; copied)."""
 CLOCK_MARGIN_SECONDS = 60
 """How far this machine's clock (and DynamoDB's Date header) may be from the stream's creation times."""
 
@@ -78,10 +89,6 @@ class RepairUnavailable(RuntimeError):
 
 class RecountUnsupported(RuntimeError):
     """The deployment keeps aggregates this recount does not compute (sums, no month boards): nothing is read."""
-
-
-MONTH_KEY = re.compile(r"\A[0-9]{4}-[0-9]{2}\Z")
-"""A month board's sort key; day, week, year and category boards (issue 16) are not recounted here."""
 
 
 @dataclass(frozen=True)
@@ -584,9 +591,9 @@ class Reconciler:
             "#order": names.order,
             "#period": names.period,
             "#fence": FENCE_ATTRIBUTE,
-            "#pruned": "WatermarksPruned",
-            "#pruned_under": "WatermarksPrunedUnder",
-            "#applied": "AppliedSequence",
+            "#pruned": PRUNED_ATTRIBUTE,
+            "#pruned_under": PRUNED_UNDER_ATTRIBUTE,
+            "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
         }
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
@@ -643,11 +650,6 @@ def _expired(value: Any, now: float) -> bool:
         return False
 
 
-BUCKET_KEY_LENGTH = {"hour": 13, "day": 10, "week": 8, "month": 7, "year": 4, "all": 3}
-"""2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all: the aggregator's bucket keys."""
-MAX_SORT_KEY_BYTES = 1024
-
-
 def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
     """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
     (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
@@ -657,8 +659,8 @@ def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
     value = item[name].get("S") if isinstance(item[name], dict) else None
     if not isinstance(value, str) or value == "":
         return False
-    longest = max(BUCKET_KEY_LENGTH.get(period, 13) for period in deployment.periods)
-    return longest + 1 + len(quote(value, safe="").encode()) <= MAX_SORT_KEY_BYTES
+    longest = max(BUCKET_KEY_LENGTH.get(period, max(BUCKET_KEY_LENGTH.values())) for period in deployment.periods)
+    return longest + len(CATEGORY_SEPARATOR) + len(quote(value, safe="").encode()) <= MAX_SORT_KEY_BYTES
 
 
 def download_aggregate(record: Any, names: Any) -> AggregateId | None:

@@ -24,6 +24,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 PROGRESS_KEY = "ShardKey"
+"""The progress table's hash key: `<stream ARN>|<shard id>` (the aggregator's shard_progress.py, copied)."""
+CHECKPOINT = "Checkpoint"
+CHECKPOINT_SEQUENCE = "CheckpointSequence"
+RESUME_AT = "ResumeAt"
+SHARD_ENDED = "ShardEnded"
+SEQUENCE_WIDTH = 40
+"""The progress table's sequence numbers are zero-padded to the stream's longest, 40 digits."""
 THROTTLING = frozenset({"LimitExceededException", "ThrottlingException", "ProvisionedThroughputExceededException"})
 PAGE_LIMIT = 1000
 """GetRecords' largest page ("GetRecords was called with a value of more than 1000 for the limit")."""
@@ -43,8 +50,8 @@ def api_sequences(sequence: str, shard_start: str | None = None) -> list[str]:
     forms = [digits.zfill(MINIMUM_SEQUENCE_DIGITS)]
     if shard_start and shard_start.startswith("0") and len(shard_start) > len(digits):
         forms.append(digits.zfill(len(shard_start)))
-    ordered = (sequence, *forms) if len(sequence) < 40 else (*forms, sequence)
-    return list(dict.fromkeys(form for form in ordered if len(form) <= 40))
+    ordered = (sequence, *forms) if len(sequence) < SEQUENCE_WIDTH else (*forms, sequence)
+    return list(dict.fromkeys(form for form in ordered if len(form) <= SEQUENCE_WIDTH))
 
 
 def sequence_of(record: dict[str, Any]) -> int:
@@ -103,19 +110,24 @@ class ShardProgress:
         return None, self.checkpoint_sequence or self.checkpoint
 
 
+def progress_key(stream_arn: str, shard_id: str) -> dict[str, Any]:
+    """A shard's key in the progress table."""
+    return {PROGRESS_KEY: {"S": f"{stream_arn}|{shard_id}"}}
+
+
 def shard_progress(dynamodb: Any, progress_table: str, stream_arn: str, shard_id: str) -> ShardProgress:
-    item = dynamodb.get_item(
-        TableName=progress_table, Key={PROGRESS_KEY: {"S": f"{stream_arn}|{shard_id}"}}, ConsistentRead=True
-    ).get("Item")
+    item = dynamodb.get_item(TableName=progress_table, Key=progress_key(stream_arn, shard_id), ConsistentRead=True).get(
+        "Item"
+    )
     if not item:
         return ShardProgress(shard_id, None, ended=False, exists=False)
     return ShardProgress(
         shard_id,
-        (item.get("Checkpoint") or {}).get("S"),
-        ended=bool((item.get("ShardEnded") or {}).get("BOOL", False)),
+        (item.get(CHECKPOINT) or {}).get("S"),
+        ended=bool((item.get(SHARD_ENDED) or {}).get("BOOL", False)),
         exists=True,
-        checkpoint_sequence=(item.get("CheckpointSequence") or {}).get("S"),
-        resume_at=(item.get("ResumeAt") or {}).get("S"),
+        checkpoint_sequence=(item.get(CHECKPOINT_SEQUENCE) or {}).get("S"),
+        resume_at=(item.get(RESUME_AT) or {}).get("S"),
     )
 
 

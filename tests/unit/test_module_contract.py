@@ -129,23 +129,6 @@ def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
     assert query.boards_from_environment({}) == query.Boards(periods)
 
 
-def test_both_functions_read_the_boards_the_module_sets() -> None:
-    # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE)
-    environment = {"LEADERBOARD_PERIODS": "hour,week,all", "CATEGORY_ATTRIBUTE": "Genre", "SUM_ATTRIBUTE": "Revenue"}
-    for function in ("aggregator", "query"):
-        assert set(environment) <= set(function_environment(function)), function
-    # then the aggregator writes the boards the query function serves
-    written = aggregator.Settings.from_environment(
-        {"TABLE_NAME": "t", "TABLE_ARN": "a", "PROGRESS_TABLE_NAME": "p", **environment}
-    ).schema
-    served = query.boards_from_environment(environment)
-    assert (written.periods, written.category is not None, written.amount is not None) == (
-        served.periods,
-        served.categories,
-        served.summed,
-    )
-
-
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:
     variables = hcl2.load((TERRAFORM / "variables.tf").open())["variable"]
     names = [_unquoted(name) for block in variables for name in block]

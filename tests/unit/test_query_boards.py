@@ -18,11 +18,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import boards
-import download_records
 import query
 import rolling
 from boards import Board, Boards
-from leaderboard_order import leaderboard_partition, leaderboard_shard, order_of
+from leaderboard_order import leaderboard_partition, order_of
 from query import IndexSchema, InvalidRequest, Layout, PageRequest, RankRequest, WindowRequest, parse_request
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
 
@@ -34,18 +33,8 @@ ON_MOTO = settings(max_examples=12, deadline=None, suppress_health_check=[Health
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
 
 
-# ---------------------------------------------------------------- the layout: the aggregator's keys and shards
-
-
-@settings(max_examples=300, deadline=None)
-@given(moment=MOMENTS, period=st.sampled_from(boards.PERIODS))
-@example(moment=datetime(2019, 12, 30, tzinfo=UTC), period="week")
-@example(moment=datetime(2021, 1, 3, 23, tzinfo=UTC), period="week")
-def test_the_query_function_files_a_moment_in_the_aggregators_bucket(moment: datetime, period: str) -> None:
-    # given any UTC moment, when both functions name its bucket, then they name the same one, which is a valid key
-    key = boards.bucket_key(moment, period)
-    assert key == download_records.bucket_key(moment, period)
-    assert period == "all" or boards.is_bucket_key(period, key)
+# ---------------------------------------------------------------- the layout: bucket keys
+# (that the query function's keys, shards and partitions are the aggregator's: test_one_definition.py)
 
 
 def test_iso_weeks_cross_the_year_as_iso_8601_says() -> None:
@@ -53,27 +42,6 @@ def test_iso_weeks_cross_the_year_as_iso_8601_says() -> None:
     assert boards.window_keys("week", "2020-W01", 2) == ["2020-W01", "2019-W52"]
     assert boards.window_keys("week", "2021-W01", 2) == ["2021-W01", "2020-W53"]
     assert not boards.is_bucket_key("week", "2019-W53")
-
-
-@settings(max_examples=200, deadline=None)
-@given(entity=st.text(min_size=1, max_size=30), shards=st.integers(1, 64), category=st.text(min_size=1, max_size=12))
-def test_the_query_function_places_an_entity_where_the_aggregator_writes_it(
-    entity: str, shards: int, category: str
-) -> None:
-    assume(_encodable(entity) and _encodable(category))
-    # given an entity and a category board, then both functions name the same board id and shard
-    assert boards.board_id("2018-01", category) == download_records.board_of("2018-01", category)
-    assert boards.shard_of(entity, shards) == leaderboard_shard(entity, shards)
-    layout = Layout(shards)
-    assert layout.entity_partitions("2018-01", entity) == [leaderboard_partition("2018-01", entity, shards)]
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @settings(max_examples=300, deadline=None)

@@ -9,14 +9,11 @@ from typing import Any
 
 import boto3
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from download_records import Download, Schema, parse_record
 from leaderboard_tools.deployment import Deployment, discover
 from leaderboard_tools.leaderboard_layout import AttributeNames, order_of
 from leaderboard_tools.operator_aws import operator_clients
-from leaderboard_tools.reconcile import FENCE_ATTRIBUTE, Reconciler, countable_category
+from leaderboard_tools.reconcile import FENCE_ATTRIBUTE, Reconciler
 from tests.unit.operator_stack import (
     ModelAggregator,
     MotoStack,
@@ -322,37 +319,3 @@ def test_a_repair_lets_the_fence_guard_what_a_lost_progress_table_can_no_longer_
     item = aggregate_item(month, "song3", MONTH) or {}
     assert (stored_count(month, "song3", MONTH), FENCE_ATTRIBUTE in item) == (4, True)
     assert not {"WatermarksPruned", "WatermarksPrunedUnder", "AppliedSequence"} & set(item)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    category=st.one_of(
-        st.text(min_size=0, max_size=400),
-        st.text(alphabet="音楽&/ é", min_size=100, max_size=130),
-        st.integers(990, 1030).map(lambda length: "x" * length),
-    ),
-    as_number=st.booleans(),
-    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
-)
-def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
-    category: str, as_number: bool, periods: list[str]
-) -> None:
-    # given a download carrying a category (a string of any length or script, or a number) and a deployment's periods
-    image = {
-        "songID": {"S": "song1"},
-        "SK": {"S": "d1"},
-        "Timestamp": {"S": "2018-12-31T23:30:00Z"},
-        "Genre": {"N": "7"} if as_number else {"S": category},
-    }
-    record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
-    deployment = Deployment(
-        *("t", "arn", None, AttributeNames(), 1, 1, None, None, 5, None, None, None, None, None, None),
-        periods=tuple(periods),
-        category_attribute="Genre",
-    )
-    # when the recount and the aggregator's parser each decide whether it counts
-    counted_by_the_aggregator = isinstance(
-        parse_record(record, Schema(periods=tuple(periods), category="Genre")), Download
-    )
-    # then they decide alike
-    assert countable_category(image, deployment) == counted_by_the_aggregator

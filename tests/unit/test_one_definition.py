@@ -1,0 +1,551 @@
+"""One definition per fact: where a fact must stand in more than one place, a test holds every copy equal.
+
+Each Lambda zip holds its own folder of lambda_src/ and nothing else (build.py), and the host package
+`leaderboard_tools` is installed without lambda_src/, so a fact both functions, or a function and the
+host tools, must share is written once per place. docs/design.md, "One definition per fact", lists the
+copies; each test here holds one fact's copies equal to its definition: constants by value, functions
+on generated input, rejections included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import hcl2
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+import aggregate_store
+import aggregator
+import boards
+import delivery
+import download_records
+import leaderboard_order
+import query
+import shard_progress
+from download_records import Download, Schema, parse_record
+from leaderboard_tools import deployment, leaderboard_layout, reconcile, recover, stream_reading
+from leaderboard_tools.leaderboard_layout import AttributeNames
+from tests.unit.test_module_contract import RecordingEnvironment, function_environment
+
+TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
+IDS = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    error: str
+
+
+def outcome(compute: Callable[[], Any]) -> Any:
+    """What a copy answers: its value, or the kind of error it refuses with."""
+    try:
+        return compute()
+    except (ValueError, ZeroDivisionError) as error:
+        return Refused(type(error).__name__)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the attribute-name schema
+
+
+def test_every_copy_of_the_attribute_names_defaults_to_the_guides() -> None:
+    # given the aggregator's schema (the definition), the query function's and the host tools' copies
+    defined = {field.name: getattr(Schema(), field.name) for field in dataclasses.fields(Schema)}
+    host = dataclasses.asdict(leaderboard_layout.GUIDE_NAMES)
+    served = {name: value for name, value in dataclasses.asdict(query.IndexSchema()).items() if name != "index_name"}
+    # then each copy names the attributes it shares with the aggregator as the aggregator does
+    assert host == {name: defined[name] for name in host}
+    assert served == {name: defined[name] for name in served}
+    assert set(host) >= set(served)
+
+
+def test_the_functions_and_the_host_tools_read_the_attribute_names_from_the_same_variables() -> None:
+    # given which environment variable sets which attribute name, in each function and in the host tools
+    written, served, host = aggregator.NAME_VARIABLES, query.NAME_VARIABLES, deployment.NAME_VARIABLES
+    # then every copy maps an attribute to the aggregator's variable, and covers the fields of its schema
+    assert host == written
+    assert {name: variable for name, variable in served.items() if name != "index_name"} == {
+        name: written[name] for name in served if name != "index_name"
+    }
+    assert set(host) == {field.name for field in dataclasses.fields(AttributeNames)}
+    assert set(served) == {field.name for field in dataclasses.fields(query.IndexSchema)}
+
+
+def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a deployment whose functions carry the environments lambda.tf gives them
+    table = "t-downloads"
+    given = {
+        function: {name: "1" for name in function_environment(function)}
+        | {
+            "TABLE_NAME": table,
+            "ENTITY_ATTRIBUTE": "songID",
+            "SORT_KEY_ATTRIBUTE": "SK",
+            "LEADERBOARD_PERIODS": "month",
+        }
+        for function in ("aggregator", "query")
+    }
+    read: dict[str, RecordingEnvironment] = {}
+
+    def environment_of(lambda_client: Any, function: str) -> RecordingEnvironment:
+        name = "query" if function.endswith(deployment.QUERY_SUFFIX) else "aggregator"
+        read[name] = RecordingEnvironment(given[name])
+        return read[name]
+
+    monkeypatch.setattr(deployment, "_environment", environment_of)
+    # when the operator tools read the deployment
+    deployment.discover(_FakeDeployment(table), table)
+    # then they asked each function only for variables the module sets for it, the attribute names among them
+    for function in ("aggregator", "query"):
+        assert read[function].asked <= set(function_environment(function)), function
+    assert set(deployment.NAME_VARIABLES.values()) <= read["aggregator"].asked
+    assert "LEADERBOARD_SHARDS" in read["query"].asked
+
+
+class _FakeDeployment:
+    """describe_table, the stream's one mapping (the aggregator) and the functions, as discover reads them."""
+
+    def __init__(self, table: str) -> None:
+        self.dynamodb, self.lambda_ = self, self
+        self._table = table
+
+    def describe_table(self, **parameters: Any) -> dict[str, Any]:
+        keys = [{"AttributeName": "songID", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}]
+        arn = f"arn:aws:dynamodb:us-east-1:0:table/{parameters['TableName']}"
+        return {
+            "Table": {
+                "KeySchema": keys,
+                "TableArn": arn,
+                "StreamSpecification": {"StreamEnabled": True},
+                "LatestStreamArn": f"{arn}/stream/2018-01-01T00:00:00.000",
+            }
+        }
+
+    def describe_time_to_live(self, **parameters: Any) -> dict[str, Any]:
+        return {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
+
+    def get_paginator(self, operation: str) -> Any:
+        assert operation == "list_event_source_mappings"
+        function = f"arn:aws:lambda:us-east-1:0:function:t{deployment.AGGREGATOR_SUFFIX}"
+        mapping = {"FunctionArn": function, "UUID": "u", "State": "Enabled", "TumblingWindowInSeconds": 5}
+        return SimpleNamespace(paginate=lambda **_: [{"EventSourceMappings": [mapping]}])
+
+
+# ---------------------------------------------------------------- the environment: boards and layout
+
+PERIOD_LISTS = st.lists(st.sampled_from([*download_records.PERIODS, "", "months", "Day", " day"]), max_size=4).map(
+    ",".join
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    environment=st.fixed_dictionaries(
+        {"TABLE_NAME": st.just("t"), "TABLE_ARN": st.just("arn"), "PROGRESS_TABLE_NAME": st.just("p")},
+        optional={
+            "LEADERBOARD_PERIODS": PERIOD_LISTS,
+            "CATEGORY_ATTRIBUTE": st.sampled_from(["", "Genre"]),
+            "SUM_ATTRIBUTE": st.sampled_from(["", "Revenue"]),
+            "LEADERBOARD_SHARDS": st.one_of(st.integers(1, 64).map(str), st.sampled_from(["", "x", " 3", "2.0"])),
+        },
+    )
+)
+@example(environment={"TABLE_NAME": "t", "TABLE_ARN": "a", "PROGRESS_TABLE_NAME": "p", "LEADERBOARD_PERIODS": ""})
+@example(
+    environment={
+        "TABLE_NAME": "t",
+        "TABLE_ARN": "a",
+        "PROGRESS_TABLE_NAME": "p",
+        "LEADERBOARD_PERIODS": "hour,week,all",
+        "CATEGORY_ATTRIBUTE": "Genre",
+        "SUM_ATTRIBUTE": "Revenue",
+    }
+)
+def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, str]) -> None:
+    # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE, shards)
+    for function in ("aggregator", "query"):
+        assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= set(function_environment(function))
+    # when each function reads its environment (any value, a malformed one included)
+    written = outcome(lambda: aggregator.Settings.from_environment(environment))
+    served = outcome(lambda: (query.boards_from_environment(environment), query.layout_from_environment(environment)))
+    # then both refuse it, or the aggregator writes the boards the query function serves, where the host tools look
+    if isinstance(written, Refused) or isinstance(served, Refused):
+        assert (written, served) == (Refused("ValueError"), Refused("ValueError"))
+        return
+    schema, (kept, layout) = written.schema, served
+    assert (schema.periods, schema.category is not None, schema.amount is not None, written.leaderboard_shards) == (
+        kept.periods,
+        kept.categories,
+        kept.summed,
+        layout.shards,
+    )
+    assert deployment.leaderboard_periods(environment) == schema.periods
+
+
+# ---------------------------------------------------------------- the boards: periods, keys, limits
+
+
+def _terraform_periods() -> tuple[str, ...]:
+    """The periods variables.tf's validation of leaderboard_periods accepts."""
+    document = hcl2.load((TERRAFORM / "variables.tf").open())
+    for block in document["variable"]:
+        for name, body in block.items():
+            if name.strip('"') == "leaderboard_periods":
+                condition = body["validation"][0]["condition"]
+                listed = re.search(r"contains\(\[([^\]]*)\]", condition)
+                assert listed is not None, condition
+                return tuple(re.findall(r'"([^"]+)"', listed[1]))
+    raise AssertionError("no variable leaderboard_periods")
+
+
+def test_every_copy_of_the_board_constants_is_the_aggregators() -> None:
+    # given the aggregator's periods, all-time key, separators and sort key limit (download_records, leaderboard_order)
+    # then the query function's, the host tools' and the module's validation hold the same values
+    assert boards.PERIODS == leaderboard_layout.PERIODS == download_records.PERIODS
+    assert _terraform_periods() == download_records.PERIODS
+    assert boards.ALL_TIME == download_records.ALL_TIME
+    assert boards.CATEGORY_SEPARATOR == leaderboard_layout.CATEGORY_SEPARATOR == download_records.CATEGORY_SEPARATOR
+    assert boards.MAX_SORT_KEY_BYTES == leaderboard_layout.MAX_SORT_KEY_BYTES == download_records.MAX_SORT_KEY_BYTES
+    assert boards.PARTITION_SEPARATOR == leaderboard_layout.PARTITION_SEPARATOR == leaderboard_order.PARTITION_SEPARATOR
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=MOMENTS, period=st.sampled_from(boards.PERIODS))
+@example(moment=datetime(2019, 12, 30, tzinfo=UTC), period="week")
+@example(moment=datetime(2021, 1, 3, 23, tzinfo=UTC), period="week")
+def test_the_query_function_files_a_moment_in_the_aggregators_bucket(moment: datetime, period: str) -> None:
+    # given any UTC moment, when both functions name its bucket, then they name the same one, which is a valid key
+    key = boards.bucket_key(moment, period)
+    assert key == download_records.bucket_key(moment, period)
+    assert period == "all" or boards.is_bucket_key(period, key)
+    # and the host tools know its length (what a category may add before the board id passes the sort key limit)
+    assert len(key) == leaderboard_layout.BUCKET_KEY_LENGTH[period]
+
+
+def test_every_copy_knows_every_period_and_refuses_the_same_unknown_one() -> None:
+    assert set(leaderboard_layout.BUCKET_KEY_LENGTH) == set(download_records.PERIODS)
+    moment = datetime(2018, 1, 15, tzinfo=UTC)
+    assert outcome(lambda: boards.bucket_key(moment, "fortnight")) == Refused("ValueError")
+    assert outcome(lambda: download_records.bucket_key(moment, "fortnight")) == Refused("ValueError")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="0123456789-\n ", max_size=9) | st.sampled_from(["2018-1", "2018-00", "2018-13", "018-01"])
+)
+@example(text="2018-01\n")
+@example(text="2018-12")
+def test_a_month_key_has_the_same_shape_for_the_host_tools_and_the_query_function(text: str) -> None:
+    # when any text is offered as a month, then the recount and the query function take it or refuse it alike
+    assert bool(leaderboard_layout.MONTH_KEY.match(text)) == boards.is_bucket_key("month", text)
+
+
+OFFSETS = st.one_of(
+    st.sampled_from(["Z", "z", "+00:00", "-05:00", "+05:30", "+14:00", "-12:00", ""]),
+    st.builds(
+        lambda sign, hours, minutes: f"{sign}{hours:02d}:{minutes:02d}",
+        st.sampled_from("+-"),
+        st.integers(0, 23),
+        st.integers(0, 59),
+    ),
+)
+TIMESTAMPS = st.builds(
+    lambda moment, precision, offset, before, after: (
+        f"{before}{moment.isoformat(timespec=precision) if precision else moment.date().isoformat()}{offset}{after}"
+    ),
+    st.datetimes(),
+    st.sampled_from(["seconds", "milliseconds", "microseconds", "minutes", None]),
+    OFFSETS,
+    st.sampled_from(["", " ", "\t", "  \n"]),
+    st.sampled_from(["", " ", "\n", " \t"]),
+)
+
+
+def month_or_error(parse: object, timestamp: str) -> str:
+    try:
+        return parse(timestamp)  # type: ignore[operator]
+    except ValueError:
+        return "rejected"
+
+
+@given(timestamp=st.one_of(TIMESTAMPS, st.text(max_size=40)))
+def test_the_host_tools_read_a_download_s_month_exactly_as_the_aggregator(timestamp: str) -> None:
+    # given any timestamp a writer may put in a download (offsets, a lowercase z, surrounding spaces, garbage),
+    # when the recount and the aggregator each derive its month, then they agree, or both reject it
+    assert month_or_error(leaderboard_layout.month_of, timestamp) == month_or_error(
+        download_records.month_of, timestamp
+    )
+
+
+# ---------------------------------------------------------------- the index: partitions and order
+
+
+def test_every_copy_of_the_index_order_is_the_aggregators() -> None:
+    assert leaderboard_layout.ORDER_SCALE == leaderboard_order.ORDER_SCALE
+    assert leaderboard_layout.TIEBREAK_BYTES == leaderboard_order.TIEBREAK_BYTES
+
+
+@given(entity_id=IDS, shards=st.integers(0, 64), count=st.integers(0, leaderboard_order.MAX_COUNT))
+def test_the_host_tools_place_and_order_aggregates_exactly_as_the_aggregator(
+    entity_id: str, shards: int, count: int
+) -> None:
+    # given any entity, leaderboard shard count (0 included: refused alike) and count
+    # then the recount and rekey put its aggregate in the aggregator's partition, at the aggregator's order
+    assert outcome(lambda: leaderboard_layout.leaderboard_partition("2018-01", entity_id, shards)) == outcome(
+        lambda: leaderboard_order.leaderboard_partition("2018-01", entity_id, shards)
+    )
+    assert leaderboard_layout.order_of(count, entity_id) == leaderboard_order.order_of(count, entity_id)
+    # and the host tools read a board's partitions as the query function does
+    assert outcome(lambda: leaderboard_layout.leaderboard_partitions("2018-01", shards)) == outcome(
+        lambda: boards.leaderboard_partitions("2018-01", shards)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(entity=st.text(min_size=1, max_size=30), shards=st.integers(0, 64), category=st.text(min_size=1, max_size=12))
+def test_the_query_function_places_an_entity_where_the_aggregator_writes_it(
+    entity: str, shards: int, category: str
+) -> None:
+    assume(_encodable(entity) and _encodable(category))
+    # given an entity and a category board, then both functions name the same board id, shard and partition
+    board = boards.board_id("2018-01", category)
+    assert board == download_records.board_of("2018-01", category)
+    assert outcome(lambda: boards.leaderboard_shard(entity, shards)) == outcome(
+        lambda: leaderboard_order.leaderboard_shard(entity, shards)
+    )
+    written = outcome(lambda: leaderboard_order.leaderboard_partition(board, entity, shards))
+    assert outcome(lambda: boards.leaderboard_partition(board, entity, shards)) == written
+    # and the partitions the query function reads for the board hold it
+    assert isinstance(written, Refused) == (shards == 0)
+    if shards > 0:
+        assert query.Layout(shards).entity_partitions(board, entity) == [written]
+        assert written in query.Layout(shards).partitions(board)
+
+
+# ---------------------------------------------------------------- the progress table and the aggregates' bookkeeping
+
+
+def _progress_table_hash_key() -> str:
+    document = hcl2.load((TERRAFORM / "progress.tf").open())
+    for resource in document["resource"]:
+        for kind, instances in resource.items():
+            for body in instances.values():
+                if kind.strip('"') == "aws_dynamodb_table":
+                    return str(body["hash_key"]).strip('"')
+    raise AssertionError("no aws_dynamodb_table in progress.tf")
+
+
+def test_the_host_tools_name_the_progress_table_s_attributes_as_the_aggregator() -> None:
+    # given the progress table's key and attributes as the aggregator writes them (shard_progress.py) and the module
+    # declares its key (progress.tf), then the host tools read the same names and the same sequence width
+    assert stream_reading.PROGRESS_KEY == shard_progress.SHARD_KEY == _progress_table_hash_key()
+    assert (
+        stream_reading.CHECKPOINT,
+        stream_reading.CHECKPOINT_SEQUENCE,
+        stream_reading.RESUME_AT,
+        stream_reading.SHARD_ENDED,
+    ) == (
+        shard_progress.CHECKPOINT,
+        shard_progress.CHECKPOINT_SEQUENCE,
+        shard_progress.RESUME_AT,
+        shard_progress.SHARD_ENDED,
+    )
+    assert stream_reading.SEQUENCE_WIDTH == download_records.SEQUENCE_WIDTH
+
+
+SEQUENCES = st.integers(0, 10**40 - 1)
+
+
+def _spelled(number: int, padded: bool) -> str:
+    """A sequence number as the stream spells it: without leading zeros, or at the 21 digits a shard may start at."""
+    return str(number).zfill(21) if padded else str(number)
+
+
+@given(
+    stream_arn=st.text(min_size=1, max_size=30),
+    shard_id=st.text(min_size=1, max_size=30),
+    checkpoint=st.none() | SEQUENCES,
+    spelled=st.sampled_from(["absent", "plain", "padded"]),
+    resume_at=st.none() | st.tuples(SEQUENCES, st.booleans()),
+    ended=st.booleans(),
+)
+def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
+    stream_arn: str,
+    shard_id: str,
+    checkpoint: int | None,
+    spelled: str,
+    resume_at: tuple[int, bool] | None,
+    ended: bool,
+) -> None:
+    # given a shard's progress item as the aggregator writes it (a checkpoint, its spelling or none, a ResumeAt)
+    item: dict[str, Any] = {shard_progress.SHARD_ENDED: {"BOOL": ended}}
+    if checkpoint is not None:
+        item[shard_progress.CHECKPOINT] = {"S": download_records.pad_sequence(str(checkpoint))}
+        if spelled != "absent":
+            item[shard_progress.CHECKPOINT_SEQUENCE] = {"S": _spelled(checkpoint, spelled == "padded")}
+    if resume_at is not None:
+        item[shard_progress.RESUME_AT] = {"S": _spelled(*resume_at)}
+    asked: list[dict[str, Any]] = []
+
+    def get_item(**parameters: Any) -> dict[str, Any]:
+        asked.append(parameters["Key"])
+        return {"Item": item}
+
+    # when the host tools read it for the shard
+    host = stream_reading.shard_progress(SimpleNamespace(get_item=get_item), "progress", stream_arn, shard_id)
+    # then they read the aggregator's item of that shard, and start where the aggregator's next read starts
+    shard = delivery.ShardRef(stream_arn, shard_id)
+    assert asked == [shard_progress.ProgressStore(None, "progress").key(shard)]
+    written = shard_progress.progress_of_item(item)
+
+    def numbers(start: tuple[str | None, str | None]) -> tuple[int | None, ...]:
+        return tuple(None if sequence is None else int(sequence) for sequence in start)
+
+    assert numbers(host.start) == numbers(written.start)
+    assert (host.ended, host.checkpoint) == (written.ended, written.checkpoint)
+
+
+@given(stream_arn=st.text(min_size=1, max_size=60), shard_id=st.text(min_size=1, max_size=30))
+def test_the_recount_names_an_aggregate_s_bookkeeping_as_the_aggregator(stream_arn: str, shard_id: str) -> None:
+    # given any shard's watermark name, then the recount recognises it, and names the fence and pruning marks alike
+    assert delivery.watermark_name(stream_arn, shard_id).startswith(reconcile.WATERMARK_PREFIX)
+    assert reconcile.WATERMARK_PREFIX == delivery.WATERMARK_PREFIX
+    assert (
+        reconcile.FENCE_ATTRIBUTE,
+        reconcile.PRUNED_ATTRIBUTE,
+        reconcile.PRUNED_UNDER_ATTRIBUTE,
+        reconcile.APPLIED_SEQUENCE_ATTRIBUTE,
+    ) == (
+        aggregate_store.RECOUNTED_THROUGH_ATTRIBUTE,
+        aggregate_store.PRUNED_ATTRIBUTE,
+        aggregate_store.PRUNED_UNDER_ATTRIBUTE,
+        aggregate_store.APPLIED_SEQUENCE_ATTRIBUTE,
+    )
+
+
+# ---------------------------------------------------------------- what the recount counts
+
+
+def _deployment(periods: tuple[str, ...] = ("month",), category: str | None = None) -> deployment.Deployment:
+    return deployment.Deployment(
+        *("t", "arn", None, AttributeNames(), 1, 1, None, None, 5, None, None, None, None, None, None),
+        periods=periods,
+        category_attribute=category,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    category=st.one_of(
+        st.text(min_size=0, max_size=400),
+        st.text(alphabet="音楽&/ é", min_size=100, max_size=130),
+        st.integers(990, 1030).map(lambda length: "x" * length),
+    ),
+    as_number=st.booleans(),
+    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
+)
+def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
+    category: str, as_number: bool, periods: list[str]
+) -> None:
+    # given a download carrying a category (a string of any length or script, or a number) and a deployment's periods
+    image = {
+        "songID": {"S": "song1"},
+        "SK": {"S": "d1"},
+        "Timestamp": {"S": "2018-12-31T23:30:00Z"},
+        "Genre": {"N": "7"} if as_number else {"S": category},
+    }
+    record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
+    # when the recount and the aggregator's parser each decide whether it counts
+    counted_by_the_aggregator = isinstance(
+        parse_record(record, Schema(periods=tuple(periods), category="Genre")), Download
+    )
+    # then they decide alike
+    assert reconcile.countable_category(image, _deployment(tuple(periods), "Genre")) == counted_by_the_aggregator
+
+
+STRINGS = st.one_of(st.text(max_size=12).map(lambda text: {"S": text}), st.just({"N": "1"}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    event_name=st.sampled_from(["INSERT", "INSERT", "MODIFY", "REMOVE"]),
+    entity=st.none() | STRINGS,
+    timestamp=st.none() | st.one_of(TIMESTAMPS, st.text(max_size=20)).map(lambda text: {"S": text}) | STRINGS,
+    aggregate=st.booleans(),
+    has_image=st.booleans(),
+)
+def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
+    event_name: str, entity: dict[str, str] | None, timestamp: dict[str, str] | None, aggregate: bool, has_image: bool
+) -> None:
+    # given a stream record of the table: a download, an aggregate's write, or one missing or malforming a field
+    image = {"SK": {"S": "d1"}}
+    image |= {} if entity is None else {"songID": entity}
+    image |= {} if timestamp is None else {"Timestamp": timestamp}
+    image |= {"Month": {"S": "2018-01"}} if aggregate else {}
+    stream: dict[str, Any] = {"SequenceNumber": "1"} | ({"NewImage": image} if has_image else {})
+    record = {"eventName": event_name, "dynamodb": stream}
+    # when the aggregator parses it and the recount files it
+    parsed = parse_record(record, Schema())
+    counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
+    # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
+    assert reconcile.download_aggregate(record, leaderboard_layout.GUIDE_NAMES) == counted
+
+
+# ---------------------------------------------------------------- the failure queue's messages and the query's answers
+
+
+@given(
+    entity=st.text(min_size=1, max_size=30),
+    moment=MOMENTS,
+    checkpoint=st.none() | SEQUENCES,
+    first=SEQUENCES,
+)
+def test_recover_reads_the_failure_messages_the_aggregator_writes(
+    entity: str, moment: datetime, checkpoint: int | None, first: int
+) -> None:
+    assume(_encodable(entity))
+    # given the messages the aggregator puts in the failure queue: a refused record, a rejected download, a gap
+    shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
+    key = download_records.AggregateKey(entity, download_records.bucket_key(moment, "month"))
+    contribution = aggregate_store.Contribution(download_records.pad_sequence("7"), None)
+    progress = shard_progress.Progress(
+        checkpoint=None if checkpoint is None else download_records.pad_sequence(str(checkpoint)),
+        checkpoint_sequence=None if checkpoint is None else str(checkpoint),
+    )
+    rejected = download_records.Rejected("Timestamp is missing", "8", {"dynamodb": {}})
+    messages = {
+        "refused_record": aggregator._refused_message(aggregator._refused_contribution(key, shard, contribution, "x")),
+        "rejected_download": aggregator._rejected_message(rejected, shard),
+        "records_trimmed": aggregator._gap_message(shard, progress, str(first), None),
+    }
+    # when recover reads them
+    read = {
+        kind: recover.classify(
+            {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
+            _deployment(),
+        )
+        for kind, message in messages.items()
+    }
+    # then it knows each kind, the refused record's aggregate, and whether the gap lost anything
+    assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
+    assert read["refused_record"].aggregates == {key.period: {entity}}
+    assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
+
+
+def test_the_host_tools_read_the_count_from_the_field_the_query_function_answers() -> None:
+    assert leaderboard_layout.COUNT_FIELD == query.COUNT_FIELD
