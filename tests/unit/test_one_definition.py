@@ -549,3 +549,21 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
 
 def test_the_host_tools_read_the_count_from_the_field_the_query_function_answers() -> None:
     assert leaderboard_layout.COUNT_FIELD == query.COUNT_FIELD
+
+
+# ---------------------------------------------------------------- the list of copies
+
+
+def test_the_design_page_lists_every_fact_this_module_holds_equal() -> None:
+    # given docs/design.md's table of copies and the tests of this module
+    page = (TERRAFORM.parent / "docs" / "design.md").read_text()
+    section = page.split("## One definition per fact", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Fact")]
+    named = {name for row in rows for name in re.findall(r"`(test_\w+)`", row.rsplit(" | ", 1)[-1])}
+    this = "test_the_design_page_lists_every_fact_this_module_holds_equal"
+    here = {name for name in globals() if name.startswith("test_")} - {this}
+    # then every test here holds a fact the table lists, and every test the table names exists (here or beside)
+    assert here <= named
+    beside = named - here
+    contract = (Path(__file__).parent / "test_module_contract.py").read_text()
+    assert {name for name in beside if f"def {name}(" not in contract} == set()
