@@ -10,6 +10,7 @@ on generated input, rejections included.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -43,6 +44,12 @@ IDS = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in text)
 @dataclasses.dataclass(frozen=True)
 class Refused:
     error: str
+
+
+@functools.cache
+def module_sets(function: str) -> frozenset[str]:
+    """The environment variables terraform/lambda.tf gives the function (parsed once)."""
+    return frozenset(function_environment(function))
 
 
 def outcome(compute: Callable[[], Any]) -> Any:
@@ -91,7 +98,7 @@ def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.
     # given a deployment whose functions carry the environments lambda.tf gives them
     table = "t-downloads"
     given = {
-        function: {name: "1" for name in function_environment(function)}
+        function: dict.fromkeys(module_sets(function), "1")
         | {
             "TABLE_NAME": table,
             "ENTITY_ATTRIBUTE": "songID",
@@ -112,7 +119,7 @@ def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.
     deployment.discover(_FakeDeployment(table), table)
     # then they asked each function only for variables the module sets for it, the attribute names among them
     for function in ("aggregator", "query"):
-        assert read[function].asked <= set(function_environment(function)), function
+        assert read[function].asked <= module_sets(function), function
     assert set(deployment.NAME_VARIABLES.values()) <= read["aggregator"].asked
     assert "LEADERBOARD_SHARDS" in read["query"].asked
 
@@ -179,7 +186,7 @@ PERIOD_LISTS = st.lists(st.sampled_from([*download_records.PERIODS, "", "months"
 def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, str]) -> None:
     # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE, shards)
     for function in ("aggregator", "query"):
-        assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= set(function_environment(function))
+        assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
     # when each function reads its environment (any value, a malformed one included)
     written = outcome(lambda: aggregator.Settings.from_environment(environment))
     served = outcome(lambda: (query.boards_from_environment(environment), query.layout_from_environment(environment)))
