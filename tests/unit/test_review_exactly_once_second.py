@@ -296,11 +296,6 @@ class ManyShards:
         return getattr(self._streams, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="past 100 DescribeStream pages a shard's first sequence number is not known: its first read starts at "
-    "TRIM_HORIZON (review 2, finding S4; open: 1,000 pages timed LocalStack's first invocations out)",
-)
 def test_review2_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start(
     stack: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
