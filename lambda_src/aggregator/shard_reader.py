@@ -75,9 +75,9 @@ def read_shard(
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
     With neither (the shard's first sequence number is unknown), from the trim horizon, and the
-    records before the first one read are reported as possibly trimmed. Stops at the bound (records beyond it are left for a
-    later read), at the shard's end, after a few empty pages when no bound is given, or when
-    `keep_reading(records so far)` says so. Empty pages in the middle of a shard are read
+    records before the first one read are reported as possibly trimmed. Stops at the bound
+    (records beyond it are left for a later read), at the shard's end, after a few empty pages
+    when no bound is given, or when `keep_reading(records so far)` says so. Empty pages in the middle of a shard are read
     through: "it might take multiple calls to get to a portion of the shard that contains stream
     records". A start older than the trim point is reported (`trimmed`) and reading goes on from
     the trim horizon.
