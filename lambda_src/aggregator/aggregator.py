@@ -115,6 +115,7 @@ class ShardFacts:
 
     parent_shard_id: str | None
     first_sequence: str | None
+    listed: bool = True
 
 
 @dataclass
@@ -341,7 +342,7 @@ def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Pro
     progress = deps.progress.read(shard)
     if not progress.exists:
         facts = _shard_facts(deps, shard)
-        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
+        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, facts.listed)
     return progress
 
 
@@ -394,7 +395,7 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
     facts = deps.shards.get(shard.shard_id)
     if facts is None:
         logger.error("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
-        return ShardFacts(None, None)
+        return ShardFacts(None, None, listed=False)
     return facts
 
 
@@ -451,7 +452,15 @@ def _catch_up(
     report: BatchReport,
 ) -> _Catchup:
     """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
-    read = read_shard(deps.streams, shard, progress.start, bound, keep_reading, deps.sleep)
+    read = read_shard(
+        deps.streams,
+        shard,
+        progress.start,
+        bound,
+        keep_reading,
+        deps.sleep,
+        start_unknown=progress.start_unknown(deps.clock()),
+    )
     catchup = _Catchup(shard, progress, read)
     report.records_read += len(read.records)
     report.read_pages += read.pages

@@ -71,16 +71,17 @@ def read_shard(
     bound: str | None,
     keep_reading: Callable[[int], bool],
     sleep: Callable[[float], None] = time.sleep,
+    start_unknown: bool = False,
 ) -> ShardRead:
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
-    With neither (the shard's first sequence number is unknown), from the trim horizon, and the
-    records before the first one read are reported as possibly trimmed. Stops at the bound
+    With neither, from the trim horizon; if `start_unknown` (nothing says where the shard began),
+    the records before the first one read are reported as possibly trimmed. Stops at the bound
     (records beyond it are left for a later read), at the shard's end, after a few empty pages
-    when no bound is given, or when `keep_reading(records so far)` says so. Empty pages in the middle of a shard are read
-    through: "it might take multiple calls to get to a portion of the shard that contains stream
-    records". A start older than the trim point is reported (`trimmed`) and reading goes on from
-    the trim horizon.
+    when no bound is given, or when `keep_reading(records so far)` says so. Empty pages in the
+    middle of a shard are read through: "it might take multiple calls to get to a portion of the
+    shard that contains stream records". A start older than the trim point is reported (`trimmed`)
+    and reading goes on from the trim horizon.
     """
     result = ShardRead()
     at, after = start
@@ -113,6 +114,9 @@ def read_shard(
             if bound is not None and sequence > bound:
                 result.reached_bound = True
                 return result
+            if start_unknown and not result.records and result.trimmed is None:
+                # TRIM_HORIZON starts "at the last (untrimmed) stream record": what was before it is unknown.
+                result.trimmed = TrimmedGap(None, record["dynamodb"]["SequenceNumber"], _created(record))
             result.records.append(_as_lambda_record(record, shard))
             at, after = None, record["dynamodb"]["SequenceNumber"]
             if bound is not None and sequence == bound:
@@ -137,11 +141,12 @@ def _iterator(streams: Any, shard: ShardRef, at: str | None, after: str | None, 
     elif after is not None:
         parameters.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
     else:
-        return _from_an_unknown_start(streams, shard, result)
+        parameters["ShardIteratorType"] = "TRIM_HORIZON"
     try:
         return streams.get_shard_iterator(**parameters).get("ShardIterator")
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") != "TrimmedDataAccessException":
+        trimmed = error.response.get("Error", {}).get("Code") == "TrimmedDataAccessException"
+        if not trimmed or (at is None and after is None):
             raise
     horizon = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id, "ShardIteratorType": "TRIM_HORIZON"}
     first = _first_record(streams, streams.get_shard_iterator(**horizon).get("ShardIterator"))
@@ -150,24 +155,6 @@ def _iterator(streams: Any, shard: ShardRef, at: str | None, after: str | None, 
         first_readable_sequence=first["dynamodb"]["SequenceNumber"] if first else None,
         first_readable_created=_created(first) if first else None,
     )
-    return streams.get_shard_iterator(**horizon).get("ShardIterator")
-
-
-def _from_an_unknown_start(streams: Any, shard: ShardRef, result: ShardRead) -> str | None:
-    """The trim horizon, when nothing says where the shard began (not found in DescribeStream's pages).
-
-    TRIM_HORIZON starts "at the last (untrimmed) stream record": whatever was trimmed before it is
-    invisible, so the records before the first readable one are reported as possibly trimmed, for a
-    recount, rather than silently assumed never to have existed.
-    """
-    horizon = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id, "ShardIteratorType": "TRIM_HORIZON"}
-    first = _first_record(streams, streams.get_shard_iterator(**horizon).get("ShardIterator"))
-    if first is not None:
-        result.trimmed = TrimmedGap(
-            checkpoint=None,
-            first_readable_sequence=first["dynamodb"]["SequenceNumber"],
-            first_readable_created=_created(first),
-        )
     return streams.get_shard_iterator(**horizon).get("ShardIterator")
 
 

@@ -72,11 +72,6 @@ class NoStartingSequence:
         return getattr(self._streams, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="S4-R1: _from_an_unknown_start probes only EMPTY_PAGES_AT_THE_TIP + 1 pages for the first record; "
-    "past them it reports nothing, and read_shard then reads on through the empty pages and counts",
-)
 def test_s4r1_empty_pages_after_the_trim_horizon_hide_the_gap_of_a_shard_with_an_unknown_start(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -113,11 +108,6 @@ def test_s4r1_control_three_empty_pages_are_probed_through(
     assert "records_trimmed" in [message["kind"] for message in stack.failure_messages()]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="S4-R2: a shard found in DescribeStream without a StartingSequenceNumber (an empty shard on MiniStack) "
-    "gets no ResumeAt, so its first records are reported as possibly trimmed though nothing was",
-)
 def test_s4r2_a_shard_first_seen_empty_reports_no_gap_when_nothing_was_trimmed(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -165,3 +155,26 @@ def test_s4_held_a_gap_not_sent_is_held_and_sent_again_without_double_counting(
     assert [message["kind"] for message in stack.failure_messages()] == ["records_trimmed"]
     assert count_of(stack.dynamodb, "song1", "2018-01") == 5
     assert stack.checkpoint() == records[-1]["dynamodb"]["SequenceNumber"]
+
+
+def test_a_shard_first_seen_empty_and_first_read_a_day_later_reports_what_may_have_been_trimmed(
+    stack: Deployed,  # noqa: F811
+    lambda_context: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Listed empty proves nothing after a day: "Stream records whose age exceeds this limit are subject to removal"."""
+    # given the shard seen first while it held no record
+    streams = NoStartingSequence(stack.streams)
+    use_streams(monkeypatch, streams)
+    aggregator.lambda_handler(stack.direct_event([]), lambda_context)
+    # when ten downloads arrive, the first five are trimmed and the shard is first read 25 hours after that sight
+    streams.hidden = False
+    stack.write("song1", 10)
+    records = stack.stream_records()
+    use_streams(monkeypatch, TrimmedStream(streams, records[4]["dynamodb"]["SequenceNumber"]))
+    later = aggregator.DEPENDENCIES.clock() + 25 * 3600
+    monkeypatch.setattr(aggregator.DEPENDENCIES, "clock", lambda: later)
+    aggregator.lambda_handler(stack.window_event(records[5:], final=True), lambda_context)
+    # then the five readable ones are counted and the gap before them is reported for a recount
+    assert count_of(stack.dynamodb, "song1", "2018-01") == 5
+    assert [message["kind"] for message in stack.failure_messages()] == ["records_trimmed"]
