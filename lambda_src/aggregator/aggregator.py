@@ -115,7 +115,6 @@ class ShardFacts:
 
     parent_shard_id: str | None
     first_sequence: str | None
-    listed: bool = True
 
 
 @dataclass
@@ -342,7 +341,7 @@ def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Pro
     progress = deps.progress.read(shard)
     if not progress.exists:
         facts = _shard_facts(deps, shard)
-        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, facts.listed)
+        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
     return progress
 
 
@@ -395,7 +394,7 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
     facts = deps.shards.get(shard.shard_id)
     if facts is None:
         logger.error("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
-        return ShardFacts(None, None, listed=False)
+        return ShardFacts(None, None)
     return facts
 
 
@@ -459,7 +458,7 @@ def _catch_up(
         bound,
         keep_reading,
         deps.sleep,
-        start_unknown=progress.start_unknown(deps.clock()),
+        start_unknown=progress.start_unknown,
     )
     catchup = _Catchup(shard, progress, read)
     report.records_read += len(read.records)

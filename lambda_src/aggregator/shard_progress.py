@@ -35,7 +35,6 @@ DELIVERED_HIGH = "DeliveredHigh"
 """The highest sequence number (padded) the mapping has delivered: a final invocation with a fresh state and no records
 reads through it, so a window whose state was lost is still read whole before Lambda moves on."""
 FIRST_SEEN = "FirstSeenAt"
-LISTED_EMPTY = "ListedEmpty"
 GENESIS = "Genesis"
 """A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
 aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
@@ -43,8 +42,6 @@ GENESIS_KEY = "#genesis"
 SHARD_ENDED = "ShardEnded"
 PARENT_SHARD = "ParentShardId"
 CACHE_SECONDS = 60.0
-LISTED_EMPTY_TRUSTED_SECONDS = 23 * 3600
-"""Within the 24-hour lifetime of stream records, with an hour for the clocks of different invocations."""
 
 
 @dataclass(frozen=True)
@@ -59,21 +56,15 @@ class Progress:
     ended: bool = False
     parent_shard_id: str | None = None
     exists: bool = False
-    first_seen_at: int | None = None
-    listed_empty: bool = False
-    """DescribeStream listed the shard without a first sequence number: it held no record when first seen."""
 
-    def start_unknown(self, now: float) -> bool:
-        """Nothing says where the shard began, so records before the first readable one may have been trimmed.
+    @property
+    def start_unknown(self) -> bool:
+        """Nothing says where the shard began: DescribeStream did not show its first sequence number.
 
-        A shard listed empty at first sight began after that moment, and only "stream records whose age
-        exceeds this limit [24 hours] are subject to removal (trimming)" (TrimmedDataAccessException),
-        so within 23 hours of that sight its trim horizon is its beginning.
+        AWS documents no meaning for a listing without `StartingSequenceNumber` ("Required: No"), so
+        even a shard listed that way may have held records that were trimmed before it was read.
         """
-        if self.start != (None, None):
-            return False
-        listed_recently = self.first_seen_at is not None and now - self.first_seen_at < LISTED_EMPTY_TRUSTED_SECONDS
-        return not (self.listed_empty and listed_recently)
+        return self.start == (None, None)
 
     @property
     def start(self) -> tuple[str | None, str | None]:
@@ -142,13 +133,8 @@ class ProgressStore:
         self._cache[shard_key(shard)] = (self._clock(), progress)
         return progress
 
-    def first_seen(
-        self, shard: ShardRef, first_sequence: str | None, parent_shard_id: str | None, listed: bool = True
-    ) -> Progress:
-        """Create the shard's item the first time it is seen; another reader may have done so meanwhile.
-
-        `listed`: DescribeStream listed the shard (without `first_sequence`: it held no record yet).
-        """
+    def first_seen(self, shard: ShardRef, first_sequence: str | None, parent_shard_id: str | None) -> Progress:
+        """Create the shard's item the first time it is seen; another reader may have done so meanwhile."""
         values: dict[str, Any] = {
             ":stream": {"S": shard.stream_arn},
             ":shard": {"S": shard.shard_id},
@@ -167,10 +153,6 @@ class ProgressStore:
             names["#resume"] = RESUME_AT
             values[":resume"] = {"S": first_sequence}
             assignments.append("#resume = :resume")
-        elif listed:
-            names["#empty"] = LISTED_EMPTY
-            values[":empty"] = {"BOOL": True}
-            assignments.append("#empty = :empty")
         if parent_shard_id:
             names["#parent"] = PARENT_SHARD
             values[":parent"] = {"S": parent_shard_id}
@@ -324,7 +306,6 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         sequence = checkpoint.lstrip("0") or "0"
     resume = item.get(RESUME_AT, {}).get("S")
     delivered = item.get(DELIVERED_HIGH, {}).get("S")
-    first_seen = item.get(FIRST_SEEN, {}).get("N")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
@@ -334,8 +315,6 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
         exists=True,
-        first_seen_at=int(first_seen) if isinstance(first_seen, str) and first_seen.isdigit() else None,
-        listed_empty=bool(item.get(LISTED_EMPTY, {}).get("BOOL")),
     )
 
 

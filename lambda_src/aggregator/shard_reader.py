@@ -111,12 +111,12 @@ def read_shard(
             empty_in_a_row = 0
         for record in records:
             sequence = pad_sequence(record["dynamodb"]["SequenceNumber"])
-            if bound is not None and sequence > bound:
-                result.reached_bound = True
-                return result
             if start_unknown and not result.records and result.trimmed is None:
                 # TRIM_HORIZON starts "at the last (untrimmed) stream record": what was before it is unknown.
                 result.trimmed = TrimmedGap(None, record["dynamodb"]["SequenceNumber"], _created(record))
+            if bound is not None and sequence > bound:
+                result.reached_bound = True
+                return result
             result.records.append(_as_lambda_record(record, shard))
             at, after = None, record["dynamodb"]["SequenceNumber"]
             if bound is not None and sequence == bound:

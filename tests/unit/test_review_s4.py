@@ -109,6 +109,11 @@ def test_s4r1_control_three_empty_pages_are_probed_through(
     assert "records_trimmed" in [message["kind"] for message in stack.failure_messages()]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="S4-R2 accepted (S4-R4): a shard listed without StartingSequenceNumber may have held records, so its first "
+    "read reports a possible gap; on MiniStack, which lists an empty shard so, that is a spurious recount",
+)
 def test_s4r2_a_shard_first_seen_empty_reports_no_gap_when_nothing_was_trimmed(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -200,7 +205,6 @@ class Throttled:
         return getattr(self._streams, name)
 
 
-@pytest.mark.xfail(strict=True, reason="S4-R3: the 23 hours run from the progress item, not from the listing")
 def test_s4r3_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_from_when_it_was_made(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -215,7 +219,7 @@ def test_s4r3_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_f
     # given an instance that described the stream at T, for another shard's first sight, while this shard was empty
     listing = NoStartingSequence(stack.streams)
     use_streams(monkeypatch, listing)
-    assert aggregator._shard_facts(aggregator.DEPENDENCIES, ShardRef(stack.stream_arn, "shardId-other")).listed is False
+    aggregator._shard_facts(aggregator.DEPENDENCIES, ShardRef(stack.stream_arn, "shardId-other"))
     assert aggregator.DEPENDENCIES.shards[stack.shard_id].first_sequence is None
     # and ten downloads written just after T, whose first sight (T+3h, same instance) cannot read the shard
     listing.hidden = False
@@ -239,7 +243,6 @@ def test_s4r3_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_f
     assert [message["kind"] for message in stack.failure_messages()] == ["records_trimmed"]
 
 
-@pytest.mark.xfail(strict=True, reason="S4-R4: a missing StartingSequenceNumber is taken to mean an empty shard")
 def test_s4r4_a_shard_listed_without_starting_sequence_while_it_holds_records_reports_its_trimmed_start(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -260,7 +263,6 @@ def test_s4r4_a_shard_listed_without_starting_sequence_while_it_holds_records_re
     assert [message["kind"] for message in stack.failure_messages()] == ["records_trimmed"]
 
 
-@pytest.mark.xfail(strict=True, reason="S4-R5: a bound below the first readable record hides the unknown start")
 def test_s4r5_a_direct_invocation_through_a_trimmed_range_of_a_shard_with_an_unknown_start_is_not_reached(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
