@@ -85,7 +85,8 @@ def read_shard(
     """
     result = ShardRead()
     at, after = start
-    iterator = _iterator(streams, shard, at, after, result)
+    pending = _PendingGap(None, certain=False) if start_unknown and at is None and after is None else None
+    iterator, pending = _iterator(streams, shard, at, after, pending)
     empty_in_a_row = 0
     while iterator is not None and keep_reading(len(result.records)):
         try:
@@ -93,14 +94,14 @@ def read_shard(
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
             if code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
-                iterator = _iterator(streams, shard, at, after, result)
+                iterator, pending = _iterator(streams, shard, at, after, pending)
                 continue
             if code in THROTTLED and result.throttled < THROTTLE_RETRIES:
                 result.throttled += 1
                 sleep(min(2.0, 0.1 * 2**result.throttled))
                 continue
             if code in THROTTLED:
-                return result
+                return _with_gap(result, pending)
             raise
         result.pages += 1
         records = page.get("Records") or []
@@ -111,9 +112,10 @@ def read_shard(
             empty_in_a_row = 0
         for record in records:
             sequence = pad_sequence(record["dynamodb"]["SequenceNumber"])
-            if start_unknown and not result.records and result.trimmed is None:
-                # TRIM_HORIZON starts "at the last (untrimmed) stream record": what was before it is unknown.
-                result.trimmed = TrimmedGap(None, record["dynamodb"]["SequenceNumber"], _created(record))
+            if pending is not None:
+                # The first record met after the trim horizon, whatever the bound: the gap ends before it.
+                result.trimmed = TrimmedGap(pending.checkpoint, record["dynamodb"]["SequenceNumber"], _created(record))
+                pending = None
             if bound is not None and sequence > bound:
                 result.reached_bound = True
                 return result
@@ -126,15 +128,38 @@ def read_shard(
         if iterator is None:
             result.shard_ended = True
             result.reached_bound = True
-            return result
+            return _with_gap(result, pending)
         if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None else MAX_EMPTY_PAGES):
             result.at_tip = True
-            return result
+            return _with_gap(result, pending)
+    return _with_gap(result, pending)
+
+
+@dataclass(frozen=True)
+class _PendingGap:
+    """A read from the trim horizon whose gap ends before the first record it meets."""
+
+    checkpoint: str | None
+    certain: bool
+    """TrimmedDataAccessException said the start was trimmed (else: the start is unknown, a gap only possible)."""
+
+
+def _with_gap(result: ShardRead, pending: _PendingGap | None) -> ShardRead:
+    """A trim the stream reported is reported even when no record was met after it."""
+    if pending is not None and pending.certain:
+        result.trimmed = TrimmedGap(pending.checkpoint, None, None)
     return result
 
 
-def _iterator(streams: Any, shard: ShardRef, at: str | None, after: str | None, result: ShardRead) -> str | None:
-    """An iterator at `at`, just after `after`, or at the trim horizon; the gap reported when the start was trimmed."""
+def _iterator(
+    streams: Any, shard: ShardRef, at: str | None, after: str | None, pending: _PendingGap | None
+) -> tuple[str | None, _PendingGap | None]:
+    """An iterator at `at`, just after `after`, or at the trim horizon; a start that was trimmed makes a pending gap.
+
+    The gap's end is the first record the read itself meets, never a separate look-ahead: the trim point
+    moves between calls ("before you use the iterator in a GetRecords request, a stream record in the
+    shard exceeds the 24 hour period and is trimmed", TrimmedDataAccessException).
+    """
     parameters: dict[str, Any] = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id}
     if at is not None:
         parameters.update(ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=at)
@@ -143,30 +168,13 @@ def _iterator(streams: Any, shard: ShardRef, at: str | None, after: str | None, 
     else:
         parameters["ShardIteratorType"] = "TRIM_HORIZON"
     try:
-        return streams.get_shard_iterator(**parameters).get("ShardIterator")
+        return streams.get_shard_iterator(**parameters).get("ShardIterator"), pending
     except ClientError as error:
         trimmed = error.response.get("Error", {}).get("Code") == "TrimmedDataAccessException"
         if not trimmed or (at is None and after is None):
             raise
     horizon = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id, "ShardIteratorType": "TRIM_HORIZON"}
-    first = _first_record(streams, streams.get_shard_iterator(**horizon).get("ShardIterator"))
-    result.trimmed = TrimmedGap(
-        checkpoint=after,
-        first_readable_sequence=first["dynamodb"]["SequenceNumber"] if first else None,
-        first_readable_created=_created(first) if first else None,
-    )
-    return streams.get_shard_iterator(**horizon).get("ShardIterator")
-
-
-def _first_record(streams: Any, iterator: str | None) -> dict[str, Any] | None:
-    for _ in range(EMPTY_PAGES_AT_THE_TIP + 1):
-        if iterator is None:
-            return None
-        page = streams.get_records(ShardIterator=iterator, Limit=1)
-        if page.get("Records"):
-            return page["Records"][0]
-        iterator = page.get("NextShardIterator")
-    return None
+    return streams.get_shard_iterator(**horizon).get("ShardIterator"), _PendingGap(after, certain=True)
 
 
 def _created(record: dict[str, Any]) -> int | None:
