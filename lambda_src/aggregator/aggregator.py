@@ -460,6 +460,12 @@ def _catch_up(
         deps.sleep,
         start_unknown=progress.start_unknown,
     )
+    if read.start_contradicted:
+        logger.error(
+            "the stream called the shard's first sequence number trimmed but granted an iterator at it again; "
+            "read from the trim horizon",
+            extra={"shard": shard.shard_id, "first_sequence": progress.resume_at},
+        )
     catchup = _Catchup(shard, progress, read)
     report.records_read += len(read.records)
     report.read_pages += read.pages

@@ -50,6 +50,8 @@ class ShardRead:
     """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
     trimmed: TrimmedGap | None = None
     at_tip: bool = False
+    start_contradicted: bool = False
+    """GetShardIterator accepted the shard's first sequence number twice and GetRecords called it trimmed twice."""
     """Stopped after empty pages in a row: everything the shard holds now was read (within the bound)."""
     pages: int = 0
     empty_pages: int = 0
@@ -87,12 +89,25 @@ def read_shard(
     at, after = start
     pending = _PendingGap(None, certain=False) if start_unknown and at is None and after is None else None
     iterator, pending = _iterator(streams, shard, at, after, pending)
+    refused_at_start = 0
     empty_in_a_row = 0
     while iterator is not None and keep_reading(len(result.records)):
         try:
             page = streams.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
+            at_the_first_sequence = code == "TrimmedDataAccessException" and at is not None and after is None
+            refused_at_start += 1 if at_the_first_sequence else 0
+            if refused_at_start >= 2:
+                # Trimmed, yet the iterator at the same number was granted again: a trim point that moves only
+                # forward cannot do that ("a sequence number older than the trim point" is refused by
+                # GetShardIterator), so the number names no record; nothing of the shard is counted yet.
+                result.start_contradicted = True
+                at = None
+                iterator = streams.get_shard_iterator(
+                    StreamArn=shard.stream_arn, ShardId=shard.shard_id, ShardIteratorType="TRIM_HORIZON"
+                ).get("ShardIterator")
+                continue
             if code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
                 iterator, pending = _iterator(streams, shard, at, after, pending)
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 import aggregator
 from delivery import ShardRef
@@ -326,3 +327,52 @@ def test_s4r6_a_trim_between_the_probe_and_the_read_of_a_trimmed_known_start_is_
     [gap] = [message for message in stack.failure_messages() if message["kind"] == "records_trimmed"]
     inside_the_gap = sum(1 for number in sequence if int(number) < int(gap["firstReadableSequence"]))
     assert count_of(stack.dynamodb, "song1", "2018-01") == len(sequence) - inside_the_gap
+
+
+class FirstSequenceNamesNoRecord:
+    """GetShardIterator grants AT_SEQUENCE_NUMBER at the shard's StartingSequenceNumber, GetRecords calls it trimmed.
+
+    DynamoDB Local (LocalStack) numbers a shard's start from a counter its other tables share, so the
+    number can name no record; AWS's monotonic trim point makes the pair impossible there.
+    """
+
+    def __init__(self, streams: Any, start: str) -> None:
+        self._streams = streams
+        self.start = start
+
+    def get_shard_iterator(self, **parameters: Any) -> Any:
+        answer = self._streams.get_shard_iterator(**parameters)
+        if parameters.get("SequenceNumber") == self.start and parameters["ShardIteratorType"] == "AT_SEQUENCE_NUMBER":
+            return {**answer, "ShardIterator": "names-no-record"}
+        return answer
+
+    def get_records(self, **parameters: Any) -> Any:
+        if parameters["ShardIterator"] == "names-no-record":
+            raise ClientError(
+                {"Error": {"Code": "TrimmedDataAccessException", "Message": "past the oldest record"}}, "GetRecords"
+            )
+        return self._streams.get_records(**parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._streams, name)
+
+
+def test_a_first_sequence_number_that_names_no_record_is_read_from_the_trim_horizon_and_said_loudly(
+    stack: Deployed,  # noqa: F811
+    lambda_context: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given ten downloads in a shard whose listed first sequence number the stream refuses at GetRecords only
+    stack.write("song1", 10)
+    records = stack.stream_records()
+    start = stack.streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"][0][
+        "SequenceNumberRange"
+    ]["StartingSequenceNumber"]
+    use_streams(monkeypatch, FirstSequenceNamesNoRecord(stack.streams, start))
+    # when the mapping delivers them
+    aggregator.lambda_handler(stack.window_event(records, final=True), lambda_context)
+    # then every download is counted once, nothing is reported as trimmed, and the contradiction is logged
+    assert count_of(stack.dynamodb, "song1", "2018-01") == 10
+    assert stack.failure_messages() == []
+    assert "granted an iterator at it again" in caplog.text
