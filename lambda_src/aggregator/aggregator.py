@@ -459,6 +459,7 @@ def _catch_up(
         keep_reading,
         deps.sleep,
         start_unknown=progress.start_unknown,
+        nothing_counted=progress.checkpoint is None,
     )
     if read.start_contradicted:
         logger.error(

@@ -50,9 +50,9 @@ class ShardRead:
     """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
     trimmed: TrimmedGap | None = None
     at_tip: bool = False
-    start_contradicted: bool = False
-    """GetShardIterator accepted the shard's first sequence number twice and GetRecords called it trimmed twice."""
     """Stopped after empty pages in a row: everything the shard holds now was read (within the bound)."""
+    start_contradicted: bool = False
+    """GetShardIterator granted the shard's first sequence number twice and GetRecords called it trimmed twice."""
     pages: int = 0
     empty_pages: int = 0
     throttled: int = 0
@@ -74,6 +74,7 @@ def read_shard(
     keep_reading: Callable[[int], bool],
     sleep: Callable[[float], None] = time.sleep,
     start_unknown: bool = False,
+    nothing_counted: bool = False,
 ) -> ShardRead:
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
@@ -96,12 +97,12 @@ def read_shard(
             page = streams.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT)
         except ClientError as error:
             code = error.response.get("Error", {}).get("Code")
-            at_the_first_sequence = code == "TrimmedDataAccessException" and at is not None and after is None
-            refused_at_start += 1 if at_the_first_sequence else 0
+            granted_at_start = nothing_counted and at is not None and after is None and pending is None
+            refused_at_start += 1 if code == "TrimmedDataAccessException" and granted_at_start else 0
             if refused_at_start >= 2:
                 # Trimmed, yet the iterator at the same number was granted again: a trim point that moves only
                 # forward cannot do that ("a sequence number older than the trim point" is refused by
-                # GetShardIterator), so the number names no record; nothing of the shard is counted yet.
+                # GetShardIterator), so the shard's listed first number names no record (DynamoDB Local).
                 result.start_contradicted = True
                 at = None
                 iterator = streams.get_shard_iterator(

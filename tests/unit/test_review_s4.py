@@ -425,11 +425,6 @@ def test_a_real_trim_refused_twice_at_the_start_still_reports_its_gap(
     assert count_of(stack.dynamodb, "song1", "2018-01") == len(sequence) - inside_the_gap
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="872df2f counts TrimmedDataAccessException from any iterator while `at` is set, even the TRIM_HORIZON one "
-    "_iterator substituted after GetShardIterator refused the start: a real trim logs a contradiction that never was",
-)
 def test_a_real_trim_refused_twice_at_the_start_is_not_logged_as_a_start_that_names_no_record(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
