@@ -42,6 +42,7 @@ module "leaderboard" {
   query_package_path      = coalesce(var.query_package_path, "${path.module}/../../dist/query.zip")
 
   batch_size                         = var.batch_size
+  aggregator_timeout                 = var.aggregator_timeout
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
   maximum_retry_attempts             = var.maximum_retry_attempts
   maximum_record_age_in_seconds      = var.maximum_record_age_in_seconds

@@ -37,6 +37,12 @@ variable "batch_size" {
   default     = 100
 }
 
+variable "aggregator_timeout" {
+  description = "Timeout (s) of the aggregator, as the module's aggregator_timeout."
+  type        = number
+  default     = 60
+}
+
 variable "maximum_batching_window_in_seconds" {
   description = "How long the mapping gathers records before invoking the aggregator."
   type        = number
