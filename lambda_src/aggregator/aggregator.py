@@ -458,7 +458,6 @@ def _catch_up(
         bound,
         keep_reading,
         deps.sleep,
-        start_unknown=progress.start_unknown,
         nothing_counted=progress.checkpoint is None,
     )
     if read.start_contradicted:

@@ -58,15 +58,6 @@ class Progress:
     exists: bool = False
 
     @property
-    def start_unknown(self) -> bool:
-        """Nothing says where the shard began: DescribeStream did not show its first sequence number.
-
-        AWS documents no meaning for a listing without `StartingSequenceNumber` ("Required: No"), so
-        even a shard listed that way may have held records that were trimmed before it was read.
-        """
-        return self.start == (None, None)
-
-    @property
     def start(self) -> tuple[str | None, str | None]:
         """(read AT this sequence, or AFTER this one): where the next read of the shard begins."""
         if self.resume_at is not None and (self.checkpoint is None or pad_sequence(self.resume_at) > self.checkpoint):

@@ -73,13 +73,14 @@ def read_shard(
     bound: str | None,
     keep_reading: Callable[[int], bool],
     sleep: Callable[[float], None] = time.sleep,
-    start_unknown: bool = False,
     nothing_counted: bool = False,
 ) -> ShardRead:
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
-    With neither, from the trim horizon; if `start_unknown` (nothing says where the shard began),
-    the records before the first one read are reported as possibly trimmed. Stops at the bound
+    With neither, nothing says where the shard began (DescribeStream did not show its first sequence
+    number, and AWS gives a listing without `StartingSequenceNumber` no meaning: "Required: No"), so
+    it is read from the trim horizon and the records before the first one read are reported as
+    possibly trimmed. Stops at the bound
     (records beyond it are left for a later read), at the shard's end, after a few empty pages
     when no bound is given, or when `keep_reading(records so far)` says so. Empty pages in the
     middle of a shard are read through: "it might take multiple calls to get to a portion of the
@@ -88,7 +89,7 @@ def read_shard(
     """
     result = ShardRead()
     at, after = start
-    pending = _PendingGap(None, certain=False) if start_unknown and at is None and after is None else None
+    pending = _PendingGap(None, certain=False) if at is None and after is None else None
     iterator, pending = _iterator(streams, shard, at, after, pending)
     refused_at_start = 0
     empty_in_a_row = 0
@@ -105,9 +106,7 @@ def read_shard(
                 # GetShardIterator), so the shard's listed first number names no record (DynamoDB Local).
                 result.start_contradicted = True
                 at = None
-                iterator = streams.get_shard_iterator(
-                    StreamArn=shard.stream_arn, ShardId=shard.shard_id, ShardIteratorType="TRIM_HORIZON"
-                ).get("ShardIterator")
+                iterator, pending = _iterator(streams, shard, at, after, pending)
                 continue
             if code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
                 iterator, pending = _iterator(streams, shard, at, after, pending)
