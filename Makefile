@@ -11,7 +11,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 export AWS_ACCESS_KEY_ID ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 export EMULATOR
-TOOLS := $(BIN)/python -m leaderboard_tools
+DEV := $(BIN)/python -m leaderboard_dev
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean
@@ -24,7 +24,7 @@ help:
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
-	@echo "make bench     ours against the guide's handler on the emulator: bench/results/ and docs/benchmark.md"
+	@echo "make bench     ours against the guide's handler on the emulator: docs/benchmark-results/ and docs/benchmark.md"
 	@echo "make bench-smoke  the small variant (the test suite runs it): build/bench-smoke/"
 
 $(STAMP): pyproject.toml
@@ -41,18 +41,18 @@ build: $(STAMP)
 # What a platform repository consumes: see the README, "Using the module from another stack".
 release: $(STAMP)
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
-	$(TOOLS) release --version $(VERSION)
+	$(DEV) release --version $(VERSION)
 
 up: $(STAMP)
-	$(TOOLS) up --emulator $(EMULATOR)
+	$(DEV) up --emulator $(EMULATOR)
 
 down: $(STAMP)
-	$(TOOLS) down
+	$(DEV) down
 
 demo: build up
-	$(TOOLS) demo
+	$(DEV) demo
 
-UNIT_TESTS := tests/unit emulators/localstack_process_executor/tests
+UNIT_TESTS := tests/unit development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
@@ -78,17 +78,17 @@ test-acceptance: build $(STAMP)
 PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 with-emulator:
-	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
+	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=20 $(PYTEST_PATHS); status=$$?; \
-	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
+	case "$$started" in *started*) $(DEV) down >/dev/null ;; esac; exit $$status
 
 # The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
 # The full run takes about half an hour on two cores; BENCH_ARGS picks a part (side-by-side, reads, index-layout, report).
 BENCH_ARGS ?=
 bench: build $(STAMP)
-	@started=$$($(TOOLS) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
-	$(BIN)/python -m leaderboard_tools.bench $(BENCH_ARGS); status=$$?; \
-	case "$$started" in *started*) $(TOOLS) down >/dev/null ;; esac; exit $$status
+	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
+	$(BIN)/python -m leaderboard_dev.bench $(BENCH_ARGS); status=$$?; \
+	case "$$started" in *started*) $(DEV) down >/dev/null ;; esac; exit $$status
 
 bench-smoke: build $(STAMP)
 	@$(MAKE) --no-print-directory bench BENCH_ARGS="--smoke $(BENCH_ARGS)"
@@ -102,7 +102,7 @@ $(CHECKOV):
 lint: $(STAMP) $(CHECKOV)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(TOOLS) check-terraform --checkov $(CHECKOV)
+	$(DEV) check-terraform --checkov $(CHECKOV)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

@@ -57,18 +57,34 @@ def staged_files(stage: Path) -> list[Path]:
     return sorted((path for path in kept if path.suffix != ".pyc"), key=lambda path: path.relative_to(stage).as_posix())
 
 
+def archived_bytes(path: Path, names: set[str]) -> bytes:
+    """A file's bytes as zipped; a wheel's RECORD keeps only the rows of files in the zip.
+
+    pip writes the console scripts it installs into `bin/` (left out of the zip) with this interpreter's path in
+    their shebang, and records their hashes in RECORD: kept, they would make the zip depend on where the venv is.
+    """
+    content = path.read_bytes()
+    if path.name != "RECORD" or not path.parent.name.endswith(".dist-info"):
+        return content
+    rows = content.decode().splitlines(keepends=True)
+    kept = [row for row in rows if row.split(",", 1)[0] in names]
+    return "".join(kept).encode()
+
+
 def write_zip(stage: Path, artifact: Path) -> None:
     artifact.parent.mkdir(parents=True, exist_ok=True)
     # A partial file of its own: concurrent builders of one artifact each replace it whole.
     descriptor, partial_name = tempfile.mkstemp(prefix=f".{artifact.name}.", suffix=".partial", dir=artifact.parent)
     os.close(descriptor)
     partial = Path(partial_name)
+    files = staged_files(stage)
+    names = {path.relative_to(stage).as_posix() for path in files}
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
-        for path in staged_files(stage):
+        for path in files:
             info = zipfile.ZipInfo(path.relative_to(stage).as_posix(), date_time=FIXED_TIMESTAMP)
             info.create_system = 3
             info.external_attr = 0o100644 << 16
-            archive.writestr(info, path.read_bytes())
+            archive.writestr(info, archived_bytes(path, names))
     partial.chmod(0o644)
     partial.replace(artifact)
 

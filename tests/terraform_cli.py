@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from leaderboard_tools.terraform_stack import terraform_environment
+from leaderboard_dev.terraform_stack import terraform_environment
 
 
 def terraform(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:

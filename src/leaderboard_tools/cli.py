@@ -1,4 +1,4 @@
-"""Command line of the host-side tooling: `python -m leaderboard_tools up|down|demo|top|rank|all|...`."""
+"""The operator tools' command line: `leaderboard-tools top|rank|all|size|rekey|reconcile|recover`."""
 
 from __future__ import annotations
 
@@ -6,68 +6,13 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools import board_commands, emulator
-from leaderboard_tools.settings import endpoint_from_environment
-
-
-def command_up(arguments: argparse.Namespace) -> int:
-    endpoint = endpoint_from_environment()
-    began = time.monotonic()
-    outcome = emulator.up(arguments.emulator, endpoint)
-    if outcome == "started":
-        print(f"{arguments.emulator}: started at {endpoint.url} in {time.monotonic() - began:.0f} s")
-        return 0
-    running = emulator.identify(endpoint) or "an unknown LocalStack-compatible emulator"
-    print(f"reusing the endpoint that answers at {endpoint.url}: {running}")
-    if running != arguments.emulator:
-        print(f"warning: {arguments.emulator} was asked for; stop the running emulator to get it", file=sys.stderr)
-    return 0
-
-
-def command_down(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.demo import demo_stack
-    from leaderboard_tools.terraform_stack import TerraformError
-
-    endpoint = endpoint_from_environment()
-    stack = demo_stack(endpoint)
-    if stack.exists():
-        if emulator.endpoint_answers(endpoint):
-            try:
-                stack.destroy()
-                print("destroyed the demo stack")
-            except TerraformError as error:
-                print(f"could not destroy the demo stack: {error}", file=sys.stderr)
-                return 1
-        stack.delete_workspace(force=True)
-    print(emulator.down())
-    return 0
-
-
-def command_demo(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools import demo
-
-    demo.run(endpoint_from_environment(), downloads=arguments.downloads, seed=arguments.seed)
-    return 0
-
-
-def command_leaderboard(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.aws import clients
-    from leaderboard_tools.demo import demo_stack
-    from leaderboard_tools.leaderboard import invoke_function
-
-    endpoint = endpoint_from_environment()
-    outputs = demo_stack(endpoint).outputs()
-    request = {"month": arguments.month, "limit": arguments.limit}
-    print(json.dumps(invoke_function(clients(endpoint).lambda_, outputs["query_function_name"], request), indent=2))
-    return 0
+from leaderboard_tools import board_commands
 
 
 def command_size(arguments: argparse.Namespace) -> int:
@@ -287,49 +232,11 @@ def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
 
 
-def command_release(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.release import build_release, read_manifest, verify
-
-    directory = build_release(arguments.version, arguments.output_dir, allow_dirty=arguments.allow_dirty)
-    problems = verify(directory)
-    if problems:
-        print("\n".join(problems), file=sys.stderr)
-        return 1
-    manifest = read_manifest(directory)
-    print(f"{directory}: release {manifest['version']} of {manifest['commit']} ({manifest['runtime']})")
-    for name, digest in manifest["files"].items():
-        print(f"  {name}  {digest['size']} bytes  sha256 {digest['sha256']}  base64 {digest['sha256_base64']}")
-    return 0
-
-
-def command_check_terraform(arguments: argparse.Namespace) -> int:
-    from leaderboard_tools.static_checks import check
-
-    return 0 if check(str(Path(arguments.checkov).resolve()) if arguments.checkov else None) else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="leaderboard-tools", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    up = commands.add_parser("up", help="start the emulator unless an endpoint already answers")
-    up.add_argument("--emulator", choices=emulator.BACKENDS, default="ministack")
-    up.set_defaults(handler=command_up)
-
-    down = commands.add_parser("down", help="destroy the demo stack and stop what `up` started")
-    down.set_defaults(handler=command_down)
-
-    demo = commands.add_parser("demo", help="deploy, load skewed downloads, print the leaderboards")
-    demo.add_argument("--downloads", type=int, default=3000)
-    demo.add_argument("--seed", type=int, default=2018)
-    demo.set_defaults(handler=command_demo)
-
     board_commands.add_commands(commands)
-
-    board = commands.add_parser("leaderboard", help="query the demo stack's leaderboard")
-    board.add_argument("month")
-    board.add_argument("--limit", type=int, default=10)
-    board.set_defaults(handler=command_leaderboard)
 
     size = commands.add_parser(
         "size", help="leaderboard shards a workload needs: aggregate updates and index writes per partition"
@@ -381,22 +288,10 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
             command.set_defaults(handler=command_recover)
 
-    checks = commands.add_parser(
-        "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"
-    )
-    checks.add_argument("--checkov", help="path of the checkov executable; omitted: no security scan")
-    checks.set_defaults(handler=command_check_terraform)
-
-    release = commands.add_parser("release", help="zips, SHA256SUMS and manifest.json into dist/release/<version>")
-    release.add_argument("--version", required=True, help="MAJOR.MINOR.PATCH[-PRERELEASE]")
-    release.add_argument("--output-dir", type=Path, help="default: dist/release/<version>")
-    release.add_argument("--allow-dirty", action="store_true", help="build from a working tree that differs from HEAD")
-    release.set_defaults(handler=command_release)
-
     arguments = parser.parse_args(argv)
     try:
         return arguments.handler(arguments)
-    except (emulator.EmulatorError, RuntimeError) as error:
+    except RuntimeError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except (BotoCoreError, ClientError) as error:

@@ -6,7 +6,7 @@ one is given: `--endpoint-url`, or the SDKs' own `AWS_ENDPOINT_URL` setting ("Wh
 directly within a profile or as an environment variable, this setting specifies the endpoint that
 is used for all service requests", AWS SDKs and Tools Reference Guide, *Service-specific
 endpoints*), which botocore reads itself. Nothing here knows about emulators:
-`leaderboard_tools.aws` (localstack-client) serves the test harness and `make up`/`demo`.
+`leaderboard_dev.aws` (localstack-client) serves the test harness and `make up`/`demo`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -13,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients, clients
-from leaderboard_tools.emulator import endpoint_answers, identify
-from leaderboard_tools.emulators.adversarial_retries import DIRECTORY_NAME, AdversarialRetries, switch_off, switch_on
-from leaderboard_tools.fault_builds import faulty_aggregator, guide_aggregator
-from leaderboard_tools.loadgen import Download
-from leaderboard_tools.observe import scan_all
-from leaderboard_tools.settings import REPOSITORY, STATE_DIR, Endpoint, endpoint_from_environment
-from leaderboard_tools.terraform_stack import Stack, deployed
+import delivery
+from leaderboard_dev.aws import Clients, clients
+from leaderboard_dev.emulators.adversarial_retries import DIRECTORY_NAME, AdversarialRetries, switch_off, switch_on
+from leaderboard_dev.emulators.lifecycle import endpoint_answers, identify
+from leaderboard_dev.fault_builds import faulty_aggregator, guide_aggregator
+from leaderboard_dev.loadgen import Download
+from leaderboard_dev.observe import scan_all
+from leaderboard_dev.settings import REPOSITORY, STATE_DIR, Endpoint, endpoint_from_environment
+from leaderboard_dev.terraform_stack import Stack, deployed
 
 pytestmark = pytest.mark.acceptance
 SHIPPED_AGGREGATOR = REPOSITORY / "dist" / "aggregator.zip"
@@ -42,14 +41,14 @@ def aws(endpoint: Endpoint) -> Clients:
 
 @contextmanager
 def stack(endpoint: Endpoint, purpose: str, **variables: Any) -> Iterator[tuple[Stack, dict[str, Any]]]:
-    """A uniquely named deployment of tests/emulator_stack, destroyed afterwards even if apply failed."""
+    """A uniquely named deployment of development/emulator_stack, destroyed afterwards even if apply failed."""
     deployment = Stack(f"{purpose}-{uuid.uuid4().hex[:6]}", endpoint, variables)
     with deployed(deployment) as outputs:
         yield deployment, outputs
 
 
 class FaultBuilds:
-    """Zips for fault experiments, built once per session (leaderboard_tools.fault_builds)."""
+    """Zips for fault experiments, built once per session (leaderboard_dev.fault_builds)."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
@@ -77,8 +76,8 @@ def emulator_kind(endpoint: Endpoint) -> str:
 
 @pytest.fixture(scope="session")
 def switch_directory(emulator_kind: str) -> Path:
-    """Where the emulator, started by `leaderboard-tools up` from this checkout, reads the adversarial retries'
-    switch files (leaderboard_tools/emulators/adversarial_retries.py)."""
+    """Where the emulator, started by `python -m leaderboard_dev up` from this checkout, reads the adversarial retries'
+    switch files (leaderboard_dev/emulators/adversarial_retries.py)."""
     if emulator_kind not in ("ministack", "localstack"):
         pytest.fail(f"adversarial retries need one of this project's emulators, not {emulator_kind}")
     return STATE_DIR / emulator_kind / DIRECTORY_NAME
@@ -95,16 +94,7 @@ def adversarial_retries(directory: Path, function: str, policy: AdversarialRetri
 
 
 def watermark_attribute(stream_arn: str, shard_id: str) -> str:
-    """The aggregate attribute holding a shard's watermark, as the aggregator names it (its own code, loaded)."""
-    delivery = sys.modules.get("aggregator_delivery")
-    if delivery is None:
-        source = REPOSITORY / "lambda_src" / "aggregator" / "delivery.py"
-        spec = importlib.util.spec_from_file_location("aggregator_delivery", source)
-        assert spec is not None
-        assert spec.loader is not None
-        delivery = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = delivery
-        spec.loader.exec_module(delivery)
+    """The aggregate attribute holding a shard's watermark, as the aggregator names it (its own code)."""
     return delivery.watermark_name(stream_arn, shard_id)
 
 

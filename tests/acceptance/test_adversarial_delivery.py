@@ -3,7 +3,7 @@
 "Records are always processed in order the first time. If records are processed more than once, they
 might be processed out of order." (Lambda Developer Guide, tumbling windows.) The emulators' stream
 mapping plays such retries when a test switches its adversarial retries on for the stack's function
-(leaderboard_tools/emulators/adversarial_retries.py); a faulty build of the shipped aggregator makes
+(leaderboard_dev/emulators/adversarial_retries.py); a faulty build of the shipped aggregator makes
 a share of the invocations fail after half of their work, so that retries happen. Besides, an
 operator's direct invocation ahead of the mapping, and a window given up then recovered.
 
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, read_journal
-from leaderboard_tools.leaderboard import NotSettled, invoke_function, poll_until
-from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.settings import Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.emulators.adversarial_retries import AdversarialRetries, read_journal
+from leaderboard_dev.leaderboard import NotSettled, invoke_function, poll_until
+from leaderboard_dev.loadgen import Download, write_items
+from leaderboard_dev.settings import Endpoint
 from tests.acceptance.conftest import (
     Counts,
     FaultBuilds,

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.settings import Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.settings import Endpoint
 from tests.acceptance.conftest import second_plan, stack
 
 ANOMALIES = {

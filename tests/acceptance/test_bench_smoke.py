@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.bench.side_by_side import FAULT_MONTH, FAULT_SEED, SMOKE
-from leaderboard_tools.loadgen import utc_month, zipf_downloads
-from leaderboard_tools.settings import REPOSITORY, Endpoint
+from leaderboard_dev.bench.side_by_side import FAULT_MONTH, FAULT_SEED, SMOKE
+from leaderboard_dev.loadgen import utc_month, zipf_downloads
+from leaderboard_dev.settings import REPOSITORY, Endpoint
 
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PER_AGGREGATOR_FIELDS = {"writes_per_100", "bound_per_100", "count_error", "records_per_second", "freshness_seconds"}
@@ -32,11 +32,13 @@ SMOKE_TIMEOUT_SECONDS = 900
 def smoke_run(endpoint: Endpoint, emulator_kind: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """One smoke run of the benchmark's command line; its summary and its raw results."""
     if emulator_kind != "ministack":
-        pytest.skip("the benchmark's figures are MiniStack's (bench/results/); the rest of the suite covers LocalStack")
+        pytest.skip(
+            "the benchmark's figures are MiniStack's (docs/benchmark-results/); the rest of the suite covers LocalStack"
+        )
     environment = {**os.environ, "AWS_ENDPOINT_URL": endpoint.url}
     # A session of its own: on a timeout the bench's worker processes and their Terraform runs stop with it.
     bench = subprocess.Popen(
-        [sys.executable, "-m", "leaderboard_tools.bench", "--smoke"],
+        [sys.executable, "-m", "leaderboard_dev.bench", "--smoke"],
         cwd=REPOSITORY,
         env=environment,
         stdout=subprocess.PIPE,

@@ -17,13 +17,13 @@ from urllib.parse import quote
 
 import pytest
 
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import invoke_function, poll_until
+from leaderboard_dev.loadgen import write_items
+from leaderboard_dev.observe import scan_all
+from leaderboard_dev.settings import Endpoint, emulator_environment
+from leaderboard_dev.terraform_stack import Stack
 from leaderboard_tools import cli
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import invoke_function, poll_until
-from leaderboard_tools.loadgen import write_items
-from leaderboard_tools.observe import scan_all
-from leaderboard_tools.settings import Endpoint, emulator_environment
-from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import stack
 
 PERIODS = ["hour", "day", "week", "month", "year", "all"]

@@ -1,7 +1,7 @@
 """A platform repository's stack: the module by `git::file://` URL, the zips from a release in S3.
 
 What it takes (nothing of this repository's build runs in the consumer):
-- a release: `leaderboard_tools.release.build_release` (what `make release` runs) into a temporary
+- a release: `leaderboard_dev.release.build_release` (what `make release` runs) into a temporary
   folder, then its zips uploaded to a bucket of the emulator's S3, as a platform team uploads them
   to its artifact bucket;
 - a ref: `git::file://` checks out committed content, not the working tree. So the test clones
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import wait_until_totals
-from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.release import build_release, read_manifest
-from leaderboard_tools.settings import EMULATOR_STACK, REPOSITORY, Endpoint
-from leaderboard_tools.terraform_stack import Stack, deployed
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import wait_until_totals
+from leaderboard_dev.loadgen import Download, write_items
+from leaderboard_dev.release import build_release, read_manifest
+from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, Endpoint
+from leaderboard_dev.terraform_stack import Stack, deployed
 from tests.acceptance.conftest import second_plan
 
 README = REPOSITORY / "README.md"

@@ -3,7 +3,7 @@
 A tiny function records every event it receives, and what it returned, in a second table, and
 keeps in its window state a count per record key. What the emulator's mapping sent is then read
 back and checked against the rules of the Lambda developer guide that the project's emulation
-(leaderboard_tools/emulators/stream_mapping.py) implements on both emulators.
+(leaderboard_dev/emulators/stream_mapping.py) implements on both emulators.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import pytest
 from botocore.exceptions import ClientError
 from localstack_client.session import Session
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import poll_until
-from leaderboard_tools.observe import scan_all
-from leaderboard_tools.settings import Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import poll_until
+from leaderboard_dev.observe import scan_all
+from leaderboard_dev.settings import Endpoint
 
 pytestmark = pytest.mark.acceptance
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import invoke_function, poll_until
-from leaderboard_tools.loadgen import Download, utc_month, write_items, zipf_downloads
-from leaderboard_tools.observe import aggregator_invocations, log_lines, scan_all
-from leaderboard_tools.settings import REPOSITORY, Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import invoke_function, poll_until
+from leaderboard_dev.loadgen import Download, utc_month, write_items, zipf_downloads
+from leaderboard_dev.observe import aggregator_invocations, log_lines, scan_all
+from leaderboard_dev.settings import REPOSITORY, Endpoint
 from tests.acceptance.conftest import FaultBuilds, stack, stream_records
 
 FAULT_RATE = 0.25

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import poll_until
-from leaderboard_tools.loadgen import Download
-from leaderboard_tools.observe import log_lines
-from leaderboard_tools.settings import Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import poll_until
+from leaderboard_dev.loadgen import Download
+from leaderboard_dev.observe import log_lines
+from leaderboard_dev.settings import Endpoint
 from tests.acceptance.conftest import FaultBuilds, stack
 
 

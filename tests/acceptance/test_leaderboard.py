@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
+from leaderboard_dev.loadgen import Download, utc_month, write_items
+from leaderboard_dev.observe import log_lines, scan_all
+from leaderboard_dev.settings import Endpoint, emulator_environment
+from leaderboard_dev.terraform_stack import Stack
 from leaderboard_tools import cli
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
-from leaderboard_tools.loadgen import Download, utc_month, write_items
-from leaderboard_tools.observe import log_lines, scan_all
-from leaderboard_tools.settings import Endpoint, emulator_environment
-from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import stack
 
 # Distinct counts per month, so the expected order has no ties; February reverses January's order.

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages
-from leaderboard_tools.loadgen import Download, write_items
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages
+from leaderboard_dev.loadgen import Download, write_items
+from leaderboard_dev.settings import Endpoint
+from leaderboard_dev.terraform_stack import Stack
 from leaderboard_tools.rekey import rekey
-from leaderboard_tools.settings import Endpoint
-from leaderboard_tools.terraform_stack import Stack
 from tests.acceptance.conftest import stack
 
 MONTH = "2018-04"

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import index_ranking, poll_until, wait_until_totals
+from leaderboard_dev.loadgen import Download, write_items
+from leaderboard_dev.observe import log_lines
+from leaderboard_dev.settings import Endpoint
 from leaderboard_tools.deployment import discover
-from leaderboard_tools.leaderboard import index_ranking, poll_until, wait_until_totals
-from leaderboard_tools.loadgen import Download, write_items
-from leaderboard_tools.observe import log_lines
 from leaderboard_tools.operator_aws import operator_clients
-from leaderboard_tools.settings import Endpoint
 from tests.acceptance.conftest import shard_ids, stack
 
 TTL_ATTRIBUTE = "ExpiresAt"

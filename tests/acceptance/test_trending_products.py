@@ -1,7 +1,7 @@
 """terraform/examples/trending-products applied on the emulator and checked end to end, then its sums under faults.
 
 The example's own files run in a temporary directory with one change: its `provider "aws"` block
-is replaced by the emulator wiring of tests/emulator_stack (and the module is sourced from this
+is replaced by the emulator wiring of development/emulator_stack (and the module is sourced from this
 working tree). Its zips come from the emulator's S3, as on AWS from the platform's bucket.
 
 One stack serves every assertion:
@@ -35,14 +35,14 @@ from urllib.parse import quote
 
 import pytest
 
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.emulators.adversarial_retries import AdversarialRetries, read_journal
+from leaderboard_dev.leaderboard import NotSettled, invoke_function, poll_until
+from leaderboard_dev.loadgen import write_items
+from leaderboard_dev.observe import aggregator_invocations, log_lines, scan_all
+from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint, emulator_environment
+from leaderboard_dev.terraform_stack import Stack, deployed
 from leaderboard_tools import cli
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.emulators.adversarial_retries import AdversarialRetries, read_journal
-from leaderboard_tools.leaderboard import NotSettled, invoke_function, poll_until
-from leaderboard_tools.loadgen import write_items
-from leaderboard_tools.observe import aggregator_invocations, log_lines, scan_all
-from leaderboard_tools.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint, emulator_environment
-from leaderboard_tools.terraform_stack import Stack, deployed
 from tests.acceptance.conftest import FaultBuilds, adversarial_retries
 
 EXAMPLE = TERRAFORM_MODULE / "examples" / "trending-products"
@@ -173,7 +173,7 @@ MALFORMED = [
 
 
 def emulator_configuration(directory: Path) -> None:
-    """The example's files, its provider block replaced by tests/emulator_stack's, its module from this tree."""
+    """The example's files, its provider block replaced by development/emulator_stack's, its module from this tree."""
     main = (EXAMPLE / "main.tf").read_text()
     provider = re.search(r'^provider "aws" \{\n.*?^\}\n', main, flags=re.MULTILINE | re.DOTALL)
     assert provider is not None, "the example configures its provider"

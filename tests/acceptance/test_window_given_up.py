@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.aws import Clients
-from leaderboard_tools.leaderboard import poll_until
-from leaderboard_tools.loadgen import write_items
-from leaderboard_tools.observe import log_lines
-from leaderboard_tools.settings import REPOSITORY, Endpoint
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import poll_until
+from leaderboard_dev.loadgen import write_items
+from leaderboard_dev.observe import log_lines
+from leaderboard_dev.settings import REPOSITORY, Endpoint
 from tests.acceptance.conftest import FaultBuilds, differences, downloads, recount, stack, stored
 
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +11,6 @@ import pytest
 from moto import mock_aws
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-for function_dir in ("lambda_src/aggregator", "lambda_src/query"):
-    sys.path.insert(0, str(REPOSITORY / function_dir))
 
 # What the module gives the functions; read when the handler modules are imported.
 os.environ.setdefault("TABLE_NAME", "test-downloads")

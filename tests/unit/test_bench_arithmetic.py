@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from leaderboard_tools.bench import boards, report
-from leaderboard_tools.bench import handler_cpu as handler_cpu_module
-from leaderboard_tools.bench.pressure_cost import (
+from leaderboard_dev.bench import boards, report
+from leaderboard_dev.bench import handler_cpu as handler_cpu_module
+from leaderboard_dev.bench.pressure_cost import (
     busiest_share,
     cost_per_million,
     index_pressure,
     lambda_seconds_per_million,
 )
-from leaderboard_tools.bench.side_by_side import distinct_per_group
-from leaderboard_tools.bench.workload import StreamContents, count_error, neighbour_months
+from leaderboard_dev.bench.side_by_side import distinct_per_group
+from leaderboard_dev.bench.workload import StreamContents, count_error, neighbour_months
 from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
 
 
@@ -207,7 +207,7 @@ def raw_results() -> dict[str, Any]:
     return {
         "provenance": {
             "commit": "0" * 40,
-            "command": "python -m leaderboard_tools.bench",
+            "command": "python -m leaderboard_dev.bench",
             "machine": "test",
             "emulator": "ministack",
             "date": "2026-11-30T00:00:00+00:00",

@@ -74,6 +74,33 @@ def test_the_zip_holds_code_and_metadata_but_no_bytecode_or_host_scripts(tmp_pat
     assert {info.external_attr >> 16 for info in infos} == {0o100644}
 
 
+def test_a_wheels_record_names_only_what_the_zip_holds_so_the_venvs_path_leaves_no_trace(tmp_path: Path) -> None:
+    # given two stages whose host script differs only by the interpreter path in its shebang, as pip writes them
+    # from venvs in two checkouts, and a RECORD listing that script's hash
+    def record(script: str) -> str:
+        digest = hashlib.sha256(script.encode()).hexdigest()
+        return (
+            f"../../bin/jp.py,sha256={digest},{len(script)}\npkg/module.py,sha256=abc,6\npkg-1.0.dist-info/RECORD,,\n"
+        )
+
+    stages = []
+    for name, interpreter in (("a", "/work/main/.venv/bin/python"), ("b", "/work/elsewhere/.venv/bin/python")):
+        script = f"#!{interpreter}\n"
+        stages.append(
+            stage_with(tmp_path / name, {**FILES, "bin/jp.py": script, "pkg-1.0.dist-info/RECORD": record(script)})
+        )
+    # when both are zipped
+    build.write_zip(stages[0], tmp_path / "a.zip")
+    build.write_zip(stages[1], tmp_path / "b.zip")
+    # then the zips are identical, and the RECORD keeps the rows of the files in the zip
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        assert (
+            archive.read("pkg-1.0.dist-info/RECORD").decode()
+            == "pkg/module.py,sha256=abc,6\npkg-1.0.dist-info/RECORD,,\n"
+        )
+
+
 def test_each_function_declares_every_dependency_pinned() -> None:
     for function in build.FUNCTIONS:
         requirements = (build.SOURCES / function / "requirements.txt").read_text().splitlines()

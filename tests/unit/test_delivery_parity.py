@@ -2,7 +2,7 @@
 
 Lambda's stream delivery is written twice: the unit tier's model (`tests/stream_model/aws_delivery.py`,
 adversarial, several shards, steps chosen by the history) and the emulators' engine
-(`leaderboard_tools/emulators/stream_mapping.py`, one shard, a blocking loop the emulators' readers call).
+(`leaderboard_dev/emulators/stream_mapping.py`, one shard, a blocking loop the emulators' readers call).
 Hypothesis draws one history (records written to one shard in phases, a mapping configuration, the
 function's answer to each invocation) and plays it through both: the model with every adversarial
 liberty off (`Delivery(size=BatchSize)`, as its drain plays it), the engine with its adversary off.
@@ -24,7 +24,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, event, example, given, seed, settings
 from hypothesis import strategies as st
 
-from leaderboard_tools.emulators import stream_mapping as engine
+from leaderboard_dev.emulators import stream_mapping as engine
 from tests.stream_model import aws_delivery as model
 from tests.stream_model.environment import STREAM_ARN, Design, Environment
 from tests.stream_model.fake_dynamodb import Killed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_tools.settings import REPOSITORY
+from leaderboard_dev.settings import REPOSITORY
 
 README = REPOSITORY / "README.md"
 PAGES = sorted(
@@ -22,7 +22,7 @@ PAGES = sorted(
         REPOSITORY / "CHANGELOG.md",
         *(REPOSITORY / "docs").glob("*.md"),
         *(REPOSITORY / "terraform" / "examples").glob("*/README.md"),
-        *(REPOSITORY / "bench" / "results").glob("*.md"),
+        *(REPOSITORY / "docs" / "benchmark-results").glob("*.md"),
     ]
 )
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -64,7 +64,7 @@ def test_every_relative_link_and_anchor_of_the_page_resolves(page: Path) -> None
     assert broken == []
 
 
-def test_the_layout_names_what_exists_and_every_tracked_top_level_folder() -> None:
+def test_the_layout_names_what_exists_and_a_home_for_every_tracked_file() -> None:
     # given the first column of the README's Layout table
     section = README.read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     first_column = [row.split("|")[1] for row in section.splitlines() if row.startswith("| `")]
@@ -77,6 +77,15 @@ def test_the_layout_names_what_exists_and_every_tracked_top_level_folder() -> No
     folders = {path.split("/", 1)[0] for path in tracked if "/" in path and not path.startswith(".")}
     unnamed = sorted(folder for folder in folders if not any(name.split("/", 1)[0] == folder for name in named))
 
+    outside = sorted(
+        path
+        for path in tracked
+        if "/" in path
+        and not path.startswith(".")
+        and not any(path.startswith(name.rstrip("/") + "/") for name in named)
+    )
+
     # then
     assert missing == [], "the Layout names paths that do not exist"
     assert unnamed == [], "the Layout leaves out top-level folders"
+    assert outside == [], "the Layout's first column leaves these files in no named folder"

@@ -1,7 +1,7 @@
 """The emulated DynamoDB stream mapping follows the Lambda developer guide, rule by rule.
 
 Each test drives one shard through a fake function and a fake clock; the quoted sentences are the
-rules the engine cites (leaderboard_tools/emulators/stream_mapping.py).
+rules the engine cites (leaderboard_dev/emulators/stream_mapping.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaderboard_tools.emulators import localstack, ministack
-from leaderboard_tools.emulators.adversarial_retries import (
+from leaderboard_dev.emulators import localstack, ministack
+from leaderboard_dev.emulators.adversarial_retries import (
     ADVERSARIAL_RETRIES_VARIABLE,
     DIRECTORY_NAME,
     AdversarialRetries,
@@ -30,7 +30,7 @@ from leaderboard_tools.emulators.adversarial_retries import (
     switch_off,
     switch_on,
 )
-from leaderboard_tools.emulators.stream_mapping import (
+from leaderboard_dev.emulators.stream_mapping import (
     POLL_INTERVAL_SECONDS,
     RECORD_AGE_EXCEEDED,
     RETRY_ATTEMPTS_EXHAUSTED,

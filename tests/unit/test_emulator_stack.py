@@ -1,4 +1,4 @@
-"""The emulator stack (tests/emulator_stack) accepts what its callers pass and returns what the module outputs.
+"""The emulator stack (development/emulator_stack) accepts what its callers pass and returns what the module outputs.
 
 Terraform refuses a -var it has no variable for, so a test or benchmark that passes a new setting
 to Stack would fail only when it runs against an emulator; this finds it in the unit tier.
@@ -9,11 +9,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from leaderboard_tools.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint
-from leaderboard_tools.terraform_stack import Stack
+from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint
+from leaderboard_dev.terraform_stack import Stack
 from tests.terraform_config import outputs, variables
 
-CALLERS = (REPOSITORY / "tests", REPOSITORY / "src" / "leaderboard_tools")
+CALLERS = (REPOSITORY / "tests", REPOSITORY / "development" / "leaderboard_dev")
 STACK_FACTORIES = {"stack", "bench_stack", "Stack"}
 
 
@@ -70,7 +70,7 @@ def test_the_emulator_stack_declares_every_variable_its_callers_pass() -> None:
     declared = set(variables(EMULATOR_STACK))
     # then nothing is passed that Terraform would refuse
     missing = {name: sorted(map(str, paths)) for name, paths in passed.items() if name not in declared}
-    assert not missing, f"tests/emulator_stack/variables.tf lacks {missing}"
+    assert not missing, f"development/emulator_stack/variables.tf lacks {missing}"
     assert own <= declared
 
 

@@ -1,7 +1,7 @@
 """The AWS examples are complete root configurations that plan: `terraform test` with a mocked provider.
 
 Each example has a README and tests/plan.tftest.hcl; nothing in them points at an emulator (that
-wiring lives in tests/emulator_stack, which the acceptance suite applies).
+wiring lives in development/emulator_stack, which the acceptance suite applies).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from leaderboard_tools.settings import TERRAFORM_MODULE
+from leaderboard_dev.settings import TERRAFORM_MODULE
 from tests.terraform_cli import terraform
 
 EXAMPLES = TERRAFORM_MODULE / "examples"

@@ -12,7 +12,7 @@ from typing import Any
 import build
 import pytest
 
-from leaderboard_tools.fault_builds import SHIPPED_MODULE, faulty_aggregator, guide_aggregator
+from leaderboard_dev.fault_builds import SHIPPED_MODULE, faulty_aggregator, guide_aggregator
 from tests.streams import download_record, window_event
 from tests.unit.conftest import FakeLambdaContext
 

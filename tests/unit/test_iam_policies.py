@@ -27,8 +27,8 @@ from typing import Any
 import hcl2
 import pytest
 
-from leaderboard_tools.settings import TERRAFORM_MODULE
-from leaderboard_tools.terraform_stack import terraform_environment
+from leaderboard_dev.settings import TERRAFORM_MODULE
+from leaderboard_dev.terraform_stack import terraform_environment
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-downloads"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from ministack.services import lambda_svc
 
-from leaderboard_tools.emulators import ministack_stream_mapping
+from leaderboard_dev.emulators import ministack_stream_mapping
 
 FUNCTION = "window-recorder"
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/songs/stream/2020-12-09T07:00:00.000"

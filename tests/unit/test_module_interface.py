@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-from leaderboard_tools.settings import TERRAFORM_MODULE
+from leaderboard_dev.settings import TERRAFORM_MODULE
 from tests.terraform_cli import terraform
 from tests.terraform_config import outputs, unquoted, variables
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import hcl2
 import pytest
 
-from leaderboard_tools.settings import EMULATOR_STACK, TERRAFORM_MODULE
-from leaderboard_tools.terraform_stack import provider_mirror
+from leaderboard_dev.settings import EMULATOR_STACK, TERRAFORM_MODULE
+from leaderboard_dev.terraform_stack import provider_mirror
 from tests.terraform_cli import terraform
 
 TEST_FILE = TERRAFORM_MODULE / "tests" / "validations.tftest.hcl"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
 
-from leaderboard_tools.settings import REPOSITORY
+from leaderboard_dev.settings import REPOSITORY
 
 DEVELOPMENT_ONLY = ("localstack_client", "ministack", "python_terraform")
 
@@ -39,3 +40,21 @@ def test_the_operator_commands_run_without_the_emulator_packages() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok")
+
+
+def test_the_operator_package_imports_nothing_of_local_development() -> None:
+    # given every module of leaderboard_tools, the package an operator installs
+    package = REPOSITORY / "src" / "leaderboard_tools"
+    modules = sorted(f"leaderboard_tools.{path.stem}" for path in package.glob("*.py") if path.stem != "__main__")
+    assert "leaderboard_tools.reconcile" in modules
+    # when each is imported in an interpreter where leaderboard_dev and the emulator packages cannot be imported
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in ("leaderboard_dev", *DEVELOPMENT_ONLY))
+    script = (
+        f"import importlib, sys; {blocked}\nfor name in {modules!r}:\n    importlib.import_module(name)\nprint('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    # then every one loads, and none imports leaderboard_dev, even inside a function
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+    importing = re.compile(r"^\s*(from|import)\s+leaderboard_dev\b", flags=re.MULTILINE)
+    assert [path.name for path in package.rglob("*.py") if importing.search(path.read_text())] == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from leaderboard_tools.settings import REPOSITORY, TERRAFORM_MODULE
+from leaderboard_dev.settings import REPOSITORY, TERRAFORM_MODULE
 from tests.terraform_config import outputs, variables
 
 README = REPOSITORY / "README.md"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_tools import release
-from leaderboard_tools.settings import REPOSITORY
+from leaderboard_dev import release
+from leaderboard_dev.settings import REPOSITORY
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from ministack.services import lambda_svc
 from moto.events.models import EventPattern
 
-from leaderboard_tools.emulators.ministack_server import match_with_absent_parents
+from leaderboard_dev.emulators.ministack_server import match_with_absent_parents
 from tests.streams import aggregate_record, download_record, expired_download_record
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "terraform" / "templates" / "new_raw_event_filter.json.tftpl"

@@ -1,0 +1,3 @@
+from leaderboard_dev.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,574 @@
+"""From one run's raw results to what a reader sees: summary.json, Markdown tables, PNG plots, docs/benchmark.md.
+
+`python -m leaderboard_dev.bench report` redraws all of it from results.json without an
+emulator. Every figure is a count or a ratio of one run; absolute times stand beside the
+machine they were measured on (provenance).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from leaderboard_dev.bench.pressure_cost import (
+    PRICES,
+    cost_per_million,
+    guide_index_pressure,
+    index_pressure,
+    sizing_check,
+)
+from leaderboard_dev.settings import REPOSITORY
+from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT
+
+DOCUMENT = REPOSITORY / "docs" / "benchmark.md"
+"""Where a full run's tables and plots go: its Results section, replaced on every run."""
+SECTION = "## Results"
+NEXT_SECTION = "## Contenders and workload"
+SUMMARY_FIELDS = ("writes_per_100", "bound_per_100", "count_error", "records_per_second", "freshness_seconds")
+TABLE_SHARDS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def provenance(command: str, emulator: str | None) -> dict[str, Any]:
+    """Which commit, command, machine and emulator produced the figures, and when."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, check=False)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return {
+        "commit": commit.stdout.strip(),
+        "work_tree_clean": not dirty.stdout.strip(),
+        "command": command,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {_memory_gib()} GiB, {_cpu_model()}",
+        "python": platform.python_version(),
+        "emulator": emulator,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def _memory_gib() -> int:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+    except (ValueError, OSError):
+        return 0
+
+
+def summarise(results: dict[str, Any]) -> dict[str, Any]:
+    """summary.json: per aggregator and batch size the five figures, per data size the read ratio, the headline."""
+    runs = results["side_by_side"]
+    aggregators: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        clean, faults = run["clean"], run["faults"]
+        aggregators.setdefault(run["aggregator"], {})[str(run["batch_size"])] = {
+            "writes_per_100": clean["writes_per_100"],
+            "bound_per_100": clean["bound_per_100"],
+            "count_error": {
+                "absolute": faults["count_error"]["absolute"],
+                "relative": round(faults["count_error"]["relative"], 5),
+                "over_counted": faults["count_error"]["over_counted"],
+                "missing": faults["count_error"]["missing"],
+                "fault_rate": faults["fault_rate"],
+                "settled": faults["settled"],
+                "failed_invocations": faults["failed_invocations"],
+                "invocations": faults["invocations"],
+            },
+            "records_per_second": clean["records_per_second"],
+            "freshness_seconds": clean["freshness_seconds"],
+            "mean_batch": clean["mean_batch"],
+            "ingest_rate": clean["ingest_rate"],
+            "count_error_without_faults": clean["count_error"]["absolute"],
+        }
+    reads = results.get("reads_freshness") or {"ladder": [], "rates": []}
+    summary = {
+        "provenance": results["provenance"],
+        "plan": results["plan"],
+        "aggregators": aggregators,
+        "headline": headline(aggregators),
+        "reads": {
+            str(step["data_size"]): {
+                "read_ratio_index_vs_scan": step["read_ratio_index_vs_scan"],
+                "index_query_ms": step["index_query_ms"],
+                "query_lambda_ms": step["query_lambda_ms"],
+                "scan_and_count_ms": step["scan_and_count_ms"],
+            }
+            for step in reads["ladder"]
+        },
+        "freshness": {
+            "by_load": [
+                {key: step[key] for key in ("load", "data_size", "ingest_rate", "freshness_seconds")}
+                for step in reads["ladder"]
+            ],
+            "by_rate": reads["rates"],
+            "highest_ingest_rate": reads["ladder"][-1]["ingest_rate"] if reads["ladder"] else None,
+            "over_downloads": reads["ladder"][-1]["load"] if reads["ladder"] else None,
+        },
+    }
+    if "reads_provenance" in results:
+        summary["reads_provenance"] = results["reads_provenance"]
+        summary["reads_plan"] = results["reads_plan"]
+    summary["failures"] = results.get("failures", [])
+    summary["separate_runs"] = results.get("separate_runs", {})
+    ours = [run for run in runs if run["aggregator"] == "ours_per_batch"]
+    guides = [run for run in runs if run["aggregator"] == "guide"]
+    summary["sizing_check"] = [sizing_check(run) for run in ours]
+    summary["index_pressure"] = {
+        "partition_write_limit": PARTITION_WRITE_LIMIT,
+        "ours_per_batch": [row for run in ours for row in index_pressure(run)],
+        "guide": guide_index_pressure(),
+    }
+    handler_cpu = results.get("handler_cpu")
+    boards = boards_rows(results.get("boards") or [])
+    summary["boards"] = boards
+    summary["handler_cpu"] = handler_cpu_rows(handler_cpu)
+    summary["cost_per_million_downloads"] = {
+        "prices": PRICES,
+        "lambda_duration": (
+            {"derived_from": "handler CPU per download without the emulator, plus latency per call", **handler_cpu}
+            if handler_cpu
+            else {"derived_from": "the aggregator's duration_ms as measured on the emulator"}
+        ),
+        "rows": [cost_per_million(run, guide=False, handler_cpu=handler_cpu) for run in ours]
+        + [cost_per_million(run, guide=True, handler_cpu=handler_cpu) for run in guides]
+        + [
+            cost_per_million(
+                {"aggregator": "ours_per_batch", "batch_size": row["batch_size"], "clean": row},
+                guide=False,
+                handler_cpu=handler_cpu,
+                configuration=row["configuration"],
+            )
+            for row in boards
+            if row["configuration"] != "month"
+        ],
+    }
+    return summary
+
+
+def boards_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The boards part per configuration and batch size, with its writes against the month's at that batch size."""
+    month = {run["batch_size"]: run["writes_per_100"] for run in runs if run["configuration"] == "month"}
+    rows = []
+    for run in sorted(runs, key=lambda run: (run["batch_size"], run["boards_per_download"], run["configuration"])):
+        over_month = month.get(run["batch_size"])
+        rows.append({**run, "over_month": round(run["writes_per_100"] / over_month, 2) if over_month else None})
+    return rows
+
+
+def handler_cpu_rows(measured: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The handler's CPU per download and calls per invocation, per case measured."""
+    if not measured:
+        return []
+    keys = (
+        "aggregator",
+        "configuration",
+        "batch_size",
+        "downloads",
+        "cpu_ms_per_download",
+        "cpu_ms_per_download_spread",
+        "sequential_calls_per_invocation",
+        "aggregate_writes_per_invocation",
+    )
+    return [{key: case[key] for key in keys} for case in measured["cases"]]
+
+
+def headline(aggregators: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per batch size: ours/bound (goal 1.00), guide/ours, throughput ours/guide, and both count errors."""
+    rows = []
+    ours, guide, window = (aggregators.get(name, {}) for name in ("ours_per_batch", "guide", "ours_per_window"))
+    for batch in sorted(ours, key=int):
+        mine, theirs = ours[batch], guide.get(batch)
+        rows.append(
+            {
+                "batch_size": int(batch),
+                "ours_writes_per_100": mine["writes_per_100"],
+                "bound_per_100": mine["bound_per_100"],
+                "ours_over_bound": _ratio(mine["writes_per_100"], mine["bound_per_100"]),
+                "per_window_writes_per_100": window.get(batch, {}).get("writes_per_100"),
+                "guide_writes_per_100": theirs and theirs["writes_per_100"],
+                "guide_over_ours": theirs and _ratio(theirs["writes_per_100"], mine["writes_per_100"]),
+                "throughput_ours_over_guide": theirs
+                and _ratio(mine["records_per_second"], theirs["records_per_second"]),
+                "ours_count_error": mine["count_error"]["absolute"],
+                "ours_settled": mine["count_error"].get("settled", True),
+                "guide_settled": theirs and theirs["count_error"].get("settled", True),
+                "guide_count_error": theirs and theirs["count_error"]["absolute"],
+                "guide_relative_error": theirs and theirs["count_error"]["relative"],
+                "ours_freshness_seconds": mine["freshness_seconds"],
+                "guide_freshness_seconds": theirs and theirs["freshness_seconds"],
+            }
+        )
+    return rows
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return round(numerator / denominator, 2) if numerator and denominator else None
+
+
+def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
+    """The headline table, the reads, freshness, pressure and cost, and the plots: summary.md, docs/benchmark.md."""
+    origin = summary["provenance"]
+    lines = [
+        f"Measured by `{origin['command']}` at commit `{origin['commit'][:12]}` on {origin['date']}: "
+        f"{origin['emulator']} on {origin['machine']}. Workload: Zipf 1.1 over 1,000 songs, fixed seeds; "
+        f"fault rate {summary['plan']['fault_rate']:.0%} of the invocations with records, for every aggregator. "
+        "Every figure is a count or a ratio of that one run; absolute times are this machine's.",
+        "",
+        "| batch size | ours writes / 100 | bound / 100 | **ours / bound** | per_window / 100 | guide / 100 "
+        "| **guide / ours** | throughput ours / guide | count error under faults: ours | guide (relative) "
+        "| freshness ours / guide (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["headline"]:
+        lines.append(
+            f"| {row['batch_size']:,} | {row['ours_writes_per_100']} | {row['bound_per_100']} | "
+            f"**{_fmt(row['ours_over_bound'])}** | {_fmt(row['per_window_writes_per_100'])} | "
+            f"{_fmt(row['guide_writes_per_100'])} | **{_fmt(row['guide_over_ours'])}** | "
+            f"{_fmt(row['throughput_ours_over_guide'])} | {row['ours_count_error']}{_unsettled(row['ours_settled'])} | "
+            f"{_fmt(row['guide_count_error'])} ({_percent(row['guide_relative_error'])})"
+            f"{_unsettled(row['guide_settled'])} | "
+            f"{_fmt(row['ours_freshness_seconds'])} / {_fmt(row['guide_freshness_seconds'])} |"
+        )
+    lines += [
+        "",
+        "Reads: top 10 of a month, median of repeated reads from this client" + _reads_origin(summary) + ".",
+        "",
+    ]
+    lines += [
+        "| downloads in the month | index query (ms) | query Lambda (ms) | scan and count (ms) | **scan / index** |"
+    ]
+    lines += ["|---|---|---|---|---|"]
+    for size, read in sorted(summary["reads"].items(), key=lambda entry: int(entry[0])):
+        lines.append(
+            f"| {int(size):,} | {read['index_query_ms']} | {read['query_lambda_ms']} | "
+            f"{read['scan_and_count_ms']} | **{read['read_ratio_index_vs_scan']}** |"
+        )
+    freshness = summary["freshness"]
+    lines += [
+        "",
+        f"Freshness (ours, batch size 100, batching window 1 s): last write acknowledged → the index holds every "
+        f"download. Highest ingest rate this client sustained: {_fmt(freshness['highest_ingest_rate'])} downloads/s "
+        f"(over the largest load, {_fmt(freshness['over_downloads'])} downloads).",
+        "",
+        "| load | downloads/s | freshness (s) |",
+        "|---|---|---|",
+    ]
+    for step in freshness["by_load"]:
+        lines.append(f"| {step['load']:,} downloads | {step['ingest_rate']} | {step['freshness_seconds']} |")
+    for step in freshness["by_rate"]:
+        lines.append(
+            f"| {step['load']:,} at {step['share_of_highest']:.0%} of the highest rate | {step['ingest_rate']} "
+            f"| {step['freshness_seconds']} |"
+        )
+    lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _failure_lines(summary)
+    lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _reads_origin(summary: dict[str, Any]) -> str:
+    """Where the reads and freshness figures come from when a separate `reads` run measured them."""
+    origin = summary.get("reads_provenance")
+    if not origin:
+        return ""
+    return (
+        f" (measured by a separate run, `{origin['command']}` at commit `{origin['commit'][:12]}` on {origin['date']})"
+    )
+
+
+def _failure_lines(summary: dict[str, Any]) -> list[str]:
+    failures = summary.get("failures") or []
+    if not failures:
+        return []
+    return ["", "Not measured in this run:"] + [f"- {failure['part']}: {failure['error']}" for failure in failures]
+
+
+def _pressure_lines(summary: dict[str, Any]) -> list[str]:
+    pressure = summary["index_pressure"]
+    rows = pressure["ours_per_batch"]
+    if not rows:
+        return []
+    batches = sorted({row["batch_size"] for row in rows})
+    rates = sorted({row["downloads_per_second"] for row in rows})
+    lines = [
+        "",
+        f"Index writes per second on the busiest partition (limit {pressure['partition_write_limit']:,}), from the "
+        "measured writes per song; in brackets `leaderboard_tools/sizing.py`'s prediction for the batches delivered. "
+        "All 64 values of `leaderboard_shards` are in summary.json.",
+        "",
+        "| batch size | downloads/s | " + " | ".join(f"N={shards}" for shards in TABLE_SHARDS) + " |",
+        "|---|---|" + "---|" * len(TABLE_SHARDS),
+    ]
+    for batch in batches:
+        for rate in rates:
+            cells = []
+            for shards in TABLE_SHARDS:
+                row = next(
+                    r
+                    for r in rows
+                    if (r["batch_size"], r["downloads_per_second"], r["leaderboard_shards"]) == (batch, rate, shards)
+                )
+                over = (
+                    " ⚠" if row["busiest_partition_index_writes_per_second"] > pressure["partition_write_limit"] else ""
+                )
+                cells.append(
+                    f"{row['busiest_partition_index_writes_per_second']:,.0f} ({row['sizing_prediction']:,.0f}){over}"
+                )
+            lines.append(f"| {batch:,} | {rate:,} | " + " | ".join(cells) + " |")
+    guide = ", ".join(
+        f"{row['busiest_partition_index_writes_per_second']:,} at {row['downloads_per_second']:,}/s"
+        for row in pressure["guide"]
+    )
+    lines += ["", f"The guide's handler, one partition a month: {guide} index writes per second."]
+    checks = summary["sizing_check"]
+    if checks:
+        lines += [
+            "",
+            "Sizing arithmetic against the measured bound: "
+            + "; ".join(
+                f"batch {check['batch_size']:,} (mean delivered {check['mean_batch']}): measured "
+                f"{check['measured_bound_per_100']} vs predicted {check['sizing_updates_per_100']} per 100 "
+                f"({_fmt(check['measured_over_predicted'])})"
+                for check in checks
+            )
+            + ".",
+        ]
+    return lines
+
+
+def _boards_lines(summary: dict[str, Any]) -> list[str]:
+    rows = summary.get("boards") or []
+    if not rows:
+        return []
+    origin = (summary.get("separate_runs") or {}).get("boards")
+    measured_by = (
+        f" Measured by a separate run, `{origin['provenance']['command']}` at commit "
+        f"`{origin['provenance']['commit'][:12]}` on {origin['provenance']['date']}."
+        if origin
+        else ""
+    )
+    lines = [
+        "",
+        f"Aggregate writes per 100 downloads by the boards a download is counted in: one stack per configuration, "
+        f"a clean load of {rows[0]['downloads']:,} downloads at each batch size, written in time order (a batch holds "
+        "seconds of downloads; a load spans one UTC midnight), Zipf 1.1 over 1,000 songs in 8 genres; `exact`: every "
+        "board equals the generator's recount. Predicted: the sizing arithmetic, the month's distinct songs per batch "
+        "times the boards per download." + measured_by,
+        "",
+        "| boards kept | boards per download | batch size | writes / 100 | bound / 100 | **/ month** "
+        "| predicted / 100 | exact |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        exact = "yes" if row["exact"] else f"no ({row['wrong_aggregates']} wrong)"
+        lines.append(
+            f"| `{row['label']}` | {row['boards_per_download']} | {row['batch_size']:,} | {row['writes_per_100']} | "
+            f"{row['bound_per_100']} | **{_fmt(row['over_month'])}** | {row['predicted_per_100']} | {exact} |"
+        )
+    return lines
+
+
+def _cost_lines(summary: dict[str, Any]) -> list[str]:
+    cost = summary["cost_per_million_downloads"]
+    prices = cost["prices"]
+    derived = [row for row in cost["rows"] if row.get("lambda_duration") == "derived"]
+    lines = [
+        "",
+        f"Cost per million downloads on AWS ({prices['region']}, on-demand; prices looked up {prices['looked_up']}: "
+        f"write request unit ${prices['dynamodb_write_request_unit_per_million']}/million, Lambda "
+        f"${prices['lambda_gb_second_x86']}/GB-s and ${prices['lambda_request_per_million']}/million requests; "
+        "sources in summary.json), at 512 MB. " + _duration_sentence(summary, bool(derived)),
+        "",
+        "| aggregator | boards | batch size | table writes | index writes | Lambda GB-s | on the emulator GB-s "
+        "| total $ |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in cost["rows"]:
+        marker = "" if row.get("lambda_duration", "emulator") == "derived" else " (emulator)"
+        lines.append(
+            f"| {row['aggregator']} | {row.get('configuration', 'month')} | {row['batch_size']:,} | "
+            f"{row['table_writes']:,} | {row['index_writes']:,} | {row['lambda_gb_seconds']}{marker} | "
+            f"{row.get('emulator_lambda_gb_seconds', row['lambda_gb_seconds'])} | {row['dollars_total']:.3f} |"
+        )
+    cpu = summary.get("handler_cpu") or []
+    if cpu:
+        lines += [
+            "",
+            "The handler's CPU per download, DynamoDB and DynamoDB Streams answering at once (moto in process, the "
+            "time its backend takes out; thread CPU time of this machine), and the calls of an invocation:",
+            "",
+            "| aggregator | boards | batch size | CPU ms / download (min, median, max per batch) | calls in line "
+            "/ invocation | aggregate writes / invocation |",
+            "|---|---|---|---|---|---|",
+        ]
+        for case in cpu:
+            low, middle, high = case["cpu_ms_per_download_spread"]
+            lines.append(
+                f"| {case['aggregator']} | {case['configuration']} | {case['batch_size']:,} | "
+                f"{case['cpu_ms_per_download']} ({low}, {middle}, {high}) | {case['sequential_calls_per_invocation']} "
+                f"| {case['aggregate_writes_per_invocation']} |"
+            )
+    return lines
+
+
+def _duration_sentence(summary: dict[str, Any], derived: bool) -> str:
+    if not derived:
+        return "Lambda duration as measured on the emulator."
+    latency = summary["cost_per_million_downloads"]["lambda_duration"]["latency"]
+    source = latency["sources"][0]
+    return (
+        "Lambda duration derived, not measured on the emulator (whose DynamoDB calls are far slower than "
+        "DynamoDB's): the handler's CPU per download measured without the emulator (below), plus "
+        f"{latency['milliseconds_per_call']:g} ms for each DynamoDB call it waits for: the calls other than "
+        "aggregate writes one after another, the aggregate writes in rounds of `aggregator_write_concurrency` (8); "
+        f'the guide\'s ADDs one after another. AWS: "{source["quote"]}" ({source["title"]}, {source["url"]}); '
+        "10 ms is the upper end, leaving room for the network. Writes and invocations per million as measured "
+        "on the emulator; the emulator's own durations beside them."
+    )
+
+
+def _unsettled(settled: bool | None) -> str:
+    """A count error read after the wait ran out: records still in retries count as missing, not as wrong."""
+    return " (not settled: read at the timeout)" if settled is False else ""
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.2f} %"
+
+
+def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> dict[str, str]:
+    """Three PNGs (matplotlib, Agg): writes per 100 against batch size, read time against size, freshness."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths: dict[str, str] = {}
+    aggregators = summary["aggregators"]
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    styles = {"ours_per_batch": "o-", "ours_per_window": "s-", "guide": "^-"}
+    for name, by_batch in aggregators.items():
+        batches = sorted(by_batch, key=int)
+        axes.plot([int(b) for b in batches], [by_batch[b]["writes_per_100"] for b in batches], styles[name], label=name)
+    ours = aggregators.get("ours_per_batch", {})
+    batches = sorted(ours, key=int)
+    axes.plot(
+        [int(b) for b in batches],
+        [ours[b]["bound_per_100"] for b in batches],
+        "kx--",
+        label="bound (distinct per batch)",
+    )
+    checks = summary["sizing_check"]
+    if checks:
+        axes.plot(
+            [c["batch_size"] for c in checks], [c["sizing_updates_per_100"] for c in checks], "k+:", label="sizing.py"
+        )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("batch size (records)")
+    axes.set_ylabel("aggregate writes per 100 downloads")
+    axes.set_title("Aggregate writes per 100 downloads")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    paths["writes per 100 downloads against batch size"] = _save(figure, directory / "writes_per_100.png", plt)
+
+    if not summary["reads"]:  # the reads were not measured: no read or freshness plot
+        return {title: Path(path).name for title, path in paths.items()}
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    reads = sorted(summary["reads"].items(), key=lambda entry: int(entry[0]))
+    sizes = [int(size) for size, _ in reads]
+    for key, label in (
+        ("index_query_ms", "index query, Limit 10"),
+        ("query_lambda_ms", "query Lambda"),
+        ("scan_and_count_ms", "scan and count the downloads"),
+    ):
+        axes.plot(sizes, [read[key] for _, read in reads], "o-", label=label)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("downloads in the month")
+    axes.set_ylabel("top 10, median (ms)")
+    axes.set_title(f"Top 10: read time against data size ({summary['provenance']['emulator']})")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    paths["top-10 read time against data size"] = _save(figure, directory / "read_time.png", plt)
+
+    figure, (by_load, by_rate) = plt.subplots(1, 2, figsize=(10, 4.2))
+    freshness = summary["freshness"]
+    by_load.plot(
+        [s["load"] for s in freshness["by_load"]], [s["freshness_seconds"] for s in freshness["by_load"]], "o-"
+    )
+    by_load.set_xscale("log")
+    by_load.set_xlabel("downloads in the load (as fast as the client writes)")
+    by_load.set_ylabel("seconds from last write to final counts")
+    by_load.grid(True, which="both", alpha=0.3)
+    by_rate.plot(
+        [s["ingest_rate"] for s in freshness["by_rate"]], [s["freshness_seconds"] for s in freshness["by_rate"]], "o-"
+    )
+    by_rate.set_xlabel("ingest rate (downloads/s)")
+    by_rate.grid(True, alpha=0.3)
+    figure.suptitle("Freshness of the leaderboard against load (ours, batch size 100)")
+    paths["freshness against load"] = _save(figure, directory / "freshness.png", plt)
+    return {title: path.name for title, path in ((t, Path(p)) for t, p in paths.items())}
+
+
+def _save(figure: Any, path: Path, plt: Any) -> str:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return str(path)
+
+
+def write_results(results: dict[str, Any], directory: Path, document: Path | None) -> dict[str, Any]:
+    """results.json, summary.json, summary.md and the plots into `directory`; `document`'s Results when given."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    summary = summarise(results)
+    (directory / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plots = plot(summary, results, directory)
+    table = markdown(summary, plots)
+    (directory / "summary.md").write_text("# Benchmark results\n\n" + table)
+    if document is not None:
+        relative = Path(os.path.relpath(directory, document.parent)).as_posix()  # links from the document's folder
+        document_plots = {title: f"{relative}/{name}" for title, name in plots.items()}
+        replace_section(document, results_section(markdown(summary, document_plots)))
+    return summary
+
+
+def results_section(table: str) -> str:
+    return (
+        f"{SECTION}\n\n"
+        "The last full run's figures, written here by `make bench` (`python -m leaderboard_dev.bench`) and "
+        "redrawn by its `report` part; how each is computed: [The figures](#the-figures).\n\n" + table + "\n"
+    )
+
+
+def replace_section(document: Path, section: str) -> None:
+    """Put `section` just before `## Contenders and workload`, replacing an earlier `## Results`."""
+    text = document.read_text()
+    end = text.index(f"\n{NEXT_SECTION}\n") + 1
+    start = text.find(f"\n{SECTION}\n")
+    start = end if start < 0 or start > end else start + 1
+    document.write_text(text[:start] + section + "\n" + text[end:])

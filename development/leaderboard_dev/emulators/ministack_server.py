@@ -1,0 +1,43 @@
+"""Run MiniStack in the foreground with a fix for its stream filter matching and Lambda's stream delivery.
+
+MiniStack 1.5.33 evaluates `{"NewImage": {"Month": {"S": [{"exists": false}]}}}` as false
+when `Month` is absent, so it drops exactly the records the pattern selects. AWS matches
+patterns on leaf paths: an absent parent means every leaf below it is absent, and
+`exists: false` holds. This wrapper gives MiniStack those semantics before it starts;
+the module keeps the pattern AWS documents.
+
+Its DynamoDB-stream mappings are delivered by the project's emulation of Lambda's stream
+delivery (tumbling windows, retries, bisection, partial batch responses, record age, failure
+records): see ``ministack_stream_mapping``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ministack import app
+from ministack.services import lambda_svc
+
+from leaderboard_dev.emulators import ministack_stream_mapping
+
+_original_match = lambda_svc._match_esm_filter
+
+
+def match_with_absent_parents(record: Any, pattern: Any) -> bool:
+    if isinstance(record, dict) and isinstance(pattern, dict):
+        absent = [key for key, sub_pattern in pattern.items() if isinstance(sub_pattern, dict) and key not in record]
+        if absent:
+            record = {**record, **{key: {} for key in absent}}
+    return _original_match(record, pattern)
+
+
+def main() -> None:
+    lambda_svc._match_esm_filter = match_with_absent_parents
+    ministack_stream_mapping.install()
+    sys.argv = [sys.argv[0]]
+    app.main()
+
+
+if __name__ == "__main__":
+    main()
