@@ -8,12 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from leaderboard_dev.emulators import lifecycle
 from leaderboard_dev.settings import endpoint_from_environment
-
-EXIT_ERROR = 1
+from leaderboard_tools.cli import run_command
 
 
 def command_up(arguments: argparse.Namespace) -> int:
@@ -122,15 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     release.add_argument("--allow-dirty", action="store_true", help="build from a working tree that differs from HEAD")
     release.set_defaults(handler=command_release)
 
-    arguments = parser.parse_args(argv)
-    try:
-        return arguments.handler(arguments)
-    except (lifecycle.EmulatorError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_ERROR
-    except (BotoCoreError, ClientError) as error:
-        print(f"error: AWS: {error}", file=sys.stderr)
-        return EXIT_ERROR
+    return run_command(parser.parse_args(argv), (lifecycle.EmulatorError,))
 
 
 if __name__ == "__main__":

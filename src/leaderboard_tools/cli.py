@@ -288,10 +288,14 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
             command.set_defaults(handler=command_recover)
 
-    arguments = parser.parse_args(argv)
+    return run_command(parser.parse_args(argv))
+
+
+def run_command(arguments: argparse.Namespace, errors: tuple[type[Exception], ...] = ()) -> int:
+    """The parsed command's handler; what it raises for a person to read is printed, with exit code 1."""
     try:
         return arguments.handler(arguments)
-    except RuntimeError as error:
+    except (RuntimeError, *errors) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except (BotoCoreError, ClientError) as error:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pytest
 
 from leaderboard_dev.aws import Clients
+from leaderboard_dev.bench.boards import bucket
 from leaderboard_dev.leaderboard import invoke_function, poll_until
 from leaderboard_dev.loadgen import write_items
 from leaderboard_dev.observe import scan_all
@@ -39,19 +40,6 @@ HOURS = [
     datetime(2020, 1, 15, 8, tzinfo=UTC),
 ]
 """Hours with downloads: several per day, days in three ISO weeks, two months, two years."""
-
-
-def bucket(moment: datetime, period: str) -> str:
-    """The recount's own bucket arithmetic (UTC; ISO 8601 weeks)."""
-    year, week, _ = moment.isocalendar()
-    return {
-        "hour": moment.strftime("%Y-%m-%dT%H"),
-        "day": moment.strftime("%Y-%m-%d"),
-        "week": f"{year:04d}-W{week:02d}",
-        "month": moment.strftime("%Y-%m"),
-        "year": moment.strftime("%Y"),
-        "all": "all",
-    }[period]
 
 
 @pytest.fixture(scope="module")

@@ -99,7 +99,7 @@ def realtime_downloads(count: int, start: datetime, seconds: float, seed: int) -
 
 
 def bucket(moment: datetime, period: str) -> str:
-    """The oracle's own UTC buckets (never the aggregator's code)."""
+    """The oracle's own UTC buckets (ISO 8601 weeks; never the aggregator's code), for the benchmark and the tests."""
     year, week, _ = moment.isocalendar()
     return {
         "hour": moment.strftime("%Y-%m-%dT%H"),
