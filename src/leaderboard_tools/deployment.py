@@ -123,7 +123,12 @@ def _aggregator_mapping(
         mappings = [mapping for page in pages for mapping in page.get("EventSourceMappings", [])]
     except ClientError as error:
         raise DeploymentError(f"cannot list the event source mappings of {stream_arn}: {error}") from error
+    # A mapping Terraform replaced stays listed beside its successor, of the same function: AWS, DeleteEventSourceMapping,
+    # "it enters a Deleting state and might not be completely deleted for several seconds". Counted by function.
+    mappings.sort(key=lambda mapping: mapping.get("State") == "Deleting")
     for mapping in mappings:
+        if any(mapping["FunctionArn"] == seen["FunctionArn"] for seen, _ in found):
+            continue
         environment = _environment(lambda_client, mapping["FunctionArn"])
         if environment is not None and environment.get("TABLE_NAME") == table and "COUNT_ATTRIBUTE" in environment:
             found.append((mapping, environment))

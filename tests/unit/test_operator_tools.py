@@ -509,3 +509,38 @@ def test_reconcile_s_memory_does_not_grow_with_a_month_s_downloads(
     # and ten times the downloads cost the recount no more memory: it holds counters per song, not the downloads
     growth = peaks[120_000] - peaks[12_000]
     assert growth < 5_000_000, f"peak {peaks[12_000] / 1e6:.1f} MB -> {peaks[120_000] / 1e6:.1f} MB"
+
+
+class _ListedMappings:
+    """A Lambda client listing the given mappings of one stream, every function an aggregator of `table`."""
+
+    def __init__(self, table: str, mappings: list[dict[str, Any]]) -> None:
+        self._table, self._mappings = table, mappings
+
+    def get_paginator(self, operation: str) -> Any:
+        assert operation == "list_event_source_mappings"
+        mappings = self._mappings
+        return type("Paginator", (), {"paginate": lambda _self, **_: [{"EventSourceMappings": mappings}]})()
+
+    def get_function_configuration(self, FunctionName: str) -> dict[str, Any]:  # noqa: N803 (boto3's name)
+        return {"Environment": {"Variables": {"TABLE_NAME": self._table, "COUNT_ATTRIBUTE": "DownloadCount"}}}
+
+
+def test_a_mapping_replaced_by_terraform_and_still_deleting_is_not_a_second_aggregator() -> None:
+    from leaderboard_tools.deployment import DeploymentError, _aggregator_mapping
+
+    # given the stream's mappings right after Terraform replaced the aggregator's: the old one still listed as
+    # Deleting (AWS, DeleteEventSourceMapping: "might not be completely deleted for several seconds"), the new one
+    function = "arn:aws:lambda:us-east-1:123456789012:function:songs-aggregator"
+    old = {"UUID": "old", "FunctionArn": function, "State": "Deleting"}
+    new = {"UUID": "new", "FunctionArn": function, "State": "Enabled"}
+    # when the aggregator is looked up, whichever order the list gives
+    found = [
+        _aggregator_mapping(_ListedMappings("songs", order), "songs", "stream") for order in ([old, new], [new, old])
+    ]
+    # then it is the one function, through its live mapping
+    assert [mapping["UUID"] for mapping, _ in filter(None, found)] == ["new", "new"]
+    # and two functions reading the stream are still refused
+    other = {"UUID": "other", "FunctionArn": function.replace("songs-", "other-"), "State": "Enabled"}
+    with pytest.raises(DeploymentError, match="more than one aggregator"):
+        _aggregator_mapping(_ListedMappings("songs", [new, other]), "songs", "stream")
