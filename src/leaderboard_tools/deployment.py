@@ -123,8 +123,9 @@ def _aggregator_mapping(
         mappings = [mapping for page in pages for mapping in page.get("EventSourceMappings", [])]
     except ClientError as error:
         raise DeploymentError(f"cannot list the event source mappings of {stream_arn}: {error}") from error
-    # A mapping Terraform replaced stays listed beside its successor, of the same function: AWS, DeleteEventSourceMapping,
-    # "it enters a Deleting state and might not be completely deleted for several seconds". Counted by function.
+    # A mapping Terraform replaced stays listed beside its successor, of the same function (AWS,
+    # DeleteEventSourceMapping: "it enters a Deleting state and might not be completely deleted for several
+    # seconds"): aggregators are counted by function, each through its live mapping.
     mappings.sort(key=lambda mapping: mapping.get("State") == "Deleting")
     for mapping in mappings:
         if any(mapping["FunctionArn"] == seen["FunctionArn"] for seen, _ in found):
