@@ -83,7 +83,7 @@ with-emulator:
 	case "$$started" in *started*) $(DEV) down >/dev/null ;; esac; exit $$status
 
 # The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
-# The full run takes about half an hour on two cores; BENCH_ARGS picks a part (side-by-side, reads, index-layout, report).
+# The full run takes about half an hour on two cores; BENCH_ARGS picks a part (side-by-side, boards, handler-cpu, reads, index-layout, report).
 BENCH_ARGS ?=
 bench: build $(STAMP)
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \

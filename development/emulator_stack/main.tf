@@ -1,7 +1,7 @@
 # The root configuration the acceptance suite, the demo and the benchmark apply to an emulator
 # (leaderboard_dev.terraform_stack.Stack): the module with every service at one
 # LocalStack-compatible endpoint and the fake credentials emulators accept. Not an example for
-# AWS: those are terraform/examples/minimal and terraform/examples/complete.
+# AWS: those are under terraform/examples/ (minimal, complete, trending-products).
 
 locals {
   emulated = var.aws_endpoint_url != ""
