@@ -126,10 +126,10 @@ def _aggregator_mapping(
     # A mapping Terraform replaced stays listed beside its successor, of the same function (AWS,
     # DeleteEventSourceMapping: "it enters a Deleting state and might not be completely deleted for several
     # seconds"): aggregators are counted by function, each through its live mapping.
-    mappings.sort(key=lambda mapping: mapping.get("State") == "Deleting")
-    for mapping in mappings:
-        if any(mapping["FunctionArn"] == seen["FunctionArn"] for seen, _ in found):
-            continue
+    live_mapping_of: dict[str, dict[str, Any]] = {}
+    for mapping in sorted(mappings, key=lambda mapping: mapping.get("State") == "Deleting"):
+        live_mapping_of.setdefault(mapping["FunctionArn"], mapping)
+    for mapping in live_mapping_of.values():
         environment = _environment(lambda_client, mapping["FunctionArn"])
         if environment is not None and environment.get("TABLE_NAME") == table and "COUNT_ATTRIBUTE" in environment:
             found.append((mapping, environment))
