@@ -34,7 +34,14 @@ APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
 """Release 0.1.0's one watermark per aggregate: what it counted lies at or below it, whatever the shard; a shard
 this version has not written the aggregate from adds only what lies above it."""
 RECOUNTED_THROUGH_ATTRIBUTE = "RecountedThrough"
-"""Set by a repair: the count includes every download created at or before this second."""
+"""Set by a repair: the count includes every download created at or before this second that the recount saw."""
+RECOUNT_BAND_ATTRIBUTE = "RecountBand"
+"""Set by a repair while it is sure to come back ("<token>|<deadline epoch second>"): until then a record created
+at or before RecountedThrough is held on the aggregate, not refused, and the repair counts those its recount missed."""
+RECOUNT_HELD_ATTRIBUTE = "RecountHeld"
+"""The held downloads, a string set of `download_records.download_id`s."""
+MAX_HELD = 1000
+"""About 23 bytes each: the item stays near 24 KB while a band is open (every write of it costs that many units)."""
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""
 PRUNE_IDLE_SECONDS = 3600
@@ -60,6 +67,8 @@ class Contribution:
     """Zero-padded to SEQUENCE_WIDTH."""
     created: int | None
     amount: int | Decimal = 1
+    download_id: str | None = None
+    """Which download of the song it is: what a repair's band holds it by."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ class ApplyOutcome:
     """UpdateItem and TransactWriteItems calls made, conditional failures and prunes included."""
     refused: list[tuple[Contribution, str]] = field(default_factory=list)
     """Records that must not be counted here: created before a recount fence, or held by a corrupt item."""
+    held: int = 0
+    """Records created before a recount fence, held for the repair that set it: it counts those its recount missed."""
     pruned_watermarks: int = 0
     previous_stream_labels: tuple[str, ...] = ()
     """Labels of other streams whose watermarks the aggregate carries: a re-enabled stream or a restored table."""
@@ -150,33 +161,37 @@ class AggregateStore:
         """
         outcome = ApplyOutcome()
         remaining = list(contributions)
+        held: list[Contribution] = []
         known: _Known | None = None
         for _ in range(MAX_CONDITION_ROUNDS):
             if known is not None:
                 try:
-                    remaining = self._not_yet_counted(known, shard, remaining, outcome)
+                    remaining, held = self._not_yet_counted(
+                        known, shard, sorted([*remaining, *held], key=lambda c: c.sequence), outcome
+                    )
                 except CorruptWatermark as error:
-                    outcome.refused.extend((contribution, str(error)) for contribution in remaining)
+                    outcome.refused.extend((contribution, str(error)) for contribution in [*remaining, *held])
                     return outcome
-                if not remaining:
+                if not remaining and not held:
                     return outcome
             try:
                 if known is not None and self._needs_proof(known, shard):
-                    self._write_with_proof(key, shard, remaining, known)
+                    self._write_with_proof(key, shard, remaining, known, held)
                     outcome.transactions += 1
                     written: dict[str, Any] | None = None
                 else:
-                    written = self._write(key, shard, remaining, known)
+                    written = self._write(key, shard, remaining, known, held)
             except ClientError as error:
                 outcome.writes += 1
                 if _refused_outright(error):
                     reason = f"the aggregate's value or order would pass DynamoDB's 38 digits: {error}"
-                    outcome.refused.extend((contribution, reason) for contribution in remaining)
+                    outcome.refused.extend((contribution, reason) for contribution in [*remaining, *held])
                     return outcome
                 known = self._known_after(error, key, shard)
                 continue
             outcome.writes += 1
             outcome.added += len(remaining)
+            outcome.held += len(held)
             outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
@@ -199,8 +214,9 @@ class AggregateStore:
 
     def _not_yet_counted(
         self, known: _Known, shard: ShardRef, remaining: list[Contribution], outcome: ApplyOutcome
-    ) -> list[Contribution]:
-        """The contributions still to add: above the watermark (or the vouching checkpoint), after the recount fence."""
+    ) -> tuple[list[Contribution], list[Contribution]]:
+        """The contributions still to add and those to hold: above the watermark (or the vouching checkpoint),
+        and split at the recount fence."""
         name = shard.watermark_name
         floor: str | None = None
         if name in known.item:
@@ -215,7 +231,7 @@ class AggregateStore:
                     "since): it cannot be proven uncounted; recount"
                 )
                 outcome.refused.extend((contribution, reason) for contribution in remaining)
-                return []
+                return [], []
             floor = progress_of_item(known.progress).checkpoint
         elif APPLIED_SEQUENCE_ATTRIBUTE in known.item:
             floor = known.item[APPLIED_SEQUENCE_ATTRIBUTE].get("S")
@@ -224,14 +240,36 @@ class AggregateStore:
             outcome.already_applied += len(remaining) - len(above)
             remaining = above
         fence = _number(known.item.get(RECOUNTED_THROUGH_ATTRIBUTE))
-        if fence is not None:
-            fenced = [c for c in remaining if c.created is None or c.created <= fence]
-            outcome.refused.extend(
-                (contribution, f"created at or before {RECOUNTED_THROUGH_ATTRIBUTE} {fence}: counted by a recount")
-                for contribution in fenced
-            )
-            remaining = [c for c in remaining if c.created is not None and c.created > fence]
-        return remaining
+        if fence is None:
+            return remaining, []
+        fenced = [c for c in remaining if c.created is None or c.created <= fence]
+        after = [c for c in remaining if c.created is not None and c.created > fence]
+        return after, self._hold(known.item, fence, fenced, outcome)
+
+    def _hold(
+        self, item: dict[str, Any], fence: Decimal, fenced: list[Contribution], outcome: ApplyOutcome
+    ) -> list[Contribution]:
+        """What an open band can hold of the fenced records; the rest is refused, with the reason."""
+        counted = f"created at or before {RECOUNTED_THROUGH_ATTRIBUTE} {fence}: counted by a recount"
+        band = _band_deadline(item.get(RECOUNT_BAND_ATTRIBUTE))
+        if band is None:
+            outcome.refused.extend((contribution, counted) for contribution in fenced)
+            return []
+        if band < self._clock():
+            reason = f"{counted}, and its repair's band expired at {band} without closing: recount"
+            outcome.refused.extend((contribution, reason) for contribution in fenced)
+            return []
+        already = set((item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or [])
+        held: list[Contribution] = []
+        for contribution in fenced:
+            if contribution.download_id is None:
+                outcome.refused.append((contribution, f"{counted}, and it has no sort key to hold it by"))
+            elif len(already) >= MAX_HELD and contribution.download_id not in already:
+                outcome.refused.append((contribution, f"{counted}, and its repair's band holds {MAX_HELD} already"))
+            else:
+                already.add(contribution.download_id)
+                held.append(contribution)
+        return held
 
     def _progress_item(self, shard: ShardRef) -> dict[str, Any]:
         return (
@@ -242,16 +280,24 @@ class AggregateStore:
         )
 
     def _update_parameters(
-        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known | None
+        self,
+        key: AggregateKey,
+        shard: ShardRef,
+        contributions: list[Contribution],
+        known: _Known | None,
+        held: list[Contribution] | None = None,
     ) -> dict[str, Any]:
         """One conditional update: count, watermark, index partition and order change together or not at all.
 
         The order moves with the count (ADD-like arithmetic on it), so no read is needed. An
         aggregate written before the order existed has a count but no order: once the item is
         known, its order is set outright from that count, on the condition that the count holds.
+        Held records move the watermark and join the band's set, on the condition that the band is
+        still the one read and has room for them.
         """
+        held = held or []
         addition = sum((contribution.amount for contribution in contributions), Decimal(0))
-        highest = contributions[-1]
+        highest = max([*contributions, *held], key=lambda c: c.sequence)
         created = [c.created for c in contributions]
         names = {
             "#count": self._schema.count,
@@ -261,6 +307,8 @@ class AggregateStore:
             "#pruned": PRUNED_ATTRIBUTE,
             "#fence": RECOUNTED_THROUGH_ATTRIBUTE,
             "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
+            "#band": RECOUNT_BAND_ATTRIBUTE,
+            "#held": RECOUNT_HELD_ATTRIBUTE,
         }
         never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
         values: dict[str, Any] = {
@@ -288,6 +336,13 @@ class AggregateStore:
                 values[":fence"] = item[RECOUNTED_THROUGH_ATTRIBUTE]
             else:
                 fence = "attribute_not_exists(#fence)"
+            if held:
+                ids = sorted({c.download_id for c in held if c.download_id is not None})
+                already = set((item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or [])
+                fence += " AND #band = :band AND (attribute_not_exists(#held) OR size(#held) <= :room)"
+                values[":band"] = item[RECOUNT_BAND_ATTRIBUTE]
+                values[":held"] = {"SS": ids}
+                values[":room"] = {"N": str(MAX_HELD - len(set(ids) - already))}
         known_count = _number(item.get(self._schema.count)) if item is not None else None
         if item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
@@ -299,7 +354,8 @@ class AggregateStore:
             order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
             values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
-        update = f"ADD #count :addition SET #period = :partition, {order_expression}, #wm = :entry"
+        additions = "#count :addition, #held :held" if held else "#count :addition"
+        update = f"ADD {additions} SET #period = :partition, {order_expression}, #wm = :entry"
         condition = f"{watermark} AND {fence} AND {order_condition}"
         return {
             "TableName": self._table,
@@ -310,26 +366,38 @@ class AggregateStore:
         }
 
     def _write(
-        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known | None
+        self,
+        key: AggregateKey,
+        shard: ShardRef,
+        contributions: list[Contribution],
+        known: _Known | None,
+        held: list[Contribution] | None = None,
     ) -> dict[str, Any]:
-        parameters = self._update_parameters(key, shard, contributions, known)
+        parameters = self._update_parameters(key, shard, contributions, known, held)
         response = self._client.update_item(
             **parameters, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
         )
         return response.get("Attributes") or {}
 
     def _write_with_proof(
-        self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution], known: _Known
+        self,
+        key: AggregateKey,
+        shard: ShardRef,
+        contributions: list[Contribution],
+        known: _Known,
+        held: list[Contribution] | None = None,
     ) -> None:
         """The watermark was pruned: add only if the shard's checkpoint is still below these records, atomically.
 
         Pruning happens only once the checkpoint has passed a watermark, and every count sets one;
         so with no watermark, what is counted of this shard is exactly what the checkpoint covers.
         """
-        update = self._update_parameters(key, shard, contributions, known)
+        update = self._update_parameters(key, shard, contributions, known, held)
         update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         check = self._progress.condition_check(
-            shard, contributions[0].sequence, known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S", "")
+            shard,
+            min(c.sequence for c in [*contributions, *(held or [])]),
+            known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S", ""),
         )
         known.progress = None
         self._client.transact_write_items(TransactItems=[check, {"Update": update}])
@@ -416,6 +484,13 @@ def _refused_outright(error: ClientError) -> bool:
         and "overflow" in str(reason.get("Message", "")).lower()
         for reason in reasons
     )
+
+
+def _band_deadline(value: Any) -> int | None:
+    """The deadline of a repair's band ("<token>|<deadline>"), None when there is none or it is not one."""
+    text = value.get("S") if isinstance(value, dict) else None
+    parts = text.split("|") if isinstance(text, str) else []
+    return int(parts[1]) if len(parts) == 2 and parts[0] and parts[1].isdigit() else None
 
 
 def _number(value: Any) -> Decimal | None:

@@ -158,6 +158,8 @@ class BatchReport:
     """(entity, period) pairs among the downloads read: the fewest writes that could count them."""
     added: int = 0
     already_applied: int = 0
+    held: int = 0
+    """Records created before a recount fence, held on the aggregate for the repair that set it."""
     writes: int = 0
     transactions: int = 0
     aggregates_written: int = 0
@@ -200,6 +202,7 @@ class BatchReport:
             "distinct_aggregates": self.distinct_aggregates,
             "added": self.added,
             "already_applied": self.already_applied,
+            "held_for_repair": self.held,
             "aggregate_writes": self.writes,
             "transactions": self.transactions,
             "aggregates_written": self.aggregates_written,
@@ -485,7 +488,7 @@ def _catch_up(
     report.rejected.extend(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
     for download in downloads:
-        contribution = Contribution(download.sequence, download.created, download.amount)
+        contribution = Contribution(download.sequence, download.created, download.amount, download.download_id)
         for key in download.keys:
             groups.setdefault(key, []).append(contribution)
     report.distinct_aggregates += len(groups)
@@ -600,6 +603,7 @@ def _write_all(
             continue
         report.added += outcome.added
         report.already_applied += outcome.already_applied
+        report.held += outcome.held
         report.writes += outcome.writes
         report.transactions += outcome.transactions
         report.aggregates_written += 1

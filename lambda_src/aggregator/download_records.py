@@ -5,6 +5,8 @@ Pure functions only: everything here is unit-tested without AWS.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -67,6 +69,8 @@ class Download:
     """What the download adds to each of its aggregates."""
     also: tuple[AggregateKey, ...] = ()
     """Its other aggregates (other periods, its category's boards): `key` and these together."""
+    download_id: str | None = None
+    """Which download of its song this is (`download_id` of its sort key): what a repair's band holds."""
 
     @property
     def keys(self) -> tuple[AggregateKey, ...]:
@@ -166,6 +170,25 @@ def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def download_id(sort_key: str) -> str:
+    """A download's identity within its song: 16 bytes of SHA-256 of its sort key, base64url without padding.
+
+    A repair's band (aggregate_store.py) holds the downloads it was not sure of under this id, and the
+    repair compares them with those it recounted: fixed size, whatever the key's length (up to 1,024 bytes).
+    """
+    digest = hashlib.sha256(sort_key.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def _sort_key_of(stream: dict[str, Any], image: dict[str, Any], schema: Schema) -> str | None:
+    keys = stream.get("Keys")
+    for source in (keys if isinstance(keys, dict) else {}, image):
+        value = _string_attribute(source, schema.sort_key)
+        if value is not None:
+            return value
+    return None
+
+
 def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     """Classify one stream record; never raises on bad input."""
     if not isinstance(record, dict):
@@ -213,7 +236,16 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
             reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
             return Rejected(reason, raw_sequence, record)
     keys = [AggregateKey(entity_id, board) for board in boards]
-    return Download(keys[0], pad_sequence(raw_sequence), raw_sequence, creation_second(stream), amount, tuple(keys[1:]))
+    sort_key = _sort_key_of(stream, image, schema)
+    return Download(
+        keys[0],
+        pad_sequence(raw_sequence),
+        raw_sequence,
+        creation_second(stream),
+        amount,
+        tuple(keys[1:]),
+        download_id(sort_key) if sort_key is not None else None,
+    )
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:

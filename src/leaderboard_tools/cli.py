@@ -163,7 +163,12 @@ def command_reconcile(arguments: argparse.Namespace) -> int:
     songs = [song for song in (arguments.songs or "").split(",") if song] or None
     with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
         reconciler = Reconciler(
-            aws, deployment, stream_budget_seconds=arguments.stream_budget_seconds, on_progress=on_progress
+            aws,
+            deployment,
+            stream_budget_seconds=arguments.stream_budget_seconds,
+            band_seconds=arguments.band_seconds,
+            clock_margin_seconds=arguments.clock_margin_seconds,
+            on_progress=on_progress,
         )
         run = reconciler.run({arguments.month: songs}, repair=arguments.repair)
     report = run.month(arguments.month)
@@ -181,6 +186,8 @@ def command_reconcile(arguments: argparse.Namespace) -> int:
             print(f"  refused: {report.refused}")
         for difference in report.differences:
             state = difference.state + (f": {difference.reason}" if difference.reason else "")
+            if difference.added_at_close:
+                state += f"; {difference.added_at_close} more held by its band, added at the close"
             print(f"  {difference.entity_id}: stored {difference.stored}, recounted {difference.recounted} ({state})")
     return reconcile_exit_code(report.differences, report.refused is not None)
 
@@ -195,7 +202,12 @@ def command_recover(arguments: argparse.Namespace) -> int:
         raise DeploymentError("the deployment names no failure queue (FAILURE_QUEUE_URL): pass --queue-url")
     with progress_of("Reading items", shown=sys.stderr.isatty()) as on_progress:
         reconciler = Reconciler(
-            aws, deployment, stream_budget_seconds=arguments.stream_budget_seconds, on_progress=on_progress
+            aws,
+            deployment,
+            stream_budget_seconds=arguments.stream_budget_seconds,
+            band_seconds=arguments.band_seconds,
+            clock_margin_seconds=arguments.clock_margin_seconds,
+            on_progress=on_progress,
         )
         report = recover(aws, deployment, reconciler, deployment.failure_queue_url)
     print(json.dumps(report.as_json()))
@@ -277,6 +289,20 @@ def main(argv: list[str] | None = None) -> int:
             type=float,
             default=300,
             help="longest read of one stream shard when checking for downloads in flight (default 300)",
+        )
+        command.add_argument(
+            "--band-seconds",
+            type=float,
+            default=300,
+            help="how long a repair waits after its fence for the records created before it (default 300); "
+            "a later one is refused and reported",
+        )
+        command.add_argument(
+            "--clock-margin-seconds",
+            type=float,
+            default=60,
+            help="how far this machine's clock and DynamoDB's may be from the stream's creation times (default 60); "
+            "a smaller margin than the true skew can count a recounted download twice",
         )
         if name == "reconcile":
             command.add_argument("--month", required=True, type=month_argument, help="YYYY-MM")

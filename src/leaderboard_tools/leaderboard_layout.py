@@ -10,6 +10,7 @@ fact", lists.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from dataclasses import dataclass
@@ -62,6 +63,13 @@ def leaderboard_partitions(period: str, shards: int) -> list[str]:
 def order_of(count: int, entity_id: str) -> int:
     prefix = entity_id.encode()[:TIEBREAK_BYTES].ljust(TIEBREAK_BYTES, b"\0")
     return count * ORDER_SCALE + ORDER_SCALE - 1 - int.from_bytes(prefix, "big")
+
+
+def download_id(sort_key: str) -> str:
+    """A download's identity within its song, as a repair's band holds it: the aggregator's
+    `download_records.download_id`, copied (16 bytes of SHA-256 of the sort key, base64url, no padding)."""
+    digest = hashlib.sha256(sort_key.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def month_of(timestamp: str) -> str:

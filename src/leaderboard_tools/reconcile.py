@@ -19,16 +19,24 @@ in flight before it writes:
    the months found there is in flight; so is everything, if a shard could not be read to such a
    point within the budget.
 4. *Repair*: an aggregate with a download in flight is **pending**: reported, untouched. A settled
-   one whose count differs gets one conditional UpdateItem: count and order set to the recount,
-   index partition set by the deployed layout, `RecountedThrough` raised to F, conditioned on the
-   count, every watermark and the fence being what the snapshot read (the aggregator only ever
-   adds, so any write of its in between fails the condition: reported as a conflict).
+   one whose count differs is recounted once more on its own (a Query of its song), this time
+   keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
+   set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
+   F (that recount's end plus the clock margin) and a **band** opened (`RecountBand`), conditioned
+   on the count, every watermark and the fence being what the snapshot read (the aggregator only
+   ever adds, so any write of its in between fails the condition: reported as a conflict).
+5. *Band*: while it is open, the aggregator holds every record of the aggregate created at or
+   before F on the aggregate itself (`RecountHeld`, a bounded set of download ids, written with its
+   watermark) instead of counting it. The repair waits until F has passed and no record of the
+   aggregate created at or before F is left above the aggregator's checkpoints, then closes the
+   band: it adds the held downloads its recount did not see, conditioned on the band and the held
+   set being what it read.
 
-The aggregator refuses (and reports to the failure queue) every later record of a repaired
-aggregate created at or before its `RecountedThrough`: a download the recount counted can never
-be counted again, however late it appears in the stream. A download created before F that the
-recount missed is refused too, and reported: an under-count `recover` repairs, never an
-over-count.
+A download the recount saw is never counted again: its record is created at or before F, so the
+aggregator holds it (and the close knows it was seen) or, once the band is closed, refuses it.
+A download the recount missed is counted once: after F by the aggregator, within F by the close.
+Only a record of it that reaches the aggregator after the band closed (delivered later than the
+wait allowed) is refused, and reported: an under-count `recover` repairs, never an over-count.
 
 With time-to-live on the downloads, expired downloads leave the table but stay counted: a month
 holding a download whose expiry has passed is refused, and no count is lowered while the table
@@ -40,6 +48,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +65,8 @@ from leaderboard_tools.leaderboard_layout import (
     CATEGORY_SEPARATOR,
     MAX_SORT_KEY_BYTES,
     MONTH_KEY,
+    ORDER_SCALE,
+    download_id,
     leaderboard_partition,
     month_of,
     order_of,
@@ -72,12 +83,24 @@ from leaderboard_tools.stream_reading import (
 
 WATERMARK_PREFIX = "Watermark_"
 FENCE_ATTRIBUTE = "RecountedThrough"
+BAND_ATTRIBUTE = "RecountBand"
+HELD_ATTRIBUTE = "RecountHeld"
 PRUNED_ATTRIBUTE = "WatermarksPruned"
 PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
 APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
 """The aggregate's bookkeeping, as the aggregator names it (aggregate_store.py, delivery.py; copied)."""
 CLOCK_MARGIN_SECONDS = 60
 """How far this machine's clock (and DynamoDB's Date header) may be from the stream's creation times."""
+BAND_SECONDS = 300.0
+"""How long a band waits after F for the records created before it to reach the aggregator (the iterator-age alarm
+fires at 300 s of lag): a record later than that is refused and reported."""
+BAND_SETTLE_SECONDS = 5.0
+"""After F, before the first look at the stream: a record is written to the stream after its item."""
+BAND_POLL_SECONDS = 5.0
+BAND_ID_BUDGET = 2_000_000
+"""Download ids kept in memory for open bands (about 100 bytes each): past it, bands are closed before more open."""
+CLOSE_ROUNDS = 8
+"""A close is retried when the aggregator held one more record between its read and its write."""
 
 AggregateId = tuple[str, str]
 """(entity id, month)"""
@@ -113,6 +136,8 @@ class Difference:
     """differs (no repair asked), repaired, pending (a download in flight), conflict (written meanwhile),
     ttl (a lower count while the table has TTL)."""
     reason: str | None = None
+    added_at_close: int = 0
+    """Downloads the repair's recount missed that the aggregator held in its band: added when the band closed."""
 
     @property
     def repaired(self) -> bool:
@@ -126,6 +151,8 @@ class Difference:
             "repaired": self.repaired,
             "state": self.state,
         }
+        if self.repaired:
+            entry["addedAtClose"] = self.added_at_close
         return entry | ({"reason": self.reason} if self.reason else {})
 
 
@@ -199,6 +226,21 @@ class _Recount:
     counts: Counter[AggregateId] = field(default_factory=Counter)
     expired: dict[str, str] = field(default_factory=dict)
     server_time: float = 0.0
+    ids: set[str] | None = None
+    """The ids of the downloads counted, when a repair needs them (one aggregate's)."""
+
+
+@dataclass
+class _Band:
+    """A repaired aggregate whose band is open: what its close needs."""
+
+    month: str
+    difference: Difference
+    value: str
+    """"<token>|<deadline>", as written: the close is conditioned on it."""
+    fence: int
+    deadline: int
+    seen: set[str]
 
 
 def _server_time(response: Mapping[str, Any]) -> float:
@@ -220,6 +262,10 @@ class Reconciler:
         stream_budget_seconds: float = 300.0,
         empty_pages_at_tip: int = 5,
         empty_page_pause: float = 0.5,
+        clock_margin_seconds: float = CLOCK_MARGIN_SECONDS,
+        band_seconds: float = BAND_SECONDS,
+        band_settle_seconds: float = BAND_SETTLE_SECONDS,
+        band_poll_seconds: float = BAND_POLL_SECONDS,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
@@ -233,6 +279,10 @@ class Reconciler:
         self._stream_budget = stream_budget_seconds
         self._empty_pages_at_tip = empty_pages_at_tip
         self._empty_page_pause = empty_page_pause
+        self._margin = clock_margin_seconds
+        self._band_seconds = band_seconds
+        self._band_settle = band_settle_seconds
+        self._band_poll = band_poll_seconds
         self._clock = clock
         self._sleep = sleep
         self._on_progress = on_progress
@@ -276,13 +326,12 @@ class Reconciler:
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
         recount_end = math.ceil(max(self._clock(), recount.server_time))
-        fence = recount_end + CLOCK_MARGIN_SECONDS
         months = (
             set(targets)
             if targets is not None
             else {month for _, month in snapshots} | {month for _, month in recount.counts}
         )
-        report = RunReport(fence=fence if repair else None)
+        report = RunReport()
         differing: dict[str, list[Difference]] = {}
         for month in sorted(months):
             wanted = None if targets is None else targets[month]
@@ -305,9 +354,19 @@ class Reconciler:
         if not repair or not any(differing.values()):
             return report
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        bands: list[_Band] = []
         for month, differences in differing.items():
             for difference in differences:
-                self._settle(month, difference, snapshots.get((difference.entity_id, month), ABSENT), fence, in_flight)
+                snapshot = snapshots.get((difference.entity_id, month), ABSENT)
+                band = self._settle(month, difference, snapshot, in_flight)
+                if band is None:
+                    continue
+                bands.append(band)
+                report.fence = max(report.fence or 0, band.fence)
+                if sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
+                    self._close_bands(bands)
+                    bands = []
+        self._close_bands(bands)
         return report
 
     def _check_supported(self) -> None:
@@ -339,9 +398,9 @@ class Reconciler:
         month: str,
         difference: Difference,
         snapshot: Snapshot,
-        fence: int,
         in_flight: set[AggregateId] | None,
-    ) -> None:
+    ) -> _Band | None:
+        """Pending, left for TTL, or repaired with its band open (returned, for the close)."""
         ttl = self._deployment.ttl_attribute
         if in_flight is None or (difference.entity_id, month) in in_flight:
             difference.state = "pending"
@@ -350,14 +409,29 @@ class Reconciler:
                 if in_flight is not None
                 else "the stream could not be read far enough to show nothing is in flight: run again"
             )
-        elif ttl is not None and difference.recounted < difference.stored:
+            return None
+        if ttl is not None and difference.recounted < difference.stored:
             difference.state = "ttl"
             difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
-        elif self._repair(month, difference.entity_id, snapshot, difference.recounted, fence):
-            difference.state = "repaired"
-        else:
+            return None
+        recount = self._recount_songs([difference.entity_id], {month: [difference.entity_id]}, keep_ids=True)
+        recounted = recount.counts.get((difference.entity_id, month), 0)
+        if month in recount.expired or (ttl is not None and recounted < difference.stored):
+            difference.state = "ttl"
+            difference.reason = recount.expired.get(month) or (
+                f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+            )
+            return None
+        fence = max(math.ceil(max(self._clock(), recount.server_time) + self._margin), snapshot.fence or 0)
+        deadline = math.ceil(fence + self._band_seconds + self._margin + self._band_settle + self._band_poll)
+        value = f"{uuid.uuid4().hex}|{deadline}"
+        if not self._repair(month, difference.entity_id, snapshot, recounted, fence, value):
             difference.state = "conflict"
             difference.reason = "the aggregator wrote it meanwhile: run again"
+            return None
+        difference.state = "repaired"
+        difference.recounted = recounted
+        return _Band(month, difference, value, fence, deadline, recount.ids or set())
 
     # ------------------------------------------------------------------ reading the table
 
@@ -444,10 +518,13 @@ class Reconciler:
         return merged
 
     def _count_pages(
-        self, pages: Iterator[dict[str, Any]], targets: Mapping[str, Collection[str] | None] | None
+        self,
+        pages: Iterator[dict[str, Any]],
+        targets: Mapping[str, Collection[str] | None] | None,
+        keep_ids: bool = False,
     ) -> _Recount:
         names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
-        part = _Recount()
+        part = _Recount(ids=set() if keep_ids else None)
         for page in pages:
             part.server_time = max(part.server_time, _server_time(page))
             self._on_progress(page.get("ScannedCount", 0))
@@ -469,12 +546,17 @@ class Reconciler:
                         "expired downloads may already be deleted, so a recount of this month would understate",
                     )
                 part.counts[(entity, month)] += 1
+                if part.ids is not None:
+                    part.ids.add(download_id(item[names.sort_key]["S"]))
         return part
 
-    def _download_parameters(self) -> dict[str, Any]:
+    def _download_parameters(self, keep_ids: bool = False) -> dict[str, Any]:
         names, ttl = self._names, self._deployment.ttl_attribute
         attribute_names = {"#entity": names.entity, "#timestamp": names.timestamp, "#period": names.period}
         projection = "#entity, #timestamp"
+        if keep_ids:
+            attribute_names["#sk"] = names.sort_key
+            projection += ", #sk"
         if ttl:
             attribute_names["#ttl"] = ttl
             projection += ", #ttl"
@@ -504,10 +586,12 @@ class Reconciler:
         with ThreadPoolExecutor(max_workers=self._segments) as pool:
             return list(pool.map(segment, range(self._segments)))
 
-    def _recount_songs(self, songs: list[str], targets: Mapping[str, Collection[str] | None]) -> _Recount:
+    def _recount_songs(
+        self, songs: list[str], targets: Mapping[str, Collection[str] | None], keep_ids: bool = False
+    ) -> _Recount:
         """The cheaper path for a few songs: their partitions, not the table."""
-        parameters = self._download_parameters()
-        merged = _Recount()
+        parameters = self._download_parameters(keep_ids)
+        merged = _Recount(ids=set() if keep_ids else None)
         for song in songs:
             pages = self._paginate(
                 "query",
@@ -516,11 +600,13 @@ class Reconciler:
                 ExpressionAttributeValues={":entity": {"S": song}},
                 **parameters,
             )
-            part = self._count_pages(pages, targets)
+            part = self._count_pages(pages, targets, keep_ids)
             merged.counts.update(part.counts)
             for month, reason in part.expired.items():
                 merged.expired.setdefault(month, reason)
             merged.server_time = max(merged.server_time, part.server_time)
+            if merged.ids is not None and part.ids is not None:
+                merged.ids |= part.ids
         return merged
 
     # ------------------------------------------------------------------ the stream
@@ -583,14 +669,16 @@ class Reconciler:
 
     # ------------------------------------------------------------------ the repair
 
-    def _repair(self, month: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int) -> bool:
-        """One conditional UpdateItem: count, order, partition and fence, if the aggregate is still as read."""
+    def _repair(self, month: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int, band: str) -> bool:
+        """One conditional UpdateItem: count, order, partition, fence and band, if the aggregate is still as read."""
         names = self._names
         attribute_names = {
             "#count": names.count,
             "#order": names.order,
             "#period": names.period,
             "#fence": FENCE_ATTRIBUTE,
+            "#band": BAND_ATTRIBUTE,
+            "#held": HELD_ATTRIBUTE,
             "#pruned": PRUNED_ATTRIBUTE,
             "#pruned_under": PRUNED_UNDER_ATTRIBUTE,
             "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
@@ -600,6 +688,7 @@ class Reconciler:
             ":order": {"N": str(order_of(recounted, entity_id))},
             ":partition": {"S": leaderboard_partition(month, entity_id, self._deployment.shards())},
             ":fence": {"N": str(max(fence, snapshot.fence or 0))},
+            ":band": {"S": band},
         }
         if snapshot.exists:
             conditions = ["attribute_exists(#period)", "#count = :stored"]
@@ -621,9 +710,10 @@ class Reconciler:
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
                 # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
                 # (a progress table that can no longer vouch for it) stops refusing new records.
+                # A band or held set another repair left is superseded: this recount counts what it held.
                 UpdateExpression=(
-                    "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence"
-                    " REMOVE #pruned, #pruned_under, #applied"
+                    "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence, #band = :band"
+                    " REMOVE #pruned, #pruned_under, #applied, #held"
                 ),
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=attribute_names,
@@ -634,6 +724,77 @@ class Reconciler:
                 return False
             raise
         return True
+
+    def _close_bands(self, bands: list[_Band]) -> None:
+        """Wait until F has passed and no record created by then is left for the aggregator, then close each band."""
+        if not bands:
+            return
+        keys = {(band.difference.entity_id, band.month) for band in bands}
+        months = {band.month for band in bands}
+        fence = max(band.fence for band in bands)
+        give_up = min(band.deadline for band in bands) - self._margin - self._band_poll
+        caught_up = False
+        while not caught_up:
+            now = self._clock()
+            if now >= give_up:
+                break
+            # Creation times are whole seconds, rounded down: a record of the fence's own second is at the fence.
+            if now < fence + 1 + self._band_settle:
+                self._sleep(min(self._band_poll, fence + 1 + self._band_settle - now))
+                continue
+            in_flight, _ = self._in_flight(months, fence)
+            caught_up = in_flight is not None and not (in_flight & keys)
+            if not caught_up:
+                self._sleep(self._band_poll)
+        for band in bands:
+            self._close(band, caught_up)
+
+    def _close(self, band: _Band, caught_up: bool) -> None:
+        """Add what the band held that the recount did not see, and remove the band, as one conditional write."""
+        names, difference = self._names, band.difference
+        key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.month}}
+        for _ in range(CLOSE_ROUNDS):
+            item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
+            if (item.get(BAND_ATTRIBUTE) or {}).get("S") != band.value:
+                difference.reason = "another repair replaced its band: that repair's report counts what it held"
+                return
+            held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
+            missed = len(held - band.seen)
+            attribute_names = {"#count": names.count, "#order": names.order, "#band": BAND_ATTRIBUTE}
+            values: dict[str, Any] = {
+                ":band": {"S": band.value},
+                ":missed": {"N": str(missed)},
+                ":scaled": {"N": str(missed * ORDER_SCALE)},
+            }
+            if held:
+                attribute_names["#held"] = HELD_ATTRIBUTE
+                values[":size"] = {"N": str(len(held))}
+                unchanged = "size(#held) = :size"
+            else:
+                attribute_names["#held"] = HELD_ATTRIBUTE
+                unchanged = "attribute_not_exists(#held)"
+            try:
+                self._dynamodb.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    # The held set only grows while the band is open: the same size is the same set.
+                    UpdateExpression="ADD #count :missed SET #order = #order + :scaled REMOVE #band, #held",
+                    ConditionExpression=f"#band = :band AND {unchanged}",
+                    ExpressionAttributeNames=attribute_names,
+                    ExpressionAttributeValues=values,
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    continue
+                raise
+            difference.added_at_close = missed
+            if not caught_up:
+                difference.reason = (
+                    "its band closed before the stream showed every record created by its fence delivered: such a "
+                    "record is refused and reported (recover repairs it)"
+                )
+            return
+        difference.reason = f"its band kept changing for {CLOSE_ROUNDS} reads: left open, it expires and is reported"
 
 
 def _wanted(songs: Collection[str] | None, entity: str) -> bool:

@@ -19,10 +19,16 @@ from typing import Any
 
 import boto3
 
-from download_records import month_of  # the aggregator's own parser (lambda_src/aggregator, on sys.path in tests)
+from aggregate_store import AggregateStore, Contribution
+from delivery import ShardRef
+from download_records import AggregateKey, Schema, download_id, month_of, pad_sequence
 from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition, order_of
+from shard_progress import ProgressStore
 
 REGION = "us-east-1"
+QUICK_BANDS = {"clock_margin_seconds": 0, "band_settle_seconds": 0, "band_poll_seconds": 0.05, "band_seconds": 5}
+"""A repair's band as a unit test can afford it: moto stamps stream records with this machine's clock, so no clock
+margin is needed, and the band closes once the fence's second has passed and the stream shows nothing left."""
 DEFAULT_ACCOUNT_ID = "123456789012"
 
 
@@ -226,6 +232,16 @@ class ModelAggregator:
     stack: MotoStack
     refused: list[tuple[str, str, str]] = field(default_factory=list)
     """(song, month, sequence) of records refused by a recount fence."""
+    held: int = 0
+    """Records a repair's open band held."""
+
+    def _store(self) -> AggregateStore:
+        """The shipped aggregator's store: the fence, the band and the watermarks as it writes them."""
+        assert self.stack.progress_table
+        names = self.stack.names
+        schema = Schema(names.entity, names.sort_key, names.timestamp, names.period, names.count, names.order)
+        progress = ProgressStore(self._dynamodb, self.stack.progress_table)
+        return AggregateStore(self._dynamodb, self.stack.table, schema, progress, leaderboard_shards=self.stack.shards)
 
     def __post_init__(self) -> None:
         self._dynamodb = boto3.client("dynamodb", region_name=REGION)
@@ -280,33 +296,16 @@ class ModelAggregator:
             month = None  # a malformed download: the aggregator rejects it
         if record["eventName"] == "INSERT" and names.period not in image and month is not None:
             song = image[names.entity]["S"]
-            created = record["dynamodb"]["ApproximateCreationDateTime"].timestamp()
-            key = {names.entity: {"S": song}, names.sort_key: {"S": month}}
-            item = self._dynamodb.get_item(TableName=self.stack.table, Key=key, ConsistentRead=True).get("Item") or {}
-            fence = int(item["RecountedThrough"]["N"]) if "RecountedThrough" in item else None
-            if fence is not None and int(created) <= fence:
-                self.refused.append((song, month, sequence))
-            else:
-                count = int(item[names.count]["N"]) + 1 if names.count in item else 1
-                self._dynamodb.update_item(
-                    TableName=self.stack.table,
-                    Key=key,
-                    UpdateExpression="SET #count = :count, #order = :order, #period = :partition, #w = :w",
-                    ConditionExpression="attribute_not_exists(#count) OR #count = :before",
-                    ExpressionAttributeNames={
-                        "#count": names.count,
-                        "#order": names.order,
-                        "#period": names.period,
-                        "#w": "Watermark_model",
-                    },
-                    ExpressionAttributeValues={
-                        ":count": {"N": str(count)},
-                        ":before": {"N": str(count - 1)},
-                        ":order": {"N": str(order_of(count, song))},
-                        ":partition": {"S": leaderboard_partition(month, song, self.stack.shards)},
-                        ":w": {"S": sequence.zfill(40)},
-                    },
-                )
+            created = int(record["dynamodb"]["ApproximateCreationDateTime"].timestamp())
+            sort_key = (record["dynamodb"].get("Keys") or image).get(names.sort_key, {}).get("S")
+            contribution = Contribution(
+                pad_sequence(sequence), created, download_id=download_id(sort_key) if sort_key else None
+            )
+            outcome = self._store().apply(
+                AggregateKey(song, month), ShardRef(self.stack.stream_arn, shard_id), [contribution]
+            )
+            self.refused += [(song, month, sequence) for _ in outcome.refused]
+            self.held += outcome.held
         assert self.stack.progress_table
         self._dynamodb.put_item(
             TableName=self.stack.progress_table,

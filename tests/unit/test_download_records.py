@@ -17,6 +17,7 @@ from download_records import (
     Schema,
     bucket_key,
     coalesce,
+    download_id,
     month_of,
     pad_sequence,
     parse_record,
@@ -51,12 +52,24 @@ def test_month_of_an_unparsable_timestamp_raises(timestamp: str) -> None:
 
 
 def test_a_new_download_is_parsed_into_its_aggregate_key() -> None:
-    # given a download INSERT, when parsed, then its song, UTC month, padded sequence and creation second are kept
-    parsed = parse_record(download_record(42, "song7", "2018-02-03T04:05:06Z"), SCHEMA)
+    # given a download INSERT, when parsed, then its song, UTC month, padded sequence, creation second and identity
+    # (its sort key's digest) are kept
+    parsed = parse_record(download_record(42, "song7", "2018-02-03T04:05:06Z", download_id="d-42"), SCHEMA)
     assert parsed == Download(
-        AggregateKey("song7", "2018-02"), pad_sequence("000000000000000000042"), "000000000000000000042", CREATED
+        AggregateKey("song7", "2018-02"),
+        pad_sequence("000000000000000000042"),
+        "000000000000000000042",
+        CREATED,
+        download_id=download_id("d-42"),
     )
     assert len(parsed.sequence) == 40
+
+
+@given(st.text(min_size=1, max_size=300), st.text(min_size=1, max_size=300))
+def test_a_download_id_is_short_and_differs_for_different_sort_keys(first: str, second: str) -> None:
+    # given two sort keys, when their ids are taken, then each is 22 characters and equal ids mean equal keys
+    assert len(download_id(first)) == len(download_id(second)) == 22
+    assert (download_id(first) == download_id(second)) == (first == second)
 
 
 @pytest.mark.parametrize(("value", "second"), [(1516000000.75, 1516000000), (1516000000, 1516000000), ("x", None)])
@@ -122,11 +135,20 @@ def test_aggregates_and_non_inserts_are_ignored_not_counted(record: dict) -> Non
 
 
 def test_custom_attribute_names_are_honoured() -> None:
-    schema = Schema(entity="productID", timestamp="At", period="Day")
+    schema = Schema(entity="productID", sort_key="OrderLine", timestamp="At", period="Day")
     record = download_record(1, "ignored")
-    record["dynamodb"]["NewImage"] = {"productID": {"S": "p1"}, "At": {"S": "2020-05-06T07:08:09Z"}}
+    record["dynamodb"]["Keys"] = {"productID": {"S": "p1"}, "OrderLine": {"S": "line-9"}}
+    record["dynamodb"]["NewImage"] = {
+        "productID": {"S": "p1"},
+        "OrderLine": {"S": "line-9"},
+        "At": {"S": "2020-05-06T07:08:09Z"},
+    }
     assert parse_record(record, schema) == Download(
-        AggregateKey("p1", "2020-05"), pad_sequence("000000000000000000001"), "000000000000000000001", CREATED
+        AggregateKey("p1", "2020-05"),
+        pad_sequence("000000000000000000001"),
+        "000000000000000000001",
+        CREATED,
+        download_id=download_id("line-9"),
     )
 
 

@@ -299,6 +299,13 @@ def test_the_host_tools_read_a_download_s_month_exactly_as_the_aggregator(timest
     )
 
 
+@given(sort_key=st.text(min_size=1, max_size=1024))
+def test_the_host_tools_name_a_download_exactly_as_the_aggregator(sort_key: str) -> None:
+    # given any sort key a download may have, when the repair and the aggregator each take its id (what a repair's
+    # band holds), then they are the same: a held download the recount saw is never counted again
+    assert leaderboard_layout.download_id(sort_key) == download_records.download_id(sort_key)
+
+
 # ---------------------------------------------------------------- the index: partitions and order
 
 
@@ -429,16 +436,21 @@ def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
 
 @given(stream_arn=st.text(min_size=1, max_size=60), shard_id=st.text(min_size=1, max_size=30))
 def test_the_recount_names_an_aggregate_s_bookkeeping_as_the_aggregator(stream_arn: str, shard_id: str) -> None:
-    # given any shard's watermark name, then the recount recognises it, and names the fence and pruning marks alike
+    # given any shard's watermark name, then the recount recognises it, and names the fence, the band and the
+    # pruning marks alike
     assert delivery.watermark_name(stream_arn, shard_id).startswith(reconcile.WATERMARK_PREFIX)
     assert reconcile.WATERMARK_PREFIX == delivery.WATERMARK_PREFIX
     assert (
         reconcile.FENCE_ATTRIBUTE,
+        reconcile.BAND_ATTRIBUTE,
+        reconcile.HELD_ATTRIBUTE,
         reconcile.PRUNED_ATTRIBUTE,
         reconcile.PRUNED_UNDER_ATTRIBUTE,
         reconcile.APPLIED_SEQUENCE_ATTRIBUTE,
     ) == (
         aggregate_store.RECOUNTED_THROUGH_ATTRIBUTE,
+        aggregate_store.RECOUNT_BAND_ATTRIBUTE,
+        aggregate_store.RECOUNT_HELD_ATTRIBUTE,
         aggregate_store.PRUNED_ATTRIBUTE,
         aggregate_store.PRUNED_UNDER_ATTRIBUTE,
         aggregate_store.APPLIED_SEQUENCE_ATTRIBUTE,

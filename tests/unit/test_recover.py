@@ -15,7 +15,15 @@ from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import VisibilityKeeper, recover
 from leaderboard_tools.stream_reading import ShardReader
-from tests.unit.operator_stack import ModelAggregator, MotoStack, deploy, set_count, stored_count, write_download
+from tests.unit.operator_stack import (
+    QUICK_BANDS,
+    ModelAggregator,
+    MotoStack,
+    deploy,
+    set_count,
+    stored_count,
+    write_download,
+)
 
 MONTH = "2018-03"
 
@@ -42,7 +50,7 @@ def clients_with(function: AggregatorFunction) -> OperatorClients:
 
 def run_recover(stack: MotoStack, clients: OperatorClients, reconciler: Reconciler | None = None) -> Any:
     deployment = discover(operator_clients(region="us-east-1"), stack.table)
-    reconciler = reconciler or Reconciler(clients, deployment, empty_page_pause=0, sleep=lambda seconds: None)
+    reconciler = reconciler or Reconciler(clients, deployment, empty_page_pause=0, **QUICK_BANDS)
     return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30)
 
 
@@ -161,7 +169,7 @@ def test_every_month_the_messages_name_is_recounted_in_one_pass(aws: None) -> No
     send(stack, {"kind": "refused_record", "reason": "counted by a recount", "entityId": "song1", "period": MONTH})
     send(stack, {"kind": "refused_record", "reason": "counted by a recount", "entityId": "song2", "period": "2018-04"})
     clients = operator_clients(region="us-east-1")
-    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0)
+    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0, **QUICK_BANDS)
     # when recover runs
     report = run_recover(stack, clients, reconciler)
     # then one reconcile pass settled both months, and both messages are gone
@@ -178,7 +186,7 @@ def test_trimmed_records_are_answered_with_a_recount_of_every_month(aws: None) -
     set_count(stack, "song2", "2018-01", 7)
     send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "streamArn": stack.stream_arn, "checkpoint": "1"})
     clients = operator_clients(region="us-east-1")
-    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0)
+    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0, **QUICK_BANDS)
     report = run_recover(stack, clients, reconciler)
     assert reconciler.runs == [None]
     assert stored_count(stack, "song2", "2018-01") == 1
@@ -349,7 +357,7 @@ def test_a_trimmed_gap_that_holds_no_record_is_deleted_without_a_recount(aws: No
         },
     )
     clients = operator_clients(region="us-east-1")
-    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0)
+    reconciler = CountingReconciler(clients, discover(clients, stack.table), empty_page_pause=0, **QUICK_BANDS)
     report = run_recover(stack, clients, reconciler)
     assert reconciler.runs == []
     assert (report.deleted, report.kept) == (1, [])

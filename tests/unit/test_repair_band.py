@@ -1,0 +1,202 @@
+"""A repair's band: the downloads a recount could not be sure of are held by the aggregator and settled by the repair.
+
+The repair sets the count to its recount and a fence F (the recount's end plus the clock margin); the aggregator
+holds every record of the aggregate created at or before F on the aggregate while the band is open, and the repair,
+which knows which downloads it counted, adds those it missed when it closes the band (reconcile.py, steps 4-5;
+docs/operations.md). Played on moto with the shipped aggregator's store (tests/unit/operator_stack.ModelAggregator).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+
+from aggregate_store import MAX_HELD, AggregateStore, Contribution
+from delivery import ShardRef
+from download_records import AggregateKey, Schema, download_id, pad_sequence
+from leaderboard_tools.deployment import discover
+from leaderboard_tools.operator_aws import operator_clients
+from leaderboard_tools.reconcile import Reconciler, ReconcileReport
+from shard_progress import ProgressStore
+from tests.unit.operator_stack import (
+    QUICK_BANDS,
+    REGION,
+    ModelAggregator,
+    MotoStack,
+    aggregate_item,
+    deploy,
+    set_count,
+    stored_count,
+    write_download,
+)
+
+MONTH = "2018-03"
+MARGIN = 2
+"""Seconds from the repair's recount to its fence: the window in which a download may or may not be recounted."""
+
+
+def drifted_song() -> MotoStack:
+    """song1 with two downloads, counted, then hand-edited to 5: the drift a repair sets right."""
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 5)
+    return stack
+
+
+def repair(stack: MotoStack, while_open: Callable[[], None] = lambda: None) -> ReconcileReport:
+    """reconcile --repair of the month; `while_open` runs once, at the first pause after the band opened."""
+    pending = [while_open]
+
+    def sleep(seconds: float) -> None:
+        if pending and "RecountBand" in (aggregate_item(stack, "song1", MONTH) or {}):
+            pending.pop()()
+        time.sleep(seconds)
+
+    clients = operator_clients(region=REGION)
+    settings = QUICK_BANDS | {"clock_margin_seconds": MARGIN}
+    reconciler = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0, sleep=sleep, **settings)
+    return reconciler.run_month(MONTH, repair=True)
+
+
+def store(stack: MotoStack) -> AggregateStore:
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    assert stack.progress_table is not None
+    return AggregateStore(dynamodb, stack.table, Schema(), ProgressStore(dynamodb, stack.progress_table))
+
+
+def shard(stack: MotoStack) -> ShardRef:
+    return ShardRef(stack.stream_arn, ModelAggregator(stack).shard_ids()[0])
+
+
+def late(sort_key: str, created: int, sequence: str = "9" * 25) -> Contribution:
+    """A record of the download `sort_key` reaching the aggregator only now: AWS bounds neither when a written item's
+    record becomes readable nor when the mapping delivers it (up to the stream's 24-hour retention)."""
+    return Contribution(pad_sequence(sequence), created, download_id=download_id(sort_key))
+
+
+def set_band(stack: MotoStack, fence: int, deadline: int, held: list[str] | None = None) -> None:
+    """A band as a repair leaves it open: its fence, its deadline and what it holds."""
+    values: dict[str, Any] = {":fence": {"N": str(fence)}, ":band": {"S": f"token|{deadline}"}}
+    update = "SET RecountedThrough = :fence, RecountBand = :band"
+    if held:
+        values[":held"] = {"SS": held}
+        update += ", RecountHeld = :held"
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=stack.table,
+        Key={"songID": {"S": "song1"}, "SK": {"S": MONTH}},
+        UpdateExpression=update,
+        ExpressionAttributeValues=values,
+    )
+
+
+def test_a_download_the_recount_missed_is_held_by_the_band_and_added_at_the_close(aws: None) -> None:
+    # given a drifted song, and a listener who downloads it while the repair's band is open (after its recount,
+    # before its fence), the aggregator catching up at once
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+
+    def listener() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+
+    # when the month is repaired
+    report = repair(stack, while_open=listener)
+    # then the aggregator held the download (not counted, not refused), and the close added it: 2 recounted + 1
+    assert (aggregator.held, aggregator.refused) == (1, [])
+    [difference] = report.differences
+    assert (difference.state, difference.recounted, difference.added_at_close) == ("repaired", 2, 1)
+    assert stored_count(stack, "song1", MONTH) == 3
+    # and the band is gone, the fence stays
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    assert not {"RecountBand", "RecountHeld"} & set(item)
+    assert "RecountedThrough" in item
+
+
+def test_a_download_the_recount_saw_is_held_but_never_counted_again(aws: None) -> None:
+    # given a drifted song whose download d2 (recounted by the repair) reaches the aggregator only while the band is
+    # open: a record the repair's look at the stream could not see yet
+    stack = drifted_song()
+    outcomes = []
+
+    def late_delivery() -> None:
+        outcomes.append(store(stack).apply(AggregateKey("song1", MONTH), shard(stack), [late("d2", int(time.time()))]))
+
+    # when the month is repaired
+    report = repair(stack, while_open=late_delivery)
+    # then the band held it, and the close added nothing for it: the recount had counted it (a close adding every
+    # held download would make this 3)
+    assert [(outcome.added, outcome.held, outcome.refused) for outcome in outcomes] == [(0, 1, [])]
+    assert [d.added_at_close for d in report.differences] == [0]
+    assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_a_record_created_before_the_fence_and_delivered_after_the_close_is_refused_and_reported(aws: None) -> None:
+    # given a repaired song whose band is closed
+    stack = drifted_song()
+    report = repair(stack)
+    assert [d.state for d in report.differences] == ["repaired"]
+    fence = int((aggregate_item(stack, "song1", MONTH) or {})["RecountedThrough"]["N"])
+    # when a record created at the fence reaches the aggregator afterwards (a download the recount may have counted)
+    outcome = store(stack).apply(AggregateKey("song1", MONTH), shard(stack), [late("d7", fence)])
+    # then it is refused with its reason, for the failure queue, and not counted
+    assert (outcome.added, outcome.held) == (0, 0)
+    assert ["counted by a recount" in reason for _, reason in outcome.refused] == [True]
+    assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_a_band_its_repair_never_closed_stops_holding_at_its_deadline(aws: None) -> None:
+    # given an aggregate whose repair opened a band and stopped (killed) before closing it: its deadline has passed
+    stack = drifted_song()
+    now = int(time.time())
+    set_band(stack, fence=now + 60, deadline=now - 1, held=[download_id("d5")])
+    # when a record created before the fence arrives
+    outcome = store(stack).apply(AggregateKey("song1", MONTH), shard(stack), [late("d6", now)])
+    # then it is refused and reported, naming the expired band (nobody would ever settle what it held)
+    assert outcome.held == 0
+    assert ["band expired" in reason for _, reason in outcome.refused] == [True]
+    assert (aggregate_item(stack, "song1", MONTH) or {})["RecountHeld"] == {"SS": [download_id("d5")]}
+
+
+def test_a_full_band_refuses_what_it_cannot_hold_and_holds_what_it_already_has(aws: None) -> None:
+    # given an open band holding MAX_HELD downloads, d0 among them
+    stack = drifted_song()
+    now = int(time.time())
+    held = [download_id(f"d{number}") for number in range(MAX_HELD)]
+    set_band(stack, fence=now + 60, deadline=now + 600, held=held)
+    # when d0 arrives again from another record, and a new download d-new
+    outcome = store(stack).apply(
+        AggregateKey("song1", MONTH), shard(stack), [late("d0", now, "1" * 25), late("d-new", now, "2" * 25)]
+    )
+    # then the new one is refused and reported, the band still holds exactly MAX_HELD
+    assert outcome.held == 1
+    assert ["holds 1000 already" in reason for _, reason in outcome.refused] == [True]
+    assert len((aggregate_item(stack, "song1", MONTH) or {})["RecountHeld"]["SS"]) == MAX_HELD
+
+
+def test_one_write_counts_what_lies_after_the_fence_and_holds_what_lies_before(aws: None) -> None:
+    # given an open band with a fence at `now`
+    stack = drifted_song()
+    now = int(time.time())
+    set_band(stack, fence=now, deadline=now + 600)
+    # when one batch brings a record created at the fence and one after it
+    outcome = store(stack).apply(
+        AggregateKey("song1", MONTH), shard(stack), [late("d8", now, "1" * 25), late("d9", now + 1, "2" * 25)]
+    )
+    # then the first is held, the second counted, in one conditional write after the first attempt failed
+    assert (outcome.added, outcome.held, outcome.refused, outcome.writes) == (1, 1, [], 2)
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    assert (item["DownloadCount"], item["RecountHeld"]) == ({"N": "6"}, {"SS": [download_id("d8")]})
+
+
+def test_the_fence_lies_a_clock_margin_past_the_repair_s_own_recount(aws: None) -> None:
+    # given a drifted song, when it is repaired, then its fence is at least the margin past the repair's start
+    stack = drifted_song()
+    started = math.floor(time.time())
+    repair(stack)
+    assert int((aggregate_item(stack, "song1", MONTH) or {})["RecountedThrough"]["N"]) >= started + MARGIN
