@@ -45,7 +45,7 @@ locals {
   query_item_attributes = concat(local.key_attributes, [var.count_attribute_name])
   # Everything an aggregate carries: keys, count, and the aggregator's bookkeeping. One watermark per
   # stream shard, named by a hash of stream and shard, hence patterns (docs/exactly-once.md).
-  aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "AppliedSequence"])
+  aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "RecountBand", "RecountHeld", "AppliedSequence"])
   kms_via_dynamodb     = local.create ? "dynamodb.${data.aws_region.current[0].name}.amazonaws.com" : null
   kms_via_sqs          = local.create ? "sqs.${data.aws_region.current[0].name}.amazonaws.com" : null
 }

@@ -21,6 +21,7 @@ import functools
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +305,18 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
         deployed.write("song1", 3, first=first)
         deployed.write("song2", 1, first=first)
         aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    # and, while a repair's band is open on song1 (fence and deadline ahead), holds its next downloads
+    ahead = int(time.time()) + 600
+    dynamodb.update_item(
+        TableName="test-downloads",
+        Key={"songID": {"S": "song1"}, "SK": {"S": "2018-01"}},
+        UpdateExpression="SET RecountedThrough = :fence, RecountBand = :band",
+        ExpressionAttributeValues={":fence": {"N": str(ahead)}, ":band": {"S": f"token|{ahead + 300}"}},
+    )
+    deployed.write("song1", 2, first=6)
+    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    held = dynamodb.get_item(TableName="test-downloads", Key={"songID": {"S": "song1"}, "SK": {"S": "2018-01"}})
+    assert len(held["Item"]["RecountHeld"]["SS"]) == 2
     # then every attribute its writes to the table name is one the policy lets it write
     on_table = [write for write in writes if write["TableName"] == "test-downloads"]
     assert on_table
