@@ -40,8 +40,9 @@ RECOUNT_BAND_ATTRIBUTE = "RecountBand"
 at or before RecountedThrough is held on the aggregate, not refused, and the repair counts those its recount missed."""
 RECOUNT_HELD_ATTRIBUTE = "RecountHeld"
 """The held downloads, a string set of `download_records.download_id`s."""
-MAX_HELD = 1000
-"""About 23 bytes each: the item stays near 24 KB while a band is open (every write of it costs that many units)."""
+MAX_HELD = 4000
+"""About 23 bytes each: the item stays under about 92 KB while a band is open (every write of it then costs that many
+write units, for the minute or two a band lasts); a song with more records by the fence than this gets refusals."""
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""
 PRUNE_IDLE_SECONDS = 3600
@@ -110,6 +111,8 @@ class ApplyOutcome:
     """Records that must not be counted here: created before a recount fence, or held by a corrupt item."""
     held: int = 0
     """Records created before a recount fence, held for the repair that set it: it counts those its recount missed."""
+    written: list[Contribution] = field(default_factory=list)
+    """The contributions the successful write added or held."""
     pruned_watermarks: int = 0
     previous_stream_labels: tuple[str, ...] = ()
     """Labels of other streams whose watermarks the aggregate carries: a re-enabled stream or a restored table."""
@@ -192,6 +195,7 @@ class AggregateStore:
             outcome.writes += 1
             outcome.added += len(remaining)
             outcome.held += len(held)
+            outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
@@ -403,8 +407,10 @@ class AggregateStore:
         self._client.transact_write_items(TransactItems=[check, {"Update": update}])
 
     def _after_write(self, key: AggregateKey, shard: ShardRef, item: dict[str, Any], outcome: ApplyOutcome) -> None:
-        """Prune watermarks whose shard's checkpoint has passed them, and notice those of other streams."""
+        """Prune watermarks whose shard's checkpoint has passed them, and notice those of other streams and a band
+        left open by a repair that never closed it."""
         now = int(self._clock())
+        self._report_orphaned_band(item, now, outcome)
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
         carried = sum(1 for name in item if name.startswith(WATERMARK_PREFIX))
@@ -429,6 +435,20 @@ class AggregateStore:
             outcome.writes += 1
             if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
+
+    def _report_orphaned_band(self, item: dict[str, Any], now: int, outcome: ApplyOutcome) -> None:
+        """A band past its deadline still holding downloads: its repair was killed before its close, and nobody will
+        count them. Every write of the aggregate reports it (a refused record naming the aggregate, for `recover`),
+        until a recount replaces the band: the report is repeated, never lost with a failed send."""
+        deadline = _band_deadline(item.get(RECOUNT_BAND_ATTRIBUTE))
+        held = (item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or []
+        if deadline is None or deadline >= now or not held or not outcome.written:
+            return
+        reason = (
+            f"counted; but its aggregate holds {len(held)} downloads of a repair's band that expired at {deadline} "
+            "without closing (the repair was stopped): nobody counts them, recount"
+        )
+        outcome.refused.append((outcome.written[-1], reason))
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
         """Remove watermarks the checkpoint has passed, only if they are still what was read."""

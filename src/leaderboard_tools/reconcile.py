@@ -122,6 +122,9 @@ class Snapshot:
     watermarks: tuple[tuple[str, str], ...]
     fence: int | None
     exists: bool
+    band: str | None = None
+    """Another repair's band, open or left: its held set changes no count, so the repair is conditioned on both."""
+    held: int = 0
 
 
 ABSENT = Snapshot(0, (), None, exists=False)
@@ -355,15 +358,18 @@ class Reconciler:
             return report
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
         bands: list[_Band] = []
+        first_opened = 0.0
         for month, differences in differing.items():
             for difference in differences:
                 snapshot = snapshots.get((difference.entity_id, month), ABSENT)
                 band = self._settle(month, difference, snapshot, in_flight)
                 if band is None:
                     continue
+                first_opened = first_opened if bands else self._clock()
                 bands.append(band)
                 report.fence = max(report.fence or 0, band.fence)
-                if sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
+                too_long = self._clock() - first_opened > self._band_seconds / 2
+                if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
                     self._close_bands(bands)
                     bands = []
         self._close_bands(bands)
@@ -423,7 +429,8 @@ class Reconciler:
             )
             return None
         fence = max(math.ceil(max(self._clock(), recount.server_time) + self._margin), snapshot.fence or 0)
-        deadline = math.ceil(fence + self._band_seconds + self._margin + self._band_settle + self._band_poll)
+        # Twice the wait: bands of one run open over up to half of it, and the run waits for the last one's fence.
+        deadline = math.ceil(fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll)
         value = f"{uuid.uuid4().hex}|{deadline}"
         if not self._repair(month, difference.entity_id, snapshot, recounted, fence, value):
             difference.state = "conflict"
@@ -499,7 +506,9 @@ class Reconciler:
         )
         count = int(item[self._names.count]["N"]) if self._names.count in item else 0
         fence = int(item[FENCE_ATTRIBUTE]["N"]) if FENCE_ATTRIBUTE in item else None
-        return Snapshot(count, watermarks, fence, exists=True)
+        band = (item.get(BAND_ATTRIBUTE) or {}).get("S")
+        held = len((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
+        return Snapshot(count, watermarks, fence, exists=True, band=band, held=held)
 
     def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> _Recount:
         """Downloads per (song, month) of the targets; a scan when a whole month is wanted, else a Query per song."""
@@ -611,7 +620,9 @@ class Reconciler:
 
     # ------------------------------------------------------------------ the stream
 
-    def _in_flight(self, months: set[str], recount_end: int) -> tuple[set[AggregateId] | None, StreamCheck]:
+    def _in_flight(
+        self, months: set[str], recount_end: int, budget: float | None = None
+    ) -> tuple[set[AggregateId] | None, StreamCheck]:
         """Aggregates of `months` with a download in the stream above its shard's checkpoint; None: unknown."""
         deployment, names = self._deployment, self._names
         assert deployment.stream_arn is not None
@@ -638,7 +649,7 @@ class Reconciler:
             reader = ShardReader(
                 self._streams,
                 deployment.stream_arn or "",
-                budget_seconds=self._stream_budget,
+                budget_seconds=self._stream_budget if budget is None else min(budget, self._stream_budget),
                 empty_pages_at_tip=self._empty_pages_at_tip,
                 empty_page_pause=self._empty_page_pause,
                 sleep=self._sleep,
@@ -704,6 +715,18 @@ class Reconciler:
             attribute_names[f"#w{index}"] = name
             values[f":w{index}"] = {"S": value}
             conditions.append(f"#w{index} = :w{index}")
+        # A download another band held since the snapshot changes no count and may add no watermark seen here (a
+        # shard new to the aggregate): the band and its held set are part of what must be as read.
+        if snapshot.band is None:
+            conditions.append("attribute_not_exists(#band)")
+        else:
+            conditions.append("#band = :band_read")
+            values[":band_read"] = {"S": snapshot.band}
+        if snapshot.held:
+            conditions.append("size(#held) = :held_read")
+            values[":held_read"] = {"N": str(snapshot.held)}
+        else:
+            conditions.append("attribute_not_exists(#held)")
         try:
             self._dynamodb.update_item(
                 TableName=self._table,
@@ -720,9 +743,15 @@ class Reconciler:
                 ExpressionAttributeValues=values,
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            # botocore retries a request whose response was lost: the band, unique to this repair, says it landed.
+            item = self._dynamodb.get_item(
+                TableName=self._table,
+                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
+                ConsistentRead=True,
+            ).get("Item")
+            return ((item or {}).get(BAND_ATTRIBUTE) or {}).get("S") == band
         return True
 
     def _close_bands(self, bands: list[_Band]) -> None:
@@ -732,7 +761,7 @@ class Reconciler:
         keys = {(band.difference.entity_id, band.month) for band in bands}
         months = {band.month for band in bands}
         fence = max(band.fence for band in bands)
-        give_up = min(band.deadline for band in bands) - self._margin - self._band_poll
+        give_up = fence + 1 + self._band_settle + self._band_seconds
         caught_up = False
         while not caught_up:
             now = self._clock()
@@ -742,12 +771,20 @@ class Reconciler:
             if now < fence + 1 + self._band_settle:
                 self._sleep(min(self._band_poll, fence + 1 + self._band_settle - now))
                 continue
-            in_flight, _ = self._in_flight(months, fence)
+            # The fence took the later of this clock and DynamoDB's: both must have passed it.
+            if 0 < self._dynamodb_now() < fence + 1:
+                self._sleep(self._band_poll)
+                continue
+            in_flight, _ = self._in_flight(months, fence, budget=max(1.0, give_up - now))
             caught_up = in_flight is not None and not (in_flight & keys)
             if not caught_up:
                 self._sleep(self._band_poll)
         for band in bands:
             self._close(band, caught_up)
+
+    def _dynamodb_now(self) -> float:
+        """DynamoDB's clock (its Date header, whole seconds), 0 when the response carries none."""
+        return _server_time(self._dynamodb.describe_table(TableName=self._table))
 
     def _close(self, band: _Band, caught_up: bool) -> None:
         """Add what the band held that the recount did not see, and remove the band, as one conditional write."""
@@ -755,7 +792,11 @@ class Reconciler:
         key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.month}}
         for _ in range(CLOSE_ROUNDS):
             item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
-            if (item.get(BAND_ATTRIBUTE) or {}).get("S") != band.value:
+            if BAND_ATTRIBUTE not in item:
+                # Only a close removes a band: this one's, whose response was lost and whose retry found it gone.
+                difference.reason = "its band is closed (the close's response was lost: what it added is not known)"
+                return
+            if item[BAND_ATTRIBUTE].get("S") != band.value:
                 difference.reason = "another repair replaced its band: that repair's report counts what it held"
                 return
             held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])

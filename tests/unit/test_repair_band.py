@@ -175,7 +175,7 @@ def test_a_full_band_refuses_what_it_cannot_hold_and_holds_what_it_already_has(a
     )
     # then the new one is refused and reported, the band still holds exactly MAX_HELD
     assert outcome.held == 1
-    assert ["holds 1000 already" in reason for _, reason in outcome.refused] == [True]
+    assert [f"holds {MAX_HELD} already" in reason for _, reason in outcome.refused] == [True]
     assert len((aggregate_item(stack, "song1", MONTH) or {})["RecountHeld"]["SS"]) == MAX_HELD
 
 
