@@ -176,12 +176,15 @@ class AggregateStore:
                     outcome.refused.extend((contribution, str(error)) for contribution in [*remaining, *held])
                     return outcome
                 if not remaining and not held:
+                    # A retry of records already written: a report its first send lost is made again here.
+                    self._report_orphaned_band(known.item, contributions[-1], outcome)
                     return outcome
             try:
                 if known is not None and self._needs_proof(known, shard):
                     self._write_with_proof(key, shard, remaining, known, held)
                     outcome.transactions += 1
                     written: dict[str, Any] | None = None
+                    self._report_orphaned_band(known.item, max([*remaining, *held], key=lambda c: c.sequence), outcome)
                 else:
                     written = self._write(key, shard, remaining, known, held)
             except ClientError as error:
@@ -410,7 +413,8 @@ class AggregateStore:
         """Prune watermarks whose shard's checkpoint has passed them, and notice those of other streams and a band
         left open by a repair that never closed it."""
         now = int(self._clock())
-        self._report_orphaned_band(item, now, outcome)
+        if outcome.written:
+            self._report_orphaned_band(item, outcome.written[-1], outcome)
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
         carried = sum(1 for name in item if name.startswith(WATERMARK_PREFIX))
@@ -436,19 +440,21 @@ class AggregateStore:
             if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
 
-    def _report_orphaned_band(self, item: dict[str, Any], now: int, outcome: ApplyOutcome) -> None:
-        """A band past its deadline still holding downloads: its repair was killed before its close, and nobody will
-        count them. Every write of the aggregate reports it (a refused record naming the aggregate, for `recover`),
-        until a recount replaces the band: the report is repeated, never lost with a failed send."""
+    def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
+        """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody
+        will count them. Every record of the aggregate that reaches a write or a retry reports it (a refused record
+        naming the aggregate, for `recover`) until a recount replaces the band: a report whose send failed holds the
+        checkpoint before `record`, whose retry reports it again."""
         deadline = _band_deadline(item.get(RECOUNT_BAND_ATTRIBUTE))
         held = (item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or []
-        if deadline is None or deadline >= now or not held or not outcome.written:
+        if deadline is None or deadline >= self._clock() or not held:
             return
         reason = (
             f"counted; but its aggregate holds {len(held)} downloads of a repair's band that expired at {deadline} "
             "without closing (the repair was stopped): nobody counts them, recount"
         )
-        outcome.refused.append((outcome.written[-1], reason))
+        if not any(reason == earlier for _, earlier in outcome.refused):
+            outcome.refused.append((record, reason))
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
         """Remove watermarks the checkpoint has passed, only if they are still what was read."""

@@ -101,6 +101,10 @@ BAND_ID_BUDGET = 2_000_000
 """Download ids kept in memory for open bands (about 100 bytes each): past it, bands are closed before more open."""
 CLOSE_ROUNDS = 8
 """A close is retried when the aggregator held one more record between its read and its write."""
+RETRIED_CONFLICTS = ("TransactionConflictException",)
+"""An UpdateItem meeting the aggregator's proof transaction on the same item ("conflicts with an ongoing
+TransactWriteItems request that includes the same item", DynamoDB Developer Guide, *Transaction conflict handling*):
+botocore's standard retries do not retry it, so the repair and the close do."""
 
 AggregateId = tuple[str, str]
 """(entity id, month)"""
@@ -244,6 +248,7 @@ class _Band:
     fence: int
     deadline: int
     seen: set[str]
+    closed: bool = False
 
 
 def _server_time(response: Mapping[str, Any]) -> float:
@@ -359,20 +364,24 @@ class Reconciler:
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
         bands: list[_Band] = []
         first_opened = 0.0
-        for month, differences in differing.items():
-            for difference in differences:
-                snapshot = snapshots.get((difference.entity_id, month), ABSENT)
-                band = self._settle(month, difference, snapshot, in_flight)
-                if band is None:
-                    continue
-                first_opened = first_opened if bands else self._clock()
-                bands.append(band)
-                report.fence = max(report.fence or 0, band.fence)
-                too_long = self._clock() - first_opened > self._band_seconds / 2
-                if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
-                    self._close_bands(bands)
-                    bands = []
-        self._close_bands(bands)
+        try:
+            for month, differences in differing.items():
+                for difference in differences:
+                    snapshot = snapshots.get((difference.entity_id, month), ABSENT)
+                    band = self._settle(month, difference, snapshot, in_flight)
+                    if band is None:
+                        continue
+                    first_opened = first_opened if bands else self._clock()
+                    bands.append(band)
+                    report.fence = max(report.fence or 0, band.fence)
+                    too_long = self._clock() - first_opened > self._band_seconds / 2
+                    if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
+                        self._close_bands(bands)
+                        bands = []
+            self._close_bands(bands)
+        except BaseException:
+            self._close_at_once(bands)
+            raise
         return report
 
     def _check_supported(self) -> None:
@@ -727,6 +736,26 @@ class Reconciler:
             values[":held_read"] = {"N": str(snapshot.held)}
         else:
             conditions.append("attribute_not_exists(#held)")
+        for _ in range(CLOSE_ROUNDS):
+            try:
+                return self._repair_write(month, entity_id, conditions, attribute_names, values, band)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") not in RETRIED_CONFLICTS:
+                    raise
+                self._sleep(self._band_poll)
+        return False
+
+    def _repair_write(
+        self,
+        month: str,
+        entity_id: str,
+        conditions: list[str],
+        attribute_names: dict[str, str],
+        values: dict[str, Any],
+        band: str,
+    ) -> bool:
+        """The repair's UpdateItem; a failed condition that finds this repair's own band means its response was lost."""
+        names = self._names
         try:
             self._dynamodb.update_item(
                 TableName=self._table,
@@ -782,6 +811,17 @@ class Reconciler:
         for band in bands:
             self._close(band, caught_up)
 
+    def _close_at_once(self, bands: list[_Band]) -> None:
+        """A run stopped by an error (or an interrupt) closes its open bands without waiting, as far as it can: what
+        they held is settled now, and a record arriving later is refused and reported rather than held for nobody."""
+        for band in bands:
+            if band.closed:
+                continue
+            try:
+                self._close(band, caught_up=False)
+            except Exception as error:  # the original error is what the operator must see: this one is noted
+                band.difference.reason = f"its band could not be closed ({error}): it expires and is reported"
+
     def _dynamodb_now(self) -> float:
         """DynamoDB's clock (its Date header, whole seconds), 0 when the response carries none."""
         return _server_time(self._dynamodb.describe_table(TableName=self._table))
@@ -825,10 +865,15 @@ class Reconciler:
                     ExpressionAttributeValues=values,
                 )
             except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                code = error.response.get("Error", {}).get("Code")
+                if code == "ConditionalCheckFailedException":
+                    continue
+                if code in RETRIED_CONFLICTS:
+                    self._sleep(self._band_poll)
                     continue
                 raise
             difference.added_at_close = missed
+            band.closed = True
             if not caught_up:
                 difference.reason = (
                     "its band closed before the stream showed every record created by its fence delivered: such a "

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
+import pytest
 
 from aggregate_store import MAX_HELD, AggregateStore, Contribution
 from delivery import ShardRef
@@ -200,3 +201,23 @@ def test_the_fence_lies_a_clock_margin_past_the_repair_s_own_recount(aws: None) 
     started = math.floor(time.time())
     repair(stack)
     assert int((aggregate_item(stack, "song1", MONTH) or {})["RecountedThrough"]["N"]) >= started + MARGIN
+
+
+def test_a_repair_stopped_by_an_error_closes_its_band_at_once(aws: None) -> None:
+    # given a drifted song, a download the band holds, and then an error in the repair's wait (a throttled read,
+    # Ctrl-C): anything but a kill
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+
+    def listener_then_error() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+        raise KeyboardInterrupt
+
+    # when the month is repaired, then the error reaches the operator
+    with pytest.raises(KeyboardInterrupt):
+        repair(stack, while_open=listener_then_error)
+    # and the band was closed on the way out, what it held settled: nothing is left for nobody to count
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    assert not {"RecountBand", "RecountHeld"} & set(item)
+    assert (aggregator.held, stored_count(stack, "song1", MONTH)) == (1, 3)

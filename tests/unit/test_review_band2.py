@@ -4,7 +4,9 @@ The first two tests play the shipped aggregator's handler (aggregator.lambda_han
 table and failure queue, as tests/unit/test_aggregator_handler.py wires it) against the band a killed repair leaves
 (written by hand, as tests/unit/test_review_band.py does for a second repair's band). The third plays the shipped
 repair (leaderboard_tools.reconcile.Reconciler) against the shipped store (through operator_stack.ModelAggregator).
-Each is a strict xfail while it shows the defect; the report of this review ranks them.
+They were strict xfails at f5f8e6a (the review) and pass since the fixes: a retry of records already written reports
+an expired band again, so does a write through the proof transaction, and the repair and the close retry a
+TransactionConflictException (and a run stopped by an error closes its open bands at once).
 """
 
 from __future__ import annotations
@@ -64,12 +66,6 @@ def reports_naming(stack: Deployed, song: str) -> list[dict[str, Any]]:  # noqa:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the orphaned band's report rides on a record that was counted: when its send fails, the checkpoint is held "
-    "and the next reader meets that record again, finds it below the watermark, writes nothing and reports nothing; "
-    "the held download is then neither counted nor reported unless the song is downloaded again that month",
-)
 def test_an_orphaned_band_report_whose_send_failed_is_sent_by_the_next_reader(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -110,11 +106,6 @@ def test_control_an_orphaned_band_is_reported_by_the_next_write_when_its_send_su
     assert "expired" in reports_naming(stack, "song1")[0]["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the orphaned band is reported from _after_write only, which the transaction path (_write_with_proof, a "
-    "pruned aggregate meeting a shard without a watermark) skips: that write of the aggregate reports nothing",
-)
 def test_an_orphaned_band_is_reported_by_a_write_that_proves_its_records_uncounted(
     stack: Deployed,  # noqa: F811
     lambda_context: Any,
@@ -176,12 +167,6 @@ class ConflictOnClose:
         return getattr(self._client, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_close re-raises any error but ConditionalCheckFailedException: a TransactionConflictException (the "
-    "aggregator's proof transaction on the same aggregate) aborts the run with its bands open; their held downloads "
-    "are counted by nobody and reported only if the song is downloaded again after the deadline",
-)
 def test_a_close_that_meets_an_aggregator_transaction_still_closes_its_band(aws: None) -> None:
     # given a drifted song (2 downloads, hand-edited to 5)
     stack = deploy()  # noqa: F811
