@@ -133,7 +133,7 @@ class SharedProvider:
     @classmethod
     def reattach(cls, binary: Path, working_dir: Path, environment: dict[str, str]) -> str | None:
         """TF_REATTACH_PROVIDERS for a command in `working_dir`, or None when no shared provider could be started."""
-        key = (str(working_dir.resolve()), environment.get("AWS_ENDPOINT_URL", ""))
+        key = cls.key(working_dir, environment)
         running = cls._running.pop(key, None)
         if running is not None:
             if running.process.poll() is None:
@@ -149,6 +149,17 @@ class SharedProvider:
             atexit.register(cls.stop_all)
         cls._running[key] = running
         return running.reattach
+
+    @staticmethod
+    def key(working_dir: Path, environment: dict[str, str]) -> tuple[str, str]:
+        """One provider per working folder (its relative paths) and endpoint (its configuration)."""
+        return str(working_dir.resolve()), environment.get("AWS_ENDPOINT_URL", "")
+
+    @classmethod
+    def stop(cls, working_dir: Path, environment: dict[str, str]) -> None:
+        running = cls._running.pop(cls.key(working_dir, environment), None)
+        if running is not None:
+            running.stop()
 
     @classmethod
     def stop_all(cls) -> None:

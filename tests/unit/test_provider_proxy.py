@@ -20,7 +20,7 @@ import pytest
 
 from leaderboard_dev import terraform_stack
 from leaderboard_dev.provider_proxy import UNLIMITED_MESSAGES, CachingProviderProxy
-from leaderboard_dev.terraform_stack import REATTACH_VARIABLE, SharedProvider
+from leaderboard_dev.terraform_stack import REATTACH_VARIABLE, SharedProvider, _RunningProvider
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 GET_SCHEMA = "/tfplugin5.Provider/GetSchema"
@@ -183,11 +183,16 @@ server.wait_for_termination()
 
 @pytest.fixture
 def fake_binary(tmp_path: Path) -> Iterator[Path]:
+    """Stops only its own provider: the worker may hold shared providers of acceptance stacks."""
     binary = tmp_path / "terraform-provider-aws_v0.0.0_x5"
     binary.write_text(FAKE_PROVIDER.format(python=sys.executable))
     binary.chmod(0o755)
     yield binary
-    SharedProvider.stop_all()
+    SharedProvider.stop(tmp_path, dict(os.environ))
+
+
+def running_in(working_dir: Path) -> _RunningProvider:
+    return SharedProvider._running[SharedProvider.key(working_dir, dict(os.environ))]
 
 
 def attached(reattach: str) -> tuple[int, Path]:
@@ -202,7 +207,7 @@ def test_the_shared_provider_runs_in_the_working_folder_without_a_ca_bundle_behi
     reattach = SharedProvider.reattach(fake_binary, tmp_path, environment)
     assert reattach is not None
     pid, socket_path = attached(reattach)
-    (running,) = SharedProvider._running.values()
+    running = running_in(tmp_path)
     assert pid == running.process.pid
     assert running.proxy is not None
     assert socket_path == running.proxy.socket_path
@@ -213,7 +218,7 @@ def test_the_shared_provider_runs_in_the_working_folder_without_a_ca_bundle_behi
 def test_a_shared_provider_that_died_is_started_again(fake_binary: Path, tmp_path: Path) -> None:
     first = SharedProvider.reattach(fake_binary, tmp_path, dict(os.environ))
     assert first is not None
-    (running,) = SharedProvider._running.values()
+    running = running_in(tmp_path)
     running.process.kill()
     running.process.wait()
     second = SharedProvider.reattach(fake_binary, tmp_path, dict(os.environ))
@@ -231,7 +236,7 @@ def test_a_provider_that_does_not_start_leaves_terraform_to_start_its_own(
     with pytest.warns(UserWarning, match=REATTACH_VARIABLE):
         assert SharedProvider.reattach(fake_binary, tmp_path, {**os.environ, "FAKE_PROVIDER_MODE": mode}) is None
     assert time.monotonic() - began < 10
-    assert SharedProvider._running == {}
+    assert SharedProvider.key(tmp_path, dict(os.environ)) not in SharedProvider._running
 
 
 def test_the_shared_provider_dies_with_the_process_that_started_it(fake_binary: Path, tmp_path: Path) -> None:
