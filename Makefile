@@ -75,7 +75,8 @@ test-acceptance: build $(STAMP)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
 
 # Two workers, a test file each at a time: the suite waits on the emulator and on Terraform far more than it computes.
-PYTEST_WORKERS ?= -n 2 --dist loadfile
+# Files in collection order, which tests/acceptance/conftest.py makes longest first (xdist would order them by count).
+PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 with-emulator:
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \

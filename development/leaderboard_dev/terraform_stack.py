@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
+import queue
+import signal
+import subprocess
+import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -13,6 +20,7 @@ from typing import Any
 from python_terraform import IsFlagged, Terraform
 
 from leaderboard_dev.file_lock import locked
+from leaderboard_dev.provider_proxy import CachingProviderProxy
 from leaderboard_dev.settings import EMULATOR_STACK, STATE_DIR, Endpoint, emulator_environment
 
 MIRROR_VARIABLE = "TF_PROVIDER_MIRROR"
@@ -84,6 +92,145 @@ def terraform_environment(endpoint: Endpoint | None) -> dict[str, str]:
 _INITIALISED: set[Path] = set()
 """Working folders this process has run `terraform init` in."""
 
+REATTACH_VARIABLE = "TF_REATTACH_PROVIDERS"
+SHARED_PROVIDER_VARIABLE = "LEADERBOARD_SHARED_PROVIDER"
+"""0: every Terraform command starts its own provider processes, as Terraform does by default."""
+CACHING_PROXY_VARIABLE = "LEADERBOARD_PROVIDER_PROXY"
+"""0: Terraform attaches to the shared provider directly, without the caching proxy."""
+PROVIDER_START_TIMEOUT = 60.0
+"""Seconds a provider started in debug mode has to print where it listens before Terraform starts its own."""
+
+
+@dataclass
+class _RunningProvider:
+    process: subprocess.Popen[str]
+    reattach: str
+    proxy: CachingProviderProxy | None
+
+    def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+class SharedProvider:
+    """One AWS provider process per Python process, which every Terraform command of it attaches to.
+
+    Terraform starts a provider several times per command; each start builds the AWS provider's schema of
+    thousands of resources and validates them, which is most of the acceptance suite's CPU. Started once in debug
+    mode, the provider serves every command through TF_REATTACH_PROVIDERS (the protocol Terraform's own provider
+    tests use), behind a proxy that replays its schema and its validation of the provider block
+    (leaderboard_dev.provider_proxy). It dies with the thread that started it (PR_SET_PDEATHSIG) and is terminated
+    at exit; one that died is started again, and one that cannot be started leaves Terraform to start its own."""
+
+    _running: dict[tuple[str, str], _RunningProvider] = {}
+
+    @classmethod
+    def reattach(cls, binary: Path, working_dir: Path, environment: dict[str, str]) -> str | None:
+        """TF_REATTACH_PROVIDERS for a command in `working_dir`, or None when no shared provider could be started."""
+        key = cls.key(working_dir, environment)
+        running = cls._running.pop(key, None)
+        if running is not None:
+            if running.process.poll() is None:
+                cls._running[key] = running
+                return running.reattach
+            running.stop()
+        try:
+            running = cls._start(binary, working_dir, environment)
+        except TerraformError as error:
+            warnings.warn(f"no shared provider, Terraform starts its own: {error}", stacklevel=2)
+            return None
+        if not cls._running:
+            atexit.register(cls.stop_all)
+        cls._running[key] = running
+        return running.reattach
+
+    @staticmethod
+    def key(working_dir: Path, environment: dict[str, str]) -> tuple[str, str]:
+        """One provider per working folder (its relative paths) and endpoint (its configuration)."""
+        return str(working_dir.resolve()), environment.get("AWS_ENDPOINT_URL", "")
+
+    @classmethod
+    def stop(cls, working_dir: Path, environment: dict[str, str]) -> None:
+        running = cls._running.pop(cls.key(working_dir, environment), None)
+        if running is not None:
+            running.stop()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        while cls._running:
+            cls._running.popitem()[1].stop()
+
+    @classmethod
+    def _start(cls, binary: Path, working_dir: Path, environment: dict[str, str]) -> _RunningProvider:
+        """Relative paths in a configuration (a Lambda's zip) are the provider's: it runs in the working folder."""
+        # A second configuration of one provider process fails with a CA bundle ("unable to add custom RootCAs
+        # HTTPClient"); an emulator at an http:// endpoint needs none.
+        environment = {name: value for name, value in environment.items() if name != "AWS_CA_BUNDLE"}
+        process = subprocess.Popen(
+            [str(binary), "-debug"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+            cwd=working_dir,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
+        try:
+            reattach = json.loads(_reattach_line(process, PROVIDER_START_TIMEOUT))
+        except (TerraformError, ValueError):
+            process.kill()
+            process.wait()
+            raise
+        proxy = None
+        if os.environ.get(CACHING_PROXY_VARIABLE, "1") == "1":
+            ((_, provider),) = reattach.items()
+            upstream = provider["Addr"]
+            proxy = CachingProviderProxy(f"{upstream['Network']}:{upstream['String']}")
+            provider["Addr"] = {"Network": "unix", "String": str(proxy.socket_path)}
+        return _RunningProvider(process, json.dumps(reattach), proxy)
+
+
+def _reattach_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The JSON a provider in debug mode prints; read in a thread so that a provider printing nothing cannot hang
+    the run. The thread goes on draining stdout, which would otherwise fill and block the provider."""
+    assert process.stdout is not None
+    stdout = process.stdout
+    found: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:
+        for line in stdout:
+            line = line.strip()
+            if line.startswith(f"{REATTACH_VARIABLE}="):
+                found.put(line.split("=", 1)[1].strip("'"))
+        found.put(None)
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
+        value = found.get(timeout=timeout)
+    except queue.Empty:
+        raise TerraformError(f"{process.args} printed no {REATTACH_VARIABLE} in {timeout:.0f} s") from None
+    if value is None:
+        raise TerraformError(f"{process.args} exited ({process.wait()}) without printing {REATTACH_VARIABLE}")
+    return value
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def installed_provider(working_dir: Path) -> Path | None:
+    """The hashicorp/aws binary `terraform init` installed in the working folder, None before init."""
+    providers = working_dir / ".terraform" / "providers" / "registry.terraform.io" / "hashicorp" / "aws"
+    found = sorted(providers.glob("*/*/terraform-provider-aws*"))
+    return found[-1] if found else None
+
 
 @dataclass
 class Stack:
@@ -115,6 +262,11 @@ class Stack:
             environment["TF_WORKSPACE"] = self.name
         else:
             environment.pop("TF_WORKSPACE", None)
+        binary = installed_provider(self.working_dir) if command != "init" else None
+        if binary is not None and os.environ.get(SHARED_PROVIDER_VARIABLE, "1") == "1":
+            reattach = SharedProvider.reattach(binary, self.working_dir, environment)
+            if reattach is not None:
+                environment[REATTACH_VARIABLE] = reattach
         previous = dict(os.environ)
         os.environ.clear()
         os.environ.update(environment)

@@ -25,6 +25,35 @@ pytestmark = pytest.mark.acceptance
 SHIPPED_AGGREGATOR = REPOSITORY / "dist" / "aggregator.zip"
 
 
+LONGEST_FIRST = (
+    "test_exactly_once.py",
+    "test_recovery.py",
+    "test_window_given_up.py",
+    "test_adversarial_delivery.py",
+    "test_leaderboard_shards.py",
+    "test_failure_handling.py",
+    "test_trending_products.py",
+    "test_bench_smoke.py",
+    "test_consumer_stack.py",
+    "test_boards.py",
+    "test_alarms.py",
+    "test_leaderboard.py",
+    "test_retention.py",
+    "test_emulated_stream_mapping.py",
+)
+"""The acceptance files by their duration in CI (pytest --durations), longest first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest file first, then the unit tier: `--dist loadfile --no-loadscope-reorder` hands files to the two
+    workers in this order, so the long files start early and the short ones fill in, and both workers finish
+    together. Files keep their tests' order; a file missing from LONGEST_FIRST runs after those named."""
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    unnamed = len(LONGEST_FIRST)
+    acceptance = Path(__file__).parent
+    items.sort(key=lambda item: (0, rank.get(item.path.name, unnamed)) if item.path.parent == acceptance else (1, 0))
+
+
 @pytest.fixture(scope="session")
 def endpoint() -> Endpoint:
     """AWS_ENDPOINT_URL picks the emulator (default http://127.0.0.1:4566); `make test` starts one there."""
