@@ -28,20 +28,20 @@ SHIPPED_AGGREGATOR = REPOSITORY / "dist" / "aggregator.zip"
 LONGEST_FIRST = (
     "test_exactly_once.py",
     "test_recovery.py",
-    "test_window_given_up.py",
     "test_adversarial_delivery.py",
-    "test_leaderboard_shards.py",
-    "test_failure_handling.py",
-    "test_trending_products.py",
+    "test_window_given_up.py",
     "test_bench_smoke.py",
-    "test_consumer_stack.py",
+    "test_leaderboard_shards.py",
+    "test_trending_products.py",
+    "test_failure_handling.py",
     "test_boards.py",
-    "test_alarms.py",
+    "test_consumer_stack.py",
     "test_leaderboard.py",
+    "test_alarms.py",
     "test_retention.py",
     "test_emulated_stream_mapping.py",
 )
-"""The acceptance files by their duration in CI (pytest --durations), longest first."""
+"""The acceptance files by their duration on MiniStack with the shared provider (pytest --durations), longest first."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
