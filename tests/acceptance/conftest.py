@@ -19,7 +19,7 @@ from leaderboard_dev.fault_builds import faulty_aggregator, guide_aggregator
 from leaderboard_dev.loadgen import Download
 from leaderboard_dev.observe import scan_all
 from leaderboard_dev.settings import REPOSITORY, STATE_DIR, Endpoint, endpoint_from_environment
-from leaderboard_dev.terraform_stack import Stack, deployed
+from leaderboard_dev.terraform_stack import SharedProvider, Stack, deployed
 
 pytestmark = pytest.mark.acceptance
 SHIPPED_AGGREGATOR = REPOSITORY / "dist" / "aggregator.zip"
@@ -52,6 +52,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     unnamed = len(LONGEST_FIRST)
     acceptance = Path(__file__).parent
     items.sort(key=lambda item: (0, rank.get(item.path.name, unnamed)) if item.path.parent == acceptance else (1, 0))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_providers() -> Iterator[None]:
+    """Stop this worker's shared AWS providers and their proxies at the session's end: xdist workers skip exit
+    handlers, which would leave the proxies' socket folders in the temporary directory."""
+    yield
+    SharedProvider.stop_all()
 
 
 @pytest.fixture(scope="session")
