@@ -156,20 +156,27 @@ def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
     return EXIT_EXACT
 
 
-def command_reconcile(arguments: argparse.Namespace) -> int:
+def operator_reconciler(
+    arguments: argparse.Namespace, aws: Any, deployment: Any, on_progress: Callable[[int], None]
+) -> Any:
+    """The Reconciler as `reconcile` and `recover` configure it from their shared flags."""
     from leaderboard_tools.reconcile import Reconciler
 
+    return Reconciler(
+        aws,
+        deployment,
+        stream_budget_seconds=arguments.stream_budget_seconds,
+        band_seconds=arguments.band_seconds,
+        clock_margin_seconds=arguments.clock_margin_seconds,
+        on_progress=on_progress,
+    )
+
+
+def command_reconcile(arguments: argparse.Namespace) -> int:
     aws, deployment = operator_setup(arguments)
     songs = [song for song in (arguments.songs or "").split(",") if song] or None
     with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
-        reconciler = Reconciler(
-            aws,
-            deployment,
-            stream_budget_seconds=arguments.stream_budget_seconds,
-            band_seconds=arguments.band_seconds,
-            clock_margin_seconds=arguments.clock_margin_seconds,
-            on_progress=on_progress,
-        )
+        reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
         run = reconciler.run({arguments.month: songs}, repair=arguments.repair)
     report = run.month(arguments.month)
     not_recounted = {"boardsNotRecounted": run.boards_not_recounted} if run.boards_not_recounted else {}
@@ -194,21 +201,13 @@ def command_reconcile(arguments: argparse.Namespace) -> int:
 
 def command_recover(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.deployment import DeploymentError
-    from leaderboard_tools.reconcile import Reconciler
     from leaderboard_tools.recover import recover
 
     aws, deployment = operator_setup(arguments)
     if not deployment.failure_queue_url:
         raise DeploymentError("the deployment names no failure queue (FAILURE_QUEUE_URL): pass --queue-url")
     with progress_of("Reading items", shown=sys.stderr.isatty()) as on_progress:
-        reconciler = Reconciler(
-            aws,
-            deployment,
-            stream_budget_seconds=arguments.stream_budget_seconds,
-            band_seconds=arguments.band_seconds,
-            clock_margin_seconds=arguments.clock_margin_seconds,
-            on_progress=on_progress,
-        )
+        reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
         report = recover(aws, deployment, reconciler, deployment.failure_queue_url)
     print(json.dumps(report.as_json()))
     if not report.kept:
