@@ -450,10 +450,11 @@ class AggregateStore:
         if deadline is None or deadline >= self._clock() or not held:
             return
         reason = (
-            f"counted; but its aggregate holds {len(held)} downloads of a repair's band that expired at {deadline} "
+            f"counted; but its aggregate holds {len(held)} downloads of a repair whose band expired at {deadline} "
             "without closing (the repair was stopped): nobody counts them, recount"
         )
-        if not any(reason == earlier for _, earlier in outcome.refused):
+        expired = f"band expired at {deadline}"
+        if not any(expired in earlier for _, earlier in outcome.refused):
             outcome.refused.append((record, reason))
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
