@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from aggregate_store import AggregateStore, ApplyOutcome, Contribution, WatermarkContention
 from delivery import Delivery, Refused, ShardRef, parse_delivery
-from download_records import PERIODS, AggregateKey, Download, Rejected, Schema, pad_sequence, parse_record
+from download_records import PERIODS, AggregateKey, Download, Ignored, Rejected, Schema, pad_sequence, parse_record
 from shard_progress import Progress, ProgressStore
 from shard_reader import ShardRead, read_shard
 from window_state import delivered_high, window_state
@@ -167,6 +167,9 @@ class BatchReport:
     index_partition_writes: dict[str, int] = field(default_factory=dict)
     """Aggregate writes per index partition: each moves the index sort key, two index writes."""
     ignored: dict[str, int] = field(default_factory=dict)
+    """Records read from the shard and skipped, by reason: the aggregator reads its own aggregate writes too."""
+    ignored_delivered: dict[str, int] = field(default_factory=dict)
+    """Records the event carried and that are no download, by reason: the mapping's filter leaves none."""
     rejected: list[Rejected] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     trimmed: dict[str, Any] | None = None
@@ -209,6 +212,7 @@ class BatchReport:
             "pruned_watermarks": self.pruned_watermarks,
             "index_partition_writes": self.index_partition_writes,
             "ignored": self.ignored,
+            "ignored_delivered": self.ignored_delivered,
             "rejected": len(self.rejected),
             "refused": len(self.refused),
             "records_trimmed": self.trimmed is not None,
@@ -264,6 +268,10 @@ def process_delivery(
         received=len(delivery.records) + len(delivery.refused),
         refused=list(delivery.refused),
     )
+    for record in delivery.records:
+        parsed = parse_record(record, settings.schema)
+        if isinstance(parsed, Ignored):
+            report.ignored_delivered[parsed.reason] = report.ignored_delivered.get(parsed.reason, 0) + 1
     delivered = sorted(sequence for sequence in (_sequence(r) for r in delivery.records) if sequence)
     report.first_sequence, report.last_sequence = (delivered[0], delivered[-1]) if delivered else (None, None)
     shard = delivery.shard

@@ -52,8 +52,9 @@ class Deployed:
     def put_raw(self, item: dict[str, Any]) -> None:
         self.dynamodb.put_item(TableName=TABLE, Item=item)
 
-    def stream_records(self) -> list[dict[str, Any]]:
-        """The shard's download records as a Lambda event carries them (the aggregator's own writes left out)."""
+    def stream_records(self, unfiltered: bool = False) -> list[dict[str, Any]]:
+        """The shard's download records as a Lambda event carries them (the aggregator's own writes left out by the
+        mapping's filter, unless `unfiltered`)."""
         iterator = self.streams.get_shard_iterator(
             StreamArn=self.stream_arn, ShardId=self.shard_id, ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
@@ -63,6 +64,8 @@ class Deployed:
             record["dynamodb"]["ApproximateCreationDateTime"] = record["dynamodb"][
                 "ApproximateCreationDateTime"
             ].timestamp()
+        if unfiltered:
+            return records
         return [r for r in records if r["eventName"] == "INSERT" and "Month" not in r["dynamodb"].get("NewImage", {})]
 
     def window_event(
@@ -161,6 +164,21 @@ def test_a_batch_is_counted_from_the_shard_one_write_per_aggregate_and_bad_recor
     summary = summary_of(caplog)
     assert (summary.added, summary.aggregate_writes, summary.rejected, summary.records_read) == (3, 2, 2, 5)
     assert deployed.checkpoint() == records[-1]["dynamodb"]["SequenceNumber"]
+
+
+def test_the_summary_names_what_an_event_carried_that_is_no_download(
+    deployed: Deployed, lambda_context: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a download counted, so that the shard also holds the aggregator's own write of its aggregate
+    deployed.write("song1", 1)
+    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    assert summary_of(caplog).ignored_delivered == {}
+    # when an event carries that write too (a mapping without the module's filter on the period attribute)
+    deployed.write("song1", 1, first=1)
+    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(unfiltered=True)), lambda_context)
+    # then the summary names it among what the event carried, apart from what the aggregator read itself
+    assert summary_of(caplog).ignored_delivered == {"aggregate item": 1}
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 2
 
 
 def test_a_retry_out_of_order_counts_every_download_once(deployed: Deployed, lambda_context: Any) -> None:
