@@ -2,11 +2,11 @@
 
 `deploy` creates what terraform/ creates around a table: the table (any attribute names, its
 stream and sparse index), the progress table, the failure queue, the aggregator and query functions
-with the module's environment, and the event source mapping. `ModelAggregator` plays the lead's
-aggregator (docs/exactly-once.md) just far enough for the operator
-tools' tests: it reads the shard from its checkpoint, counts every download above it into its
-aggregate (refusing one created at or before the aggregate's RecountedThrough), and advances the
-checkpoint. It is a test double, not the shipped code.
+with the module's environment, and the event source mapping. `ModelAggregator` plays the mapping
+and the aggregator's reading just far enough for the operator tools' tests: it reads the shard from
+its checkpoint one record at a time, hands each download to the shipped aggregator's store
+(`aggregate_store.AggregateStore`: watermarks, the recount fence, a repair's band), and advances
+the checkpoint. Its reading is a test double; its writes are the shipped code's.
 """
 
 from __future__ import annotations
