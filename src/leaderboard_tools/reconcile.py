@@ -841,18 +841,21 @@ class Reconciler:
                 return
             held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
             missed = len(held - band.seen)
-            attribute_names = {"#count": names.count, "#order": names.order, "#band": BAND_ATTRIBUTE}
+            attribute_names = {
+                "#count": names.count,
+                "#order": names.order,
+                "#band": BAND_ATTRIBUTE,
+                "#held": HELD_ATTRIBUTE,
+            }
             values: dict[str, Any] = {
                 ":band": {"S": band.value},
                 ":missed": {"N": str(missed)},
                 ":scaled": {"N": str(missed * ORDER_SCALE)},
             }
             if held:
-                attribute_names["#held"] = HELD_ATTRIBUTE
                 values[":size"] = {"N": str(len(held))}
                 unchanged = "size(#held) = :size"
             else:
-                attribute_names["#held"] = HELD_ATTRIBUTE
                 unchanged = "attribute_not_exists(#held)"
             try:
                 self._dynamodb.update_item(
