@@ -209,6 +209,16 @@ def aggregate_item(stack: MotoStack, song: str, month: str) -> dict[str, Any] | 
     )
 
 
+def drifted_song(month: str = "2018-03") -> MotoStack:
+    """song1 with two downloads, counted, then hand-edited to 5: the drift a repair sets right."""
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", month, 5)
+    return stack
+
+
 def set_count(stack: MotoStack, song: str, month: str, count: int) -> None:
     """A hand edit: the drift reconcile exists for."""
     names = stack.names

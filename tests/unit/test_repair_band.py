@@ -29,8 +29,7 @@ from tests.unit.operator_stack import (
     ModelAggregator,
     MotoStack,
     aggregate_item,
-    deploy,
-    set_count,
+    drifted_song,
     stored_count,
     write_download,
 )
@@ -38,16 +37,6 @@ from tests.unit.operator_stack import (
 MONTH = "2018-03"
 MARGIN = 2
 """Seconds from the repair's recount to its fence: the window in which a download may or may not be recounted."""
-
-
-def drifted_song() -> MotoStack:
-    """song1 with two downloads, counted, then hand-edited to 5: the drift a repair sets right."""
-    stack = deploy()
-    write_download(stack, "song1", "d1")
-    write_download(stack, "song1", "d2")
-    ModelAggregator(stack).run()
-    set_count(stack, "song1", MONTH, 5)
-    return stack
 
 
 def repair(stack: MotoStack, while_open: Callable[[], None] = lambda: None) -> ReconcileReport:

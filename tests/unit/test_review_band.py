@@ -27,6 +27,7 @@ from tests.unit.operator_stack import (
     MotoStack,
     aggregate_item,
     deploy,
+    drifted_song,
     set_count,
     stored_count,
     write_download,
@@ -60,12 +61,8 @@ class RepairKilled(BaseException):
 
 def test_a_download_held_by_the_band_of_a_killed_repair_is_counted_or_reported(aws: None) -> None:
     # given a drifted song (2 downloads, hand-edited to 5)
-    stack = deploy()
+    stack = drifted_song()
     aggregator = ModelAggregator(stack)
-    write_download(stack, "song1", "d1")
-    write_download(stack, "song1", "d2")
-    aggregator.run()
-    set_count(stack, "song1", MONTH, 5)
     opened = []
 
     def sleep(seconds: float) -> None:
@@ -154,12 +151,8 @@ def test_a_download_written_after_the_close_is_counted_when_the_operator_clock_i
     aws: None,
 ) -> None:
     # given a drifted song, and an operator whose clock runs 5 s ahead of DynamoDB's (the margin allows 6)
-    stack = deploy()
+    stack = drifted_song()
     aggregator = ModelAggregator(stack)
-    write_download(stack, "song1", "d1")
-    write_download(stack, "song1", "d2")
-    aggregator.run()
-    set_count(stack, "song1", MONTH, 5)
     repair = reconciler(stack, clock_margin_seconds=6, clock=lambda: time.time() + 5)
     # when the month is repaired, and right after the repair has finished (its band closed) the song is downloaded
     report = repair.run_month(MONTH, repair=True)
