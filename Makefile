@@ -74,9 +74,10 @@ test: build $(STAMP)
 test-acceptance: build $(STAMP)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
 
-# Two workers, a test file each at a time: the suite waits on the emulator and on Terraform far more than it computes.
+# Three workers on two cores, a test file each at a time: the suite waits on the emulator and on Terraform more than it
+# computes (two workers left the cores a third idle; CI took 33 minutes with two, see docs/ci-time.md).
 # Files in collection order, which tests/acceptance/conftest.py makes longest first (xdist would order them by count).
-PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
+PYTEST_WORKERS ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 with-emulator:
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \

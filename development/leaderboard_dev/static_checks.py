@@ -1,10 +1,14 @@
 """Terraform's own checks over the module, its examples and the emulator stack; checkov over the module and examples.
 
-The provider comes from the mirror if there is one."""
+The provider comes from the mirror if there is one. The configurations are independent, and each `init` and
+`validate` mostly waits for the provider to load its schema, so they run side by side with checkov; each command's
+output is printed whole when it ends, so the log reads as if they ran one after another."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE
@@ -16,24 +20,40 @@ CONFIGURATIONS = (
     EMULATOR_STACK,
 )
 
+PARALLEL_CHECKS = max(2, min(4, os.cpu_count() or 2))
+"""Checks running at once: two cores keep two busy while a third waits on its disk or its provider."""
+
 
 def run(command: list[str], directory: Path) -> bool:
-    print(f"$ (cd {directory.relative_to(REPOSITORY)} && {' '.join(command)})", flush=True)
-    return subprocess.run(command, cwd=directory, env=terraform_environment(None), check=False).returncode == 0
+    result = subprocess.run(
+        command,
+        cwd=directory,
+        env=terraform_environment(None),
+        check=False,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    status = "" if result.returncode == 0 else f"  # exit status {result.returncode}"
+    print(f"$ (cd {directory.relative_to(REPOSITORY)} && {' '.join(command)}){status}\n{result.stdout}", flush=True)
+    return result.returncode == 0
+
+
+def validate(configuration: Path) -> bool:
+    """`validate` needs `init`'s providers, so the two run in turn; a failed `init` still reports `validate`."""
+    initialised = run(["terraform", "init", "-backend=false", "-input=false", "-no-color"], configuration)
+    return run(["terraform", "validate", "-no-color"], configuration) and initialised
 
 
 def check(checkov: str | None) -> bool:
-    results = [
-        run(["terraform", "fmt", "-check", "-recursive", "-diff"], path) for path in (TERRAFORM_MODULE, EMULATOR_STACK)
-    ]
-    for configuration in CONFIGURATIONS:
-        results.append(run(["terraform", "init", "-backend=false", "-input=false", "-no-color"], configuration))
-        results.append(run(["terraform", "validate", "-no-color"], configuration))
-    if checkov:
-        results.append(
-            run(
-                [checkov, "--directory", ".", "--framework", "terraform", "--compact", "--quiet", "--skip-download"],
-                TERRAFORM_MODULE,
-            )
-        )
-    return all(results)
+    with ThreadPoolExecutor(max_workers=PARALLEL_CHECKS) as pool:
+        checks = []
+        if checkov:
+            scan = [checkov, "--directory", ".", "--framework", "terraform", "--compact", "--quiet", "--skip-download"]
+            checks.append(pool.submit(run, scan, TERRAFORM_MODULE))
+        checks += [
+            pool.submit(run, ["terraform", "fmt", "-check", "-recursive", "-diff"], path)
+            for path in (TERRAFORM_MODULE, EMULATOR_STACK)
+        ]
+        checks += [pool.submit(validate, configuration) for configuration in CONFIGURATIONS]
+        return all([check.result() for check in checks])
