@@ -75,7 +75,7 @@ test-acceptance: build $(STAMP)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
 
 # Three workers on two cores, a test file each at a time: the suite waits on the emulator and on Terraform more than it
-# computes (two workers left the cores a third idle; CI took 33 minutes with two, see docs/ci-time.md).
+# computes (with two workers the cores stood idle nearly half the time).
 # Files in collection order, which tests/acceptance/conftest.py makes longest first (xdist would order them by count).
 PYTEST_WORKERS ?= -n 3 --dist loadfile --no-loadscope-reorder
 

@@ -298,7 +298,7 @@ def test_a_failing_batch_is_bisected_and_retried_with_the_previous_state(aws: Cl
                 ),
                 None,
             ),
-            timeout=30,
+            timeout=90,
             interval=0.5,
             describe="a failure record",
         )

@@ -58,7 +58,7 @@ def test_a_batch_that_keeps_failing_goes_to_the_failure_queue_after_the_retries(
                 len(lines_with(aws, outputs["aggregator_log_group_name"], "test-only fault injected")) >= 3
                 and lines_with(aws, outputs["aggregator_log_group_name"], "test-only fault injected")
             ),
-            timeout=30,
+            timeout=90,
             describe="three logged invocations",
         )
         assert len(faults) == 3
