@@ -1,8 +1,8 @@
 """Terraform's own checks over the module, its examples and the emulator stack; checkov over the module and examples.
 
-The provider comes from the mirror if there is one. The configurations are independent, and each `init` and
-`validate` mostly waits for the provider to load its schema, so they run side by side with checkov; each command's
-output is printed whole when it ends, so the log reads as if they ran one after another."""
+The provider comes from the mirror if there is one. The configurations and checkov are independent of each other, and
+each is one process at a time, so they run side by side; each command's output is printed whole when it ends, so the
+log reads as if they ran one after another."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ CONFIGURATIONS = (
 )
 
 PARALLEL_CHECKS = max(2, min(4, os.cpu_count() or 2))
-"""Checks running at once: two cores keep two busy while a third waits on its disk or its provider."""
+"""Checks running at once: one per core, between two and four."""
 
 
 def run(command: list[str], directory: Path) -> bool:

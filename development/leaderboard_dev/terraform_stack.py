@@ -7,6 +7,7 @@ import ctypes
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -232,6 +233,29 @@ def installed_provider(working_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+ALREADY_EXISTS = re.compile(
+    r"^Error: creating (?P<kind>[^(\n]+?) \((?P<name>[^)\n]+)\):[^\n]*"
+    r"(?:EntityAlreadyExists|ResourceAlreadyExistsException|ResourceInUseException|ResourceConflictException)"
+    r".*?^\s+with (?P<address>[^,\s]+),",
+    re.MULTILINE | re.DOTALL,
+)
+ORPHAN_ROUNDS = 3
+"""Applies that may each adopt what the one before created without knowing it."""
+
+
+def orphans(error: str, stack_name: str) -> list[tuple[str, str]]:
+    """(address, name) of each resource the apply created but did not record: its create reported the resource
+    exists, under a name of this stack's own (unique per deployment, so nothing else made it). A create whose
+    response the provider lost (an emulator under load) is retried by the SDK, and the retry finds its own
+    first attempt: CreateRole, for one, is not idempotent."""
+    found = []
+    for block in re.split(r"(?m)^(?=Error: )", error):
+        match = ALREADY_EXISTS.match(block)
+        if match and (match["name"] == stack_name or match["name"].startswith(f"{stack_name}-")):
+            found.append((match["address"], match["name"]))
+    return found
+
+
 @dataclass
 class Stack:
     """One deployment of the emulator stack, isolated in a workspace named after its prefix."""
@@ -291,9 +315,24 @@ class Stack:
             self._run("workspace select", "-or-create", self.name, in_workspace=False)
 
     def apply(self) -> dict[str, Any]:
+        """Apply; a resource of this stack's that an earlier create left out of the state is imported (by its name)
+        and the apply run again. Any other failure, or an import that fails, raises."""
         self.init()
-        self._run("apply", input=False, auto_approve=IsFlagged, var=self.all_variables)
+        code, out, err = self._apply_once()
+        for _ in range(ORPHAN_ROUNDS):
+            found = orphans(err, self.name) if code != 0 else []
+            if not found:
+                break
+            for address, name in found:
+                warnings.warn(f"{self.name}: {address} was created but not recorded; importing {name}", stacklevel=2)
+                self._run("import", address, name, input=False, var=self.all_variables)
+            code, out, err = self._apply_once()
+        if code != 0:
+            raise TerraformError(f"terraform apply failed ({code}):\n{err or out}")
         return self.outputs()
+
+    def _apply_once(self) -> tuple[int, str, str]:
+        return self._run("apply", check=False, input=False, auto_approve=IsFlagged, var=self.all_variables)
 
     def outputs(self) -> dict[str, Any]:
         """`terraform output -json` for all outputs: python-terraform's output(name) predates Terraform 1.x."""
