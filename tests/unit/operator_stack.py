@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,6 +209,21 @@ def aggregate_item(stack: MotoStack, song: str, month: str) -> dict[str, Any] | 
         )
         .get("Item")
     )
+
+
+def once_the_band_opens(
+    stack: MotoStack, action: Callable[[], None], song: str = "song1", month: str = "2018-03"
+) -> Callable[[float], None]:
+    """A Reconciler's `sleep` that runs `action` once, at the first pause after the repair opened its band on the
+    aggregate, then sleeps: what happens while a band is open. An exception of `action` reaches the repair."""
+    pending = [action]
+
+    def sleep(seconds: float) -> None:
+        if pending and "RecountBand" in (aggregate_item(stack, song, month) or {}):
+            pending.pop()()
+        time.sleep(seconds)
+
+    return sleep
 
 
 def drifted_song(month: str = "2018-03") -> MotoStack:

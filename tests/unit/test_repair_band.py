@@ -30,6 +30,7 @@ from tests.unit.operator_stack import (
     MotoStack,
     aggregate_item,
     drifted_song,
+    once_the_band_opens,
     stored_count,
     write_download,
 )
@@ -41,15 +42,9 @@ MARGIN = 2
 
 def repair(stack: MotoStack, while_open: Callable[[], None] = lambda: None) -> ReconcileReport:
     """reconcile --repair of the month; `while_open` runs once, at the first pause after the band opened."""
-    pending = [while_open]
-
-    def sleep(seconds: float) -> None:
-        if pending and "RecountBand" in (aggregate_item(stack, "song1", MONTH) or {}):
-            pending.pop()()
-        time.sleep(seconds)
-
     clients = operator_clients(region=REGION)
     settings = QUICK_BANDS | {"clock_margin_seconds": MARGIN}
+    sleep = once_the_band_opens(stack, while_open, month=MONTH)
     reconciler = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0, sleep=sleep, **settings)
     return reconciler.run_month(MONTH, repair=True)
 

@@ -30,8 +30,8 @@ from tests.unit.operator_stack import (
     REGION,
     ModelAggregator,
     MotoStack,
-    aggregate_item,
     deploy,
+    once_the_band_opens,
     set_count,
     stored_count,
     write_download,
@@ -85,14 +85,8 @@ def play(
         mapping.deliver(delivered_in_band)
         band_refusals.extend(str(entry) for entry in mapping.aggregator.refused[refused_before:])
 
-    pending = [while_band_open]
-
-    def sleep(seconds: float) -> None:
-        if pending and "RecountBand" in (aggregate_item(stack, "song1", MONTH) or {}):
-            pending.pop()()
-        time.sleep(seconds)
-
     clients = operator_clients(region=REGION)
+    sleep = once_the_band_opens(stack, while_band_open, month=MONTH)
     reconciler = Reconciler(
         clients, discover(clients, stack.table), empty_page_pause=0, sleep=sleep, **QUICK_BANDS | {"band_seconds": 1}
     )

@@ -28,6 +28,7 @@ from tests.unit.operator_stack import (
     aggregate_item,
     deploy,
     drifted_song,
+    once_the_band_opens,
     set_count,
     stored_count,
     write_download,
@@ -63,19 +64,16 @@ def test_a_download_held_by_the_band_of_a_killed_repair_is_counted_or_reported(a
     # given a drifted song (2 downloads, hand-edited to 5)
     stack = drifted_song()
     aggregator = ModelAggregator(stack)
-    opened = []
 
-    def sleep(seconds: float) -> None:
+    def listener_then_kill() -> None:
         # the band is open: a listener downloads the song, the aggregator holds it (its recount missed it) ...
-        if not opened and "RecountBand" in (aggregate_item(stack, "song1", MONTH) or {}):
-            opened.append(True)
-            write_download(stack, "song1", "d3")
-            aggregator.run()
-            assert aggregator.held == 1
-            # ... and the repair is killed before its close
-            raise RepairKilled
-        time.sleep(seconds)
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+        assert aggregator.held == 1
+        # ... and the repair is killed before its close
+        raise RepairKilled
 
+    sleep = once_the_band_opens(stack, listener_then_kill, month=MONTH)
     killed = reconciler(stack, sleep, clock_margin_seconds=2, band_seconds=1)
     killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
     with pytest.raises(RepairKilled):
