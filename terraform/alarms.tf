@@ -68,6 +68,11 @@ locals {
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
       description = "Aggregate writes failed or were deferred (${local.anomaly_metric_purpose}): the batch is retried."
     }
+    throttled_stream_reads = {
+      namespace   = "MaterializedAggregation", metric = "ThrottledStreamReads", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 3, threshold = 0
+      description = "The aggregator's own reads of the stream were throttled for 15 minutes (${local.anomaly_metric_purpose}): counts are delayed, not lost; see docs/operations.md, Alarms."
+    }
     rejected_records = {
       namespace   = "MaterializedAggregation", metric = "RejectedRecords", dimensions = local.anomaly_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0

@@ -56,6 +56,8 @@ DESCRIBE_PAGES = 100
 """DescribeStream pages (100 shards each) searched for a shard's first sequence number and parent, once per shard
 and function instance. 1,000 pages made LocalStack's first invocations time out (its DescribeStream pages on past a
 shard it lists under another id): review 2's S4 (streams past 10,000 shards) stays open."""
+ANCESTRY_LIMIT = 1000
+"""Ancestors one invocation walks up at most before it stops and says so (a lineage of 1,000 rollovers is months)."""
 
 
 class AggregatesNotWritten(Exception):
@@ -77,8 +79,11 @@ class Settings:
     aggregate_writes: str
     write_concurrency: int
     deadline_margin_ms: int
-    read_budget_records: int = 100_000
-    """Records one invocation reads at most; the rest waits for the next invocation of the shard."""
+    read_budget_records: int = 20_000
+    """Records one invocation reads at most (a page more at most); the rest waits for the next invocation."""
+    read_budget_bytes: int = 32 * 1024 * 1024
+    """Stream record bytes (`SizeBytes`) one invocation reads at most (a page, 1 MB, more at most): with the
+    record budget, what bounds the invocation's memory whatever the backlog and the items' size."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -115,6 +120,10 @@ class ShardFacts:
 
     parent_shard_id: str | None
     first_sequence: str | None
+    listed: bool = True
+    """False: DescribeStream did not list the shard."""
+    described_whole: bool = True
+    """With `listed` False: every page of the description was read (the shard is gone), or the search gave up."""
 
 
 @dataclass
@@ -153,6 +162,8 @@ class BatchReport:
     shard_ended: bool = False
     caught_up: bool = False
     parent_drained: str | None = None
+    ancestor_lost: str | None = None
+    """An ancestor shard deleted from the stream before it was read: reported as trimmed records."""
     downloads: int = 0
     distinct_aggregates: int = 0
     """(entity, period) pairs among the downloads read: the fewest writes that could count them."""
@@ -201,6 +212,7 @@ class BatchReport:
             "shard_ended": self.shard_ended,
             "caught_up": self.caught_up,
             "parent_drained": self.parent_drained,
+            "ancestor_lost": self.ancestor_lost,
             "downloads": self.downloads,
             "distinct_aggregates": self.distinct_aggregates,
             "added": self.added,
@@ -296,9 +308,11 @@ def process_delivery(
     started_ms = remaining_ms()
     write_reserve_ms = max(2000, (started_ms - settings.deadline_margin_ms) // 2)
 
-    def keep_reading(records_so_far: int) -> bool:
-        return records_so_far < settings.read_budget_records and (
-            remaining_ms() > settings.deadline_margin_ms + write_reserve_ms
+    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
+        return (
+            records_so_far < settings.read_budget_records
+            and bytes_so_far < settings.read_budget_bytes
+            and remaining_ms() > settings.deadline_margin_ms + write_reserve_ms
         )
 
     try:
@@ -317,9 +331,7 @@ def process_delivery(
         # earlier batch delivered: recover's invocation through that range reads through those too.
         bound = max(bound, progress.delivered_high)
         report.bound = bound
-    parent = _parent_to_drain(deps, shard, progress)
-    if parent is not None:
-        _drain(deps, settings, parent, remaining_ms, keep_reading, report)
+    _count_ancestry(deps, settings, shard, progress, remaining_ms, keep_reading, report)
     if bound is not None and progress.checkpoint is not None and progress.checkpoint >= bound:
         report.checkpoint_after = progress.checkpoint
         report.caught_up = True
@@ -354,7 +366,12 @@ def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Pro
     progress = deps.progress.read(shard)
     if not progress.exists:
         facts = _shard_facts(deps, shard)
-        progress = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id)
+        if not facts.listed:
+            logger.error("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
+        root = facts.listed and facts.parent_shard_id is None
+        progress = deps.progress.first_seen(
+            shard, facts.first_sequence, facts.parent_shard_id, lineage_counted=root, lineage_unknown=not facts.listed
+        )
     return progress
 
 
@@ -389,7 +406,9 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
     A shard first seen is read from its first sequence number, not from the trim horizon, so that
     records trimmed before it was ever read are reported instead of silently skipped.
     """
+    described_whole = True
     if shard.shard_id not in deps.shards:
+        described_whole = False
         start: str | None = None
         for _ in range(DESCRIBE_PAGES):
             parameters: dict[str, Any] = {"StreamArn": shard.stream_arn}
@@ -402,24 +421,106 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
                     described.get("SequenceNumberRange", {}).get("StartingSequenceNumber"),
                 )
             start = description.get("LastEvaluatedShardId")
-            if shard.shard_id in deps.shards or not start:
+            if shard.shard_id in deps.shards:
+                break
+            if not start:
+                described_whole = True
                 break
     facts = deps.shards.get(shard.shard_id)
     if facts is None:
-        logger.error("shard not in its stream's description; read from the trim horizon", extra={"shard": shard})
-        return ShardFacts(None, None)
+        return ShardFacts(None, None, listed=False, described_whole=described_whole)
     return facts
 
 
-def _parent_to_drain(deps: Dependencies, shard: ShardRef, progress: Progress) -> ShardRef | None:
-    """The parent shard, if this deployment counted part of it and never reached its end (a window given up)."""
-    if progress.parent_shard_id is None:
-        return None
-    parent = ShardRef(shard.stream_arn, progress.parent_shard_id)
-    parent_progress = deps.progress.lower_bound(parent)
-    if not parent_progress.exists or parent_progress.ended:
-        return None
-    return parent
+def _count_ancestry(
+    deps: Dependencies,
+    settings: Settings,
+    shard: ShardRef,
+    progress: Progress,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int, int], bool],
+    report: BatchReport,
+) -> None:
+    """Every ancestor of the shard, at any depth, counted to its end or its loss reported, then marked.
+
+    The mapping is no witness of what was counted: one disabled longer than the stream's retention
+    resumes where the shards it stopped in are gone, and reads on in their descendants. The progress
+    table is: an ancestor it has no item for, that DescribeStream no longer lists, was deleted with
+    records this deployment never read, so it is reported (`records_trimmed`: recover recounts).
+    Ancestors still listed are read to their end, oldest first ("process a parent shard before ...
+    a child shard"); records of theirs already trimmed are reported as any trimmed records are.
+    """
+    if progress.lineage_counted or progress.lineage_unknown:
+        return  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
+    chain, lost, unfinished = _ancestry(deps, shard, progress)
+    lost_reported = lost is None
+    if lost is not None:
+        gap = _lost_ancestor_message(shard, lost)
+        if deps.send_failures([gap]):
+            deps.progress.mark_lost(lost)
+            report.trimmed, report.ancestor_lost, lost_reported = gap, lost.shard_id, True
+        else:
+            report.unreported += 1
+    for ancestor, _ in reversed(chain):
+        _drain(deps, settings, ancestor, remaining_ms, keep_reading, report)
+    if unfinished or not lost_reported:
+        return
+    for ancestor, walked in reversed(chain):
+        if not walked.ended and not deps.progress.read(ancestor).ended:
+            return
+        deps.progress.mark_lineage_counted(ancestor)
+    deps.progress.mark_lineage_counted(shard)
+
+
+def _ancestry(
+    deps: Dependencies, shard: ShardRef, progress: Progress
+) -> tuple[list[tuple[ShardRef, Progress]], ShardRef | None, bool]:
+    """The ancestors not yet known counted with all of theirs (nearest first), the first one gone unread, if any,
+    and whether the walk stopped before it knew (DescribeStream searched in part, or the lineage too long)."""
+    chain: list[tuple[ShardRef, Progress]] = []
+    parent_id = progress.parent_shard_id
+    while parent_id is not None:
+        if len(chain) >= ANCESTRY_LIMIT:
+            logger.error("shard lineage longer than the walk; its oldest ancestors not checked", extra={"shard": shard})
+            return chain, None, True
+        parent = ShardRef(shard.stream_arn, parent_id)
+        known = deps.progress.lower_bound(parent)
+        if not known.exists:
+            facts = _shard_facts(deps, parent)
+            if not facts.listed:
+                if facts.described_whole:
+                    return chain, parent, False
+                logger.error("ancestor shard not in the DescribeStream pages searched", extra={"shard": parent})
+                return chain, None, True
+            known = deps.progress.first_seen(
+                parent, facts.first_sequence, facts.parent_shard_id, lineage_counted=facts.parent_shard_id is None
+            )
+        if known.ended and known.lineage_counted:
+            break
+        chain.append((parent, known))
+        parent_id = known.parent_shard_id
+        if known.lineage_unknown:
+            facts = _shard_facts(deps, parent)
+            if not facts.listed:
+                # first seen unlisted (a direct invocation of a deleted shard): what was above it is not known
+                return chain, (parent if facts.described_whole else None), not facts.described_whole
+            parent_id = facts.parent_shard_id
+    return chain, None, False
+
+
+def _lost_ancestor_message(shard: ShardRef, lost: ShardRef) -> dict[str, Any]:
+    """An ancestor deleted from the stream before it was read: its records, and any of its ancestors', are lost."""
+    return {
+        "kind": "records_trimmed",
+        "shardId": lost.shard_id,
+        "streamArn": lost.stream_arn,
+        "checkpoint": None,
+        "checkpointCreated": None,
+        "firstReadableSequence": None,
+        "firstReadableCreated": None,
+        "lostAncestorOf": shard.shard_id,
+        "reason": "an ancestor shard was deleted from the stream before it was read to its end",
+    }
 
 
 def _drain(
@@ -427,7 +528,7 @@ def _drain(
     settings: Settings,
     parent: ShardRef,
     remaining_ms: Callable[[], int],
-    keep_reading: Callable[[int], bool],
+    keep_reading: Callable[[int, int], bool],
     report: BatchReport,
 ) -> None:
     """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
@@ -460,7 +561,7 @@ def _catch_up(
     progress: Progress,
     bound: str | None,
     remaining_ms: Callable[[], int],
-    keep_reading: Callable[[int], bool],
+    keep_reading: Callable[[int, int], bool],
     report: BatchReport,
 ) -> _Catchup:
     """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
@@ -795,6 +896,7 @@ def publish(report: BatchReport, started: float, succeeded: bool) -> None:
     metrics.add_metric(name="DownloadsAlreadyApplied", unit=MetricUnit.Count, value=report.already_applied)
     metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=report.writes)
     metrics.add_metric(name="RecordsRead", unit=MetricUnit.Count, value=report.records_read)
+    metrics.add_metric(name="ThrottledStreamReads", unit=MetricUnit.Count, value=report.throttled_reads)
     metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=len(report.rejected))
     metrics.add_metric(name="RefusedRecords", unit=MetricUnit.Count, value=len(report.refused))
     metrics.add_metric(name="TrimmedRecords", unit=MetricUnit.Count, value=1 if report.trimmed else 0)

@@ -41,6 +41,12 @@ aggregate: a progress table recreated since an aggregate was pruned cannot vouch
 GENESIS_KEY = "#genesis"
 SHARD_ENDED = "ShardEnded"
 PARENT_SHARD = "ParentShardId"
+LINEAGE_COUNTED = "LineageCounted"
+"""Every ancestor of the shard is ended: counted through its end, or its loss reported to the failure queue."""
+LINEAGE_UNKNOWN = "LineageUnknown"
+"""DescribeStream did not list the shard when it was first seen: its parent, if any, is not known."""
+LOST_UNREAD = "LostUnread"
+"""The shard was gone from the stream before this deployment read it: its loss is reported, it is never read."""
 CACHE_SECONDS = 60.0
 
 
@@ -55,6 +61,8 @@ class Progress:
     delivered_high: str | None = None
     ended: bool = False
     parent_shard_id: str | None = None
+    lineage_counted: bool = False
+    lineage_unknown: bool = False
     exists: bool = False
 
     @property
@@ -124,7 +132,14 @@ class ProgressStore:
         self._cache[shard_key(shard)] = (self._clock(), progress)
         return progress
 
-    def first_seen(self, shard: ShardRef, first_sequence: str | None, parent_shard_id: str | None) -> Progress:
+    def first_seen(
+        self,
+        shard: ShardRef,
+        first_sequence: str | None,
+        parent_shard_id: str | None,
+        lineage_counted: bool = False,
+        lineage_unknown: bool = False,
+    ) -> Progress:
         """Create the shard's item the first time it is seen; another reader may have done so meanwhile."""
         values: dict[str, Any] = {
             ":stream": {"S": shard.stream_arn},
@@ -148,6 +163,14 @@ class ProgressStore:
             names["#parent"] = PARENT_SHARD
             values[":parent"] = {"S": parent_shard_id}
             assignments.append("#parent = :parent")
+        if lineage_unknown:
+            names["#unknown"] = LINEAGE_UNKNOWN
+            values[":unknown"] = {"BOOL": True}
+            assignments.append("#unknown = :unknown")
+        if lineage_counted:
+            names["#lineage"] = LINEAGE_COUNTED
+            values[":lineage"] = {"BOOL": True}
+            assignments.append("#lineage = :lineage")
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -267,6 +290,44 @@ class ProgressStore:
         )
         self._cache.pop(shard_key(shard), None)
 
+    def mark_lineage_counted(self, shard: ShardRef) -> None:
+        """Every ancestor of the shard is ended: later readers of it, and of its children, look no further up."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self.key(shard),
+                UpdateExpression="SET #lineage = :counted, UpdatedAt = :now",
+                ConditionExpression="attribute_exists(#key)",
+                ExpressionAttributeNames={"#lineage": LINEAGE_COUNTED, "#key": SHARD_KEY},
+                ExpressionAttributeValues={":counted": {"BOOL": True}, ":now": {"N": str(int(self._clock()))}},
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        self._cache.pop(shard_key(shard), None)
+
+    def mark_lost(self, shard: ShardRef) -> None:
+        """An ancestor gone from the stream before it was read, its loss reported: ended, and nothing above it to do.
+
+        Its other children meet this item and report nothing more (recover recounts every month once).
+        """
+        self._client.update_item(
+            TableName=self._table,
+            Key=self.key(shard),
+            UpdateExpression=(
+                "SET #ended = :true, #lineage = :true, #lost = :true, StreamArn = :stream, ShardId = :shard, "
+                "UpdatedAt = :now"
+            ),
+            ExpressionAttributeNames={"#ended": SHARD_ENDED, "#lineage": LINEAGE_COUNTED, "#lost": LOST_UNREAD},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":stream": {"S": shard.stream_arn},
+                ":shard": {"S": shard.shard_id},
+                ":now": {"N": str(int(self._clock()))},
+            },
+        )
+        self._cache.pop(shard_key(shard), None)
+
     def condition_check(self, shard: ShardRef, lowest: str, pruned_under: str) -> dict[str, Any]:
         """A transaction member that holds only while this shard's progress can vouch for a pruned aggregate.
 
@@ -305,6 +366,8 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         delivered_high=delivered if isinstance(delivered, str) else None,
         ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
+        lineage_counted=bool(item.get(LINEAGE_COUNTED, {}).get("BOOL")),
+        lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
         exists=True,
     )
 

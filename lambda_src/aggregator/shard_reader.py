@@ -9,6 +9,7 @@ checkpoint yields every record after it, in order, without gaps. See docs/exactl
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ class ShardRead:
     pages: int = 0
     empty_pages: int = 0
     throttled: int = 0
+    bytes_read: int = 0
+    """The records' sizes as the stream states them (`SizeBytes`): what `keep_reading` bounds memory by."""
 
     @property
     def last_sequence(self) -> str | None:
@@ -71,7 +74,7 @@ def read_shard(
     shard: ShardRef,
     start: tuple[str | None, str | None],
     bound: str | None,
-    keep_reading: Callable[[int], bool],
+    keep_reading: Callable[[int, int], bool],
     sleep: Callable[[float], None] = time.sleep,
     nothing_counted: bool = False,
 ) -> ShardRead:
@@ -82,10 +85,11 @@ def read_shard(
     it is read from the trim horizon and the records before the first one read are reported as
     possibly trimmed. Stops at the bound
     (records beyond it are left for a later read), at the shard's end, after a few empty pages
-    when no bound is given, or when `keep_reading(records so far)` says so. Empty pages in the
-    middle of a shard are read through: "it might take multiple calls to get to a portion of the
-    shard that contains stream records". A start older than the trim point is reported (`trimmed`)
-    and reading goes on from the trim horizon.
+    when no bound is given, or when `keep_reading(records so far, their bytes)` says so: asked before
+    every page ("a maximum of 1 MB of data or 1000 stream records"), it bounds memory whatever the
+    backlog. Empty pages in the middle of a shard are read through: "it might take multiple calls
+    to get to a portion of the shard that contains stream records". A start older than the trim
+    point is reported (`trimmed`) and reading goes on from the trim horizon.
     """
     result = ShardRead()
     at, after = start
@@ -93,7 +97,7 @@ def read_shard(
     iterator, pending = _iterator(streams, shard, at, after, pending)
     refused_at_start = 0
     empty_in_a_row = 0
-    while iterator is not None and keep_reading(len(result.records)):
+    while iterator is not None and keep_reading(len(result.records), result.bytes_read):
         try:
             page = streams.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT)
         except ClientError as error:
@@ -135,6 +139,7 @@ def read_shard(
                 result.reached_bound = True
                 return result
             result.records.append(_as_lambda_record(record, shard))
+            result.bytes_read += record_bytes(record)
             at, after = None, record["dynamodb"]["SequenceNumber"]
             if bound is not None and sequence == bound:
                 result.reached_bound = True
@@ -190,6 +195,15 @@ def _iterator(
             raise
     horizon = {"StreamArn": shard.stream_arn, "ShardId": shard.shard_id, "ShardIteratorType": "TRIM_HORIZON"}
     return streams.get_shard_iterator(**horizon).get("ShardIterator"), _PendingGap(after, certain=True)
+
+
+def record_bytes(record: dict[str, Any]) -> int:
+    """The record's size as the stream states it (`SizeBytes`), or as its new image serialises when it states none."""
+    stream = record.get("dynamodb") or {}
+    size = stream.get("SizeBytes")
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    return len(json.dumps(stream.get("NewImage") or {}, default=str))
 
 
 def _created(record: dict[str, Any]) -> int | None:

@@ -553,7 +553,7 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
     condition = toset(keys(aws_cloudwatch_metric_alarm.this)) == toset([
       "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
       "table_read_throttles", "index_write_throttles", "refused_records", "records_trimmed",
-      "previous_stream_watermarks", "failed_aggregates", "rejected_records",
+      "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records",
     ])
     error_message = "one alarm per watched metric"
   }
@@ -590,17 +590,17 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
   }
 
   assert {
-    condition     = toset([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].namespace]) == toset(["MaterializedAggregation"])
+    condition     = toset([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].namespace]) == toset(["MaterializedAggregation"])
     error_message = "anomaly alarms watch Powertools' EMF namespace MaterializedAggregation"
   }
 
   assert {
-    condition     = toset([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].metric_name]) == toset(["RefusedRecords", "TrimmedRecords", "PreviousStreamWatermarks", "FailedAggregates", "RejectedRecords"])
+    condition     = toset([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].metric_name]) == toset(["RefusedRecords", "TrimmedRecords", "PreviousStreamWatermarks", "FailedAggregates", "ThrottledStreamReads", "RejectedRecords"])
     error_message = "anomaly alarms watch the aggregator's five anomaly metrics"
   }
 
   assert {
-    condition     = alltrue([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].dimensions["service"] == "validation-aggregator" && length(aws_cloudwatch_metric_alarm.this[purpose].dimensions) == 1])
+    condition     = alltrue([for purpose in ["refused_records", "records_trimmed", "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records"] : aws_cloudwatch_metric_alarm.this[purpose].dimensions["service"] == "validation-aggregator" && length(aws_cloudwatch_metric_alarm.this[purpose].dimensions) == 1])
     error_message = "anomaly alarms use Powertools' one default dimension, service = the aggregator's function name"
   }
 

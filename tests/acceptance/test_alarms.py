@@ -89,6 +89,15 @@ def expected_alarms(name: str) -> dict[str, dict[str, Any]]:
             1,
             0.0,
         )
+    expected["throttled_stream_reads"] = (
+        "MaterializedAggregation",
+        "ThrottledStreamReads",
+        [{"Name": "service", "Value": aggregator}],
+        "Sum",
+        300,
+        3,
+        0.0,
+    )
     keys = ("Namespace", "MetricName", "Dimensions", "Statistic", "Period", "EvaluationPeriods", "Threshold")
     return {purpose: dict(zip(keys, values, strict=True)) for purpose, values in expected.items()}
 

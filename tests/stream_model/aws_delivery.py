@@ -191,6 +191,12 @@ DOCS: dict[str, tuple[str, str]] = {
         LAMBDA_WINDOWS,
         "Tumbling windows fully support the existing retry policies maxRetryAttempts and maxRecordAge.",
     ),
+    "mapping-paused": (
+        "Lambda API Reference, 'UpdateEventSourceMapping'",
+        "You can change the function that Lambda invokes, or pause invocation and resume later from the same "
+        "location. (Enabled: false pauses polling. Nothing says what a mapping resumed after the retention does with "
+        "records trimmed, or shards deleted, meanwhile: the model skips them without a failure record.)",
+    ),
 }
 
 RETENTION_SECONDS = 24 * 3600
@@ -232,6 +238,7 @@ HAZARDS = (
     "timed out",
     "throttled write",
     "final invocation with records",
+    "mapping paused past the retention",
 )
 """Every hazard class a history can show; the suite asserts that each occurs."""
 
@@ -386,9 +393,14 @@ class StreamOfTable:
             self._new_shard(partition, None)
         return self.shards[self.open_shard[partition]]
 
-    def append(self, event_name: str, keys: Item, image: Item, written: Written | None) -> StreamRecord:
-        """One change of one item: one record in the open shard of the item's partition (exactly-once-in-stream)."""
-        shard = self.shard_of(self.route(keys["songID"]["S"], keys["SK"]["S"]))
+    def append(
+        self, event_name: str, keys: Item, image: Item, written: Written | None, into: Shard | None = None
+    ) -> StreamRecord:
+        """One change of one item: one record in the open shard of the item's partition (exactly-once-in-stream).
+
+        `into`: a new item's only record in that open shard instead (nothing says which partition a key hashes to).
+        """
+        shard = into or self.shard_of(self.route(keys["songID"]["S"], keys["SK"]["S"]))
         shard.next_sequence += self.rng.randint(1, 50)
         now = self.clock()
         created = math.floor(now) - self.rng.randint(0, self.creation_jitter)
@@ -399,7 +411,7 @@ class StreamOfTable:
         shard.inserted.append(now)
         return record
 
-    def write_download(self, written: Written) -> StreamRecord:
+    def write_download(self, written: Written, into: Shard | None = None) -> StreamRecord:
         """One PutItem of a new download item: one INSERT record."""
         image: Item = {"songID": {"S": written.song_id}, "SK": {"S": written.download_id}, "UserID": {"S": "user1"}}
         if written.malformed == 1:
@@ -417,7 +429,7 @@ class StreamOfTable:
         if written.malformed:
             self.hazards.add("malformed record")
         keys = {"songID": image["songID"], "SK": image["SK"]}
-        return self.append("INSERT", keys, image, written)
+        return self.append("INSERT", keys, image, written, into)
 
     def on_table_change(self, table: str, key: Item, old: Item | None, new: Item | None) -> None:
         """FakeDynamoDB's listener: the aggregator's writes to the main table are records of the stream too."""
@@ -1097,13 +1109,28 @@ class World:
 
     # ------------------------------------------------------------------ the rest of the history
 
-    def write(self, written: Written) -> None:
-        record = self.stream.write_download(written)
+    def write(self, written: Written, into: Shard | None = None) -> None:
+        record = self.stream.write_download(written, into)
         self.written.append((written, record))
         self.now += 0.25
 
     def wait(self, seconds: float) -> None:
         self.now += seconds
+
+    def resume_mapping(self) -> None:
+        """mapping-paused: enabled again, the mapping goes on from where each lane stopped, if it still can.
+
+        A lane whose shard was deleted meanwhile is done; one whose records were trimmed past its
+        position goes on from the oldest record left. Neither writes a failure record.
+        """
+        for lane in self.sync_lanes():
+            trimmed = len(lane.shard.records) if lane.shard.gone(self.now) else lane.shard.trimmed(self.now)
+            if lane.position >= trimmed:
+                continue
+            self.hazards.add("mapping paused past the retention")
+            lane.position = trimmed
+            lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
+            lane.last_batch, lane.retry, lane.attempts = None, None, 0
 
     def drain(self, max_rounds: int = 5000) -> None:
         """After the history: Lambda catches up without faults until every shard is read (windows closed)."""

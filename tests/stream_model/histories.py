@@ -1,6 +1,6 @@
 """Histories of deliveries as lists of steps, drawn by hypothesis, played on the model, judged by an oracle.
 
-A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`,
+A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`, `Pause`,
 `Reshard`, `Heat`, `Land`). Any list is a valid history: a step that does not apply is a no-op,
 so hypothesis can shrink a failing history to a short story of deliveries, which prints as
 Python and is kept as a regression test. After the steps, Lambda catches up without faults
@@ -145,6 +145,24 @@ class Heat(Step):
     """song<song>'s partition splits for heat: its items spread over two shards by sort key."""
 
     song: int = 1
+
+
+@dataclass(frozen=True, repr=False)
+class Pause(Step):
+    """The mapping is disabled while the application writes on and every open shard rolls over `rollovers` times,
+    `hours` apart; then it is enabled again (mapping-paused).
+
+    Before each rollover four downloads (song1..song4) go to the open shards; with `early`, four more go to the
+    newest shards right after the last rollover, before the last wait (past 24 hours they are trimmed too). After
+    the pause one fresh download goes to every open shard (a lineage that never gets another record is never read
+    again: `tests/unit/test_paused_mapping.py` keeps that case).
+    """
+
+    rollovers: int = 1
+    hours: int = 25
+    early: bool = False
+    writes_after: bool = True
+    """False: no download is written after the pause (see `tests/unit/test_paused_mapping.py`)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -316,7 +334,7 @@ def failure_coverage(world: World) -> Callable[[Any], bool]:
         ends[info["shardId"]] = max(ends.get(info["shardId"], 0), int(info["endSequenceNumber"]))
     for shard_id, reached in world.failure_reach:
         ends[shard_id] = max(ends.get(shard_id, 0), reached)
-        ancestor = world.stream.shards.get(info["shardId"])
+        ancestor = world.stream.shards.get(shard_id)
         while ancestor is not None and ancestor.parent_id is not None:
             ends[ancestor.parent_id] = 10**40
             ancestor = world.stream.shards.get(ancestor.parent_id)
@@ -325,6 +343,12 @@ def failure_coverage(world: World) -> Callable[[Any], bool]:
         low = int(message.get("checkpoint") or 0)
         high = int(message.get("firstReadableSequence") or 10**40)
         trimmed.setdefault(message["shardId"], []).append((low, high))
+        if message.get("lostAncestorOf"):
+            # an ancestor deleted unread: it and every shard above it, as far as the true lineage goes
+            ancestor = world.stream.shards.get(message["shardId"])
+            while ancestor is not None and ancestor.parent_id is not None:
+                trimmed.setdefault(ancestor.parent_id, []).append((0, 10**40))
+                ancestor = world.stream.shards.get(ancestor.parent_id)
 
     def covers(record: Any) -> bool:
         in_trimmed = any(low < record.sequence <= high for low, high in trimmed.get(record.shard_id, []))
@@ -435,20 +459,29 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
 
 def apply(world: World, step: Step, counter: int) -> int:
     if isinstance(step, Write):
-        config = world.config
-        song = f"song{(step.song - 1) % config.songs + 1}"
-        timestamp = TIMESTAMPS[step.when % config.timestamps]
-        _, category, summed = BOARDS[config.boards]
-        malformed = step.malformed if step.malformed <= 3 else 0
-        genre = plays = None
-        if category:
-            genre = {"N": "5"} if step.malformed == 5 else _genre(step.genre)
-            malformed = malformed or (5 if step.malformed == 5 else 0)
-        if summed:
-            plays = {"S": "12"} if step.malformed == 4 else {"N": PLAYS[step.plays % len(PLAYS)]}
-            malformed = malformed or (4 if step.malformed == 4 else 0)
-        world.write(Written(song, f"download-{counter:05d}", timestamp, malformed, genre, plays))
+        world.write(_written(world, step, counter))
         return counter + 1
+    return _apply_other(world, step, counter)
+
+
+def _written(world: World, step: Write, counter: int) -> Written:
+    """The download a Write step writes: its song, month, category and summed amount as the history's boards keep."""
+    config = world.config
+    song = f"song{(step.song - 1) % config.songs + 1}"
+    timestamp = TIMESTAMPS[step.when % config.timestamps]
+    _, category, summed = BOARDS[config.boards]
+    malformed = step.malformed if step.malformed <= 3 else 0
+    genre = plays = None
+    if category:
+        genre = {"N": "5"} if step.malformed == 5 else _genre(step.genre)
+        malformed = malformed or (5 if step.malformed == 5 else 0)
+    if summed:
+        plays = {"S": "12"} if step.malformed == 4 else {"N": PLAYS[step.plays % len(PLAYS)]}
+        malformed = malformed or (4 if step.malformed == 4 else 0)
+    return Written(song, f"download-{counter:05d}", timestamp, malformed, genre, plays)
+
+
+def _apply_other(world: World, step: Step, counter: int) -> int:
     if isinstance(step, Deliver):
         width = world.settings.window_seconds or 1
         lanes = [lane for lane in world.runnable() if not lane.idle(world.now, width)]
@@ -486,6 +519,26 @@ def apply(world: World, step: Step, counter: int) -> int:
         world.land_one(step.index)
     elif isinstance(step, Resume):
         world.resume(step.index)
+    elif isinstance(step, Pause):
+        counter = _pause(world, step, counter)
+    return counter
+
+
+def _pause(world: World, step: Pause, counter: int) -> int:
+    for rollover in range(max(1, step.rollovers)):
+        for song in range(1, 5):
+            counter = apply(world, Write(song=song, when=rollover), counter)
+        for lane in [lane for lane in world.sync_lanes() if not lane.shard.closed]:
+            world.stream.reshard(lane.shard, 1, lower=False)
+        if step.early and rollover == max(1, step.rollovers) - 1:
+            for song in range(1, 5):
+                counter = apply(world, Write(song=song, when=rollover + 1), counter)
+        world.wait(step.hours * 3600)
+    world.resume_mapping()
+    # The application writes on: one fresh download in every open shard, so that each lineage is read again.
+    for index, lane in enumerate([lane for lane in world.sync_lanes() if not lane.shard.closed and step.writes_after]):
+        world.write(_written(world, Write(song=index + 1), counter), into=lane.shard)
+        counter += 1
     return counter
 
 
@@ -558,6 +611,7 @@ RESHARDS = st.builds(Reshard, lane=_LANES, children=st.sampled_from([1, 2]), low
 HEATS = st.builds(Heat, song=st.integers(1, 4))
 LANDS = st.builds(Land, index=st.integers(0, 5))
 RESUMES = st.builds(Resume, index=st.integers(0, 3))
+PAUSES = st.builds(Pause, rollovers=st.integers(1, 3), hours=st.sampled_from([25, 13, 2]), early=st.booleans())
 STRATEGIES = {
     "write": WRITES,
     "deliver": DELIVERIES,
@@ -567,9 +621,15 @@ STRATEGIES = {
     "reshard": RESHARDS,
     "heat": HEATS,
     "resume": RESUMES,
+    "pause": PAUSES,
 }
 WEIGHTS = (
-    ("write",) * 6 + ("deliver",) * 8 + ("direct",) * 2 + ("wait",) * 2 + ("reshard",) * 3 + ("land", "heat", "resume")
+    ("write",) * 6
+    + ("deliver",) * 8
+    + ("direct",) * 2
+    + ("wait",) * 2
+    + ("reshard",) * 3
+    + ("land", "heat", "resume", "pause")
 )
 """Weighted by repetition: mostly writes and deliveries, now and then the rest."""
 FOCUSED_WEIGHTS = WEIGHTS + ("reshard", "heat", "direct", "resume") * 3

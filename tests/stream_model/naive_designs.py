@@ -16,6 +16,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tests.stream_model.designs import ShardWatermarkDesign
 from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Environment
 from tests.stream_model.histories import utc_month
 from tests.stream_model.reference_design import CheckpointReader, Guards
@@ -444,6 +445,41 @@ class BlindIncrement(CheckpointReader):
         super().__init__(env, aggregate_writes, Guards(watermark_condition=False))
 
 
+class OneLevelOfAncestry(ShardWatermarkDesign):
+    """The shipped aggregator before issue 25: it drains a shard's parent only, and only one it has read before.
+
+    A parent it never saw, it takes for one that predates it. Broken by a mapping paused past the
+    retention across two rollovers: the shard it stopped in (read in part) and the next one are
+    deleted, the third is read from its start, and nobody reports the first one's tail or the second.
+    """
+
+    def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
+        super().__init__(env, aggregate_writes)
+        self.name = "drains one level of parent"
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        import aggregator
+
+        walk = aggregator._count_ancestry
+        aggregator._count_ancestry = _parent_only
+        try:
+            return super().invoke(event, remaining_ms)
+        finally:
+            aggregator._count_ancestry = walk
+
+
+def _parent_only(deps: Any, settings: Any, shard: Any, progress: Any, remaining: Any, keep: Any, report: Any) -> None:
+    import aggregator
+    from delivery import ShardRef
+
+    if progress.parent_shard_id is None:
+        return
+    parent = ShardRef(shard.stream_arn, progress.parent_shard_id)
+    known = deps.progress.lower_bound(parent)
+    if known.exists and not known.ended:
+        aggregator._drain(deps, settings, parent, remaining, keep, report)
+
+
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
     """The model's factory for a design class: with the history's write mode when the design has modes."""
 
@@ -465,4 +501,5 @@ NAIVE = (
     TrustsCreationOrder,
     AdvancesPastFailedAggregate,
     BlindIncrement,
+    OneLevelOfAncestry,
 )

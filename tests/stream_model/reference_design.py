@@ -214,30 +214,85 @@ class CheckpointReader(Design):
 
     def _parent_of(self, stream_arn: str, shard_id: str) -> str | None:
         if shard_id not in self.parents:
-            start: str | None = None
-            for _ in range(100):
-                page = self.env.streams.describe_stream(
-                    StreamArn=stream_arn, **({"ExclusiveStartShardId": start} if start else {})
-                )["StreamDescription"]
-                for shard in page["Shards"]:
-                    self.parents[shard["ShardId"]] = shard.get("ParentShardId")
-                start = page.get("LastEvaluatedShardId")
-                if not start:
-                    break
+            self._listed(stream_arn)
         return self.parents.get(shard_id)
 
+    def _listed(self, stream_arn: str) -> dict[str, tuple[str | None, str | None]]:
+        """Every shard DescribeStream lists now: its parent and first sequence number."""
+        listed: dict[str, tuple[str | None, str | None]] = {}
+        start: str | None = None
+        for _ in range(100):
+            page = self.env.streams.describe_stream(
+                StreamArn=stream_arn, **({"ExclusiveStartShardId": start} if start else {})
+            )["StreamDescription"]
+            for shard in page["Shards"]:
+                first = shard.get("SequenceNumberRange", {}).get("StartingSequenceNumber")
+                listed[shard["ShardId"]] = (shard.get("ParentShardId"), first)
+                self.parents[shard["ShardId"]] = shard.get("ParentShardId")
+            start = page.get("LastEvaluatedShardId")
+            if not start:
+                break
+        return listed
+
     def _parent_first(self, stream_arn: str, shard_id: str, remaining_ms: Callable[[], int]) -> None:
-        if self._progress(stream_arn, shard_id) is not None:
+        """Every ancestor read to its end first, oldest first; one never read here whose records the stream no longer
+        holds whole (deleted, or trimmed before its first record was read) is reported: records_trimmed."""
+        own = self._progress(stream_arn, shard_id) or {}
+        if "Checkpoint" in own or own.get("ShardEnded", {}).get("BOOL"):
+            return  # counted from before: its ancestors were settled first
+        listed: dict[str, tuple[str | None, str | None]] | None = self._listed(stream_arn)
+        first = listed.get(shard_id, (None, None))[1]
+        if first is not None and not self._began_at(stream_arn, shard_id, first):
+            self._report_lost(stream_arn, shard_id, shard_id)  # its first records were trimmed before it was read
+        ancestor = self._parent_of(stream_arn, shard_id)
+        if ancestor is None:
             return
-        parent = self._parent_of(stream_arn, shard_id)
-        if parent is None:
-            return
-        progress = self._progress(stream_arn, parent)
-        if progress is None or progress.get("ShardEnded", {}).get("BOOL"):
-            return  # a parent never read here predates us: the mapping's failure records cover it
-        _, reached = self._catch_up(stream_arn, parent, None, remaining_ms, [], to_end=True)
-        if not reached:
-            raise NotReached(f"parent {parent} of {shard_id} is not read to its end yet")
+        chain: list[str] = []
+        while ancestor is not None:
+            progress = self._progress(stream_arn, ancestor) or {}
+            if "Checkpoint" in progress or progress.get("ShardEnded", {}).get("BOOL"):
+                if not progress.get("ShardEnded", {}).get("BOOL"):
+                    chain.append(ancestor)
+                break  # counted here before: its own ancestors were settled then
+            listed = listed if listed is not None else self._listed(stream_arn)
+            if ancestor not in listed:
+                self._report_lost(stream_arn, ancestor, shard_id)
+                break
+            chain.append(ancestor)
+            ancestor = listed[ancestor][0]
+        for parent in reversed(chain):
+            first = (listed or {}).get(parent, (None, None))[1]
+            unread = "Checkpoint" not in (self._progress(stream_arn, parent) or {})
+            _, reached = self._catch_up(stream_arn, parent, None, remaining_ms, [], to_end=True)
+            if unread and first is not None and not self._began_at(stream_arn, parent, first):
+                self._report_lost(stream_arn, parent, shard_id)
+            if not reached:
+                raise NotReached(f"ancestor {parent} of {shard_id} is not read to its end yet")
+
+    def _began_at(self, stream_arn: str, shard_id: str, first: str) -> bool:
+        """Whether the stream still holds the shard's first record."""
+        try:
+            self.env.streams.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="AT_SEQUENCE_NUMBER", SequenceNumber=first
+            )
+        except ClientError:
+            return False
+        return True
+
+    def _report_lost(self, stream_arn: str, shard_id: str, descendant: str) -> None:
+        self.env.queue.send_message(
+            QueueUrl=FAILURE_QUEUE_URL,
+            MessageBody=_json(
+                {
+                    "kind": "records_trimmed",
+                    "shardId": shard_id,
+                    "streamArn": stream_arn,
+                    "checkpoint": None,
+                    "firstReadableSequence": None,
+                    "lostAncestorOf": descendant,
+                }
+            ),
+        )
 
     # ------------------------------------------------------------------ reading and writing
 

@@ -9,7 +9,18 @@ must be exact on the shipped design and on the reference.
 
 from __future__ import annotations
 
-from tests.stream_model.histories import Config, Deliver, Direct, Heat, History, Reshard, Resume, Wait, Write
+from tests.stream_model.histories import (
+    Config,
+    Deliver,
+    Direct,
+    Heat,
+    History,
+    Pause,
+    Reshard,
+    Resume,
+    Wait,
+    Write,
+)
 
 TEN_DOWNLOADS = tuple(Write() for _ in range(10))
 
@@ -144,6 +155,13 @@ ISSUE_14: dict[str, History] = {
     ),
 }
 
+PAUSED_ACROSS_TWO_ROLLOVERS = History(
+    Config(songs=1, timestamps=1, maximum_record_age=None),
+    (Write(), Write(), Write(), Deliver(size=3), Write(), Pause(rollovers=2, hours=25), Write(), Write()),
+)
+"""Issue 25: shard G counted in part, then the mapping disabled while G rolls over to P and P to Q, and enabled
+again more than 24 hours later: G's tail and all of P are gone, Q's records are fresh."""
+
 NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     "the guide counts a retried batch twice": (
         "GuideDesign",
@@ -175,7 +193,7 @@ NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     ),
     "an empty page taken for the shard's end loses what follows it": (
         "StopsAtFirstEmptyPage",
-        History(Config(), (Write(), Reshard(), Write())),
+        History(Config(seed=2), (Write(), Reshard(), Write())),
         "lost without a durable failure record",
     ),
     "a creation-time checkpoint skips records created earlier but numbered later": (
@@ -192,8 +210,13 @@ NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     ),
     "an unconditional increment counts again after a kill between the write and the checkpoint": (
         "BlindIncrement",
-        History(Config(), (Write(), Deliver(fault="killed", at=6), Deliver())),
+        History(Config(), (Write(), Deliver(fault="killed", at=8), Deliver())),
         "over-counted",
+    ),
+    "one level of parent loses a shard deleted unread while the mapping was paused": (
+        "OneLevelOfAncestry",
+        PAUSED_ACROSS_TWO_ROLLOVERS,
+        "lost without a durable failure record",
     ),
 }
 """Story -> (the naive design it breaks, the history, the problem it shows)."""

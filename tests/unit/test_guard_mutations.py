@@ -22,14 +22,9 @@ EXAMPLES = int(os.environ.get("MODEL_GUARD_HISTORIES", "300"))
 
 SHIPPED_UNNEEDED = {
     "recount fence": "no history repairs an aggregate while the stream still holds its records (issue 15's repair)",
-    "parent read first": (
-        "a repair without a person only: the records a parent's given-up window held have failure records, "
-        "and recover counts them just the same"
-    ),
 }
 REFERENCE_UNNEEDED = {
     "monotonic checkpoint": "the reference never prunes a watermark, so a checkpoint moved back is only re-read",
-    "parent first": "Lambda reads a parent before its child, and the parent's given-up records have failure records",
 }
 
 

@@ -2,7 +2,9 @@
 
 Parts: `all` (default: the handler's CPU, then side by side, boards, reads and freshness, then
 the report), `side-by-side`, `boards` (writes per 100 downloads by the boards kept: boards.json),
-`handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json), `reads`
+`handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json),
+`catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
+emulator: catch_up_memory.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
 index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
 results.json and the parts measured on their own, without an emulator). The full run writes
@@ -25,6 +27,7 @@ from typing import Any
 from leaderboard_dev.aws import clients
 from leaderboard_dev.bench import index_layout
 from leaderboard_dev.bench.boards import run_configuration
+from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
 from leaderboard_dev.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_dev.bench.report import DOCUMENT, provenance, write_results
@@ -35,10 +38,20 @@ from leaderboard_dev.settings import REPOSITORY, Endpoint, endpoint_from_environ
 
 RESULTS = REPOSITORY / "docs" / "benchmark-results"
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
-PARTS = ("all", "side-by-side", "boards", "handler-cpu", "reads", "index-layout", "report")
-ALONE = {"reads": "reads_freshness.json", "boards": "boards.json", "handler-cpu": "handler_cpu.json"}
+PARTS = ("all", "side-by-side", "boards", "handler-cpu", "catch-up-memory", "reads", "index-layout", "report")
+ALONE = {
+    "reads": "reads_freshness.json",
+    "boards": "boards.json",
+    "handler-cpu": "handler_cpu.json",
+    "catch-up-memory": "catch_up_memory.json",
+}
 """Parts rerun on their own, beside the full run's results.json; `report` merges them."""
-RESULT_KEYS = {"reads": "reads_freshness", "boards": "boards", "handler-cpu": "handler_cpu"}
+RESULT_KEYS = {
+    "reads": "reads_freshness",
+    "boards": "boards",
+    "handler-cpu": "handler_cpu",
+    "catch-up-memory": "catch_up_memory",
+}
 
 
 def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: Path) -> dict[str, Any]:
@@ -49,6 +62,8 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         # First, beside the stacks: moto answers in process, and thread CPU time leaves the other processes out.
         measured = cases(plan.batch_sizes, plan.guide_batch_sizes or plan.batch_sizes, plan.board_batch_sizes)
         jobs.append(("handler_cpu", run_handler_cpu, (measured,)))
+    if parts & {"all", "catch-up-memory"}:
+        jobs.append(("catch_up_memory", run_catch_up_memory, (plan.catch_up_backlogs, plan.catch_up_item_bytes)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:

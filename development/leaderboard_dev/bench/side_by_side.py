@@ -100,6 +100,9 @@ class Plan:
     """Each configuration's load at each of its batch sizes."""
     handler_cpu: bool = False
     """Measure the handler's CPU per download without the emulator (bench/handler_cpu.py), for the cost table."""
+    catch_up_backlogs: tuple[int, ...] = (10_000,)
+    """Backlogs (records behind the checkpoint) whose catch-up memory is measured (bench/catch_up_memory.py)."""
+    catch_up_item_bytes: tuple[int, ...] = (100, 4096)
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
@@ -135,6 +138,8 @@ FULL = Plan(
     board_batching_windows=(1, 5),
     board_downloads=10_000,
     handler_cpu=True,
+    catch_up_backlogs=(10_000, 100_000, 1_000_000),
+    catch_up_item_bytes=(100, 1024, 4096),
 )
 SMOKE = Plan(
     batch_sizes=(100,),

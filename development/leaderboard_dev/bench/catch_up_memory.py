@@ -1,0 +1,241 @@
+"""Peak memory of the aggregator's invocations that catch up a lagging checkpoint, per backlog and item size.
+
+A shard holds a backlog of downloads (the checkpoint lagged: a paused mapping, an outage, a throttled
+shard) and each invocation is asked to count through its end. The shipped `process_delivery` reads
+from its checkpoint in bounded steps; this measures, with tracemalloc, the peak of what one
+invocation allocates (the records it reads, what it parses and writes), and how many invocations
+drain the backlog. The stream is made on demand (`BacklogStream`: records of the stated size, as
+GetRecords returns them, pages of at most 1 MB or 1,000 records), so that a backlog of a million
+records of 4 KB costs the measurement nothing to hold. DynamoDB is whatever client the caller gives
+(moto in `make bench`, the stream model's fake in the unit test).
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/backlog-downloads/stream/2018-01-01T00:00:00.000"
+SHARD_ID = "shardId-00000001600000000000-backlog0"
+FIRST_SEQUENCE = 10**20
+SEQUENCE_STEP = 100
+PAGE_BYTES = 1024 * 1024
+"""GetRecords "can retrieve a maximum of 1 MB of data or 1000 stream records, whichever comes first"."""
+PAGE_RECORDS = 1000
+
+
+class BacklogStream:
+    """A DynamoDB Streams client over one open shard of `records` downloads of about `item_bytes` each, made on demand.
+
+    Download i is of song `i % songs` in January 2018; its sequence number is FIRST_SEQUENCE + i * SEQUENCE_STEP.
+    """
+
+    def __init__(self, records: int, item_bytes: int, songs: int = 100) -> None:
+        self.records = records
+        self.item_bytes = item_bytes
+        self.songs = songs
+        self.get_records_calls = 0
+
+    def sequence(self, index: int) -> int:
+        return FIRST_SEQUENCE + index * SEQUENCE_STEP
+
+    @property
+    def last_sequence(self) -> str:
+        return str(self.sequence(self.records - 1))
+
+    def describe_stream(self, **_: Any) -> dict[str, Any]:
+        shard = {"ShardId": SHARD_ID, "SequenceNumberRange": {"StartingSequenceNumber": str(FIRST_SEQUENCE)}}
+        return {"StreamDescription": {"StreamArn": STREAM_ARN, "StreamStatus": "ENABLED", "Shards": [shard]}}
+
+    def get_shard_iterator(self, **parameters: Any) -> dict[str, Any]:
+        kind = parameters["ShardIteratorType"]
+        if kind == "TRIM_HORIZON":
+            return {"ShardIterator": "0"}
+        offset = int(parameters["SequenceNumber"]) - FIRST_SEQUENCE
+        index = math.ceil(offset / SEQUENCE_STEP) if kind == "AT_SEQUENCE_NUMBER" else offset // SEQUENCE_STEP + 1
+        return {"ShardIterator": str(max(0, index))}
+
+    def get_records(self, **parameters: Any) -> dict[str, Any]:
+        self.get_records_calls += 1
+        position = int(parameters["ShardIterator"])
+        limit = min(int(parameters.get("Limit", PAGE_RECORDS)), PAGE_RECORDS)
+        page: list[dict[str, Any]] = []
+        size = 0
+        while position < self.records and len(page) < limit and size + self.item_bytes <= PAGE_BYTES:
+            page.append(self.record(position))
+            size += self.item_bytes
+            position += 1
+        return {"Records": page, "NextShardIterator": str(position)}
+
+    def record(self, index: int) -> dict[str, Any]:
+        """As boto3 returns it from GetRecords: the new image padded to the item size, SizeBytes stated."""
+        image = {
+            "songID": {"S": f"song-{index % self.songs:04d}"},
+            "SK": {"S": f"download-{index:09d}"},
+            "UserID": {"S": f"user-{index % 9973}"},
+            "Timestamp": {"S": f"2018-01-{1 + index % 28:02d}T12:{index % 60:02d}:00Z"},
+        }
+        padding = self.item_bytes - sum(len(name) + len(value["S"]) for name, value in image.items())
+        if padding > 0:
+            image["Details"] = {"S": "x" * padding}
+        return {
+            "eventID": f"{index:x}",
+            "eventName": "INSERT",
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": {
+                "ApproximateCreationDateTime": datetime(2018, 1, 1, tzinfo=UTC),
+                "Keys": {"songID": image["songID"], "SK": image["SK"]},
+                "NewImage": image,
+                "SequenceNumber": str(self.sequence(index)),
+                "SizeBytes": self.item_bytes,
+                "StreamViewType": "NEW_IMAGE",
+            },
+        }
+
+
+class InlineExecutor(Executor):
+    """The aggregate writes one after another on the measuring thread, so tracemalloc sees all of them."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+
+@dataclass(frozen=True)
+class Invocation:
+    peak_mib: float
+    records_read: int
+    downloads: int
+    checkpoint_after: str | None
+    caught_up: bool
+
+
+def catch_up(
+    aggregator: Any, dynamodb: Any, stream: BacklogStream, invocations: int, table: str, progress_table: str
+) -> Iterator[Invocation]:
+    """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
+    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it)."""
+    from aggregate_store import AggregateStore
+    from delivery import parse_delivery
+    from download_records import Schema
+    from shard_progress import ProgressStore
+
+    table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
+    settings = aggregator.Settings(
+        table_name=table,
+        table_arn=table_arn,
+        progress_table_name=progress_table,
+        schema=Schema(),
+        leaderboard_shards=1,
+        failure_queue_url=None,
+        aggregate_writes=aggregator.PER_BATCH,
+        write_concurrency=1,
+        deadline_margin_ms=1000,
+    )
+    progress = ProgressStore(dynamodb, progress_table)
+    dependencies = aggregator.Dependencies(
+        store=AggregateStore(dynamodb, table, settings.schema, progress),
+        progress=progress,
+        streams=stream,
+        executor=InlineExecutor(),
+        send_failures=lambda _messages: True,
+    )
+    event = {"shardId": SHARD_ID, "eventSourceARN": STREAM_ARN, "throughSequenceNumber": stream.last_sequence}
+    started = tracemalloc.is_tracing()
+    if not started:
+        tracemalloc.start()
+    try:
+        for _ in range(invocations):
+            tracemalloc.reset_peak()
+            baseline = tracemalloc.get_traced_memory()[0]
+            try:
+                _, report = aggregator.process_delivery(
+                    parse_delivery(event, table_arn), dependencies, settings, lambda: 900_000
+                )
+            except aggregator.AggregatesNotWritten as not_yet:
+                report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
+            peak = tracemalloc.get_traced_memory()[1] - baseline
+            yield Invocation(
+                round(peak / 2**20, 1), report.records_read, report.downloads, report.checkpoint_after, report.caught_up
+            )
+            if report.caught_up:
+                return
+    finally:
+        if not started:
+            tracemalloc.stop()
+
+
+BACKLOGS = (10_000, 100_000, 1_000_000)
+ITEM_BYTES = (100, 1024, 4096)
+MEASURED_INVOCATIONS = 3
+"""Invocations measured per backlog; the rest of a backlog's drain is the same step again (stated per figure)."""
+
+
+def run_catch_up_memory(
+    backlogs: tuple[int, ...] = BACKLOGS, item_bytes: tuple[int, ...] = ITEM_BYTES
+) -> dict[str, Any]:
+    """Per backlog and item size: each measured invocation's peak memory and records read, on moto in process."""
+    import os
+    import sys
+
+    import boto3
+    from moto import mock_aws
+
+    from leaderboard_dev.bench.handler_cpu import AGGREGATOR_SOURCE, PROGRESS_TABLE, TABLE, create_tables, load_module
+
+    saved = dict(os.environ)
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "TABLE_NAME": TABLE,
+            "TABLE_ARN": STREAM_ARN.rsplit("/stream/", 1)[0],
+            "PROGRESS_TABLE_NAME": PROGRESS_TABLE,
+        }
+    )
+    sys.path.insert(0, str(AGGREGATOR_SOURCE))
+    rows = []
+    try:
+        aggregator = load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
+        settings = aggregator.Settings.from_environment(dict(os.environ))
+        for size in item_bytes:
+            for backlog in backlogs:
+                with mock_aws():
+                    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+                    create_tables(dynamodb)
+                    stream = BacklogStream(backlog, size)
+                    measured = list(catch_up(aggregator, dynamodb, stream, MEASURED_INVOCATIONS, TABLE, PROGRESS_TABLE))
+                per_invocation = max(item.records_read for item in measured)
+                rows.append(
+                    {
+                        "backlog_records": backlog,
+                        "item_bytes": size,
+                        "invocations": [asdict(item) for item in measured],
+                        "peak_mib": max(item.peak_mib for item in measured),
+                        "records_per_invocation": per_invocation,
+                        "invocations_to_drain": math.ceil(backlog / per_invocation) if per_invocation else None,
+                        "drained_in_measurement": measured[-1].caught_up,
+                    }
+                )
+    finally:
+        sys.path.remove(str(AGGREGATOR_SOURCE))
+        os.environ.clear()
+        os.environ.update(saved)
+    return {
+        "budget": {"records": settings.read_budget_records, "bytes": settings.read_budget_bytes},
+        "measured_invocations": MEASURED_INVOCATIONS,
+        "runs": rows,
+    }
