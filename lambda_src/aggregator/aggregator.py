@@ -771,7 +771,7 @@ def _advance(deps: Dependencies, catchup: _Catchup) -> str | None:
         for record in read.records
         if catchup.held_back_from is None or pad_sequence(record["dynamodb"]["SequenceNumber"]) < catchup.held_back_from
     ]
-    whole = len(handled) == len(read.records)
+    whole = catchup.held_back_from is None  # a report the failure queue did not take holds the shard open too
     if not handled:
         if whole and read.shard_ended and not catchup.progress.ended:
             deps.progress.mark_ended(catchup.shard)

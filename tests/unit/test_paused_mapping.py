@@ -9,6 +9,7 @@ against the shipped aggregator and against the design it replaced, which drained
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.stream_model import naive_designs as naive
 from tests.stream_model.designs import shipped
@@ -101,3 +102,74 @@ def test_a_pause_past_the_retention_followed_by_no_download_at_all_is_still_repo
     outcome = play(history, shipped)
     # then the loss is reported durably
     assert outcome.uncovered == 0, outcome.summary()
+
+
+class _TrimmedClosedParent:
+    """A stream of two shards: P, closed, counted through 200 and every later record trimmed; its child C, empty."""
+
+    def describe_stream(self, **_: object) -> dict[str, object]:
+        return {
+            "StreamDescription": {
+                "Shards": [
+                    {"ShardId": "shardP", "SequenceNumberRange": {"StartingSequenceNumber": "100"}},
+                    {
+                        "ShardId": "shardC",
+                        "ParentShardId": "shardP",
+                        "SequenceNumberRange": {"StartingSequenceNumber": "500"},
+                    },
+                ]
+            }
+        }
+
+    def get_shard_iterator(self, **parameters: str) -> dict[str, str]:
+        if parameters["ShardId"] == "shardP" and parameters["ShardIteratorType"] != "TRIM_HORIZON":
+            raise ClientError({"Error": {"Code": "TrimmedDataAccessException", "Message": "trimmed"}}, "Get")
+        return {"ShardIterator": parameters["ShardId"]}
+
+    def get_records(self, **parameters: str) -> dict[str, object]:
+        if parameters["ShardIterator"] == "shardP":
+            return {"Records": []}  # closed, nothing left to read: NextShardIterator null
+        return {"Records": [], "NextShardIterator": "shardC"}
+
+
+def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not_ended() -> None:
+    # given a closed parent counted through 200 whose later records were trimmed, and a failure queue that refuses
+    import aggregator
+    from aggregate_store import AggregateStore
+    from delivery import ShardRef, parse_delivery
+    from shard_progress import ProgressStore
+    from tests.stream_model.designs import InlineExecutor
+    from tests.stream_model.environment import PROGRESS_TABLE, STREAM_ARN, TABLE, TABLE_ARN
+    from tests.stream_model.fake_dynamodb import FakeDynamoDB
+
+    dynamodb, sent, queue_up = FakeDynamoDB(), [], [False]
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
+    parent, child = ShardRef(STREAM_ARN, "shardP"), ShardRef(STREAM_ARN, "shardC")
+    progress.first_seen(parent, "100", None, lineage_counted=True)
+    progress.advance(parent, "200".zfill(40), "200", None, False)
+
+    def send(messages: list[dict[str, object]]) -> bool:
+        sent.extend(messages if queue_up[0] else [])
+        return queue_up[0]
+
+    settings = aggregator.Settings(
+        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
+    )
+    deps = aggregator.Dependencies(
+        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
+        progress=progress,
+        streams=_TrimmedClosedParent(),
+        executor=InlineExecutor(),
+        send_failures=send,
+    )
+    event = {"shardId": "shardC", "eventSourceARN": STREAM_ARN, "Records": [], "throughSequenceNumber": "500"}
+    # when the child is invoked while the queue refuses, then again once it takes messages
+    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), deps, settings, lambda: 60_000)
+    refused_then = (progress.read(parent).ended, progress.read(child).lineage_counted)
+    queue_up[0] = True
+    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), deps, settings, lambda: 60_000)
+    # then the parent stayed open until its gap was in the queue, and the gap is there now
+    assert refused_then == (False, False)
+    assert [message["shardId"] for message in sent if message.get("kind") == "records_trimmed"] == ["shardP"]
+    assert progress.read(parent).ended
+    assert progress.read(child).lineage_counted
