@@ -105,7 +105,8 @@ def command_size(arguments: argparse.Namespace) -> int:
 EXIT_EXACT = 0
 EXIT_ERROR = 1
 EXIT_DIFFERENCES = 3
-"""Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps."""
+"""Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps, a band
+that could not be recorded in the failure queue."""
 EXIT_PENDING = 4
 """What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict. Run again later."""
 
@@ -149,7 +150,7 @@ def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]
 
 
 def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
-    if refused or any(d.state in ("differs", "ttl") for d in differences):
+    if refused or any(d.state in ("differs", "ttl", "unrecorded") for d in differences):
         return EXIT_DIFFERENCES
     if any(not d.repaired for d in differences):
         return EXIT_PENDING
@@ -300,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             "--clock-margin-seconds",
             type=float,
             default=60,
-            help="how far this machine's clock and DynamoDB's may be from the stream's creation times (default 60); "
-            "a smaller margin than the true skew can count a recounted download twice",
+            help="how far DynamoDB's clock may be from the stream's creation times, and this machine's from "
+            "DynamoDB's (default 60); a smaller margin than the true skew can count a recounted download twice",
         )
+        command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
         if name == "reconcile":
             command.add_argument("--month", required=True, type=month_argument, help="YYYY-MM")
             command.add_argument("--songs", help="comma-separated song ids (default: every song of the month)")
@@ -310,7 +312,6 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--json", action="store_true")
             command.set_defaults(handler=command_reconcile)
         else:
-            command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
             command.set_defaults(handler=command_recover)
 
     return run_command(parser.parse_args(argv))

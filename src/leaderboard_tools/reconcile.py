@@ -10,8 +10,10 @@ in flight before it writes:
 1. *Snapshot*: every aggregate of the months (count, watermarks, recount fence), read before the
    recount starts, so whatever it counts was in the table when the recount began.
 2. *Recount* with consistent reads (parallel scan segments, or a Query per song), one counter per
-   segment, merged: memory grows with songs, not downloads. Its end T is the later of this
-   machine's clock and DynamoDB's own `Date` header; the fence F is T plus a 60-second clock margin.
+   segment, merged: memory grows with songs, not downloads. Its end T is taken from DynamoDB's clock
+   (the `Date` headers of its responses; this machine's clock only measures intervals, and a repair
+   refuses before writing anything when the two disagree by more than the margin); the fence F is T
+   plus a 60-second clock margin.
 3. *In flight*: every shard of the table's current stream not marked `ShardEnded` in the progress
    table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
    it is counted, the aggregator's invariant; or at its `ResumeAt`) through empty pages to the
@@ -22,7 +24,8 @@ in flight before it writes:
    one whose count differs is recounted once more on its own (a Query of its song), this time
    keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
    set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
-   F (that recount's end plus the clock margin) and a **band** opened (`RecountBand`), conditioned
+   F (that recount's end plus the clock margin) and a **band** opened (`RecountBand`; recorded first
+   in the failure queue, for `recover` to find should the band outlive its deadline), conditioned
    on the count, every watermark and the fence being what the snapshot read (the aggregator only
    ever adds, so any write of its in between fails the condition: reported as a conflict).
 5. *Band*: while it is open, the aggregator holds every record of the aggregate created at or
@@ -45,6 +48,7 @@ has TTL.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -57,7 +61,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.leaderboard_layout import (
@@ -89,8 +93,17 @@ PRUNED_ATTRIBUTE = "WatermarksPruned"
 PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
 APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
 """The aggregate's bookkeeping, as the aggregator names it (aggregate_store.py, delivery.py; copied)."""
+CLOSED_ATTRIBUTE = "RecountClosed"
+"""The last band a close removed and what it added ("<token>|<deadline>|<added>"): the repair's own, written by its
+close, tells a close whose response was lost from a band another repair replaced. The aggregator never reads it."""
+BAND_MESSAGE_KIND = "recount_band"
+"""The failure queue's record of a band, sent before the band opens: `recover` recounts an aggregate whose band
+outlived its deadline (its repair was killed) and deletes the record of a band that is gone."""
+MAX_DELAY_SECONDS = 900
+"""SQS's longest DelaySeconds: a band's record stays out of sight (and out of the queue's alarm) until then."""
 CLOCK_MARGIN_SECONDS = 60
-"""How far this machine's clock (and DynamoDB's Date header) may be from the stream's creation times."""
+"""How far DynamoDB's clock (its Date header, which the repair takes its time from) may be from the stream's creation
+times; this machine's clock must agree with DynamoDB's within it, or the repair refuses."""
 BAND_SECONDS = 300.0
 """How long a band waits after F for the records created before it to reach the aggregator (the iterator-age alarm
 fires at 300 s of lag): a record later than that is refused and reported."""
@@ -112,6 +125,11 @@ AggregateId = tuple[str, str]
 
 class RepairUnavailable(RuntimeError):
     """The deployment gives the repair nothing to prove settlement with (no stream, no progress table)."""
+
+
+class ClockDisagrees(RuntimeError):
+    """This machine's clock is off DynamoDB's by more than the clock margin (or DynamoDB's time cannot be read): the
+    repair refuses before it writes anything."""
 
 
 class RecountUnsupported(RuntimeError):
@@ -141,7 +159,7 @@ class Difference:
     recounted: int
     state: str = "differs"
     """differs (no repair asked), repaired, pending (a download in flight), conflict (written meanwhile),
-    ttl (a lower count while the table has TTL)."""
+    ttl (a lower count while the table has TTL), unrecorded (its band's record could not be sent: not repaired)."""
     reason: str | None = None
     added_at_close: int = 0
     """Downloads the repair's recount missed that the aggregator held in its band: added when the band closed."""
@@ -232,7 +250,6 @@ class RunReport:
 class _Recount:
     counts: Counter[AggregateId] = field(default_factory=Counter)
     expired: dict[str, str] = field(default_factory=dict)
-    server_time: float = 0.0
     ids: set[str] | None = None
     """The ids of the downloads counted, when a repair needs them (one aggregate's)."""
 
@@ -249,6 +266,26 @@ class _Band:
     deadline: int
     seen: set[str]
     closed: bool = False
+
+
+@dataclass
+class _ServerClock:
+    """DynamoDB's clock as bounds on its offset from this machine's monotonic clock, narrowed by each Date header.
+
+    A Date is whole seconds, stamped at some moment between the request's send and its response's receipt: at that
+    receipt DynamoDB's time lay in [Date - (receipt - send), Date + 1), and it advances with the monotonic clock.
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+
+    def observe(self, date: float, sent: float, received: float) -> None:
+        self.low = max(self.low, date - received)
+        self.high = min(self.high, date + 1 - sent)
+
+    @property
+    def known(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
 
 
 def _server_time(response: Mapping[str, Any]) -> float:
@@ -275,6 +312,7 @@ class Reconciler:
         band_settle_seconds: float = BAND_SETTLE_SECONDS,
         band_poll_seconds: float = BAND_POLL_SECONDS,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
@@ -292,6 +330,9 @@ class Reconciler:
         self._band_settle = band_settle_seconds
         self._band_poll = band_poll_seconds
         self._clock = clock
+        self._monotonic = monotonic
+        self._server = _ServerClock()
+        self._sqs = getattr(clients, "sqs", None)
         self._sleep = sleep
         self._on_progress = on_progress
 
@@ -308,11 +349,18 @@ class Reconciler:
             boards.append(f"category boards ({deployment.category_attribute})")
         return boards
 
-    def run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool = False) -> RunReport:
+    def run(
+        self,
+        targets: Mapping[str, Collection[str] | None] | None,
+        repair: bool = False,
+        replace_bands: Collection[AggregateId] = (),
+    ) -> RunReport:
         """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once.
 
         A target that is not a month board (a day, `all` or category board a refused record names) is
-        refused, never recounted as a month: its downloads would be recounted as none.
+        refused, never recounted as a month: its downloads would be recounted as none. The aggregates of
+        `replace_bands` (bands left open past their deadline) are repaired even when their count is right,
+        so that a new band, closed by this run, replaces the old one.
         """
         self._check_supported()
         if repair:
@@ -320,20 +368,24 @@ class Reconciler:
         not_months = sorted(key for key in targets or {} if not MONTH_KEY.match(key))
         if targets is not None and not_months:
             targets = {key: songs for key, songs in targets.items() if key not in not_months}
-            report = self._run(targets, repair) if targets else RunReport()
+            report = self._run(targets, repair, replace_bands) if targets else RunReport()
             for key in not_months:
                 report.months.append(
                     ReconcileReport(key, refused=f"{key} is not a month board: this recount covers month boards only")
                 )
         else:
-            report = self._run(targets, repair)
+            report = self._run(targets, repair, replace_bands)
         report.boards_not_recounted = self.boards_not_recounted()
         return report
 
-    def _run(self, targets: Mapping[str, Collection[str] | None] | None, repair: bool) -> RunReport:
+    def _run(
+        self,
+        targets: Mapping[str, Collection[str] | None] | None,
+        repair: bool,
+        replace_bands: Collection[AggregateId] = (),
+    ) -> RunReport:
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
-        recount_end = math.ceil(max(self._clock(), recount.server_time))
         months = (
             set(targets)
             if targets is not None
@@ -356,11 +408,13 @@ class Reconciler:
             for entity in sorted(songs):
                 stored = snapshots.get((entity, month), ABSENT).count
                 recounted = recount.counts.get((entity, month), 0)
-                if stored != recounted:
+                if stored != recounted or (entity, month) in replace_bands:
                     month_report.differences.append(Difference(entity, stored, recounted))
             differing[month] = month_report.differences
         if not repair or not any(differing.values()):
             return report
+        self.check_clock()
+        recount_end = math.ceil(self._dynamodb_latest())
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
         bands: list[_Band] = []
         first_opened = 0.0
@@ -371,10 +425,10 @@ class Reconciler:
                     band = self._settle(month, difference, snapshot, in_flight)
                     if band is None:
                         continue
-                    first_opened = first_opened if bands else self._clock()
+                    first_opened = first_opened if bands else self._monotonic()
                     bands.append(band)
                     report.fence = max(report.fence or 0, band.fence)
-                    too_long = self._clock() - first_opened > self._band_seconds / 2
+                    too_long = self._monotonic() - first_opened > self._band_seconds / 2
                     if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
                         self._close_bands(bands)
                         bands = []
@@ -397,6 +451,44 @@ class Reconciler:
                 "this recount covers month boards only"
             )
 
+    def check_clock(self) -> None:
+        """Read DynamoDB's clock, and refuse when this machine's is off it by more than the clock margin for sure."""
+        self._observe()
+        monotonic, local = self._monotonic(), self._clock()
+        ahead = local - (monotonic + self._server.high)
+        behind = (monotonic + self._server.low) - local
+        if ahead <= self._margin and behind <= self._margin:
+            return
+        offset = local - (monotonic + (self._server.low + self._server.high) / 2)
+        raise ClockDisagrees(
+            f"this machine's clock is about {abs(offset):.0f} s {'ahead of' if offset > 0 else 'behind'} DynamoDB's "
+            f"(its Date header), more than the clock margin of {self._margin:g} s (--clock-margin-seconds): "
+            "set this machine's clock right (NTP) and run again; nothing was written"
+        )
+
+    def dynamodb_time(self) -> float:
+        """The earliest DynamoDB's clock can be now, from a fresh Date header: what a deadline has surely passed by."""
+        self._observe()
+        return self._monotonic() + self._server.low
+
+    def _dynamodb_latest(self) -> float:
+        """The latest DynamoDB's clock can be now: what a fence must lie past."""
+        if not self._server.known:
+            self._observe()
+        return self._monotonic() + self._server.high
+
+    def _observe(self) -> None:
+        sent = self._monotonic()
+        response = self._dynamodb.describe_table(TableName=self._table)
+        received = self._monotonic()
+        date = _server_time(response)
+        if not date:
+            raise ClockDisagrees(
+                "DynamoDB's response carried no Date header: the repair takes its time from DynamoDB's clock and "
+                "cannot read it (a proxy dropping the header?); nothing was written"
+            )
+        self._server.observe(date, sent, received)
+
     def _check_repairable(self) -> None:
         if not self._deployment.stream_arn:
             raise RepairUnavailable(f"{self._table} has no stream: nothing can show that no download is in flight")
@@ -406,7 +498,20 @@ class Reconciler:
                 "which downloads are still in flight, so --repair would race the stream; deploy the current "
                 "aggregator, or pass --progress-table"
             )
+        if not self._deployment.failure_queue_url:
+            raise RepairUnavailable(
+                "the deployment names no failure queue (FAILURE_QUEUE_URL): a repair records each band there before "
+                "opening it, so that recover finds a band its repair never closed; pass --queue-url"
+            )
         self._deployment.shards()
+
+    def _record_band(self, month: str, entity_id: str, value: str, deadline: int) -> None:
+        """The band's record in the failure queue, out of sight until its deadline (as far as SQS delays)."""
+        body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "period": month, "band": value, "deadline": deadline}
+        delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(deadline + 1 - self.dynamodb_time())))
+        self._sqs.send_message(
+            QueueUrl=self._deployment.failure_queue_url, MessageBody=json.dumps(body), DelaySeconds=delay
+        )
 
     def _settle(
         self,
@@ -437,10 +542,18 @@ class Reconciler:
                 f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
             )
             return None
-        fence = max(math.ceil(max(self._clock(), recount.server_time) + self._margin), snapshot.fence or 0)
+        fence = max(math.ceil(self._dynamodb_latest() + self._margin), snapshot.fence or 0)
         # Twice the wait: bands of one run open over up to half of it, and the run waits for the last one's fence.
         deadline = math.ceil(fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll)
         value = f"{uuid.uuid4().hex}|{deadline}"
+        try:
+            self._record_band(month, difference.entity_id, value, deadline)
+        except (ClientError, BotoCoreError) as error:
+            difference.state = "unrecorded"
+            difference.reason = (
+                f"its band could not be recorded in the failure queue ({error}): not repaired, run again"
+            )
+            return None
         if not self._repair(month, difference.entity_id, snapshot, recounted, fence, value):
             difference.state = "conflict"
             difference.reason = "the aggregator wrote it meanwhile: run again"
@@ -532,7 +645,6 @@ class Reconciler:
             merged.counts.update(part.counts)
             for month, reason in part.expired.items():
                 merged.expired.setdefault(month, reason)
-            merged.server_time = max(merged.server_time, part.server_time)
         return merged
 
     def _count_pages(
@@ -544,7 +656,6 @@ class Reconciler:
         names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
         part = _Recount(ids=set() if keep_ids else None)
         for page in pages:
-            part.server_time = max(part.server_time, _server_time(page))
             self._on_progress(page.get("ScannedCount", 0))
             for item in page.get("Items", []):
                 entity = (item.get(names.entity) or {}).get("S")
@@ -622,7 +733,6 @@ class Reconciler:
             merged.counts.update(part.counts)
             for month, reason in part.expired.items():
                 merged.expired.setdefault(month, reason)
-            merged.server_time = max(merged.server_time, part.server_time)
             if merged.ids is not None and part.ids is not None:
                 merged.ids |= part.ids
         return merged
@@ -793,16 +903,12 @@ class Reconciler:
         give_up = fence + 1 + self._band_settle + self._band_seconds
         caught_up = False
         while not caught_up:
-            now = self._clock()
+            now = self.dynamodb_time()
             if now >= give_up:
                 break
             # Creation times are whole seconds, rounded down: a record of the fence's own second is at the fence.
             if now < fence + 1 + self._band_settle:
                 self._sleep(min(self._band_poll, fence + 1 + self._band_settle - now))
-                continue
-            # The fence took the later of this clock and DynamoDB's: both must have passed it.
-            if 0 < self._dynamodb_now() < fence + 1:
-                self._sleep(self._band_poll)
                 continue
             in_flight, _ = self._in_flight(months, fence, budget=max(1.0, give_up - now))
             caught_up = in_flight is not None and not (in_flight & keys)
@@ -822,21 +928,18 @@ class Reconciler:
             except Exception as error:  # the original error is what the operator must see: this one is noted
                 band.difference.reason = f"its band could not be closed ({error}): it expires and is reported"
 
-    def _dynamodb_now(self) -> float:
-        """DynamoDB's clock (its Date header, whole seconds), 0 when the response carries none."""
-        return _server_time(self._dynamodb.describe_table(TableName=self._table))
-
     def _close(self, band: _Band, caught_up: bool) -> None:
         """Add what the band held that the recount did not see, and remove the band, as one conditional write."""
         names, difference = self._names, band.difference
         key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.month}}
         for _ in range(CLOSE_ROUNDS):
             item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
-            if BAND_ATTRIBUTE not in item:
-                # Only a close removes a band: this one's, whose response was lost and whose retry found it gone.
-                difference.reason = "its band is closed (the close's response was lost: what it added is not known)"
+            closed = (item.get(CLOSED_ATTRIBUTE) or {}).get("S") or ""
+            if closed.rpartition("|")[0] == band.value:
+                # This close's own write, whose response was lost and whose retry found the band gone.
+                self._closed(band, int(closed.rpartition("|")[2]), caught_up)
                 return
-            if item[BAND_ATTRIBUTE].get("S") != band.value:
+            if (item.get(BAND_ATTRIBUTE) or {}).get("S") != band.value:
                 difference.reason = "another repair replaced its band: that repair's report counts what it held"
                 return
             held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
@@ -846,9 +949,11 @@ class Reconciler:
                 "#order": names.order,
                 "#band": BAND_ATTRIBUTE,
                 "#held": HELD_ATTRIBUTE,
+                "#closed": CLOSED_ATTRIBUTE,
             }
             values: dict[str, Any] = {
                 ":band": {"S": band.value},
+                ":closed": {"S": f"{band.value}|{missed}"},
                 ":missed": {"N": str(missed)},
                 ":scaled": {"N": str(missed * ORDER_SCALE)},
             }
@@ -862,7 +967,9 @@ class Reconciler:
                     TableName=self._table,
                     Key=key,
                     # The held set only grows while the band is open: the same size is the same set.
-                    UpdateExpression="ADD #count :missed SET #order = #order + :scaled REMOVE #band, #held",
+                    UpdateExpression=(
+                        "ADD #count :missed SET #order = #order + :scaled, #closed = :closed REMOVE #band, #held"
+                    ),
                     ConditionExpression=f"#band = :band AND {unchanged}",
                     ExpressionAttributeNames=attribute_names,
                     ExpressionAttributeValues=values,
@@ -875,15 +982,18 @@ class Reconciler:
                     self._sleep(self._band_poll)
                     continue
                 raise
-            difference.added_at_close = missed
-            band.closed = True
-            if not caught_up:
-                difference.reason = (
-                    "its band closed before the stream showed every record created by its fence delivered: such a "
-                    "record is refused and reported (recover repairs it)"
-                )
+            self._closed(band, missed, caught_up)
             return
         difference.reason = f"its band kept changing for {CLOSE_ROUNDS} reads: left open, it expires and is reported"
+
+    def _closed(self, band: _Band, missed: int, caught_up: bool) -> None:
+        band.difference.added_at_close = missed
+        band.closed = True
+        if not caught_up:
+            band.difference.reason = (
+                "its band closed before the stream showed every record created by its fence delivered: such a "
+                "record is refused and reported (recover repairs it)"
+            )
 
 
 def _wanted(songs: Collection[str] | None, entity: str) -> bool:

@@ -1,6 +1,6 @@
 """Answer the failure queue: make exact what each message names, then delete it; keep what is not exact yet.
 
-The failure queue holds four kinds of messages:
+The failure queue holds five kinds of messages:
 - the mapping's on-failure record (`DDBStreamBatchInfo`: stream, shard, sequence range; no data),
   for a batch or window it gave up on. Those records stay in the stream (24 hours) behind the
   shard's checkpoint, and the aggregator counts from its checkpoint: recover reads the range
@@ -12,7 +12,12 @@ The failure queue holds four kinds of messages:
   records' downloads could be of any month (their timestamps are the writers'), so every month of
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
-- `rejected_download`: a malformed download, never countable: reported, then deleted.
+- `rejected_download`: a malformed download, never countable: reported, then deleted;
+- `recount_band`, a repair's record of the band it opens (sent before it opens it, visible from its
+  deadline): deleted with nothing to do once the aggregate no longer carries that band (closed, or
+  replaced by a later repair, which recorded its own); kept while the band is open and its deadline
+  has not passed on DynamoDB's clock; past it (the repair was killed), the aggregate is recounted and
+  repaired, which replaces the band with one this run closes.
 
 All recounts of a run happen at once, in one `reconcile --repair` pass over every month the
 messages name. A message is deleted only when everything it names is exact; an aggregate with
@@ -31,7 +36,15 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.reconcile import AggregateId, Reconciler, RecountUnsupported, RunReport, download_aggregate
+from leaderboard_tools.reconcile import (
+    BAND_ATTRIBUTE,
+    BAND_MESSAGE_KIND,
+    AggregateId,
+    Reconciler,
+    RecountUnsupported,
+    RunReport,
+    download_aggregate,
+)
 from leaderboard_tools.stream_reading import (
     ShardReader,
     is_open,
@@ -62,6 +75,8 @@ class Message:
     """Not exact yet only because the stream has not caught up (downloads in flight, a checkpoint behind)."""
     batch: dict[str, Any] = field(default_factory=dict)
     """For the mapping's failure records: the range, the aggregates it touches, the checkpoint."""
+    expired_band: AggregateId | None = None
+    """For a band's record: the aggregate still carrying it past its deadline."""
 
     def summary(self) -> dict[str, Any]:
         months = ["every month"] if self.every_month else sorted(self.aggregates)
@@ -76,6 +91,7 @@ class RecoveryReport:
     batches: list[dict[str, Any]] = field(default_factory=list)
     rejected_downloads: list[dict[str, Any]] = field(default_factory=list)
     refused_records: list[dict[str, Any]] = field(default_factory=list)
+    bands: list[dict[str, Any]] = field(default_factory=list)
     reconciled: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -91,6 +107,7 @@ class RecoveryReport:
             "batches": self.batches,
             "rejected_downloads": self.rejected_downloads,
             "refused_records": self.refused_records,
+            "bands": self.bands,
             "reconciled": self.reconciled,
         }
 
@@ -186,7 +203,33 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
         found = _refused_aggregate(message.body, deployment)
         if found:
             message.aggregates = {found[1]: {found[0]}}
+    elif kind == BAND_MESSAGE_KIND:
+        message.kind = kind
     return message
+
+
+def answer_band(message: Message, clients: Any, deployment: Deployment, reconciler: Reconciler) -> None:
+    """Done if the aggregate no longer carries the band; waiting while its deadline has not passed; else its
+    aggregate is named for the run's recount, whose repair replaces the band."""
+    body = message.body
+    entity, period, band, deadline = (body.get(key) for key in ("entityId", "period", "band", "deadline"))
+    if not all(isinstance(value, str) for value in (entity, period, band)) or not isinstance(deadline, int):
+        message.note = "the band's record names no aggregate, band and deadline"
+        return
+    names = deployment.names
+    item = clients.dynamodb.get_item(
+        TableName=deployment.table,
+        Key={names.entity: {"S": entity}, names.sort_key: {"S": period}},
+        ConsistentRead=True,
+    ).get("Item")
+    if ((item or {}).get(BAND_ATTRIBUTE) or {}).get("S") != band:
+        message.done, message.note = True, "its band is closed or replaced by a later repair's: nothing to do"
+    elif reconciler.dynamodb_time() <= deadline:
+        message.retry, message.note = True, f"its repair's band is open until {deadline}: run again after it"
+    else:
+        message.aggregates = {period: {entity}}
+        message.expired_band = (entity, period)
+        message.note = f"its repair's band outlived its deadline {deadline} (the repair was stopped): recount"
 
 
 def _empty_gap(body: dict[str, Any]) -> bool:
@@ -385,11 +428,20 @@ def recover(
                     {"reason": message.body.get("reason"), "sequenceNumber": message.body.get("sequenceNumber")}
                 )
                 message.done = not message.aggregates
+            elif message.kind == BAND_MESSAGE_KIND:
+                answer_band(message, clients, deployment, reconciler)
+                report.bands.append(
+                    {key: message.body.get(key) for key in ("entityId", "period", "band", "deadline")}
+                    | {"done": message.done, "note": message.note}
+                )
+                if message.expired_band is not None:
+                    message.note = ""  # what the recount leaves says why it is kept, if it is
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
         run = None
         if to_recount:
+            expired = {m.expired_band for m in to_recount if m.expired_band is not None}
             try:
-                run = reconciler.run(_targets(to_recount), repair=True)
+                run = reconciler.run(_targets(to_recount), repair=True, replace_bands=expired)
             except RecountUnsupported as unsupported:
                 # The other messages are still answered; these stay, each saying why, for a recount by hand.
                 for message in to_recount:

@@ -153,9 +153,9 @@ class CountingReconciler(Reconciler):
         super().__init__(*arguments, **keywords)
         self.runs: list[Any] = []
 
-    def run(self, targets: Any, repair: bool = False) -> Any:
+    def run(self, targets: Any, repair: bool = False, **options: Any) -> Any:
         self.runs.append(targets)
-        return super().run(targets, repair=repair)
+        return super().run(targets, repair=repair, **options)
 
 
 def test_every_month_the_messages_name_is_recounted_in_one_pass(aws: None) -> None:

@@ -1,0 +1,291 @@
+"""A repair at its edges: killed on an aggregate nobody downloads again, run from a wrong clock, overlapping another.
+
+Played on moto with the shipped repair (leaderboard_tools.reconcile) and recover against the shipped aggregator's
+store (tests/unit/operator_stack.ModelAggregator); moto answers with a `Date` header from this machine's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+
+from leaderboard_tools.deployment import discover
+from leaderboard_tools.operator_aws import operator_clients
+from leaderboard_tools.reconcile import ClockDisagrees, Reconciler
+from leaderboard_tools.recover import recover
+from tests.unit.operator_stack import (
+    QUICK_BANDS,
+    REGION,
+    ModelAggregator,
+    MotoStack,
+    aggregate_item,
+    drifted_song,
+    once_the_band_opens,
+    set_count,
+    stored_count,
+    write_download,
+)
+from tests.unit.test_operator_tools import run
+
+MONTH = "2018-03"
+HOUR = 3600.0
+
+
+class RepairKilled(BaseException):
+    """The operator's process killed (SIGKILL) while its band is open: no handler of it runs."""
+
+
+def reconciler(stack: MotoStack, sleep: Callable[[float], None] = time.sleep, **settings: Any) -> Reconciler:
+    clients = operator_clients(region=REGION)
+    return Reconciler(
+        clients,
+        discover(clients, stack.table),
+        empty_page_pause=0,
+        sleep=sleep,
+        **(QUICK_BANDS | {"band_seconds": 1} | settings),
+    )
+
+
+def run_recover(stack: MotoStack) -> Any:
+    clients = operator_clients(region=REGION)
+    return recover(clients, discover(clients, stack.table), reconciler(stack), stack.queue_url, visibility_seconds=30)
+
+
+def queue_bodies(stack: MotoStack) -> list[dict[str, Any]]:
+    """Every message the queue holds, delayed ones included once visible: received, then made visible again."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    messages = sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0).get(
+        "Messages", []
+    )
+    return [json.loads(message["Body"]) for message in messages]
+
+
+def queue_counts(stack: MotoStack) -> tuple[int, int]:
+    """(visible, delayed) messages of the failure queue."""
+    attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=stack.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def band_of(stack: MotoStack) -> str | None:
+    return ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {}).get("S")
+
+
+def wait_past(deadline: int) -> None:
+    """Until the band's deadline has passed and its record, delayed as long, is visible."""
+    time.sleep(max(0.0, deadline + 2.5 - time.time()))
+
+
+def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
+    """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline."""
+    aggregator = ModelAggregator(stack)
+
+    def listener_then_kill() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+        assert aggregator.held == 1
+        raise RepairKilled
+
+    killed = reconciler(stack, once_the_band_opens(stack, listener_then_kill, month=MONTH))
+    killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
+    with pytest.raises(RepairKilled):
+        killed.run_month(MONTH, repair=True)
+    band = band_of(stack)
+    assert band is not None
+    return int(band.split("|")[1])
+
+
+def test_a_band_its_killed_repair_left_on_an_aggregate_nobody_downloads_again_is_recounted_by_recover(
+    aws: None,
+) -> None:
+    # given a drifted song (2 downloads, hand-edited to 5) whose repair was killed while its band held d3, a download
+    # its recount missed, and that nobody downloads again
+    stack = drifted_song()
+    deadline = killed_repair_holding_a_missed_download(stack)
+    assert stored_count(stack, "song1", MONTH) == 2
+    # when the band's deadline passes and recover runs, with no further download
+    wait_past(deadline)
+    report = run_recover(stack)
+    # then the band's record was answered by a recount: the aggregate is exact (3) and carries no band of the
+    # killed repair
+    assert [(entry["band"].split("|")[1], entry["done"]) for entry in report.bands] == [(str(deadline), False)]
+    assert (report.kept, report.deleted) == ([], 1)
+    assert stored_count(stack, "song1", MONTH) == 3
+    assert not {"RecountBand", "RecountHeld"} & set(aggregate_item(stack, "song1", MONTH) or {})
+    # and nothing is visible in the queue: what is left is the record of recover's own band, closed by its run
+    assert queue_counts(stack) == (0, 1)
+
+
+def test_the_record_of_a_band_closed_by_its_repair_is_deleted_by_recover_without_a_recount(aws: None) -> None:
+    # given a drifted song repaired normally: its band opened, recorded in the failure queue, and closed
+    stack = drifted_song()
+    report = reconciler(stack).run_month(MONTH, repair=True)
+    assert [d.state for d in report.differences] == ["repaired"]
+    assert band_of(stack) is None
+    assert (queue_bodies(stack), queue_counts(stack)) == ([], (0, 1))  # out of sight until the band's deadline
+    fence = int((aggregate_item(stack, "song1", MONTH) or {})["RecountedThrough"]["N"])
+    # when its deadline passes (the fence, its second, twice the band's second, rounded up) and recover runs
+    wait_past(fence + 1 + 2 * 1 + 1)
+    [record] = queue_bodies(stack)
+    assert (record["kind"], record["entityId"], record["period"]) == ("recount_band", "song1", MONTH)
+    recounts: list[Any] = []
+    clients = operator_clients(region=REGION)
+    counting = reconciler(stack)
+    counting.run = lambda *arguments, **options: recounts.append(arguments)  # type: ignore[method-assign]
+    recovery = recover(clients, discover(clients, stack.table), counting, stack.queue_url, visibility_seconds=30)
+    # then the record is deleted with nothing to do: no recount, the queue empty, the count as the repair left it
+    assert [entry["done"] for entry in recovery.bands] == [True]
+    assert "nothing to do" in recovery.bands[0]["note"]
+    assert (recounts, recovery.deleted, recovery.kept) == ([], 1, [])
+    assert queue_counts(stack) == (0, 0)
+    assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_the_record_of_a_band_still_open_before_its_deadline_waits_for_the_next_run(aws: None) -> None:
+    # given a repair killed while its band is open, whose record recover meets before the band's deadline
+    stack = drifted_song()
+    killed_repair_holding_a_missed_download(stack)
+    assert queue_counts(stack) == (0, 1)  # its own record, delayed until the deadline
+    body = {"kind": "recount_band", "entityId": "song1", "period": MONTH, "band": band_of(stack)}
+    body["deadline"] = int(str(body["band"]).split("|")[1])
+    boto3.client("sqs", region_name=REGION).send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+    # when recover runs
+    report = run_recover(stack)
+    # then the record is kept (the band may still close), and nothing was recounted or changed
+    assert [(entry["done"], entry["note"].startswith("its repair's band is open")) for entry in report.bands] == [
+        (False, True)
+    ]
+    assert [entry["retry"] for entry in report.kept] == [True]
+    assert (report.reconciled, stored_count(stack, "song1", MONTH)) == ([], 2)
+
+
+def test_a_band_whose_record_cannot_be_sent_is_not_opened_and_its_aggregate_not_repaired(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a drifted song, and a failure queue that refuses the repair's message
+    stack = drifted_song()
+    repair = reconciler(stack)
+
+    def refuse(**_: Any) -> None:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no sqs:SendMessage"}}, "SendMessage")
+
+    monkeypatch.setattr(repair._sqs, "send_message", refuse)
+    # when the month is repaired
+    report = repair.run_month(MONTH, repair=True)
+    # then the aggregate is reported, untouched: no band, no fence, the count as it was
+    [difference] = report.differences
+    assert difference.state == "unrecorded"
+    assert "could not be recorded in the failure queue" in (difference.reason or "")
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    assert not {"RecountBand", "RecountedThrough"} & set(item)
+    assert stored_count(stack, "song1", MONTH) == 5
+
+
+@pytest.mark.parametrize(("offset", "word"), [(HOUR, "ahead of"), (-HOUR, "behind")])
+def test_a_repair_from_a_clock_an_hour_off_dynamodb_s_refuses_and_changes_nothing(
+    aws: None, offset: float, word: str
+) -> None:
+    # given a drifted song, and an operator whose clock is an hour off DynamoDB's
+    stack = drifted_song()
+    before = aggregate_item(stack, "song1", MONTH)
+    repair = reconciler(stack, clock=lambda: time.time() + offset, clock_margin_seconds=60)
+    # when the month is repaired, then the repair refuses, saying by how much and what to do
+    with pytest.raises(ClockDisagrees, match=rf"about 3600 s {word} DynamoDB's.*NTP"):
+        repair.run_month(MONTH, repair=True)
+    # and nothing was written: the aggregate as it was, no band, no message
+    assert aggregate_item(stack, "song1", MONTH) == before
+    assert queue_counts(stack) == (0, 0)
+
+
+@pytest.mark.parametrize("offset", [HOUR, -HOUR])
+def test_reconcile_repair_from_a_clock_an_hour_off_exits_non_zero_saying_so(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], offset: float
+) -> None:
+    # given a drifted song, and a machine whose clock is an hour off (DynamoDB's Date header is the true time)
+    stack = drifted_song()
+    before = aggregate_item(stack, "song1", MONTH)
+    monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", lambda: time.time() + offset)
+    # when the operator runs reconcile --repair
+    code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--region", REGION])
+    # then it exits 1 with the clocks' difference and the fix, and changed no count, opened no band, sent nothing
+    assert code == 1
+    error = capsys.readouterr().err
+    assert [phrase in error for phrase in ("about 3600 s", "NTP", "nothing was written")] == [True, True, True]
+    assert aggregate_item(stack, "song1", MONTH) == before
+    assert queue_counts(stack) == (0, 0)
+
+
+def test_a_repair_whose_dynamodb_responses_carry_no_date_refuses(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a drifted song, and DynamoDB's responses stripped of their Date header (a proxy in between)
+    stack = drifted_song()
+    before = aggregate_item(stack, "song1", MONTH)
+    repair = reconciler(stack)
+    describe = repair._dynamodb.describe_table
+
+    def without_date(**parameters: Any) -> dict[str, Any]:
+        response = describe(**parameters)
+        response["ResponseMetadata"]["HTTPHeaders"].pop("date", None)
+        return response
+
+    monkeypatch.setattr(repair._dynamodb, "describe_table", without_date)
+    # when the month is repaired, then it refuses, and nothing was written
+    with pytest.raises(ClockDisagrees, match="no Date header"):
+        repair.run_month(MONTH, repair=True)
+    assert aggregate_item(stack, "song1", MONTH) == before
+    assert queue_counts(stack) == (0, 0)
+
+
+def test_a_repair_whose_band_a_second_repair_replaced_says_so(aws: None) -> None:
+    # given a drifted song whose repair (A) has its band open, when a second repair (B) repairs the song meanwhile
+    # (it was hand-edited again) and closes its own band
+    stack = drifted_song()
+    second: list[Any] = []
+
+    def second_repair() -> None:
+        set_count(stack, "song1", MONTH, 7)
+        second.append(reconciler(stack).run_month(MONTH, repair=True))
+
+    first = reconciler(stack, once_the_band_opens(stack, second_repair, month=MONTH)).run_month(MONTH, repair=True)
+    # then B repaired the song, and A's report says its band was replaced (not that its close's response was lost)
+    assert [d.state for d in second[0].differences] == ["repaired"]
+    [difference] = first.differences
+    assert "another repair replaced its band" in (difference.reason or "")
+    # and the count is exact
+    assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_a_close_whose_response_was_lost_reports_its_band_closed_with_what_it_added(aws: None) -> None:
+    # given a drifted song, a download its repair's band holds, and a close whose first write lands but whose
+    # response is lost (botocore retries it, and the retry's condition fails)
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+
+    def listener() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+
+    repair = reconciler(stack, once_the_band_opens(stack, listener, month=MONTH))
+    update = repair._dynamodb.update_item
+
+    def lost_close(**parameters: Any) -> Any:
+        response = update(**parameters)
+        if "REMOVE #band" in parameters["UpdateExpression"]:
+            return update(**parameters)  # the retry: ConditionalCheckFailedException
+        return response
+
+    repair._dynamodb.update_item = lost_close  # type: ignore[method-assign]
+    # when the month is repaired
+    report = repair.run_month(MONTH, repair=True)
+    # then the report says the band closed and what its close added
+    [difference] = report.differences
+    assert (difference.state, difference.added_at_close, difference.reason) == ("repaired", 1, None)
+    assert stored_count(stack, "song1", MONTH) == 3
