@@ -56,6 +56,9 @@ DESCRIBE_PAGES = 100
 """DescribeStream pages (100 shards each) searched for a shard's first sequence number and parent, once per shard
 and function instance. 1,000 pages made LocalStack's first invocations time out (its DescribeStream pages on past a
 shard it lists under another id): review 2's S4 (streams past 10,000 shards) stays open."""
+LINEAGE_SWEEP_SECONDS = 900.0
+"""How often (per function instance, the first invocation included) an invocation of any shard also walks the
+lineage of every listed shard whose parent is no longer listed: a lineage that gets no download is never invoked."""
 ANCESTRY_LIMIT = 1000
 """Ancestors one invocation walks up at most before it stops and says so (a lineage of 1,000 rollovers is months)."""
 
@@ -140,6 +143,7 @@ class Dependencies:
     sleep: Callable[[float], None] = time.sleep
     shards: dict[str, ShardFacts] = field(default_factory=dict)
     """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
+    lineages_swept_at: float | None = None
 
 
 @dataclass
@@ -296,6 +300,7 @@ def process_delivery(
         report.unreported += len(delivery.refused)
     if shard is None:
         return _response(delivery, None, None, report), report
+    _sweep_lineages(deps, settings, shard.stream_arn, remaining_ms, report)
     must_catch_up = delivery.is_final or delivery.is_direct or delivery.terminated_early
     highest_delivered = delivered[-1] if delivered and not delivery.is_direct else None
     if not must_catch_up and (settings.aggregate_writes == PER_WINDOW or bound is None):
@@ -470,6 +475,62 @@ def _count_ancestry(
             return
         deps.progress.mark_lineage_counted(ancestor)
     deps.progress.mark_lineage_counted(shard)
+
+
+def _sweep_lineages(
+    deps: Dependencies, settings: Settings, stream_arn: str, remaining_ms: Callable[[], int], report: BatchReport
+) -> None:
+    """Every listed shard whose parent DescribeStream no longer lists has its ancestry walked, as its own first
+    invocation would: from whichever shard is invoked, every LINEAGE_SWEEP_SECONDS per instance.
+
+    A mapping paused past the retention leaves deleted shards behind the shards it resumes in; a
+    lineage that never gets another download is never invoked, so its loss would go unreported.
+    """
+    now = deps.clock()
+    if deps.lineages_swept_at is not None and now - deps.lineages_swept_at < LINEAGE_SWEEP_SECONDS:
+        return
+    deps.lineages_swept_at = now
+    started_ms = remaining_ms()
+
+    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
+        return (
+            records_so_far < settings.read_budget_records
+            and bytes_so_far < settings.read_budget_bytes
+            and remaining_ms() > max(settings.deadline_margin_ms, started_ms // 2)
+        )
+
+    try:
+        listed = _listed_shards(deps, stream_arn)
+        for shard_id, facts in (listed or {}).items():
+            if facts.parent_shard_id is None or facts.parent_shard_id in listed or not keep_reading(0, 0):
+                continue
+            shard = ShardRef(stream_arn, shard_id)
+            known = deps.progress.lower_bound(shard)
+            if not known.exists:
+                known = Progress(parent_shard_id=facts.parent_shard_id)
+            _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
+
+
+def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts] | None:
+    """Every shard DescribeStream lists now, or None when its pages did not end within DESCRIBE_PAGES."""
+    listed: dict[str, ShardFacts] = {}
+    start: str | None = None
+    for _ in range(DESCRIBE_PAGES):
+        parameters: dict[str, Any] = {"StreamArn": stream_arn}
+        if start:
+            parameters["ExclusiveStartShardId"] = start
+        description = deps.streams.describe_stream(**parameters)["StreamDescription"]
+        for described in description.get("Shards", []):
+            facts = ShardFacts(
+                described.get("ParentShardId"), described.get("SequenceNumberRange", {}).get("StartingSequenceNumber")
+            )
+            listed[described["ShardId"]] = deps.shards[described["ShardId"]] = facts
+        start = description.get("LastEvaluatedShardId")
+        if not start:
+            return listed
+    return None
 
 
 def _ancestry(

@@ -191,6 +191,12 @@ DOCS: dict[str, tuple[str, str]] = {
         LAMBDA_WINDOWS,
         "Tumbling windows fully support the existing retry policies maxRetryAttempts and maxRecordAge.",
     ),
+    "queue-batch-errors": (
+        "Amazon SQS API Reference, 'SendMessageBatch'",
+        "The result of sending each message is reported individually in the response. Because the batch request can "
+        "result in a combination of successful and unsuccessful actions, you should check for batch errors even when "
+        "the call returns an HTTP status code of 200. (And a call can fail whole, as any call can.)",
+    ),
     "mapping-paused": (
         "Lambda API Reference, 'UpdateEventSourceMapping'",
         "You can change the function that Lambda invokes, or pause invocation and resume later from the same "
@@ -239,6 +245,7 @@ HAZARDS = (
     "throttled write",
     "final invocation with records",
     "mapping paused past the retention",
+    "failure queue refused a send",
 )
 """Every hazard class a history can show; the suite asserts that each occurs."""
 
@@ -571,6 +578,7 @@ FAULTS = (
     "deadline",
     "late_write",
     "write_timeout",
+    "queue_refuses",
 )
 
 
@@ -695,6 +703,8 @@ class World:
             self.dynamodb.delay_write = lambda _p: self.rng.random() < 0.4
         elif fault == "write_timeout":
             self.dynamodb.lose_response = lambda _p: self._lost_write()
+        elif fault == "queue_refuses":
+            self.queue.refuse = self._refused_send
         self._active = before
         try:
             response = self.design.invoke(copy.deepcopy(event), lambda: int((deadline - self.now) * 1000))
@@ -712,6 +722,7 @@ class World:
             self.dynamodb.throttle = None
             self.dynamodb.delay_write = None
             self.dynamodb.lose_response = None
+            self.queue.refuse = None
         self.now += 0.05
         if succeeded and fault == "lost_response":
             self.hazards.add("lost response")
@@ -733,6 +744,12 @@ class World:
             self.hazards.add("lost write response")
             return True
         return False
+
+    def _refused_send(self) -> int:
+        refused = self.rng.choice((0, 1, 2))
+        if refused:
+            self.hazards.add("failure queue refused a send")
+        return refused
 
     def land_one(self, index: int) -> None:
         if self.dynamodb.delayed:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 TABLE = "model-downloads"
 PROGRESS_TABLE = "model-downloads-progress"
 TABLE_ARN = f"arn:aws:dynamodb:us-east-1:000000000000:table/{TABLE}"
@@ -24,6 +26,8 @@ class FakeQueue:
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     before_call: Callable[[str, dict[str, Any]], None] | None = None
+    refuse: Callable[[], int] | None = None
+    """Per SendMessageBatch: 0 accepts it, 1 fails the call, 2 fails every entry but the first (queue-batch-errors)."""
 
     def send_message(self, **parameters: Any) -> dict[str, Any]:
         if self.before_call is not None:
@@ -34,9 +38,15 @@ class FakeQueue:
     def send_message_batch(self, **parameters: Any) -> dict[str, Any]:
         if self.before_call is not None:
             self.before_call("SendMessageBatch", parameters)
-        for entry in parameters["Entries"]:
+        entries = parameters["Entries"]
+        refused = self.refuse() if self.refuse is not None else 0
+        if refused == 1:
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "refused"}}, "SendMessageBatch")
+        taken = entries[:1] if refused == 2 else entries
+        for entry in taken:
             self.messages.append(json.loads(entry["MessageBody"]))
-        return {"Successful": [{"Id": entry["Id"]} for entry in parameters["Entries"]], "Failed": []}
+        failed = [{"Id": entry["Id"], "SenderFault": False, "Code": "InternalError"} for entry in entries[len(taken) :]]
+        return {"Successful": [{"Id": entry["Id"]} for entry in taken], "Failed": failed}
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [message for message in self.messages if message.get("kind") == kind]

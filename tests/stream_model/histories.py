@@ -85,7 +85,8 @@ class Deliver(Step):
     fault: none; killed (at the at-th call to AWS and after); lost_response (done, reported failed);
     throttled (writes of song<at % 4 + 1> and one more song); throttled_progress (progress writes);
     deadline (the function runs out of time); late_write (writes held back, landing later);
-    write_timeout (writes applied, responses lost); interleave (a direct invocation of the same shard
+    write_timeout (writes applied, responses lost); queue_refuses (the failure queue fails some sends, whole or
+    entry by entry); interleave (a direct invocation of the same shard
     runs at the at-th call).
     """
 

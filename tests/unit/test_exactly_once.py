@@ -90,8 +90,9 @@ def test_the_reference_design_is_exact_under_every_history() -> None:
     examples = max(1, HISTORIES // 4)
     # when each is played against the design file's rules in the model's own words
     seen = explore(REFERENCE, MODES, examples, chunk=7)
-    # then every one is exact (the model asks nothing impossible), and every hazard but pruning occurred
-    assert set(HAZARDS) - NOT_REQUIRED - {"pruning"} - set(seen) == set()
+    # then every one is exact (the model asks nothing impossible), and every hazard occurred but pruning and
+    # refused batches (the reference sends one message at a time)
+    assert set(HAZARDS) - NOT_REQUIRED - {"pruning", "failure queue refused a send"} - set(seen) == set()
 
 
 REGRESSIONS = {
