@@ -47,6 +47,7 @@ resource "aws_lambda_function" "aggregator" {
       CATEGORY_ATTRIBUTE           = local.category_attribute
       SUM_ATTRIBUTE                = local.sum_attribute
       FAILURE_QUEUE_URL            = aws_sqs_queue.failures[0].url
+      RECOUNT_BAND_QUEUE_URL       = aws_sqs_queue.recount_bands[0].url
       AGGREGATE_WRITES             = var.aggregate_writes
       WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
       DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)

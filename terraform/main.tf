@@ -4,6 +4,7 @@ locals {
   aggregator_name       = "${var.name}-aggregator"
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
+  band_queue_name       = "${var.name}-recount-bands"
   progress_table_name   = "${var.name}-progress"
   provisioned           = var.billing_mode == "PROVISIONED"
   table_arn             = one(aws_dynamodb_table.this[*].arn)

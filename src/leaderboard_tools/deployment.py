@@ -68,6 +68,9 @@ class Deployment:
     mapping_state: str | None
     periods: tuple[str, ...] = ("month",)
     """LEADERBOARD_PERIODS: the boards the aggregator keeps (issue 16); the guide's months by default."""
+    recount_band_queue_url: str | None = None
+    """RECOUNT_BAND_QUEUE_URL: where a repair records each band it opens and deletes the record when it closes it;
+    None (a deployment older than the queue): the failure queue, the record delayed toward the band's deadline."""
     category_attribute: str | None = None
     sum_attribute: str | None = None
     """SUM_ATTRIBUTE: aggregates hold a sum of it, not a count of downloads."""
@@ -235,6 +238,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         ttl_attribute=ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") else None,
         window_seconds=mapping.get("TumblingWindowInSeconds"),
         failure_queue_url=queue or overrides.failure_queue_url,
+        recount_band_queue_url=environment.get("RECOUNT_BAND_QUEUE_URL") or None,
         progress_table=progress,
         aggregator_function=aggregator,
         query_function=query_function,

@@ -99,6 +99,8 @@ close, tells a close whose response was lost from a band another repair replaced
 BAND_MESSAGE_KIND = "recount_band"
 """The failure queue's record of a band, sent before the band opens: `recover` recounts an aggregate whose band
 outlived its deadline (its repair was killed) and deletes the record of a band that is gone."""
+FORGET_ROUNDS = 20
+"""Receives (ten messages each) a repair spends finding its closed bands' records in the band queue."""
 MAX_DELAY_SECONDS = 900
 """SQS's longest DelaySeconds: a band's record stays out of sight (and out of the queue's alarm) until then."""
 CLOCK_MARGIN_SECONDS = 60
@@ -498,20 +500,64 @@ class Reconciler:
                 "which downloads are still in flight, so --repair would race the stream; deploy the current "
                 "aggregator, or pass --progress-table"
             )
-        if not self._deployment.failure_queue_url:
+        if not self._deployment.recount_band_queue_url and not self._deployment.failure_queue_url:
             raise RepairUnavailable(
-                "the deployment names no failure queue (FAILURE_QUEUE_URL): a repair records each band there before "
-                "opening it, so that recover finds a band its repair never closed; pass --queue-url"
+                "the deployment names no queue for the bands' records (RECOUNT_BAND_QUEUE_URL, or FAILURE_QUEUE_URL): "
+                "a repair records each band before opening it, so that recover finds a band its repair never closed; "
+                "pass --queue-url"
             )
         self._deployment.shards()
 
+    @property
+    def _band_queue_name(self) -> str:
+        return "band queue" if self._deployment.recount_band_queue_url else "failure queue"
+
     def _record_band(self, month: str, entity_id: str, value: str, deadline: int) -> None:
-        """The band's record in the failure queue, out of sight until its deadline (as far as SQS delays)."""
+        """The band's record: in the band queue, deleted again by the close; where a deployment has none, in the
+        failure queue, out of sight toward its deadline (as far as SQS delays)."""
         body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "period": month, "band": value, "deadline": deadline}
+        if self._deployment.recount_band_queue_url:
+            self._sqs.send_message(QueueUrl=self._deployment.recount_band_queue_url, MessageBody=json.dumps(body))
+            return
         delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(deadline + 1 - self.dynamodb_time())))
         self._sqs.send_message(
             QueueUrl=self._deployment.failure_queue_url, MessageBody=json.dumps(body), DelaySeconds=delay
         )
+
+    def _forget_band_records(self, bands: list[_Band]) -> None:
+        """Delete the band queue's records of the bands this run closed, so that only a band its repair never closed
+        keeps a record there (and ages into the queue's alarm). Best effort: a record left is deleted by `recover`,
+        which finds its band gone."""
+        queue = self._deployment.recount_band_queue_url
+        wanted = {band.value for band in bands if band.closed}
+        if not queue or not wanted:
+            return
+        others: list[str] = []
+        try:
+            for _ in range(FORGET_ROUNDS):
+                page = self._sqs.receive_message(
+                    QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=30
+                ).get("Messages", [])
+                for message in page:
+                    try:
+                        band = json.loads(message["Body"]).get("band")
+                    except (ValueError, AttributeError):
+                        band = None
+                    if band in wanted:
+                        self._sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+                        wanted.discard(band)
+                    else:
+                        others.append(message["ReceiptHandle"])
+                if not wanted or not page:
+                    break
+        except (ClientError, BotoCoreError):
+            pass
+        finally:
+            for handle in others:  # another repair's records, visible again at once
+                try:
+                    self._sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=0)
+                except (ClientError, BotoCoreError):
+                    continue
 
     def _settle(
         self,
@@ -551,7 +597,7 @@ class Reconciler:
         except (ClientError, BotoCoreError) as error:
             difference.state = "unrecorded"
             difference.reason = (
-                f"its band could not be recorded in the failure queue ({error}): not repaired, run again"
+                f"its band could not be recorded in the {self._band_queue_name} ({error}): not repaired, run again"
             )
             return None
         if not self._repair(month, difference.entity_id, snapshot, recounted, fence, value):
@@ -916,6 +962,7 @@ class Reconciler:
                 self._sleep(self._band_poll)
         for band in bands:
             self._close(band, caught_up)
+        self._forget_band_records(bands)
 
     def _close_at_once(self, bands: list[_Band]) -> None:
         """A run stopped by an error (or an interrupt) closes its open bands without waiting, as far as it can: what
@@ -927,6 +974,7 @@ class Reconciler:
                 self._close(band, caught_up=False)
             except Exception as error:  # the original error is what the operator must see: this one is noted
                 band.difference.reason = f"its band could not be closed ({error}): it expires and is reported"
+        self._forget_band_records(bands)
 
     def _close(self, band: _Band, caught_up: bool) -> None:
         """Add what the band held that the recount did not see, and remove the band, as one conditional write."""

@@ -13,11 +13,12 @@ The failure queue holds five kinds of messages:
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
 - `rejected_download`: a malformed download, never countable: reported, then deleted;
-- `recount_band`, a repair's record of the band it opens (sent before it opens it, visible from its
-  deadline): deleted with nothing to do once the aggregate no longer carries that band (closed, or
-  replaced by a later repair, which recorded its own); kept while the band is open and its deadline
-  has not passed on DynamoDB's clock; past it (the repair was killed), the aggregate is recounted and
-  repaired, which replaces the band with one this run closes.
+- `recount_band`, a repair's record of the band it opens (sent before it opens it to the band queue,
+  `RECOUNT_BAND_QUEUE_URL`, whose close deletes it again; in a deployment without that queue, to the
+  failure queue, visible from its deadline): deleted with nothing to do once the aggregate no longer
+  carries that band (closed, or replaced by a later repair, which recorded its own); kept while the
+  band is open and its deadline has not passed on DynamoDB's clock; past it (the repair was killed),
+  the aggregate is recounted and repaired, which replaces the band with one this run closes.
 
 All recounts of a run happen at once, in one `reconcile --repair` pass over every month the
 messages name. A message is deleted only when everything it names is exact; an aggregate with
@@ -27,6 +28,7 @@ it keeps its messages invisible to other consumers, renewing their visibility ti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Collection
@@ -77,6 +79,8 @@ class Message:
     """For the mapping's failure records: the range, the aggregates it touches, the checkpoint."""
     expired_band: AggregateId | None = None
     """For a band's record: the aggregate still carrying it past its deadline."""
+    queue_url: str = ""
+    """The queue it was received from, where it is deleted or made visible again."""
 
     def summary(self) -> dict[str, Any]:
         months = ["every month"] if self.every_month else sorted(self.aggregates)
@@ -410,9 +414,16 @@ def recover(
     sqs = clients.sqs
     report = RecoveryReport()
     answerer = answerer or BatchAnswerer(clients, deployment)
-    with VisibilityKeeper(sqs, queue_url, visibility_seconds) as keeper:
-        messages = [classify(raw, deployment) for raw in receive_all(sqs, queue_url, visibility_seconds)]
-        keeper.hold(messages)
+    queues = [queue_url] + [url for url in (deployment.recount_band_queue_url,) if url and url != queue_url]
+    with contextlib.ExitStack() as stack:
+        keepers = {url: stack.enter_context(VisibilityKeeper(sqs, url, visibility_seconds)) for url in queues}
+        messages = []
+        for url in queues:
+            received = [classify(raw, deployment) for raw in receive_all(sqs, url, visibility_seconds)]
+            for message in received:
+                message.queue_url = url
+            keepers[url].hold(received)
+            messages += received
         report.messages = len(messages)
         for message in messages:
             if message.kind == "failed_batch":
@@ -462,18 +473,18 @@ def recover(
                         "recount: months were recounted; recount the other boards from the raw records"
                     )
             if message.done:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message.receipt_handle)
-                keeper.release(message)
+                sqs.delete_message(QueueUrl=message.queue_url, ReceiptHandle=message.receipt_handle)
+                keepers[message.queue_url].release(message)
                 report.deleted += 1
             else:
                 report.kept.append(message.summary())
         # what is kept becomes visible again at once for the next run, instead of after the timeout
         for message in messages:
             if not message.done:
-                keeper.release(message)
+                keepers[message.queue_url].release(message)
                 try:
                     sqs.change_message_visibility(
-                        QueueUrl=queue_url, ReceiptHandle=message.receipt_handle, VisibilityTimeout=0
+                        QueueUrl=message.queue_url, ReceiptHandle=message.receipt_handle, VisibilityTimeout=0
                     )
                 except (ClientError, BotoCoreError):
                     continue

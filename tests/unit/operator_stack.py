@@ -45,6 +45,7 @@ class MotoStack:
     shards: int
     aggregator: str
     query: str
+    band_queue_url: str | None = None
 
 
 def _function_zip() -> bytes:
@@ -63,7 +64,9 @@ def deploy(
     with_progress_table: bool = True,
     window_seconds: int = 60,
     aggregator_settings: dict[str, str] | None = None,
+    band_queue: bool = False,
 ) -> MotoStack:
+    """The module's resources in moto; `band_queue`: with the queue of the repairs' band records, as the module has."""
     names = names or AttributeNames()
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     table = f"{name}-downloads"
@@ -107,6 +110,7 @@ def deploy(
     sqs = boto3.client("sqs", region_name=REGION)
     queue_url = sqs.create_queue(QueueName=f"{name}-aggregator-failures")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    band_queue_url = sqs.create_queue(QueueName=f"{name}-recount-bands")["QueueUrl"] if band_queue else None
     role = boto3.client("iam", region_name=REGION).create_role(
         RoleName=f"{name}-role", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
     )["Role"]["Arn"]
@@ -126,6 +130,8 @@ def deploy(
     }
     if progress_table:
         aggregator_environment["PROGRESS_TABLE_NAME"] = progress_table
+    if band_queue_url:
+        aggregator_environment["RECOUNT_BAND_QUEUE_URL"] = band_queue_url
     aggregator_environment |= aggregator_settings or {}
     query_environment = {
         "TABLE_NAME": table,
@@ -160,6 +166,7 @@ def deploy(
         shards=shards,
         aggregator=f"{name}-aggregator",
         query=f"{name}-query",
+        band_queue_url=band_queue_url,
     )
 
 
@@ -226,9 +233,9 @@ def once_the_band_opens(
     return sleep
 
 
-def drifted_song(month: str = "2018-03") -> MotoStack:
+def drifted_song(month: str = "2018-03", band_queue: bool = False) -> MotoStack:
     """song1 with two downloads, counted, then hand-edited to 5: the drift a repair sets right."""
-    stack = deploy()
+    stack = deploy(band_queue=band_queue)
     write_download(stack, "song1", "d1")
     write_download(stack, "song1", "d2")
     ModelAggregator(stack).run()

@@ -62,8 +62,9 @@ class RecordingEnvironment(Mapping[str, str]):
         return len(self._values)
 
 
-MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
-"""Read by Powertools, not by the handlers' code."""
+MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "RECOUNT_BAND_QUEUE_URL"}
+"""Read by Powertools, or by the operator tools from the deployed function (leaderboard_tools.deployment), not by the
+handlers' code."""
 VALID = {
     "TABLE_ARN": "arn:aws:dynamodb:us-east-1:0:table/t",
     "AGGREGATE_WRITES": "per_batch",

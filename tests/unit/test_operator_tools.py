@@ -376,6 +376,7 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "periods": ["month"],
         "category_attribute": None,
         "sum_attribute": None,
+        "recount_band_queue_url": None,
     }
     assert found["stream_arn"] == stack.stream_arn
 
