@@ -100,6 +100,16 @@ output "failure_queue_arn" {
   value       = module.leaderboard.failure_queue_arn
 }
 
+output "recount_band_queue_url" {
+  description = "URL of the queue of the repairs' band records."
+  value       = module.leaderboard.recount_band_queue_url
+}
+
+output "recount_band_queue_arn" {
+  description = "ARN of the queue of the repairs' band records."
+  value       = module.leaderboard.recount_band_queue_arn
+}
+
 output "cloudwatch_metric_alarm_arns" {
   description = "ARNs of the alarms by purpose; empty without create_alarms."
   value       = module.leaderboard.cloudwatch_metric_alarm_arns

@@ -522,6 +522,7 @@ def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts]
         if start:
             parameters["ExclusiveStartShardId"] = start
         description = deps.streams.describe_stream(**parameters)["StreamDescription"]
+        known = len(listed)
         for described in description.get("Shards", []):
             facts = ShardFacts(
                 described.get("ParentShardId"), described.get("SequenceNumberRange", {}).get("StartingSequenceNumber")
@@ -530,6 +531,8 @@ def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts]
         start = description.get("LastEvaluatedShardId")
         if not start:
             return listed
+        if len(listed) == known:
+            return None  # a page that lists nothing new does not move on: the listing cannot be finished
     return None
 
 
