@@ -11,8 +11,9 @@ in flight before it writes:
    recount starts, so whatever it counts was in the table when the recount began.
 2. *Recount* with consistent reads (parallel scan segments, or a Query per song), one counter per
    segment, merged: memory grows with songs, not downloads. Its end T is taken from DynamoDB's clock
-   (the `Date` headers of its responses; this machine's clock only measures intervals, and a repair
-   refuses before writing anything when the two disagree by more than the margin); the fence F is T
+   (the `Date` header of a fresh response; this machine's clock only measures the time since that
+   request, and a repair refuses when the two disagree by more than the margin, or when the headers
+   contradict the time measured between them: the machine suspended or paused); the fence F is T
    plus a 60-second clock margin.
 3. *In flight*: every shard of the table's current stream not marked `ShardEnded` in the progress
    table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
@@ -24,10 +25,11 @@ in flight before it writes:
    one whose count differs is recounted once more on its own (a Query of its song), this time
    keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
    set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
-   F (that recount's end plus the clock margin) and a **band** opened (`RecountBand`; recorded first
-   in the failure queue, for `recover` to find should the band outlive its deadline), conditioned
-   on the count, every watermark and the fence being what the snapshot read (the aggregator only
-   ever adds, so any write of its in between fails the condition: reported as a conflict).
+   F (that recount's end, from its own fresh `Date` header, plus the clock margin) and a **band**
+   opened (`RecountBand`; recorded first in the failure queue, for `recover` to find should the band
+   outlive its deadline), conditioned on the count, every watermark and the fence being what the
+   snapshot read (the aggregator only ever adds, so any write of its in between fails the
+   condition: reported as a conflict).
 5. *Band*: while it is open, the aggregator holds every record of the aggregate created at or
    before F on the aggregate itself (`RecountHeld`, a bounded set of download ids, written with its
    watermark) instead of counting it. The repair waits until F has passed and no record of the
