@@ -106,9 +106,10 @@ EXIT_EXACT = 0
 EXIT_ERROR = 1
 EXIT_DIFFERENCES = 3
 """Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps, a band
-that could not be recorded in the failure queue."""
+that could not be recorded in the failure queue, a band DynamoDB's time could not be read for."""
 EXIT_PENDING = 4
-"""What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict. Run again later."""
+"""What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict, a band closed or
+replaced (not known which). Run again later."""
 
 
 def operator_setup(arguments: argparse.Namespace) -> tuple[Any, Any]:
@@ -150,7 +151,7 @@ def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]
 
 
 def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
-    if refused or any(d.state in ("differs", "ttl", "unrecorded") for d in differences):
+    if refused or any(d.state in ("differs", "ttl", "unrecorded", "unclocked") for d in differences):
         return EXIT_DIFFERENCES
     if any(not d.repaired for d in differences):
         return EXIT_PENDING

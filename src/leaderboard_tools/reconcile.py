@@ -11,8 +11,9 @@ in flight before it writes:
    recount starts, so whatever it counts was in the table when the recount began.
 2. *Recount* with consistent reads (parallel scan segments, or a Query per song), one counter per
    segment, merged: memory grows with songs, not downloads. Its end T is taken from DynamoDB's clock
-   (the `Date` headers of its responses; this machine's clock only measures intervals, and a repair
-   refuses before writing anything when the two disagree by more than the margin); the fence F is T
+   (the `Date` header of a fresh response; this machine's clock only measures the time since that
+   request, and a repair refuses when the two disagree by more than the margin, or when the headers
+   contradict the time measured between them: the machine suspended or paused); the fence F is T
    plus a 60-second clock margin.
 3. *In flight*: every shard of the table's current stream not marked `ShardEnded` in the progress
    table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
@@ -24,10 +25,11 @@ in flight before it writes:
    one whose count differs is recounted once more on its own (a Query of its song), this time
    keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
    set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
-   F (that recount's end plus the clock margin) and a **band** opened (`RecountBand`; recorded first
-   in the failure queue, for `recover` to find should the band outlive its deadline), conditioned
-   on the count, every watermark and the fence being what the snapshot read (the aggregator only
-   ever adds, so any write of its in between fails the condition: reported as a conflict).
+   F (that recount's end, from its own fresh `Date` header, plus the clock margin) and a **band**
+   opened (`RecountBand`; recorded first in the failure queue, for `recover` to find should the band
+   outlive its deadline), conditioned on the count, every watermark and the fence being what the
+   snapshot read (the aggregator only ever adds, so any write of its in between fails the
+   condition: reported as a conflict).
 5. *Band*: while it is open, the aggregator holds every record of the aggregate created at or
    before F on the aggregate itself (`RecountHeld`, a bounded set of download ids, written with its
    watermark) instead of counting it. The repair waits until F has passed and no record of the
@@ -121,6 +123,9 @@ RETRIED_CONFLICTS = ("TransactionConflictException",)
 TransactWriteItems request that includes the same item", DynamoDB Developer Guide, *Transaction conflict handling*):
 botocore's standard retries do not retry it, so the repair and the close do."""
 
+OPENED_STATES = ("repaired", "unknown")
+"""The states of an aggregate whose band this run opened (written)."""
+
 AggregateId = tuple[str, str]
 """(entity id, month)"""
 
@@ -130,8 +135,28 @@ class RepairUnavailable(RuntimeError):
 
 
 class ClockDisagrees(RuntimeError):
-    """This machine's clock is off DynamoDB's by more than the clock margin (or DynamoDB's time cannot be read): the
-    repair refuses before it writes anything."""
+    """This machine's clock is off DynamoDB's by more than the clock margin, its interval clock stopped or jumped, or
+    DynamoDB's time cannot be read: the repair stops. `repaired` names the aggregates whose bands it had opened
+    before (their bands closed at once on the way out); none: nothing was written."""
+
+    def __init__(self, reason: str, repaired: Collection[str] = (), outcome: str | None = None) -> None:
+        self.reason = reason
+        self.repaired = list(repaired)
+        if outcome is None:
+            outcome = (
+                f"the repair stopped after repairing {', '.join(self.repaired)} (their bands closed at once: a "
+                "record they would have held is refused and reported), and repaired nothing else: run again once "
+                "this is fixed"
+                if self.repaired
+                else "nothing was written"
+            )
+        self.outcome = outcome
+        super().__init__(f"{reason}; {outcome}")
+
+
+class DateMissing(ClockDisagrees):
+    """A DynamoDB response without its Date header: before the first band, the repair refuses; later, only the
+    aggregate whose band needed it is left unrepaired."""
 
 
 class RecountUnsupported(RuntimeError):
@@ -161,7 +186,9 @@ class Difference:
     recounted: int
     state: str = "differs"
     """differs (no repair asked), repaired, pending (a download in flight), conflict (written meanwhile),
-    ttl (a lower count while the table has TTL), unrecorded (its band's record could not be sent: not repaired)."""
+    ttl (a lower count while the table has TTL), unrecorded (its band's record could not be sent: not repaired),
+    unclocked (DynamoDB's time could not be read for its band: not repaired), unknown (its band was closed, or replaced
+    by another repair's, and which is not known: recount)."""
     reason: str | None = None
     added_at_close: int = 0
     """Downloads the repair's recount missed that the aggregator held in its band: added when the band closed."""
@@ -268,26 +295,46 @@ class _Band:
     deadline: int
     seen: set[str]
     closed: bool = False
+    close_sent: bool = False
+    """A close's write was sent without its success coming back: it may have landed."""
 
 
 @dataclass
 class _ServerClock:
-    """DynamoDB's clock as bounds on its offset from this machine's monotonic clock, narrowed by each Date header.
+    """DynamoDB's clock as bounds on its offset from this machine's interval clock, narrowed by each Date header.
 
     A Date is whole seconds, stamped at some moment between the request's send and its response's receipt: at that
-    receipt DynamoDB's time lay in [Date - (receipt - send), Date + 1), and it advances with the monotonic clock.
+    receipt DynamoDB's time lay in [Date - (receipt - send), Date + 1), and it advances with the interval clock. The
+    bounds of every response must overlap: bounds that contradict (low above high) mean the interval clock stopped or
+    jumped between two responses, and then no time derived from them can be trusted.
     """
 
     low: float = -math.inf
     high: float = math.inf
 
-    def observe(self, date: float, sent: float, received: float) -> None:
-        self.low = max(self.low, date - received)
-        self.high = min(self.high, date + 1 - sent)
+    def observe(self, date: float, sent: float, received: float) -> tuple[float, float]:
+        """Narrow the bounds by one response; that response's own bounds."""
+        low, high = date - received, date + 1 - sent
+        self.low = max(self.low, low)
+        self.high = min(self.high, high)
+        return low, high
 
     @property
-    def known(self) -> bool:
-        return math.isfinite(self.low) and math.isfinite(self.high)
+    def contradicts(self) -> bool:
+        return self.low > self.high
+
+
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def interval_clock() -> float:
+    """This machine's clock for intervals: CLOCK_BOOTTIME where there is one (Linux), else time.monotonic.
+
+    CLOCK_MONOTONIC stops while the machine is suspended (PEP 418); CLOCK_BOOTTIME counts the time suspended, so a
+    laptop's sleep or a paused VM between two of the repair's requests does not make DynamoDB's Date headers
+    contradict it (which stops the repair). Every fence is taken from a fresh response whatever the clock.
+    """
+    return time.monotonic() if _BOOTTIME is None else time.clock_gettime(_BOOTTIME)
 
 
 def _server_time(response: Mapping[str, Any]) -> float:
@@ -314,7 +361,7 @@ class Reconciler:
         band_settle_seconds: float = BAND_SETTLE_SECONDS,
         band_poll_seconds: float = BAND_POLL_SECONDS,
         clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = interval_clock,
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
@@ -415,8 +462,31 @@ class Reconciler:
             differing[month] = month_report.differences
         if not repair or not any(differing.values()):
             return report
-        self.check_clock()
-        recount_end = math.ceil(self._dynamodb_latest())
+        try:
+            self._repair_all(report, differing, snapshots)
+        except ClockDisagrees as error:
+            opened = [
+                f"{difference.entity_id} in {month}"
+                for month, differences in differing.items()
+                for difference in differences
+                if difference.state in OPENED_STATES
+            ]
+            if opened:
+                raise type(error)(error.reason, opened) from error
+            if any(difference.state == "conflict" for differences in differing.values() for difference in differences):
+                raise type(error)(
+                    error.reason,
+                    outcome="no aggregate was changed (the failure queue holds the record of a band never opened, "
+                    "which recover deletes)",
+                ) from error
+            raise
+        return report
+
+    def _repair_all(
+        self, report: RunReport, differing: dict[str, list[Difference]], snapshots: dict[AggregateId, Snapshot]
+    ) -> None:
+        """Settle every difference, opening and closing bands; a clock refusal stops it (bands closed at once)."""
+        recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
         bands: list[_Band] = []
         first_opened = 0.0
@@ -438,7 +508,6 @@ class Reconciler:
         except BaseException:
             self._close_at_once(bands)
             raise
-        return report
 
     def _check_supported(self) -> None:
         deployment = self._deployment
@@ -455,18 +524,7 @@ class Reconciler:
 
     def check_clock(self) -> None:
         """Read DynamoDB's clock, and refuse when this machine's is off it by more than the clock margin for sure."""
-        self._observe()
-        monotonic, local = self._monotonic(), self._clock()
-        ahead = local - (monotonic + self._server.high)
-        behind = (monotonic + self._server.low) - local
-        if ahead <= self._margin and behind <= self._margin:
-            return
-        offset = local - (monotonic + (self._server.low + self._server.high) / 2)
-        raise ClockDisagrees(
-            f"this machine's clock is about {abs(offset):.0f} s {'ahead of' if offset > 0 else 'behind'} DynamoDB's "
-            f"(its Date header), more than the clock margin of {self._margin:g} s (--clock-margin-seconds): "
-            "set this machine's clock right (NTP) and run again; nothing was written"
-        )
+        self._dynamodb_latest()
 
     def dynamodb_time(self) -> float:
         """The earliest DynamoDB's clock can be now, from a fresh Date header: what a deadline has surely passed by."""
@@ -474,22 +532,41 @@ class Reconciler:
         return self._monotonic() + self._server.low
 
     def _dynamodb_latest(self) -> float:
-        """The latest DynamoDB's clock can be now: what a fence must lie past."""
-        if not self._server.known:
-            self._observe()
-        return self._monotonic() + self._server.high
+        """The latest DynamoDB's clock can be now, from a fresh response alone (its Date + 1 + the time since it was
+        sent): what a fence must lie past. This machine's clock is checked against DynamoDB's on the way."""
+        _, high = self._observe()
+        monotonic, local = self._monotonic(), self._clock()
+        ahead = local - (monotonic + self._server.high)
+        behind = (monotonic + self._server.low) - local
+        if ahead > self._margin or behind > self._margin:
+            offset = local - (monotonic + (self._server.low + self._server.high) / 2)
+            raise ClockDisagrees(
+                f"this machine's clock is about {abs(offset):.0f} s {'ahead of' if offset > 0 else 'behind'} "
+                f"DynamoDB's (its Date header), more than the clock margin of {self._margin:g} s "
+                "(--clock-margin-seconds): set this machine's clock right (NTP) and run again"
+            )
+        return monotonic + high
 
-    def _observe(self) -> None:
+    def _observe(self) -> tuple[float, float]:
+        """One DescribeTable's Date header: narrows the bounds, which must still agree; that response's own bounds."""
         sent = self._monotonic()
         response = self._dynamodb.describe_table(TableName=self._table)
         received = self._monotonic()
         date = _server_time(response)
         if not date:
-            raise ClockDisagrees(
+            raise DateMissing(
                 "DynamoDB's response carried no Date header: the repair takes its time from DynamoDB's clock and "
-                "cannot read it (a proxy dropping the header?); nothing was written"
+                "cannot read it (a proxy dropping the header?)"
             )
-        self._server.observe(date, sent, received)
+        fresh = self._server.observe(date, sent, received)
+        if self._server.contradicts:
+            raise ClockDisagrees(
+                "this machine's interval clock stopped or jumped between two of the repair's requests (the machine "
+                "suspended, a VM paused?): DynamoDB's Date headers contradict it by "
+                f"{self._server.low - self._server.high:.1f} s or more, so no time measured with it can be trusted; "
+                "run again"
+            )
+        return fresh
 
     def _check_repairable(self) -> None:
         if not self._deployment.stream_arn:
@@ -588,12 +665,20 @@ class Reconciler:
                 f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
             )
             return None
-        fence = max(math.ceil(self._dynamodb_latest() + self._margin), snapshot.fence or 0)
-        # Twice the wait: bands of one run open over up to half of it, and the run waits for the last one's fence.
-        deadline = math.ceil(fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll)
-        value = f"{uuid.uuid4().hex}|{deadline}"
         try:
+            # A fresh Date header for each fence (a bound kept from an earlier response is as old as it), and this
+            # machine's clock checked again before the band's opening write.
+            fence = max(math.ceil(self._dynamodb_latest() + self._margin), snapshot.fence or 0)
+            # Twice the wait: bands of one run open over up to half of it, and the run waits for the last one's fence.
+            deadline = math.ceil(
+                fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll
+            )
+            value = f"{uuid.uuid4().hex}|{deadline}"
             self._record_band(month, difference.entity_id, value, deadline)
+        except DateMissing as error:
+            difference.state = "unclocked"
+            difference.reason = f"{error.reason}: its band was not opened, not repaired; run again"
+            return None
         except (ClientError, BotoCoreError) as error:
             difference.state = "unrecorded"
             difference.reason = (
@@ -988,6 +1073,15 @@ class Reconciler:
                 self._closed(band, int(closed.rpartition("|")[2]), caught_up)
                 return
             if (item.get(BAND_ATTRIBUTE) or {}).get("S") != band.value:
+                if band.close_sent:
+                    # The close's write may have landed (its response lost) and another repair closed its own band
+                    # since, overwriting RecountClosed; or another repair replaced the band first.
+                    difference.state = "unknown"
+                    difference.reason = (
+                        "its band was closed or replaced by another repair's, not known which (its close's response "
+                        "was lost, and RecountClosed now names another band): recount to be sure"
+                    )
+                    return
                 difference.reason = "another repair replaced its band: that repair's report counts what it held"
                 return
             held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
@@ -1010,6 +1104,7 @@ class Reconciler:
                 unchanged = "size(#held) = :size"
             else:
                 unchanged = "attribute_not_exists(#held)"
+            band.close_sent = True
             try:
                 self._dynamodb.update_item(
                     TableName=self._table,

@@ -42,6 +42,7 @@ from leaderboard_tools.reconcile import (
     BAND_ATTRIBUTE,
     BAND_MESSAGE_KIND,
     AggregateId,
+    ClockDisagrees,
     Reconciler,
     RecountUnsupported,
     RunReport,
@@ -398,7 +399,7 @@ def _exact(message: Message, run: RunReport | None) -> tuple[bool, bool]:
         for difference in report.differences:
             if (songs is None or difference.entity_id in songs) and not difference.repaired:
                 exact = False
-                retry = retry and difference.state in ("pending", "conflict")
+                retry = retry and difference.state in ("pending", "conflict", "unknown")
     return exact, not exact and retry
 
 
@@ -411,8 +412,46 @@ def recover(
     visibility_seconds: int = VISIBILITY_SECONDS,
     answerer: BatchAnswerer | None = None,
 ) -> RecoveryReport:
-    sqs = clients.sqs
+    """Answer the queue's messages (see the module); a clock refusal of the repair stops the run, saying what it did."""
     report = RecoveryReport()
+    try:
+        return _recover(report, clients, deployment, reconciler, queue_url, visibility_seconds, answerer)
+    except ClockDisagrees as error:
+        outcome = _stopped_outcome(error, report, visibility_seconds)
+        raise ClockDisagrees(error.reason, error.repaired, outcome) from error
+
+
+def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_seconds: int) -> str:
+    """What a run stopped by a clock refusal did: the repair's writes, the aggregator's invocations, no deletion."""
+    repair = (
+        f"recover stopped; its repair had repaired {', '.join(error.repaired)} (their bands closed at once) and "
+        "repaired nothing else"
+        if error.repaired
+        else "recover stopped; it changed no aggregate"
+    )
+    invoked = sum(1 for batch in report.batches if "aggregates" in batch)
+    batches = (
+        f"; before it, recover invoked the aggregator for {invoked} of the mapping's failed batches, which counts "
+        "their records once from the shard's checkpoint whatever this machine's clock (nothing to undo)"
+        if invoked
+        else ""
+    )
+    return (
+        f"{repair}{batches}; no message was deleted: they are visible again within {visibility_seconds} s for the "
+        "next run, once this is fixed"
+    )
+
+
+def _recover(
+    report: RecoveryReport,
+    clients: Any,
+    deployment: Deployment,
+    reconciler: Reconciler,
+    queue_url: str,
+    visibility_seconds: int,
+    answerer: BatchAnswerer | None,
+) -> RecoveryReport:
+    sqs = clients.sqs
     answerer = answerer or BatchAnswerer(clients, deployment)
     queues = [queue_url] + [url for url in (deployment.recount_band_queue_url,) if url and url != queue_url]
     with contextlib.ExitStack() as stack:

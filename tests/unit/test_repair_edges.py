@@ -6,6 +6,7 @@ store (tests/unit/operator_stack.ModelAggregator); moto answers with a `Date` he
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable
@@ -13,7 +14,9 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.response import StreamingBody
 
+from leaderboard_tools.cli import EXIT_PENDING, reconcile_exit_code
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import ClockDisagrees, Reconciler
@@ -24,13 +27,14 @@ from tests.unit.operator_stack import (
     ModelAggregator,
     MotoStack,
     aggregate_item,
+    deploy,
     drifted_song,
     once_the_band_opens,
     set_count,
     stored_count,
     write_download,
 )
-from tests.unit.test_operator_tools import run
+from tests.unit.test_operator_tools import answer_with, given_up_batch, run
 
 MONTH = "2018-03"
 HOUR = 3600.0
@@ -288,4 +292,191 @@ def test_a_close_whose_response_was_lost_reports_its_band_closed_with_what_it_ad
     # then the report says the band closed and what its close added
     [difference] = report.differences
     assert (difference.state, difference.added_at_close, difference.reason) == ("repaired", 1, None)
+    assert stored_count(stack, "song1", MONTH) == 3
+
+
+def test_a_repair_whose_interval_clock_stopped_before_a_band_opened_refuses_and_nothing_is_counted_twice(
+    aws: None,
+) -> None:
+    # given a drifted song (2 downloads, hand-edited to 5), and a repair whose interval clock stops for 30 s after
+    # its clock check (a suspend on a clock that does not count it), while a listener downloads song1 (d3) whose
+    # record the aggregator has not applied yet
+    stack = drifted_song()
+    before = aggregate_item(stack, "song1", MONTH)
+    stopped = [0.0]
+    repair = reconciler(stack, monotonic=lambda: time.monotonic() - stopped[0])
+    recount_songs = repair._recount_songs
+
+    def suspended_then_recount(*arguments: Any, **options: Any) -> Any:
+        if options.get("keep_ids"):  # the per-song recount, just before the band's fence
+            stopped[0] = 30.0
+            write_download(stack, "song1", "d3")
+        return recount_songs(*arguments, **options)
+
+    repair._recount_songs = suspended_then_recount  # type: ignore[method-assign]
+    # when the month is repaired, then it refuses before opening the band: the fence's fresh Date header
+    # contradicts the clock
+    with pytest.raises(ClockDisagrees, match=r"interval clock stopped or jumped.*nothing was written"):
+        repair.run_month(MONTH, repair=True)
+    # and nothing was written: no band, no fence, no message
+    assert aggregate_item(stack, "song1", MONTH) == before
+    assert queue_counts(stack) == (0, 0)
+    # and d3 is counted once: by the aggregator, then by a repair from a sound clock, never twice
+    ModelAggregator(stack).run()
+    assert [d.state for d in reconciler(stack).run_month(MONTH, repair=True).differences] == ["repaired"]
+    ModelAggregator(stack).run()
+    assert stored_count(stack, "song1", MONTH) == 3
+
+
+def two_drifted_songs() -> MotoStack:
+    """song1 and song2 with one download each, counted, then hand-edited to 5."""
+    stack = deploy()
+    for song in ("song1", "song2"):
+        write_download(stack, song, f"{song}-d1")
+    ModelAggregator(stack).run()
+    for song in ("song1", "song2"):
+        set_count(stack, song, MONTH, 5)
+    return stack
+
+
+def test_a_response_without_date_after_a_band_opened_leaves_only_its_aggregate_unrepaired(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given two drifted songs, and one DynamoDB response without its Date header once song1's band has opened
+    stack = two_drifted_songs()
+    repair = reconciler(stack)
+    describe = repair._dynamodb.describe_table
+    stripped: list[bool] = []
+
+    def without_date_once_song1_is_repaired(**parameters: Any) -> dict[str, Any]:
+        response = describe(**parameters)
+        if band_of(stack) is not None and not stripped:
+            stripped.append(True)
+            response["ResponseMetadata"]["HTTPHeaders"].pop("date", None)
+        return response
+
+    monkeypatch.setattr(repair._dynamodb, "describe_table", without_date_once_song1_is_repaired)
+    # when the month is repaired
+    report = repair.run_month(MONTH, repair=True)
+    # then song1 is repaired, and song2, whose band needed that response, is reported not repaired, untouched
+    assert stripped == [True]
+    states = {d.entity_id: (d.state, d.reason or "") for d in report.differences}
+    assert states["song1"][0] == "repaired"
+    assert states["song2"][0] == "unclocked"
+    assert "no Date header" in states["song2"][1]
+    assert "not repaired" in states["song2"][1]
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song2", MONTH)) == (1, 5)
+    assert not {"RecountBand", "RecountedThrough"} & set(aggregate_item(stack, "song2", MONTH) or {})
+    # and only song1's band was recorded in the failure queue
+    assert queue_counts(stack) == (0, 1)
+
+
+def test_reconcile_repair_stopped_by_a_clock_refusal_after_a_band_opened_names_what_it_repaired(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given two drifted songs, and a machine whose clock is stepped an hour ahead once song1's band has opened
+    stack = two_drifted_songs()
+    stepped: list[bool] = []
+
+    def clock() -> float:
+        if not stepped and band_of(stack) is not None:
+            stepped.append(True)
+        return time.time() + (HOUR if stepped else 0)
+
+    monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", clock)
+    # when the operator runs reconcile --repair
+    code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--region", REGION])
+    # then it exits 1 saying the clock is off and that song1 was repaired before it stopped, not that nothing was
+    # written
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "about 3600 s ahead of DynamoDB's" in error
+    assert "stopped after repairing song1 in 2018-03" in error
+    assert "nothing was written" not in error
+    # and so it was: song1 exact with its band closed, song2 untouched
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song2", MONTH)) == (1, 5)
+    assert band_of(stack) is None
+    assert "RecountBand" not in (aggregate_item(stack, "song2", MONTH) or {})
+
+
+def test_recover_stopped_by_a_clock_refusal_says_it_invoked_the_aggregator_and_deleted_nothing(
+    aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a batch of song1 the mapping gave up on (its on-failure record in the failure queue), a refused record
+    # naming song2 (hand-edited to 5, no download), the aggregator's direct invocation (played by the model), and a
+    # machine whose clock is an hour ahead of DynamoDB's
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    given_up_batch(stack)
+    set_count(stack, "song2", MONTH, 5)
+    sqs = boto3.client("sqs", region_name=REGION)
+    refused = {"kind": "refused_record", "reason": "counted by a recount", "entityId": "song2", "period": MONTH}
+    sqs.send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(refused))
+    aggregator = ModelAggregator(stack)
+
+    def invoke(params: dict[str, Any]) -> dict[str, Any]:
+        aggregator.run()
+        payload = json.dumps({"reachedBound": True}).encode()
+        return {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(payload), len(payload))}
+
+    answer_with(monkeypatch, "lambda.Invoke", invoke)
+    monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", lambda: time.time() + HOUR)
+    capsys.readouterr()
+    # when the operator runs recover
+    code = run(["recover", "--table", stack.table, "--queue-url", stack.queue_url, "--region", REGION])
+    # then it exits 1 saying why, that the aggregator was invoked for the batch, and that no message was deleted
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "about 3600 s ahead of DynamoDB's" in error
+    assert "recover stopped; it changed no aggregate" in error
+    assert "invoked the aggregator for 1 of the mapping's failed batches" in error
+    assert "no message was deleted" in error
+    assert "nothing was written" not in error
+    # and so it was: song1 counted by the aggregator, song2 untouched, both messages still in the queue
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song2", MONTH)) == (1, 5)
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=stack.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert sum(int(value) for value in attributes.values()) == 2
+
+
+def test_a_close_whose_response_was_lost_before_another_repair_closed_its_own_band_says_it_is_not_known_which(
+    aws: None,
+) -> None:
+    # given a drifted song, a download its repair's band holds (missed by its recount), and a close whose write lands
+    # but whose response is lost; before botocore's retry, a hand edit and a second repair open and close their own
+    # band (RecountClosed then names the second repair's band)
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+
+    def listener() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+
+    repair = reconciler(stack, once_the_band_opens(stack, listener, month=MONTH))
+    update = repair._dynamodb.update_item
+    second: list[Any] = []
+
+    def lost_close(**parameters: Any) -> Any:
+        response = update(**parameters)
+        if "REMOVE #band" in parameters["UpdateExpression"] and not second:
+            set_count(stack, "song1", MONTH, 9)
+            second.append(reconciler(stack).run_month(MONTH, repair=True))
+            return update(**parameters)  # the retry: ConditionalCheckFailedException
+        return response
+
+    repair._dynamodb.update_item = lost_close  # type: ignore[method-assign]
+    # when the month is repaired
+    report = repair.run_month(MONTH, repair=True)
+    # then the first repair says its band was closed or replaced, not known which, rather than that it was replaced
+    # and added nothing; and it asks for another run (exit code 4), not exact
+    [difference] = report.differences
+    assert difference.state == "unknown"
+    assert "closed or replaced" in (difference.reason or "")
+    assert "recount to be sure" in (difference.reason or "")
+    assert "another repair replaced its band" not in (difference.reason or "")
+    assert (report.exact, reconcile_exit_code(report.differences, refused=False)) == (False, EXIT_PENDING)
+    # and the count is exact, as the second repair made it
+    assert [d.state for d in second[0].differences] == ["repaired"]
     assert stored_count(stack, "song1", MONTH) == 3
