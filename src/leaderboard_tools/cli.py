@@ -106,7 +106,7 @@ EXIT_EXACT = 0
 EXIT_ERROR = 1
 EXIT_DIFFERENCES = 3
 """Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps, a band
-that could not be recorded in the failure queue, a band DynamoDB's time could not be read for."""
+that could not be recorded in its queue, a band DynamoDB's time could not be read for."""
 EXIT_PENDING = 4
 """What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict, a band closed or
 replaced (not known which). Run again later."""

@@ -26,9 +26,10 @@ in flight before it writes:
    keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
    set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
    F (that recount's end, from its own fresh `Date` header, plus the clock margin) and a **band**
-   opened (`RecountBand`; recorded first in the failure queue, for `recover` to find should the band
-   outlive its deadline), conditioned on the count, every watermark and the fence being what the
-   snapshot read (the aggregator only ever adds, so any write of its in between fails the
+   opened (`RecountBand`; recorded first in the band queue, and the record deleted by the close, for
+   `recover` and the `recount_band_outlived` alarm to find should the band outlive its deadline),
+   conditioned on the count, every watermark and the fence being what the snapshot read (the
+   aggregator only ever adds, so any write of its in between fails the
    condition: reported as a conflict).
 5. *Band*: while it is open, the aggregator holds every record of the aggregate created at or
    before F on the aggregate itself (`RecountHeld`, a bounded set of download ids, written with its
@@ -99,8 +100,9 @@ CLOSED_ATTRIBUTE = "RecountClosed"
 """The last band a close removed and what it added ("<token>|<deadline>|<added>"): the repair's own, written by its
 close, tells a close whose response was lost from a band another repair replaced. The aggregator never reads it."""
 BAND_MESSAGE_KIND = "recount_band"
-"""The failure queue's record of a band, sent before the band opens: `recover` recounts an aggregate whose band
-outlived its deadline (its repair was killed) and deletes the record of a band that is gone."""
+"""The band queue's record of a band (the failure queue's, in a deployment without one), sent before the band
+opens: `recover` recounts an aggregate whose band outlived its deadline (its repair was killed) and deletes the record
+of a band that is gone."""
 FORGET_ROUNDS = 20
 """Receives (ten messages each) a repair spends finding its closed bands' records in the band queue."""
 MAX_DELAY_SECONDS = 900
@@ -476,8 +478,8 @@ class Reconciler:
             if any(difference.state == "conflict" for differences in differing.values() for difference in differences):
                 raise type(error)(
                     error.reason,
-                    outcome="no aggregate was changed (the failure queue holds the record of a band never opened, "
-                    "which recover deletes)",
+                    outcome=f"no aggregate was changed (the {self._band_queue_name} holds the record of a band never "
+                    "opened, which recover deletes)",
                 ) from error
             raise
         return report
