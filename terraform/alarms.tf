@@ -23,11 +23,6 @@ locals {
       statistic   = "Maximum", period = 300, evaluation_periods = 1, threshold = 0
       description = "Records the pipeline gave up on or rejected wait in the failure queue: counts may be missing downloads (see docs/operations.md, Alarms)."
     }
-    recount_band_outlived = {
-      namespace   = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", dimensions = { QueueName = local.band_queue_name }
-      statistic   = "Maximum", period = 300, evaluation_periods = 1, threshold = var.alarm_recount_band_age_seconds
-      description = "A repair's band record is older than any band lives (${var.alarm_recount_band_age_seconds} s): its repair died with the band open; run recover, which recounts that aggregate (see docs/operations.md, Alarms)."
-    }
     aggregator_errors = {
       namespace   = "AWS/Lambda", metric = "Errors", dimensions = local.aggregator_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0

@@ -126,6 +126,13 @@ data "aws_iam_policy_document" "aggregator" {
     resources = [aws_sqs_queue.failures[0].arn]
   }
 
+  # What Lambda's mapping of the band queue needs of the function's role (AWSLambdaSQSQueueExecutionRole).
+  statement {
+    sid       = "ReadBandRecords"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+    resources = [aws_sqs_queue.recount_bands[0].arn]
+  }
+
   statement {
     sid       = "WriteOwnLogs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]

@@ -208,3 +208,15 @@ resource "aws_lambda_function" "query" {
 
   depends_on = [aws_cloudwatch_log_group.query, aws_iam_role_policy.query]
 }
+
+# The band queue's records reach the aggregator at their bands' deadlines (band_records.py): a band
+# a repair never closed goes to the failure queue; a record whose band is still open before its
+# deadline (a delay is at most 15 minutes) goes back to the queue (ReportBatchItemFailures).
+resource "aws_lambda_event_source_mapping" "band_records" {
+  count = local.create ? 1 : 0
+
+  event_source_arn        = aws_sqs_queue.recount_bands[0].arn
+  function_name           = aws_lambda_function.aggregator[0].arn
+  batch_size              = 10
+  function_response_types = ["ReportBatchItemFailures"]
+}

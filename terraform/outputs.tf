@@ -101,7 +101,7 @@ output "failure_queue_arn" {
 }
 
 output "recount_band_queue_url" {
-  description = "URL of the queue where a repair records each band it opens (and deletes the record when it closes the band); operators running reconcile --repair or recover need sqs:SendMessage, ReceiveMessage, DeleteMessage and ChangeMessageVisibility on it."
+  description = "URL of the queue where a repair records each band it opens, delayed toward its deadline, for the aggregator to check then; operators running reconcile --repair or recover need sqs:SendMessage, ReceiveMessage, DeleteMessage and ChangeMessageVisibility on it."
   value       = one(aws_sqs_queue.recount_bands[*].url)
 }
 
@@ -111,7 +111,7 @@ output "recount_band_queue_arn" {
 }
 
 output "cloudwatch_metric_alarm_arns" {
-  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, records_trimmed, previous_stream_watermarks, failed_aggregates, throttled_stream_reads, rejected_records, recount_band_outlived); empty without create_alarms, null with create = false."
+  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, records_trimmed, previous_stream_watermarks, failed_aggregates, throttled_stream_reads, rejected_records); empty without create_alarms, null with create = false."
   value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.arn } : null
 }
 

@@ -518,17 +518,6 @@ variable "alarm_sns_topic_arn" {
   }
 }
 
-variable "alarm_recount_band_age_seconds" {
-  description = "Age (seconds) of a repair's band record above which the recount_band_outlived alarm fires: longer than any band of reconcile --repair lives (with the default --band-seconds 300 and --clock-margin-seconds 60, some 12 minutes). The default, 3600, leaves room for --band-seconds up to about 1,700."
-  type        = number
-  default     = 3600
-
-  validation {
-    condition     = var.alarm_recount_band_age_seconds >= 900 && var.alarm_recount_band_age_seconds <= 1209600
-    error_message = "alarm_recount_band_age_seconds must be 900-1209600 (a band lives at least some minutes; a record is kept at most 14 days)."
-  }
-}
-
 variable "alarm_iterator_age_threshold_seconds" {
   description = "Iterator age of the stream mapping (seconds) above which, for 5 minutes, the alarm fires. The default, 300, is five tumbling windows of 60 s: well past normal batching."
   type        = number

@@ -154,6 +154,10 @@ class AggregateStore:
     def _read(self, key: AggregateKey) -> dict[str, Any]:
         return self._client.get_item(TableName=self._table, Key=self._key(key), ConsistentRead=True).get("Item") or {}
 
+    def read(self, key: AggregateKey) -> dict[str, Any]:
+        """The aggregate as it is now (a strongly consistent read); empty when there is none."""
+        return self._read(key)
+
     def apply(self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution]) -> ApplyOutcome:
         """Add the contributions not yet added: one shard's, ascending, all of the aggregate's in a contiguous range.
 

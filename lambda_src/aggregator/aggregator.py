@@ -27,6 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from aggregate_store import AggregateStore, ApplyOutcome, Contribution, WatermarkContention
+from band_records import is_band_record_event, settle
 from delivery import Delivery, Refused, ShardRef, parse_delivery
 from download_records import PERIODS, AggregateKey, Download, Ignored, Rejected, Schema, pad_sequence, parse_record
 from shard_progress import Progress, ProgressStore
@@ -988,9 +989,29 @@ DEPENDENCIES = Dependencies(
 )
 
 
+def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:
+    """The band queue's records, at their bands' deadlines: a band its repair never closed goes to the failure queue."""
+    settled = settle(event, DEPENDENCIES.store.read, DEPENDENCIES.send_failures, time.time)
+    for record in settled.expired:
+        logger.error(
+            "a repair's band outlived its deadline: its repair did not close it; reported for recover",
+            extra={"entity_id": record.entity_id, "period": record.period, "band": record.band},
+        )
+    for message_id, why in settled.malformed:
+        logger.error("band record not understood; reported", extra={"message_id": message_id, "reason": why})
+    metrics.add_metric(name="ExpiredRepairBands", unit=MetricUnit.Count, value=len(settled.expired))
+    logger.info(
+        "band records",
+        extra={"gone": settled.gone, "open": settled.open, "expired": len(settled.expired), "retried": settled.retry},
+    )
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in settled.retry]}
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if is_band_record_event(event):
+        return settle_band_records(event)
     started = time.monotonic()
     delivery = parse_delivery(event, SETTINGS.table_arn)
     try:

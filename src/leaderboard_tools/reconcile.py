@@ -26,8 +26,8 @@ in flight before it writes:
    keeping the ids of the downloads counted, and gets one conditional UpdateItem: count and order
    set to that recount, index partition set by the deployed layout, `RecountedThrough` raised to
    F (that recount's end, from its own fresh `Date` header, plus the clock margin) and a **band**
-   opened (`RecountBand`; recorded first in the band queue, and the record deleted by the close, for
-   `recover` and the `recount_band_outlived` alarm to find should the band outlive its deadline),
+   opened (`RecountBand`; recorded first in the band queue, delayed toward its deadline, where the
+   aggregator meets it then and reports the band to the failure queue if it is still open),
    conditioned on the count, every watermark and the fence being what the snapshot read (the
    aggregator only ever adds, so any write of its in between fails the
    condition: reported as a conflict).
@@ -103,8 +103,6 @@ BAND_MESSAGE_KIND = "recount_band"
 """The band queue's record of a band (the failure queue's, in a deployment without one), sent before the band
 opens: `recover` recounts an aggregate whose band outlived its deadline (its repair was killed) and deletes the record
 of a band that is gone."""
-FORGET_ROUNDS = 20
-"""Receives (ten messages each) a repair spends finding its closed bands' records in the band queue."""
 MAX_DELAY_SECONDS = 900
 """SQS's longest DelaySeconds: a band's record stays out of sight (and out of the queue's alarm) until then."""
 CLOCK_MARGIN_SECONDS = 60
@@ -592,51 +590,13 @@ class Reconciler:
         return "band queue" if self._deployment.recount_band_queue_url else "failure queue"
 
     def _record_band(self, month: str, entity_id: str, value: str, deadline: int) -> None:
-        """The band's record: in the band queue, deleted again by the close; where a deployment has none, in the
-        failure queue, out of sight toward its deadline (as far as SQS delays)."""
+        """The band's record, delayed toward its deadline (as far as SQS delays), in the band queue, where the
+        aggregator meets it at the deadline and reports the band if it is still open; where a deployment has no
+        band queue, in the failure queue itself."""
         body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "period": month, "band": value, "deadline": deadline}
-        if self._deployment.recount_band_queue_url:
-            self._sqs.send_message(QueueUrl=self._deployment.recount_band_queue_url, MessageBody=json.dumps(body))
-            return
         delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(deadline + 1 - self.dynamodb_time())))
-        self._sqs.send_message(
-            QueueUrl=self._deployment.failure_queue_url, MessageBody=json.dumps(body), DelaySeconds=delay
-        )
-
-    def _forget_band_records(self, bands: list[_Band]) -> None:
-        """Delete the band queue's records of the bands this run closed, so that only a band its repair never closed
-        keeps a record there (and ages into the queue's alarm). Best effort: a record left is deleted by `recover`,
-        which finds its band gone."""
-        queue = self._deployment.recount_band_queue_url
-        wanted = {band.value for band in bands if band.closed}
-        if not queue or not wanted:
-            return
-        others: list[str] = []
-        try:
-            for _ in range(FORGET_ROUNDS):
-                page = self._sqs.receive_message(
-                    QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=30
-                ).get("Messages", [])
-                for message in page:
-                    try:
-                        band = json.loads(message["Body"]).get("band")
-                    except (ValueError, AttributeError):
-                        band = None
-                    if band in wanted:
-                        self._sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
-                        wanted.discard(band)
-                    else:
-                        others.append(message["ReceiptHandle"])
-                if not wanted or not page:
-                    break
-        except (ClientError, BotoCoreError):
-            pass
-        finally:
-            for handle in others:  # another repair's records, visible again at once
-                try:
-                    self._sqs.change_message_visibility(QueueUrl=queue, ReceiptHandle=handle, VisibilityTimeout=0)
-                except (ClientError, BotoCoreError):
-                    continue
+        queue = self._deployment.recount_band_queue_url or self._deployment.failure_queue_url
+        self._sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(body), DelaySeconds=delay)
 
     def _settle(
         self,
@@ -1049,7 +1009,6 @@ class Reconciler:
                 self._sleep(self._band_poll)
         for band in bands:
             self._close(band, caught_up)
-        self._forget_band_records(bands)
 
     def _close_at_once(self, bands: list[_Band]) -> None:
         """A run stopped by an error (or an interrupt) closes its open bands without waiting, as far as it can: what
@@ -1061,7 +1020,6 @@ class Reconciler:
                 self._close(band, caught_up=False)
             except Exception as error:  # the original error is what the operator must see: this one is noted
                 band.difference.reason = f"its band could not be closed ({error}): it expires and is reported"
-        self._forget_band_records(bands)
 
     def _close(self, band: _Band, caught_up: bool) -> None:
         """Add what the band held that the recount did not see, and remove the band, as one conditional write."""

@@ -13,12 +13,14 @@ The failure queue holds five kinds of messages:
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
 - `rejected_download`: a malformed download, never countable: reported, then deleted;
-- `recount_band`, a repair's record of the band it opens (sent before it opens it to the band queue,
-  `RECOUNT_BAND_QUEUE_URL`, whose close deletes it again; in a deployment without that queue, to the
-  failure queue, visible from its deadline): deleted with nothing to do once the aggregate no longer
-  carries that band (closed, or replaced by a later repair, which recorded its own); kept while the
-  band is open and its deadline has not passed on DynamoDB's clock; past it (the repair was killed),
-  the aggregate is recounted and repaired, which replaces the band with one this run closes.
+- `recount_band`, a band whose repair never closed it: a repair records each band in the band queue,
+  delayed toward its deadline, and the aggregator meets the record there then and copies it here if
+  the band is still open (without the band queue, the repair records it here itself; recover reads
+  the band queue too, and answers its records the same way). Deleted with nothing to do once the
+  aggregate no longer carries that band (closed, or replaced by a later repair, which recorded its
+  own); kept while the band is open and its deadline has not passed on DynamoDB's clock; past it
+  (the repair was killed), the aggregate is recounted and repaired, which replaces the band with
+  one this run closes.
 
 All recounts of a run happen at once, in one `reconcile --repair` pass over every month the
 messages name. A message is deleted only when everything it names is exact; an aggregate with

@@ -431,7 +431,7 @@ run "create_false_plans_nothing_and_needs_no_package" {
   assert {
     condition = (
       length(aws_dynamodb_table.this) + length(aws_lambda_function.aggregator) + length(aws_lambda_function.query)
-      + length(aws_lambda_event_source_mapping.aggregator) + length(aws_sqs_queue.failures) + length(aws_sqs_queue.recount_bands)
+      + length(aws_lambda_event_source_mapping.aggregator) + length(aws_sqs_queue.failures) + length(aws_sqs_queue.recount_bands) + length(aws_lambda_event_source_mapping.band_records)
       + length(aws_iam_role.aggregator) + length(aws_iam_role.query) == 0
     )
     error_message = "create = false must create nothing"
@@ -554,7 +554,6 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
       "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
       "table_read_throttles", "index_write_throttles", "refused_records", "records_trimmed",
       "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records",
-      "recount_band_outlived",
     ])
     error_message = "one alarm per watched metric"
   }

@@ -89,15 +89,6 @@ def expected_alarms(name: str) -> dict[str, dict[str, Any]]:
             1,
             0.0,
         )
-    expected["recount_band_outlived"] = (
-        "AWS/SQS",
-        "ApproximateAgeOfOldestMessage",
-        [{"Name": "QueueName", "Value": f"{name}-recount-bands"}],
-        "Maximum",
-        300,
-        1,
-        3600.0,
-    )
     expected["throttled_stream_reads"] = (
         "MaterializedAggregation",
         "ThrottledStreamReads",
