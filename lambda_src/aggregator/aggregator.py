@@ -128,6 +128,8 @@ class ShardFacts:
     """False: DescribeStream did not list the shard."""
     described_whole: bool = True
     """With `listed` False: every page of the description was read (the shard is gone), or the search gave up."""
+    closed: bool = False
+    """DescribeStream gave the shard an EndingSequenceNumber: it takes no more records."""
 
 
 @dataclass
@@ -422,9 +424,11 @@ def _shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
                 parameters["ExclusiveStartShardId"] = start
             description = deps.streams.describe_stream(**parameters)["StreamDescription"]
             for described in description.get("Shards", []):
+                sequence_range = described.get("SequenceNumberRange", {})
                 deps.shards[described["ShardId"]] = ShardFacts(
                     described.get("ParentShardId"),
-                    described.get("SequenceNumberRange", {}).get("StartingSequenceNumber"),
+                    sequence_range.get("StartingSequenceNumber"),
+                    closed="EndingSequenceNumber" in sequence_range,
                 )
             start = description.get("LastEvaluatedShardId")
             if shard.shard_id in deps.shards:
@@ -446,6 +450,7 @@ def _count_ancestry(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
+    listing: Mapping[str, ShardFacts] | None = None,
 ) -> None:
     """Every ancestor of the shard, at any depth, counted to its end or its loss reported, then marked.
 
@@ -458,7 +463,7 @@ def _count_ancestry(
     """
     if progress.lineage_counted or progress.lineage_unknown:
         return  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
-    chain, lost, unfinished = _ancestry(deps, shard, progress)
+    chain, lost, unfinished = _ancestry(deps, shard, progress, listing)
     lost_reported = lost is None
     if lost is not None:
         gap = _lost_ancestor_message(shard, lost)
@@ -481,11 +486,14 @@ def _count_ancestry(
 def _sweep_lineages(
     deps: Dependencies, settings: Settings, stream_arn: str, remaining_ms: Callable[[], int], report: BatchReport
 ) -> None:
-    """Every listed shard whose parent DescribeStream no longer lists has its ancestry walked, as its own first
-    invocation would: from whichever shard is invoked, every LINEAGE_SWEEP_SECONDS per instance.
+    """From whichever shard is invoked, every LINEAGE_SWEEP_SECONDS per instance: every listed shard that is
+    closed but not read to its end is read to its end now, while the stream still holds it, and every listed
+    shard whose parent DescribeStream no longer lists has its ancestry walked, as its own first invocation would.
 
-    A mapping paused past the retention leaves deleted shards behind the shards it resumes in; a
-    lineage that never gets another download is never invoked, so its loss would go unreported.
+    A lineage that gets no download is never invoked: its closed shards would be deleted unread, and
+    reported lost when a download comes at last, although nothing was lost; and a mapping paused past
+    the retention leaves deleted shards behind the shards it resumes in, whose loss must be reported
+    whether or not their lineage is invoked again.
     """
     now = deps.clock()
     if deps.lineages_swept_at is not None and now - deps.lineages_swept_at < LINEAGE_SWEEP_SECONDS:
@@ -502,14 +510,24 @@ def _sweep_lineages(
 
     try:
         listed = _listed_shards(deps, stream_arn)
-        for shard_id, facts in (listed or {}).items():
-            if facts.parent_shard_id is None or facts.parent_shard_id in listed or not keep_reading(0, 0):
-                continue
+        if listed is None:
+            logger.warning("lineage sweep skipped: DescribeStream's pages did not end", extra={"stream": stream_arn})
+            return
+        for shard_id, facts in listed.items():
+            if not keep_reading(0, 0):
+                break
             shard = ShardRef(stream_arn, shard_id)
             known = deps.progress.lower_bound(shard)
+            closed_unread = facts.closed and not known.ended
+            orphaned = facts.parent_shard_id not in (None, *listed) and not known.lineage_counted
+            if not (closed_unread or orphaned):
+                continue
             if not known.exists:
-                known = Progress(parent_shard_id=facts.parent_shard_id)
-            _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report)
+                root = facts.parent_shard_id is None
+                known = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, root)
+            _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
+            if closed_unread:
+                _drain(deps, settings, shard, remaining_ms, keep_reading, report)
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
 
@@ -525,8 +543,11 @@ def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts]
         description = deps.streams.describe_stream(**parameters)["StreamDescription"]
         known = len(listed)
         for described in description.get("Shards", []):
+            sequence_range = described.get("SequenceNumberRange", {})
             facts = ShardFacts(
-                described.get("ParentShardId"), described.get("SequenceNumberRange", {}).get("StartingSequenceNumber")
+                described.get("ParentShardId"),
+                sequence_range.get("StartingSequenceNumber"),
+                closed="EndingSequenceNumber" in sequence_range,
             )
             listed[described["ShardId"]] = deps.shards[described["ShardId"]] = facts
         start = description.get("LastEvaluatedShardId")
@@ -538,10 +559,13 @@ def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts]
 
 
 def _ancestry(
-    deps: Dependencies, shard: ShardRef, progress: Progress
+    deps: Dependencies, shard: ShardRef, progress: Progress, listing: Mapping[str, ShardFacts] | None = None
 ) -> tuple[list[tuple[ShardRef, Progress]], ShardRef | None, bool]:
     """The ancestors not yet known counted with all of theirs (nearest first), the first one gone unread, if any,
-    and whether the walk stopped before it knew (DescribeStream searched in part, or the lineage too long)."""
+    and whether the walk stopped before it knew (DescribeStream searched in part, or the lineage too long).
+
+    `listing`: a whole DescribeStream listing that holds `shard`: an ancestor missing from it was deleted
+    before it was taken (ancestors are older than their descendants), so it is not described again."""
     chain: list[tuple[ShardRef, Progress]] = []
     parent_id = progress.parent_shard_id
     while parent_id is not None:
@@ -551,7 +575,7 @@ def _ancestry(
         parent = ShardRef(shard.stream_arn, parent_id)
         known = deps.progress.lower_bound(parent)
         if not known.exists:
-            facts = _shard_facts(deps, parent)
+            facts = _shard_facts(deps, parent) if listing is None or parent_id in listing else _GONE_FACTS
             if not facts.listed:
                 if facts.described_whole:
                     return chain, parent, False
@@ -565,12 +589,15 @@ def _ancestry(
         chain.append((parent, known))
         parent_id = known.parent_shard_id
         if known.lineage_unknown:
-            facts = _shard_facts(deps, parent)
+            facts = _shard_facts(deps, parent) if listing is None or parent.shard_id in listing else _GONE_FACTS
             if not facts.listed:
                 # first seen unlisted (a direct invocation of a deleted shard): what was above it is not known
                 return chain, (parent if facts.described_whole else None), not facts.described_whole
             parent_id = facts.parent_shard_id
     return chain, None, False
+
+
+_GONE_FACTS = ShardFacts(None, None, listed=False, described_whole=True)
 
 
 def _lost_ancestor_message(shard: ShardRef, lost: ShardRef) -> dict[str, Any]:

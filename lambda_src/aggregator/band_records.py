@@ -64,8 +64,12 @@ class BandRecord:
 
 
 def verdict(record: BandRecord, aggregate: dict[str, Any] | None, now: float) -> str:
-    """GONE: the aggregate no longer carries the band; OPEN: it does, not yet past its deadline; EXPIRED: past it."""
+    """GONE: past the band's deadline, the aggregate no longer carries it; OPEN: not yet past its deadline (a repair
+    records its band before opening it: absent may mean not open yet), or past it by less than the clock margin;
+    EXPIRED: the aggregate still carries it past its deadline and the margin."""
     carried = ((aggregate or {}).get(RECOUNT_BAND_ATTRIBUTE) or {}).get("S")
+    if now <= record.deadline:
+        return OPEN
     if carried != record.band:
         return GONE
     return EXPIRED if now > record.deadline + CLOCK_MARGIN_SECONDS else OPEN

@@ -229,9 +229,14 @@ def answer_band(message: Message, clients: Any, deployment: Deployment, reconcil
         Key={names.entity: {"S": entity}, names.sort_key: {"S": period}},
         ConsistentRead=True,
     ).get("Item")
+    now = reconciler.dynamodb_time()
     if ((item or {}).get(BAND_ATTRIBUTE) or {}).get("S") != band:
-        message.done, message.note = True, "its band is closed or replaced by a later repair's: nothing to do"
-    elif reconciler.dynamodb_time() <= deadline:
+        if now <= deadline:
+            # The record is sent before the band opens: until the deadline, absent may mean not open yet.
+            message.retry, message.note = True, f"its band is not open, or closed already: kept until {deadline}"
+        else:
+            message.done, message.note = True, "its band is closed or replaced by a later repair's: nothing to do"
+    elif now <= deadline:
         message.retry, message.note = True, f"its repair's band is open until {deadline}: run again after it"
     else:
         message.aggregates = {period: {entity}}

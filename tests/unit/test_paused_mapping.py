@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.stream_model import naive_designs as naive
 from tests.stream_model.designs import shipped
-from tests.stream_model.histories import Config, Deliver, History, Pause, Write, play
+from tests.stream_model.histories import Config, Deliver, History, Pause, Reshard, Wait, Write, play
 
 ONE_LEVEL = naive.factory(naive.OneLevelOfAncestry)
 
@@ -196,3 +196,18 @@ def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not
     assert [message["shardId"] for message in sent if message.get("kind") == "records_trimmed"] == ["shardP"]
     assert progress.read(parent).ended
     assert progress.read(child).lineage_counted
+
+
+def test_a_lineage_quiet_for_a_day_in_a_busy_table_raises_no_report() -> None:
+    # given song4's partition counted, its shard rolled over, then a day in which only song1's partition is written
+    settle = [Deliver(size=10), Deliver(lane=1, size=10), Wait(seconds=10), Deliver(), Deliver(lane=1)] * 2
+    busy_day = [step for _ in range(7) for step in (Wait(seconds=4 * 3600), Write(song=1), *settle)]
+    history = History(
+        Config(songs=4, timestamps=1),
+        (Write(song=1), Write(song=4), *settle, Reshard(lane=1), *settle, *busy_day, Write(song=1), *settle),
+    )
+    # when the shipped aggregator plays it (the quiet shard is deleted a day after it closed)
+    outcome = play(history, shipped)
+    # then nothing was lost and nothing is reported: the quiet shard was read to its end while it was still listed
+    assert (outcome.lost_before, outcome.failure_records) == (0, 0), outcome.summary()
+    assert "rollover" in outcome.hazards
