@@ -147,8 +147,9 @@ data "aws_iam_policy_document" "aggregator" {
       actions   = ["kms:Decrypt", "kms:GenerateDataKey"]
       resources = [statement.value]
 
-      # The table and its streams (DynamoDB); the failure queue (SQS, whose senders need GenerateDataKey
-      # and Decrypt: Amazon SQS Developer Guide, "Amazon SQS key management").
+      # The table and its streams (DynamoDB); the failure queue and the band queue (SQS, whose senders
+      # need GenerateDataKey and Decrypt, its receivers Decrypt: Amazon SQS Developer Guide, "Amazon SQS
+      # key management").
       condition {
         test     = "StringEquals"
         variable = "kms:ViaService"
