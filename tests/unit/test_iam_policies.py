@@ -40,6 +40,7 @@ REFERENCES = {
     "local.table_arn": TABLE_ARN,
     "local.leaderboard_index_arn": f"{TABLE_ARN}/index/MonthDownloadsIndex",
     "aws_sqs_queue.failures[0].arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:app-aggregator-failures",
+    "aws_sqs_queue.recount_bands[0].arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:app-recount-bands",
     "aws_dynamodb_table.progress[0].arn": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-progress",
     "aws_cloudwatch_log_group.aggregator[0].arn": f"{LOG_GROUPS}/app-aggregator",
     "aws_cloudwatch_log_group.query[0].arn": f"{LOG_GROUPS}/app-query",
