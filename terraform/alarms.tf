@@ -73,6 +73,11 @@ locals {
       statistic   = "Sum", period = 300, evaluation_periods = 3, threshold = 0
       description = "The aggregator's own reads of the stream were throttled for 15 minutes (${local.anomaly_metric_purpose}): counts are delayed, not lost; see docs/operations.md, Alarms."
     }
+    unsettled_band_records = {
+      namespace   = "MaterializedAggregation", metric = "UnsettledBandRecords", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "A repair's band record past its deadline could not be settled (${local.anomaly_metric_purpose}): the aggregate could not be read or the failure queue refused the report; it is retried. See docs/operations.md, Alarms."
+    }
     rejected_records = {
       namespace   = "MaterializedAggregation", metric = "RejectedRecords", dimensions = local.anomaly_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0

@@ -18,7 +18,7 @@ resource "aws_sqs_queue" "recount_bands" {
   count = local.create ? 1 : 0
 
   name                       = local.band_queue_name
-  message_retention_seconds  = var.failure_queue_message_retention_seconds
+  message_retention_seconds  = 1209600                    # 14 days, SQS's longest: a record must outlive every retry of it
   visibility_timeout_seconds = 6 * var.aggregator_timeout # Lambda Developer Guide, SQS: "at least six times the timeout that you configure on your function"
   sqs_managed_sse_enabled    = var.kms_key_arn == null ? true : null
   kms_master_key_id          = var.kms_key_arn

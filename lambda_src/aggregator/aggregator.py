@@ -147,6 +147,9 @@ class Dependencies:
     shards: dict[str, ShardFacts] = field(default_factory=dict)
     """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
     lineages_swept_at: float | None = None
+    closed_unread: set[str] = field(default_factory=set)
+    """Closed shards the last sweep found not read to their end: the next sweep reads those still so, so that a
+    shard whose own reader is just finishing is not read by a third reader too."""
 
 
 @dataclass
@@ -303,7 +306,11 @@ def process_delivery(
         report.unreported += len(delivery.refused)
     if shard is None:
         return _response(delivery, None, None, report), report
-    _sweep_lineages(deps, settings, shard.stream_arn, remaining_ms, report)
+    swept = BatchReport()
+    _sweep_lineages(deps, settings, shard.stream_arn, remaining_ms, swept)
+    report.trimmed = swept.trimmed or report.trimmed
+    report.ancestor_lost = swept.ancestor_lost
+    report.unreported += swept.unreported
     must_catch_up = delivery.is_final or delivery.is_direct or delivery.terminated_early
     highest_delivered = delivered[-1] if delivered and not delivery.is_direct else None
     if not must_catch_up and (settings.aggregate_writes == PER_WINDOW or bound is None):
@@ -487,7 +494,8 @@ def _sweep_lineages(
     deps: Dependencies, settings: Settings, stream_arn: str, remaining_ms: Callable[[], int], report: BatchReport
 ) -> None:
     """From whichever shard is invoked, every LINEAGE_SWEEP_SECONDS per instance: every listed shard that is
-    closed but not read to its end is read to its end now, while the stream still holds it, and every listed
+    closed but not read to its end (and was so at the sweep before: its own reader has had its time) is read to
+    its end now, while the stream still holds it, and every listed
     shard whose parent DescribeStream no longer lists has its ancestry walked, as its own first invocation would.
 
     A lineage that gets no download is never invoked: its closed shards would be deleted unread, and
@@ -502,10 +510,11 @@ def _sweep_lineages(
     started_ms = remaining_ms()
 
     def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
+        # A quarter of the invocation at most: the rest is the invoked shard's own.
         return (
             records_so_far < settings.read_budget_records
             and bytes_so_far < settings.read_budget_bytes
-            and remaining_ms() > max(settings.deadline_margin_ms, started_ms // 2)
+            and remaining_ms() > max(settings.deadline_margin_ms, started_ms * 3 // 4)
         )
 
     try:
@@ -513,20 +522,27 @@ def _sweep_lineages(
         if listed is None:
             logger.warning("lineage sweep skipped: DescribeStream's pages did not end", extra={"stream": stream_arn})
             return
+        seen_before, deps.closed_unread = deps.closed_unread, set()
         for shard_id, facts in listed.items():
+            orphan_candidate = facts.parent_shard_id not in (None, *listed)
+            if not (facts.closed or orphan_candidate):
+                continue
             if not keep_reading(0, 0):
                 break
             shard = ShardRef(stream_arn, shard_id)
             known = deps.progress.lower_bound(shard)
             closed_unread = facts.closed and not known.ended
-            orphaned = facts.parent_shard_id not in (None, *listed) and not known.lineage_counted
-            if not (closed_unread or orphaned):
+            if closed_unread:
+                deps.closed_unread.add(shard_id)
+            to_read = closed_unread and shard_id in seen_before
+            orphaned = orphan_candidate and not known.lineage_counted
+            if not (to_read or orphaned):
                 continue
             if not known.exists:
                 root = facts.parent_shard_id is None
                 known = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, root)
             _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
-            if closed_unread:
+            if to_read:
                 _drain(deps, settings, shard, remaining_ms, keep_reading, report)
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
@@ -1026,7 +1042,12 @@ def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:
         )
     for message_id, why in settled.malformed:
         logger.error("band record not understood; reported", extra={"message_id": message_id, "reason": why})
+    for message_id, why in settled.unsettled:
+        logger.error(
+            "band record past its deadline not settled; retried", extra={"message_id": message_id, "reason": why}
+        )
     metrics.add_metric(name="ExpiredRepairBands", unit=MetricUnit.Count, value=len(settled.expired))
+    metrics.add_metric(name="UnsettledBandRecords", unit=MetricUnit.Count, value=len(settled.unsettled))
     logger.info(
         "band records",
         extra={"gone": settled.gone, "open": settled.open, "expired": len(settled.expired), "retried": settled.retry},

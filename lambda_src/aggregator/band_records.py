@@ -85,6 +85,9 @@ class Settled:
     malformed: list[tuple[str, str]] = field(default_factory=list)
     """(message id, why): reported to the failure queue, then done."""
     retry: list[str] = field(default_factory=list)
+    unsettled: list[tuple[str, str]] = field(default_factory=list)
+    """(message id, why): past its deadline and the margin, yet neither done nor reported (a read or a report
+    failed): retried, and counted (`UnsettledBandRecords`), so that a record that keeps failing raises an alarm."""
 
 
 def settle(
@@ -101,7 +104,7 @@ def settle(
         message_id = str(message.get("messageId"))
         try:
             record = BandRecord.parse(str(message.get("body")))
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             report = {"kind": "refused_record", "reason": f"band record not understood: {error}", "record": message}
             if send_failures([report]):
                 settled.malformed.append((message_id, str(error)))
@@ -110,8 +113,10 @@ def settle(
             continue
         try:
             state = verdict(record, read_aggregate(AggregateKey(record.entity_id, record.period)), now())
-        except Exception:  # a failed read: the record comes back, nothing is decided on it
+        except Exception as error:  # a failed read: the record comes back, nothing is decided on it
             settled.retry.append(message_id)
+            if now() > record.deadline + CLOCK_MARGIN_SECONDS:
+                settled.unsettled.append((message_id, f"its aggregate could not be read: {error}"))
             continue
         if state == GONE:
             settled.gone += 1
@@ -122,4 +127,7 @@ def settle(
             settled.expired.append(record)
         else:
             settled.retry.append(message_id)
+            settled.unsettled.append(
+                (message_id, "its band outlived its deadline; the failure queue refused the report")
+            )
     return settled

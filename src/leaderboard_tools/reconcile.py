@@ -103,6 +103,9 @@ BAND_MESSAGE_KIND = "recount_band"
 """The band queue's record of a band (the failure queue's, in a deployment without one), sent before the band
 opens: `recover` recounts an aggregate whose band outlived its deadline (its repair was killed) and deletes the record
 of a band that is gone."""
+BAND_RECORD_MARGIN_SECONDS = 60
+"""How long past a band's deadline the aggregator waits before it calls the band expired (band_records.py): its
+record is delayed that much more, so that it is met once, past both."""
 MAX_DELAY_SECONDS = 900
 """SQS's longest DelaySeconds: a band's record stays out of sight (and out of the queue's alarm) until then."""
 CLOCK_MARGIN_SECONDS = 60
@@ -594,8 +597,10 @@ class Reconciler:
         aggregator meets it at the deadline and reports the band if it is still open; where a deployment has no
         band queue, in the failure queue itself."""
         body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "period": month, "band": value, "deadline": deadline}
-        delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(deadline + 1 - self.dynamodb_time())))
-        queue = self._deployment.recount_band_queue_url or self._deployment.failure_queue_url
+        band_queue = self._deployment.recount_band_queue_url
+        due = deadline + 1 + (BAND_RECORD_MARGIN_SECONDS if band_queue else 0)
+        delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(due - self.dynamodb_time())))
+        queue = band_queue or self._deployment.failure_queue_url
         self._sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(body), DelaySeconds=delay)
 
     def _settle(

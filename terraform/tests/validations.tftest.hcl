@@ -554,6 +554,7 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
       "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
       "table_read_throttles", "index_write_throttles", "refused_records", "records_trimmed",
       "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records",
+      "unsettled_band_records",
     ])
     error_message = "one alarm per watched metric"
   }

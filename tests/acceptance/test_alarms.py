@@ -28,6 +28,7 @@ ANOMALIES = {
     "previous_stream_watermarks": "PreviousStreamWatermarks",
     "failed_aggregates": "FailedAggregates",
     "rejected_records": "RejectedRecords",
+    "unsettled_band_records": "UnsettledBandRecords",
 }
 
 

@@ -99,7 +99,7 @@ def test_the_record_of_a_band_its_repair_closed_is_done_at_the_deadline_without_
     reconciler(stack).run_month(MONTH, repair=True)
     deadline = int((aggregate_item(stack, "song1", MONTH) or {})["RecountClosed"]["S"].split("|")[1])
     # when the band queue's mapping hands its record to the aggregator once the deadline has passed
-    event = mapping_event(stack, max(0.0, deadline + 2.5 - time.time()))
+    event = mapping_event(stack, max(0.0, deadline + 62.5 - time.time()))
     settled = settled_on(stack, event)
     # then the record is done (not retried) and nothing reaches the failure queue
     assert len(event["Records"]) == 1
@@ -115,7 +115,7 @@ def test_a_killed_repair_s_band_reaches_the_failure_queue_at_its_deadline_and_re
     deadline = killed_repair_holding_a_missed_download(stack)
     assert queue_counts(stack) == (0, 0)
     # when the band queue's mapping hands the record to the aggregator after the deadline
-    event = mapping_event(stack, max(0.0, deadline + 2.5 - time.time()))
+    event = mapping_event(stack, max(0.0, deadline + 62.5 - time.time()))
     settled = settled_on(stack, event, now=deadline + 61)
     # then the band is reported to the failure queue as a recount_band, and recover alone makes the count exact
     assert [record.deadline for record in settled.expired] == [deadline]
@@ -216,3 +216,18 @@ def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(
     # then the open band's record goes back to the queue, the closed one is done, and nothing is reported
     assert response == {"batchItemFailures": [{"itemIdentifier": "early"}]}
     assert failure_bodies(stack) == []
+
+
+def test_a_band_record_past_its_deadline_whose_aggregate_cannot_be_read_is_retried_and_counted_unsettled() -> None:
+    # given an expired band's record whose aggregate read fails (a permissions boundary, a disabled key)
+    record = BandRecord("song1", MONTH, "token|1000", 1000)
+    event = {"Records": [{"messageId": "m1", "body": json.dumps(record.as_message()), "eventSource": "aws:sqs"}]}
+
+    def denied(_key: Any) -> dict[str, Any]:
+        raise RuntimeError("AccessDenied")
+
+    # when the aggregator meets it well past the deadline
+    settled = settle(event, denied, lambda messages: True, lambda: 1000 + 10**6)
+    # then it comes back, and is counted as unsettled (the alarm's metric), saying why
+    assert settled.retry == ["m1"]
+    assert [why for _, why in settled.unsettled] == ["its aggregate could not be read: AccessDenied"]
