@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 import tracemalloc
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -100,18 +99,6 @@ class BacklogStream:
         }
 
 
-class InlineExecutor(Executor):
-    """The aggregate writes one after another on the measuring thread, so tracemalloc sees all of them."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as error:
-            future.set_exception(error)
-        return future
-
-
 @dataclass(frozen=True)
 class Invocation:
     peak_mib: float
@@ -129,6 +116,7 @@ def catch_up(
     from aggregate_store import AggregateStore
     from delivery import parse_delivery
     from download_records import Schema
+    from leaderboard_dev.bench.handler_cpu import InlineExecutor
     from shard_progress import ProgressStore
 
     table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
