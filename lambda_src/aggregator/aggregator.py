@@ -323,12 +323,7 @@ def process_delivery(
     started_ms = remaining_ms()
     write_reserve_ms = max(2000, (started_ms - settings.deadline_margin_ms) // 2)
 
-    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
-        return (
-            records_so_far < settings.read_budget_records
-            and bytes_so_far < settings.read_budget_bytes
-            and remaining_ms() > settings.deadline_margin_ms + write_reserve_ms
-        )
+    keep_reading = _reading_budget(settings, remaining_ms, settings.deadline_margin_ms + write_reserve_ms)
 
     try:
         progress = _progress_of(deps, shard, delivery)
@@ -374,6 +369,19 @@ def process_delivery(
             report,
         )
     return _response(delivery, shard, bound, report), report
+
+
+def _reading_budget(settings: Settings, remaining_ms: Callable[[], int], leave_ms: int) -> Callable[[int, int], bool]:
+    """Whether a read may take another page: within the record and byte budgets, with `leave_ms` still to spare."""
+
+    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
+        return (
+            records_so_far < settings.read_budget_records
+            and bytes_so_far < settings.read_budget_bytes
+            and remaining_ms() > leave_ms
+        )
+
+    return keep_reading
 
 
 def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Progress:
@@ -509,13 +517,8 @@ def _sweep_lineages(
     deps.lineages_swept_at = now
     started_ms = remaining_ms()
 
-    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
-        # A quarter of the invocation at most: the rest is the invoked shard's own.
-        return (
-            records_so_far < settings.read_budget_records
-            and bytes_so_far < settings.read_budget_bytes
-            and remaining_ms() > max(settings.deadline_margin_ms, started_ms * 3 // 4)
-        )
+    # A quarter of the invocation at most: the rest is the invoked shard's own.
+    keep_reading = _reading_budget(settings, remaining_ms, max(settings.deadline_margin_ms, started_ms * 3 // 4))
 
     try:
         listed = _listed_shards(deps, stream_arn)
