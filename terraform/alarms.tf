@@ -26,12 +26,12 @@ locals {
     aggregator_errors = {
       namespace   = "AWS/Lambda", metric = "Errors", dimensions = local.aggregator_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "The aggregator failed a batch (the mapping retries it; repeated failures end in the failure queue)."
+      description = "The aggregator failed an invocation: a stream batch (the mapping retries it; repeated failures end in the failure queue), a band record (its queue retries it) or a scheduled lineage sweep (a loss report the failure queue refused; Lambda retries it)."
     }
     aggregator_throttles = {
       namespace   = "AWS/Lambda", metric = "Throttles", dimensions = local.aggregator_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "The aggregator was throttled (account or reserved concurrency): the stream falls behind."
+      description = "The aggregator was throttled (account or reserved concurrency): the stream falls behind, and band records and scheduled sweeps wait."
     }
     table_write_throttles = {
       namespace   = "AWS/DynamoDB", metric = "WriteThrottleEvents", dimensions = local.table_dimensions

@@ -110,6 +110,16 @@ output "recount_band_queue_arn" {
   value       = one(aws_sqs_queue.recount_bands[*].arn)
 }
 
+output "lineage_sweep_schedule_arn" {
+  description = "ARN of the EventBridge Scheduler schedule that invokes the aggregator's lineage sweep (null without lineage_sweep_schedule)."
+  value       = one(aws_scheduler_schedule.lineage_sweep[*].arn)
+}
+
+output "lineage_sweep_schedule_name" {
+  description = "Name of the schedule that invokes the aggregator's lineage sweep (null without lineage_sweep_schedule)."
+  value       = one(aws_scheduler_schedule.lineage_sweep[*].name)
+}
+
 output "cloudwatch_metric_alarm_arns" {
   description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, records_trimmed, previous_stream_watermarks, failed_aggregates, throttled_stream_reads, unsettled_band_records, rejected_records); empty without create_alarms, null with create = false."
   value       = local.create ? { for purpose, alarm in aws_cloudwatch_metric_alarm.this : purpose => alarm.arn } : null

@@ -314,6 +314,17 @@ variable "aggregator_deadline_margin_ms" {
   }
 }
 
+variable "lineage_sweep_schedule" {
+  description = "When EventBridge Scheduler invokes the aggregator to sweep the stream's lineages (a rate or cron expression), so that shards a paused mapping left behind are read or reported even when no download comes. null: no schedule; the sweep then runs only beside the mapping's invocations, and a stream that gets no download reports nothing (see docs/operations.md, Pausing the mapping)."
+  type        = string
+  default     = "rate(15 minutes)"
+
+  validation {
+    condition     = var.lineage_sweep_schedule == null || can(regex("^(rate\\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\\)|cron\\(.+\\))$", var.lineage_sweep_schedule))
+    error_message = "lineage_sweep_schedule must be a rate(...) or cron(...) expression (EventBridge Scheduler's syntax), or null."
+  }
+}
+
 variable "query_memory_size" {
   description = "Memory (MB) of the query function."
   type        = number

@@ -110,6 +110,16 @@ output "recount_band_queue_arn" {
   value       = module.leaderboard.recount_band_queue_arn
 }
 
+output "lineage_sweep_schedule_arn" {
+  description = "ARN of the schedule that invokes the aggregator's lineage sweep."
+  value       = module.leaderboard.lineage_sweep_schedule_arn
+}
+
+output "lineage_sweep_schedule_name" {
+  description = "Name of the schedule that invokes the aggregator's lineage sweep."
+  value       = module.leaderboard.lineage_sweep_schedule_name
+}
+
 output "cloudwatch_metric_alarm_arns" {
   description = "ARNs of the alarms by purpose; empty without create_alarms."
   value       = module.leaderboard.cloudwatch_metric_alarm_arns

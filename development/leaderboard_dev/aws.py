@@ -23,6 +23,7 @@ class Clients:
     cloudwatch: Any = None
     sns: Any = None
     s3: Any = None
+    scheduler: Any = None
 
 
 def clients(endpoint: Endpoint) -> Clients:
@@ -36,4 +37,5 @@ def clients(endpoint: Endpoint) -> Clients:
         cloudwatch=session.client("cloudwatch", config=_CONFIG),
         sns=session.client("sns", config=_CONFIG),
         s3=session.client("s3", config=_CONFIG),
+        scheduler=session.client("scheduler", config=_CONFIG),
     )

@@ -57,6 +57,7 @@ DESCRIBE_PAGES = 100
 """DescribeStream pages (100 shards each) searched for a shard's first sequence number and parent, once per shard
 and function instance. 1,000 pages made LocalStack's first invocations time out (its DescribeStream pages on past a
 shard it lists under another id): review 2's S4 (streams past 10,000 shards) stays open."""
+LINEAGE_SWEEP_EVENT = "lineageSweep"
 LINEAGE_SWEEP_SECONDS = 900.0
 """How often (per function instance, the first invocation included) an invocation of any shard also walks the
 lineage of every listed shard whose parent is no longer listed: a lineage that gets no download is never invoked."""
@@ -147,9 +148,6 @@ class Dependencies:
     shards: dict[str, ShardFacts] = field(default_factory=dict)
     """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
     lineages_swept_at: float | None = None
-    closed_unread: set[str] = field(default_factory=set)
-    """Closed shards the last sweep found not read to their end: the next sweep reads those still so, so that a
-    shard whose own reader is just finishing is not read by a third reader too."""
 
 
 @dataclass
@@ -499,56 +497,99 @@ def _count_ancestry(
 
 
 def _sweep_lineages(
-    deps: Dependencies, settings: Settings, stream_arn: str, remaining_ms: Callable[[], int], report: BatchReport
-) -> None:
+    deps: Dependencies,
+    settings: Settings,
+    stream_arn: str,
+    remaining_ms: Callable[[], int],
+    report: BatchReport,
+    scheduled: bool = False,
+) -> bool:
     """From whichever shard is invoked, every LINEAGE_SWEEP_SECONDS per instance: every listed shard that is
-    closed but not read to its end (and was so at the sweep before: its own reader has had its time) is read to
-    its end now, while the stream still holds it, and every listed
+    closed but not read to its end (and was so LINEAGE_SWEEP_SECONDS before, as the progress table keeps: its own
+    reader has had its time, and is not joined by a third) is read to its end now, while the stream still holds
+    it, and every listed
     shard whose parent DescribeStream no longer lists has its ancestry walked, as its own first invocation would.
 
     A lineage that gets no download is never invoked: its closed shards would be deleted unread, and
     reported lost when a download comes at last, although nothing was lost; and a mapping paused past
     the retention leaves deleted shards behind the shards it resumes in, whose loss must be reported
-    whether or not their lineage is invoked again.
+    whether or not their lineage is invoked again: hence `scheduled`, the schedule's own invocation, which
+    sweeps whenever it comes and takes the whole invocation. Returns whether the sweep went through every shard.
     """
     now = deps.clock()
-    if deps.lineages_swept_at is not None and now - deps.lineages_swept_at < LINEAGE_SWEEP_SECONDS:
-        return
+    if not scheduled and deps.lineages_swept_at is not None and now - deps.lineages_swept_at < LINEAGE_SWEEP_SECONDS:
+        return False
     deps.lineages_swept_at = now
     started_ms = remaining_ms()
 
-    # A quarter of the invocation at most: the rest is the invoked shard's own.
-    keep_reading = _reading_budget(settings, remaining_ms, max(settings.deadline_margin_ms, started_ms * 3 // 4))
+    # Beside a shard's own reading, a quarter of the invocation at most: the rest is the invoked shard's.
+    leave_ms = settings.deadline_margin_ms if scheduled else max(settings.deadline_margin_ms, started_ms * 3 // 4)
+    keep_reading = _reading_budget(settings, remaining_ms, leave_ms)
 
     try:
         listed = _listed_shards(deps, stream_arn)
         if listed is None:
             logger.warning("lineage sweep skipped: DescribeStream's pages did not end", extra={"stream": stream_arn})
-            return
-        seen_before, deps.closed_unread = deps.closed_unread, set()
+            return False
         for shard_id, facts in listed.items():
             orphan_candidate = facts.parent_shard_id not in (None, *listed)
             if not (facts.closed or orphan_candidate):
                 continue
             if not keep_reading(0, 0):
-                break
+                return False
             shard = ShardRef(stream_arn, shard_id)
             known = deps.progress.lower_bound(shard)
             closed_unread = facts.closed and not known.ended
-            if closed_unread:
-                deps.closed_unread.add(shard_id)
-            to_read = closed_unread and shard_id in seen_before
             orphaned = orphan_candidate and not known.lineage_counted
-            if not (to_read or orphaned):
+            if not (closed_unread or orphaned):
                 continue
             if not known.exists:
                 root = facts.parent_shard_id is None
                 known = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, root)
+            since = known.closed_unread_since
+            to_read = closed_unread and since is not None and now - since >= LINEAGE_SWEEP_SECONDS
+            if closed_unread and since is None:
+                deps.progress.note_closed_unread(shard)
+            if not (to_read or orphaned):
+                continue
             _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
             if to_read:
                 _drain(deps, settings, shard, remaining_ms, keep_reading, report)
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
+        return False
+    return True
+
+
+class LineageSweepUnreported(Exception):
+    """The schedule's sweep found a loss the failure queue did not take: the invocation fails, Lambda retries it."""
+
+    def __init__(self, message: str, report: BatchReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def is_lineage_sweep_event(event: Mapping[str, Any]) -> bool:
+    """The schedule's invocation: its input is {"lineageSweep": {"streamArn": ...}} (terraform/schedule.tf)."""
+    return isinstance(event, Mapping) and isinstance(event.get(LINEAGE_SWEEP_EVENT), Mapping)
+
+
+def sweep_lineages_on_schedule(
+    event: Mapping[str, Any], deps: Dependencies, settings: Settings, remaining_ms: Callable[[], int]
+) -> tuple[dict[str, Any], BatchReport]:
+    """The lineage sweep whether or not any download comes: a stream that gets none after a pause past the
+    retention is invoked by nothing else, and its loss must still be reported."""
+    stream_arn = event[LINEAGE_SWEEP_EVENT].get("streamArn")
+    if not isinstance(stream_arn, str) or not stream_arn.startswith(f"{settings.table_arn}/stream/"):
+        raise ValueError(f"lineageSweep.streamArn is {stream_arn!r}, not a stream of {settings.table_arn}")
+    report = BatchReport()
+    finished = _sweep_lineages(deps, settings, stream_arn, remaining_ms, report, scheduled=True)
+    response = {"streamArn": stream_arn, "finished": finished, "summary": report.summary()}
+    if report.unreported:
+        raise LineageSweepUnreported(f"{report.unreported} loss reports the failure queue did not take", report)
+    if not finished:
+        logger.warning("lineage sweep not finished; the next scheduled one goes on", extra={"stream": stream_arn})
+    return response, report
 
 
 def _listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts] | None:
@@ -1064,6 +1105,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     if is_band_record_event(event):
         return settle_band_records(event)
     started = time.monotonic()
+    if is_lineage_sweep_event(event):
+        try:
+            response, report = sweep_lineages_on_schedule(
+                event, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis
+            )
+        except LineageSweepUnreported as failure:
+            publish(failure.report, started, succeeded=False)
+            raise
+        publish(report, started, succeeded=True)
+        return response
     delivery = parse_delivery(event, SETTINGS.table_arn)
     try:
         response, report = process_delivery(delivery, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis)

@@ -47,6 +47,9 @@ LINEAGE_UNKNOWN = "LineageUnknown"
 """DescribeStream did not list the shard when it was first seen: its parent, if any, is not known."""
 LOST_UNREAD = "LostUnread"
 """The shard was gone from the stream before this deployment read it: its loss is reported, it is never read."""
+CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
+"""When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
+sweep's interval later reads it to its end, whichever function instance runs it."""
 CACHE_SECONDS = 60.0
 
 
@@ -63,6 +66,7 @@ class Progress:
     parent_shard_id: str | None = None
     lineage_counted: bool = False
     lineage_unknown: bool = False
+    closed_unread_since: int | None = None
     exists: bool = False
 
     @property
@@ -306,6 +310,22 @@ class ProgressStore:
                 raise
         self._cache.pop(shard_key(shard), None)
 
+    def note_closed_unread(self, shard: ShardRef) -> None:
+        """A sweep found the shard closed and not read to its end: the first such sighting is kept."""
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self.key(shard),
+                UpdateExpression="SET #since = if_not_exists(#since, :now), UpdatedAt = :now",
+                ConditionExpression="attribute_exists(#key)",
+                ExpressionAttributeNames={"#since": CLOSED_UNREAD_SINCE, "#key": SHARD_KEY},
+                ExpressionAttributeValues={":now": {"N": str(int(self._clock()))}},
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        self._cache.pop(shard_key(shard), None)
+
     def mark_lost(self, shard: ShardRef) -> None:
         """An ancestor gone from the stream before it was read, its loss reported: ended, and nothing above it to do.
 
@@ -358,6 +378,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         sequence = checkpoint.lstrip("0") or "0"
     resume = item.get(RESUME_AT, {}).get("S")
     delivered = item.get(DELIVERED_HIGH, {}).get("S")
+    since = item.get(CLOSED_UNREAD_SINCE, {}).get("N")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
@@ -368,6 +389,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
         lineage_counted=bool(item.get(LINEAGE_COUNTED, {}).get("BOOL")),
         lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
+        closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
         exists=True,
     )
 

@@ -691,3 +691,40 @@ run "a_topic_name_instead_of_an_arn_is_refused" {
 
   expect_failures = [var.alarm_sns_topic_arn]
 }
+
+run "the_lineage_sweep_is_scheduled_every_15_minutes_by_default" {
+  command = plan
+
+  assert {
+    condition     = aws_scheduler_schedule.lineage_sweep[0].schedule_expression == "rate(15 minutes)"
+    error_message = "the lineage sweep must be scheduled every 15 minutes by default"
+  }
+
+  assert {
+    condition     = aws_scheduler_schedule.lineage_sweep[0].flexible_time_window[0].mode == "OFF"
+    error_message = "the lineage sweep must run at its times"
+  }
+}
+
+run "no_lineage_sweep_schedule_creates_no_schedule" {
+  command = plan
+
+  variables {
+    lineage_sweep_schedule = null
+  }
+
+  assert {
+    condition     = length(aws_scheduler_schedule.lineage_sweep) == 0 && length(aws_iam_role.lineage_sweep) == 0
+    error_message = "lineage_sweep_schedule = null must create no schedule and no role"
+  }
+}
+
+run "a_lineage_sweep_schedule_that_is_no_expression_is_refused" {
+  command = plan
+
+  variables {
+    lineage_sweep_schedule = "every 15 minutes"
+  }
+
+  expect_failures = [var.lineage_sweep_schedule]
+}

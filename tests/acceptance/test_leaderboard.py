@@ -195,6 +195,20 @@ def test_the_cli_prints_a_months_top_as_a_table_and_as_json(
     assert json.loads(capsys.readouterr().out)["rank"] == 2
 
 
+def test_the_schedule_invokes_the_lineage_sweep_of_the_table_s_stream(loaded: dict[str, Any], aws: Clients) -> None:
+    outputs = loaded["outputs"]
+    # given the schedule the module deployed, every 15 minutes by default
+    schedule = aws.scheduler.get_schedule(Name=outputs["lineage_sweep_schedule_name"])
+    target = schedule["Target"]
+    # when the aggregator is invoked with the schedule's own input, as EventBridge Scheduler invokes it
+    answer = invoke_function(aws.lambda_, target["Arn"], json.loads(target["Input"]))
+    # then it swept the lineages of the table's stream through every shard, finding nothing lost
+    assert schedule["ScheduleExpression"] == "rate(15 minutes)"
+    assert target["Arn"] == outputs["aggregator_function_arn"]
+    assert (answer["streamArn"], answer["finished"]) == (outputs["table_stream_arn"], True)
+    assert answer["summary"]["records_trimmed"] is False
+
+
 def test_a_second_plan_after_apply_is_empty(deployment: tuple[Stack, dict[str, Any]], loaded: dict[str, Any]) -> None:
     deployed_stack, _ = deployment
     assert deployed_stack.pending_changes() is None

@@ -203,9 +203,21 @@ DOCS: dict[str, tuple[str, str]] = {
         "location. (Enabled: false pauses polling. Nothing says what a mapping resumed after the retention does with "
         "records trimmed, or shards deleted, meanwhile: the model skips them without a failure record.)",
     ),
+    "scheduled-invocation": (
+        "EventBridge Scheduler API Reference, 'RetryPolicy'; Lambda Developer Guide, 'How Lambda handles errors and "
+        "retries with asynchronous invocation'",
+        "'the maximum number of times EventBridge Scheduler will try to deliver the event to a target'. 'Even if your "
+        "function doesn't return an error, it's possible for it to receive the same event from Lambda multiple times "
+        "because the queue itself is eventually consistent. If the function can't keep up with incoming events, events "
+        "might also be deleted from the queue without being sent to the function.' (So a scheduled invocation may come "
+        "twice or never: the model fires it during pauses as the history chooses, none at all included, and once when "
+        "the history ends; a loss must be reported by the first one that runs.)",
+    ),
 }
 
 RETENTION_SECONDS = 24 * 3600
+SCHEDULE_SECONDS = 900
+"""The lineage sweep's schedule (terraform's lineage_sweep_schedule default, rate(15 minutes))."""
 START = 1_600_000_000.0
 """The model's clock starts here (epoch seconds); downloads' own Timestamps are in 2018, independent of it."""
 
@@ -246,6 +258,7 @@ HAZARDS = (
     "final invocation with records",
     "mapping paused past the retention",
     "failure queue refused a send",
+    "scheduled sweep during a pause",
 )
 """Every hazard class a history can show; the suite asserts that each occurs."""
 
@@ -1149,12 +1162,26 @@ class World:
             lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
             lane.last_batch, lane.retry, lane.attempts = None, None, 0
 
+    def scheduled_sweep(self, twice: bool = False, during_pause: bool = False) -> None:
+        """scheduled-invocation: the schedule invokes the function with no record at all; with `twice`, Lambda
+        hands it the same event again."""
+        if not self.design.sweeps_on_schedule:
+            return
+        if during_pause:
+            self.hazards.add("scheduled sweep during a pause")
+        for _ in range(2 if twice else 1):
+            if self.rng.random() < 0.5:
+                self.design.restart()  # nothing says which instance a scheduled invocation finds, or a fresh one
+            self.invoke({"lineageSweep": {"streamArn": STREAM_ARN}})
+
     def drain(self, max_rounds: int = 5000) -> None:
-        """After the history: Lambda catches up without faults until every shard is read (windows closed)."""
+        """After the history: Lambda catches up without faults until every shard is read (windows closed); the
+        schedule's invocation comes first (a stream may get no download again: nothing else would invoke)."""
         while self.paused:
             self.resume(0)
         self.draining = True
         self.streams.behaviour = self.streams.behaviour.calm()
+        self.scheduled_sweep()
         for delayed in range(len(self.dynamodb.delayed)):
             self.land_one(delayed)
         for _ in range(max_rounds):

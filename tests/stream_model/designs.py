@@ -40,6 +40,7 @@ class ShardWatermarkDesign(Design):
 
     uses_windows = True
     reports_rejected = True
+    sweeps_on_schedule = True
 
     def __init__(
         self, env: Environment, aggregate_writes: str = PER_BATCH, leaderboard_shards: int = 1, schema: Schema = SCHEMA
@@ -82,6 +83,11 @@ class ShardWatermarkDesign(Design):
         )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        if aggregator.is_lineage_sweep_event(event):
+            response, _report = aggregator.sweep_lineages_on_schedule(
+                event, self.dependencies, self.settings, remaining_ms
+            )
+            return response
         response, _report = aggregator.process_delivery(
             parse_delivery(event, TABLE_ARN), self.dependencies, self.settings, remaining_ms
         )

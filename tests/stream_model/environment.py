@@ -77,6 +77,8 @@ class Design:
     reports_batch_item_failures: bool = False
     reports_rejected: bool = False
     """Whether the design promises a `rejected_download` message for every malformed download."""
+    sweeps_on_schedule: bool = False
+    """Whether the design has a scheduled invocation (`{"lineageSweep": ...}`) that the world fires."""
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         raise NotImplementedError

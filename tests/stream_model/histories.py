@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
-from tests.stream_model.aws_delivery import FAULTS, Delivery, MappingSettings, World, Written
+from tests.stream_model.aws_delivery import FAULTS, SCHEDULE_SECONDS, Delivery, MappingSettings, World, Written
 from tests.stream_model.environment import TABLE, Design, Environment
 
 TIMESTAMPS = (
@@ -164,6 +164,9 @@ class Pause(Step):
     early: bool = False
     writes_after: bool = True
     """False: no download is written after the pause (see `tests/unit/test_paused_mapping.py`)."""
+    sweeps: int = 0
+    """Scheduled invocations that come in each wait, SCHEDULE_SECONDS apart from its start (scheduled-invocation:
+    none may come at all); the last of them Lambda hands over twice."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -534,7 +537,10 @@ def _pause(world: World, step: Pause, counter: int) -> int:
         if step.early and rollover == max(1, step.rollovers) - 1:
             for song in range(1, 5):
                 counter = apply(world, Write(song=song, when=rollover + 1), counter)
-        world.wait(step.hours * 3600)
+        for sweep in range(step.sweeps):
+            world.wait(SCHEDULE_SECONDS)
+            world.scheduled_sweep(twice=sweep == step.sweeps - 1, during_pause=True)
+        world.wait(step.hours * 3600 - step.sweeps * SCHEDULE_SECONDS)
     world.resume_mapping()
     # The application writes on: one fresh download in every open shard, so that each lineage is read again.
     for index, lane in enumerate([lane for lane in world.sync_lanes() if not lane.shard.closed and step.writes_after]):
@@ -612,7 +618,13 @@ RESHARDS = st.builds(Reshard, lane=_LANES, children=st.sampled_from([1, 2]), low
 HEATS = st.builds(Heat, song=st.integers(1, 4))
 LANDS = st.builds(Land, index=st.integers(0, 5))
 RESUMES = st.builds(Resume, index=st.integers(0, 3))
-PAUSES = st.builds(Pause, rollovers=st.integers(1, 3), hours=st.sampled_from([25, 13, 2]), early=st.booleans())
+PAUSES = st.builds(
+    Pause,
+    rollovers=st.integers(1, 3),
+    hours=st.sampled_from([25, 13, 2]),
+    early=st.booleans(),
+    sweeps=st.sampled_from([0, 0, 1, 2]),
+)
 STRATEGIES = {
     "write": WRITES,
     "deliver": DELIVERIES,

@@ -67,12 +67,15 @@ class Read:
     """NextShardIterator was null: the shard is closed and read to its end."""
     trimmed_from: str | None = None
     """The checkpoint the stream no longer holds records after (records_trimmed)."""
+    gone: bool = False
+    """The stream no longer holds the shard at all (ResourceNotFoundException)."""
 
 
 class CheckpointReader(Design):
     name = "reference checkpoint reader"
     uses_windows = True
     reports_rejected = True
+    sweeps_on_schedule = True
     budget_pages = 40
 
     def __init__(self, env: Environment, aggregate_writes: str = "per_batch", guards: Guards | None = None) -> None:
@@ -84,6 +87,13 @@ class CheckpointReader(Design):
     # ------------------------------------------------------------------ the handler
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        if isinstance(event.get("lineageSweep"), dict):
+            # The schedule's invocation: every listed shard's lineage settled, as its own first invocation would.
+            stream_arn = str(event["lineageSweep"]["streamArn"])
+            if self.guards.parent_first:
+                for listed in self._listed(stream_arn):
+                    self._parent_first(stream_arn, listed, remaining_ms)
+            return {"finished": True}
         shard_id = str(event.get("shardId"))
         stream_arn = str(event.get("eventSourceARN"))
         direct = "window" not in event
@@ -323,7 +333,9 @@ class CheckpointReader(Design):
         if not self.guards.sequence_order and checkpoint is not None:
             records = [r for r in records if _created(r) > checkpoint_created]
         if read.trimmed_from is not None:
-            self._report_trimmed(stream_arn, shard_id, read.trimmed_from, checkpoint_created, records)
+            # A shard gone before anything of it was read here: whether its ancestors were is unknown too.
+            lineage_lost = read.gone and checkpoint is None
+            self._report_trimmed(stream_arn, shard_id, read.trimmed_from, checkpoint_created, records, lineage_lost)
         groups: dict[tuple[str, str], list[int]] = {}
         for record in records:
             parsed = self._parse(record, stream_arn, shard_id)
@@ -349,7 +361,13 @@ class CheckpointReader(Design):
         return checkpoint, reached or (read.ended and complete)
 
     def _report_trimmed(
-        self, stream_arn: str, shard_id: str, trimmed_from: str, created: int, records: list[dict[str, Any]]
+        self,
+        stream_arn: str,
+        shard_id: str,
+        trimmed_from: str,
+        created: int,
+        records: list[dict[str, Any]],
+        lineage_lost: bool = False,
     ) -> None:
         first = records[0] if records else None
         self.env.queue.send_message(
@@ -363,6 +381,7 @@ class CheckpointReader(Design):
                     "checkpointCreated": created,
                     "firstReadableSequence": _sequence(first) if first else None,
                     "firstReadableCreated": _created(first) if first else None,
+                    **({"lostAncestorOf": shard_id} if lineage_lost else {}),
                 }
             ),
         )
@@ -377,9 +396,10 @@ class CheckpointReader(Design):
     ) -> Read:
         streams = self.env.streams
         trimmed_from = None
+        gone = False
 
         def iterator_after(sequence: str | None) -> str | None:
-            nonlocal trimmed_from
+            nonlocal trimmed_from, gone
             try:
                 if sequence is None:
                     kind = {"ShardIteratorType": "TRIM_HORIZON"}
@@ -389,7 +409,7 @@ class CheckpointReader(Design):
             except ClientError as error:
                 code = error.response["Error"]["Code"]
                 if code == "ResourceNotFoundException":
-                    trimmed_from = sequence or "0"
+                    trimmed_from, gone = sequence or "0", True
                     return None  # the shard is gone (closed over 24 hours ago): what was not read is trimmed
                 if code != "TrimmedDataAccessException":
                     raise
@@ -402,7 +422,7 @@ class CheckpointReader(Design):
         records: list[dict[str, Any]] = []
         for _ in range(self.budget_pages):
             if iterator is None:
-                return Read(records, True, trimmed_from)
+                return Read(records, True, trimmed_from, gone)
             if remaining_ms() < 2000:
                 break
             try:

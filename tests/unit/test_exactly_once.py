@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -117,5 +118,7 @@ def test_a_kept_counterexample_is_exact_on_the_shipped_aggregator(name: str) -> 
 @pytest.mark.parametrize("name", list(REGRESSIONS))
 def test_a_kept_counterexample_is_exact_on_the_reference_design(name: str) -> None:
     history = REGRESSIONS[name]
+    # the reference keeps the month's boards only: a history of other boards is played on those
+    history = History(replace(history.config, boards="month"), history.steps)
     outcome = play(history, REFERENCE)
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"

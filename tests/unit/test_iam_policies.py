@@ -46,6 +46,8 @@ REFERENCES = {
     "aws_cloudwatch_log_group.query[0].arn": f"{LOG_GROUPS}/app-query",
     "local.kms_via_dynamodb": VIA_DYNAMODB,
     "local.kms_via_sqs": VIA_SQS,
+    "data.aws_caller_identity.current[0].account_id": ACCOUNT,
+    "aws_lambda_function.aggregator[0].arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:app-aggregator",
 }
 EVALUATED_LISTS = ("local.query_item_attributes", "local.aggregate_attributes")
 """List-valued locals, evaluated by `terraform console` for the variables a test gives."""
@@ -133,6 +135,10 @@ def render(statement: dict[str, Any], extra: dict[str, str], lists: dict[str, li
         "Sid": literal(statement.get("sid", '"(no sid)"'), extra),
         "Action": [literal(action, extra) for action in statement.get("actions", [])],
         "Resource": [literal(resource, extra) for resource in statement.get("resources", [])],
+        "Principal": {
+            literal(principal["type"], extra): [literal(name, extra) for name in principal["identifiers"]]
+            for principal in statement.get("principals", [])
+        },
         "Condition": {
             (literal(condition["test"], extra), literal(condition["variable"], extra)): values(
                 condition["values"], extra, lists
@@ -194,6 +200,20 @@ def test_the_policies_name_no_wildcard_resource_or_condition() -> None:
     assert any(KMS_KEY_ARN in statement["Resource"] for statement in documents["aggregator"])
     assert any(statement["Condition"] for statement in documents["query"])
     assert wildcards(TERRAFORM_MODULE) == []
+
+
+def test_the_schedule_may_only_invoke_the_aggregator_and_only_for_this_account() -> None:
+    documents = policy_documents(TERRAFORM_MODULE)
+    # given the lineage sweep's role: what it may do, and who may assume it
+    (statement,) = documents["lineage_sweep"]
+    (trust,) = documents["lineage_sweep_assume_role"]
+    # then it invokes the aggregator and nothing else, and only EventBridge Scheduler of this account assumes it
+    assert (statement["Action"], statement["Resource"]) == (
+        ["lambda:InvokeFunction"],
+        [f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:app-aggregator"],
+    )
+    assert trust["Principal"] == {"Service": ["scheduler.amazonaws.com"]}
+    assert trust["Condition"][("StringEquals", "aws:SourceAccount")] == [ACCOUNT]
 
 
 def test_list_streams_is_granted_on_the_only_resource_aws_matches_it_with() -> None:

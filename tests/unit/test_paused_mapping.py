@@ -8,6 +8,8 @@ against the shipped aggregator and against the design it replaced, which drained
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -110,21 +112,80 @@ def test_a_lineage_that_gets_no_download_after_the_pause_is_reported_by_an_invoc
     assert outcome.problems() == [], outcome.summary()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: with no download at all after the pause, no shard is ever invoked, so nothing walks any lineage; "
-    "only `reconcile` (which compares with the table) finds the loss. A scheduled invocation would.",
-)
-def test_a_pause_past_the_retention_followed_by_no_download_at_all_is_still_reported() -> None:
+def _unscheduled(env: Any, config: Config) -> Any:
+    """The shipped aggregator without its schedule: only the mapping invokes it."""
+    design = shipped(env, config)
+    design.sweeps_on_schedule = False
+    return design
+
+
+def test_a_pause_past_the_retention_followed_by_no_download_at_all_is_reported_by_the_schedule() -> None:
     # given a shard counted in part, then a pause across two rollovers, then no download ever again
     history = History(
         Config(songs=1, timestamps=1, maximum_record_age=None),
         (Write(), Write(), Write(), Deliver(size=3), Write(), Pause(rollovers=2, hours=25, writes_after=False)),
     )
+    # when the shipped aggregator plays it with its schedule, and again with the mapping alone invoking it
+    scheduled, unscheduled = play(history, shipped), play(history, _unscheduled)
+    # then the schedule's invocation reports the loss durably, and recover makes it exact
+    assert scheduled.lost_before > 0
+    assert scheduled.uncovered == 0, scheduled.summary()
+    assert scheduled.problems() == [], scheduled.summary()
+    # and without it nothing is ever invoked: the loss stays silent
+    assert unscheduled.uncovered > 0, unscheduled.summary()
+
+
+def _paused_without_writes_after(sweeps: int) -> History:
+    """Shard G counted in part, a pause across two rollovers 25 hours apart with `sweeps` scheduled invocations
+    early in each wait, and no download after it."""
+    return History(
+        Config(songs=1, timestamps=1, maximum_record_age=None),
+        (
+            Write(),
+            Write(),
+            Write(),
+            Deliver(size=3),
+            Write(),
+            Pause(rollovers=2, hours=25, writes_after=False, sweeps=sweeps),
+        ),
+    )
+
+
+def test_scheduled_sweeps_during_a_pause_count_the_closed_shards_before_the_stream_deletes_them() -> None:
+    # given the same pause with two scheduled invocations early in each wait (the last of them twice), and with none
+    # when the shipped aggregator plays both
+    swept, not_swept = play(_paused_without_writes_after(2), shipped), play(_paused_without_writes_after(0), shipped)
+    # then the sweeps read each closed shard while the stream held it: nothing was lost, nothing needs recover
+    assert (swept.lost_before, swept.over_before) == (0, 0), swept.summary()
+    assert swept.problems() == [], swept.summary()
+    # and without them the same pause loses records, reported: recover makes it exact
+    assert not_swept.lost_before > 0, not_swept.summary()
+    assert not_swept.uncovered == 0, not_swept.summary()
+    assert not_swept.problems() == [], not_swept.summary()
+
+
+def _fresh_instance_per_sweep(env: Any, config: Config) -> Any:
+    """The shipped aggregator, each scheduled invocation on a new function instance: nothing of the last one kept."""
+    design = shipped(env, config)
+    invoke = design.invoke
+
+    def on_a_new_instance(event: dict[str, Any], remaining_ms: Any) -> Any:
+        if "lineageSweep" in event:
+            design.restart()
+        return invoke(event, remaining_ms)
+
+    design.invoke = on_a_new_instance
+    return design
+
+
+def test_scheduled_sweeps_on_new_instances_each_still_count_the_closed_shards_of_a_pause() -> None:
+    # given the same pause with two scheduled invocations early in each wait, each on a new function instance
+    history = _paused_without_writes_after(2)
     # when the shipped aggregator plays it
-    outcome = play(history, shipped)
-    # then the loss is reported durably
-    assert outcome.uncovered == 0, outcome.summary()
+    outcome = play(history, _fresh_instance_per_sweep)
+    # then the progress table, not the instance, remembered which closed shards were still unread: nothing lost
+    assert (outcome.lost_before, outcome.over_before) == (0, 0), outcome.summary()
+    assert outcome.problems() == [], outcome.summary()
 
 
 class _TrimmedClosedParent:
@@ -211,3 +272,80 @@ def test_a_lineage_quiet_for_a_day_in_a_busy_table_raises_no_report() -> None:
     # then nothing was lost and nothing is reported: the quiet shard was read to its end while it was still listed
     assert (outcome.lost_before, outcome.failure_records) == (0, 0), outcome.summary()
     assert "rollover" in outcome.hazards
+
+
+class _ChildOfADeletedShard:
+    """A stream listing one open shard C whose parent P is deleted: C has never been invoked."""
+
+    def describe_stream(self, **_: object) -> dict[str, object]:
+        shard = {
+            "ShardId": "shardC",
+            "ParentShardId": "shardP",
+            "SequenceNumberRange": {"StartingSequenceNumber": "500"},
+        }
+        return {"StreamDescription": {"Shards": [shard]}}
+
+
+def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_retry_reports_it() -> None:
+    # given a stream whose only listed shard descends from a deleted shard, and a failure queue that refuses at first
+    import aggregator
+    from aggregate_store import AggregateStore
+    from delivery import ShardRef
+    from shard_progress import ProgressStore
+    from tests.stream_model.designs import InlineExecutor
+    from tests.stream_model.environment import PROGRESS_TABLE, STREAM_ARN, TABLE, TABLE_ARN
+    from tests.stream_model.fake_dynamodb import FakeDynamoDB
+
+    dynamodb, sent, queue_up = FakeDynamoDB(), [], [False]
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
+
+    def send(messages: list[dict[str, object]]) -> bool:
+        sent.extend(messages if queue_up[0] else [])
+        return queue_up[0]
+
+    settings = aggregator.Settings(
+        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
+    )
+    deps = aggregator.Dependencies(
+        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
+        progress=progress,
+        streams=_ChildOfADeletedShard(),
+        executor=InlineExecutor(),
+        send_failures=send,
+    )
+    event = {"lineageSweep": {"streamArn": STREAM_ARN}}
+    # when the schedule invokes the aggregator while the queue refuses, and Lambda retries once the queue takes messages
+    with pytest.raises(aggregator.LineageSweepUnreported) as refused:
+        aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
+    queue_up[0] = True
+    response, _ = aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
+    # then the first failed, saying why, the retry reported the lost ancestor, and the lineage is settled
+    assert refused.value.report.unreported == 1
+    assert [(m["kind"], m["shardId"], m.get("lostAncestorOf")) for m in sent] == [
+        ("records_trimmed", "shardP", "shardC")
+    ]
+    assert response["finished"] is True
+    assert progress.read(ShardRef(STREAM_ARN, "shardC")).lineage_counted
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"lineageSweep": {"streamArn": "arn:aws:dynamodb:us-east-1:000000000000:table/other/stream/2018"}},
+        {"lineageSweep": {}},
+        {"lineageSweep": {"streamArn": 7}},
+    ],
+    ids=["another table's stream", "no stream", "not a string"],
+)
+def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothing(event: dict[str, object]) -> None:
+    import aggregator
+    from tests.stream_model.environment import PROGRESS_TABLE, TABLE, TABLE_ARN
+
+    settings = aggregator.Settings(
+        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
+    )
+    deps = aggregator.Dependencies(None, None, None, None, lambda _: True)  # type: ignore[arg-type]
+    # when the schedule's event names no stream of the table
+    # then the aggregator says so before any call: any AWS call on these dependencies would raise AttributeError
+    with pytest.raises(ValueError, match="not a stream of"):
+        aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
