@@ -8,6 +8,7 @@ against the shipped aggregator and against the design it replaced, which drained
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -188,6 +189,47 @@ def test_scheduled_sweeps_on_new_instances_each_still_count_the_closed_shards_of
     assert outcome.problems() == [], outcome.summary()
 
 
+@dataclass
+class _Wired:
+    """The shipped aggregator on the model's DynamoDB and a given streams client, with a failure queue that takes
+    messages only while `queue_up`."""
+
+    progress: Any
+    settings: Any
+    deps: Any
+    sent: list[dict[str, object]] = field(default_factory=list)
+    queue_up: bool = False
+
+
+def _aggregator_on(streams: object) -> _Wired:
+    import aggregator
+    from aggregate_store import AggregateStore
+    from shard_progress import ProgressStore
+    from tests.stream_model.designs import InlineExecutor
+    from tests.stream_model.environment import PROGRESS_TABLE, TABLE, TABLE_ARN
+    from tests.stream_model.fake_dynamodb import FakeDynamoDB
+
+    dynamodb = FakeDynamoDB()
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
+    settings = aggregator.Settings(
+        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
+    )
+    wired = _Wired(progress, settings, None)
+
+    def send(messages: list[dict[str, object]]) -> bool:
+        wired.sent.extend(messages if wired.queue_up else [])
+        return wired.queue_up
+
+    wired.deps = aggregator.Dependencies(
+        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
+        progress=progress,
+        streams=streams,
+        executor=InlineExecutor(),
+        send_failures=send,
+    )
+    return wired
+
+
 class _TrimmedClosedParent:
     """A stream of two shards: P, closed, counted through 200 and every later record trimmed; its child C, empty."""
 
@@ -219,42 +261,23 @@ class _TrimmedClosedParent:
 def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not_ended() -> None:
     # given a closed parent counted through 200 whose later records were trimmed, and a failure queue that refuses
     import aggregator
-    from aggregate_store import AggregateStore
     from delivery import ShardRef, parse_delivery
-    from shard_progress import ProgressStore
-    from tests.stream_model.designs import InlineExecutor
-    from tests.stream_model.environment import PROGRESS_TABLE, STREAM_ARN, TABLE, TABLE_ARN
-    from tests.stream_model.fake_dynamodb import FakeDynamoDB
+    from tests.stream_model.environment import STREAM_ARN, TABLE_ARN
 
-    dynamodb, sent, queue_up = FakeDynamoDB(), [], [False]
-    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
+    wired = _aggregator_on(_TrimmedClosedParent())
+    progress = wired.progress
     parent, child = ShardRef(STREAM_ARN, "shardP"), ShardRef(STREAM_ARN, "shardC")
     progress.first_seen(parent, "100", None, lineage_counted=True)
     progress.advance(parent, "200".zfill(40), "200", None, False)
-
-    def send(messages: list[dict[str, object]]) -> bool:
-        sent.extend(messages if queue_up[0] else [])
-        return queue_up[0]
-
-    settings = aggregator.Settings(
-        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
-    )
-    deps = aggregator.Dependencies(
-        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
-        progress=progress,
-        streams=_TrimmedClosedParent(),
-        executor=InlineExecutor(),
-        send_failures=send,
-    )
     event = {"shardId": "shardC", "eventSourceARN": STREAM_ARN, "Records": [], "throughSequenceNumber": "500"}
     # when the child is invoked while the queue refuses, then again once it takes messages
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), deps, settings, lambda: 60_000)
+    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
     refused_then = (progress.read(parent).ended, progress.read(child).lineage_counted)
-    queue_up[0] = True
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), deps, settings, lambda: 60_000)
+    wired.queue_up = True
+    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
     # then the parent stayed open until its gap was in the queue, and the gap is there now
     assert refused_then == (False, False)
-    assert [message["shardId"] for message in sent if message.get("kind") == "records_trimmed"] == ["shardP"]
+    assert [message["shardId"] for message in wired.sent if message.get("kind") == "records_trimmed"] == ["shardP"]
     assert progress.read(parent).ended
     assert progress.read(child).lineage_counted
 
@@ -289,43 +312,23 @@ class _ChildOfADeletedShard:
 def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_retry_reports_it() -> None:
     # given a stream whose only listed shard descends from a deleted shard, and a failure queue that refuses at first
     import aggregator
-    from aggregate_store import AggregateStore
     from delivery import ShardRef
-    from shard_progress import ProgressStore
-    from tests.stream_model.designs import InlineExecutor
-    from tests.stream_model.environment import PROGRESS_TABLE, STREAM_ARN, TABLE, TABLE_ARN
-    from tests.stream_model.fake_dynamodb import FakeDynamoDB
+    from tests.stream_model.environment import STREAM_ARN
 
-    dynamodb, sent, queue_up = FakeDynamoDB(), [], [False]
-    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
-
-    def send(messages: list[dict[str, object]]) -> bool:
-        sent.extend(messages if queue_up[0] else [])
-        return queue_up[0]
-
-    settings = aggregator.Settings(
-        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
-    )
-    deps = aggregator.Dependencies(
-        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
-        progress=progress,
-        streams=_ChildOfADeletedShard(),
-        executor=InlineExecutor(),
-        send_failures=send,
-    )
+    wired = _aggregator_on(_ChildOfADeletedShard())
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule invokes the aggregator while the queue refuses, and Lambda retries once the queue takes messages
     with pytest.raises(aggregator.LineageSweepUnreported) as refused:
-        aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
-    queue_up[0] = True
-    response, _ = aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
+        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    wired.queue_up = True
+    response, _ = aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
     # then the first failed, saying why, the retry reported the lost ancestor, and the lineage is settled
     assert refused.value.report.unreported == 1
-    assert [(m["kind"], m["shardId"], m.get("lostAncestorOf")) for m in sent] == [
+    assert [(m["kind"], m["shardId"], m.get("lostAncestorOf")) for m in wired.sent] == [
         ("records_trimmed", "shardP", "shardC")
     ]
     assert response["finished"] is True
-    assert progress.read(ShardRef(STREAM_ARN, "shardC")).lineage_counted
+    assert wired.progress.read(ShardRef(STREAM_ARN, "shardC")).lineage_counted
 
 
 @pytest.mark.parametrize(
@@ -339,13 +342,10 @@ def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_ret
 )
 def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothing(event: dict[str, object]) -> None:
     import aggregator
-    from tests.stream_model.environment import PROGRESS_TABLE, TABLE, TABLE_ARN
 
-    settings = aggregator.Settings(
-        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
-    )
-    deps = aggregator.Dependencies(None, None, None, None, lambda _: True)  # type: ignore[arg-type]
+    # given an aggregator whose stream client fails any call
+    wired = _aggregator_on(None)
     # when the schedule's event names no stream of the table
-    # then the aggregator says so before any call: any AWS call on these dependencies would raise AttributeError
+    # then the aggregator says so before any call (one on a stream client of None would raise AttributeError)
     with pytest.raises(ValueError, match="not a stream of"):
-        aggregator.sweep_lineages_on_schedule(event, deps, settings, lambda: 60_000)
+        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
