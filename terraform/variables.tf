@@ -315,13 +315,13 @@ variable "aggregator_deadline_margin_ms" {
 }
 
 variable "lineage_sweep_schedule" {
-  description = "When EventBridge Scheduler invokes the aggregator to sweep the stream's lineages (a rate or cron expression), so that shards a paused mapping left behind are read or reported even when no download comes. null: no schedule; the sweep then runs only beside the mapping's invocations, and a stream that gets no download reports nothing (see docs/operations.md, Pausing the mapping)."
+  description = "How often EventBridge Scheduler invokes the aggregator to sweep the stream's lineages, as a rate expression of at most 6 hours (a closed shard is read at the second sweep that finds it unread, well within the stream's 24 hours), so that shards a paused mapping left behind are read or reported even when no download comes. null: no schedule; the sweep then runs only beside the mapping's invocations, and a stream that gets no download reports nothing (see docs/operations.md, Pausing the mapping)."
   type        = string
   default     = "rate(15 minutes)"
 
   validation {
-    condition     = var.lineage_sweep_schedule == null || can(regex("^(rate\\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\\)|cron\\(.+\\))$", var.lineage_sweep_schedule))
-    error_message = "lineage_sweep_schedule must be a rate(...) or cron(...) expression (EventBridge Scheduler's syntax), or null."
+    condition     = var.lineage_sweep_schedule == null || can(regex("^rate\\((1 minute|([2-9]|[1-9][0-9]|[12][0-9][0-9]|3[0-5][0-9]|360) minutes|1 hour|[2-6] hours)\\)$", var.lineage_sweep_schedule))
+    error_message = "lineage_sweep_schedule must be a rate expression from rate(1 minute) to rate(6 hours) (EventBridge Scheduler's syntax: rate(1 hour), rate(5 minutes)), or null."
   }
 }
 

@@ -531,34 +531,64 @@ def _sweep_lineages(
         if listed is None:
             logger.warning("lineage sweep skipped: DescribeStream's pages did not end", extra={"stream": stream_arn})
             return False
-        for shard_id, facts in listed.items():
-            orphan_candidate = facts.parent_shard_id not in (None, *listed)
-            if not (facts.closed or orphan_candidate):
-                continue
+        finished = True
+        # Where to begin turns with each sweep: one cut short by its budget leaves the rest to the next ones.
+        order = list(listed.items())
+        turn = int(now // LINEAGE_SWEEP_SECONDS) % len(order) if order else 0
+        for shard_id, facts in order[turn:] + order[:turn]:
             if not keep_reading(0, 0):
                 return False
             shard = ShardRef(stream_arn, shard_id)
             known = deps.progress.lower_bound(shard)
+            orphaned = facts.parent_shard_id not in (None, *listed) and not known.lineage_counted
             closed_unread = facts.closed and not known.ended
-            orphaned = orphan_candidate and not known.lineage_counted
-            if not (closed_unread or orphaned):
+            since = known.closed_unread_since
+            due = closed_unread and since is not None and now - since >= LINEAGE_SWEEP_SECONDS
+            trimmed = not due and _trimmed_unread(deps, shard, facts, known)
+            if not (closed_unread or orphaned or trimmed):
                 continue
             if not known.exists:
                 root = facts.parent_shard_id is None
                 known = deps.progress.first_seen(shard, facts.first_sequence, facts.parent_shard_id, root)
-            since = known.closed_unread_since
-            to_read = closed_unread and since is not None and now - since >= LINEAGE_SWEEP_SECONDS
+            to_read = due or trimmed
             if closed_unread and since is None:
-                deps.progress.note_closed_unread(shard)
+                deps.progress.note_closed_unread(shard, now)
             if not (to_read or orphaned):
                 continue
             _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
             if to_read:
-                _drain(deps, settings, shard, remaining_ms, keep_reading, report)
+                finished = _drain(deps, settings, shard, remaining_ms, keep_reading, report) and finished
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
         return False
-    return True
+    return finished
+
+
+def _trimmed_unread(deps: Dependencies, shard: ShardRef, facts: ShardFacts, known: Progress) -> bool:
+    """Whether the stream has already trimmed records of a shard after where its counting stands.
+
+    A mapping paused past the retention leaves such shards, open or closed, and with no download
+    coming nothing else reads them: they are read now, and the loss reported, rather than when their
+    own reader comes (it cannot read those records either). One page read from the start tells (S5:
+    a start older than the trim point is refused); what that page holds is left to the shard's own
+    reader unless the answer is yes. Every shard is asked, however recent its checkpoint: nothing
+    documents that creation times follow the order in which the stream trims.
+    """
+    if known.ended:
+        return False
+    start = known.start if known.exists else (facts.first_sequence, None)
+    if start == (None, None):
+        return False  # nothing says where it began: its own first read reports what may be trimmed
+    read = read_shard(
+        deps.streams,
+        shard,
+        start,
+        None,
+        lambda records, _bytes: records == 0,
+        deps.sleep,
+        nothing_counted=known.checkpoint is None,
+    )
+    return read.trimmed is not None
 
 
 class LineageSweepUnreported(Exception):
@@ -682,28 +712,32 @@ def _drain(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
-) -> None:
+) -> bool:
     """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
+    Returns whether nothing is left to do there (read to its end, or to the tip of one still open; or reported gone).
 
     A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
     reported like trimmed records and marked ended: it must never block its child.
     """
     progress = deps.progress.read(parent)
     if progress.ended:
-        return
+        return True
     try:
         catchup = _catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") not in GONE:
             logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})
-            return
+            return False
         gap = _gap_message(parent, progress, None, None)
-        if deps.send_failures([gap]):
-            report.trimmed = gap
-            deps.progress.mark_ended(parent)
-        return
+        if not deps.send_failures([gap]):
+            report.unreported += 1
+            return False
+        report.trimmed = gap
+        deps.progress.mark_ended(parent)
+        return True
     _advance(deps, catchup)
     report.parent_drained = parent.shard_id
+    return catchup.held_back_from is None and (catchup.read.shard_ended or catchup.read.at_tip)
 
 
 def _catch_up(

@@ -310,16 +310,19 @@ class ProgressStore:
                 raise
         self._cache.pop(shard_key(shard), None)
 
-    def note_closed_unread(self, shard: ShardRef) -> None:
-        """A sweep found the shard closed and not read to its end: the first such sighting is kept."""
+    def note_closed_unread(self, shard: ShardRef, swept_at: float) -> None:
+        """A sweep that began at `swept_at` found the shard closed and not read to its end: the first one is kept."""
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key=self.key(shard),
-                UpdateExpression="SET #since = if_not_exists(#since, :now), UpdatedAt = :now",
+                UpdateExpression="SET #since = if_not_exists(#since, :since), UpdatedAt = :now",
                 ConditionExpression="attribute_exists(#key)",
                 ExpressionAttributeNames={"#since": CLOSED_UNREAD_SINCE, "#key": SHARD_KEY},
-                ExpressionAttributeValues={":now": {"N": str(int(self._clock()))}},
+                ExpressionAttributeValues={
+                    ":since": {"N": str(int(swept_at))},
+                    ":now": {"N": str(int(self._clock()))},
+                },
             )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":

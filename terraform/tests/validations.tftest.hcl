@@ -728,3 +728,26 @@ run "a_lineage_sweep_schedule_that_is_no_expression_is_refused" {
 
   expect_failures = [var.lineage_sweep_schedule]
 }
+
+run "a_lineage_sweep_schedule_a_day_apart_is_refused" {
+  command = plan
+
+  variables {
+    lineage_sweep_schedule = "rate(1 day)"
+  }
+
+  expect_failures = [var.lineage_sweep_schedule]
+}
+
+run "a_lineage_sweep_schedule_of_6_hours_plans" {
+  command = plan
+
+  variables {
+    lineage_sweep_schedule = "rate(6 hours)"
+  }
+
+  assert {
+    condition     = aws_scheduler_schedule.lineage_sweep[0].schedule_expression == "rate(6 hours)"
+    error_message = "rate(6 hours) is the longest schedule allowed"
+  }
+}

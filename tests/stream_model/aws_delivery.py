@@ -216,6 +216,19 @@ DOCS: dict[str, tuple[str, str]] = {
 }
 
 RETENTION_SECONDS = 24 * 3600
+ASYNC_ATTEMPTS = 3
+"""scheduled-invocation: "by default Lambda attempts to run it two more times" after a function error."""
+SWEEP_FAULTS = (
+    "none",
+    "none",
+    "killed",
+    "deadline",
+    "queue_refuses",
+    "throttled_progress",
+    "late_write",
+    "write_timeout",
+)
+"""What may befall a scheduled sweep during a pause, as any invocation (the drain's own sweep comes calm)."""
 SCHEDULE_SECONDS = 900
 """The lineage sweep's schedule (terraform's lineage_sweep_schedule default, rate(15 minutes))."""
 START = 1_600_000_000.0
@@ -602,6 +615,8 @@ class World:
         from tests.stream_model.fake_streams import FakeStreams, ReadBehaviour
 
         self.rng = random.Random(seed)
+        self.schedule_rng = random.Random(seed + 2)
+        """The schedule's own choices (instances, faults): a history's other draws stay as they were without it."""
         self.now = START
         self.hazards: set[str] = set()
         self.settings = settings
@@ -1170,9 +1185,15 @@ class World:
         if during_pause:
             self.hazards.add("scheduled sweep during a pause")
         for _ in range(2 if twice else 1):
-            if self.rng.random() < 0.5:
-                self.design.restart()  # nothing says which instance a scheduled invocation finds, or a fresh one
-            self.invoke({"lineageSweep": {"streamArn": STREAM_ARN}})
+            for _attempt in range(ASYNC_ATTEMPTS):
+                if self.schedule_rng.random() < 0.5:
+                    self.design.restart()  # nothing says which instance a scheduled invocation finds, or a fresh one
+                fault = self.schedule_rng.choice(SWEEP_FAULTS) if during_pause else "none"
+                succeeded, _ = self.invoke(
+                    {"lineageSweep": {"streamArn": STREAM_ARN}}, fault=fault, at=self.schedule_rng.randint(1, 12)
+                )
+                if succeeded:
+                    break
 
     def drain(self, max_rounds: int = 5000) -> None:
         """After the history: Lambda catches up without faults until every shard is read (windows closed); the

@@ -624,6 +624,7 @@ PAUSES = st.builds(
     hours=st.sampled_from([25, 13, 2]),
     early=st.booleans(),
     sweeps=st.sampled_from([0, 0, 1, 2]),
+    writes_after=st.sampled_from([True, True, False]),
 )
 STRATEGIES = {
     "write": WRITES,

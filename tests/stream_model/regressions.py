@@ -124,6 +124,14 @@ FINDINGS: dict[str, History] = {
         Config(),
         (Write(), Deliver(), Write(), Reshard(), Wait(seconds=90000), Write()),
     ),
+    "records trimmed from a shard still open after a pause with no download after it are reported": History(
+        Config(songs=1, timestamps=1, maximum_record_age=None),
+        (Write(), Deliver(size=1), Pause(rollovers=1, hours=25, early=True, writes_after=False, sweeps=2)),
+    ),
+    "a closed shard whose records were trimmed during a pause is read at once, not at its second sighting": History(
+        Config(seed=0, songs=4, timestamps=9),
+        (*(Write() for _ in range(9)), Pause(early=True, writes_after=False), Reshard()),
+    ),
     "a loss report the queue refused on the last delivery is sent by the schedule's sweep": History(
         Config(aggregate_writes="per_window", seed=2709, timestamps=9, boards="periods, a category, summed"),
         (

@@ -165,6 +165,22 @@ def test_scheduled_sweeps_during_a_pause_count_the_closed_shards_before_the_stre
     assert not_swept.problems() == [], not_swept.summary()
 
 
+def test_records_trimmed_from_a_shard_still_open_when_no_download_comes_are_reported_by_the_schedule() -> None:
+    # given one download counted, then a pause of 25 hours with one rollover: four downloads land in the new shard,
+    # still open, right after it; the schedule sweeps twice early in the wait; no download after the pause
+    history = History(
+        Config(songs=1, timestamps=1, maximum_record_age=None),
+        (Write(), Deliver(size=1), Pause(rollovers=1, hours=25, early=True, writes_after=False, sweeps=2)),
+    )
+    # when the shipped aggregator plays it
+    outcome = play(history, shipped)
+    # then the records the stream trimmed from the open shard are reported (nothing else would read it), and
+    # recover makes every count exact
+    assert outcome.lost_before > 0, outcome.summary()
+    assert outcome.uncovered == 0, outcome.summary()
+    assert outcome.problems() == [], outcome.summary()
+
+
 def _fresh_instance_per_sweep(env: Any, config: Config) -> Any:
     """The shipped aggregator, each scheduled invocation on a new function instance: nothing of the last one kept."""
     design = shipped(env, config)
@@ -307,6 +323,12 @@ class _ChildOfADeletedShard:
             "SequenceNumberRange": {"StartingSequenceNumber": "500"},
         }
         return {"StreamDescription": {"Shards": [shard]}}
+
+    def get_shard_iterator(self, **_: str) -> dict[str, str]:
+        return {"ShardIterator": "shardC"}
+
+    def get_records(self, **_: str) -> dict[str, object]:
+        return {"Records": [], "NextShardIterator": "shardC"}  # open, and nothing in it yet
 
 
 def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_retry_reports_it() -> None:
