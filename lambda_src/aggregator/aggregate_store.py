@@ -22,8 +22,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from delivery import WATERMARK_PREFIX, ShardRef
-from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
-from leaderboard_order import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import SEQUENCE_WIDTH
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
 from shard_progress import ProgressStore, genesis_of, progress_of_item
 
 PRUNED_ATTRIBUTE = "WatermarksPruned"

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 
 WATERMARK_PREFIX = "Watermark_"
 

@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from delivery import ShardRef
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 
 SHARD_KEY = "ShardKey"
 """The progress table's hash key (terraform/progress.tf): `<stream ARN>|<shard id>`, or `#genesis`."""

@@ -1,7 +1,7 @@
 """Recount aggregates from the raw downloads, report the differences, and repair those no record in flight can change.
 
 The truth is the download items in the table, counted in their UTC month (the aggregator's own
-month parser, `leaderboard_layout.month_of`). A stored count can differ from it when someone
+month parser, `leaderboard_core.buckets.month_of`). A stored count can differ from it when someone
 edited an aggregate, when records were trimmed from the stream before the aggregator read them,
 or while downloads are still on their way through the stream (a lagging mapping: up to the
 stream's 24-hour retention). The repair therefore proves, aggregate by aggregate, that nothing is
@@ -66,18 +66,10 @@ from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leaderboard_core.bookkeeping import download_id
+from leaderboard_core.buckets import BUCKET_KEY_LENGTH, CATEGORY_SEPARATOR, MAX_SORT_KEY_BYTES, MONTH_KEY, month_of
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.leaderboard_layout import (
-    BUCKET_KEY_LENGTH,
-    CATEGORY_SEPARATOR,
-    MAX_SORT_KEY_BYTES,
-    MONTH_KEY,
-    ORDER_SCALE,
-    download_id,
-    leaderboard_partition,
-    month_of,
-    order_of,
-)
 from leaderboard_tools.stream_reading import (
     ShardRead,
     ShardReader,

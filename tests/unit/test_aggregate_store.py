@@ -12,8 +12,9 @@ from aggregate_store import (
     watermark_value,
 )
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
-from leaderboard_order import leaderboard_partition, order_of
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN, TABLE_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of

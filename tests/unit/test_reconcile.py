@@ -10,8 +10,9 @@ from typing import Any
 import boto3
 import pytest
 
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.index_layout import order_of
 from leaderboard_tools.deployment import Deployment, discover
-from leaderboard_tools.leaderboard_layout import AttributeNames, order_of
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import FENCE_ATTRIBUTE, Reconciler
 from tests.unit.operator_stack import (

@@ -18,7 +18,8 @@ import shard_reader
 from aggregate_store import RECOUNTED_THROUGH_ATTRIBUTE, AggregateStore, Contribution
 from aggregator import PER_WINDOW, AggregatesNotWritten
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import pad_sequence
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of

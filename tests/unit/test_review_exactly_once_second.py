@@ -26,7 +26,7 @@ from aggregate_store import (
 from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
-from leaderboard_order import order_of
+from leaderboard_core.index_layout import order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
