@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-import boards
 import query
 import rolling
 from boards import Board, Boards
