@@ -2,7 +2,8 @@
 """Build the Lambda zips in dist/ byte-for-byte reproducibly.
 
 Each function folder under lambda_src/ holds its own modules and a requirements.txt that
-pins every dependency; nothing else of the repository goes into a zip. Entries are sorted,
+pins every dependency; beside them goes the shared core, lambda_src/leaderboard_core/, as the
+package `leaderboard_core`; nothing else of the repository goes into a zip. Entries are sorted,
 timestamps and permissions fixed, and stored uncompressed so that a different zlib on
 another machine cannot change a byte: the same sources give the same sha256, and
 `terraform plan` stays empty after a rebuild.
@@ -24,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 SOURCES = ROOT / "lambda_src"
 FUNCTIONS = ("aggregator", "query")
+SHARED_CORE = "leaderboard_core"
 FIXED_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 LAMBDA_PLATFORM = ["--platform", "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.12"]
 EXCLUDED_PARTS = {"__pycache__", "bin", "tests"}
@@ -98,6 +100,9 @@ def build_function(name: str, output_dir: Path) -> Path:
             install_requirements(requirements, stage)
         for module in sorted(source.glob("*.py")):
             shutil.copyfile(module, stage / module.name)
+        (stage / SHARED_CORE).mkdir()
+        for module in sorted((SOURCES / SHARED_CORE).glob("*.py")):
+            shutil.copyfile(module, stage / SHARED_CORE / module.name)
         artifact = output_dir / f"{name}.zip"
         write_zip(stage, artifact)
     return artifact

@@ -6,12 +6,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from leaderboard_core.attributes import COUNT_FIELD, GUIDE_NAMES
 from leaderboard_dev.aws import clients
 from leaderboard_dev.leaderboard import invoke_function, wait_until_totals
 from leaderboard_dev.loadgen import true_counts, write_items, zipf_downloads
 from leaderboard_dev.settings import Endpoint
 from leaderboard_dev.terraform_stack import Stack
-from leaderboard_tools.leaderboard_layout import COUNT_FIELD, GUIDE_NAMES
 
 DEMO_STACK = "demo"
 

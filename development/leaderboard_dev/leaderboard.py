@@ -7,7 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from leaderboard_tools.leaderboard_layout import COUNT_FIELD, GUIDE_NAMES, leaderboard_partitions
+from leaderboard_core.attributes import COUNT_FIELD, GUIDE_NAMES
+from leaderboard_core.index_layout import leaderboard_partitions
 
 
 class NotSettled(AssertionError):

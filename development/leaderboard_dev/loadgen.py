@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from leaderboard_tools.leaderboard_layout import month_of
+from leaderboard_core.buckets import month_of
 
 BATCH_WRITE_LIMIT = 25
 

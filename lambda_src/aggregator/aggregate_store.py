@@ -21,25 +21,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from delivery import WATERMARK_PREFIX, ShardRef
-from download_records import SEQUENCE_WIDTH, AggregateKey, Schema
-from leaderboard_order import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
+from delivery import ShardRef
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import (
+    APPLIED_SEQUENCE,
+    RECOUNT_BAND,
+    RECOUNT_HELD,
+    RECOUNTED_THROUGH,
+    SEQUENCE_WIDTH,
+    WATERMARK_PREFIX,
+    WATERMARKS_PRUNED,
+    WATERMARKS_PRUNED_UNDER,
+)
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
 from shard_progress import ProgressStore, genesis_of, progress_of_item
 
-PRUNED_ATTRIBUTE = "WatermarksPruned"
-"""How many watermarks were ever removed from the aggregate: once set, a missing watermark proves nothing."""
-PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
-"""The progress table's genesis token when a watermark was removed: only that table's checkpoints can vouch for it."""
-APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
-"""Release 0.1.0's one watermark per aggregate: what it counted lies at or below it, whatever the shard; a shard
-this version has not written the aggregate from adds only what lies above it."""
-RECOUNTED_THROUGH_ATTRIBUTE = "RecountedThrough"
-"""Set by a repair: the count includes every download created at or before this second that the recount saw."""
-RECOUNT_BAND_ATTRIBUTE = "RecountBand"
-"""Set by a repair while it is sure to come back ("<token>|<deadline epoch second>"): until then a record created
-at or before RecountedThrough is held on the aggregate, not refused, and the repair counts those its recount missed."""
-RECOUNT_HELD_ATTRIBUTE = "RecountHeld"
-"""The held downloads, a string set of `download_records.download_id`s."""
 MAX_HELD = 4000
 """About 23 bytes each: the item stays under about 92 KB while a band is open (every write of it then costs that many
 write units, for the minute or two a band lasts); a song with more records by the fence than this gets refusals."""
@@ -221,7 +217,7 @@ class AggregateStore:
         raise error
 
     def _needs_proof(self, known: _Known, shard: ShardRef) -> bool:
-        return shard.watermark_name not in known.item and PRUNED_ATTRIBUTE in known.item
+        return shard.watermark_name not in known.item and WATERMARKS_PRUNED in known.item
 
     def _not_yet_counted(
         self, known: _Known, shard: ShardRef, remaining: list[Contribution], outcome: ApplyOutcome
@@ -235,7 +231,7 @@ class AggregateStore:
         elif self._needs_proof(known, shard):
             if known.progress is None:
                 known.progress = self._progress_item(shard)
-            pruned_under = known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S")
+            pruned_under = known.item.get(WATERMARKS_PRUNED_UNDER, {}).get("S")
             if pruned_under is None or genesis_of(known.progress) != pruned_under:
                 reason = (
                     "its aggregate's watermarks were pruned under another progress table (recreated or restored "
@@ -244,13 +240,13 @@ class AggregateStore:
                 outcome.refused.extend((contribution, reason) for contribution in remaining)
                 return [], []
             floor = progress_of_item(known.progress).checkpoint
-        elif APPLIED_SEQUENCE_ATTRIBUTE in known.item:
-            floor = known.item[APPLIED_SEQUENCE_ATTRIBUTE].get("S")
+        elif APPLIED_SEQUENCE in known.item:
+            floor = known.item[APPLIED_SEQUENCE].get("S")
         if floor is not None:
             above = [c for c in remaining if c.sequence > floor]
             outcome.already_applied += len(remaining) - len(above)
             remaining = above
-        fence = _number(known.item.get(RECOUNTED_THROUGH_ATTRIBUTE))
+        fence = _number(known.item.get(RECOUNTED_THROUGH))
         if fence is None:
             return remaining, []
         fenced = [c for c in remaining if c.created is None or c.created <= fence]
@@ -261,8 +257,8 @@ class AggregateStore:
         self, item: dict[str, Any], fence: Decimal, fenced: list[Contribution], outcome: ApplyOutcome
     ) -> list[Contribution]:
         """What an open band can hold of the fenced records; the rest is refused, with the reason."""
-        counted = f"created at or before {RECOUNTED_THROUGH_ATTRIBUTE} {fence}: counted by a recount"
-        band = _band_deadline(item.get(RECOUNT_BAND_ATTRIBUTE))
+        counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
+        band = _band_deadline(item.get(RECOUNT_BAND))
         if band is None:
             outcome.refused.extend((contribution, counted) for contribution in fenced)
             return []
@@ -270,7 +266,7 @@ class AggregateStore:
             reason = f"{counted}, and its repair's band expired at {band} without closing: recount"
             outcome.refused.extend((contribution, reason) for contribution in fenced)
             return []
-        already = set((item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or [])
+        already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
         held: list[Contribution] = []
         for contribution in fenced:
             if contribution.download_id is None:
@@ -315,11 +311,11 @@ class AggregateStore:
             "#period": self._schema.period,
             "#order": self._schema.order,
             "#wm": shard.watermark_name,
-            "#pruned": PRUNED_ATTRIBUTE,
-            "#fence": RECOUNTED_THROUGH_ATTRIBUTE,
-            "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
-            "#band": RECOUNT_BAND_ATTRIBUTE,
-            "#held": RECOUNT_HELD_ATTRIBUTE,
+            "#pruned": WATERMARKS_PRUNED,
+            "#fence": RECOUNTED_THROUGH,
+            "#applied": APPLIED_SEQUENCE,
+            "#band": RECOUNT_BAND,
+            "#held": RECOUNT_HELD,
         }
         never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
         values: dict[str, Any] = {
@@ -342,16 +338,16 @@ class AggregateStore:
             else:
                 # Release 0.1.0's AppliedSequence, if any, was applied as read: nothing writes it any more.
                 watermark = "attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
-            if RECOUNTED_THROUGH_ATTRIBUTE in item:
+            if RECOUNTED_THROUGH in item:
                 fence = "#fence = :fence"
-                values[":fence"] = item[RECOUNTED_THROUGH_ATTRIBUTE]
+                values[":fence"] = item[RECOUNTED_THROUGH]
             else:
                 fence = "attribute_not_exists(#fence)"
             if held:
                 ids = sorted({c.download_id for c in held if c.download_id is not None})
-                already = set((item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or [])
+                already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
                 fence += " AND #band = :band AND (attribute_not_exists(#held) OR size(#held) <= :room)"
-                values[":band"] = item[RECOUNT_BAND_ATTRIBUTE]
+                values[":band"] = item[RECOUNT_BAND]
                 values[":held"] = {"SS": ids}
                 values[":room"] = {"N": str(MAX_HELD - len(set(ids) - already))}
         known_count = _number(item.get(self._schema.count)) if item is not None else None
@@ -408,7 +404,7 @@ class AggregateStore:
         check = self._progress.condition_check(
             shard,
             min(c.sequence for c in [*contributions, *(held or [])]),
-            known.item.get(PRUNED_UNDER_ATTRIBUTE, {}).get("S", ""),
+            known.item.get(WATERMARKS_PRUNED_UNDER, {}).get("S", ""),
         )
         known.progress = None
         self._client.transact_write_items(TransactItems=[check, {"Update": update}])
@@ -449,8 +445,8 @@ class AggregateStore:
         will count them. Every record of the aggregate that reaches a write or a retry reports it (a refused record
         naming the aggregate, for `recover`) until a recount replaces the band: a report whose send failed holds the
         checkpoint before `record`, whose retry reports it again."""
-        deadline = _band_deadline(item.get(RECOUNT_BAND_ATTRIBUTE))
-        held = (item.get(RECOUNT_HELD_ATTRIBUTE) or {}).get("SS") or []
+        deadline = _band_deadline(item.get(RECOUNT_BAND))
+        held = (item.get(RECOUNT_HELD) or {}).get("SS") or []
         if deadline is None or deadline >= self._clock() or not held:
             return
         reason = (
@@ -463,7 +459,7 @@ class AggregateStore:
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
         """Remove watermarks the checkpoint has passed, only if they are still what was read."""
-        names = {"#count": self._schema.count, "#pruned": PRUNED_ATTRIBUTE, "#under": PRUNED_UNDER_ATTRIBUTE}
+        names = {"#count": self._schema.count, "#pruned": WATERMARKS_PRUNED, "#under": WATERMARKS_PRUNED_UNDER}
         values: dict[str, Any] = {":removed": {"N": str(len(stale))}, ":genesis": {"S": self._progress.genesis()}}
         # Watermarks pruned under one progress table only: checkpoints of a recreated one vouch for none of them.
         conditions_genesis = "(attribute_not_exists(#under) OR #under = :genesis)"

@@ -29,7 +29,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from aggregate_store import AggregateStore, ApplyOutcome, Contribution, WatermarkContention
 from band_records import is_band_record_event, settle
 from delivery import Delivery, Refused, ShardRef, parse_delivery
-from download_records import PERIODS, AggregateKey, Download, Ignored, Rejected, Schema, pad_sequence, parse_record
+from download_records import AggregateKey, Download, Ignored, Rejected, Schema, parse_record
+from leaderboard_core.attributes import names_from_environment
+from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.buckets import periods_from_text
 from shard_progress import Progress, ProgressStore
 from shard_reader import ShardRead, read_shard
 from window_state import delivered_high, window_state
@@ -40,15 +43,6 @@ metrics = Metrics()
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
 GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
-NAME_VARIABLES = {
-    "entity": "ENTITY_ATTRIBUTE",
-    "sort_key": "SORT_KEY_ATTRIBUTE",
-    "timestamp": "TIMESTAMP_ATTRIBUTE",
-    "period": "PERIOD_ATTRIBUTE",
-    "count": "COUNT_ATTRIBUTE",
-    "order": "ORDER_ATTRIBUTE",
-}
-"""Schema field -> the environment variable the module sets it from (terraform/lambda.tf)."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
 GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
@@ -95,18 +89,13 @@ class Settings:
         aggregate_writes = environ.get("AGGREGATE_WRITES", PER_BATCH)
         if aggregate_writes not in (PER_BATCH, PER_WINDOW):
             raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
-        periods = tuple(period for period in environ.get("LEADERBOARD_PERIODS", "month").split(",") if period)
-        if not periods or any(period not in PERIODS for period in periods):
-            raise ValueError(f"LEADERBOARD_PERIODS is {environ.get('LEADERBOARD_PERIODS')!r}, not a list of {PERIODS}")
+        periods = periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
         return cls(
             table_name=environ["TABLE_NAME"],
             table_arn=environ["TABLE_ARN"],
             progress_table_name=environ["PROGRESS_TABLE_NAME"],
             schema=Schema(
-                **{
-                    name: environ.get(variable, getattr(GUIDE_SCHEMA, name))
-                    for name, variable in NAME_VARIABLES.items()
-                },
+                **names_from_environment(environ),
                 periods=periods,
                 category=environ.get("CATEGORY_ATTRIBUTE") or None,
                 amount=environ.get("SUM_ATTRIBUTE") or None,

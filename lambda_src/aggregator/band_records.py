@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aggregate_store import RECOUNT_BAND_ATTRIBUTE
 from download_records import AggregateKey
+from leaderboard_core.bookkeeping import RECOUNT_BAND
 
 BAND_RECORD_KIND = "recount_band"
 CLOCK_MARGIN_SECONDS = 60
@@ -67,7 +67,7 @@ def verdict(record: BandRecord, aggregate: dict[str, Any] | None, now: float) ->
     """GONE: past the band's deadline, the aggregate no longer carries it; OPEN: not yet past its deadline (a repair
     records its band before opening it: absent may mean not open yet), or past it by less than the clock margin;
     EXPIRED: the aggregate still carries it past its deadline and the margin."""
-    carried = ((aggregate or {}).get(RECOUNT_BAND_ATTRIBUTE) or {}).get("S")
+    carried = ((aggregate or {}).get(RECOUNT_BAND) or {}).get("S")
     if now <= record.deadline:
         return OPEN
     if carried != record.band:

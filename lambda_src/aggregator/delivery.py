@@ -14,9 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from download_records import pad_sequence
-
-WATERMARK_PREFIX = "Watermark_"
+from leaderboard_core.bookkeeping import WATERMARK_PREFIX, pad_sequence
 
 
 @dataclass(frozen=True)

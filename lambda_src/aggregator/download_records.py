@@ -5,44 +5,27 @@ Pure functions only: everything here is unit-tested without AWS.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from urllib.parse import quote
 
-from leaderboard_order import MAX_COUNT, MAX_DECIMALS
-
-SEQUENCE_WIDTH = 40
-"""DynamoDB stream sequence numbers have at most 40 digits; padding them makes string order numeric order."""
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.bookkeeping import download_id, pad_sequence
+from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, board_id, bucket_key, utc_moment
+from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
 
-
-PERIODS = ("hour", "day", "week", "month", "year", "all")
-"""What a module may maintain, a board per UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
-ALL_TIME = "all"
-CATEGORY_SEPARATOR = "@"
-MAX_SORT_KEY_BYTES = 1024
-"""DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
 MAX_AMOUNT = Decimal(MAX_COUNT + 1)
 """The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 
 
 @dataclass(frozen=True)
-class Schema:
+class Schema(AttributeNames):
     """Attribute names of the table and what aggregates are kept; the guide's names and months are the defaults."""
 
-    entity: str = "songID"
-    sort_key: str = "SK"
-    timestamp: str = "Timestamp"
-    period: str = "Month"
-    count: str = "DownloadCount"
-    order: str = "LeaderboardOrder"
     periods: tuple[str, ...] = ("month",)
     category: str | None = None
     """An attribute of the raw record naming its category: a board per category per period, beside the overall one."""
@@ -97,51 +80,6 @@ class Ignored:
 Parsed = Download | Rejected | Ignored
 
 
-def pad_sequence(raw: str) -> str:
-    return raw.zfill(SEQUENCE_WIDTH)
-
-
-def utc_moment(timestamp: str) -> datetime:
-    """The UTC moment of an ISO 8601 timestamp; one without an offset is taken as UTC, as the data model states."""
-    text = timestamp.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    moment = datetime.fromisoformat(text)
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def month_of(timestamp: str) -> str:
-    """Return the UTC month `YYYY-MM` of an ISO 8601 timestamp.
-
-    The guide slices the first seven characters, which files a download at
-    2018-01-31T23:30:00-05:00 under January although it happened in February UTC.
-    """
-    return bucket_key(utc_moment(timestamp), "month")
-
-
-def bucket_key(moment: datetime, period: str) -> str:
-    """The UTC bucket of a period holding `moment`; weeks are ISO 8601 weeks of the ISO week-numbering year."""
-    if period == "hour":
-        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}"
-    if period == "day":
-        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    if period == "week":
-        year, week, _ = moment.isocalendar()
-        return f"{year:04d}-W{week:02d}"
-    if period == "month":
-        return f"{moment.year:04d}-{moment.month:02d}"
-    if period == "year":
-        return f"{moment.year:04d}"
-    if period == ALL_TIME:
-        return ALL_TIME
-    raise ValueError(f"unknown period {period!r}")
-
-
-def board_of(bucket: str, category: str | None = None) -> str:
-    """The board id (aggregate sort key, index partition): the bucket, or `<bucket>@<category>`, percent-encoded."""
-    return bucket if category is None else f"{bucket}{CATEGORY_SEPARATOR}{quote(category, safe='')}"
-
-
 def amount_of(value: Any) -> Decimal | None:
     """A number attribute's value if it can be summed exactly (at most 6 decimals, below 10^12), else None."""
     if not isinstance(value, dict) or not isinstance(value.get("N"), str):
@@ -168,16 +106,6 @@ def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     if isinstance(value, dict) and isinstance(value.get("S"), str) and value["S"] != "":
         return value["S"]
     return None
-
-
-def download_id(sort_key: str) -> str:
-    """A download's identity within its song: 16 bytes of SHA-256 of its sort key, base64url without padding.
-
-    A repair's band (aggregate_store.py) holds the downloads it was not sure of under this id, and the
-    repair compares them with those it recounted: fixed size, whatever the key's length (up to 1,024 bytes).
-    """
-    digest = hashlib.sha256(sort_key.encode()).digest()[:16]
-    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def _sort_key_of(stream: dict[str, Any], image: dict[str, Any], schema: Schema) -> str | None:
@@ -229,9 +157,9 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         if category is None:
             return Rejected(f"{schema.category} is present but not a non-empty string", raw_sequence, record)
     buckets = [bucket_key(moment, period) for period in schema.periods]
-    boards = [board_of(bucket) for bucket in buckets]
+    boards = [board_id(bucket) for bucket in buckets]
     if category is not None:
-        boards += [board_of(bucket, category) for bucket in buckets]
+        boards += [board_id(bucket, category) for bucket in buckets]
         if max(len(board.encode()) for board in boards) > MAX_SORT_KEY_BYTES:
             reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
             return Rejected(reason, raw_sequence, record)

@@ -21,16 +21,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from delivery import ShardRef
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import (
+    CHECKPOINT,
+    CHECKPOINT_SEQUENCE,
+    RESUME_AT,
+    SHARD_ENDED,
+    SHARD_KEY,
+    pad_sequence,
+)
 
-SHARD_KEY = "ShardKey"
-"""The progress table's hash key (terraform/progress.tf): `<stream ARN>|<shard id>`, or `#genesis`."""
-CHECKPOINT = "Checkpoint"
-CHECKPOINT_SEQUENCE = "CheckpointSequence"
-"""The checkpoint's sequence number as the stream spells it: where reading resumes (GetShardIterator wants it)."""
-RESUME_AT = "ResumeAt"
-"""A sequence number (as the stream spells it) to read *from* while the checkpoint is below it: the shard's
-first record before anything is counted, or the first record after a reported trimmed gap."""
 DELIVERED_HIGH = "DeliveredHigh"
 """The highest sequence number (padded) the mapping has delivered: a final invocation with a fresh state and no records
 reads through it, so a window whose state was lost is still read whole before Lambda moves on."""
@@ -39,7 +38,6 @@ GENESIS = "Genesis"
 """A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
 aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
 GENESIS_KEY = "#genesis"
-SHARD_ENDED = "ShardEnded"
 PARENT_SHARD = "ParentShardId"
 LINEAGE_COUNTED = "LineageCounted"
 """Every ancestor of the shard is ended: counted through its end, or its loss reported to the failure queue."""

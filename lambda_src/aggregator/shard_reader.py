@@ -19,7 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from delivery import ShardRef
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 
 PAGE_LIMIT = 1000
 """GetRecords: "The upper limit is 1000." """

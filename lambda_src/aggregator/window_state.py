@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from delivery import ShardRef
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 
 STATE_VERSION = 2
 

@@ -42,27 +42,23 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from boards import (
+from boards import Board, Boards, boards_from_environment
+from leaderboard_core.attributes import COUNT_FIELD, NAME_VARIABLES, AttributeNames
+from leaderboard_core.buckets import (
     ALL_TIME,
     KEY_FORMATS,
     MAX_SORT_KEY_BYTES,
     PERIODS,
-    Board,
-    Boards,
     board_id,
-    boards_from_environment,
     bucket_key,
     is_bucket_key,
-    leaderboard_partition,
-    leaderboard_partitions,
     window_keys,
 )
+from leaderboard_core.index_layout import leaderboard_partition, leaderboard_partitions
 from rolling import Total, top_of_window
 
 logger = Logger()
 
-COUNT_FIELD = "downloadCount"
-"""The field of an answer holding a count (or sum): the query contract's name, whatever the count attribute's."""
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_ENTITY_ID_BYTES = 2048
@@ -104,13 +100,8 @@ class Unavailable(Exception):
 
 
 @dataclass(frozen=True)
-class IndexSchema:
+class IndexSchema(AttributeNames):
     index_name: str = "MonthDownloadsIndex"
-    entity: str = "songID"
-    sort_key: str = "SK"
-    period: str = "Month"
-    count: str = "DownloadCount"
-    order: str = "LeaderboardOrder"
 
 
 @dataclass(frozen=True)
@@ -884,21 +875,17 @@ def error_response(code: str, message: str) -> dict[str, Any]:
 
 GUIDE_SCHEMA = IndexSchema()
 """The guide's index and attribute names: what the function uses where the module sets none."""
-NAME_VARIABLES = {
-    "index_name": "INDEX_NAME",
-    "entity": "ENTITY_ATTRIBUTE",
-    "sort_key": "SORT_KEY_ATTRIBUTE",
-    "period": "PERIOD_ATTRIBUTE",
-    "count": "COUNT_ATTRIBUTE",
-    "order": "ORDER_ATTRIBUTE",
-}
-"""IndexSchema field -> the environment variable the module sets it from (terraform/lambda.tf)."""
+
+
+READ_NAMES = tuple(name for name in NAME_VARIABLES if name != "timestamp")
+"""The attribute names the query function reads: a download's timestamp is none of its business."""
 
 
 def schema_from_environment(environ: Mapping[str, str]) -> IndexSchema:
     """The module sets these from its attribute-name variables; the defaults are the guide's names."""
     return IndexSchema(
-        **{name: environ.get(variable, getattr(GUIDE_SCHEMA, name)) for name, variable in NAME_VARIABLES.items()}
+        **{name: environ.get(NAME_VARIABLES[name], getattr(GUIDE_SCHEMA, name)) for name in READ_NAMES},
+        index_name=environ.get("INDEX_NAME", GUIDE_SCHEMA.index_name),
     )
 
 

@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from leaderboard_core.attributes import COUNT_FIELD
+from leaderboard_core.buckets import PERIODS
 from leaderboard_tools.deployment import QUERY_SUFFIX
-from leaderboard_tools.leaderboard_layout import COUNT_FIELD, PERIODS
 
 TABLE_SUFFIX = "-downloads"
 """The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""

@@ -218,7 +218,7 @@ def command_recover(arguments: argparse.Namespace) -> int:
 
 
 def month_argument(text: str) -> str:
-    from leaderboard_tools.leaderboard_layout import MONTH_KEY
+    from leaderboard_core.buckets import MONTH_KEY
 
     if not MONTH_KEY.match(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM")

@@ -17,17 +17,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_tools.leaderboard_layout import AttributeNames
+from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
 
-NAME_VARIABLES = {
-    "entity": "ENTITY_ATTRIBUTE",
-    "sort_key": "SORT_KEY_ATTRIBUTE",
-    "timestamp": "TIMESTAMP_ATTRIBUTE",
-    "period": "PERIOD_ATTRIBUTE",
-    "count": "COUNT_ATTRIBUTE",
-    "order": "ORDER_ATTRIBUTE",
-}
-"""AttributeNames field -> the aggregator's environment variable (terraform/lambda.tf)."""
 NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VARIABLES}
 AGGREGATOR_SUFFIX = "-aggregator"
 QUERY_SUFFIX = "-query"

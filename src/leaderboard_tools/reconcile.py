@@ -1,7 +1,7 @@
 """Recount aggregates from the raw downloads, report the differences, and repair those no record in flight can change.
 
 The truth is the download items in the table, counted in their UTC month (the aggregator's own
-month parser, `leaderboard_layout.month_of`). A stored count can differ from it when someone
+month parser, `leaderboard_core.buckets.month_of`). A stored count can differ from it when someone
 edited an aggregate, when records were trimmed from the stream before the aggregator read them,
 or while downloads are still on their way through the stream (a lagging mapping: up to the
 stream's 24-hour retention). The repair therefore proves, aggregate by aggregate, that nothing is
@@ -66,18 +66,19 @@ from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.leaderboard_layout import (
-    BUCKET_KEY_LENGTH,
-    CATEGORY_SEPARATOR,
-    MAX_SORT_KEY_BYTES,
-    MONTH_KEY,
-    ORDER_SCALE,
+from leaderboard_core.bookkeeping import (
+    APPLIED_SEQUENCE,
+    RECOUNT_BAND,
+    RECOUNT_HELD,
+    RECOUNTED_THROUGH,
+    WATERMARK_PREFIX,
+    WATERMARKS_PRUNED,
+    WATERMARKS_PRUNED_UNDER,
     download_id,
-    leaderboard_partition,
-    month_of,
-    order_of,
 )
+from leaderboard_core.buckets import BUCKET_KEY_LENGTH, CATEGORY_SEPARATOR, MAX_SORT_KEY_BYTES, MONTH_KEY, month_of
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
+from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.stream_reading import (
     ShardRead,
     ShardReader,
@@ -88,14 +89,6 @@ from leaderboard_tools.stream_reading import (
     stream_shards,
 )
 
-WATERMARK_PREFIX = "Watermark_"
-FENCE_ATTRIBUTE = "RecountedThrough"
-BAND_ATTRIBUTE = "RecountBand"
-HELD_ATTRIBUTE = "RecountHeld"
-PRUNED_ATTRIBUTE = "WatermarksPruned"
-PRUNED_UNDER_ATTRIBUTE = "WatermarksPrunedUnder"
-APPLIED_SEQUENCE_ATTRIBUTE = "AppliedSequence"
-"""The aggregate's bookkeeping, as the aggregator names it (aggregate_store.py, delivery.py; copied)."""
 CLOSED_ATTRIBUTE = "RecountClosed"
 """The last band a close removed and what it added ("<token>|<deadline>|<added>"): the repair's own, written by its
 close, tells a close whose response was lost from a band another repair replaced. The aggregator never reads it."""
@@ -725,9 +718,9 @@ class Reconciler:
             sorted((name, value["S"]) for name, value in item.items() if name.startswith(WATERMARK_PREFIX))
         )
         count = int(item[self._names.count]["N"]) if self._names.count in item else 0
-        fence = int(item[FENCE_ATTRIBUTE]["N"]) if FENCE_ATTRIBUTE in item else None
-        band = (item.get(BAND_ATTRIBUTE) or {}).get("S")
-        held = len((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
+        fence = int(item[RECOUNTED_THROUGH]["N"]) if RECOUNTED_THROUGH in item else None
+        band = (item.get(RECOUNT_BAND) or {}).get("S")
+        held = len((item.get(RECOUNT_HELD) or {}).get("SS") or [])
         return Snapshot(count, watermarks, fence, exists=True, band=band, held=held)
 
     def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> _Recount:
@@ -904,12 +897,12 @@ class Reconciler:
             "#count": names.count,
             "#order": names.order,
             "#period": names.period,
-            "#fence": FENCE_ATTRIBUTE,
-            "#band": BAND_ATTRIBUTE,
-            "#held": HELD_ATTRIBUTE,
-            "#pruned": PRUNED_ATTRIBUTE,
-            "#pruned_under": PRUNED_UNDER_ATTRIBUTE,
-            "#applied": APPLIED_SEQUENCE_ATTRIBUTE,
+            "#fence": RECOUNTED_THROUGH,
+            "#band": RECOUNT_BAND,
+            "#held": RECOUNT_HELD,
+            "#pruned": WATERMARKS_PRUNED,
+            "#pruned_under": WATERMARKS_PRUNED_UNDER,
+            "#applied": APPLIED_SEQUENCE,
         }
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
@@ -988,7 +981,7 @@ class Reconciler:
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
                 ConsistentRead=True,
             ).get("Item")
-            return ((item or {}).get(BAND_ATTRIBUTE) or {}).get("S") == band
+            return ((item or {}).get(RECOUNT_BAND) or {}).get("S") == band
         return True
 
     def _close_bands(self, bands: list[_Band]) -> None:
@@ -1037,7 +1030,7 @@ class Reconciler:
                 # This close's own write, whose response was lost and whose retry found the band gone.
                 self._closed(band, int(closed.rpartition("|")[2]), caught_up)
                 return
-            if (item.get(BAND_ATTRIBUTE) or {}).get("S") != band.value:
+            if (item.get(RECOUNT_BAND) or {}).get("S") != band.value:
                 if band.close_sent:
                     # The close's write may have landed (its response lost) and another repair closed its own band
                     # since, overwriting RecountClosed; or another repair replaced the band first.
@@ -1049,13 +1042,13 @@ class Reconciler:
                     return
                 difference.reason = "another repair replaced its band: that repair's report counts what it held"
                 return
-            held = set((item.get(HELD_ATTRIBUTE) or {}).get("SS") or [])
+            held = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
             missed = len(held - band.seen)
             attribute_names = {
                 "#count": names.count,
                 "#order": names.order,
-                "#band": BAND_ATTRIBUTE,
-                "#held": HELD_ATTRIBUTE,
+                "#band": RECOUNT_BAND,
+                "#held": RECOUNT_HELD,
                 "#closed": CLOSED_ATTRIBUTE,
             }
             values: dict[str, Any] = {

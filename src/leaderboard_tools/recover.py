@@ -41,8 +41,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile import (
-    BAND_ATTRIBUTE,
     BAND_MESSAGE_KIND,
+    RECOUNT_BAND,
     AggregateId,
     ClockDisagrees,
     Reconciler,
@@ -230,7 +230,7 @@ def answer_band(message: Message, clients: Any, deployment: Deployment, reconcil
         ConsistentRead=True,
     ).get("Item")
     now = reconciler.dynamodb_time()
-    if ((item or {}).get(BAND_ATTRIBUTE) or {}).get("S") != band:
+    if ((item or {}).get(RECOUNT_BAND) or {}).get("S") != band:
         if now <= deadline:
             # The record is sent before the band opens: until the deadline, absent may mean not open yet.
             message.retry, message.note = True, f"its band is not open, or closed already: kept until {deadline}"

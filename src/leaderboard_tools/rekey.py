@@ -20,7 +20,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_tools.leaderboard_layout import GUIDE_NAMES, AttributeNames, leaderboard_partition, order_of
+from leaderboard_core.attributes import GUIDE_NAMES, AttributeNames
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 
 MAX_ROUNDS = 5
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from leaderboard_tools.leaderboard_layout import leaderboard_shard
+from leaderboard_core.index_layout import leaderboard_shard
 
 PARTITION_WRITE_LIMIT = 1000
 """Writes per second one partition accepts (DynamoDB Developer Guide, partition key design)."""

@@ -23,14 +23,15 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-PROGRESS_KEY = "ShardKey"
-"""The progress table's hash key: `<stream ARN>|<shard id>` (the aggregator's shard_progress.py, copied)."""
-CHECKPOINT = "Checkpoint"
-CHECKPOINT_SEQUENCE = "CheckpointSequence"
-RESUME_AT = "ResumeAt"
-SHARD_ENDED = "ShardEnded"
-SEQUENCE_WIDTH = 40
-"""The progress table's sequence numbers are zero-padded to the stream's longest, 40 digits."""
+from leaderboard_core.bookkeeping import (
+    CHECKPOINT,
+    CHECKPOINT_SEQUENCE,
+    RESUME_AT,
+    SEQUENCE_WIDTH,
+    SHARD_ENDED,
+    SHARD_KEY,
+)
+
 THROTTLING = frozenset({"LimitExceededException", "ThrottlingException", "ProvisionedThroughputExceededException"})
 PAGE_LIMIT = 1000
 """GetRecords' largest page ("GetRecords was called with a value of more than 1000 for the limit")."""
@@ -112,7 +113,7 @@ class ShardProgress:
 
 def progress_key(stream_arn: str, shard_id: str) -> dict[str, Any]:
     """A shard's key in the progress table."""
-    return {PROGRESS_KEY: {"S": f"{stream_arn}|{shard_id}"}}
+    return {SHARD_KEY: {"S": f"{stream_arn}|{shard_id}"}}
 
 
 def shard_progress(dynamodb: Any, progress_table: str, stream_arn: str, shard_id: str) -> ShardProgress:

@@ -11,12 +11,12 @@ import time
 from collections import Counter
 from typing import Any
 
+from leaderboard_core.index_layout import leaderboard_partition
 from leaderboard_dev.aws import Clients
 from leaderboard_dev.leaderboard import poll_until, query_all_pages
 from leaderboard_dev.loadgen import Download, write_items
 from leaderboard_dev.settings import REPOSITORY, Endpoint
 from leaderboard_tools.deployment import Deployment, discover
-from leaderboard_tools.leaderboard_layout import leaderboard_partition
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover

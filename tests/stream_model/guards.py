@@ -198,7 +198,7 @@ def _no_proof_after_pruning(patch: pytest.MonkeyPatch) -> None:
 
 def _no_recount_fence(patch: pytest.MonkeyPatch) -> None:
     """Records created before a repair's RecountedThrough are counted again."""
-    patch.setattr(aggregate_store, "RECOUNTED_THROUGH_ATTRIBUTE", "RecountedThroughIgnored")
+    patch.setattr(aggregate_store, "RECOUNTED_THROUGH", "RecountedThroughIgnored")
 
 
 def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:

@@ -23,8 +23,11 @@ import boto3
 
 from aggregate_store import AggregateStore, Contribution
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, download_id, month_of, pad_sequence
-from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition, order_of
+from download_records import AggregateKey, Schema
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.bookkeeping import download_id, pad_sequence
+from leaderboard_core.buckets import month_of
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from shard_progress import ProgressStore
 
 REGION = "us-east-1"

@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from aggregate_store import (
-    PRUNED_ATTRIBUTE,
-    RECOUNTED_THROUGH_ATTRIBUTE,
+    RECOUNTED_THROUGH,
+    WATERMARKS_PRUNED,
     AggregateStore,
     Contribution,
     watermark_value,
 )
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
-from leaderboard_order import leaderboard_partition, order_of
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN, TABLE_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
@@ -124,7 +125,7 @@ def test_records_created_at_or_before_a_recount_fence_are_refused_and_later_ones
             "SK": {"S": "2018-01"},
             "DownloadCount": {"N": "5"},
             "LeaderboardOrder": {"N": str(order_of(5, "song1"))},
-            RECOUNTED_THROUGH_ATTRIBUTE: {"N": str(NOW)},
+            RECOUNTED_THROUGH: {"N": str(NOW)},
         },
     )
     # when a reader brings one download created before the fence and one after
@@ -141,7 +142,7 @@ def test_few_watermarks_are_never_pruned(dynamodb: Any) -> None:
     checkpoint(dynamodb, SHARD_A, 210, ended=True)
     # when B writes it, then A's watermark stays: the item is small, and no later write will need a proof
     outcome = store(dynamodb).apply(KEY, SHARD_B, records(5))
-    assert (outcome.pruned_watermarks, PRUNED_ATTRIBUTE in item(dynamodb)) == (0, False)
+    assert (outcome.pruned_watermarks, WATERMARKS_PRUNED in item(dynamodb)) == (0, False)
 
 
 def test_a_watermark_is_pruned_only_once_its_shards_checkpoint_has_passed_it(dynamodb: Any) -> None:
@@ -159,7 +160,7 @@ def test_a_watermark_is_pruned_only_once_its_shards_checkpoint_has_passed_it(dyn
     assert (pruned.pruned_watermarks, pruned.writes) == (1, 2)
     stored = item(dynamodb)
     assert SHARD_A.watermark_name not in stored
-    assert stored[PRUNED_ATTRIBUTE] == {"N": "1"}
+    assert stored[WATERMARKS_PRUNED] == {"N": "1"}
     assert count_of(dynamodb, "song1", "2018-01") == 8
 
 

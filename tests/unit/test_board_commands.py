@@ -10,7 +10,8 @@ import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
 import query
-from boards import PERIODS, Boards
+from boards import Boards
+from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import board_commands, cli
 from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext

@@ -9,20 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from download_records import (
-    PERIODS,
     AggregateKey,
     Download,
     Ignored,
     Rejected,
     Schema,
-    bucket_key,
     coalesce,
-    download_id,
-    month_of,
-    pad_sequence,
     parse_record,
-    utc_moment,
 )
+from leaderboard_core.bookkeeping import download_id, pad_sequence
+from leaderboard_core.buckets import PERIODS, bucket_key, month_of, utc_moment
 from tests.streams import CREATED, aggregate_record, download_record, expired_download_record
 
 SCHEMA = Schema()

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from aggregate_store import AggregateStore, Contribution
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import pad_sequence
 from shard_progress import ProgressStore
 from tests.stream_model.environment import TABLE as MODEL_TABLE
 from tests.stream_model.fake_dynamodb import FakeDynamoDB

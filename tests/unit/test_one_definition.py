@@ -1,10 +1,10 @@
-"""One definition per fact: where a fact must stand in more than one place, a test holds every copy equal.
+"""One definition per fact: where a fact must still stand in more than one place, a test holds every copy equal.
 
-Each Lambda zip holds its own folder of lambda_src/ and nothing else (build.py), and the host package
-`leaderboard_tools` is installed without lambda_src/, so a fact both functions, or a function and the
-host tools, must share is written once per place. docs/design.md, "One definition per fact", lists the
-copies; each test here holds one fact's copies equal to its definition: constants by value, functions
-on generated input, rejections included.
+The facts the aggregator, the query function and the operator tools share are defined once in
+`leaderboard_core` (lambda_src/leaderboard_core/, copied into both zips by build.py and shipped with
+the operator tools). What remains here: Python against Terraform, and the facts the core does not
+hold yet. docs/design.md, "One definition per fact", lists them; each test holds one fact's copies
+equal to its definition: constants by value, functions on generated input, rejections included.
 """
 
 from __future__ import annotations
@@ -25,15 +25,24 @@ from hypothesis import strategies as st
 
 import aggregate_store
 import aggregator
-import boards
 import delivery
 import download_records
-import leaderboard_order
 import query
 import shard_progress
 from download_records import Download, Schema, parse_record
-from leaderboard_tools import deployment, leaderboard_layout, reconcile, recover, stream_reading
-from leaderboard_tools.leaderboard_layout import AttributeNames
+from leaderboard_core import index_layout
+from leaderboard_core.attributes import GUIDE_NAMES, NAME_VARIABLES, AttributeNames
+from leaderboard_core.bookkeeping import (
+    CHECKPOINT,
+    CHECKPOINT_SEQUENCE,
+    RESUME_AT,
+    SHARD_ENDED,
+    SHARD_KEY,
+    WATERMARK_PREFIX,
+    pad_sequence,
+)
+from leaderboard_core.buckets import PERIODS, board_id, bucket_key
+from leaderboard_tools import deployment, reconcile, recover, stream_reading
 from tests.unit.test_module_contract import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
@@ -71,27 +80,13 @@ def _encodable(text: str) -> bool:
 # ---------------------------------------------------------------- the attribute-name schema
 
 
-def test_every_copy_of_the_attribute_names_defaults_to_the_guides() -> None:
-    # given the aggregator's schema (the definition), the query function's and the host tools' copies
-    defined = {field.name: getattr(Schema(), field.name) for field in dataclasses.fields(Schema)}
-    host = dataclasses.asdict(leaderboard_layout.GUIDE_NAMES)
-    served = {name: value for name, value in dataclasses.asdict(query.IndexSchema()).items() if name != "index_name"}
-    # then each copy names the attributes it shares with the aggregator as the aggregator does
-    assert host == {name: defined[name] for name in host}
-    assert served == {name: defined[name] for name in served}
-    assert set(host) >= set(served)
-
-
-def test_the_functions_and_the_host_tools_read_the_attribute_names_from_the_same_variables() -> None:
-    # given which environment variable sets which attribute name, in each function and in the host tools
-    written, served, host = aggregator.NAME_VARIABLES, query.NAME_VARIABLES, deployment.NAME_VARIABLES
-    # then every copy maps an attribute to the aggregator's variable, and covers the fields of its schema
-    assert host == written
-    assert {name: variable for name, variable in served.items() if name != "index_name"} == {
-        name: written[name] for name in served if name != "index_name"
-    }
-    assert set(host) == {field.name for field in dataclasses.fields(AttributeNames)}
-    assert set(served) == {field.name for field in dataclasses.fields(query.IndexSchema)}
+def test_the_functions_read_the_attribute_names_lambda_tf_gives_them() -> None:
+    # given the variables that set the attribute names (leaderboard_core.attributes, one definition for all three)
+    variables = set(NAME_VARIABLES.values())
+    # then terraform/lambda.tf gives each of them to the aggregator, and those the query reads to the query function
+    assert variables <= module_sets("aggregator")
+    assert variables - {"TIMESTAMP_ATTRIBUTE"} <= module_sets("query")
+    assert set(NAME_VARIABLES) == {field.name for field in dataclasses.fields(AttributeNames)}
 
 
 def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,9 +150,7 @@ class _FakeDeployment:
 
 # ---------------------------------------------------------------- the environment: boards and layout
 
-PERIOD_LISTS = st.lists(st.sampled_from([*download_records.PERIODS, "", "months", "Day", " day"]), max_size=4).map(
-    ",".join
-)
+PERIOD_LISTS = st.lists(st.sampled_from([*PERIODS, "", "months", "Day", " day"]), max_size=4).map(",".join)
 
 
 @settings(max_examples=200, deadline=None)
@@ -220,135 +213,22 @@ def _terraform_periods() -> tuple[str, ...]:
     raise AssertionError("no variable leaderboard_periods")
 
 
-def test_every_copy_of_the_board_constants_is_the_aggregators() -> None:
-    # given the aggregator's periods, all-time key, separators and sort key limit (download_records, leaderboard_order)
-    # then the query function's, the host tools' and the module's validation hold the same values
-    assert boards.PERIODS == leaderboard_layout.PERIODS == download_records.PERIODS
-    assert _terraform_periods() == download_records.PERIODS
-    assert boards.ALL_TIME == download_records.ALL_TIME
-    assert boards.CATEGORY_SEPARATOR == leaderboard_layout.CATEGORY_SEPARATOR == download_records.CATEGORY_SEPARATOR
-    assert boards.MAX_SORT_KEY_BYTES == leaderboard_layout.MAX_SORT_KEY_BYTES == download_records.MAX_SORT_KEY_BYTES
-    assert boards.PARTITION_SEPARATOR == leaderboard_layout.PARTITION_SEPARATOR == leaderboard_order.PARTITION_SEPARATOR
-
-
-@settings(max_examples=300, deadline=None)
-@given(moment=MOMENTS, period=st.sampled_from(boards.PERIODS))
-@example(moment=datetime(2019, 12, 30, tzinfo=UTC), period="week")
-@example(moment=datetime(2021, 1, 3, 23, tzinfo=UTC), period="week")
-def test_the_query_function_files_a_moment_in_the_aggregators_bucket(moment: datetime, period: str) -> None:
-    # given any UTC moment, when both functions name its bucket, then they name the same one, which is a valid key
-    key = boards.bucket_key(moment, period)
-    assert key == download_records.bucket_key(moment, period)
-    assert period == "all" or boards.is_bucket_key(period, key)
-    # and the host tools know its length (what a category may add before the board id passes the sort key limit)
-    assert len(key) == leaderboard_layout.BUCKET_KEY_LENGTH[period]
-
-
-def test_every_copy_knows_every_period_and_refuses_the_same_unknown_one() -> None:
-    assert set(leaderboard_layout.BUCKET_KEY_LENGTH) == set(download_records.PERIODS)
-    moment = datetime(2018, 1, 15, tzinfo=UTC)
-    assert outcome(lambda: boards.bucket_key(moment, "fortnight")) == Refused("ValueError")
-    assert outcome(lambda: download_records.bucket_key(moment, "fortnight")) == Refused("ValueError")
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    text=st.text(alphabet="0123456789-\n ", max_size=9) | st.sampled_from(["2018-1", "2018-00", "2018-13", "018-01"])
-)
-@example(text="2018-01\n")
-@example(text="2018-12")
-def test_a_month_key_has_the_same_shape_for_the_host_tools_and_the_query_function(text: str) -> None:
-    # when any text is offered as a month, then the recount and the query function take it or refuse it alike
-    assert bool(leaderboard_layout.MONTH_KEY.match(text)) == boards.is_bucket_key("month", text)
-
-
-OFFSETS = st.one_of(
-    st.sampled_from(["Z", "z", "+00:00", "-05:00", "+05:30", "+14:00", "-12:00", ""]),
-    st.builds(
-        lambda sign, hours, minutes: f"{sign}{hours:02d}:{minutes:02d}",
-        st.sampled_from("+-"),
-        st.integers(0, 23),
-        st.integers(0, 59),
-    ),
-)
-TIMESTAMPS = st.builds(
-    lambda moment, precision, offset, before, after: (
-        f"{before}{moment.isoformat(timespec=precision) if precision else moment.date().isoformat()}{offset}{after}"
-    ),
-    st.datetimes(),
-    st.sampled_from(["seconds", "milliseconds", "microseconds", "minutes", None]),
-    OFFSETS,
-    st.sampled_from(["", " ", "\t", "  \n"]),
-    st.sampled_from(["", " ", "\n", " \t"]),
-)
-
-
-def month_or_error(parse: object, timestamp: str) -> str:
-    try:
-        return parse(timestamp)  # type: ignore[operator]
-    except ValueError:
-        return "rejected"
-
-
-@given(timestamp=st.one_of(TIMESTAMPS, st.text(max_size=40)))
-def test_the_host_tools_read_a_download_s_month_exactly_as_the_aggregator(timestamp: str) -> None:
-    # given any timestamp a writer may put in a download (offsets, a lowercase z, surrounding spaces, garbage),
-    # when the recount and the aggregator each derive its month, then they agree, or both reject it
-    assert month_or_error(leaderboard_layout.month_of, timestamp) == month_or_error(
-        download_records.month_of, timestamp
-    )
-
-
-@given(sort_key=st.text(min_size=1, max_size=1024))
-def test_the_host_tools_name_a_download_exactly_as_the_aggregator(sort_key: str) -> None:
-    # given any sort key a download may have, when the repair and the aggregator each take its id (what a repair's
-    # band holds), then they are the same: a held download the recount saw is never counted again
-    assert leaderboard_layout.download_id(sort_key) == download_records.download_id(sort_key)
-
-
-# ---------------------------------------------------------------- the index: partitions and order
-
-
-def test_every_copy_of_the_index_order_is_the_aggregators() -> None:
-    assert leaderboard_layout.ORDER_SCALE == leaderboard_order.ORDER_SCALE
-    assert leaderboard_layout.TIEBREAK_BYTES == leaderboard_order.TIEBREAK_BYTES
-
-
-@given(entity_id=IDS, shards=st.integers(0, 64), count=st.integers(0, leaderboard_order.MAX_COUNT))
-def test_the_host_tools_place_and_order_aggregates_exactly_as_the_aggregator(
-    entity_id: str, shards: int, count: int
-) -> None:
-    # given any entity, leaderboard shard count (0 included: refused alike) and count
-    # then the recount and rekey put its aggregate in the aggregator's partition, at the aggregator's order
-    assert outcome(lambda: leaderboard_layout.leaderboard_partition("2018-01", entity_id, shards)) == outcome(
-        lambda: leaderboard_order.leaderboard_partition("2018-01", entity_id, shards)
-    )
-    assert leaderboard_layout.order_of(count, entity_id) == leaderboard_order.order_of(count, entity_id)
-    # and the host tools read a board's partitions as the query function does
-    assert outcome(lambda: leaderboard_layout.leaderboard_partitions("2018-01", shards)) == outcome(
-        lambda: boards.leaderboard_partitions("2018-01", shards)
-    )
+def test_the_module_validates_leaderboard_periods_against_the_periods_the_functions_know() -> None:
+    assert _terraform_periods() == PERIODS
 
 
 @settings(max_examples=200, deadline=None)
-@given(entity=st.text(min_size=1, max_size=30), shards=st.integers(0, 64), category=st.text(min_size=1, max_size=12))
-def test_the_query_function_places_an_entity_where_the_aggregator_writes_it(
+@given(entity=st.text(min_size=1, max_size=30), shards=st.integers(1, 64), category=st.text(min_size=1, max_size=12))
+def test_the_query_function_reads_the_partition_the_aggregator_writes_an_entity_to(
     entity: str, shards: int, category: str
 ) -> None:
     assume(_encodable(entity) and _encodable(category))
-    # given an entity and a category board, then both functions name the same board id, shard and partition
-    board = boards.board_id("2018-01", category)
-    assert board == download_records.board_of("2018-01", category)
-    assert outcome(lambda: boards.leaderboard_shard(entity, shards)) == outcome(
-        lambda: leaderboard_order.leaderboard_shard(entity, shards)
-    )
-    written = outcome(lambda: leaderboard_order.leaderboard_partition(board, entity, shards))
-    assert outcome(lambda: boards.leaderboard_partition(board, entity, shards)) == written
-    # and the partitions the query function reads for the board hold it
-    assert isinstance(written, Refused) == (shards == 0)
-    if shards > 0:
-        assert query.Layout(shards).entity_partitions(board, entity) == [written]
-        assert written in query.Layout(shards).partitions(board)
+    # given an entity of a category board, written where the aggregator places it
+    board = board_id("2018-01", category)
+    written = index_layout.leaderboard_partition(board, entity, shards)
+    # then the partitions the query function reads for that board and entity are that one, among the board's
+    assert query.Layout(shards).entity_partitions(board, entity) == [written]
+    assert written in query.Layout(shards).partitions(board)
 
 
 # ---------------------------------------------------------------- the progress table and the aggregates' bookkeeping
@@ -364,22 +244,10 @@ def _progress_table_hash_key() -> str:
     raise AssertionError("no aws_dynamodb_table in progress.tf")
 
 
-def test_the_host_tools_name_the_progress_table_s_attributes_as_the_aggregator() -> None:
-    # given the progress table's key and attributes as the aggregator writes them (shard_progress.py) and the module
-    # declares its key (progress.tf), then the host tools read the same names and the same sequence width
-    assert stream_reading.PROGRESS_KEY == shard_progress.SHARD_KEY == _progress_table_hash_key()
-    assert (
-        stream_reading.CHECKPOINT,
-        stream_reading.CHECKPOINT_SEQUENCE,
-        stream_reading.RESUME_AT,
-        stream_reading.SHARD_ENDED,
-    ) == (
-        shard_progress.CHECKPOINT,
-        shard_progress.CHECKPOINT_SEQUENCE,
-        shard_progress.RESUME_AT,
-        shard_progress.SHARD_ENDED,
-    )
-    assert stream_reading.SEQUENCE_WIDTH == download_records.SEQUENCE_WIDTH
+def test_the_progress_table_s_key_is_the_one_terraform_declares() -> None:
+    # given the progress table's key as the aggregator writes it and the tools read it (leaderboard_core.bookkeeping)
+    # then it is the hash key progress.tf declares
+    assert _progress_table_hash_key() == SHARD_KEY
 
 
 SEQUENCES = st.integers(0, 10**40 - 1)
@@ -407,13 +275,13 @@ def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
     ended: bool,
 ) -> None:
     # given a shard's progress item as the aggregator writes it (a checkpoint, its spelling or none, a ResumeAt)
-    item: dict[str, Any] = {shard_progress.SHARD_ENDED: {"BOOL": ended}}
+    item: dict[str, Any] = {SHARD_ENDED: {"BOOL": ended}}
     if checkpoint is not None:
-        item[shard_progress.CHECKPOINT] = {"S": download_records.pad_sequence(str(checkpoint))}
+        item[CHECKPOINT] = {"S": pad_sequence(str(checkpoint))}
         if spelled != "absent":
-            item[shard_progress.CHECKPOINT_SEQUENCE] = {"S": _spelled(checkpoint, spelled == "padded")}
+            item[CHECKPOINT_SEQUENCE] = {"S": _spelled(checkpoint, spelled == "padded")}
     if resume_at is not None:
-        item[shard_progress.RESUME_AT] = {"S": _spelled(*resume_at)}
+        item[RESUME_AT] = {"S": _spelled(*resume_at)}
     asked: list[dict[str, Any]] = []
 
     def get_item(**parameters: Any) -> dict[str, Any]:
@@ -435,26 +303,31 @@ def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
 
 
 @given(stream_arn=st.text(min_size=1, max_size=60), shard_id=st.text(min_size=1, max_size=30))
-def test_the_recount_names_an_aggregate_s_bookkeeping_as_the_aggregator(stream_arn: str, shard_id: str) -> None:
-    # given any shard's watermark name, then the recount recognises it, and names the fence, the band and the
-    # pruning marks alike
-    assert delivery.watermark_name(stream_arn, shard_id).startswith(reconcile.WATERMARK_PREFIX)
-    assert reconcile.WATERMARK_PREFIX == delivery.WATERMARK_PREFIX
-    assert (
-        reconcile.FENCE_ATTRIBUTE,
-        reconcile.BAND_ATTRIBUTE,
-        reconcile.HELD_ATTRIBUTE,
-        reconcile.PRUNED_ATTRIBUTE,
-        reconcile.PRUNED_UNDER_ATTRIBUTE,
-        reconcile.APPLIED_SEQUENCE_ATTRIBUTE,
-    ) == (
-        aggregate_store.RECOUNTED_THROUGH_ATTRIBUTE,
-        aggregate_store.RECOUNT_BAND_ATTRIBUTE,
-        aggregate_store.RECOUNT_HELD_ATTRIBUTE,
-        aggregate_store.PRUNED_ATTRIBUTE,
-        aggregate_store.PRUNED_UNDER_ATTRIBUTE,
-        aggregate_store.APPLIED_SEQUENCE_ATTRIBUTE,
-    )
+def test_every_watermark_name_carries_the_prefix_the_recount_looks_for(stream_arn: str, shard_id: str) -> None:
+    # given any shard's watermark name, as the aggregator writes it, then the recount recognises it as a watermark
+    assert delivery.watermark_name(stream_arn, shard_id).startswith(WATERMARK_PREFIX)
+
+
+OFFSETS = st.one_of(
+    st.sampled_from(["Z", "z", "+00:00", "-05:00", "+05:30", "+14:00", "-12:00", ""]),
+    st.builds(
+        lambda sign, hours, minutes: f"{sign}{hours:02d}:{minutes:02d}",
+        st.sampled_from("+-"),
+        st.integers(0, 23),
+        st.integers(0, 59),
+    ),
+)
+TIMESTAMPS = st.builds(
+    lambda moment, precision, offset, before, after: (
+        f"{before}{moment.isoformat(timespec=precision) if precision else moment.date().isoformat()}{offset}{after}"
+    ),
+    st.datetimes(),
+    st.sampled_from(["seconds", "milliseconds", "microseconds", "minutes", None]),
+    OFFSETS,
+    st.sampled_from(["", " ", "\t", "  \n"]),
+    st.sampled_from(["", " ", "\n", " \t"]),
+)
+"""Timestamps a writer may put in a download: offsets, a lowercase z, surrounding spaces."""
 
 
 # ---------------------------------------------------------------- what the recount counts
@@ -522,7 +395,7 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
     parsed = parse_record(record, Schema())
     counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
     # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
-    assert reconcile.download_aggregate(record, leaderboard_layout.GUIDE_NAMES) == counted
+    assert reconcile.download_aggregate(record, GUIDE_NAMES) == counted
 
 
 # ---------------------------------------------------------------- the failure queue's messages and the query's answers
@@ -540,10 +413,10 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     assume(_encodable(entity))
     # given the messages the aggregator puts in the failure queue: a refused record, a rejected download, a gap
     shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
-    key = download_records.AggregateKey(entity, download_records.bucket_key(moment, "month"))
-    contribution = aggregate_store.Contribution(download_records.pad_sequence("7"), None)
+    key = download_records.AggregateKey(entity, bucket_key(moment, "month"))
+    contribution = aggregate_store.Contribution(pad_sequence("7"), None)
     progress = shard_progress.Progress(
-        checkpoint=None if checkpoint is None else download_records.pad_sequence(str(checkpoint)),
+        checkpoint=None if checkpoint is None else pad_sequence(str(checkpoint)),
         checkpoint_sequence=None if checkpoint is None else str(checkpoint),
     )
     rejected = download_records.Rejected("Timestamp is missing", "8", {"dynamodb": {}})
@@ -564,10 +437,6 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
     assert read["refused_record"].aggregates == {key.period: {entity}}
     assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
-
-
-def test_the_host_tools_read_the_count_from_the_field_the_query_function_answers() -> None:
-    assert leaderboard_layout.COUNT_FIELD == query.COUNT_FIELD
 
 
 # ---------------------------------------------------------------- the list of copies

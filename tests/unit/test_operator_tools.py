@@ -18,8 +18,9 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.index_layout import leaderboard_partition
 from leaderboard_tools.cli import main
-from leaderboard_tools.leaderboard_layout import AttributeNames, leaderboard_partition
 from leaderboard_tools.reconcile import Reconciler
 from tests.unit.operator_stack import (
     QUICK_BANDS,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import query
 from boards import Board
-from leaderboard_order import leaderboard_partition, order_of
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from query import (
     Entry,
     IndexSchema,

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-import boards
 import query
 import rolling
 from boards import Board, Boards
-from leaderboard_order import leaderboard_partition, order_of
+from leaderboard_core import buckets
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from query import IndexSchema, InvalidRequest, Layout, PageRequest, RankRequest, WindowRequest, parse_request
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
 
 SCHEMA = IndexSchema()
-EVERY_PERIOD = Boards(boards.PERIODS, categories=True)
+EVERY_PERIOD = Boards(buckets.PERIODS, categories=True)
 NOON = datetime(2018, 1, 15, 12, 30, tzinfo=UTC)
 ON_MOTO = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -38,30 +38,30 @@ MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12,
 
 
 def test_iso_weeks_cross_the_year_as_iso_8601_says() -> None:
-    assert boards.bucket_key(datetime(2019, 12, 30, tzinfo=UTC), "week") == "2020-W01"
-    assert boards.window_keys("week", "2020-W01", 2) == ["2020-W01", "2019-W52"]
-    assert boards.window_keys("week", "2021-W01", 2) == ["2021-W01", "2020-W53"]
-    assert not boards.is_bucket_key("week", "2019-W53")
+    assert buckets.bucket_key(datetime(2019, 12, 30, tzinfo=UTC), "week") == "2020-W01"
+    assert buckets.window_keys("week", "2020-W01", 2) == ["2020-W01", "2019-W52"]
+    assert buckets.window_keys("week", "2021-W01", 2) == ["2021-W01", "2020-W53"]
+    assert not buckets.is_bucket_key("week", "2019-W53")
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    period=st.sampled_from([p for p in boards.PERIODS if p != "all"]),
+    period=st.sampled_from([p for p in buckets.PERIODS if p != "all"]),
     key=st.text(alphabet="0123456789-TW", max_size=14) | st.sampled_from(["2018-W53", "2020-W53", "2018-02-29T00"]),
 )
 def test_a_key_is_valid_exactly_when_it_is_the_bucket_of_some_moment(period: str, key: str) -> None:
     # when any text is offered as a key, then it is accepted exactly when the bucket of its first moment is that text
     try:
-        first = boards._moment_of(period, key) if period in ("hour", "day", "week") else None
+        first = buckets._moment_of(period, key) if period in ("hour", "day", "week") else None
     except ValueError:
         first = None
     if period in ("hour", "day", "week"):
-        expected = first is not None and boards.bucket_key(first, period) == key
+        expected = first is not None and buckets.bucket_key(first, period) == key
     elif period == "month":
         expected = bool(re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", key))
     else:
         expected = bool(re.fullmatch(r"[0-9]{4}", key))
-    assert boards.is_bucket_key(period, key) == expected
+    assert buckets.is_bucket_key(period, key) == expected
 
 
 @settings(max_examples=200, deadline=None)
@@ -72,12 +72,12 @@ def test_a_key_is_valid_exactly_when_it_is_the_bucket_of_some_moment(period: str
 )
 def test_a_window_is_the_last_buckets_ending_with_the_key(moment: datetime, period: str, last: int) -> None:
     # given the bucket of a moment, when the window of `last` buckets ending with it is named
-    key = boards.bucket_key(moment, period)
-    keys = boards.window_keys(period, key, last)
+    key = buckets.bucket_key(moment, period)
+    keys = buckets.window_keys(period, key, last)
     # then it is the buckets of the moments walked back one bucket at a time, newest first, distinct
     walked, at = [], moment
     while len(walked) < last:
-        bucket = boards.bucket_key(at, period)
+        bucket = buckets.bucket_key(at, period)
         if not walked or walked[-1] != bucket:
             walked.append(bucket)
         at -= timedelta(hours=1) if period == "hour" else timedelta(days=1)
@@ -85,8 +85,8 @@ def test_a_window_is_the_last_buckets_ending_with_the_key(moment: datetime, peri
 
 
 def test_a_window_at_the_start_of_the_calendar_has_the_buckets_that_exist() -> None:
-    assert boards.window_keys("day", "0001-01-02", 7) == ["0001-01-02", "0001-01-01"]
-    assert boards.window_keys("month", "0000-02", 7) == ["0000-02", "0000-01"]
+    assert buckets.window_keys("day", "0001-01-02", 7) == ["0001-01-02", "0001-01-01"]
+    assert buckets.window_keys("month", "0000-02", 7) == ["0000-02", "0000-01"]
 
 
 # ---------------------------------------------------------------- requests
@@ -196,7 +196,7 @@ def test_a_token_of_one_board_is_refused_for_another() -> None:
 def test_tokens_round_trip_on_every_board_and_any_order_sign(category: str, order: int, shards: int) -> None:
     # given a category board and a cursor at any order DynamoDB holds, negative sums included
     board = Board("hour", "2018-01-15T10", category)
-    assume(len(board.id.encode()) <= boards.MAX_SORT_KEY_BYTES)
+    assume(len(board.id.encode()) <= buckets.MAX_SORT_KEY_BYTES)
     layout = Layout(shards)
     cursors = dict.fromkeys(layout.partitions(board.id), query.Position(order, "é" * 1024))
     # when the function's token comes back, then it names the same cursors

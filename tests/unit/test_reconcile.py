@@ -10,10 +10,12 @@ from typing import Any
 import boto3
 import pytest
 
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.bookkeeping import RECOUNTED_THROUGH
+from leaderboard_core.index_layout import order_of
 from leaderboard_tools.deployment import Deployment, discover
-from leaderboard_tools.leaderboard_layout import AttributeNames, order_of
 from leaderboard_tools.operator_aws import operator_clients
-from leaderboard_tools.reconcile import FENCE_ATTRIBUTE, Reconciler
+from leaderboard_tools.reconcile import Reconciler
 from tests.unit.operator_stack import (
     QUICK_BANDS,
     ModelAggregator,
@@ -82,9 +84,9 @@ def test_repair_fixes_exactly_those_and_a_second_run_finds_nothing(month: MotoSt
     assert item is not None
     assert item["LeaderboardOrder"] == {"N": str(order_of(4, "song3"))}
     assert [name for name in item if name.startswith("Watermark_")]
-    assert FENCE_ATTRIBUTE in item
+    assert RECOUNTED_THROUGH in item
     assert not {"RecountBand", "RecountHeld"} & set(item)
-    assert FENCE_ATTRIBUTE not in (aggregate_item(month, "song1", MONTH) or {})
+    assert RECOUNTED_THROUGH not in (aggregate_item(month, "song1", MONTH) or {})
     # and a second run reports no difference
     assert reconciler(month).run_month(MONTH, repair=True).differences == []
 
@@ -320,5 +322,5 @@ def test_a_repair_lets_the_fence_guard_what_a_lost_progress_table_can_no_longer_
     reconciler(month).run_month(MONTH, ["song3"], repair=True)
     # then the count is the recount, the fence is set, and nothing the aggregator would refuse for is left on it
     item = aggregate_item(month, "song3", MONTH) or {}
-    assert (stored_count(month, "song3", MONTH), FENCE_ATTRIBUTE in item) == (4, True)
+    assert (stored_count(month, "song3", MONTH), RECOUNTED_THROUGH in item) == (4, True)
     assert not {"WatermarksPruned", "WatermarksPrunedUnder", "AppliedSequence"} & set(item)

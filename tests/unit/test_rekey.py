@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaderboard_tools.leaderboard_layout import leaderboard_partition, order_of
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.rekey import rekey
 from tests.unit.conftest import TABLE
 

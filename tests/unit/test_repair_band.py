@@ -18,7 +18,8 @@ import pytest
 
 from aggregate_store import MAX_HELD, AggregateStore, Contribution
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, download_id, pad_sequence
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import download_id, pad_sequence
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, ReconcileReport

@@ -15,10 +15,11 @@ from botocore.exceptions import ClientError
 
 import aggregator
 import shard_reader
-from aggregate_store import RECOUNTED_THROUGH_ATTRIBUTE, AggregateStore, Contribution
+from aggregate_store import AggregateStore, Contribution
 from aggregator import PER_WINDOW, AggregatesNotWritten
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import RECOUNTED_THROUGH, pad_sequence
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
@@ -303,7 +304,7 @@ def test_review_records_below_the_watermark_are_not_reported_as_refused_by_the_f
         TableName=TABLE,
         Key={"songID": {"S": "song1"}, "SK": {"S": "2018-01"}},
         UpdateExpression="SET #fence = :fence",
-        ExpressionAttributeNames={"#fence": RECOUNTED_THROUGH_ATTRIBUTE},
+        ExpressionAttributeNames={"#fence": RECOUNTED_THROUGH},
         ExpressionAttributeValues={":fence": {"N": str(NOW)}},
     )
     late = store.apply(KEY, shard, records)

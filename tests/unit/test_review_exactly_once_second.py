@@ -17,8 +17,8 @@ from botocore.exceptions import ClientError
 
 import aggregator
 from aggregate_store import (
-    PRUNED_ATTRIBUTE,
-    PRUNED_UNDER_ATTRIBUTE,
+    WATERMARKS_PRUNED,
+    WATERMARKS_PRUNED_UNDER,
     AggregateStore,
     Contribution,
     WatermarkContention,
@@ -26,7 +26,7 @@ from aggregate_store import (
 from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
-from leaderboard_order import order_of
+from leaderboard_core.index_layout import order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
@@ -182,8 +182,8 @@ def test_review2_a_sum_past_38_digits_on_a_pruned_aggregate_is_refused_not_retri
             "Month": {"S": "all"},
             "DownloadCount": {"N": str(total)},
             "LeaderboardOrder": {"N": str(order_of(total, "song1", summed=True))},
-            PRUNED_ATTRIBUTE: {"N": "1"},
-            PRUNED_UNDER_ATTRIBUTE: {"S": progress.genesis()},
+            WATERMARKS_PRUNED: {"N": "1"},
+            WATERMARKS_PRUNED_UNDER: {"S": progress.genesis()},
         },
     )
     client = ThirtyEightDigits(dynamodb)

@@ -15,7 +15,8 @@ import boto3
 
 from aggregate_store import AggregateStore, Contribution
 from delivery import ShardRef
-from download_records import AggregateKey, Download, Rejected, Schema, pad_sequence, parse_record
+from download_records import AggregateKey, Download, Rejected, Schema, parse_record
+from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from aggregate_store import AggregateStore, Contribution, WatermarkContention
 from delivery import ShardRef
-from download_records import AggregateKey, Schema, pad_sequence
+from download_records import AggregateKey, Schema
+from leaderboard_core.bookkeeping import pad_sequence
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of, create_progress_table, create_table

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delivery import ShardRef
-from download_records import pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 from tests.streams import SHARD_ID, STREAM_ARN
 from window_state import delivered_high, window_state
 

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_dev.aws import Clients
 from leaderboard_dev.leaderboard import invoke_function, poll_until
 from leaderboard_dev.loadgen import true_counts, write_items, zipf_downloads
 from leaderboard_dev.observe import log_lines
 from leaderboard_dev.settings import Endpoint
 from leaderboard_dev.terraform_stack import Stack, deployed
-from leaderboard_tools.leaderboard_layout import leaderboard_partition, order_of
 from leaderboard_tools.rekey import rekey
 
 INDEX_WRITES_PER_AGGREGATE_WRITE = 2

@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from leaderboard_core.index_layout import leaderboard_shard
 from leaderboard_dev.bench.workload import SONGS
-from leaderboard_tools.leaderboard_layout import leaderboard_shard
 from leaderboard_tools.sizing import INDEX_WRITES_PER_UPDATE, PARTITION_WRITE_LIMIT, Workload, partition_load
 
 DOWNLOAD_RATES = (1000, 5000, 10_000)

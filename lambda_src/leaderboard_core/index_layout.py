@@ -37,6 +37,11 @@ def leaderboard_partition(period: str, entity_id: str, shards: int) -> str:
     return f"{period}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
 
 
+def leaderboard_partitions(period: str, shards: int) -> list[str]:
+    """Every index partition of a board, as the query function reads them."""
+    return [period] if shards == 1 else [f"{period}{PARTITION_SEPARATOR}{shard}" for shard in range(shards)]
+
+
 def order_tiebreak(entity_id: str, summed: bool = False) -> int:
     """Larger for smaller ids: the index is read in descending order, equal values then come in ascending id order.
 

@@ -1,0 +1,40 @@
+"""The table's attribute names, as the module's attribute-name variables set them (the guide's by default)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class AttributeNames:
+    entity: str = "songID"
+    sort_key: str = "SK"
+    timestamp: str = "Timestamp"
+    period: str = "Month"
+    """Only aggregates carry it: the sparse index's partition key."""
+    count: str = "DownloadCount"
+    order: str = "LeaderboardOrder"
+    """The sparse index's sort key: the count and a tie-breaker (index_layout.py)."""
+
+
+GUIDE_NAMES = AttributeNames()
+NAME_VARIABLES = {
+    "entity": "ENTITY_ATTRIBUTE",
+    "sort_key": "SORT_KEY_ATTRIBUTE",
+    "timestamp": "TIMESTAMP_ATTRIBUTE",
+    "period": "PERIOD_ATTRIBUTE",
+    "count": "COUNT_ATTRIBUTE",
+    "order": "ORDER_ATTRIBUTE",
+}
+"""AttributeNames field -> the functions' environment variable the module sets it from (terraform/lambda.tf)."""
+COUNT_FIELD = "downloadCount"
+"""The field of a query answer holding a count (or sum): the query contract's name, whatever the count attribute's."""
+
+
+def names_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The attribute names a function's environment sets, the guide's where it sets none."""
+    return {
+        field.name: environ.get(NAME_VARIABLES[field.name], getattr(GUIDE_NAMES, field.name))
+        for field in fields(AttributeNames)
+    }
