@@ -228,7 +228,7 @@ SWEEP_FAULTS = (
     "late_write",
     "write_timeout",
 )
-"""What may befall a scheduled sweep during a pause, as any invocation (the drain's own sweep comes calm)."""
+"""What may befall a scheduled sweep, as any invocation, when the history says so (the drain's own comes calm)."""
 SCHEDULE_SECONDS = 900
 """The lineage sweep's schedule (terraform's lineage_sweep_schedule default, rate(15 minutes))."""
 START = 1_600_000_000.0
@@ -1177,7 +1177,7 @@ class World:
             lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
             lane.last_batch, lane.retry, lane.attempts = None, None, 0
 
-    def scheduled_sweep(self, twice: bool = False, during_pause: bool = False) -> None:
+    def scheduled_sweep(self, twice: bool = False, during_pause: bool = False, faulted: bool = False) -> None:
         """scheduled-invocation: the schedule invokes the function with no record at all; with `twice`, Lambda
         hands it the same event again."""
         if not self.design.sweeps_on_schedule:
@@ -1188,7 +1188,7 @@ class World:
             for _attempt in range(ASYNC_ATTEMPTS):
                 if self.schedule_rng.random() < 0.5:
                     self.design.restart()  # nothing says which instance a scheduled invocation finds, or a fresh one
-                fault = self.schedule_rng.choice(SWEEP_FAULTS) if during_pause else "none"
+                fault = self.schedule_rng.choice(SWEEP_FAULTS) if faulted else "none"
                 succeeded, _ = self.invoke(
                     {"lineageSweep": {"streamArn": STREAM_ARN}}, fault=fault, at=self.schedule_rng.randint(1, 12)
                 )

@@ -167,6 +167,8 @@ class Pause(Step):
     sweeps: int = 0
     """Scheduled invocations that come in each wait, SCHEDULE_SECONDS apart from its start (scheduled-invocation:
     none may come at all); the last of them Lambda hands over twice."""
+    faulted_sweeps: bool = False
+    """The scheduled invocations meet faults as any invocation may (killed, out of time, a refusing queue...)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -539,7 +541,7 @@ def _pause(world: World, step: Pause, counter: int) -> int:
                 counter = apply(world, Write(song=song, when=rollover + 1), counter)
         for sweep in range(step.sweeps):
             world.wait(SCHEDULE_SECONDS)
-            world.scheduled_sweep(twice=sweep == step.sweeps - 1, during_pause=True)
+            world.scheduled_sweep(twice=sweep == step.sweeps - 1, during_pause=True, faulted=step.faulted_sweeps)
         world.wait(step.hours * 3600 - step.sweeps * SCHEDULE_SECONDS)
     world.resume_mapping()
     # The application writes on: one fresh download in every open shard, so that each lineage is read again.
@@ -625,6 +627,7 @@ PAUSES = st.builds(
     early=st.booleans(),
     sweeps=st.sampled_from([0, 0, 1, 2]),
     writes_after=st.sampled_from([True, True, False]),
+    faulted_sweeps=st.booleans(),
 )
 STRATEGIES = {
     "write": WRITES,

@@ -326,9 +326,10 @@ FIVE_SHARDS_FEED_ONE_AGGREGATE = tuple(
 """Rollover after rollover, a download each: one aggregate carries five watermarks and the ended shards' are pruned."""
 
 GUARD_WITNESSES: dict[str, History] = {
-    "finals read what was delivered": FINDINGS[
-        "a final invocation retried with a fresh state and out of time does not answer success"
-    ],
+    "finals read what was delivered": History(
+        Config(aggregate_writes="per_window"),
+        (*(Write() for _ in range(9)), Deliver(fault="killed"), Deliver(part=2), Deliver(fresh=True)),
+    ),
     "a gone shard asks for a recount": FINDINGS["a given-up range of a shard deleted since is recounted"],
     "prune only behind the checkpoint": History(
         Config(maximum_retry_attempts=0, songs=1, timestamps=1),
