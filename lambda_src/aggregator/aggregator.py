@@ -50,7 +50,8 @@ GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
 DESCRIBE_PAGES = 100
 """DescribeStream pages (100 shards each) searched for a shard's first sequence number and parent, once per shard
 and function instance. 1,000 pages made LocalStack's first invocations time out (its DescribeStream pages on past a
-shard it lists under another id): review 2's S4 (streams past 10,000 shards) stays open."""
+shard it lists under another id). A stream of more than 10,000 shards is not searched whole: a shard past them is
+read from its trim horizon, its parent unknown, and says so in the log."""
 LINEAGE_SWEEP_EVENT = "lineageSweep"
 LINEAGE_SWEEP_SECONDS = 900.0
 """How often (per function instance, the first invocation included) an invocation of any shard also walks the

@@ -58,7 +58,7 @@ class Deployment:
     mapping_uuid: str | None
     mapping_state: str | None
     periods: tuple[str, ...] = ("month",)
-    """LEADERBOARD_PERIODS: the boards the aggregator keeps (issue 16); the guide's months by default."""
+    """LEADERBOARD_PERIODS: the boards the aggregator keeps; the guide's months by default."""
     recount_band_queue_url: str | None = None
     """RECOUNT_BAND_QUEUE_URL: where a repair records each band it opens and deletes the record when it closes it;
     None (a deployment older than the queue): the failure queue, the record delayed toward the band's deadline."""

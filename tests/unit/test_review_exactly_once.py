@@ -1,8 +1,8 @@
 """A reviewer's counterexamples to the aggregator's exactly-once design (issue 14), each an event sequence AWS allows.
 
-Each failed on main at f1b1447 (docs/review-issue14.md ranks them: silent over-count, silent loss,
-loud loss, liveness, cost) and is kept as a regression test of its fix. Each docstring names the
-AWS sentence that allows the history.
+Each failed once (silent over-count, silent loss, loud loss, liveness, cost) and is kept as a
+regression test of its fix; the CHANGELOG tells the fixes. Each docstring names the AWS sentence
+that allows the history.
 """
 
 from __future__ import annotations

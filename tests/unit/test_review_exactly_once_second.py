@@ -2,7 +2,7 @@
 
 Each test is a history AWS's documentation allows, played on moto's table and stream (or on the
 aggregate store with a client that answers as DynamoDB documents), marked strict `xfail` while it
-shows the bug; docs/review-issue14-second.md ranks them. Each docstring names the AWS sentence.
+shows the bug, and kept as a regression test of its fix. Each docstring names the AWS sentence.
 """
 
 from __future__ import annotations

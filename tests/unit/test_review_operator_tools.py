@@ -1,4 +1,4 @@
-"""Review of issue 15's operator tools (docs/review-issue15.md): one test per finding.
+"""A review of the operator tools: one test per finding.
 
 Every test states what the operator tools promise (docs/operations.md, *Reconcile and recover*; the
 docstrings of reconcile.py and recover.py). Each was a strict xfail while its finding was open and

@@ -1,7 +1,7 @@
 """A review of S4's fix (90aad0e, f566fc5): a shard whose start is unknown is read from the trim horizon.
 
 Each test is a history AWS's documentation allows, played on moto's table and stream, marked strict
-`xfail` while it shows the bug; docs/review-issue14-second.md ("S4's fix, reviewed") ranks them.
+`xfail` while it shows the bug, and kept as a regression test of its fix.
 """
 
 from __future__ import annotations
