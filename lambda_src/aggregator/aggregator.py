@@ -454,8 +454,9 @@ def _count_ancestry(
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
     listing: Mapping[str, ShardFacts] | None = None,
-) -> None:
-    """Every ancestor of the shard, at any depth, counted to its end or its loss reported, then marked.
+) -> bool:
+    """Every ancestor of the shard, at any depth, counted to its end or its loss reported, then marked; whether
+    the walk got through (every ancestor read to its end, the loss, if any, in the failure queue).
 
     The mapping is no witness of what was counted: one disabled longer than the stream's retention
     resumes where the shards it stopped in are gone, and reads on in their descendants. The progress
@@ -465,7 +466,7 @@ def _count_ancestry(
     a child shard"); records of theirs already trimmed are reported as any trimmed records are.
     """
     if progress.lineage_counted or progress.lineage_unknown:
-        return  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
+        return True  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
     chain, lost, unfinished = _ancestry(deps, shard, progress, listing)
     lost_reported = lost is None
     if lost is not None:
@@ -478,12 +479,13 @@ def _count_ancestry(
     for ancestor, _ in reversed(chain):
         _drain(deps, settings, ancestor, remaining_ms, keep_reading, report)
     if unfinished or not lost_reported:
-        return
+        return False
     for ancestor, walked in reversed(chain):
         if not walked.ended and not deps.progress.read(ancestor).ended:
-            return
+            return False
         deps.progress.mark_lineage_counted(ancestor)
     deps.progress.mark_lineage_counted(shard)
+    return True
 
 
 def _sweep_lineages(
@@ -522,11 +524,13 @@ def _sweep_lineages(
             logger.warning("lineage sweep skipped: DescribeStream's pages did not end", extra={"stream": stream_arn})
             return False
         finished = True
-        # Where to begin turns with each sweep: one cut short by its budget leaves the rest to the next ones.
+        # A sweep cut short by its budget leaves a cursor: the next begins where it stopped, whichever instance.
         order = list(listed.items())
-        turn = int(now // LINEAGE_SWEEP_SECONDS) % len(order) if order else 0
+        cursor = deps.progress.sweep_cursor()
+        turn = next((index for index, (shard_id, _) in enumerate(order) if shard_id == cursor), 0)
         for shard_id, facts in order[turn:] + order[:turn]:
             if not keep_reading(0, 0):
+                deps.progress.set_sweep_cursor(shard_id)
                 return False
             shard = ShardRef(stream_arn, shard_id)
             known = deps.progress.lower_bound(shard)
@@ -545,7 +549,8 @@ def _sweep_lineages(
                 deps.progress.note_closed_unread(shard, now)
             if not (to_read or orphaned):
                 continue
-            _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
+            walked = _count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
+            finished = walked and finished
             if to_read:
                 finished = _drain(deps, settings, shard, remaining_ms, keep_reading, report) and finished
     except (ClientError, BotoCoreError) as error:
@@ -569,6 +574,10 @@ def _trimmed_unread(deps: Dependencies, shard: ShardRef, facts: ShardFacts, know
     start = known.start if known.exists else (facts.first_sequence, None)
     if start == (None, None):
         return False  # nothing says where it began: its own first read reports what may be trimmed
+    if known.gap_reported_from == known.start_token:
+        # Reported, with nothing readable after it: what is new is only what the stream holds now, if anything.
+        held = read_shard(deps.streams, shard, (None, None), None, lambda records, _bytes: records == 0, deps.sleep)
+        return bool(held.records)
     read = read_shard(
         deps.streams,
         shard,
@@ -796,6 +805,8 @@ def _catch_up(
             unhandled.append("")
     elif read.trimmed is not None and read.trimmed.first_readable_sequence is not None:
         deps.progress.resume_after_gap(shard, read.trimmed.first_readable_sequence)
+    elif read.trimmed is not None and progress.exists:
+        deps.progress.note_gap_reported(shard, progress.start_token)
     catchup.held_back_from = min(unhandled) if unhandled else None
     return catchup
 

@@ -45,6 +45,12 @@ LINEAGE_UNKNOWN = "LineageUnknown"
 """DescribeStream did not list the shard when it was first seen: its parent, if any, is not known."""
 LOST_UNREAD = "LostUnread"
 """The shard was gone from the stream before this deployment read it: its loss is reported, it is never read."""
+GAP_REPORTED_FROM = "GapReportedFrom"
+"""The start (`at:<sequence>` or `after:<sequence>`) from which a trimmed gap with no readable record after it was
+reported: an idle shard whose checkpoint aged past the retention is reported once, not at every sweep."""
+SWEEP_CURSOR_KEY = "#lineage-sweep"
+"""The progress table's item that keeps where the last lineage sweep cut short by its budget stopped."""
+NEXT_SHARD = "NextShardId"
 CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
 """When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
 sweep's interval later reads it to its end, whichever function instance runs it."""
@@ -65,6 +71,7 @@ class Progress:
     lineage_counted: bool = False
     lineage_unknown: bool = False
     closed_unread_since: int | None = None
+    gap_reported_from: str | None = None
     exists: bool = False
 
     @property
@@ -73,6 +80,12 @@ class Progress:
         if self.resume_at is not None and (self.checkpoint is None or pad_sequence(self.resume_at) > self.checkpoint):
             return self.resume_at, None
         return None, self.checkpoint_sequence
+
+    @property
+    def start_token(self) -> str:
+        """Where the next read begins, as GAP_REPORTED_FROM spells it."""
+        at, after = self.start
+        return f"at:{at}" if at is not None else f"after:{after}"
 
 
 def shard_key(shard: ShardRef) -> str:
@@ -308,6 +321,32 @@ class ProgressStore:
                 raise
         self._cache.pop(shard_key(shard), None)
 
+    def note_gap_reported(self, shard: ShardRef, start_token: str) -> None:
+        """A trimmed gap from this start, with nothing readable after it, is in the failure queue."""
+        self._client.update_item(
+            TableName=self._table,
+            Key=self.key(shard),
+            UpdateExpression="SET #gap = :start, UpdatedAt = :now",
+            ExpressionAttributeNames={"#gap": GAP_REPORTED_FROM},
+            ExpressionAttributeValues={":start": {"S": start_token}, ":now": {"N": str(int(self._clock()))}},
+        )
+        self._cache.pop(shard_key(shard), None)
+
+    def sweep_cursor(self) -> str | None:
+        """The shard the next lineage sweep begins with (where the last one was cut short), if any."""
+        item = self._client.get_item(TableName=self._table, Key={SHARD_KEY: {"S": SWEEP_CURSOR_KEY}}).get("Item")
+        value = (item or {}).get(NEXT_SHARD, {}).get("S")
+        return value if isinstance(value, str) else None
+
+    def set_sweep_cursor(self, shard_id: str) -> None:
+        self._client.update_item(
+            TableName=self._table,
+            Key={SHARD_KEY: {"S": SWEEP_CURSOR_KEY}},
+            UpdateExpression="SET #next = :next, UpdatedAt = :now",
+            ExpressionAttributeNames={"#next": NEXT_SHARD},
+            ExpressionAttributeValues={":next": {"S": shard_id}, ":now": {"N": str(int(self._clock()))}},
+        )
+
     def note_closed_unread(self, shard: ShardRef, swept_at: float) -> None:
         """A sweep that began at `swept_at` found the shard closed and not read to its end: the first one is kept."""
         try:
@@ -380,6 +419,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
     resume = item.get(RESUME_AT, {}).get("S")
     delivered = item.get(DELIVERED_HIGH, {}).get("S")
     since = item.get(CLOSED_UNREAD_SINCE, {}).get("N")
+    gap = item.get(GAP_REPORTED_FROM, {}).get("S")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
@@ -391,6 +431,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         lineage_counted=bool(item.get(LINEAGE_COUNTED, {}).get("BOOL")),
         lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
         closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
+        gap_reported_from=gap if isinstance(gap, str) else None,
         exists=True,
     )
 

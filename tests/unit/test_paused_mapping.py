@@ -371,3 +371,96 @@ def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothin
     # then the aggregator says so before any call (one on a stream client of None would raise AttributeError)
     with pytest.raises(ValueError, match="not a stream of"):
         aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+
+
+class _IdleOpenShard:
+    """One open shard S whose counted record 200 aged past the retention; nothing written after it, until `write`."""
+
+    def __init__(self) -> None:
+        self.new_records: list[dict[str, object]] = []
+
+    def describe_stream(self, **_: object) -> dict[str, object]:
+        shard = {"ShardId": "shardS", "SequenceNumberRange": {"StartingSequenceNumber": "100"}}
+        return {"StreamDescription": {"Shards": [shard]}}
+
+    def get_shard_iterator(self, **parameters: str) -> dict[str, str]:
+        if parameters["ShardIteratorType"] != "TRIM_HORIZON":
+            # "You request a shard iterator with a sequence number older than the trim point (24 hours)."
+            raise ClientError({"Error": {"Code": "TrimmedDataAccessException", "Message": "trimmed"}}, "Get")
+        return {"ShardIterator": "0"}
+
+    def get_records(self, **parameters: str) -> dict[str, object]:
+        position = int(parameters["ShardIterator"])
+        return {"Records": self.new_records[position:], "NextShardIterator": str(len(self.new_records))}
+
+
+def test_an_idle_open_shard_whose_checkpoint_aged_past_the_retention_is_reported_once_not_at_every_sweep() -> None:
+    # given an open shard counted through record 200, which the stream has trimmed since, and nothing after it
+    import aggregator
+    from delivery import ShardRef
+    from tests.stream_model.environment import STREAM_ARN
+    from tests.streams import download_record
+
+    stream = _IdleOpenShard()
+    wired = _aggregator_on(stream)
+    wired.queue_up = True
+    shard = ShardRef(STREAM_ARN, "shardS")
+    wired.progress.first_seen(shard, "100", None, lineage_counted=True)
+    wired.progress.advance(shard, "200".zfill(40), "200", None, False)
+    event = {"lineageSweep": {"streamArn": STREAM_ARN}}
+    # when the schedule sweeps four times, then a download lands in the shard and it sweeps again
+    for _ in range(4):
+        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    reports_while_idle = [(m["kind"], m["checkpoint"], m["firstReadableSequence"]) for m in wired.sent]
+    stream.new_records.append(download_record("900", "song1", download_id="d1"))
+    aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    # then the possible gap was reported once while the shard stayed idle (recover recounts: never a loss)
+    assert reports_while_idle == [("records_trimmed", "200", None)]
+    # and the new download was read and counted at once, its possible gap reported with its end
+    assert [(m["checkpoint"], int(m["firstReadableSequence"])) for m in wired.sent[1:]] == [("200", 900)]
+    assert wired.progress.read(shard).checkpoint == "900".zfill(40)
+
+
+class _ManyOpenShards:
+    """Ten listed open shards, nothing trimmed: every sweep probes each."""
+
+    def __init__(self) -> None:
+        self.probed: list[str] = []
+
+    def describe_stream(self, **_: object) -> dict[str, object]:
+        shards = [
+            {"ShardId": f"shard{n}", "SequenceNumberRange": {"StartingSequenceNumber": f"{100 * (n + 1)}"}}
+            for n in range(10)
+        ]
+        return {"StreamDescription": {"Shards": shards}}
+
+    def get_shard_iterator(self, **parameters: str) -> dict[str, str]:
+        self.probed.append(parameters["ShardId"])
+        return {"ShardIterator": parameters["ShardId"]}
+
+    def get_records(self, **parameters: str) -> dict[str, object]:
+        return {"Records": [], "NextShardIterator": parameters["ShardIterator"]}
+
+
+def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_next_on_any_instance() -> None:
+    # given ten open shards, and sweeps whose time runs out after four shards, each on a new function instance
+    import aggregator
+    from tests.stream_model.environment import STREAM_ARN
+
+    stream = _ManyOpenShards()
+    event = {"lineageSweep": {"streamArn": STREAM_ARN}}
+    wired = _aggregator_on(stream)
+    finished = []
+    for _ in range(3):
+        fresh = _aggregator_on(stream)
+        fresh.deps.progress = wired.deps.progress  # a new instance, the same progress table
+        probed_before = len(stream.probed)
+
+        def remaining_ms(before: int = probed_before) -> int:
+            return 60_000 if len(stream.probed) - before < 4 else 0  # out of time after four shards
+
+        response, _ = aggregator.sweep_lineages_on_schedule(event, fresh.deps, wired.settings, remaining_ms)
+        finished.append(response["finished"])
+    # then the three sweeps together reached every shard, none starting over from the first
+    assert finished == [False, False, False]
+    assert set(stream.probed) == {f"shard{n}" for n in range(10)}
