@@ -11,6 +11,7 @@ is counted. What cannot be counted is reported to the failure queue, never guess
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -518,6 +519,7 @@ def _sweep_lineages(
     leave_ms = settings.deadline_margin_ms if scheduled else max(settings.deadline_margin_ms, started_ms * 3 // 4)
     keep_reading = _reading_budget(settings, remaining_ms, leave_ms)
 
+    after_this: str | None = None
     try:
         listed = _listed_shards(deps, stream_arn)
         if listed is None:
@@ -528,7 +530,10 @@ def _sweep_lineages(
         order = list(listed.items())
         cursor = deps.progress.sweep_cursor()
         turn = next((index for index, (shard_id, _) in enumerate(order) if shard_id == cursor), 0)
-        for shard_id, facts in order[turn:] + order[:turn]:
+        ordered = order[turn:] + order[:turn]
+        for position, (shard_id, facts) in enumerate(ordered):
+            # One that fails is left to the sweep after next: the next begins past it, not at it again.
+            after_this = ordered[(position + 1) % len(ordered)][0]
             if not keep_reading(0, 0):
                 deps.progress.set_sweep_cursor(shard_id)
                 return False
@@ -555,6 +560,9 @@ def _sweep_lineages(
                 finished = _drain(deps, settings, shard, remaining_ms, keep_reading, report) and finished
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
+        if after_this is not None:
+            with contextlib.suppress(ClientError, BotoCoreError):
+                deps.progress.set_sweep_cursor(after_this)
         return False
     return finished
 

@@ -464,3 +464,30 @@ def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_nex
     # then the three sweeps together reached every shard, none starting over from the first
     assert finished == [False, False, False]
     assert set(stream.probed) == {f"shard{n}" for n in range(10)}
+
+
+class _OneShardFailing(_ManyOpenShards):
+    """The same ten open shards; GetShardIterator of shard2 is throttled every time."""
+
+    def get_shard_iterator(self, **parameters: str) -> dict[str, str]:
+        if parameters["ShardId"] == "shard2":
+            raise ClientError({"Error": {"Code": "LimitExceededException", "Message": "slow down"}}, "Get")
+        return super().get_shard_iterator(**parameters)
+
+
+def test_a_shard_that_keeps_failing_does_not_stall_the_sweeps_behind_it() -> None:
+    # given ten open shards, one of which fails every read
+    import aggregator
+    from tests.stream_model.environment import STREAM_ARN
+
+    stream = _OneShardFailing()
+    wired = _aggregator_on(stream)
+    event = {"lineageSweep": {"streamArn": STREAM_ARN}}
+    # when the schedule sweeps twice
+    answers = [
+        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)[0]["finished"]
+        for _ in range(2)
+    ]
+    # then each sweep ended at the failing shard and said so, and the second went on past it to every other shard
+    assert answers == [False, False]
+    assert set(stream.probed) == {f"shard{n}" for n in range(10) if n != 2}
