@@ -235,7 +235,8 @@ def installed_provider(working_dir: Path) -> Path | None:
 
 ALREADY_EXISTS = re.compile(
     r"^Error: creating (?P<kind>[^(\n]+?) \((?P<name>[^)\n]+)\):[^\n]*"
-    r"(?:EntityAlreadyExists|ResourceAlreadyExistsException|ResourceInUseException|ResourceConflictException)"
+    r"(?:EntityAlreadyExists|ResourceAlreadyExistsException|ResourceInUseException|ResourceConflictException"
+    r"|ConflictException: Schedule \S+ already exists in group (?P<group>[^.\s]+))"
     r".*?^\s+with (?P<address>[^,\s]+),",
     re.MULTILINE | re.DOTALL,
 )
@@ -244,15 +245,16 @@ ORPHAN_ROUNDS = 3
 
 
 def orphans(error: str, stack_name: str) -> list[tuple[str, str]]:
-    """(address, name) of each resource the apply created but did not record: its create reported the resource
-    exists, under a name of this stack's own (unique per deployment, so nothing else made it). A create whose
-    response the provider lost (an emulator under load) is retried by the SDK, and the retry finds its own
-    first attempt: CreateRole, for one, is not idempotent."""
+    """(address, import id) of each resource the apply created but did not record: its create reported the
+    resource exists, under a name of this stack's own (unique per deployment, so nothing else made it). A create
+    whose response the provider lost (an emulator under load) is retried by the SDK, and the retry finds its own
+    first attempt: CreateRole, for one, is not idempotent. A schedule is imported as `<group>/<name>`."""
     found = []
     for block in re.split(r"(?m)^(?=Error: )", error):
         match = ALREADY_EXISTS.match(block)
         if match and (match["name"] == stack_name or match["name"].startswith(f"{stack_name}-")):
-            found.append((match["address"], match["name"]))
+            import_id = f"{match['group']}/{match['name']}" if match["group"] else match["name"]
+            found.append((match["address"], import_id))
     return found
 
 

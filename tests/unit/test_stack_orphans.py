@@ -63,6 +63,25 @@ def test_the_orphan_seen_in_ci_is_named_by_its_address_and_its_name() -> None:
     ]
 
 
+SCHEDULE_SEEN_IN_CI = """
+Error: creating AWS EventBridge Scheduler Schedule (ttl-ebecb5-lineage-sweep): operation error Scheduler: \
+CreateSchedule, https response error StatusCode: 409, RequestID: 79b3290e-d0c2-4eb0-a91d-74dacff6a16b, \
+ConflictException: Schedule ttl-ebecb5-lineage-sweep already exists in group default.
+
+  with module.leaderboard.aws_scheduler_schedule.lineage_sweep[0],
+  on ../../terraform/schedule.tf line 65, in resource "aws_scheduler_schedule" "lineage_sweep":
+  65: resource "aws_scheduler_schedule" "lineage_sweep" {
+
+"""
+
+
+def test_a_schedule_the_apply_created_without_knowing_it_is_imported_by_its_group_and_name() -> None:
+    assert orphans(SCHEDULE_SEEN_IN_CI, "ttl-ebecb5") == [
+        ("module.leaderboard.aws_scheduler_schedule.lineage_sweep[0]", "default/ttl-ebecb5-lineage-sweep")
+    ]
+    assert orphans(SCHEDULE_SEEN_IN_CI, "ttl-ebecb") == []
+
+
 def test_a_name_that_is_not_the_stacks_or_a_failure_that_is_no_conflict_is_no_orphan() -> None:
     assert orphans(SOMEONE_ELSES, "ttl-5ee48e") == []
     assert orphans(ANOTHER_FAILURE, "ttl-5ee48e") == []
