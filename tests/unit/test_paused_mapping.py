@@ -21,8 +21,9 @@ from tests.stream_model.histories import Config, Deliver, History, Pause, Reshar
 ONE_LEVEL = naive.factory(naive.OneLevelOfAncestry)
 
 
-def paused(rollovers: int, hours: int, early: bool) -> History:
-    """Shard G counted in part, the mapping paused across `rollovers` rollovers `hours` apart, then fresh writes."""
+def paused(rollovers: int, hours: int, early: bool = False, writes_after: bool = True, sweeps: int = 0) -> History:
+    """Shard G counted in part, the mapping paused across `rollovers` rollovers `hours` apart (with `sweeps`
+    scheduled invocations early in each wait), then fresh writes, unless not `writes_after`."""
     return History(
         Config(songs=1, timestamps=1, maximum_record_age=None),
         (
@@ -31,9 +32,8 @@ def paused(rollovers: int, hours: int, early: bool) -> History:
             Write(),
             Deliver(size=3),
             Write(),
-            Pause(rollovers=rollovers, hours=hours, early=early),
-            Write(),
-            Write(),
+            Pause(rollovers=rollovers, hours=hours, early=early, writes_after=writes_after, sweeps=sweeps),
+            *((Write(), Write()) if writes_after else ()),
         ),
     )
 
@@ -122,10 +122,7 @@ def _unscheduled(env: Any, config: Config) -> Any:
 
 def test_a_pause_past_the_retention_followed_by_no_download_at_all_is_reported_by_the_schedule() -> None:
     # given a shard counted in part, then a pause across two rollovers, then no download ever again
-    history = History(
-        Config(songs=1, timestamps=1, maximum_record_age=None),
-        (Write(), Write(), Write(), Deliver(size=3), Write(), Pause(rollovers=2, hours=25, writes_after=False)),
-    )
+    history = paused(2, hours=25, writes_after=False)
     # when the shipped aggregator plays it with its schedule, and again with the mapping alone invoking it
     scheduled, unscheduled = play(history, shipped), play(history, _unscheduled)
     # then the schedule's invocation reports the loss durably, and recover makes it exact
@@ -136,26 +133,13 @@ def test_a_pause_past_the_retention_followed_by_no_download_at_all_is_reported_b
     assert unscheduled.uncovered > 0, unscheduled.summary()
 
 
-def _paused_without_writes_after(sweeps: int) -> History:
-    """Shard G counted in part, a pause across two rollovers 25 hours apart with `sweeps` scheduled invocations
-    early in each wait, and no download after it."""
-    return History(
-        Config(songs=1, timestamps=1, maximum_record_age=None),
-        (
-            Write(),
-            Write(),
-            Write(),
-            Deliver(size=3),
-            Write(),
-            Pause(rollovers=2, hours=25, writes_after=False, sweeps=sweeps),
-        ),
-    )
-
-
 def test_scheduled_sweeps_during_a_pause_count_the_closed_shards_before_the_stream_deletes_them() -> None:
     # given the same pause with two scheduled invocations early in each wait (the last of them twice), and with none
     # when the shipped aggregator plays both
-    swept, not_swept = play(_paused_without_writes_after(2), shipped), play(_paused_without_writes_after(0), shipped)
+    swept, not_swept = (
+        play(paused(2, hours=25, writes_after=False, sweeps=2), shipped),
+        play(paused(2, hours=25, writes_after=False), shipped),
+    )
     # then the sweeps read each closed shard while the stream held it: nothing was lost, nothing needs recover
     assert (swept.lost_before, swept.over_before) == (0, 0), swept.summary()
     assert swept.problems() == [], swept.summary()
@@ -197,7 +181,7 @@ def _fresh_instance_per_sweep(env: Any, config: Config) -> Any:
 
 def test_scheduled_sweeps_on_new_instances_each_still_count_the_closed_shards_of_a_pause() -> None:
     # given the same pause with two scheduled invocations early in each wait, each on a new function instance
-    history = _paused_without_writes_after(2)
+    history = paused(2, hours=25, writes_after=False, sweeps=2)
     # when the shipped aggregator plays it
     outcome = play(history, _fresh_instance_per_sweep)
     # then the progress table, not the instance, remembered which closed shards were still unread: nothing lost
