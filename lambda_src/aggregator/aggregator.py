@@ -572,10 +572,10 @@ def _trimmed_unread(deps: Dependencies, shard: ShardRef, facts: ShardFacts, know
 
     A mapping paused past the retention leaves such shards, open or closed, and with no download
     coming nothing else reads them: they are read now, and the loss reported, rather than when their
-    own reader comes (it cannot read those records either). One page read from the start tells (S5:
-    a start older than the trim point is refused); what that page holds is left to the shard's own
-    reader unless the answer is yes. Every shard is asked, however recent its checkpoint: nothing
-    documents that creation times follow the order in which the stream trims.
+    own reader comes (it cannot read those records either). A read from the start tells, a page (or
+    three empty ones) at most (S5: a start older than the trim point is refused); what it holds is
+    left to the shard's own reader unless the answer is yes. Every shard is asked, however recent its
+    checkpoint: nothing documents that creation times follow the order in which the stream trims.
     """
     if known.ended:
         return False
@@ -584,18 +584,17 @@ def _trimmed_unread(deps: Dependencies, shard: ShardRef, facts: ShardFacts, know
         return False  # nothing says where it began: its own first read reports what may be trimmed
     if known.gap_reported_from == known.start_token:
         # Reported, with nothing readable after it: what is new is only what the stream holds now, if anything.
-        held = read_shard(deps.streams, shard, (None, None), None, lambda records, _bytes: records == 0, deps.sleep)
+        held = read_shard(deps.streams, shard, (None, None), None, _first_page_only, deps.sleep)
         return bool(held.records)
     read = read_shard(
-        deps.streams,
-        shard,
-        start,
-        None,
-        lambda records, _bytes: records == 0,
-        deps.sleep,
-        nothing_counted=known.checkpoint is None,
+        deps.streams, shard, start, None, _first_page_only, deps.sleep, nothing_counted=known.checkpoint is None
     )
     return read.trimmed is not None
+
+
+def _first_page_only(records_so_far: int, _bytes_so_far: int) -> bool:
+    """A probe's budget: read until a page holds a record (empty pages at the tip end any read)."""
+    return records_so_far == 0
 
 
 class LineageSweepUnreported(Exception):
