@@ -24,7 +24,7 @@ help:
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
-	@echo "make bench     ours against the guide's handler on the emulator: docs/benchmark-results/ and docs/benchmark.md"
+	@echo "make bench     ours against the guide's handler on the emulator: docs/benchmark.md (plots, summary), development/benchmark-results/ (raw)"
 	@echo "make bench-smoke  the small variant (the test suite runs it): build/bench-smoke/"
 
 $(STAMP): pyproject.toml

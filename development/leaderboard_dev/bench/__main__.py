@@ -7,8 +7,9 @@ the report), `side-by-side`, `boards` (writes per 100 downloads by the boards ke
 emulator: catch_up_memory.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
 index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
-results.json and the parts measured on their own, without an emulator). The full run writes
-docs/benchmark-results/ and docs/benchmark.md's Results section; `--smoke` writes build/bench-smoke/ only.
+results.json and the parts measured on their own, without an emulator). The full run writes its raw
+figures to development/benchmark-results/, the summary and plots to docs/benchmark-results/ and
+docs/benchmark.md's Results section; `--smoke` writes build/bench-smoke/ only.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from leaderboard_dev.bench.workload import say
 from leaderboard_dev.emulators.lifecycle import identify
 from leaderboard_dev.settings import REPOSITORY, Endpoint, endpoint_from_environment
 
-RESULTS = REPOSITORY / "docs" / "benchmark-results"
+RESULTS = REPOSITORY / "development" / "benchmark-results"
+"""The raw figures (JSON): bulky, for the report part and for anyone checking a number."""
+FIGURES = REPOSITORY / "docs" / "benchmark-results"
+"""What a reader looks at: summary.md and the plots, linked from docs/benchmark.md."""
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PARTS = ("all", "side-by-side", "boards", "handler-cpu", "catch-up-memory", "reads", "index-layout", "report")
 ALONE = {
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
         results = with_separate_parts(json.loads((directory / "results.json").read_text()), directory)
-        write_results(results, directory, None if arguments.smoke else DOCUMENT)
+        write_results(results, directory, *((None, None) if arguments.smoke else (DOCUMENT, FIGURES)))
         return 0
     endpoint = endpoint_from_environment()
     emulator = identify(endpoint)
@@ -195,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         alone.write_text(json.dumps({**document, "failures": results.get("failures", [])}, indent=1) + "\n")
         say(f"{arguments.part} in {alone.relative_to(REPOSITORY)}; `report` merges it")
         return 0
-    write_results(results, directory, DOCUMENT if arguments.part == "all" and not arguments.smoke else None)
+    full = arguments.part == "all" and not arguments.smoke
+    write_results(results, directory, DOCUMENT if full else None, None if arguments.smoke else FIGURES)
     say(f"results in {directory.relative_to(REPOSITORY)}")
     return 0
 

@@ -570,17 +570,22 @@ def _save(figure: Any, path: Path, plt: Any) -> str:
     return str(path)
 
 
-def write_results(results: dict[str, Any], directory: Path, document: Path | None) -> dict[str, Any]:
-    """results.json, summary.json, summary.md and the plots into `directory`; `document`'s Results when given."""
+def write_results(
+    results: dict[str, Any], directory: Path, document: Path | None, figures: Path | None = None
+) -> dict[str, Any]:
+    """results.json and summary.json into `directory`; summary.md and the plots into `figures` (default: the same
+    folder), where a reader looks; `document`'s Results when given."""
+    figures = directory if figures is None else figures
     directory.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
     (directory / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     summary = summarise(results)
     (directory / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plots = plot(summary, results, directory)
+    plots = plot(summary, results, figures)
     table = markdown(summary, plots)
-    (directory / "summary.md").write_text("# Benchmark results\n\n" + table)
+    (figures / "summary.md").write_text("# Benchmark results\n\n" + table)
     if document is not None:
-        relative = Path(os.path.relpath(directory, document.parent)).as_posix()  # links from the document's folder
+        relative = Path(os.path.relpath(figures, document.parent)).as_posix()  # links from the document's folder
         document_plots = {title: f"{relative}/{name}" for title, name in plots.items()}
         replace_section(document, results_section(markdown(summary, document_plots)))
     return summary
