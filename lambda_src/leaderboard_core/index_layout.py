@@ -1,8 +1,9 @@
 """Where an aggregate sits in the sparse index: its leaderboard partition, and its order within it.
 
-The index's partition key is the period attribute: the period itself with one leaderboard shard
-(the guide's layout), or "<period>#<k>" with N shards, k a stable hash of the entity id, so that
-one period's aggregate updates spread over N index partitions. The index's sort key is
+The index's partition key is the period attribute (the guide's `Month`), which holds the aggregate's
+board id: the board id itself with one leaderboard shard (the guide's layout), or "<board>#<k>" with N
+shards, k a stable hash of the entity id, so that one board's aggregate updates spread over N index
+partitions. The index's sort key is
 `LeaderboardOrder` = count x 10^26 + a tie-breaker that, read in descending order, puts equal
 counts in ascending order of entity id. The tie-breaker holds the id's first 10 bytes; ids that
 share them tie in the index too, and the query function orders those by the full id.
@@ -31,15 +32,15 @@ def leaderboard_shard(entity_id: str, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(entity_id.encode()).digest()[:8], "big") % shards
 
 
-def leaderboard_partition(period: str, entity_id: str, shards: int) -> str:
+def leaderboard_partition(board: str, entity_id: str, shards: int) -> str:
     if shards == 1:
-        return period
-    return f"{period}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
+        return board
+    return f"{board}{PARTITION_SEPARATOR}{leaderboard_shard(entity_id, shards)}"
 
 
-def leaderboard_partitions(period: str, shards: int) -> list[str]:
+def leaderboard_partitions(board: str, shards: int) -> list[str]:
     """Every index partition of a board, as the query function reads them."""
-    return [period] if shards == 1 else [f"{period}{PARTITION_SEPARATOR}{shard}" for shard in range(shards)]
+    return [board] if shards == 1 else [f"{board}{PARTITION_SEPARATOR}{shard}" for shard in range(shards)]
 
 
 def order_tiebreak(entity_id: str, summed: bool = False) -> int:
