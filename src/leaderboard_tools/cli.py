@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools import board_commands
+from leaderboard_tools.commands import leaderboards
 
 
 def command_size(arguments: argparse.Namespace) -> int:
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="leaderboard-tools", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    board_commands.add_commands(commands)
+    leaderboards.register(commands)
 
     size = commands.add_parser(
         "size", help="leaderboard shards a workload needs: aggregate updates and index writes per partition"
