@@ -6,3 +6,12 @@ has to say and returns the exit code. `cli.py` lists the modules and dispatches 
 itself is in the domain modules beside this package (`sizing`, `rekey`, `reconcile`, `recover`,
 `query_client`).
 """
+
+EXIT_EXACT = 0
+EXIT_ERROR = 1
+EXIT_DIFFERENCES = 3
+"""Differences remain that waiting will not fix: reported without --repair, a TTL month, a count TTL keeps, a band
+that could not be recorded in its queue, a band DynamoDB's time could not be read for."""
+EXIT_PENDING = 4
+"""What remains waits only for the stream: downloads in flight, a checkpoint behind, a conflict, a band closed or
+replaced (not known which). Run again later."""
