@@ -12,7 +12,8 @@ from botocore.exceptions import ClientError, NoCredentialsError
 import query
 from boards import Boards
 from leaderboard_core.buckets import PERIODS
-from leaderboard_tools import board_commands, cli
+from leaderboard_tools import cli, query_client
+from leaderboard_tools.commands import leaderboards
 from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext
 from tests.unit.test_query_boards import load
@@ -67,14 +68,14 @@ def command(argv: list[str], client: Any, capsys: pytest.CaptureFixture[str]) ->
         parsed["arguments"] = arguments
         return 0
 
-    original = board_commands.run
-    board_commands.run = keep  # type: ignore[assignment]
+    original = leaderboards.run
+    leaderboards.run = keep  # type: ignore[assignment]
     try:
         assert cli.main(argv) == 0
     finally:
-        board_commands.run = original  # type: ignore[assignment]
+        leaderboards.run = original  # type: ignore[assignment]
     arguments = parsed["arguments"]
-    code = board_commands.run(arguments, client=client)
+    code = leaderboards.run(arguments, client=client)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -231,8 +232,8 @@ def test_an_invocation_that_fails_is_said_plainly(
 
 def test_the_client_is_boto3s_standard_session_at_the_given_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    aws = board_commands.lambda_client(None, "eu-west-1", None)
+    aws = query_client.lambda_client(None, "eu-west-1", None)
     assert aws.meta.endpoint_url == "https://lambda.eu-west-1.amazonaws.com"
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4599")
-    assert board_commands.lambda_client(None, "eu-west-1", None).meta.endpoint_url == "http://127.0.0.1:4599"
-    assert board_commands.lambda_client(None, "eu-west-1", "http://x:1").meta.endpoint_url == "http://x:1"
+    assert query_client.lambda_client(None, "eu-west-1", None).meta.endpoint_url == "http://127.0.0.1:4599"
+    assert query_client.lambda_client(None, "eu-west-1", "http://x:1").meta.endpoint_url == "http://x:1"

@@ -16,7 +16,8 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 
-from leaderboard_tools.cli import EXIT_PENDING, reconcile_exit_code
+from leaderboard_tools.commands import EXIT_PENDING
+from leaderboard_tools.commands.reconcile import reconcile_exit_code
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import ClockDisagrees, Reconciler

@@ -1,14 +1,11 @@
-"""Leaderboards for people: `top`, `rank` and `all` invoke the deployed query function and print its answer.
+"""`top`, `rank` and `all`: leaderboards for people, asked of the deployed query function and printed.
 
-The function is the module's `<name>-query` beside the table `<name>-downloads` (`--table`), or
-named (`--function`): invoking it is all a person needs the permission for. The client is the
-operator tools' (`operator_aws.py`): boto3's standard session, an endpoint only when one is given
-(`--endpoint-url`, or the SDKs' own `AWS_ENDPOINT_URL`), so the same command reads a stack on AWS
-or on an emulator.
-
-On a terminal the answer is an aligned table; `--json` prints the query contract's response
-unchanged (`all` prints each page's response, one per line). The query function checks every
-request; this module only builds it from the flags and shows what comes back.
+The three are one command family: they name the function the same way (`--table` or `--function`),
+the board the same way (`--month`, or `--period` with `--key`, and `--category`), reach AWS the
+same way, and print the same way. Each adds one or two flags and the request those make. The
+function (`query_client.py`) checks every request; this module builds it from the flags and shows
+what comes back: on a terminal an aligned table, with `--json` the query contract's response
+unchanged (`all` prints each page's response, one per line).
 """
 
 from __future__ import annotations
@@ -16,77 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_core.buckets import PERIODS
-from leaderboard_tools.deployment import QUERY_SUFFIX
+from leaderboard_tools.query_client import (
+    AnswerError,
+    CommandError,
+    invoke,
+    lambda_client,
+    pages,
+    query_function_of,
+)
 
-TABLE_SUFFIX = "-downloads"
-"""The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
 ALL_PAGE_SIZE = 1000
-MAX_PAGES = 100_000
-"""`all` stops after this many pages: 100 million entries, far past any board this module keeps."""
-
-
-class CommandError(RuntimeError):
-    """What the person must change (a flag, credentials, a name): said plainly, exit code 1."""
-
-
-class AnswerError(RuntimeError):
-    """The query function answered an error object (InvalidRequest, Unavailable)."""
-
-    def __init__(self, answer: dict[str, Any]) -> None:
-        error = answer.get("error", {})
-        super().__init__(f"{error.get('code', 'Error')}: {error.get('message', answer)}")
-        self.answer = answer
-
-
-def query_function_of(table: str) -> str:
-    """`<name>-query` for the module's table `<name>-downloads`."""
-    if not table.endswith(TABLE_SUFFIX) or len(table) == len(TABLE_SUFFIX):
-        raise CommandError(
-            f"{table} is not named like the module's table (<name>{TABLE_SUFFIX}): name the function with --function"
-        )
-    return table[: -len(TABLE_SUFFIX)] + QUERY_SUFFIX
-
-
-def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:
-    """The operator tools' Lambda client (boto3's standard session; reads wait past any function's timeout)."""
-    from leaderboard_tools.operator_aws import OperatorSetupError, operator_clients
-
-    try:
-        return operator_clients(profile, region, endpoint_url).lambda_
-    except OperatorSetupError as error:
-        raise CommandError(str(error)) from error
-
-
-def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any]:
-    """The function's answer; CommandError if it cannot be invoked, AnswerError if it answers an error object."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
-    try:
-        response = client.invoke(FunctionName=function, Payload=json.dumps(request).encode())
-    except NoCredentialsError as error:
-        raise CommandError("no AWS credentials: configure a profile, or set AWS_ACCESS_KEY_ID") from error
-    except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
-        if code == "ResourceNotFoundException":
-            message = f"no function {function}: check --table, or name the function with --function"
-            raise CommandError(message) from error
-        raise CommandError(f"cannot invoke {function}: {error}") from error
-    except BotoCoreError as error:
-        raise CommandError(f"cannot invoke {function}: {error}") from error
-    payload = json.loads(response["Payload"].read() or b"null")
-    if response.get("FunctionError"):
-        raise CommandError(f"{function} failed: {payload}")
-    if not isinstance(payload, dict):
-        raise CommandError(f"{function} answered {payload!r}, not a query answer")
-    if "error" in payload:
-        raise AnswerError(payload)
-    return payload
 
 
 def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -192,16 +134,45 @@ def print_table(shown: Shown, out: TextIO) -> None:
         console.print(note, markup=False, soft_wrap=True)
 
 
-def pages(client: Any, function: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every page of a board, following next_token until it is null."""
-    for _ in range(MAX_PAGES):
-        answer = invoke(client, function, request)
-        yield answer
-        token = answer.get("next_token")
-        if token is None:
-            return
-        request = {**request, "next_token": token}
-    raise CommandError(f"the listing did not end after {MAX_PAGES} pages")
+def show_rank(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
+    request[arguments.entity_attribute] = arguments.song
+    if arguments.around is not None:
+        request["around"] = arguments.around
+    answer = invoke(client, function, request)
+    if arguments.json:
+        print(json.dumps(answer), file=out)
+    else:
+        print_table(shown_rank(answer, arguments.entity_attribute), out)
+
+
+def show_top(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
+    request["limit"] = arguments.limit
+    if arguments.last is not None:
+        request["last"] = arguments.last
+    answer = invoke(client, function, request)
+    if arguments.json:
+        print(json.dumps(answer), file=out)
+    else:
+        print_table(shown_page([answer], arguments.entity_attribute, f"top {arguments.limit}"), out)
+
+
+def show_all(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
+    """Each page as it comes with --json; the table only once the last page is in."""
+    request["limit"] = arguments.page_size
+    answers = []
+    for answer in pages(client, function, request):
+        if arguments.json:
+            print(json.dumps(answer), file=out)
+        answers.append(answer)
+    if not arguments.json:
+        print_table(shown_page(answers, arguments.entity_attribute, "all"), out)
+
+
+SHOWN_BY: dict[str, Callable[[argparse.Namespace, Any, str, dict[str, Any], TextIO], None]] = {
+    "top": show_top,
+    "rank": show_rank,
+    "all": show_all,
+}
 
 
 def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | None = None) -> int:
@@ -211,34 +182,7 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
         function = arguments.function or query_function_of(arguments.table)
         request = board_request(arguments)
         client = client or lambda_client(arguments.profile, arguments.region, arguments.endpoint_url)
-        if arguments.command == "rank":
-            request[arguments.entity_attribute] = arguments.song
-            if arguments.around is not None:
-                request["around"] = arguments.around
-            answer = invoke(client, function, request)
-            if arguments.json:
-                print(json.dumps(answer), file=out)
-            else:
-                print_table(shown_rank(answer, arguments.entity_attribute), out)
-            return 0
-        if arguments.command == "top":
-            request["limit"] = arguments.limit
-            if arguments.last is not None:
-                request["last"] = arguments.last
-            answer = invoke(client, function, request)
-            if arguments.json:
-                print(json.dumps(answer), file=out)
-            else:
-                print_table(shown_page([answer], arguments.entity_attribute, f"top {arguments.limit}"), out)
-            return 0
-        request["limit"] = arguments.page_size
-        answers = []
-        for answer in pages(client, function, request):
-            if arguments.json:
-                print(json.dumps(answer), file=out)
-            answers.append(answer)
-        if not arguments.json:
-            print_table(shown_page(answers, arguments.entity_attribute, "all"), out)
+        SHOWN_BY[arguments.command](arguments, client, function, request, out)
         return 0
     except AnswerError as error:
         if arguments.json:
@@ -250,7 +194,7 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
         return 1
 
 
-def add_commands(commands: Any) -> None:
+def register(commands: Any) -> None:
     """`top`, `rank` and `all`, with the board and target flags they share."""
     for name, summary in (
         ("top", "the top entries of a board, or of a rolling window (--last)"),

@@ -1,0 +1,101 @@
+"""What `rekey`, `reconcile` and `recover` share: the deployment's flags, reaching it, a progress bar, and the
+Reconciler that `reconcile` and `recover` configure alike."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
+
+
+def add_operator_arguments(command: argparse.ArgumentParser) -> None:
+    """What every operator tool takes: the table, where AWS is, and settings that stand in for the deployment's."""
+    command.add_argument("--table", required=True, help="the module's table, <name>-downloads")
+    where = command.add_argument_group("AWS (boto3's credential chain; an endpoint only if given)")
+    where.add_argument("--profile", help="a profile of the shared AWS config files")
+    where.add_argument("--region", help="default: the profile's or AWS_REGION")
+    where.add_argument(
+        "--endpoint-url", help="send every request there (also AWS_ENDPOINT_URL); default: AWS's regional endpoints"
+    )
+    settings = command.add_argument_group(
+        "deployment settings: read from the table's aggregator; a flag fills what cannot be read and must "
+        "agree with what can"
+    )
+    for name, flag in NAME_FLAGS.items():
+        settings.add_argument(flag, dest=f"{name}_attribute", help=f"the aggregator's {NAME_VARIABLES[name]}")
+    settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
+
+
+def add_reconciler_arguments(command: argparse.ArgumentParser) -> None:
+    """The flags of `reconcile` and `recover` that stand in for the deployment's or bound the Reconciler's waits."""
+    command.add_argument("--shards", type=int, help="leaderboard_shards; default: the aggregator's")
+    command.add_argument(
+        "--stream-budget-seconds",
+        type=float,
+        default=300,
+        help="longest read of one stream shard when checking for downloads in flight (default 300)",
+    )
+    command.add_argument(
+        "--band-seconds",
+        type=float,
+        default=300,
+        help="how long a repair waits after its fence for the records created before it (default 300); "
+        "a later one is refused and reported",
+    )
+    command.add_argument(
+        "--clock-margin-seconds",
+        type=float,
+        default=60,
+        help="how far DynamoDB's clock may be from the stream's creation times, and this machine's from "
+        "DynamoDB's (default 60); a smaller margin than the true skew can count a recounted download twice",
+    )
+    command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
+
+
+def operator_setup(
+    arguments: argparse.Namespace, leaderboard_shards: int | None = None, failure_queue_url: str | None = None
+) -> tuple[Any, Any]:
+    """boto3's session (profile, region, endpoint only if given) and the deployment read from --table.
+
+    `rekey` passes no shards: its --shards is the layout it moves to, not the deployment's."""
+    from leaderboard_tools.deployment import Overrides, discover
+    from leaderboard_tools.operator_aws import operator_clients
+
+    aws = operator_clients(arguments.profile, arguments.region, arguments.endpoint_url)
+    names = {name: value for name in NAME_FLAGS if (value := getattr(arguments, f"{name}_attribute", None)) is not None}
+    overrides = Overrides(
+        names=names,
+        leaderboard_shards=leaderboard_shards,
+        failure_queue_url=failure_queue_url,
+        progress_table=arguments.progress_table,
+    )
+    return aws, discover(aws, arguments.table, overrides)
+
+
+@contextmanager
+def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal; a silent counter otherwise (JSON output, pipes)."""
+    from rich.progress import Progress
+
+    with Progress(transient=True, disable=not shown) as progress:
+        task = progress.add_task(description, total=None)
+        yield lambda done: progress.advance(task, done)
+
+
+def operator_reconciler(
+    arguments: argparse.Namespace, aws: Any, deployment: Any, on_progress: Callable[[int], None]
+) -> Any:
+    """The Reconciler as `reconcile` and `recover` configure it from their shared flags."""
+    from leaderboard_tools.reconcile import Reconciler
+
+    return Reconciler(
+        aws,
+        deployment,
+        stream_budget_seconds=arguments.stream_budget_seconds,
+        band_seconds=arguments.band_seconds,
+        clock_margin_seconds=arguments.clock_margin_seconds,
+        on_progress=on_progress,
+    )

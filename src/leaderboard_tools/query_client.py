@@ -1,0 +1,90 @@
+"""The deployed query function as a client sees it: its name, invoking it, and following its pages.
+
+The function is the module's `<name>-query` beside the table `<name>-downloads`, or named outright:
+invoking it is all a person needs the permission for. The client is the operator tools'
+(`operator_aws.py`): boto3's standard session, an endpoint only when one is given (or the SDKs'
+own `AWS_ENDPOINT_URL`), so the same request reads a stack on AWS or on an emulator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from leaderboard_tools.deployment import QUERY_SUFFIX
+
+TABLE_SUFFIX = "-downloads"
+"""The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
+MAX_PAGES = 100_000
+"""A listing stops after this many pages: 100 million entries, far past any board this module keeps."""
+
+
+class CommandError(RuntimeError):
+    """What the person must change (a flag, credentials, a name): said plainly, exit code 1."""
+
+
+class AnswerError(RuntimeError):
+    """The query function answered an error object (InvalidRequest, Unavailable)."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        error = answer.get("error", {})
+        super().__init__(f"{error.get('code', 'Error')}: {error.get('message', answer)}")
+        self.answer = answer
+
+
+def query_function_of(table: str) -> str:
+    """`<name>-query` for the module's table `<name>-downloads`."""
+    if not table.endswith(TABLE_SUFFIX) or len(table) == len(TABLE_SUFFIX):
+        raise CommandError(
+            f"{table} is not named like the module's table (<name>{TABLE_SUFFIX}): name the function with --function"
+        )
+    return table[: -len(TABLE_SUFFIX)] + QUERY_SUFFIX
+
+
+def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:
+    """The operator tools' Lambda client (boto3's standard session; reads wait past any function's timeout)."""
+    from leaderboard_tools.operator_aws import OperatorSetupError, operator_clients
+
+    try:
+        return operator_clients(profile, region, endpoint_url).lambda_
+    except OperatorSetupError as error:
+        raise CommandError(str(error)) from error
+
+
+def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The function's answer; CommandError if it cannot be invoked, AnswerError if it answers an error object."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        response = client.invoke(FunctionName=function, Payload=json.dumps(request).encode())
+    except NoCredentialsError as error:
+        raise CommandError("no AWS credentials: configure a profile, or set AWS_ACCESS_KEY_ID") from error
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            message = f"no function {function}: check --table, or name the function with --function"
+            raise CommandError(message) from error
+        raise CommandError(f"cannot invoke {function}: {error}") from error
+    except BotoCoreError as error:
+        raise CommandError(f"cannot invoke {function}: {error}") from error
+    payload = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError"):
+        raise CommandError(f"{function} failed: {payload}")
+    if not isinstance(payload, dict):
+        raise CommandError(f"{function} answered {payload!r}, not a query answer")
+    if "error" in payload:
+        raise AnswerError(payload)
+    return payload
+
+
+def pages(client: Any, function: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of a board, following next_token until it is null."""
+    for _ in range(MAX_PAGES):
+        answer = invoke(client, function, request)
+        yield answer
+        token = answer.get("next_token")
+        if token is None:
+            return
+        request = {**request, "next_token": token}
+    raise CommandError(f"the listing did not end after {MAX_PAGES} pages")
