@@ -730,7 +730,7 @@ def test_every_request_of_any_form_gets_an_answer(deployed: Any, event: dict[str
 def test_a_dynamodb_failure_in_a_window_or_around_is_unavailable(
     deployed: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from tests.unit.test_query import FailingClient
+    from tests.unit.query.test_query import FailingClient
 
     load(deployed, {day: {"song1": 2, "song2": 1} for day in DAYS}, 2)
     for operation in ("query", "get_item"):

@@ -1,7 +1,7 @@
 """A repair at its edges: killed on an aggregate nobody downloads again, run from a wrong clock, overlapping another.
 
 Played on moto with the shipped repair (leaderboard_tools.reconcile) and recover against the shipped aggregator's
-store (tests/unit/operator_stack.ModelAggregator); moto answers with a `Date` header from this machine's clock.
+store (tests/unit/tools/operator_stack.ModelAggregator); moto answers with a `Date` header from this machine's clock.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import ClockDisagrees, Reconciler
 from leaderboard_tools.recover import recover
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,
@@ -34,7 +34,7 @@ from tests.unit.operator_stack import (
     stored_count,
     write_download,
 )
-from tests.unit.test_operator_tools import answer_with, given_up_batch, run
+from tests.unit.tools.test_operator_tools import answer_with, given_up_batch, run
 
 MONTH = "2018-03"
 HOUR = 3600.0

@@ -22,7 +22,7 @@ from leaderboard_dev import terraform_stack
 from leaderboard_dev.provider_proxy import UNLIMITED_MESSAGES, CachingProviderProxy
 from leaderboard_dev.terraform_stack import REATTACH_VARIABLE, SharedProvider, _RunningProvider
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 GET_SCHEMA = "/tfplugin5.Provider/GetSchema"
 VALIDATE_PROVIDER = "/tfplugin5.Provider/PrepareProviderConfig"
 PLAN = "/tfplugin5.Provider/PlanResourceChange"

@@ -14,10 +14,10 @@ from botocore.exceptions import ClientError
 import aggregator
 from delivery import ShardRef
 from shard_reader import EMPTY_PAGES_AT_THE_TIP
+from tests.unit.aggregator.test_aggregator_handler import Deployed
+from tests.unit.aggregator.test_review_exactly_once import TrimmedStream, client_error, use_streams
+from tests.unit.aggregator.test_review_exactly_once_second import ManyShards, stack  # noqa: F401  (the fixture)
 from tests.unit.conftest import count_of
-from tests.unit.test_aggregator_handler import Deployed
-from tests.unit.test_review_exactly_once import TrimmedStream, client_error, use_streams
-from tests.unit.test_review_exactly_once_second import ManyShards, stack  # noqa: F401  (the fixture)
 
 
 class EmptyPagesFirst:

@@ -22,8 +22,8 @@ from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import RECOUNTED_THROUGH, pad_sequence
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
+from tests.unit.aggregator.test_aggregator_handler import Deployed, wire
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
-from tests.unit.test_aggregator_handler import Deployed, wire
 
 KEY = AggregateKey("song1", "2018-01")
 NOW = 1_516_000_000

@@ -22,7 +22,7 @@ from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
 from shard_progress import ProgressStore
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,

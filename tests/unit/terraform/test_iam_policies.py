@@ -246,7 +246,7 @@ def requested_attributes(parameters: dict[str, Any]) -> set[str]:
 
 def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -> None:
     import query
-    from tests.unit.test_query import load
+    from tests.unit.query.test_query import load
 
     # given the query role's GetItem statement and a month of aggregates
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
@@ -266,7 +266,7 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
 
 def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy_allows(dynamodb: Any) -> None:
     import query
-    from tests.unit.test_query_boards import load
+    from tests.unit.query.test_query_boards import load
 
     # given the query role's GetItem statement, and three days of 60 songs
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
@@ -300,7 +300,7 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
     dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, lambda_context: Any
 ) -> None:
     import aggregator
-    from tests.unit.test_aggregator_handler import wire
+    from tests.unit.aggregator.test_aggregator_handler import wire
 
     # given the aggregator role's UpdateItem statement on the table (the progress table has its own)
     (statement,) = [

@@ -29,9 +29,9 @@ from download_records import AggregateKey, Schema
 from leaderboard_core.index_layout import order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
+from tests.unit.aggregator.test_aggregator_handler import Deployed, wire
+from tests.unit.aggregator.test_review_exactly_once import TrimmedStream, use_streams
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of
-from tests.unit.test_aggregator_handler import Deployed, wire
-from tests.unit.test_review_exactly_once import TrimmedStream, use_streams
 
 NUMBER_OVERFLOW = "Number overflow. Attempting to store a number with magnitude larger than supported range"
 """What DynamoDB answers when an update's arithmetic passes 38 significant digits (UpdateItem's and

@@ -16,7 +16,7 @@ from leaderboard_core.index_layout import order_of
 from leaderboard_tools.deployment import Deployment, discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     ModelAggregator,
     MotoStack,

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, StreamCheck
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,

@@ -15,7 +15,7 @@ from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import board_commands, cli
 from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext
-from tests.unit.test_query_boards import load
+from tests.unit.query.test_query_boards import load
 
 
 class StubLambda:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.acceptance.conftest import LONGEST_FIRST
 
-ACCEPTANCE = Path(__file__).resolve().parents[1] / "acceptance"
+ACCEPTANCE = Path(__file__).resolve().parents[2] / "acceptance"
 
 
 def test_the_longest_first_order_names_every_acceptance_file_once() -> None:

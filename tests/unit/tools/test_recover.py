@@ -15,7 +15,7 @@ from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import VisibilityKeeper, recover
 from leaderboard_tools.stream_reading import ShardReader
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     ModelAggregator,
     MotoStack,

@@ -17,7 +17,7 @@ from moto.events.models import EventPattern
 from leaderboard_dev.emulators.ministack_server import match_with_absent_parents
 from tests.streams import aggregate_record, download_record, expired_download_record
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "terraform" / "templates" / "new_raw_event_filter.json.tftpl"
+TEMPLATE = Path(__file__).resolve().parents[3] / "terraform" / "templates" / "new_raw_event_filter.json.tftpl"
 
 
 def rendered_pattern(period_attribute: str = "Month") -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The repair sets the count to its recount and a fence F (the recount's end plus the clock margin); the aggregator
 holds every record of the aggregate created at or before F on the aggregate while the band is open, and the repair,
 which knows which downloads it counted, adds those it missed when it closes the band (reconcile.py, steps 4-5;
-docs/operations.md). Played on moto with the shipped aggregator's store (tests/unit/operator_stack.ModelAggregator).
+docs/operations.md). Played on moto with the shipped aggregator's store (operator_stack.ModelAggregator).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, ReconcileReport
 from shard_progress import ProgressStore
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,

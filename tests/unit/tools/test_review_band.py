@@ -1,7 +1,7 @@
 """Review of commit 8ff2ef2 ("A repair's band"): attacks on the band that break its claims.
 
 Each test plays the shipped repair (leaderboard_tools.reconcile.Reconciler) against the shipped aggregator's store
-(aggregate_store.AggregateStore, through tests/unit/operator_stack.ModelAggregator) on moto. They were strict xfails
+(aggregate_store.AggregateStore, through operator_stack.ModelAggregator) on moto. They were strict xfails
 at 96d4b72 (the review) and pass since the fixes: an expired band still holding downloads is reported on every write
 of its aggregate; a repair is conditioned on the band and held set it read; the close waits for DynamoDB's clock too.
 """
@@ -20,7 +20,7 @@ from delivery import ShardRef
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,

@@ -43,9 +43,9 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
 from leaderboard_tools import deployment, reconcile, recover, stream_reading
-from tests.unit.test_module_contract import RecordingEnvironment, function_environment
+from tests.unit.terraform.test_module_contract import RecordingEnvironment, function_environment
 
-TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
 IDS = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in text)
 
@@ -453,5 +453,5 @@ def test_the_design_page_lists_every_fact_this_module_holds_equal() -> None:
     # then every test here holds a fact the table lists, and every test the table names exists (here or beside)
     assert here <= named
     beside = named - here
-    contract = (Path(__file__).parent / "test_module_contract.py").read_text()
+    contract = (Path(__file__).parents[1] / "terraform" / "test_module_contract.py").read_text()
     assert {name for name in beside if f"def {name}(" not in contract} == set()

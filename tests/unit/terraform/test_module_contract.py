@@ -12,7 +12,7 @@ import pytest
 import aggregator
 import query
 
-TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
 
 
 def _unquoted(name: str) -> str:

@@ -1,7 +1,7 @@
 """The operator tools as an on-call engineer runs them: on AWS by default, reading the deployment, never racing.
 
 Each test drives the command line (`leaderboard_tools.cli.main`) against the module's deployment in
-moto (tests/unit/operator_stack.py) and checks what reached AWS and what the table holds afterwards.
+moto (tests/unit/tools/operator_stack.py) and checks what reached AWS and what the table holds afterwards.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.index_layout import leaderboard_partition
 from leaderboard_tools.cli import main
 from leaderboard_tools.reconcile import Reconciler
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     ModelAggregator,
     MotoStack,

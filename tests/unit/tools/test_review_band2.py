@@ -1,8 +1,8 @@
 """Second review of the band (8ff2ef2, f93fc65, e29273b): attacks on its fixes that break its claims.
 
 The first two tests play the shipped aggregator's handler (aggregator.lambda_handler, on moto's table, stream, progress
-table and failure queue, as tests/unit/test_aggregator_handler.py wires it) against the band a killed repair leaves
-(written by hand, as tests/unit/test_review_band.py does for a second repair's band). The third plays the shipped
+table and failure queue, as test_aggregator_handler.py wires it) against the band a killed repair leaves
+(written by hand, as tests/unit/tools/test_review_band.py does for a second repair's band). The third plays the shipped
 repair (leaderboard_tools.reconcile.Reconciler) against the shipped store (through operator_stack.ModelAggregator).
 They were strict xfails at f5f8e6a (the review) and pass since the fixes: a retry of records already written reports
 an expired band again, so does a write through the proof transaction, and the repair and the close retry a
@@ -21,8 +21,10 @@ from botocore.exceptions import ClientError
 
 import aggregator
 from delivery import ShardRef
+from tests.unit.aggregator.test_aggregator_handler import Deployed
+from tests.unit.aggregator.test_review_exactly_once_second import stack  # noqa: F401  (the fixture)
 from tests.unit.conftest import TABLE, count_of
-from tests.unit.operator_stack import (
+from tests.unit.tools.operator_stack import (
     ModelAggregator,
     aggregate_item,
     deploy,
@@ -31,9 +33,7 @@ from tests.unit.operator_stack import (
     stored_count,
     write_download,
 )
-from tests.unit.test_aggregator_handler import Deployed
-from tests.unit.test_review_band import MONTH, downloads_in_table, reconciler
-from tests.unit.test_review_exactly_once_second import stack  # noqa: F401  (the fixture)
+from tests.unit.tools.test_review_band import MONTH, downloads_in_table, reconciler
 
 SONG_MONTH = "2018-01"
 """Deployed.write's downloads are of January 2018."""
