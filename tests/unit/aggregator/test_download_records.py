@@ -173,7 +173,7 @@ def test_padded_sequences_order_like_numbers() -> None:
     assert sorted(pad_sequence(str(n)) for n in numbers) == [pad_sequence(str(n)) for n in sorted(numbers)]
 
 
-# ---------------------------------------------------------------- periods, categories, sums (issue 16)
+# ---------------------------------------------------------------- periods, categories, sums
 
 
 def iso_week_oracle(day: date) -> str:

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import botocore.handlers
+import pytest
+from botocore.awsrequest import AWSResponse
 
 from aggregate_store import AggregateStore, Contribution
 from delivery import ShardRef
@@ -28,9 +31,16 @@ from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.bookkeeping import download_id, pad_sequence
 from leaderboard_core.buckets import month_of
 from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_tools.cli import main
+from leaderboard_tools.deployment import discover
+from leaderboard_tools.operator_aws import operator_clients
+from leaderboard_tools.reconcile import Reconciler
+from leaderboard_tools.recover import recover
 from shard_progress import ProgressStore
 
 REGION = "us-east-1"
+MONTH = "2018-03"
+"""The month of the stack's default download timestamp (write_download), the month the tools' tests repair."""
 QUICK_BANDS = {"clock_margin_seconds": 0, "band_settle_seconds": 0, "band_poll_seconds": 0.05, "band_seconds": 5}
 """A repair's band as a unit test can afford it: moto stamps stream records with this machine's clock, so no clock
 margin is needed, and the band closes once the fence's second has passed and the stream shows nothing left."""
@@ -354,3 +364,119 @@ class ModelAggregator:
                 "CheckpointSequence": {"S": sequence},
             },
         )
+
+
+class RepairKilled(BaseException):
+    """The operator's process killed (SIGKILL) while its band is open: no handler of it runs."""
+
+
+def reconciler(stack: MotoStack, sleep: Callable[[float], None] = time.sleep, **settings: Any) -> Reconciler:
+    clients = operator_clients(region=REGION)
+    return Reconciler(
+        clients,
+        discover(clients, stack.table),
+        empty_page_pause=0,
+        sleep=sleep,
+        **(QUICK_BANDS | {"band_seconds": 1} | settings),
+    )
+
+
+def run_recover(stack: MotoStack) -> Any:
+    clients = operator_clients(region=REGION)
+    return recover(clients, discover(clients, stack.table), reconciler(stack), stack.queue_url, visibility_seconds=30)
+
+
+def queue_counts(stack: MotoStack) -> tuple[int, int]:
+    """(visible, delayed) messages of the failure queue."""
+    attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=stack.queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def band_of(stack: MotoStack) -> str | None:
+    return ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {}).get("S")
+
+
+def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
+    """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline."""
+    aggregator = ModelAggregator(stack)
+
+    def listener_then_kill() -> None:
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+        assert aggregator.held == 1
+        raise RepairKilled
+
+    killed = reconciler(stack, once_the_band_opens(stack, listener_then_kill, month=MONTH))
+    killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
+    with pytest.raises(RepairKilled):
+        killed.run_month(MONTH, repair=True)
+    band = band_of(stack)
+    assert band is not None
+    return int(band.split("|")[1])
+
+
+def downloads_in_table(stack: MotoStack, song: str) -> int:
+    items = boto3.client("dynamodb", region_name=REGION).query(
+        TableName=stack.table,
+        KeyConditionExpression="songID = :song",
+        FilterExpression="attribute_not_exists(#period)",
+        ExpressionAttributeNames={"#period": stack.names.period},
+        ExpressionAttributeValues={":song": {"S": song}},
+        ConsistentRead=True,
+    )["Items"]
+    return len(items)
+
+
+def run(argv: list[str]) -> int | BaseException:
+    """The command's exit code; an exception it let escape (the tools once did) is returned as is.
+
+    moto stamps stream records with this machine's clock, so a repair here needs no clock margin: without one it
+    waits a few seconds for its band, not a minute (the flag is the operator's, `--clock-margin-seconds`)."""
+    if argv[:1] in (["reconcile"], ["recover"]) and "--clock-margin-seconds" not in argv:
+        argv = [*argv, "--clock-margin-seconds", str(QUICK_BANDS["clock_margin_seconds"])]
+    try:
+        return main(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    except Exception as error:
+        return error
+
+
+def answer_with(monkeypatch: pytest.MonkeyPatch, operation: str, handler: Any) -> None:
+    """`handler(body)` answers `operation` ("service-id.Operation", a JSON-protocol service's request body as a dict)
+    for every client created from now on, from a new session or boto3's default one; a None answer lets moto answer.
+    Clients created before this call (the test's own) are not affected."""
+
+    def before_call(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
+        body = params.get("body") or b"{}"
+        parsed = handler(json.loads(body) if body[:1] in (b"{", "{") else {})
+        return None if parsed is None else (AWSResponse(None, 200, {}, None), parsed)
+
+    monkeypatch.setattr(
+        botocore.handlers,
+        "BUILTIN_HANDLERS",
+        [(f"before-call.{operation}", before_call), *botocore.handlers.BUILTIN_HANDLERS],
+    )
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3.client() makes a new one, with the handler
+
+
+def given_up_batch(stack: MotoStack) -> None:
+    """The mapping's on-failure record for the shard's records so far, sent to the failure queue."""
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    shard = streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+    info = {
+        "shardId": shard,
+        "streamArn": stack.stream_arn,
+        "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+        "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+        "approximateArrivalOfFirstRecord": "2018-03-10T10:00:00Z",
+        "approximateArrivalOfLastRecord": "2018-03-10T10:00:00Z",
+        "batchSize": len(records),
+    }
+    body = {"requestContext": {"condition": "RetryAttemptsExhausted"}, "DDBStreamBatchInfo": info}
+    boto3.client("sqs", region_name="us-east-1").send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))

@@ -21,13 +21,17 @@ from aggregate_store import AggregateStore
 from band_records import BandRecord, is_band_record_event, settle, verdict
 from download_records import Schema
 from shard_progress import ProgressStore
-from tests.unit.tools.operator_stack import REGION, MotoStack, aggregate_item, drifted_song, stored_count
-from tests.unit.tools.test_repair_edges import (
+from tests.unit.tools.operator_stack import (
     MONTH,
+    REGION,
+    MotoStack,
+    aggregate_item,
+    drifted_song,
     killed_repair_holding_a_missed_download,
     queue_counts,
     reconciler,
     run_recover,
+    stored_count,
 )
 
 

@@ -15,25 +15,26 @@ from urllib.parse import urlparse
 import boto3
 import botocore.handlers
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.response import StreamingBody
 
 from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.index_layout import leaderboard_partition
-from leaderboard_tools.cli import main
 from leaderboard_tools.reconcile import Reconciler
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
     ModelAggregator,
     MotoStack,
     aggregate_item,
+    answer_with,
     deploy,
+    given_up_batch,
+    run,
     set_count,
     stored_count,
     write_download,
 )
 
-MONTH = "2018-03"
 REGIONAL_ENDPOINTS = {
     "dynamodb": "dynamodb.us-east-1.amazonaws.com",
     "dynamodbstreams": "streams.dynamodb.us-east-1.amazonaws.com",
@@ -41,21 +42,6 @@ REGIONAL_ENDPOINTS = {
     "sqs": "sqs.us-east-1.amazonaws.com",
 }
 RENAMED = AttributeNames(count="Downloads")
-
-
-def run(argv: list[str]) -> int | BaseException:
-    """The command's exit code; an exception it let escape (the tools before issue 15 did) is returned as is.
-
-    moto stamps stream records with this machine's clock, so a repair here needs no clock margin: without one it
-    waits a few seconds for its band, not a minute (the flag is the operator's, `--clock-margin-seconds`)."""
-    if argv[:1] in (["reconcile"], ["recover"]) and "--clock-margin-seconds" not in argv:
-        argv = [*argv, "--clock-margin-seconds", str(QUICK_BANDS["clock_margin_seconds"])]
-    try:
-        return main(argv)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    except Exception as error:
-        return error
 
 
 @pytest.fixture(autouse=True)
@@ -78,24 +64,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         botocore.handlers, "BUILTIN_HANDLERS", [("before-send", record), *botocore.handlers.BUILTIN_HANDLERS]
     )
     return urls
-
-
-def answer_with(monkeypatch: pytest.MonkeyPatch, operation: str, handler: Any) -> None:
-    """`handler(body)` answers `operation` ("service-id.Operation", a JSON-protocol service's request body as a dict)
-    for every client created from now on, from a new session or boto3's default one; a None answer lets moto answer.
-    Clients created before this call (the test's own) are not affected."""
-
-    def before_call(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
-        body = params.get("body") or b"{}"
-        parsed = handler(json.loads(body) if body[:1] in (b"{", "{") else {})
-        return None if parsed is None else (AWSResponse(None, 200, {}, None), parsed)
-
-    monkeypatch.setattr(
-        botocore.handlers,
-        "BUILTIN_HANDLERS",
-        [(f"before-call.{operation}", before_call), *botocore.handlers.BUILTIN_HANDLERS],
-    )
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3.client() makes a new one, with the handler
 
 
 # ---------------------------------------------------------------- 1. AWS by default
@@ -422,25 +390,6 @@ class EmptyPageAfterEachRecord:
         if page["Records"] and page.get("NextShardIterator"):
             page["NextShardIterator"] = EMPTY_PAGE + page["NextShardIterator"]
         return page
-
-
-def given_up_batch(stack: MotoStack) -> None:
-    """The mapping's on-failure record for the shard's records so far, sent to the failure queue."""
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
-    shard = streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
-    iterator = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
-    records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
-    info = {
-        "shardId": shard,
-        "streamArn": stack.stream_arn,
-        "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
-        "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
-        "approximateArrivalOfFirstRecord": "2018-03-10T10:00:00Z",
-        "approximateArrivalOfLastRecord": "2018-03-10T10:00:00Z",
-        "batchSize": len(records),
-    }
-    body = {"requestContext": {"condition": "RetryAttemptsExhausted"}, "DDBStreamBatchInfo": info}
-    boto3.client("sqs", region_name="us-east-1").send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
 
 
 def test_recover_counts_a_given_up_batch_whole_when_its_range_holds_empty_pages(

@@ -3,6 +3,7 @@ memory bounded by songs, every page read through boto3's paginators."""
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
@@ -10,14 +11,20 @@ from typing import Any
 import boto3
 import pytest
 
+from aggregate_store import AggregateStore, Contribution
+from delivery import ShardRef
+from download_records import AggregateKey, Download, Rejected, Schema, parse_record
 from leaderboard_core.attributes import AttributeNames
-from leaderboard_core.bookkeeping import RECOUNTED_THROUGH
+from leaderboard_core.bookkeeping import RECOUNTED_THROUGH, pad_sequence
 from leaderboard_core.index_layout import order_of
 from leaderboard_tools.deployment import Deployment, discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
+from shard_progress import ProgressStore
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
+    REGION,
     ModelAggregator,
     MotoStack,
     aggregate_item,
@@ -27,7 +34,6 @@ from tests.unit.tools.operator_stack import (
     write_download,
 )
 
-MONTH = "2018-03"
 NOW = 1_900_000_000.0
 
 
@@ -324,3 +330,96 @@ def test_a_repair_lets_the_fence_guard_what_a_lost_progress_table_can_no_longer_
     item = aggregate_item(month, "song3", MONTH) or {}
     assert (stored_count(month, "song3", MONTH), RECOUNTED_THROUGH in item) == (4, True)
     assert not {"WatermarksPruned", "WatermarksPrunedUnder", "AppliedSequence"} & set(item)
+
+
+def test_the_recount_counts_exactly_the_downloads_the_aggregator_counts(aws: None) -> None:
+    # given a stack with category boards (CATEGORY_ATTRIBUTE = Genre), one good download of song1 and one whose
+    # Genre is a number
+    stack = deploy(aggregator_settings={"CATEGORY_ATTRIBUTE": "Genre"})
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    names = stack.names
+    for download_id, genre in (("d1", {"S": "rock"}), ("d2", {"N": "7"})):
+        dynamodb.put_item(
+            TableName=stack.table,
+            Item={
+                names.entity: {"S": "song1"},
+                names.sort_key: {"S": download_id},
+                names.timestamp: {"S": "2018-03-10T10:00:00Z"},
+                "Genre": genre,
+            },
+        )
+    # the shipped aggregator's parser counts the first and rejects the second (reported, never countable)
+    schema = Schema(category="Genre")
+    image = {"songID": {"S": "song1"}, "SK": {"S": "d2"}, "Timestamp": {"S": "2018-03-10T10:00:00Z"}}
+
+    def parsed(genre: dict[str, str]) -> Any:
+        stream = {"SequenceNumber": "2", "NewImage": image | {"Genre": genre}}
+        return parse_record({"eventName": "INSERT", "dynamodb": stream}, schema)
+
+    assert isinstance(parsed({"S": "rock"}), Download)
+    assert isinstance(parsed({"N": "7"}), Rejected)
+    # and the month board holds what the aggregator counted: one, the stream caught up
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 1)
+    ModelAggregator(stack).run()
+    # when reconcile recounts the month
+    clients = operator_clients(region=REGION)
+    report = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0).run_month(MONTH)
+    # then it finds no difference: the recount and the aggregator agree on what a download is
+    assert [(d.entity_id, d.stored, d.recounted) for d in report.differences] == []
+
+
+def test_a_download_written_after_a_repair_returned_is_counted_by_the_aggregator(aws: None) -> None:
+    # given song1 with two downloads and a hand-edited count of 5, the aggregator caught up
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 5)
+    ModelAggregator(stack).run()
+    # and reconcile --repair has set it right and returned (a clock margin of 2 s: the fence lies 2 s past the
+    # recount, which a repair that returned at once would leave in the future)
+    clients = operator_clients(region=REGION)
+    settings = QUICK_BANDS | {"clock_margin_seconds": 2}
+    report = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0, **settings).run_month(
+        MONTH, repair=True
+    )
+    assert [d.state for d in report.differences] == ["repaired"]
+    assert stored_count(stack, "song1", MONTH) == 2
+    # when a listener downloads song1 afterwards and the shipped aggregator's store counts its record
+    write_download(stack, "song1", "d3")
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    shard_id = ModelAggregator(stack).shard_ids()[0]
+    assert stack.progress_table is not None
+    store = AggregateStore(dynamodb, stack.table, Schema(), ProgressStore(dynamodb, stack.progress_table))
+    outcome = store.apply(
+        AggregateKey("song1", MONTH),
+        ShardRef(stack.stream_arn, shard_id),
+        [Contribution(pad_sequence("9" * 25), int(time.time()))],
+    )
+    # then it is counted, not refused as "counted by a recount" (it was written after the recount ended)
+    assert (outcome.added, [reason for _, reason in outcome.refused]) == (1, [])
+    assert stored_count(stack, "song1", MONTH) == 3
+    assert aggregate_item(stack, "song1", MONTH) is not None
+
+
+def test_a_ttl_attribute_that_is_not_a_number_does_not_stop_the_recount(aws: None) -> None:
+    # given a table with TTL on ExpiresAt, a download whose ExpiresAt is a string (DynamoDB's TTL acts only on
+    # Number attributes, so it never expires) and a drifted count
+    stack = deploy(ttl_attribute="ExpiresAt")
+    names = stack.names
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName=stack.table,
+        Item={
+            names.entity: {"S": "song1"},
+            names.sort_key: {"S": "d1"},
+            names.timestamp: {"S": "2018-03-10T10:00:00Z"},
+            "ExpiresAt": {"S": "never"},
+        },
+    )
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 4)
+    # when reconcile recounts the month, then it reports the difference instead of raising KeyError
+    clients = operator_clients(region=REGION)
+    report = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0).run_month(MONTH)
+    assert [(d.entity_id, d.stored, d.recounted) for d in report.differences] == [("song1", 4, 1)]

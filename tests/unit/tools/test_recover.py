@@ -16,7 +16,9 @@ from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import VisibilityKeeper, recover
 from leaderboard_tools.stream_reading import ShardReader
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
+    REGION,
     ModelAggregator,
     MotoStack,
     deploy,
@@ -24,8 +26,6 @@ from tests.unit.tools.operator_stack import (
     stored_count,
     write_download,
 )
-
-MONTH = "2018-03"
 
 
 class AggregatorFunction:
@@ -424,3 +424,75 @@ def test_trimmed_records_of_a_deployment_with_more_boards_than_months_are_kept_a
     [kept] = report.kept
     assert "day boards, category boards (Genre)" in kept["note"]
     assert kept["retry"] is False
+
+
+WEEK = "2018-W10"
+"""The ISO week of 2018-03-10, the operator stack's default download timestamp."""
+
+
+def test_a_refused_record_of_a_week_board_never_lowers_that_board_below_its_downloads(aws: None) -> None:
+    # given a stack whose aggregator keeps month and week boards (LEADERBOARD_PERIODS = month,week),
+    # three downloads of song1, counted exactly on both boards, the aggregator caught up
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,week"})
+    for number in range(3):
+        write_download(stack, "song1", f"d{number}")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", WEEK, 3)
+    ModelAggregator(stack).run()
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song1", WEEK)) == (3, 3)
+    # and the aggregator's refused_record for the week board (as _refused_contribution writes it: entityId and
+    # period = the board id; a corrupt watermark, an overflow or a pruning under another progress table refuse
+    # records of any board)
+    send(
+        stack,
+        {
+            "kind": "refused_record",
+            "reason": "Watermark_X is 'garbage', not '<40 digits>|<second>|<stream label>|<shard id>'",
+            "sequenceNumber": "4",
+            "entityId": "song1",
+            "period": WEEK,
+            "record": {"entityId": "song1", "period": WEEK, "created": 1520676000},
+        },
+    )
+    # when the operator runs recover
+    run_recover(stack, operator_clients(region=REGION))
+    # then the week board still holds its three downloads (recover cannot recount a week: it must leave it)
+    assert stored_count(stack, "song1", WEEK) == 3
+
+
+def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_miss_downloads(aws: None) -> None:
+    # given a stack with month and week boards, three downloads of song1, of which the stream lost two before the
+    # aggregator read them: the month board was repaired by hand, the week board still counts one
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,week"})
+    for number in range(3):
+        write_download(stack, "song1", f"d{number}")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", WEEK, 1)
+    ModelAggregator(stack).run()
+    # and the aggregator's report of the lost records
+    send(
+        stack,
+        {
+            "kind": "records_trimmed",
+            "shardId": "shardId-1",
+            "streamArn": stack.stream_arn,
+            "checkpoint": "1",
+            "firstReadableSequence": "900",
+        },
+    )
+    # when recover runs
+    report = run_recover(stack, operator_clients(region=REGION))
+    # then the message that names the loss is not deleted while a board it touches is still short
+    assert stored_count(stack, "song1", WEEK) == 1
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+
+
+def test_recover_on_a_summing_deployment_still_answers_the_messages_it_can(aws: None) -> None:
+    # given a deployment that sums Seconds (SUM_ATTRIBUTE), whose failure queue holds a rejected download (reported
+    # and deleted by design) and a refused record (which this recount cannot repair: it counts, never sums)
+    stack = deploy(aggregator_settings={"SUM_ATTRIBUTE": "Seconds"})
+    send(stack, {"kind": "rejected_download", "reason": "Seconds is missing", "sequenceNumber": "7"})
+    send(stack, {"kind": "refused_record", "reason": "overflow", "entityId": "song1", "period": MONTH})
+    # when recover runs, then it finishes: the rejected download is answered, the refused record kept with a reason
+    report = run_recover(stack, operator_clients(region=REGION))
+    assert (report.deleted, len(report.kept)) == (1, 1)

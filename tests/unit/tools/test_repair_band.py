@@ -8,6 +8,7 @@ docs/operations.md). Played on moto with the shipped aggregator's store (operato
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from aggregate_store import MAX_HELD, AggregateStore, Contribution
 from delivery import ShardRef
@@ -25,18 +27,22 @@ from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, ReconcileReport
 from shard_progress import ProgressStore
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
     REGION,
     ModelAggregator,
     MotoStack,
     aggregate_item,
+    deploy,
+    downloads_in_table,
     drifted_song,
     once_the_band_opens,
+    reconciler,
+    set_count,
     stored_count,
     write_download,
 )
 
-MONTH = "2018-03"
 MARGIN = 2
 """Seconds from the repair's recount to its fence: the window in which a download may or may not be recounted."""
 
@@ -206,3 +212,67 @@ def test_a_repair_stopped_by_an_error_closes_its_band_at_once(aws: None) -> None
     item = aggregate_item(stack, "song1", MONTH) or {}
     assert not {"RecountBand", "RecountHeld"} & set(item)
     assert (aggregator.held, stored_count(stack, "song1", MONTH)) == (1, 3)
+
+
+class ConflictOnClose:
+    """The repair's DynamoDB client, whose first close (UpdateItem ... REMOVE band) meets an ongoing transaction.
+
+    AWS, *Transaction conflict handling in DynamoDB*: "A PutItem, UpdateItem, or DeleteItem request for an item
+    conflicts with an ongoing TransactWriteItems request that includes the same item", rejected with
+    TransactionConflictException ("Operation was rejected because there is an ongoing transaction for the item").
+    The aggregator writes an aggregate in a TransactWriteItems when it proves records of a pruned aggregate uncounted;
+    botocore does not retry TransactionConflictException (only TransactionInProgressException).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.conflicts = 0
+
+    def update_item(self, **parameters: Any) -> Any:
+        if "REMOVE #band" in parameters.get("UpdateExpression", "") and self.conflicts == 0:
+            self.conflicts += 1
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "TransactionConflictException",
+                        "Message": "Transaction is ongoing for the item",
+                    }
+                },
+                "UpdateItem",
+            )
+        return self._client.update_item(**parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_close_that_meets_an_aggregator_transaction_still_closes_its_band(aws: None) -> None:
+    # given a drifted song (2 downloads, hand-edited to 5)
+    stack = deploy()
+    model = ModelAggregator(stack)
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    model.run()
+    set_count(stack, "song1", MONTH, 5)
+
+    def listener() -> None:
+        # while the band is open a listener downloads the song; the aggregator holds it (the recount missed it)
+        write_download(stack, "song1", "d3")
+        model.run()
+        assert model.held == 1
+
+    repair = reconciler(
+        stack, once_the_band_opens(stack, listener, month=MONTH), band_seconds=QUICK_BANDS["band_seconds"]
+    )
+    conflicting = ConflictOnClose(repair._dynamodb)
+    repair._dynamodb = conflicting
+    # when the repair closes the band just as an aggregator transaction on the aggregate is ongoing
+    outcome: Callable[[], Any] = lambda: repair.run_month(MONTH, repair=True)  # noqa: E731
+    with contextlib.suppress(ClientError):
+        outcome()
+    assert conflicting.conflicts == 1
+    # then the close is tried again and d3, missed by the recount, is counted: 3 downloads, 3 counted, band closed.
+    # Instead the run raised, the band stays open, and d3 is counted by nobody
+    assert downloads_in_table(stack, "song1") == 3
+    assert "RecountBand" not in (aggregate_item(stack, "song1", MONTH) or {})
+    assert stored_count(stack, "song1", MONTH) == 3

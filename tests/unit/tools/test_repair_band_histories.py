@@ -9,7 +9,7 @@ does not). The oracle is the number of downloads written, counted here and not b
 
 Invariants: the count never exceeds the downloads (no double count); the downloads missing from it are at most the
 records refused, which the failure queue reports (no silent loss); and a record delivered while the band is open is
-never refused (finding 4 of the review of issue 15). `test_the_histories_break_a_close_that_adds_every_held_download`
+never refused (the repair's band). `test_the_histories_break_a_close_that_adds_every_held_download`
 keeps the naive close the oracle must break.
 """
 
@@ -26,6 +26,7 @@ from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, StreamCheck
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
     REGION,
     ModelAggregator,
@@ -36,8 +37,6 @@ from tests.unit.tools.operator_stack import (
     stored_count,
     write_download,
 )
-
-MONTH = "2018-03"
 
 
 class Mapping:

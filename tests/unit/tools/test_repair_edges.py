@@ -9,55 +9,45 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import boto3
 import pytest
 from botocore.response import StreamingBody
 
+from aggregate_store import watermark_value
+from delivery import ShardRef
 from leaderboard_tools.cli import EXIT_PENDING, reconcile_exit_code
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import ClockDisagrees, Reconciler
 from leaderboard_tools.recover import recover
 from tests.unit.tools.operator_stack import (
+    MONTH,
     QUICK_BANDS,
     REGION,
     ModelAggregator,
     MotoStack,
+    RepairKilled,
     aggregate_item,
+    answer_with,
+    band_of,
     deploy,
+    downloads_in_table,
     drifted_song,
+    given_up_batch,
+    killed_repair_holding_a_missed_download,
     once_the_band_opens,
+    queue_counts,
+    reconciler,
+    run,
+    run_recover,
     set_count,
     stored_count,
     write_download,
 )
-from tests.unit.tools.test_operator_tools import answer_with, given_up_batch, run
 
-MONTH = "2018-03"
 HOUR = 3600.0
-
-
-class RepairKilled(BaseException):
-    """The operator's process killed (SIGKILL) while its band is open: no handler of it runs."""
-
-
-def reconciler(stack: MotoStack, sleep: Callable[[float], None] = time.sleep, **settings: Any) -> Reconciler:
-    clients = operator_clients(region=REGION)
-    return Reconciler(
-        clients,
-        discover(clients, stack.table),
-        empty_page_pause=0,
-        sleep=sleep,
-        **(QUICK_BANDS | {"band_seconds": 1} | settings),
-    )
-
-
-def run_recover(stack: MotoStack) -> Any:
-    clients = operator_clients(region=REGION)
-    return recover(clients, discover(clients, stack.table), reconciler(stack), stack.queue_url, visibility_seconds=30)
 
 
 def queue_bodies(stack: MotoStack) -> list[dict[str, Any]]:
@@ -69,41 +59,9 @@ def queue_bodies(stack: MotoStack) -> list[dict[str, Any]]:
     return [json.loads(message["Body"]) for message in messages]
 
 
-def queue_counts(stack: MotoStack) -> tuple[int, int]:
-    """(visible, delayed) messages of the failure queue."""
-    attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
-        QueueUrl=stack.queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesDelayed"])
-
-
-def band_of(stack: MotoStack) -> str | None:
-    return ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {}).get("S")
-
-
 def wait_past(deadline: int) -> None:
     """Until the band's deadline has passed and its record, delayed as long, is visible."""
     time.sleep(max(0.0, deadline + 2.5 - time.time()))
-
-
-def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
-    """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline."""
-    aggregator = ModelAggregator(stack)
-
-    def listener_then_kill() -> None:
-        write_download(stack, "song1", "d3")
-        aggregator.run()
-        assert aggregator.held == 1
-        raise RepairKilled
-
-    killed = reconciler(stack, once_the_band_opens(stack, listener_then_kill, month=MONTH))
-    killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
-    with pytest.raises(RepairKilled):
-        killed.run_month(MONTH, repair=True)
-    band = band_of(stack)
-    assert band is not None
-    return int(band.split("|")[1])
 
 
 def test_a_band_its_killed_repair_left_on_an_aggregate_nobody_downloads_again_is_recounted_by_recover(
@@ -480,3 +438,109 @@ def test_a_close_whose_response_was_lost_before_another_repair_closed_its_own_ba
     # and the count is exact, as the second repair made it
     assert [d.state for d in second[0].differences] == ["repaired"]
     assert stored_count(stack, "song1", MONTH) == 3
+
+
+def test_a_download_held_by_the_band_of_a_killed_repair_is_counted_or_reported(aws: None) -> None:
+    # given a drifted song (2 downloads, hand-edited to 5)
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+
+    def listener_then_kill() -> None:
+        # the band is open: a listener downloads the song, the aggregator holds it (its recount missed it) ...
+        write_download(stack, "song1", "d3")
+        aggregator.run()
+        assert aggregator.held == 1
+        # ... and the repair is killed before its close
+        raise RepairKilled
+
+    sleep = once_the_band_opens(stack, listener_then_kill, month=MONTH)
+    killed = reconciler(stack, sleep, clock_margin_seconds=2, band_seconds=1)
+    killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
+    with pytest.raises(RepairKilled):
+        killed.run_month(MONTH, repair=True)
+    # when the band's deadline passes and the song goes on being downloaded (after the fence: counted)
+    band = (aggregate_item(stack, "song1", MONTH) or {})["RecountBand"]["S"]
+    time.sleep(max(0.0, int(band.split("|")[1]) + 1.5 - time.time()))
+    write_download(stack, "song1", "d4")
+    aggregator.run()
+    # then d3 is either counted or reported (a refused record, for the failure queue and recover): 4 downloads
+    # in the table; the aggregate says 3 and nothing was refused
+    assert downloads_in_table(stack, "song1") == 4
+    assert stored_count(stack, "song1", MONTH) == 4 or aggregator.refused
+
+
+def test_a_download_held_by_one_band_while_a_second_repair_recounts_is_not_lost(aws: None) -> None:
+    # given a song counted from a parent shard that has since ended (shards roll over: its watermark is the only one),
+    stack = deploy()
+    aggregator = ModelAggregator(stack)
+    write_download(stack, "song1", "d1")
+    write_download(stack, "song1", "d2")
+    aggregator.run()
+    [current] = aggregator.shard_ids()
+    client = boto3.client("dynamodb", region_name=REGION)
+    key = {"songID": {"S": "song1"}, "SK": {"S": MONTH}}
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    live = ShardRef(stack.stream_arn, current)
+    parent = ShardRef(stack.stream_arn, "shardId-00000001000000000000-parent0")
+    sequence, created = item[live.watermark_name]["S"].split("|")[:2]
+    client.update_item(
+        TableName=stack.table,
+        Key=key,
+        UpdateExpression="REMOVE #live SET #parent = :parent",
+        ExpressionAttributeNames={"#live": live.watermark_name, "#parent": parent.watermark_name},
+        ExpressionAttributeValues={":parent": {"S": watermark_value(sequence, int(created), parent)}},
+    )
+    # hand-edited to 5, and a first repair (A) whose band is open: its fence a few seconds ahead
+    set_count(stack, "song1", MONTH, 5)
+    now = int(time.time())
+    client.update_item(
+        TableName=stack.table,
+        Key=key,
+        UpdateExpression="SET RecountedThrough = :fence, RecountBand = :band",
+        ExpressionAttributeValues={":fence": {"N": str(now + 4)}, ":band": {"S": f"repair-a|{now + 600}"}},
+    )
+    # when a second repair (B: recover, or an operator's reconcile) repairs the song, and between its recount of the
+    # song and its write a listener downloads it (a key its Query had passed), and the aggregator, reading the
+    # current shard, holds it in A's band
+    repair_b = reconciler(stack, clock_margin_seconds=2, band_seconds=QUICK_BANDS["band_seconds"])
+    write_b = repair_b._repair
+    held: list[int] = []
+
+    def download_then_write(*arguments: Any) -> bool:
+        if not held:
+            write_download(stack, "song1", "d3")
+            aggregator.run()
+            held.append(aggregator.held)
+        return write_b(*arguments)
+
+    repair_b._repair = download_then_write  # type: ignore[method-assign]
+    report = repair_b.run_month(MONTH, repair=True)
+    assert held == [1]
+    # then B does not write over A's band (before the fix it did, removing A's held set: d3 was then neither counted
+    # nor reported, its record below the checkpoint): B reports a conflict, and d3 stays in A's held set, where A's
+    # close adds it or, A stopped, its expired band is reported
+    assert [(d.state, d.recounted) for d in report.differences] == [("conflict", 2)]
+    assert downloads_in_table(stack, "song1") == 3
+    item = aggregate_item(stack, "song1", MONTH) or {}
+    assert (item["RecountBand"]["S"].split("|")[0], len(item["RecountHeld"]["SS"])) == ("repair-a", 1)
+
+
+def test_a_download_written_after_the_close_is_counted_when_the_operator_clock_is_ahead_within_the_margin(
+    aws: None,
+) -> None:
+    # given a drifted song, and an operator whose clock runs 5 s ahead of DynamoDB's (the margin allows 6)
+    stack = drifted_song()
+    aggregator = ModelAggregator(stack)
+    repair = reconciler(
+        stack, clock_margin_seconds=6, clock=lambda: time.time() + 5, band_seconds=QUICK_BANDS["band_seconds"]
+    )
+    # when the month is repaired, and right after the repair has finished (its band closed) the song is downloaded
+    report = repair.run_month(MONTH, repair=True)
+    assert [d.state for d in report.differences] == ["repaired"]
+    assert "RecountBand" not in (aggregate_item(stack, "song1", MONTH) or {})
+    write_download(stack, "song1", "d3")
+    aggregator.run()
+    # then the aggregator counts it: no recount saw it and the band is closed. It is refused instead ("counted by a
+    # recount"): reported, so recover repairs it, but the module's claim "only a record delivered later than the wait
+    # allowed is refused" does not hold
+    assert (stored_count(stack, "song1", MONTH), aggregator.refused) == (3, [])
