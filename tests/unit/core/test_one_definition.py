@@ -43,7 +43,7 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
 from leaderboard_tools import deployment, reconcile, recover, stream_reading
-from tests.unit.terraform.test_module_contract import RecordingEnvironment, function_environment
+from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))

@@ -36,13 +36,10 @@ from query import (
     rank_of,
 )
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
+from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, FailingClient, load_month
 
 SCHEMA = IndexSchema()
-MONTH = "2018-01"
 BOARD = Board.month(MONTH)
-
-Catalogue = dict[str, int]
-"""songID -> downloads in MONTH."""
 
 
 def listing(catalogue: Catalogue) -> list[tuple[str, int]]:
@@ -217,24 +214,6 @@ def test_a_rank_request_is_recognised() -> None:
 # ---------------------------------------------------------------- on moto: the DynamoDB reader, pages, ranks
 
 
-def load(dynamodb: Any, catalogue: Catalogue, shards: int) -> None:
-    """Aggregates as the aggregator writes them, plus a raw download the sparse index must not list."""
-    for song, count in catalogue.items():
-        dynamodb.put_item(
-            TableName=TABLE,
-            Item={
-                "songID": {"S": song},
-                "SK": {"S": MONTH},
-                "Month": {"S": leaderboard_partition(MONTH, song, shards)},
-                "DownloadCount": {"N": str(count)},
-                "LeaderboardOrder": {"N": str(order_of(count, song))},
-            },
-        )
-    dynamodb.put_item(
-        TableName=TABLE, Item={"songID": {"S": "song01"}, "SK": {"S": "d1"}, "Timestamp": {"S": "2018-01-01T00:00:00Z"}}
-    )
-
-
 def pages_on(dynamodb: Any, layout: Layout, limit: int) -> list[tuple[str, int]]:
     listed: list[tuple[str, int]] = []
     event: dict[str, Any] = {"month": MONTH, "limit": limit}
@@ -260,21 +239,21 @@ TIED = {
 @pytest.mark.parametrize("limit", [1, 3, 10])
 def test_pages_from_dynamodb_are_the_sorted_listing(dynamodb: Any, shards: int, limit: int) -> None:
     # given 36 aggregates with many equal counts, five of them equal in the index's own sort key
-    load(dynamodb, TIED, shards)
+    load_month(dynamodb, TIED, shards)
     # when every page is read through DynamoDB's Query, then the listing is exact
     assert pages_on(dynamodb, Layout(shards), limit) == listing(TIED)
 
 
 @pytest.mark.parametrize("shards", [1, 4])
 def test_the_rank_of_each_song_is_its_place_in_the_listing(dynamodb: Any, shards: int) -> None:
-    load(dynamodb, TIED, shards)
+    load_month(dynamodb, TIED, shards)
     for place, (song, count) in enumerate(listing(TIED), start=1):
         answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(BOARD, song))
         assert answer == {"month": MONTH, "songID": song, "downloadCount": count, "rank": place}
 
 
 def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
-    load(dynamodb, TIED, 1)
+    load_month(dynamodb, TIED, 1)
     assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, "silence")) == {
         "month": MONTH,
         "songID": "silence",
@@ -284,7 +263,7 @@ def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
 
 
 def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    load(dynamodb, TIED, 1)
+    load_month(dynamodb, TIED, 1)
     monkeypatch.setattr(query, "READ_BUDGET_PAGES", 1)
     monkeypatch.setattr(query, "MIN_PARTITION_PAGES", 1)
     real_query = dynamodb.query
@@ -300,7 +279,7 @@ def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch
 
 def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # given a month read one entry per page, and a clock that runs out after the first page
-    load(dynamodb, TIED, 1)
+    load_month(dynamodb, TIED, 1)
     real_query = dynamodb.query
     pages: list[int] = []
 
@@ -317,7 +296,7 @@ def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: py
 
 
 def test_the_handler_answers_pages_ranks_and_errors(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    load(dynamodb, TIED, 4)
+    load_month(dynamodb, TIED, 4)
     monkeypatch.setattr(query, "_dynamodb", dynamodb)
     monkeypatch.setattr(query, "TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(4))
@@ -335,11 +314,11 @@ def test_the_handler_answers_pages_ranks_and_errors(dynamodb: Any, monkeypatch: 
 def test_random_catalogues_page_exactly_on_moto(aws: None, catalogue: Catalogue, shards: int, limit: int) -> None:
 
     dynamodb = create_table(fresh=True)
-    load(dynamodb, catalogue, shards)
+    load_month(dynamodb, catalogue, shards)
     assert pages_on(dynamodb, Layout(shards), limit) == listing(catalogue)
 
 
-# ---------------------------------------------------------------- every request answered, bounded, any id (issue 15)
+# ---------------------------------------------------------------- every request answered, bounded, any id
 
 ON_MOTO = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -402,24 +381,6 @@ def test_every_request_however_malformed_gets_an_answer(aws: None, event: Any, m
     json.dumps(answer)  # what the runtime does with it
 
 
-class FailingClient:
-    """moto's client, except that one operation fails as DynamoDB can fail."""
-
-    def __init__(self, client: Any, operation: str, code: str) -> None:
-        self._client, self._operation, self._code = client, operation, code
-
-    def __getattr__(self, name: str) -> Any:
-        if name != self._operation:
-            return getattr(self._client, name)
-
-        def fail(**_: Any) -> Any:
-            from botocore.exceptions import ClientError
-
-            raise ClientError({"Error": {"Code": self._code, "Message": "injected"}}, name)
-
-        return fail
-
-
 @ON_MOTO
 @given(
     request=st.sampled_from([{"month": MONTH, "limit": 3}, {"month": MONTH, "songID": "song1"}]),
@@ -436,7 +397,7 @@ def test_a_dynamodb_failure_is_answered_unavailable_and_logged(
 ) -> None:
     # given aggregates, and DynamoDB failing one kind of read
     dynamodb = create_table(fresh=True)
-    load(dynamodb, {"song1": 3, "song2": 2}, 4)
+    load_month(dynamodb, {"song1": 3, "song2": 2}, 4)
     monkeypatch.setattr(query, "_dynamodb", FailingClient(dynamodb, operation, code))
     monkeypatch.setattr(query, "TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(4))
@@ -475,7 +436,7 @@ def test_a_page_costs_a_few_queries_per_partition_whatever_the_ties(
     # given `group` songs with equal counts whose ids share the tie-breaker's 10 bytes, and a few others
     dynamodb = create_table(fresh=True)
     catalogue = {f"{TIED_PREFIX}{n:04d}": 5 for n in range(group)} | {"alpha": 9, "omega": 1}
-    load(dynamodb, catalogue, shards)
+    load_month(dynamodb, catalogue, shards)
     counting = CountingClient(dynamodb)
     layout = Layout(shards)
     expected = sorted(catalogue.items(), key=lambda item: (-item[1], item[0].encode()))
@@ -496,7 +457,7 @@ def test_a_page_costs_a_few_queries_per_partition_whatever_the_ties(
 
 def test_the_rank_stops_counting_a_tie_group_at_the_clock(dynamodb: Any) -> None:
     # given the last of 300 songs that tie in the index, read one entry per Query page
-    load(dynamodb, {f"{TIED_PREFIX}{n:04d}": 5 for n in range(300)}, 1)
+    load_month(dynamodb, {f"{TIED_PREFIX}{n:04d}": 5 for n in range(300)}, 1)
     counting = CountingClient(dynamodb)
     real_query = dynamodb.query
 
@@ -558,14 +519,14 @@ def test_the_longest_token_the_function_can_issue_is_accepted() -> None:
 
 def test_a_rank_is_answered_for_an_id_of_2048_bytes(dynamodb: Any) -> None:
     longest = "é" * 1024  # 2,048 UTF-8 bytes
-    load(dynamodb, {longest: 3, "song1": 5}, 1)
+    load_month(dynamodb, {longest: 3, "song1": 5}, 1)
     request = parse_request({"month": MONTH, "songID": longest}, SCHEMA, Layout(1))
     assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), request)["rank"] == 2
 
 
 def test_pages_of_one_over_ids_of_2048_bytes_list_every_song(dynamodb: Any) -> None:
     catalogue = {c * 2048: n for n, c in enumerate("abcde", start=1)}
-    load(dynamodb, catalogue, 4)
+    load_month(dynamodb, catalogue, 4)
     listed, event = [], {"month": MONTH, "limit": 1}
     for _ in range(10):
         request = parse_request(event, SCHEMA, Layout(4))

@@ -1,4 +1,4 @@
-"""The query function's boards (issue 16): periods, categories, sums, "around me" and rolling windows, exact."""
+"""The query function's boards: periods, categories, sums, "around me" and rolling windows, exact."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ import query
 import rolling
 from boards import Board, Boards
 from leaderboard_core import buckets
-from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.index_layout import order_of
 from query import IndexSchema, InvalidRequest, Layout, PageRequest, RankRequest, WindowRequest, parse_request
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
+from tests.unit.query.aggregates_on_moto import FailingClient, Values, load_boards
 
 SCHEMA = IndexSchema()
 EVERY_PERIOD = Boards(buckets.PERIODS, categories=True)
@@ -207,27 +208,6 @@ def test_tokens_round_trip_on_every_board_and_any_order_sign(category: str, orde
 
 # ---------------------------------------------------------------- on moto: aggregates as the aggregator writes them
 
-Board_ = str
-Values = dict[Board_, dict[str, int | Decimal]]
-"""board id -> entity -> its value there."""
-
-
-def load(dynamodb: Any, values: Values, shards: int) -> None:
-    """As the aggregator writes them: a board holding a decimal is a summing deployment's (8-byte tie-breaker)."""
-    summed = any(isinstance(value, Decimal) for entities in values.values() for value in entities.values())
-    for board, entities in values.items():
-        for entity, value in entities.items():
-            dynamodb.put_item(
-                TableName=TABLE,
-                Item={
-                    "songID": {"S": entity},
-                    "SK": {"S": board},
-                    "Month": {"S": leaderboard_partition(board, entity, shards)},
-                    "DownloadCount": {"N": str(value)},
-                    "LeaderboardOrder": {"N": str(order_of(value, entity, summed))},
-                },
-            )
-
 
 def listing(entities: dict[str, Any]) -> list[tuple[str, Any]]:
     """The oracle: highest value first, equal values by id as UTF-8 bytes."""
@@ -266,7 +246,7 @@ def test_every_period_and_category_board_pages_exactly(dynamodb: Any) -> None:
         "all": catalogue,
         "2018-01-15@rock%20%26%20roll": {"song01": 2, "song02": 2},
     }
-    load(dynamodb, boards_, 3)
+    load_boards(dynamodb, boards_, 3)
     layout = Layout(3)
     asks = [
         {"period": "hour", "key": "2018-01-15T10"},
@@ -288,7 +268,7 @@ def test_every_period_and_category_board_pages_exactly(dynamodb: Any) -> None:
 
 
 def test_answers_name_their_board_as_the_request_did(dynamodb: Any) -> None:
-    load(dynamodb, {"2018-01-15@rock": {"song1": 2}, "all": {"song1": 5}}, 1)
+    load_boards(dynamodb, {"2018-01-15@rock": {"song1": 2}, "all": {"song1": 5}}, 1)
 
     def ask(event: dict[str, Any]) -> dict[str, Any]:
         request = parse_request(event, SCHEMA, Layout(1), EVERY_PERIOD)
@@ -322,7 +302,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
 ) -> None:
     # given a day's board with many ties, in `shards` partitions
     dynamodb = create_table(fresh=True)
-    load(dynamodb, {"2018-01-15": catalogue}, shards)
+    load_boards(dynamodb, {"2018-01-15": catalogue}, shards)
     ordered = listing(catalogue)
     place = data.draw(st.integers(0, len(ordered) - 1))
     song = ordered[place][0]
@@ -343,7 +323,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
 
 
 def test_around_a_song_without_an_aggregate_lists_nothing(dynamodb: Any) -> None:
-    load(dynamodb, {"2018-01": {"song1": 3}}, 1)
+    load_boards(dynamodb, {"2018-01": {"song1": 3}}, 1)
     request = RankRequest(Board.month("2018-01"), "silence", around=2)
     assert query.rank_of(dynamodb, TABLE, SCHEMA, Layout(1), request) == {
         "month": "2018-01",
@@ -360,7 +340,7 @@ def test_around_a_song_without_an_aggregate_lists_nothing(dynamodb: Any) -> None
 def test_sums_are_exact_decimal_strings(dynamodb: Any) -> None:
     # given summed boards (values more than 1 apart: see the order test below), negative and fractional
     values = {"p1": Decimal("1234.5"), "p2": Decimal("17"), "p3": Decimal("-3.000001"), "p4": Decimal("0.000001")}
-    load(dynamodb, {"2018-01-15": values}, 2)
+    load_boards(dynamodb, {"2018-01-15": values}, 2)
     summed = Boards(("day",), summed=True)
     # when the board is paged through and one product ranked, then every value is its exact decimal, as a string
     listed = every_page(dynamodb, {"period": "day", "key": "2018-01-15", "limit": 1}, Layout(2), summed)
@@ -442,7 +422,7 @@ def test_a_rolling_window_is_the_exact_top_k_of_the_summed_buckets(
 ) -> None:
     # given random per-day values with many ties, in `shards` leaderboard partitions per day
     dynamodb = create_table(fresh=True)
-    load(dynamodb, values, shards)
+    load_boards(dynamodb, values, shards)
     # when the top k of the last `last` days is asked, reading pages of any size
     with page_sizes(*pages):
         answer, top = ask_window(dynamodb, last, k, Layout(shards))
@@ -469,7 +449,7 @@ def test_a_rolling_window_of_sums_below_zero_is_exact(
 ) -> None:
     # given summed values, some negative or zero (refunds): an absent song (0) may outrank a present one
     dynamodb = create_table(fresh=True)
-    load(dynamodb, values, shards)
+    load_boards(dynamodb, values, shards)
     # when the window's top k is asked, then it is exact, each total an exact decimal string
     with page_sizes(*pages):
         _, top = ask_window(dynamodb, last, k, Layout(shards), summed=True)
@@ -497,7 +477,7 @@ def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
 ) -> None:
     # given a read budget too small for some windows
     dynamodb = create_table(fresh=True)
-    load(dynamodb, values, shards)
+    load_boards(dynamodb, values, shards)
     monkeypatch.setattr(query, "WINDOW_QUERY_BUDGET", queries)
     monkeypatch.setattr(query, "WINDOW_GET_ITEM_BUDGET", get_items)
     # when a window is asked
@@ -517,7 +497,7 @@ def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
 def test_a_window_stops_at_the_functions_clock_with_a_certain_prefix(dynamodb: Any) -> None:
     # given seven days, and a clock that runs out after the first reads
     values = {day: {f"song{n:03d}": 1 + (n * 7 + i) % 5 for n in range(200)} for i, day in enumerate(DAYS)}
-    load(dynamodb, values, 1)
+    load_boards(dynamodb, values, 1)
     calls: list[str] = []
     real = dynamodb.query
 
@@ -549,7 +529,7 @@ def test_the_read_cost_of_a_week_of_a_thousand_songs(dynamodb: Any) -> None:
         for song in rng.choices(songs, weights, k=3000):
             counts = values.setdefault(day, {})
             counts[song] = counts.get(song, 0) + 1
-    load(dynamodb, values, 1)
+    load_boards(dynamodb, values, 1)
     # when the top 10 of the seven days is asked, then it is exact and reads a few Queries per day
     answer, top = ask_window(dynamodb, 7, 10, Layout(1))
     assert top == window_truth(values, DAYS, 10)
@@ -684,7 +664,7 @@ def deployed(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_the_handler_serves_every_form(deployed: Any) -> None:
-    load(deployed, {day: {"song1": 2, "song2": 1} for day in DAYS} | {"all": {"song1": 14, "song2": 7}}, 2)
+    load_boards(deployed, {day: {"song1": 2, "song2": 1} for day in DAYS} | {"all": {"song1": 14, "song2": 7}}, 2)
     context = FakeLambdaContext()
     assert query.lambda_handler({"period": "all", "limit": 1}, context)["items"] == [
         {"songID": "song1", "downloadCount": 14}
@@ -730,9 +710,8 @@ def test_every_request_of_any_form_gets_an_answer(deployed: Any, event: dict[str
 def test_a_dynamodb_failure_in_a_window_or_around_is_unavailable(
     deployed: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from tests.unit.query.test_query import FailingClient
 
-    load(deployed, {day: {"song1": 2, "song2": 1} for day in DAYS}, 2)
+    load_boards(deployed, {day: {"song1": 2, "song2": 1} for day in DAYS}, 2)
     for operation in ("query", "get_item"):
         monkeypatch.setattr(query, "_dynamodb", FailingClient(deployed, operation, "InternalServerError"))
         for event in (
@@ -787,7 +766,7 @@ def test_month_requests_answer_what_they_answered_before_byte_for_byte(
 ) -> None:
     # given a month and both versions of the function on it
     dynamodb = create_table(fresh=True)
-    load(dynamodb, {"2018-01": catalogue, "2018-01-15": catalogue}, shards)
+    load_boards(dynamodb, {"2018-01": catalogue, "2018-01-15": catalogue}, shards)
     for module in (query, previous_query):
         monkeypatch.setattr(module, "_dynamodb", dynamodb)
         monkeypatch.setattr(module, "TABLE_NAME", TABLE)
@@ -814,7 +793,7 @@ def test_month_requests_answer_what_they_answered_before_byte_for_byte(
 
 
 def test_a_category_request_to_a_month_answer_names_the_category(deployed: Any) -> None:
-    load(deployed, {"2018-01@rock": {"song1": 2}}, 2)
+    load_boards(deployed, {"2018-01@rock": {"song1": 2}}, 2)
     answer = query.lambda_handler({"month": "2018-01", "category": "rock", "limit": 5}, FakeLambdaContext())
     assert answer == {
         "month": "2018-01",

@@ -246,12 +246,12 @@ def requested_attributes(parameters: dict[str, Any]) -> set[str]:
 
 def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -> None:
     import query
-    from tests.unit.query.test_query import load
+    from tests.unit.query.aggregates_on_moto import load_month
 
     # given the query role's GetItem statement and a month of aggregates
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
     allowed = set(statement["Condition"][("ForAllValues:StringEquals", "dynamodb:Attributes")])
-    load(dynamodb, {"song1": 3, "song2": 5}, 1)
+    load_month(dynamodb, {"song1": 3, "song2": 5}, 1)
     requests: list[dict[str, Any]] = []
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function answers a rank
@@ -266,12 +266,12 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
 
 def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy_allows(dynamodb: Any) -> None:
     import query
-    from tests.unit.query.test_query_boards import load
+    from tests.unit.query.aggregates_on_moto import load_boards
 
     # given the query role's GetItem statement, and three days of 60 songs
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:GetItem")
     allowed = set(statement["Condition"][("ForAllValues:StringEquals", "dynamodb:Attributes")])
-    load(
+    load_boards(
         dynamodb,
         {f"2018-01-1{day}": {f"song{n:02d}": 60 - (n + 7 * day) % 60 for n in range(60)} for day in range(3)},
         1,
@@ -300,7 +300,7 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
     dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, lambda_context: Any
 ) -> None:
     import aggregator
-    from tests.unit.aggregator.test_aggregator_handler import wire
+    from tests.unit.aggregator.handler_on_moto import wire
 
     # given the aggregator role's UpdateItem statement on the table (the progress table has its own)
     (statement,) = [

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import hcl2
@@ -11,56 +9,13 @@ import pytest
 
 import aggregator
 import query
-
-TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
-
-
-def _unquoted(name: str) -> str:
-    return name.strip('"')
-
-
-def function_environment(function: str) -> dict[str, str]:
-    """The environment block the module gives one function, as written in lambda.tf."""
-    document = hcl2.load((TERRAFORM / "lambda.tf").open())
-    for resource in document["resource"]:
-        for kind, instances in resource.items():
-            for name, body in instances.items():
-                if _unquoted(kind) == "aws_lambda_function" and _unquoted(name) == function:
-                    return {_unquoted(key): value for key, value in body["environment"][0]["variables"].items()}
-    raise AssertionError(f"no aws_lambda_function.{function} in lambda.tf")
-
-
-def variable_default(name: str) -> Any:
-    document = hcl2.load((TERRAFORM / "variables.tf").open())
-    for block in document["variable"]:
-        for key, body in block.items():
-            if _unquoted(key) == name:
-                default = body["default"]
-                return default.strip('"') if isinstance(default, str) else default
-    raise AssertionError(f"no variable {name}")
-
-
-class RecordingEnvironment(Mapping[str, str]):
-    """Remembers every name the handler asks for, present or not."""
-
-    def __init__(self, values: dict[str, str]) -> None:
-        self._values = values
-        self.asked: set[str] = set()
-
-    def __getitem__(self, name: str) -> str:
-        self.asked.add(name)
-        return self._values[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        self.asked.add(name)
-        return self._values.get(name, default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
+from tests.terraform_config import unquoted
+from tests.unit.terraform.lambda_environment import (
+    TERRAFORM,
+    RecordingEnvironment,
+    function_environment,
+    variable_default,
+)
 
 MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "RECOUNT_BAND_QUEUE_URL"}
 """Read by Powertools, or by the operator tools from the deployed function (leaderboard_tools.deployment), not by the
@@ -126,13 +81,13 @@ def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
         variable_default("order_attribute_name"),
     )
     assert query.layout_from_environment({}) == query.Layout(variable_default("leaderboard_shards"), None)
-    periods = tuple(_unquoted(period) for period in variable_default("leaderboard_periods"))
+    periods = tuple(unquoted(period) for period in variable_default("leaderboard_periods"))
     assert query.boards_from_environment({}) == query.Boards(periods)
 
 
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:
     variables = hcl2.load((TERRAFORM / "variables.tf").open())["variable"]
-    names = [_unquoted(name) for block in variables for name in block]
+    names = [unquoted(name) for block in variables for name in block]
     assert not [name for name in names if name.startswith("test") or "fault" in name]
     for function in ("aggregator", "query"):
         assert not [name for name in function_environment(function) if "TEST" in name or "FAULT" in name]

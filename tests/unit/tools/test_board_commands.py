@@ -15,7 +15,7 @@ from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import board_commands, cli
 from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext
-from tests.unit.query.test_query_boards import load
+from tests.unit.query.aggregates_on_moto import load_boards
 
 
 class StubLambda:
@@ -55,7 +55,7 @@ def stub(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> StubLambda:
     monkeypatch.setattr(query, "BOARDS", Boards(PERIODS, categories=True))
     boards = {"2018-01": JANUARY, "2018-01@rock": {"song2": 4, "song3": 4}, "all": JANUARY}
     boards |= {day: {f"song{n}": 1 + (n + index) % 3 for n in range(1, 6)} for index, day in enumerate(DAYS)}
-    load(dynamodb, boards, 2)
+    load_boards(dynamodb, boards, 2)
     return StubLambda()
 
 
