@@ -218,7 +218,7 @@ def raw_results() -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------- issue 16: boards, the handler's CPU, the cost
+# ---------------------------------------------------------------- boards, the handler's CPU, the cost
 
 
 def test_lambda_seconds_add_the_cpu_and_every_wait_in_line() -> None:

@@ -1,7 +1,7 @@
 """The README and docs/ hold together: every relative link and anchor resolves, and the README's Layout
 names only folders and files that exist and every top-level folder the repository tracks.
 
-Pages moved (issue 17: the README is for the module's users, the rest is in docs/); a link left
+Pages moved (the README is for the module's users, the rest is in docs/); a link left
 pointing at a section that moved would fail silently on GitHub, so it fails here.
 """
 

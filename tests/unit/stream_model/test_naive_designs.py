@@ -59,14 +59,14 @@ def test_random_histories_break_every_naive_design(design: type[Any]) -> None:
     assert play(found, make).problems()
 
 
-def test_issue_14_counterexample_1_a_reordered_retry_loses_half_silently() -> None:
+def test_the_high_mark_design_loses_half_of_a_reordered_retry_silently() -> None:
     # given ten downloads of one song whose first delivery fails, retried r6..r10 before r1..r5
     outcome = outcome_of(naive.Issue7Design, ISSUE_14["1. a retry presents r6..r10 before r1..r5"])
     # then issue 7's design counts 5 of 10, and nothing durable says so
     assert (outcome.downloads, outcome.lost_before, outcome.uncovered, outcome.failure_records) == (10, 5, 5, 0)
 
 
-def test_issue_14_counterexample_2_a_larger_retry_over_a_written_half_loses_half_until_a_recount() -> None:
+def test_the_high_mark_design_loses_half_of_a_larger_retry_over_a_written_half_until_a_recount() -> None:
     # given r1..r5 written with the response lost, retried as r1..r10 with that song's write throttled
     history = ISSUE_14["2. a larger retry whose write is throttled spans the stored watermark"]
     outcome = outcome_of(naive.Issue7Design, history)
@@ -75,12 +75,12 @@ def test_issue_14_counterexample_2_a_larger_retry_over_a_written_half_loses_half
     assert "window given up" in outcome.hazards
 
 
-def test_issue_14_counterexample_3_a_direct_invocation_ahead_of_the_mapping_counts_3_of_10() -> None:
+def test_the_high_mark_design_counts_3_of_10_after_a_direct_invocation_ahead_of_the_mapping() -> None:
     outcome = outcome_of(naive.Issue7Design, ISSUE_14["3. a direct invocation of r8 ahead of the mapping"])
     assert (outcome.downloads, outcome.lost_before, outcome.uncovered) == (10, 7, 7)
 
 
-def test_issue_14_counterexample_4_a_given_up_window_loses_what_its_failure_record_does_not_name() -> None:
+def test_the_high_mark_design_loses_what_a_given_up_windows_failure_record_does_not_name() -> None:
     # given a per_window window of song1 then song2 downloads whose final invocation fails, retry quota 0
     outcome = outcome_of(
         naive.Issue7Design, ISSUE_14["4. a window given up with its first half pending for another song"]

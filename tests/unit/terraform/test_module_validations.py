@@ -33,7 +33,7 @@ def test_every_validation_and_precondition_refuses_what_it_should() -> None:
     assert passed == runs, result.stdout
 
 
-# ---------------------------------------------------------------- version constraints (issue 15, item 9)
+# ---------------------------------------------------------------- version constraints
 
 VERSIONED = [
     TERRAFORM_MODULE,
