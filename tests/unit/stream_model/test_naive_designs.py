@@ -3,8 +3,8 @@
 Each naive design (tests/stream_model/naive_designs.py) trusts one thing AWS does not promise. A
 short story of deliveries shows it failing for that reason while the reference design, which
 keeps that guard, stays exact; and random histories break each of them too, so the hazards
-are not only in the hand-written stories. Issue 14's four counterexamples against issue 7's
-design are kept with the numbers the issue reports.
+are not only in the hand-written stories. Four counterexamples against the high-mark design
+(naive_designs.Issue7Design, regressions.ISSUE_14) are kept with the numbers first reported for them.
 """
 
 from __future__ import annotations
