@@ -64,7 +64,7 @@ test-unit: build $(STAMP)
 test-model: MODEL_HISTORIES = 20000
 test-model: $(STAMP)
 	MODEL_CHUNKS=4 MODEL_GUARD_HISTORIES=2000 $(BIN)/python -m pytest -q -n 2 --dist load --durations=10 \
-		tests/unit/test_exactly_once.py tests/unit/test_guard_mutations.py tests/unit/test_naive_designs.py
+		tests/unit/stream_model/test_exactly_once.py tests/unit/stream_model/test_guard_mutations.py tests/unit/stream_model/test_naive_designs.py
 
 # The README's test command: unit tests, then the acceptance suite. Stops the emulator only if this run started it.
 test: build $(STAMP)

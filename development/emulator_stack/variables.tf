@@ -1,5 +1,5 @@
 # Every variable a caller of leaderboard_dev.terraform_stack.Stack passes (the acceptance tests,
-# the demo, the benchmark); tests/unit/test_emulator_stack.py keeps this list complete.
+# the demo, the benchmark); tests/unit/development/test_emulator_stack.py keeps this list complete.
 
 variable "name" {
   description = "Prefix of every resource name (the stack's workspace name)."

@@ -1,6 +1,6 @@
 # Plan-level tests of the module's validations and preconditions, against a mocked provider:
 # every setting outside the exactly-once guarantee must be refused with its message.
-# Run by tests/unit/test_module_validations.py (or `terraform test` in terraform/).
+# Run by tests/unit/terraform/test_module_validations.py (or `terraform test` in terraform/).
 
 mock_provider "aws" {
   mock_data "aws_iam_policy_document" {

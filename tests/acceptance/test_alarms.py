@@ -8,7 +8,7 @@ its alarms back without period, statistic, dimensions, actions and treat_missing
 set them again forever: there the test skips, naming the attributes of that perpetual diff.
 What the alarms watch (metric, namespace, dimension, threshold) is tested on the rendered plan
 too, on any machine
-(terraform/tests/validations.tftest.hcl, run by tests/unit/test_module_validations.py).
+(terraform/tests/validations.tftest.hcl, run by tests/unit/terraform/test_module_validations.py).
 """
 
 from __future__ import annotations

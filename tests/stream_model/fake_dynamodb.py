@@ -1,7 +1,7 @@
 """An in-memory DynamoDB client for the stream model: GetItem, PutItem, UpdateItem and TransactWriteItems.
 
 The model runs thousands of histories with hundreds of writes each; moto takes a millisecond
-a call, this takes microseconds. `tests/unit/test_fake_dynamodb.py` holds it to moto's
+a call, this takes microseconds. `tests/unit/stream_model/test_fake_dynamodb.py` holds it to moto's
 answers on the same requests, so what the model proves holds for the real expressions.
 It can also misbehave as DynamoDB may from the caller's side: stop at a given call (the
 function was killed), throttle, or apply a write while reporting a timeout (the response

@@ -8,7 +8,7 @@ absent only once a closed shard is read to its end, ExpiredIteratorException for
 older than 15 minutes, TrimmedDataAccessException for positions older than the 24-hour
 retention, and now and then LimitExceededException. Records come as boto3 returns them:
 ApproximateCreationDateTime a datetime, no eventSourceARN. The sentences are in
-`aws_delivery.DOCS`; `tests/unit/test_fake_streams.py` holds the fake to them and to moto.
+`aws_delivery.DOCS`; `tests/unit/stream_model/test_fake_streams.py` holds the fake to them and to moto.
 """
 
 from __future__ import annotations

@@ -156,14 +156,14 @@ class Pause(Step):
     Before each rollover four downloads (song1..song4) go to the open shards; with `early`, four more go to the
     newest shards right after the last rollover, before the last wait (past 24 hours they are trimmed too). After
     the pause one fresh download goes to every open shard (a lineage that never gets another record is never read
-    again: `tests/unit/test_paused_mapping.py` keeps that case).
+    again: `tests/unit/stream_model/test_paused_mapping.py` keeps that case).
     """
 
     rollovers: int = 1
     hours: int = 25
     early: bool = False
     writes_after: bool = True
-    """False: no download is written after the pause (see `tests/unit/test_paused_mapping.py`)."""
+    """False: no download is written after the pause (see `tests/unit/stream_model/test_paused_mapping.py`)."""
     sweeps: int = 0
     """Scheduled invocations that come in each wait, SCHEDULE_SECONDS apart from its start (scheduled-invocation:
     none may come at all); the last of them Lambda hands over twice."""

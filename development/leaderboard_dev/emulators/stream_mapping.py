@@ -322,7 +322,7 @@ class ShardDelivery:
 
         "MaximumRecordAgeInSeconds - Discard records older than the specified age." Discarding them first
         fills the next batch up to BatchSize with records that can be sent, and opens no window for records
-        that never reach the function (as the unit tier's model does: tests/unit/test_delivery_parity.py).
+        that never reach the function (as the unit tier's model does: tests/unit/stream_model/test_delivery_parity.py).
         """
         now = self._clock.now()
         end = start

@@ -1,0 +1,457 @@
+"""One definition per fact: where a fact must still stand in more than one place, a test holds every copy equal.
+
+The facts the aggregator, the query function and the operator tools share are defined once in
+`leaderboard_core` (lambda_src/leaderboard_core/, copied into both zips by build.py and shipped with
+the operator tools). What remains here: Python against Terraform, and the facts the core does not
+hold yet. docs/design.md, "One definition per fact", lists them; each test holds one fact's copies
+equal to its definition: constants by value, functions on generated input, rejections included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import hcl2
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+import aggregate_store
+import aggregator
+import delivery
+import download_records
+import query
+import shard_progress
+from download_records import Download, Schema, parse_record
+from leaderboard_core import index_layout
+from leaderboard_core.attributes import GUIDE_NAMES, NAME_VARIABLES, AttributeNames
+from leaderboard_core.bookkeeping import (
+    CHECKPOINT,
+    CHECKPOINT_SEQUENCE,
+    RESUME_AT,
+    SHARD_ENDED,
+    SHARD_KEY,
+    WATERMARK_PREFIX,
+    pad_sequence,
+)
+from leaderboard_core.buckets import PERIODS, board_id, bucket_key
+from leaderboard_tools import deployment, reconcile, recover, stream_reading
+from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
+
+TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
+MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
+IDS = st.text(min_size=1, max_size=40).filter(lambda text: "\x00" not in text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    error: str
+
+
+@functools.cache
+def module_sets(function: str) -> frozenset[str]:
+    """The environment variables terraform/lambda.tf gives the function (parsed once)."""
+    return frozenset(function_environment(function))
+
+
+def outcome(compute: Callable[[], Any]) -> Any:
+    """What a copy answers: its value, or the kind of error it refuses with."""
+    try:
+        return compute()
+    except (ValueError, ZeroDivisionError) as error:
+        return Refused(type(error).__name__)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the attribute-name schema
+
+
+def test_the_functions_read_the_attribute_names_lambda_tf_gives_them() -> None:
+    # given the variables that set the attribute names (leaderboard_core.attributes, one definition for all three)
+    variables = set(NAME_VARIABLES.values())
+    # then terraform/lambda.tf gives each of them to the aggregator, and those the query reads to the query function
+    assert variables <= module_sets("aggregator")
+    assert variables - {"TIMESTAMP_ATTRIBUTE"} <= module_sets("query")
+    assert set(NAME_VARIABLES) == {field.name for field in dataclasses.fields(AttributeNames)}
+
+
+def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a deployment whose functions carry the environments lambda.tf gives them
+    table = "t-downloads"
+    given = {
+        function: dict.fromkeys(module_sets(function), "1")
+        | {
+            "TABLE_NAME": table,
+            "ENTITY_ATTRIBUTE": "songID",
+            "SORT_KEY_ATTRIBUTE": "SK",
+            "LEADERBOARD_PERIODS": "month",
+        }
+        for function in ("aggregator", "query")
+    }
+    read: dict[str, RecordingEnvironment] = {}
+
+    def environment_of(lambda_client: Any, function: str) -> RecordingEnvironment:
+        name = "query" if function.endswith(deployment.QUERY_SUFFIX) else "aggregator"
+        read[name] = RecordingEnvironment(given[name])
+        return read[name]
+
+    monkeypatch.setattr(deployment, "_environment", environment_of)
+    # when the operator tools read the deployment
+    deployment.discover(_FakeDeployment(table), table)
+    # then they asked each function only for variables the module sets for it, the attribute names among them
+    for function in ("aggregator", "query"):
+        assert read[function].asked <= module_sets(function), function
+    assert set(deployment.NAME_VARIABLES.values()) <= read["aggregator"].asked
+    assert "LEADERBOARD_SHARDS" in read["query"].asked
+
+
+class _FakeDeployment:
+    """describe_table, the stream's one mapping (the aggregator) and the functions, as discover reads them."""
+
+    def __init__(self, table: str) -> None:
+        self.dynamodb, self.lambda_ = self, self
+        self._table = table
+
+    def describe_table(self, **parameters: Any) -> dict[str, Any]:
+        keys = [{"AttributeName": "songID", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}]
+        arn = f"arn:aws:dynamodb:us-east-1:0:table/{parameters['TableName']}"
+        return {
+            "Table": {
+                "KeySchema": keys,
+                "TableArn": arn,
+                "StreamSpecification": {"StreamEnabled": True},
+                "LatestStreamArn": f"{arn}/stream/2018-01-01T00:00:00.000",
+            }
+        }
+
+    def describe_time_to_live(self, **parameters: Any) -> dict[str, Any]:
+        return {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
+
+    def get_paginator(self, operation: str) -> Any:
+        assert operation == "list_event_source_mappings"
+        function = f"arn:aws:lambda:us-east-1:0:function:t{deployment.AGGREGATOR_SUFFIX}"
+        mapping = {"FunctionArn": function, "UUID": "u", "State": "Enabled", "TumblingWindowInSeconds": 5}
+        return SimpleNamespace(paginate=lambda **_: [{"EventSourceMappings": [mapping]}])
+
+
+# ---------------------------------------------------------------- the environment: boards and layout
+
+PERIOD_LISTS = st.lists(st.sampled_from([*PERIODS, "", "months", "Day", " day"]), max_size=4).map(",".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    environment=st.fixed_dictionaries(
+        {"TABLE_NAME": st.just("t"), "TABLE_ARN": st.just("arn"), "PROGRESS_TABLE_NAME": st.just("p")},
+        optional={
+            "LEADERBOARD_PERIODS": PERIOD_LISTS,
+            "CATEGORY_ATTRIBUTE": st.sampled_from(["", "Genre"]),
+            "SUM_ATTRIBUTE": st.sampled_from(["", "Revenue"]),
+            "LEADERBOARD_SHARDS": st.one_of(st.integers(1, 64).map(str), st.sampled_from(["", "x", " 3", "2.0"])),
+        },
+    )
+)
+@example(environment={"TABLE_NAME": "t", "TABLE_ARN": "a", "PROGRESS_TABLE_NAME": "p", "LEADERBOARD_PERIODS": ""})
+@example(
+    environment={
+        "TABLE_NAME": "t",
+        "TABLE_ARN": "a",
+        "PROGRESS_TABLE_NAME": "p",
+        "LEADERBOARD_PERIODS": "hour,week,all",
+        "CATEGORY_ATTRIBUTE": "Genre",
+        "SUM_ATTRIBUTE": "Revenue",
+    }
+)
+def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, str]) -> None:
+    # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE, shards)
+    for function in ("aggregator", "query"):
+        assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
+    # when each function reads its environment (any value, a malformed one included)
+    written = outcome(lambda: aggregator.Settings.from_environment(environment))
+    served = outcome(lambda: (query.boards_from_environment(environment), query.layout_from_environment(environment)))
+    # then both refuse it, or the aggregator writes the boards the query function serves, where the host tools look
+    if isinstance(written, Refused) or isinstance(served, Refused):
+        assert (written, served) == (Refused("ValueError"), Refused("ValueError"))
+        return
+    schema, (kept, layout) = written.schema, served
+    assert (schema.periods, schema.category is not None, schema.amount is not None, written.leaderboard_shards) == (
+        kept.periods,
+        kept.categories,
+        kept.summed,
+        layout.shards,
+    )
+    assert deployment.leaderboard_periods(environment) == schema.periods
+
+
+# ---------------------------------------------------------------- the boards: periods, keys, limits
+
+
+def _terraform_periods() -> tuple[str, ...]:
+    """The periods variables.tf's validation of leaderboard_periods accepts."""
+    document = hcl2.load((TERRAFORM / "variables.tf").open())
+    for block in document["variable"]:
+        for name, body in block.items():
+            if name.strip('"') == "leaderboard_periods":
+                condition = body["validation"][0]["condition"]
+                listed = re.search(r"contains\(\[([^\]]*)\]", condition)
+                assert listed is not None, condition
+                return tuple(re.findall(r'"([^"]+)"', listed[1]))
+    raise AssertionError("no variable leaderboard_periods")
+
+
+def test_the_module_validates_leaderboard_periods_against_the_periods_the_functions_know() -> None:
+    assert _terraform_periods() == PERIODS
+
+
+@settings(max_examples=200, deadline=None)
+@given(entity=st.text(min_size=1, max_size=30), shards=st.integers(1, 64), category=st.text(min_size=1, max_size=12))
+def test_the_query_function_reads_the_partition_the_aggregator_writes_an_entity_to(
+    entity: str, shards: int, category: str
+) -> None:
+    assume(_encodable(entity) and _encodable(category))
+    # given an entity of a category board, written where the aggregator places it
+    board = board_id("2018-01", category)
+    written = index_layout.leaderboard_partition(board, entity, shards)
+    # then the partitions the query function reads for that board and entity are that one, among the board's
+    assert query.Layout(shards).entity_partitions(board, entity) == [written]
+    assert written in query.Layout(shards).partitions(board)
+
+
+# ---------------------------------------------------------------- the progress table and the aggregates' bookkeeping
+
+
+def _progress_table_hash_key() -> str:
+    document = hcl2.load((TERRAFORM / "progress.tf").open())
+    for resource in document["resource"]:
+        for kind, instances in resource.items():
+            for body in instances.values():
+                if kind.strip('"') == "aws_dynamodb_table":
+                    return str(body["hash_key"]).strip('"')
+    raise AssertionError("no aws_dynamodb_table in progress.tf")
+
+
+def test_the_progress_table_s_key_is_the_one_terraform_declares() -> None:
+    # given the progress table's key as the aggregator writes it and the tools read it (leaderboard_core.bookkeeping)
+    # then it is the hash key progress.tf declares
+    assert _progress_table_hash_key() == SHARD_KEY
+
+
+SEQUENCES = st.integers(0, 10**40 - 1)
+
+
+def _spelled(number: int, padded: bool) -> str:
+    """A sequence number as the stream spells it: without leading zeros, or at the 21 digits a shard may start at."""
+    return str(number).zfill(21) if padded else str(number)
+
+
+@given(
+    stream_arn=st.text(min_size=1, max_size=30),
+    shard_id=st.text(min_size=1, max_size=30),
+    checkpoint=st.none() | SEQUENCES,
+    spelled=st.sampled_from(["absent", "plain", "padded"]),
+    resume_at=st.none() | st.tuples(SEQUENCES, st.booleans()),
+    ended=st.booleans(),
+)
+def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
+    stream_arn: str,
+    shard_id: str,
+    checkpoint: int | None,
+    spelled: str,
+    resume_at: tuple[int, bool] | None,
+    ended: bool,
+) -> None:
+    # given a shard's progress item as the aggregator writes it (a checkpoint, its spelling or none, a ResumeAt)
+    item: dict[str, Any] = {SHARD_ENDED: {"BOOL": ended}}
+    if checkpoint is not None:
+        item[CHECKPOINT] = {"S": pad_sequence(str(checkpoint))}
+        if spelled != "absent":
+            item[CHECKPOINT_SEQUENCE] = {"S": _spelled(checkpoint, spelled == "padded")}
+    if resume_at is not None:
+        item[RESUME_AT] = {"S": _spelled(*resume_at)}
+    asked: list[dict[str, Any]] = []
+
+    def get_item(**parameters: Any) -> dict[str, Any]:
+        asked.append(parameters["Key"])
+        return {"Item": item}
+
+    # when the host tools read it for the shard
+    host = stream_reading.shard_progress(SimpleNamespace(get_item=get_item), "progress", stream_arn, shard_id)
+    # then they read the aggregator's item of that shard, and start where the aggregator's next read starts
+    shard = delivery.ShardRef(stream_arn, shard_id)
+    assert asked == [shard_progress.ProgressStore(None, "progress").key(shard)]
+    written = shard_progress.progress_of_item(item)
+
+    def numbers(start: tuple[str | None, str | None]) -> tuple[int | None, ...]:
+        return tuple(None if sequence is None else int(sequence) for sequence in start)
+
+    assert numbers(host.start) == numbers(written.start)
+    assert (host.ended, host.checkpoint) == (written.ended, written.checkpoint)
+
+
+@given(stream_arn=st.text(min_size=1, max_size=60), shard_id=st.text(min_size=1, max_size=30))
+def test_every_watermark_name_carries_the_prefix_the_recount_looks_for(stream_arn: str, shard_id: str) -> None:
+    # given any shard's watermark name, as the aggregator writes it, then the recount recognises it as a watermark
+    assert delivery.watermark_name(stream_arn, shard_id).startswith(WATERMARK_PREFIX)
+
+
+OFFSETS = st.one_of(
+    st.sampled_from(["Z", "z", "+00:00", "-05:00", "+05:30", "+14:00", "-12:00", ""]),
+    st.builds(
+        lambda sign, hours, minutes: f"{sign}{hours:02d}:{minutes:02d}",
+        st.sampled_from("+-"),
+        st.integers(0, 23),
+        st.integers(0, 59),
+    ),
+)
+TIMESTAMPS = st.builds(
+    lambda moment, precision, offset, before, after: (
+        f"{before}{moment.isoformat(timespec=precision) if precision else moment.date().isoformat()}{offset}{after}"
+    ),
+    st.datetimes(),
+    st.sampled_from(["seconds", "milliseconds", "microseconds", "minutes", None]),
+    OFFSETS,
+    st.sampled_from(["", " ", "\t", "  \n"]),
+    st.sampled_from(["", " ", "\n", " \t"]),
+)
+"""Timestamps a writer may put in a download: offsets, a lowercase z, surrounding spaces."""
+
+
+# ---------------------------------------------------------------- what the recount counts
+
+
+def _deployment(periods: tuple[str, ...] = ("month",), category: str | None = None) -> deployment.Deployment:
+    return deployment.Deployment(
+        *("t", "arn", None, AttributeNames(), 1, 1, None, None, 5, None, None, None, None, None, None),
+        periods=periods,
+        category_attribute=category,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    category=st.one_of(
+        st.text(min_size=0, max_size=400),
+        st.text(alphabet="音楽&/ é", min_size=100, max_size=130),
+        st.integers(990, 1030).map(lambda length: "x" * length),
+    ),
+    as_number=st.booleans(),
+    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
+)
+def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
+    category: str, as_number: bool, periods: list[str]
+) -> None:
+    # given a download carrying a category (a string of any length or script, or a number) and a deployment's periods
+    image = {
+        "songID": {"S": "song1"},
+        "SK": {"S": "d1"},
+        "Timestamp": {"S": "2018-12-31T23:30:00Z"},
+        "Genre": {"N": "7"} if as_number else {"S": category},
+    }
+    record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
+    # when the recount and the aggregator's parser each decide whether it counts
+    counted_by_the_aggregator = isinstance(
+        parse_record(record, Schema(periods=tuple(periods), category="Genre")), Download
+    )
+    # then they decide alike
+    assert reconcile.countable_category(image, _deployment(tuple(periods), "Genre")) == counted_by_the_aggregator
+
+
+STRINGS = st.one_of(st.text(max_size=12).map(lambda text: {"S": text}), st.just({"N": "1"}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    event_name=st.sampled_from(["INSERT", "INSERT", "MODIFY", "REMOVE"]),
+    entity=st.none() | STRINGS,
+    timestamp=st.none() | st.one_of(TIMESTAMPS, st.text(max_size=20)).map(lambda text: {"S": text}) | STRINGS,
+    aggregate=st.booleans(),
+    has_image=st.booleans(),
+)
+def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
+    event_name: str, entity: dict[str, str] | None, timestamp: dict[str, str] | None, aggregate: bool, has_image: bool
+) -> None:
+    # given a stream record of the table: a download, an aggregate's write, or one missing or malforming a field
+    image = {"SK": {"S": "d1"}}
+    image |= {} if entity is None else {"songID": entity}
+    image |= {} if timestamp is None else {"Timestamp": timestamp}
+    image |= {"Month": {"S": "2018-01"}} if aggregate else {}
+    stream: dict[str, Any] = {"SequenceNumber": "1"} | ({"NewImage": image} if has_image else {})
+    record = {"eventName": event_name, "dynamodb": stream}
+    # when the aggregator parses it and the recount files it
+    parsed = parse_record(record, Schema())
+    counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
+    # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
+    assert reconcile.download_aggregate(record, GUIDE_NAMES) == counted
+
+
+# ---------------------------------------------------------------- the failure queue's messages and the query's answers
+
+
+@given(
+    entity=st.text(min_size=1, max_size=30),
+    moment=MOMENTS,
+    checkpoint=st.none() | SEQUENCES,
+    first=SEQUENCES,
+)
+def test_recover_reads_the_failure_messages_the_aggregator_writes(
+    entity: str, moment: datetime, checkpoint: int | None, first: int
+) -> None:
+    assume(_encodable(entity))
+    # given the messages the aggregator puts in the failure queue: a refused record, a rejected download, a gap
+    shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
+    key = download_records.AggregateKey(entity, bucket_key(moment, "month"))
+    contribution = aggregate_store.Contribution(pad_sequence("7"), None)
+    progress = shard_progress.Progress(
+        checkpoint=None if checkpoint is None else pad_sequence(str(checkpoint)),
+        checkpoint_sequence=None if checkpoint is None else str(checkpoint),
+    )
+    rejected = download_records.Rejected("Timestamp is missing", "8", {"dynamodb": {}})
+    messages = {
+        "refused_record": aggregator._refused_message(aggregator._refused_contribution(key, shard, contribution, "x")),
+        "rejected_download": aggregator._rejected_message(rejected, shard),
+        "records_trimmed": aggregator._gap_message(shard, progress, str(first), None),
+    }
+    # when recover reads them
+    read = {
+        kind: recover.classify(
+            {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
+            _deployment(),
+        )
+        for kind, message in messages.items()
+    }
+    # then it knows each kind, the refused record's aggregate, and whether the gap lost anything
+    assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
+    assert read["refused_record"].aggregates == {key.period: {entity}}
+    assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
+
+
+# ---------------------------------------------------------------- the list of copies
+
+
+def test_the_design_page_lists_every_fact_this_module_holds_equal() -> None:
+    # given docs/design.md's table of copies and the tests of this module
+    page = (TERRAFORM.parent / "docs" / "design.md").read_text()
+    section = page.split("## One definition per fact", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Fact")]
+    named = {name for row in rows for name in re.findall(r"`(test_\w+)`", row.rsplit(" | ", 1)[-1])}
+    this = "test_the_design_page_lists_every_fact_this_module_holds_equal"
+    here = {name for name in globals() if name.startswith("test_")} - {this}
+    # then every test here holds a fact the table lists, and every test the table names exists (here or beside)
+    assert here <= named
+    beside = named - here
+    contract = (Path(__file__).parents[1] / "terraform" / "test_module_contract.py").read_text()
+    assert {name for name in beside if f"def {name}(" not in contract} == set()

@@ -1,0 +1,93 @@
+"""The environment contract between terraform/lambda.tf and the handlers: same names, same defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hcl2
+import pytest
+
+import aggregator
+import query
+from tests.terraform_config import unquoted
+from tests.unit.terraform.lambda_environment import (
+    TERRAFORM,
+    RecordingEnvironment,
+    function_environment,
+    variable_default,
+)
+
+MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "RECOUNT_BAND_QUEUE_URL"}
+"""Read by Powertools, or by the operator tools from the deployed function (leaderboard_tools.deployment), not by the
+handlers' code."""
+VALID = {
+    "TABLE_ARN": "arn:aws:dynamodb:us-east-1:0:table/t",
+    "AGGREGATE_WRITES": "per_batch",
+    "LEADERBOARD_PERIODS": "day,all",
+}
+"""Settings a handler checks; every other variable is given "1"."""
+
+
+@pytest.mark.parametrize(
+    ("function", "read_settings"),
+    [
+        ("aggregator", lambda environ: aggregator.Settings.from_environment(environ)),
+        (
+            "query",
+            lambda environ: (
+                query.schema_from_environment(environ),
+                query.layout_from_environment(environ),
+                query.boards_from_environment(environ),
+                environ.get("TABLE_NAME"),
+            ),
+        ),
+    ],
+)
+def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_settings: Any) -> None:
+    # given the environment variables lambda.tf gives the function
+    names = set(function_environment(function)) - MODULE_ONLY
+    environment = RecordingEnvironment({name: VALID.get(name, "1") for name in names})
+    # when the handler reads its settings
+    read_settings(environment)
+    # then it asks for each of them, and for nothing the module does not set
+    assert environment.asked == names
+
+
+def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
+    settings = aggregator.Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
+    assert settings.deadline_margin_ms == variable_default("aggregator_deadline_margin_ms")
+    assert settings.write_concurrency == variable_default("aggregator_write_concurrency")
+    assert settings.aggregate_writes == variable_default("aggregate_writes")
+    assert (settings.schema.entity, settings.schema.sort_key, settings.schema.timestamp) == (
+        variable_default("entity_attribute_name"),
+        variable_default("sort_key_attribute_name"),
+        variable_default("timestamp_attribute_name"),
+    )
+    assert (settings.schema.period, settings.schema.count, settings.schema.order) == (
+        variable_default("period_attribute_name"),
+        variable_default("count_attribute_name"),
+        variable_default("order_attribute_name"),
+    )
+    assert settings.leaderboard_shards == variable_default("leaderboard_shards")
+
+
+def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
+    schema = query.schema_from_environment({})
+    assert schema.index_name == variable_default("leaderboard_index_name")
+    assert (schema.entity, schema.period, schema.count, schema.order) == (
+        variable_default("entity_attribute_name"),
+        variable_default("period_attribute_name"),
+        variable_default("count_attribute_name"),
+        variable_default("order_attribute_name"),
+    )
+    assert query.layout_from_environment({}) == query.Layout(variable_default("leaderboard_shards"), None)
+    periods = tuple(unquoted(period) for period in variable_default("leaderboard_periods"))
+    assert query.boards_from_environment({}) == query.Boards(periods)
+
+
+def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:
+    variables = hcl2.load((TERRAFORM / "variables.tf").open())["variable"]
+    names = [unquoted(name) for block in variables for name in block]
+    assert not [name for name in names if name.startswith("test") or "fault" in name]
+    for function in ("aggregator", "query"):
+        assert not [name for name in function_environment(function) if "TEST" in name or "FAULT" in name]

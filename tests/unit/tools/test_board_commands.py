@@ -1,0 +1,239 @@
+"""`leaderboard-tools top|rank|all`: the request each command sends, the table it prints, --json unchanged."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, NoCredentialsError
+
+import query
+from boards import Boards
+from leaderboard_core.buckets import PERIODS
+from leaderboard_tools import cli, query_client
+from leaderboard_tools.commands import leaderboards
+from query import Layout
+from tests.unit.conftest import TABLE, FakeLambdaContext
+from tests.unit.query.aggregates_on_moto import load_boards
+
+
+class StubLambda:
+    """A Lambda client whose invoke runs the query function's handler (on moto), recording every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+
+    def invoke(self, FunctionName: str, Payload: bytes) -> dict[str, Any]:  # noqa: N803 - boto3's parameter names
+        request = json.loads(Payload)
+        self.requests.append((FunctionName, request))
+        answer = query.lambda_handler(request, FakeLambdaContext())
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+class FailingLambda:
+    def __init__(self, failure: Exception | None = None, payload: Any = None, function_error: bool = False) -> None:
+        self._failure, self._payload, self._function_error = failure, payload, function_error
+
+    def invoke(self, **_: Any) -> dict[str, Any]:
+        if self._failure is not None:
+            raise self._failure
+        response = {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(self._payload).encode())}
+        return response | ({"FunctionError": "Unhandled"} if self._function_error else {})
+
+
+DAYS = [f"2018-01-{day:02d}" for day in range(9, 16)]
+JANUARY = {f"song{n}": 10 - n for n in range(1, 8)} | {"song9": 3}
+
+
+@pytest.fixture
+def stub(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> StubLambda:
+    """A deployment keeping every period and categories, in 2 leaderboard shards, and its query function."""
+    monkeypatch.setattr(query, "_dynamodb", dynamodb)
+    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "LAYOUT", Layout(2))
+    monkeypatch.setattr(query, "BOARDS", Boards(PERIODS, categories=True))
+    boards = {"2018-01": JANUARY, "2018-01@rock": {"song2": 4, "song3": 4}, "all": JANUARY}
+    boards |= {day: {f"song{n}": 1 + (n + index) % 3 for n in range(1, 6)} for index, day in enumerate(DAYS)}
+    load_boards(dynamodb, boards, 2)
+    return StubLambda()
+
+
+def command(argv: list[str], client: Any, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the CLI's parser on argv, and the command with the given client."""
+    parsed: dict[str, Any] = {}
+
+    def keep(arguments: Any) -> int:
+        parsed["arguments"] = arguments
+        return 0
+
+    original = leaderboards.run
+    leaderboards.run = keep  # type: ignore[assignment]
+    try:
+        assert cli.main(argv) == 0
+    finally:
+        leaderboards.run = original  # type: ignore[assignment]
+    arguments = parsed["arguments"]
+    code = leaderboards.run(arguments, client=client)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def rows_of(table: str) -> list[str]:
+    """The body rows of a printed table (rich draws them between │; the header between ┃)."""
+    return [line for line in table.splitlines() if line.startswith("│")]
+
+
+def test_top_of_a_month_asks_the_guides_request_of_the_tables_query_function(
+    stub: StubLambda, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = command(
+        ["top", "--table", "music-prod-downloads", "--month", "2018-01", "--limit", "3"], stub, capsys
+    )
+    assert code == 0
+    assert stub.requests == [("music-prod-query", {"month": "2018-01", "limit": 3})]
+    # then an aligned table: places, songs and counts in columns, the board in its title
+    lines = rows_of(out)
+    assert [line.split()[1:4:2] for line in lines] == [["1", "song1"], ["2", "song2"], ["3", "song3"]]
+    assert "month 2018-01" in out
+    assert len({line.index("│", 3) for line in lines}) == 1, out
+
+
+def test_json_prints_the_query_functions_response_unchanged(
+    stub: StubLambda, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["top", "--function", "f", "--period", "day", "--key", DAYS[-1], "--last", "7", "--json"]
+    code, out, _ = command(argv, stub, capsys)
+    expected = query.lambda_handler({"period": "day", "key": DAYS[-1], "limit": 10, "last": 7}, FakeLambdaContext())
+    assert code == 0
+    assert json.loads(out) == expected
+    assert out == json.dumps(expected) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "request_sent"),
+    [
+        (["top", "--period", "all"], {"period": "all", "limit": 10}),
+        (["top", "--period", "day", "--key", "2018-01-15"], {"period": "day", "key": "2018-01-15", "limit": 10}),
+        (["top", "--period", "week"], {"period": "week", "limit": 10}),
+        (
+            ["top", "--month", "2018-01", "--category", "rock", "--limit", "1"],
+            {"month": "2018-01", "category": "rock", "limit": 1},
+        ),
+        (
+            ["top", "--period", "day", "--key", "2018-01-15", "--last", "3"],
+            {"period": "day", "key": "2018-01-15", "limit": 10, "last": 3},
+        ),
+        (["rank", "--month", "2018-01", "--song", "song3"], {"month": "2018-01", "songID": "song3"}),
+        (
+            ["rank", "--month", "2018-01", "--song", "song3", "--around", "2"],
+            {"month": "2018-01", "songID": "song3", "around": 2},
+        ),
+        (
+            ["rank", "--period", "hour", "--key", "2018-01-15T10", "--id", "p1", "--entity-attribute", "productID"],
+            {"period": "hour", "key": "2018-01-15T10", "productID": "p1"},
+        ),
+    ],
+)
+def test_each_command_sends_the_query_contracts_request(
+    argv: list[str], request_sent: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorder = FailingLambda(payload={"period": "x", "items": [], "next_token": None})
+    sent: list[dict[str, Any]] = []
+    original = recorder.invoke
+
+    def record(**parameters: Any) -> dict[str, Any]:
+        sent.append(json.loads(parameters["Payload"]))
+        return original(**parameters)
+
+    recorder.invoke = record  # type: ignore[method-assign]
+    command([*argv, "--function", "f"], recorder, capsys)
+    assert sent == [request_sent]
+
+
+def test_rank_around_marks_the_song_among_its_neighbours(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = command(
+        ["rank", "--table", "t-downloads", "--month", "2018-01", "--song", "song3", "--around", "1"], stub, capsys
+    )
+    assert code == 0
+    rows = [line.split() for line in rows_of(out)]
+    assert [(row[1], row[3], row[5]) for row in rows] == [("2", "song2", "8"), ("3", "song3", "7"), ("4", "song4", "6")]
+    assert "song3: 7 (rank 3)" in out
+
+
+def test_all_follows_every_page(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = command(["all", "--function", "f", "--period", "all", "--page-size", "3"], stub, capsys)
+    assert code == 0
+    assert len(stub.requests) == 3
+    assert [line.split()[3] for line in rows_of(out)] == list(JANUARY)
+    # with --json, each page's answer on its own line
+    code, out, _ = command(["all", "--function", "f", "--period", "all", "--page-size", "3", "--json"], stub, capsys)
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert [item["songID"] for answer in answers for item in answer["items"]] == list(JANUARY)
+    assert answers[-1]["next_token"] is None
+
+
+def test_a_rolling_window_shows_its_reads(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = command(
+        ["top", "--function", "f", "--period", "day", "--key", DAYS[-1], "--last", "7"], stub, capsys
+    )
+    assert code == 0
+    assert "last 7 days to 2018-01-15" in out
+    assert "Queries" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["top", "--table", "music", "--month", "2018-01"], "not named like the module's table"),
+        (["top", "--function", "f"], "name a board"),
+        (["top", "--function", "f", "--month", "2018-01", "--key", "2018-01"], "not both"),
+    ],
+)
+def test_a_command_that_names_no_function_or_board_says_what_to_give(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = command(argv, FailingLambda(payload={}), capsys)
+    assert code == 1
+    assert message in err
+
+
+def test_an_error_answer_is_said_and_with_json_printed_unchanged(
+    stub: StubLambda, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = command(["top", "--function", "f", "--period", "day", "--key", "2018-02-30"], stub, capsys)
+    assert (code, out) == (1, "")
+    assert "InvalidRequest: key of a day is formatted YYYY-MM-DD" in err
+    code, out, err = command(
+        ["top", "--function", "f", "--period", "day", "--key", "2018-02-30", "--json"], stub, capsys
+    )
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "InvalidRequest"
+
+
+@pytest.mark.parametrize(
+    ("client", "message"),
+    [
+        (FailingLambda(ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "Invoke")), "no function f"),
+        (FailingLambda(ClientError({"Error": {"Code": "AccessDeniedException"}}, "Invoke")), "cannot invoke f"),
+        (FailingLambda(NoCredentialsError()), "no AWS credentials"),
+        (FailingLambda(payload={"errorMessage": "boom"}, function_error=True), "f failed"),
+        (FailingLambda(payload=[1]), "not a query answer"),
+    ],
+)
+def test_an_invocation_that_fails_is_said_plainly(
+    client: FailingLambda, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = command(["top", "--function", "f", "--month", "2018-01"], client, capsys)
+    assert code == 1
+    assert message in err
+
+
+def test_the_client_is_boto3s_standard_session_at_the_given_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    aws = query_client.lambda_client(None, "eu-west-1", None)
+    assert aws.meta.endpoint_url == "https://lambda.eu-west-1.amazonaws.com"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4599")
+    assert query_client.lambda_client(None, "eu-west-1", None).meta.endpoint_url == "http://127.0.0.1:4599"
+    assert query_client.lambda_client(None, "eu-west-1", "http://x:1").meta.endpoint_url == "http://x:1"
