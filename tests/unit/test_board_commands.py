@@ -11,9 +11,9 @@ from botocore.exceptions import ClientError, NoCredentialsError
 
 import query
 from boards import Boards
+from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import board_commands, cli
-from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext
 from tests.unit.test_query_boards import load
 
