@@ -96,6 +96,7 @@ def answer(
     out_of_time: Callable[[], bool] = lambda: False,
     summed: bool = False,
 ) -> dict[str, Any]:
+    """The next `limit` entries of the board, and the token of the page after them (null: the listing is complete)."""
     board = request.board.id
     budget = partition_budget(len(layout.partitions(board)))
     reader = read_partition(client, table_name, schema, budget, out_of_time)

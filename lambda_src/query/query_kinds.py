@@ -46,7 +46,12 @@ QUERY_KINDS: tuple[QueryKind, ...] = (
     QueryKind("rank", lambda event, entity: entity in event, (), entity_rank.parse, entity_rank.answer),
     QueryKind("page", lambda event, _: True, ("limit", "next_token"), leaderboard_page.parse, leaderboard_page.answer),
 )
-"""Every kind, in the order requests are recognised: the first whose `asked` holds parses the request."""
+"""Every kind, in the order requests are recognised: the first whose `asked` holds parses the request.
+
+`last` makes a window whatever else the request holds (the window refuses a token, around or an
+entity by name); `around` makes an around-me rank even without an entity (refused: name one); an
+entity makes a rank; anything else is a page.
+"""
 FIELDS = tuple(dict.fromkeys([*BOARD_FIELDS, *(field for kind in QUERY_KINDS for field in kind.fields)]))
 
 
