@@ -29,7 +29,9 @@ import delivery
 import download_records
 import query
 import shard_progress
+from boards import boards_from_environment
 from download_records import Download, Schema, parse_record
+from index_reads import Layout
 from leaderboard_core import index_layout
 from leaderboard_core.attributes import GUIDE_NAMES, NAME_VARIABLES, AttributeNames
 from leaderboard_core.bookkeeping import (
@@ -182,7 +184,7 @@ def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, s
         assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
     # when each function reads its environment (any value, a malformed one included)
     written = outcome(lambda: aggregator.Settings.from_environment(environment))
-    served = outcome(lambda: (query.boards_from_environment(environment), query.layout_from_environment(environment)))
+    served = outcome(lambda: (boards_from_environment(environment), query.layout_from_environment(environment)))
     # then both refuse it, or the aggregator writes the boards the query function serves, where the host tools look
     if isinstance(written, Refused) or isinstance(served, Refused):
         assert (written, served) == (Refused("ValueError"), Refused("ValueError"))
@@ -227,8 +229,8 @@ def test_the_query_function_reads_the_partition_the_aggregator_writes_an_entity_
     board = board_id("2018-01", category)
     written = index_layout.leaderboard_partition(board, entity, shards)
     # then the partitions the query function reads for that board and entity are that one, among the board's
-    assert query.Layout(shards).entity_partitions(board, entity) == [written]
-    assert written in query.Layout(shards).partitions(board)
+    assert Layout(shards).entity_partitions(board, entity) == [written]
+    assert written in Layout(shards).partitions(board)
 
 
 # ---------------------------------------------------------------- the progress table and the aggregates' bookkeeping

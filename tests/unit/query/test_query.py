@@ -17,24 +17,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import entity_rank
+import index_reads
+import leaderboard_page
 import query
 from boards import Board
+from entity_rank import RankRequest
+from index_reads import Entry, IndexSchema, Layout, Position
 from leaderboard_core.index_layout import leaderboard_partition, order_of
-from query import (
-    Entry,
-    IndexSchema,
-    InvalidRequest,
-    Layout,
-    PageRequest,
-    Position,
-    RankRequest,
-    decode_token,
-    encode_token,
-    leaderboard_page,
-    merge_page,
-    parse_request,
-    rank_of,
-)
+from leaderboard_page import PageRequest, merge_page
+from page_tokens import decode_token, encode_token
+from query_kinds import parse_request
+from request_parsing import InvalidRequest
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, FailingClient, load_month
 
@@ -220,7 +214,7 @@ def pages_on(dynamodb: Any, layout: Layout, limit: int) -> list[tuple[str, int]]
     for _ in range(10_000):
         request = parse_request(event, SCHEMA, layout)
         assert isinstance(request, PageRequest)
-        page = leaderboard_page(dynamodb, TABLE, SCHEMA, layout, request)
+        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, layout, request)
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
         if page["next_token"] is None:
             return listed
@@ -248,13 +242,13 @@ def test_pages_from_dynamodb_are_the_sorted_listing(dynamodb: Any, shards: int, 
 def test_the_rank_of_each_song_is_its_place_in_the_listing(dynamodb: Any, shards: int) -> None:
     load_month(dynamodb, TIED, shards)
     for place, (song, count) in enumerate(listing(TIED), start=1):
-        answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(BOARD, song))
+        answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(BOARD, song))
         assert answer == {"month": MONTH, "songID": song, "downloadCount": count, "rank": place}
 
 
 def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
     load_month(dynamodb, TIED, 1)
-    assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, "silence")) == {
+    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, "silence")) == {
         "month": MONTH,
         "songID": "silence",
         "downloadCount": 0,
@@ -264,8 +258,8 @@ def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
 
 def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     load_month(dynamodb, TIED, 1)
-    monkeypatch.setattr(query, "READ_BUDGET_PAGES", 1)
-    monkeypatch.setattr(query, "MIN_PARTITION_PAGES", 1)
+    monkeypatch.setattr(index_reads, "READ_BUDGET_PAGES", 1)
+    monkeypatch.setattr(index_reads, "MIN_PARTITION_PAGES", 1)
     real_query = dynamodb.query
 
     def one_item_pages(**parameters: Any) -> Any:
@@ -273,7 +267,7 @@ def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch
 
     monkeypatch.setattr(dynamodb, "query", one_item_pages)
     last = listing(TIED)[-1][0]
-    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last))
+    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last))
     assert (answer["rank"], answer["rankAtLeast"]) == (None, 2)
 
 
@@ -290,7 +284,9 @@ def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: py
     monkeypatch.setattr(dynamodb, "query", one_item_pages)
     last = listing(TIED)[-1][0]
     # when the rank of the last song is asked
-    answer = rank_of(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last), out_of_time=lambda: bool(pages))
+    answer = entity_rank.answer(
+        dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last), out_of_time=lambda: bool(pages)
+    )
     # then it stops after one page and answers the places it counted as a lower bound
     assert (answer["rank"], answer["rankAtLeast"], len(pages)) == (None, 2, 1)
 
@@ -447,7 +443,7 @@ def test_a_page_costs_a_few_queries_per_partition_whatever_the_ties(
         counting.queries = 0
         request = parse_request(event, SCHEMA, layout)
         assert isinstance(request, PageRequest)
-        page = leaderboard_page(counting, TABLE, SCHEMA, layout, request)
+        page = leaderboard_page.answer(counting, TABLE, SCHEMA, layout, request)
         # then each costs at most four Queries per partition, and the listing stays exact
         assert counting.queries <= 4 * shards, counting.queries
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
@@ -467,7 +463,7 @@ def test_the_rank_stops_counting_a_tie_group_at_the_clock(dynamodb: Any) -> None
 
     counting.query = one_item_pages  # type: ignore[method-assign]
     # when its rank is asked with a clock that has run out after the first Query
-    answer = rank_of(
+    answer = entity_rank.answer(
         counting,
         TABLE,
         SCHEMA,
@@ -497,9 +493,9 @@ def test_the_functions_own_tokens_round_trip_for_any_id_dynamodb_accepts(layout:
     chosen = data.draw(st.lists(st.sampled_from(partitions), min_size=1, max_size=4, unique=True))
     ids = data.draw(st.lists(IDS, min_size=len(chosen), max_size=len(chosen)))
     cursors: dict[str, Any] = {p: None for p in partitions}
-    cursors.update({p: query.Position(order_of(7, song), song) for p, song in zip(chosen, ids, strict=True)})
+    cursors.update({p: Position(order_of(7, song), song) for p, song in zip(chosen, ids, strict=True)})
     # when the function's token for them comes back as next_token
-    token = query.encode_token(MONTH, layout, cursors)
+    token = encode_token(MONTH, layout, cursors)
     request = parse_request({"month": MONTH, "limit": 5, "next_token": token}, SCHEMA, layout)
     # then it is accepted and names the same cursors
     assert isinstance(request, PageRequest)
@@ -510,8 +506,8 @@ def test_the_longest_token_the_function_can_issue_is_accepted() -> None:
     # given every partition of the widest layout at a cursor on a 2,048-byte id of characters JSON escapes
     layout = Layout(64, 1)
     worst = "\x01" * 2048
-    cursors = {p: query.Position(10**38 - 1, worst) for p in layout.partitions(MONTH)}
-    token = query.encode_token(MONTH, layout, cursors)
+    cursors = {p: Position(10**38 - 1, worst) for p in layout.partitions(MONTH)}
+    token = encode_token(MONTH, layout, cursors)
     request = parse_request({"month": MONTH, "limit": 5, "next_token": token}, SCHEMA, layout)
     assert isinstance(request, PageRequest)
     assert request.cursors == cursors
@@ -521,7 +517,7 @@ def test_a_rank_is_answered_for_an_id_of_2048_bytes(dynamodb: Any) -> None:
     longest = "é" * 1024  # 2,048 UTF-8 bytes
     load_month(dynamodb, {longest: 3, "song1": 5}, 1)
     request = parse_request({"month": MONTH, "songID": longest}, SCHEMA, Layout(1))
-    assert rank_of(dynamodb, TABLE, SCHEMA, Layout(1), request)["rank"] == 2
+    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)["rank"] == 2
 
 
 def test_pages_of_one_over_ids_of_2048_bytes_list_every_song(dynamodb: Any) -> None:
@@ -530,7 +526,7 @@ def test_pages_of_one_over_ids_of_2048_bytes_list_every_song(dynamodb: Any) -> N
     listed, event = [], {"month": MONTH, "limit": 1}
     for _ in range(10):
         request = parse_request(event, SCHEMA, Layout(4))
-        page = leaderboard_page(dynamodb, TABLE, SCHEMA, Layout(4), request)
+        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, Layout(4), request)
         listed += [item["songID"] for item in page["items"]]
         if page["next_token"] is None:
             break

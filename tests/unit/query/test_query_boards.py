@@ -17,12 +17,21 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+import entity_rank
+import leaderboard_page
 import query
 import rolling
+import rolling_window
 from boards import Board, Boards
+from entity_rank import RankRequest
+from index_reads import Entry, IndexSchema, Layout, Position
 from leaderboard_core import buckets
 from leaderboard_core.index_layout import order_of
-from query import IndexSchema, InvalidRequest, Layout, PageRequest, RankRequest, WindowRequest, parse_request
+from leaderboard_page import PageRequest
+from page_tokens import encode_token
+from query_kinds import parse_request
+from request_parsing import InvalidRequest
+from rolling_window import WindowRequest
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import FailingClient, Values, load_boards
 
@@ -178,8 +187,8 @@ def test_a_window_wider_than_its_read_budget_is_refused_before_any_read() -> Non
 
 def test_a_token_of_one_board_is_refused_for_another() -> None:
     # given a page token of the rock board of a day
-    cursors = {"2018-01-15@rock": query.Position(order_of(3, "song1"), "song1")}
-    token = query.encode_token("2018-01-15@rock", Layout(1), cursors)
+    cursors = {"2018-01-15@rock": Position(order_of(3, "song1"), "song1")}
+    token = encode_token("2018-01-15@rock", Layout(1), cursors)
     ask = {"period": "day", "key": "2018-01-15", "next_token": token}
     # then it reads that board, and neither the day's overall board nor another category's
     assert parse_request({**ask, "category": "rock"}, SCHEMA, Layout(1), EVERY_PERIOD).cursors == cursors
@@ -199,9 +208,9 @@ def test_tokens_round_trip_on_every_board_and_any_order_sign(category: str, orde
     board = Board("hour", "2018-01-15T10", category)
     assume(len(board.id.encode()) <= buckets.MAX_SORT_KEY_BYTES)
     layout = Layout(shards)
-    cursors = dict.fromkeys(layout.partitions(board.id), query.Position(order, "é" * 1024))
+    cursors = dict.fromkeys(layout.partitions(board.id), Position(order, "é" * 1024))
     # when the function's token comes back, then it names the same cursors
-    token = query.encode_token(board.id, layout, cursors)
+    token = encode_token(board.id, layout, cursors)
     event = {"period": "hour", "key": "2018-01-15T10", "category": category, "next_token": token}
     assert parse_request(event, SCHEMA, layout, EVERY_PERIOD).cursors == cursors
 
@@ -219,7 +228,7 @@ def every_page(dynamodb: Any, event: dict[str, Any], layout: Layout, deployment:
     for _ in range(1000):
         request = parse_request(event, SCHEMA, layout, deployment)
         assert isinstance(request, PageRequest)
-        page = query.leaderboard_page(dynamodb, TABLE, SCHEMA, layout, request, summed=deployment.summed)
+        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, layout, request, summed=deployment.summed)
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
         if page["next_token"] is None:
             return listed
@@ -273,9 +282,9 @@ def test_answers_name_their_board_as_the_request_did(dynamodb: Any) -> None:
     def ask(event: dict[str, Any]) -> dict[str, Any]:
         request = parse_request(event, SCHEMA, Layout(1), EVERY_PERIOD)
         if isinstance(request, RankRequest):
-            return query.rank_of(dynamodb, TABLE, SCHEMA, Layout(1), request)
+            return entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)
         assert isinstance(request, PageRequest)
-        return query.leaderboard_page(dynamodb, TABLE, SCHEMA, Layout(1), request)
+        return leaderboard_page.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)
 
     day = {"period": "day", "key": "2018-01-15", "category": "rock"}
     assert list(ask(day)) == ["period", "key", "category", "items", "next_token"]
@@ -311,7 +320,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
         {"period": "day", "key": "2018-01-15", "songID": song, "around": around}, SCHEMA, Layout(shards), EVERY_PERIOD
     )
     assert isinstance(request, RankRequest)
-    answer = query.rank_of(dynamodb, TABLE, SCHEMA, Layout(shards), request)
+    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(shards), request)
     # then it is the song's rank, and the songs from `around` places above it to `around` below, with their ranks
     assert (answer["downloadCount"], answer["rank"]) == (ordered[place][1], place + 1)
     first = max(0, place - around)
@@ -325,7 +334,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
 def test_around_a_song_without_an_aggregate_lists_nothing(dynamodb: Any) -> None:
     load_boards(dynamodb, {"2018-01": {"song1": 3}}, 1)
     request = RankRequest(Board.month("2018-01"), "silence", around=2)
-    assert query.rank_of(dynamodb, TABLE, SCHEMA, Layout(1), request) == {
+    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request) == {
         "month": "2018-01",
         "songID": "silence",
         "downloadCount": 0,
@@ -346,9 +355,9 @@ def test_sums_are_exact_decimal_strings(dynamodb: Any) -> None:
     listed = every_page(dynamodb, {"period": "day", "key": "2018-01-15", "limit": 1}, Layout(2), summed)
     assert listed == [("p1", "1234.5"), ("p2", "17"), ("p4", "0.000001"), ("p3", "-3.000001")]
     request = RankRequest(Board("day", "2018-01-15"), "p3")
-    answer = query.rank_of(dynamodb, TABLE, SCHEMA, Layout(2), request, summed=True)
+    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(2), request, summed=True)
     assert (answer["downloadCount"], answer["rank"]) == ("-3.000001", 4)
-    absent = query.rank_of(
+    absent = entity_rank.answer(
         dynamodb, TABLE, SCHEMA, Layout(2), RankRequest(Board("day", "2018-01-15"), "p9"), summed=True
     )
     assert absent["downloadCount"] == "0"
@@ -390,7 +399,7 @@ def ask_window(
         {"period": "day", "key": DAYS[-1], "last": last, "limit": k}, SCHEMA, layout, Boards(("day",), summed=summed)
     )
     assert isinstance(request, WindowRequest)
-    answer = query.rolling_window(dynamodb, TABLE, SCHEMA, layout, request, summed=summed)
+    answer = rolling_window.answer(dynamodb, TABLE, SCHEMA, layout, request, summed=summed)
     return answer, [(item["songID"], item["downloadCount"]) for item in answer["items"]]
 
 
@@ -430,8 +439,8 @@ def test_a_rolling_window_is_the_exact_top_k_of_the_summed_buckets(
     assert top == window_truth(values, DAYS[-last:], k)
     assert answer["complete"] is True
     assert answer["reads"]["queries"] >= 1
-    assert answer["reads"]["queries"] <= query.WINDOW_QUERY_BUDGET
-    assert answer["reads"]["getItems"] <= query.WINDOW_GET_ITEM_BUDGET
+    assert answer["reads"]["queries"] <= rolling_window.WINDOW_QUERY_BUDGET
+    assert answer["reads"]["getItems"] <= rolling_window.WINDOW_GET_ITEM_BUDGET
 
 
 @ON_MOTO
@@ -478,8 +487,8 @@ def test_past_its_budget_a_window_answers_a_certain_prefix_flagged_incomplete(
     # given a read budget too small for some windows
     dynamodb = create_table(fresh=True)
     load_boards(dynamodb, values, shards)
-    monkeypatch.setattr(query, "WINDOW_QUERY_BUDGET", queries)
-    monkeypatch.setattr(query, "WINDOW_GET_ITEM_BUDGET", get_items)
+    monkeypatch.setattr(rolling_window, "WINDOW_QUERY_BUDGET", queries)
+    monkeypatch.setattr(rolling_window, "WINDOW_GET_ITEM_BUDGET", get_items)
     # when a window is asked
     with page_sizes(*pages):
         answer, top = ask_window(dynamodb, 7, k, Layout(shards))
@@ -509,7 +518,7 @@ def test_a_window_stops_at_the_functions_clock_with_a_certain_prefix(dynamodb: A
     request = parse_request({"period": "day", "key": DAYS[-1], "last": 7, "limit": 5}, SCHEMA, Layout(1), EVERY_PERIOD)
     assert isinstance(request, WindowRequest)
     # when the window is asked
-    answer = query.rolling_window(dynamodb, TABLE, SCHEMA, Layout(1), request, out_of_time=lambda: len(calls) >= 7)
+    answer = rolling_window.answer(dynamodb, TABLE, SCHEMA, Layout(1), request, out_of_time=lambda: len(calls) >= 7)
     # then it made no read past the clock and answers what is certain, flagged
     assert len(calls) == 7
     assert answer["complete"] is False
@@ -541,16 +550,14 @@ class InMemoryBoards:
 
     def __init__(self, values: Values, layout: Layout) -> None:
         self.values, self.layout = values, layout
-        self.partitions: dict[str, list[query.Entry]] = {}
+        self.partitions: dict[str, list[Entry]] = {}
         for board, entities in values.items():
             for entity, value in entities.items():
                 for partition in layout.entity_partitions(board, entity)[:1]:
-                    self.partitions.setdefault(partition, []).append(
-                        query.Entry.of(order_of(value, entity), entity, value)
-                    )
-        self.cursors: dict[str, query.Position | None] = {}
+                    self.partitions.setdefault(partition, []).append(Entry.of(order_of(value, entity), entity, value))
+        self.cursors: dict[str, Position | None] = {}
 
-    def read_pages(self, wanted: list[tuple[str, int]]) -> dict[str, tuple[list[query.Entry], bool]]:
+    def read_pages(self, wanted: list[tuple[str, int]]) -> dict[str, tuple[list[Entry], bool]]:
         pages = {}
         for partition, count in wanted:
             after = self.cursors.get(partition)
@@ -560,7 +567,7 @@ class InMemoryBoards:
                 cut += 1
             pages[partition] = (rest[:cut], cut == len(rest))
             if cut:
-                self.cursors[partition] = query.Position(rest[cut - 1].order, rest[cut - 1].entity_id)
+                self.cursors[partition] = Position(rest[cut - 1].order, rest[cut - 1].entity_id)
         return pages
 
     def read_points(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
@@ -604,7 +611,7 @@ class Rationed:
     def __init__(self, source: InMemoryBoards, pages: int, points: int) -> None:
         self.source, self.pages, self.points = source, pages, points
 
-    def read_pages(self, wanted: list[tuple[str, int]]) -> dict[str, tuple[list[query.Entry], bool]]:
+    def read_pages(self, wanted: list[tuple[str, int]]) -> dict[str, tuple[list[Entry], bool]]:
         allowed, self.pages = wanted[: max(self.pages, 0)], self.pages - len(wanted)
         return self.source.read_pages(allowed)
 

@@ -245,7 +245,10 @@ def requested_attributes(parameters: dict[str, Any]) -> set[str]:
 
 
 def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -> None:
-    import query
+    import entity_rank
+    from boards import Board
+    from entity_rank import RankRequest
+    from index_reads import IndexSchema, Layout
     from tests.unit.query.aggregates_on_moto import load_month
 
     # given the query role's GetItem statement and a month of aggregates
@@ -255,8 +258,8 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
     requests: list[dict[str, Any]] = []
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function answers a rank
-    january_rank = query.RankRequest(query.Board.month("2018-01"), "song1")
-    rank = query.rank_of(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), january_rank)
+    january_rank = RankRequest(Board.month("2018-01"), "song1")
+    rank = entity_rank.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), january_rank)
     # then its GetItem names its attributes (Select: SPECIFIC_ATTRIBUTES) and only allowed ones
     assert rank["rank"] == 2
     assert requests
@@ -265,7 +268,12 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
 
 
 def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy_allows(dynamodb: Any) -> None:
-    import query
+    import entity_rank
+    import rolling_window
+    from boards import Board, Boards
+    from entity_rank import RankRequest
+    from index_reads import IndexSchema, Layout
+    from query_kinds import parse_request
     from tests.unit.query.aggregates_on_moto import load_boards
 
     # given the query role's GetItem statement, and three days of 60 songs
@@ -279,17 +287,17 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
     requests: list[dict[str, Any]] = []
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function merges the window, with and without around-me ranks
-    request = query.parse_request(
+    request = parse_request(
         {"period": "day", "key": "2018-01-12", "last": 3, "limit": 10},
-        query.IndexSchema(),
-        query.Layout(1),
-        query.Boards(("day",)),
+        IndexSchema(),
+        Layout(1),
+        Boards(("day",)),
     )
-    window = query.rolling_window(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), request)
+    window = rolling_window.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), request)
     assert window["complete"]
     assert window["reads"]["getItems"] > 0
-    around = query.RankRequest(query.Board("day", "2018-01-12"), "song22", around=2)
-    query.rank_of(dynamodb, "test-downloads", query.IndexSchema(), query.Layout(1), around)
+    around = RankRequest(Board("day", "2018-01-12"), "song22", around=2)
+    entity_rank.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), around)
     # then every GetItem names its attributes (Select: SPECIFIC_ATTRIBUTES) and only allowed ones
     assert requests
     assert all("ProjectionExpression" in request for request in requests)

@@ -9,6 +9,8 @@ import pytest
 
 import aggregator
 import query
+from boards import Boards, boards_from_environment
+from index_reads import Layout
 from tests.terraform_config import unquoted
 from tests.unit.terraform.lambda_environment import (
     TERRAFORM,
@@ -37,7 +39,7 @@ VALID = {
             lambda environ: (
                 query.schema_from_environment(environ),
                 query.layout_from_environment(environ),
-                query.boards_from_environment(environ),
+                boards_from_environment(environ),
                 environ.get("TABLE_NAME"),
             ),
         ),
@@ -80,9 +82,9 @@ def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
         variable_default("count_attribute_name"),
         variable_default("order_attribute_name"),
     )
-    assert query.layout_from_environment({}) == query.Layout(variable_default("leaderboard_shards"), None)
+    assert query.layout_from_environment({}) == Layout(variable_default("leaderboard_shards"), None)
     periods = tuple(unquoted(period) for period in variable_default("leaderboard_periods"))
-    assert query.boards_from_environment({}) == query.Boards(periods)
+    assert boards_from_environment({}) == Boards(periods)
 
 
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:

@@ -11,10 +11,10 @@ from botocore.exceptions import ClientError, NoCredentialsError
 
 import query
 from boards import Boards
+from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import cli, query_client
 from leaderboard_tools.commands import leaderboards
-from query import Layout
 from tests.unit.conftest import TABLE, FakeLambdaContext
 from tests.unit.query.aggregates_on_moto import load_boards
 

@@ -1,0 +1,109 @@
+"""The page kind: a board's listing, `limit` entries at a time, from a page token on.
+
+{"month": "2018-01", "limit": 10, "next_token": "..."}
+    -> {"month": "2018-01", "items": [{"songID": "song3", "downloadCount": 12}, ...], "next_token": "..." | null}
+A page reads the head of every partition of the board in parallel and merges them; the token
+records, per partition, how far it has been consumed, so every page size and every number of
+partitions give the same listing as one sorted list.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from boards import Board
+from index_reads import (
+    START,
+    Entry,
+    IndexSchema,
+    Layout,
+    PartitionReader,
+    Position,
+    partition_budget,
+    read_partition,
+    value_of,
+)
+from leaderboard_core.attributes import COUNT_FIELD
+from page_tokens import decode_token, encode_token
+from request_parsing import InvalidRequest
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    board: Board
+    limit: int
+    cursors: dict[str, Position | None]
+    """The partitions still to read and where each stands; an exhausted partition is absent."""
+
+
+def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> PageRequest:
+    """The limit (DEFAULT_LIMIT if none) and where the token says each partition stands (its start if none)."""
+    limit = event.get("limit", DEFAULT_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    token = event.get("next_token")
+    partitions = layout.partitions(board.id)
+    cursors = {partition: START for partition in partitions} if token is None else decode_token(token, board.id, layout)
+    return PageRequest(board, limit, cursors)
+
+
+def merge_page(
+    request: PageRequest, read: PartitionReader, map_partitions: Callable[..., Any] = map
+) -> tuple[list[Entry], dict[str, Position | None]]:
+    """The next `limit` entries of the union of the partitions, and each partition's cursor after them.
+
+    Each partition contributes its next `limit` entries at least: the page's entries are among
+    them, whatever the spread. A partition whose every entry is consumed and which has no more
+    leaves the cursors; an empty result means the listing is complete.
+    """
+    partitions = sorted(request.cursors)
+    reads = list(map_partitions(lambda p: read(p, request.cursors[p], request.limit), partitions))
+    heads = {partition: entries for partition, (entries, _) in zip(partitions, reads, strict=True)}
+    exhausted = {partition for partition, (_, done) in zip(partitions, reads, strict=True) if done}
+    tagged = heapq.merge(*([(entry, partition) for entry in entries] for partition, entries in heads.items()))
+    page: list[Entry] = []
+    seen: set[str] = set()
+    cursors = dict(request.cursors)
+    consumed = dict.fromkeys(partitions, 0)
+    for entry, partition in tagged:
+        if len(page) == request.limit:
+            break
+        consumed[partition] += 1
+        cursors[partition] = Position(entry.order, entry.entity_id)
+        if entry.entity_id in seen:
+            continue  # moving between layouts, an aggregate can show in two partitions for a moment
+        seen.add(entry.entity_id)
+        page.append(entry)
+    for partition in partitions:
+        if partition in exhausted and consumed[partition] == len(heads[partition]):
+            del cursors[partition]
+    return page, cursors
+
+
+def answer(
+    client: Any,
+    table_name: str,
+    schema: IndexSchema,
+    layout: Layout,
+    request: PageRequest,
+    map_partitions: Callable[..., Any] = map,
+    out_of_time: Callable[[], bool] = lambda: False,
+    summed: bool = False,
+) -> dict[str, Any]:
+    """The next `limit` entries of the board, and the token of the page after them (null: the listing is complete)."""
+    board = request.board.id
+    budget = partition_budget(len(layout.partitions(board)))
+    reader = read_partition(client, table_name, schema, budget, out_of_time)
+    entries, cursors = merge_page(request, reader, map_partitions)
+    items = [{schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed)} for entry in entries]
+    return {
+        **request.board.named(),
+        "items": items,
+        "next_token": encode_token(board, layout, cursors) if cursors else None,
+    }

@@ -1,0 +1,106 @@
+"""Page tokens: where a listing stands in each of its board's partitions, as flat base64url text.
+
+A token holds positions and nothing else, for one board and one partition layout; reading one back
+accepts only the exact shape encode_token issues.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from index_reads import START, Layout, Position
+from leaderboard_core.buckets import is_bucket_key
+from request_parsing import MAX_ENTITY_ID_BYTES, InvalidRequest
+
+_TOKEN = re.compile(r"\A[A-Za-z0-9_-]+\Z")
+_CURSOR = re.compile(r"\A(?P<partition>[^=|]+)=(?:(?P<order>-?[0-9]{1,38}):(?P<entity>[A-Za-z0-9_-]+))?\Z")
+_ORDER_DIGITS = 38
+"""Digits of the longest order DynamoDB holds; a negative sum's order has a sign too."""
+TOKEN_VERSION = 2
+NO_PREVIOUS_LAYOUT = "-"
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _b64_length(size: int) -> int:
+    return -(-size * 4 // 3)
+
+
+def encode_token(board: str, layout: Layout, cursors: Mapping[str, Position | None]) -> str:
+    """Flat text, base64url: version, board, layout, then per partition `partition=` or `partition=order:base64url(id)`.
+
+    Ids travel as base64url of their UTF-8 bytes, so any id DynamoDB holds fits the same alphabet and
+    a bounded length, and reading a token back needs no recursive parser.
+    """
+    fields = [str(TOKEN_VERSION), board, str(layout.shards), _layout_field(layout.previous_shards)]
+    for partition, cursor in sorted(cursors.items()):
+        position = "" if cursor is None else f"{cursor.order}:{_b64(cursor.entity_id.encode())}"
+        fields.append(f"{partition}={position}")
+    return _b64("|".join(fields).encode())
+
+
+def _layout_field(previous_shards: int | None) -> str:
+    return NO_PREVIOUS_LAYOUT if previous_shards is None else str(previous_shards)
+
+
+def max_token_length(layout: Layout, board: str) -> int:
+    """The longest token encode_token can issue for this board and layout: every partition at a 2,048-byte id."""
+    partitions = layout.partitions(board)
+    header = len(f"{TOKEN_VERSION}|{board}|{layout.shards}|{_layout_field(layout.previous_shards)}")
+    cursor = len("|=:-") + _ORDER_DIGITS + _b64_length(MAX_ENTITY_ID_BYTES)
+    return _b64_length(header + sum(len(partition) + cursor for partition in partitions))
+
+
+def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position | None]:
+    """Accept only a token of the exact shape this function issues, for this board and this partition layout.
+
+    A token holds positions and nothing else, so a well-formed but invented one can at most
+    start the listing at another place of the same board. Parsed by splitting and anchored
+    patterns, in time and memory linear in its bounded length.
+    """
+    forged = InvalidRequest("next_token is not a token issued by this function")
+    if not isinstance(token, str) or len(token) > max_token_length(layout, board) or not _TOKEN.match(token):
+        raise forged
+    try:
+        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise forged from None
+    parts = text.split("|")
+    if len(parts) < 5 or parts[0] != str(TOKEN_VERSION):
+        raise forged
+    _, token_board, shards, previous, *fields = parts
+    if token_board != board:
+        kind = "month" if is_bucket_key("month", board) else "leaderboard"
+        raise InvalidRequest(f"next_token belongs to another {kind}")
+    if [shards, previous] != [str(layout.shards), _layout_field(layout.previous_shards)]:
+        raise InvalidRequest("next_token was issued for another leaderboard layout; start the listing again")
+    partitions = set(layout.partitions(board))
+    result: dict[str, Position | None] = {}
+    for field in fields:
+        match = _CURSOR.match(field)
+        if match is None or match["partition"] not in partitions or match["partition"] in result:
+            raise forged
+        if match["order"] is None:
+            result[match["partition"]] = START
+            continue
+        entity_id = _entity_of(match["entity"])
+        if entity_id is None:
+            raise forged
+        result[match["partition"]] = Position(int(match["order"]), entity_id)
+    return result
+
+
+def _entity_of(encoded: str) -> str | None:
+    """The id a cursor names, if it is one DynamoDB could hold: valid UTF-8 of 1 to MAX_ENTITY_ID_BYTES bytes."""
+    if len(encoded) > _b64_length(MAX_ENTITY_ID_BYTES):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        return raw.decode() if 1 <= len(raw) <= MAX_ENTITY_ID_BYTES else None
+    except ValueError:
+        return None
