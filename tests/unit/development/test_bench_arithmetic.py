@@ -146,6 +146,27 @@ def test_the_report_writes_the_summary_schema_and_the_results_section_before_the
         assert (tmp_path / "out" / plot).stat().st_size > 0
 
 
+def test_the_raw_figures_and_what_a_reader_looks_at_go_to_their_own_folders(tmp_path: Path) -> None:
+    # given raw results and a benchmark page beside a figures folder, as the full run writes them
+    document = tmp_path / "docs" / "benchmark.md"
+    document.parent.mkdir()
+    document.write_text("# Title\n\n## Contenders and workload\n")
+    raw, figures = tmp_path / "development" / "benchmark-results", tmp_path / "docs" / "benchmark-results"
+
+    # when the report is drawn
+    report.write_results(raw_results(), raw, document, figures)
+
+    # then the JSON stays with the development files, the summary and plots sit beside the page that links them
+    assert sorted(path.name for path in raw.iterdir()) == ["results.json", "summary.json"]
+    assert sorted(path.name for path in figures.iterdir()) == [
+        "freshness.png",
+        "read_time.png",
+        "summary.md",
+        "writes_per_100.png",
+    ]
+    assert "![freshness against load](benchmark-results/freshness.png)" in document.read_text()
+
+
 def clean_run(writes_by_song: dict[str, int], downloads: int) -> dict[str, Any]:
     total = sum(writes_by_song.values())
     return {
