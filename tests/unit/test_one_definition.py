@@ -42,7 +42,7 @@ from leaderboard_core.bookkeeping import (
     pad_sequence,
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
-from leaderboard_tools import deployment, reconcile, recover, stream_reading
+from leaderboard_tools import deployment, failure_messages, reconcile, stream_reading
 from tests.unit.test_module_contract import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
@@ -427,7 +427,7 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     }
     # when recover reads them
     read = {
-        kind: recover.classify(
+        kind: failure_messages.classify(
             {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
             _deployment(),
         )

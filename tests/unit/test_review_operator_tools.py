@@ -1,7 +1,7 @@
 """A review of the operator tools: one test per finding.
 
 Every test states what the operator tools promise (docs/operations.md, *Reconcile and recover*; the
-docstrings of reconcile.py and recover.py). Each was a strict xfail while its finding was open and
+docstrings of the reconcile package and recover.py). Each was a strict xfail while its finding was open and
 passes since its fix (finding 4, the last, at stop 22: the repair's band).
 """
 

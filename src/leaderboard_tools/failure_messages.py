@@ -1,0 +1,121 @@
+"""The failure queue's messages, classified by kind, with the aggregates each names; a band's record answered."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from leaderboard_core.bookkeeping import RECOUNT_BAND
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile import (
+    BAND_MESSAGE_KIND,
+    AggregateId,
+    Reconciler,
+    download_aggregate,
+)
+
+
+@dataclass
+class Message:
+    message_id: str
+    receipt_handle: str
+    body: dict[str, Any]
+    kind: str = "unknown"
+    aggregates: dict[str, set[str] | None] = field(default_factory=dict)
+    """Month -> songs to recount (None: the whole month)."""
+    every_month: bool = False
+    note: str = ""
+    done: bool = False
+    retry: bool = False
+    """Not exact yet only because the stream has not caught up (downloads in flight, a checkpoint behind)."""
+    batch: dict[str, Any] = field(default_factory=dict)
+    """For the mapping's failure records: the range, the aggregates it touches, the checkpoint."""
+    expired_band: AggregateId | None = None
+    """For a band's record: the aggregate still carrying it past its deadline."""
+    queue_url: str = ""
+    """The queue it was received from, where it is deleted or made visible again."""
+
+    def summary(self) -> dict[str, Any]:
+        months = ["every month"] if self.every_month else sorted(self.aggregates)
+        return {"kind": self.kind, "months": months, "note": self.note, "retry": self.retry}
+
+
+def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
+    try:
+        body = json.loads(raw["Body"])
+    except ValueError:
+        body = {}
+    message = Message(raw["MessageId"], raw["ReceiptHandle"], body if isinstance(body, dict) else {})
+    kind = message.body.get("kind")
+    if "DDBStreamBatchInfo" in message.body:
+        message.kind = "failed_batch"
+    elif kind == "records_trimmed":
+        message.kind = kind
+        if _empty_gap(message.body):
+            message.done, message.note = (
+                True,
+                "nothing was trimmed: the first readable record is not after the checkpoint",
+            )
+        else:
+            message.every_month = True
+    elif kind == "rejected_download":
+        message.kind = kind
+    elif kind == "refused_record":
+        message.kind = kind
+        found = _refused_aggregate(message.body, deployment)
+        if found:
+            message.aggregates = {found[1]: {found[0]}}
+    elif kind == BAND_MESSAGE_KIND:
+        message.kind = kind
+    return message
+
+
+def answer_band(message: Message, clients: Any, deployment: Deployment, reconciler: Reconciler) -> None:
+    """Done if the aggregate no longer carries the band; waiting while its deadline has not passed; else its
+    aggregate is named for the run's recount, whose repair replaces the band."""
+    body = message.body
+    entity, period, band, deadline = (body.get(key) for key in ("entityId", "period", "band", "deadline"))
+    if not all(isinstance(value, str) for value in (entity, period, band)) or not isinstance(deadline, int):
+        message.note = "the band's record names no aggregate, band and deadline"
+        return
+    names = deployment.names
+    item = clients.dynamodb.get_item(
+        TableName=deployment.table,
+        Key={names.entity: {"S": entity}, names.sort_key: {"S": period}},
+        ConsistentRead=True,
+    ).get("Item")
+    now = reconciler.dynamodb_time()
+    if ((item or {}).get(RECOUNT_BAND) or {}).get("S") != band:
+        if now <= deadline:
+            # The record is sent before the band opens: until the deadline, absent may mean not open yet.
+            message.retry, message.note = True, f"its band is not open, or closed already: kept until {deadline}"
+        else:
+            message.done, message.note = True, "its band is closed or replaced by a later repair's: nothing to do"
+    elif now <= deadline:
+        message.retry, message.note = True, f"its repair's band is open until {deadline}: run again after it"
+    else:
+        message.aggregates = {period: {entity}}
+        message.expired_band = (entity, period)
+        message.note = f"its repair's band outlived its deadline {deadline} (the repair was stopped): recount"
+
+
+def _empty_gap(body: dict[str, Any]) -> bool:
+    """The records lost lie strictly between the checkpoint and the first readable record: none if it is not after."""
+    checkpoint, first = body.get("checkpoint"), body.get("firstReadableSequence")
+    return (
+        isinstance(checkpoint, str)
+        and isinstance(first, str)
+        and checkpoint.isdigit()
+        and first.isdigit()
+        and (int(first) <= int(checkpoint))
+    )
+
+
+def _refused_aggregate(body: dict[str, Any], deployment: Deployment) -> AggregateId | None:
+    if isinstance(body.get("entityId"), str) and isinstance(body.get("period"), str):
+        return body["entityId"], body["period"]
+    record = body.get("record")
+    if isinstance(record, dict) and "entityId" in record and "period" in record:
+        return str(record["entityId"]), str(record["period"])
+    return download_aggregate(record, deployment.names)
