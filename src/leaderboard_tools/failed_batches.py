@@ -60,7 +60,7 @@ class BatchAnswerer:
                 "not the table's current stream"
                 if stream_arn != self._deployment.stream_arn
                 else "the deployed aggregator keeps no progress table"
-            ) + ": every month is recounted"
+            ) + ": every board is recounted"
             return
         checkpoint = self._checkpoint(stream_arn, shard_id)
         if checkpoint is not None and checkpoint >= int(end):
@@ -71,7 +71,7 @@ class BatchAnswerer:
         if shard is None:
             message.every_month = True
             message.note = (
-                "the shard is no longer in the stream and its checkpoint is before the range: every month is recounted"
+                "the shard is no longer in the stream and its checkpoint is before the range: every board is recounted"
             )
             return
         summary["aggregates"] = self._touched(shard, start, end)
@@ -108,7 +108,7 @@ class BatchAnswerer:
             open_shard=is_open(shard),
             shard_start=starting_sequence(shard),
         )
-        return sorted([entity, month] for entity, month in touched)
+        return sorted([entity, board] for entity, board in touched)
 
     def _invoke(self, stream_arn: str, shard_id: str, end: str) -> dict[str, Any]:
         """The aggregator's direct-invocation contract: count the shard from its checkpoint through `end`."""

@@ -23,7 +23,7 @@ class Message:
     body: dict[str, Any]
     kind: str = "unknown"
     aggregates: dict[str, set[str] | None] = field(default_factory=dict)
-    """Month -> songs to recount (None: the whole month)."""
+    """Board -> songs to recount (None: the whole board)."""
     every_month: bool = False
     note: str = ""
     done: bool = False
@@ -37,8 +37,8 @@ class Message:
     """The queue it was received from, where it is deleted or made visible again."""
 
     def summary(self) -> dict[str, Any]:
-        months = ["every month"] if self.every_month else sorted(self.aggregates)
-        return {"kind": self.kind, "months": months, "note": self.note, "retry": self.retry}
+        boards = ["every board"] if self.every_month else sorted(self.aggregates)
+        return {"kind": self.kind, "boards": boards, "note": self.note, "retry": self.retry}
 
 
 def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
@@ -75,14 +75,14 @@ def answer_band(message: Message, clients: Any, deployment: Deployment, reconcil
     """Done if the aggregate no longer carries the band; waiting while its deadline has not passed; else its
     aggregate is named for the run's recount, whose repair replaces the band."""
     body = message.body
-    entity, period, band, deadline = (body.get(key) for key in ("entityId", "period", "band", "deadline"))
-    if not all(isinstance(value, str) for value in (entity, period, band)) or not isinstance(deadline, int):
+    entity, board, band, deadline = body.get("entityId"), board_of(body), body.get("band"), body.get("deadline")
+    if not all(isinstance(value, str) for value in (entity, board, band)) or not isinstance(deadline, int):
         message.note = "the band's record names no aggregate, band and deadline"
         return
     names = deployment.names
     item = clients.dynamodb.get_item(
         TableName=deployment.table,
-        Key={names.entity: {"S": entity}, names.sort_key: {"S": period}},
+        Key={names.entity: {"S": entity}, names.sort_key: {"S": board}},
         ConsistentRead=True,
     ).get("Item")
     now = reconciler.dynamodb_time()
@@ -95,8 +95,8 @@ def answer_band(message: Message, clients: Any, deployment: Deployment, reconcil
     elif now <= deadline:
         message.retry, message.note = True, f"its repair's band is open until {deadline}: run again after it"
     else:
-        message.aggregates = {period: {entity}}
-        message.expired_band = (entity, period)
+        message.aggregates = {board: {entity}}
+        message.expired_band = (entity, board)
         message.note = f"its repair's band outlived its deadline {deadline} (the repair was stopped): recount"
 
 
@@ -112,10 +112,15 @@ def _empty_gap(body: dict[str, Any]) -> bool:
     )
 
 
+def board_of(fields: dict[str, Any]) -> Any:
+    """The board a message names: its "board", or its "period" when an aggregator from before "board" wrote it."""
+    return fields["board"] if "board" in fields else fields.get("period")
+
+
 def _refused_aggregate(body: dict[str, Any], deployment: Deployment) -> AggregateId | None:
-    if isinstance(body.get("entityId"), str) and isinstance(body.get("period"), str):
-        return body["entityId"], body["period"]
+    if isinstance(body.get("entityId"), str) and isinstance(board_of(body), str):
+        return body["entityId"], board_of(body)
     record = body.get("record")
-    if isinstance(record, dict) and "entityId" in record and "period" in record:
-        return str(record["entityId"]), str(record["period"])
+    if isinstance(record, dict) and "entityId" in record and board_of(record) is not None:
+        return str(record["entityId"]), str(board_of(record))
     return download_aggregate(record, deployment.names)

@@ -9,7 +9,7 @@ The failure queue holds five kinds of messages:
   shard's progress `Checkpoint` already passed it, and deletes the message only once the
   checkpoint is at or past the end (everything at or below it is counted);
 - `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
-  records' downloads could be of any month (their timestamps are the writers'), so every month of
+  records' downloads could be of any board (their timestamps are the writers'), so every board of
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
 - `rejected_download`: a malformed download, never countable: reported, then deleted;
@@ -22,7 +22,7 @@ The failure queue holds five kinds of messages:
   (the repair was killed), the aggregate is recounted and repaired, which replaces the band with
   one this run closes.
 
-All recounts of a run happen at once, in one `reconcile --repair` pass over every month the
+All recounts of a run happen at once, in one `reconcile --repair` pass over every board the
 messages name. A message is deleted only when everything it names is exact; an aggregate with
 downloads still in flight is pending, and its messages wait for the next run. While recover works
 it keeps its messages invisible to other consumers, renewing their visibility timeout.
@@ -39,7 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.failed_batches import BatchAnswerer
-from leaderboard_tools.failure_messages import Message, answer_band, classify
+from leaderboard_tools.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
@@ -80,43 +80,43 @@ class RecoveryReport:
 
 
 def _targets(messages: list[Message]) -> dict[str, set[str] | None] | None:
-    """Every month the messages name, at once (None: every month of the table)."""
+    """Every board the messages name, at once (None: every board of the table)."""
     if any(message.every_month for message in messages):
         return None
     targets: dict[str, set[str] | None] = {}
     for message in messages:
-        for month, songs in message.aggregates.items():
-            if songs is None or targets.get(month, set()) is None:
-                targets[month] = None
+        for board, songs in message.aggregates.items():
+            if songs is None or targets.get(board, set()) is None:
+                targets[board] = None
             else:
-                current = targets.setdefault(month, set())
+                current = targets.setdefault(board, set())
                 assert current is not None
                 current |= songs
     return targets
 
 
 def _refusal(message: Message, run: RunReport | None) -> str | None:
-    """Why the recount refused an aggregate the message names (TTL, or a board that is not a month's)."""
+    """Why the recount refused an aggregate the message names (TTL, or a board this recount does not cover)."""
     if run is None:
         return None
-    return next((r.refused for r in run.months if r.refused and r.month in message.aggregates), None)
+    return next((r.refused for r in run.boards if r.refused and r.board in message.aggregates), None)
 
 
 def _exact(message: Message, run: RunReport | None) -> tuple[bool, bool]:
     """Whether everything the message names is exact now; if not, whether it waits only on the stream."""
     if run is None:
         return False, False
-    reports = {report.month: report for report in run.months}
-    months: Collection[str] = reports if message.every_month else message.aggregates
+    reports = {report.board: report for report in run.boards}
+    boards: Collection[str] = reports if message.every_month else message.aggregates
     exact, retry = True, True
-    for month in months:
-        report = reports.get(month)
+    for board in boards:
+        report = reports.get(board)
         if report is None:
             continue
         if report.refused:
             exact, retry = False, False
             continue
-        songs = None if message.every_month else message.aggregates.get(month)
+        songs = None if message.every_month else message.aggregates.get(board)
         for difference in report.differences:
             if (songs is None or difference.entity_id in songs) and not difference.repaired:
                 exact = False
@@ -202,8 +202,8 @@ def _recover(
             elif message.kind == BAND_MESSAGE_KIND:
                 answer_band(message, clients, deployment, reconciler)
                 report.bands.append(
-                    {key: message.body.get(key) for key in ("entityId", "period", "band", "deadline")}
-                    | {"done": message.done, "note": message.note}
+                    {key: message.body.get(key) for key in ("entityId", "band", "deadline")}
+                    | {"board": board_of(message.body), "done": message.done, "note": message.note}
                 )
                 if message.expired_band is not None:
                     message.note = ""  # what the recount leaves says why it is kept, if it is
@@ -219,7 +219,7 @@ def _recover(
                     message.note = str(unsupported)
                 to_recount = []
         if run is not None:
-            report.reconciled = [month.as_json() for month in run.months]
+            report.reconciled = [board.as_json() for board in run.boards]
         for message in messages:
             if message in to_recount:
                 message.done, message.retry = _exact(message, run)

@@ -275,7 +275,7 @@ def test_boards_other_than_months_are_never_recounted_as_months(aws: None) -> No
     # when every month of the table is recounted and repaired (recover's answer to trimmed records)
     run = reconciler(stack).run(None, repair=True)
     # then only the month board is compared, the other boards are untouched, and the run says what it left
-    assert [(month.month, month.differences) for month in run.months] == [(MONTH, [])]
+    assert [(board.board, board.differences) for board in run.boards] == [(MONTH, [])]
     for board in ("2018-03-10", "2018-03@rock"):
         assert stored_count(stack, "song1", board) == 1
     assert run.boards_not_recounted == ["day boards", "category boards (Genre)"]
@@ -295,7 +295,7 @@ def test_a_board_named_as_a_target_that_is_not_a_month_is_refused_not_recounted(
     # when it is named, beside a month, for a repair
     run = reconciler(stack).run({"all": {"song1"}, MONTH: {"song1"}}, repair=True)
     # then the month is recounted, the all-time board refused with the reason and left as it was
-    assert [(report.month, report.refused) for report in run.months] == [
+    assert [(report.board, report.refused) for report in run.boards] == [
         (MONTH, None),
         ("all", "all is not a month board: this recount covers month boards only"),
     ]

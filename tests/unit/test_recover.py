@@ -212,6 +212,29 @@ def test_a_message_whose_aggregate_still_has_downloads_in_flight_is_kept(aws: No
     assert (again.deleted, again.kept, stored_count(stack, "song1", MONTH)) == (1, [], 2)
 
 
+@pytest.mark.parametrize("board_field", ["board", "period"])
+@pytest.mark.parametrize("in_record", [False, True])
+def test_a_refused_record_names_its_board_as_board_or_as_period_from_an_older_aggregator(
+    aws: None, board_field: str, in_record: bool
+) -> None:
+    # given a refused record of a drifted song naming its board as the aggregator writes it ("board"), or as an
+    # aggregator before it did ("period"), in the message or in its record
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 4)
+    named = {"entityId": "song1", board_field: MONTH}
+    send(
+        stack,
+        {"kind": "refused_record", "reason": "counted by a recount"} | ({"record": named} if in_record else named),
+    )
+    # when recover runs
+    report = run_recover(stack, operator_clients(region="us-east-1"))
+    # then that board is recounted and repaired, and the message deleted
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, report.kept) == (1, [])
+
+
 class PagedStream:
     """A shard whose GetRecords answers empty pages between records, as AWS documents it may."""
 

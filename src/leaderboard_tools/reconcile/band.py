@@ -52,7 +52,7 @@ botocore's standard retries do not retry it, so the repair and the close do."""
 class OpenBand:
     """A repaired aggregate whose band is open: what its close needs."""
 
-    month: str
+    board: str
     difference: Difference
     value: str
     """"<token>|<deadline>", as written: the close is conditioned on it."""
@@ -71,18 +71,20 @@ class RepairBand:
     def _band_queue_name(self) -> str:
         return "band queue" if self._deployment.recount_band_queue_url else "failure queue"
 
-    def _record_band(self, month: str, entity_id: str, value: str, deadline: int) -> None:
+    def _record_band(self, board: str, entity_id: str, value: str, deadline: int) -> None:
         """The band's record, delayed toward its deadline (as far as SQS delays), in the band queue, where the
         aggregator meets it at the deadline and reports the band if it is still open; where a deployment has no
         band queue, in the failure queue itself."""
-        body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "period": month, "band": value, "deadline": deadline}
+        body = {"kind": BAND_MESSAGE_KIND, "entityId": entity_id, "board": board, "band": value, "deadline": deadline}
+        # An aggregator deployed before band records said "board" reads "period".
+        body["period"] = board
         band_queue = self._deployment.recount_band_queue_url
         due = deadline + 1 + (BAND_RECORD_MARGIN_SECONDS if band_queue else 0)
         delay = min(MAX_DELAY_SECONDS, max(0, math.ceil(due - self.dynamodb_time())))
         queue = band_queue or self._deployment.failure_queue_url
         self._sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(body), DelaySeconds=delay)
 
-    def _repair(self, month: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int, band: str) -> bool:
+    def _repair(self, board: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int, band: str) -> bool:
         """One conditional UpdateItem: count, order, partition, fence and band, if the aggregate is still as read."""
         names = self._names
         attribute_names = {
@@ -99,7 +101,7 @@ class RepairBand:
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
             ":order": {"N": str(order_of(recounted, entity_id))},
-            ":partition": {"S": leaderboard_partition(month, entity_id, self._deployment.shards())},
+            ":partition": {"S": leaderboard_partition(board, entity_id, self._deployment.shards())},
             ":fence": {"N": str(max(fence, snapshot.fence or 0))},
             ":band": {"S": band},
         }
@@ -131,7 +133,7 @@ class RepairBand:
             conditions.append("attribute_not_exists(#held)")
         for _ in range(CLOSE_ROUNDS):
             try:
-                return self._repair_write(month, entity_id, conditions, attribute_names, values, band)
+                return self._repair_write(board, entity_id, conditions, attribute_names, values, band)
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") not in RETRIED_CONFLICTS:
                     raise
@@ -140,7 +142,7 @@ class RepairBand:
 
     def _repair_write(
         self,
-        month: str,
+        board: str,
         entity_id: str,
         conditions: list[str],
         attribute_names: dict[str, str],
@@ -152,7 +154,7 @@ class RepairBand:
         try:
             self._dynamodb.update_item(
                 TableName=self._table,
-                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
+                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
                 # (a progress table that can no longer vouch for it) stops refusing new records.
                 # A band or held set another repair left is superseded: this recount counts what it held.
@@ -170,7 +172,7 @@ class RepairBand:
             # botocore retries a request whose response was lost: the band, unique to this repair, says it landed.
             item = self._dynamodb.get_item(
                 TableName=self._table,
-                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
+                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 ConsistentRead=True,
             ).get("Item")
             return ((item or {}).get(RECOUNT_BAND) or {}).get("S") == band
@@ -180,8 +182,8 @@ class RepairBand:
         """Wait until F has passed and no record created by then is left for the aggregator, then close each band."""
         if not bands:
             return
-        keys = {(band.difference.entity_id, band.month) for band in bands}
-        months = {band.month for band in bands}
+        keys = {(band.difference.entity_id, band.board) for band in bands}
+        boards = {band.board for band in bands}
         fence = max(band.fence for band in bands)
         give_up = fence + 1 + self._band_settle + self._band_seconds
         caught_up = False
@@ -193,7 +195,7 @@ class RepairBand:
             if now < fence + 1 + self._band_settle:
                 self._sleep(min(self._band_poll, fence + 1 + self._band_settle - now))
                 continue
-            in_flight, _ = self._in_flight(months, fence, budget=max(1.0, give_up - now))
+            in_flight, _ = self._in_flight(boards, fence, budget=max(1.0, give_up - now))
             caught_up = in_flight is not None and not (in_flight & keys)
             if not caught_up:
                 self._sleep(self._band_poll)
@@ -214,7 +216,7 @@ class RepairBand:
     def _close(self, band: OpenBand, caught_up: bool) -> None:
         """Add what the band held that the recount did not see, and remove the band, as one conditional write."""
         names, difference = self._names, band.difference
-        key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.month}}
+        key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.board}}
         for _ in range(CLOSE_ROUNDS):
             item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
             closed = (item.get(CLOSED_ATTRIBUTE) or {}).get("S") or ""

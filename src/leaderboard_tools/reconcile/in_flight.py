@@ -23,9 +23,9 @@ class InFlightCheck:
     """The Reconciler's reading of the stream."""
 
     def _in_flight(
-        self, months: set[str], recount_end: int, budget: float | None = None
+        self, boards: set[str], recount_end: int, budget: float | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
-        """Aggregates of `months` with a download in the stream above its shard's checkpoint; None: unknown."""
+        """Aggregates of `boards` with a download in the stream above its shard's checkpoint; None: unknown."""
         deployment, names = self._deployment, self._names
         assert deployment.stream_arn is not None
         assert deployment.progress_table is not None
@@ -37,7 +37,7 @@ class InFlightCheck:
 
         def on_record(record: dict[str, Any]) -> None:
             aggregate = download_aggregate(record, names)
-            if aggregate and aggregate[1] in months:
+            if aggregate and aggregate[1] in boards:
                 with lock:
                     found.add(aggregate)
                     check.in_flight += 1
@@ -82,7 +82,7 @@ class InFlightCheck:
 
 
 def download_aggregate(record: Any, names: Any) -> AggregateId | None:
-    """The (song, month) a stream record counts in, as the aggregator parses it; None for anything else."""
+    """The (song, board) a stream record counts in, as the aggregator parses it; None for anything else."""
     if not isinstance(record, dict) or record.get("eventName") != "INSERT":
         return None
     image = (record.get("dynamodb") or {}).get("NewImage") or {}

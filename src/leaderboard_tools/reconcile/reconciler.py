@@ -90,8 +90,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
 
     # ------------------------------------------------------------------ the run
 
-    def run_month(self, month: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
-        return self.run({month: entity_ids}, repair=repair).month(month)
+    def run_month(self, board: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
+        return self.run({board: entity_ids}, repair=repair).board(board)
 
     def boards_not_recounted(self) -> list[str]:
         """What the aggregator keeps beyond month boards: a recount of months leaves these as they are."""
@@ -107,7 +107,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         repair: bool = False,
         replace_bands: Collection[AggregateId] = (),
     ) -> RunReport:
-        """Recount `targets` (month -> songs, None: every song of the month; None: every month) at once.
+        """Recount `targets` (board -> songs, None: every song of the board; None: every board) at once.
 
         A target that is not a month board (a day, `all` or category board a refused record names) is
         refused, never recounted as a month: its downloads would be recounted as none. The aggregates of
@@ -122,7 +122,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             targets = {key: songs for key, songs in targets.items() if key not in not_months}
             report = self._run(targets, repair, replace_bands) if targets else RunReport()
             for key in not_months:
-                report.months.append(
+                report.boards.append(
                     ReconcileReport(key, refused=f"{key} is not a month board: this recount covers month boards only")
                 )
         else:
@@ -138,39 +138,39 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> RunReport:
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
-        months = (
+        boards = (
             set(targets)
             if targets is not None
-            else {month for _, month in snapshots} | {month for _, month in recount.counts}
+            else {board for _, board in snapshots} | {board for _, board in recount.counts}
         )
         report = RunReport()
         differing: dict[str, list[Difference]] = {}
-        for month in sorted(months):
-            wanted = None if targets is None else targets[month]
-            month_report = ReconcileReport(month)
-            month_report.aggregates = sum(1 for _, period in snapshots if period == month)
-            month_report.downloads = sum(count for (_, period), count in recount.counts.items() if period == month)
-            report.months.append(month_report)
-            if month in recount.expired:
-                month_report.refused = recount.expired[month]
+        for board in sorted(boards):
+            wanted = None if targets is None else targets[board]
+            board_report = ReconcileReport(board)
+            board_report.aggregates = sum(1 for _, period in snapshots if period == board)
+            board_report.downloads = sum(count for (_, period), count in recount.counts.items() if period == board)
+            report.boards.append(board_report)
+            if board in recount.expired:
+                board_report.refused = recount.expired[board]
                 continue
-            songs = {entity for entity, period in set(snapshots) | set(recount.counts) if period == month}
+            songs = {entity for entity, period in set(snapshots) | set(recount.counts) if period == board}
             if wanted is not None:
                 songs &= set(wanted)
             for entity in sorted(songs):
-                stored = snapshots.get((entity, month), ABSENT).count
-                recounted = recount.counts.get((entity, month), 0)
-                if stored != recounted or (entity, month) in replace_bands:
-                    month_report.differences.append(Difference(entity, stored, recounted))
-            differing[month] = month_report.differences
+                stored = snapshots.get((entity, board), ABSENT).count
+                recounted = recount.counts.get((entity, board), 0)
+                if stored != recounted or (entity, board) in replace_bands:
+                    board_report.differences.append(Difference(entity, stored, recounted))
+            differing[board] = board_report.differences
         if not repair or not any(differing.values()):
             return report
         try:
             self._repair_all(report, differing, snapshots)
         except ClockDisagrees as error:
             opened = [
-                f"{difference.entity_id} in {month}"
-                for month, differences in differing.items()
+                f"{difference.entity_id} in {board}"
+                for board, differences in differing.items()
                 for difference in differences
                 if difference.state in OPENED_STATES
             ]
@@ -194,10 +194,10 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         bands: list[OpenBand] = []
         first_opened = 0.0
         try:
-            for month, differences in differing.items():
+            for board, differences in differing.items():
                 for difference in differences:
-                    snapshot = snapshots.get((difference.entity_id, month), ABSENT)
-                    band = self._settle(month, difference, snapshot, in_flight)
+                    snapshot = snapshots.get((difference.entity_id, board), ABSENT)
+                    band = self._settle(board, difference, snapshot, in_flight)
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()
@@ -244,14 +244,14 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
 
     def _settle(
         self,
-        month: str,
+        board: str,
         difference: Difference,
         snapshot: Snapshot,
         in_flight: set[AggregateId] | None,
     ) -> OpenBand | None:
         """Pending, left for TTL, or repaired with its band open (returned, for the close)."""
         ttl = self._deployment.ttl_attribute
-        if in_flight is None or (difference.entity_id, month) in in_flight:
+        if in_flight is None or (difference.entity_id, board) in in_flight:
             difference.state = "pending"
             difference.reason = (
                 "a download of it is still in the stream, not yet counted: run again once the stream has caught up"
@@ -263,11 +263,11 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             difference.state = "ttl"
             difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
             return None
-        recount = self._recount_songs([difference.entity_id], {month: [difference.entity_id]}, keep_ids=True)
-        recounted = recount.counts.get((difference.entity_id, month), 0)
-        if month in recount.expired or (ttl is not None and recounted < difference.stored):
+        recount = self._recount_songs([difference.entity_id], {board: [difference.entity_id]}, keep_ids=True)
+        recounted = recount.counts.get((difference.entity_id, board), 0)
+        if board in recount.expired or (ttl is not None and recounted < difference.stored):
             difference.state = "ttl"
-            difference.reason = recount.expired.get(month) or (
+            difference.reason = recount.expired.get(board) or (
                 f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
             )
             return None
@@ -280,7 +280,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll
             )
             value = f"{uuid.uuid4().hex}|{deadline}"
-            self._record_band(month, difference.entity_id, value, deadline)
+            self._record_band(board, difference.entity_id, value, deadline)
         except DateMissing as error:
             difference.state = "unclocked"
             difference.reason = f"{error.reason}: its band was not opened, not repaired; run again"
@@ -291,10 +291,10 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 f"its band could not be recorded in the {self._band_queue_name} ({error}): not repaired, run again"
             )
             return None
-        if not self._repair(month, difference.entity_id, snapshot, recounted, fence, value):
+        if not self._repair(board, difference.entity_id, snapshot, recounted, fence, value):
             difference.state = "conflict"
             difference.reason = "the aggregator wrote it meanwhile: run again"
             return None
         difference.state = "repaired"
         difference.recounted = recounted
-        return OpenBand(month, difference, value, fence, deadline, recount.ids or set())
+        return OpenBand(board, difference, value, fence, deadline, recount.ids or set())

@@ -38,32 +38,32 @@ class TableRecount:
     def _snapshot(self, targets: Mapping[str, Collection[str] | None] | None) -> dict[AggregateId, Snapshot]:
         names = self._names
         snapshots: dict[AggregateId, Snapshot] = {}
-        whole_months = (
-            None if targets is None else sorted(month for month, songs in (targets or {}).items() if songs is None)
+        whole_boards = (
+            None if targets is None else sorted(board for board, songs in (targets or {}).items() if songs is None)
         )
-        if targets is None or whole_months:
-            for item in self._scan_aggregates(whole_months):
+        if targets is None or whole_boards:
+            for item in self._scan_aggregates(whole_boards):
                 if MONTH_KEY.match(item[names.sort_key]["S"]):
                     snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
-        for month, songs in (targets or {}).items():
+        for board, songs in (targets or {}).items():
             for entity_id in songs or ():
                 item = self._dynamodb.get_item(
                     TableName=self._table,
-                    Key={names.entity: {"S": entity_id}, names.sort_key: {"S": month}},
+                    Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                     ConsistentRead=True,
                 ).get("Item")
                 if item and names.period in item:
-                    snapshots[(entity_id, month)] = self._snapshot_of(item)
+                    snapshots[(entity_id, board)] = self._snapshot_of(item)
         return snapshots
 
-    def _scan_aggregates(self, months: list[str] | None) -> Iterator[dict[str, Any]]:
+    def _scan_aggregates(self, boards: list[str] | None) -> Iterator[dict[str, Any]]:
         names = self._names
         parameters: dict[str, Any] = {
             "FilterExpression": "attribute_exists(#period)",
             "ExpressionAttributeNames": {"#period": names.period},
         }
-        if months:
-            values = {f":m{index}": {"S": month} for index, month in enumerate(months)}
+        if boards:
+            values = {f":m{index}": {"S": board} for index, board in enumerate(boards)}
             parameters["FilterExpression"] += f" AND #sk IN ({', '.join(values)})"
             parameters["ExpressionAttributeNames"]["#sk"] = names.sort_key
             parameters["ExpressionAttributeValues"] = values
@@ -71,7 +71,7 @@ class TableRecount:
             yield from items
 
     def _parallel_scan(self, parameters: dict[str, Any]) -> list[list[dict[str, Any]]]:
-        """Aggregates only (few, one per song and month): each segment's items, read with consistent reads."""
+        """Aggregates only (few, one per song and board): each segment's items, read with consistent reads."""
 
         def segment(number: int) -> list[dict[str, Any]]:
             items: list[dict[str, Any]] = []
@@ -101,7 +101,7 @@ class TableRecount:
         return Snapshot(count, watermarks, fence, exists=True, band=band, held=held)
 
     def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> Recount:
-        """Downloads per (song, month) of the targets; a scan when a whole month is wanted, else a Query per song."""
+        """Downloads per (song, board) of the targets; a scan when a whole board is wanted, else a Query per song."""
         whole = targets is None or any(songs is None for songs in targets.values())
         if whole:
             parts = self._recount_scan(targets)
@@ -111,8 +111,8 @@ class TableRecount:
         merged = Recount()
         for part in parts:
             merged.counts.update(part.counts)
-            for month, reason in part.expired.items():
-                merged.expired.setdefault(month, reason)
+            for board, reason in part.expired.items():
+                merged.expired.setdefault(board, reason)
         return merged
 
     def _count_pages(
@@ -131,18 +131,18 @@ class TableRecount:
                 if not entity or not timestamp or not countable_category(item, self._deployment):
                     continue
                 try:
-                    month = month_of(timestamp)
+                    board = month_of(timestamp)
                 except ValueError:
                     continue
-                if targets is not None and (month not in targets or not _wanted(targets[month], entity)):
+                if targets is not None and (board not in targets or not _wanted(targets[board], entity)):
                     continue
                 if ttl is not None and _expired(item.get(ttl), now):
                     part.expired.setdefault(
-                        month,
-                        f"a download of {entity} in {month} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
-                        "expired downloads may already be deleted, so a recount of this month would understate",
+                        board,
+                        f"a download of {entity} in {board} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
+                        "expired downloads may already be deleted, so a recount of this board would understate",
                     )
-                part.counts[(entity, month)] += 1
+                part.counts[(entity, board)] += 1
                 if part.ids is not None:
                     part.ids.add(download_id(item[names.sort_key]["S"]))
         return part
@@ -168,7 +168,7 @@ class TableRecount:
         }
 
     def _recount_scan(self, targets: Mapping[str, Collection[str] | None] | None) -> list[Recount]:
-        """One counter per scan segment, merged by the caller: memory bounded by (song, month) pairs."""
+        """One counter per scan segment, merged by the caller: memory bounded by (song, board) pairs."""
 
         def segment(number: int) -> Recount:
             pages = self._paginate(
@@ -199,8 +199,8 @@ class TableRecount:
             )
             part = self._count_pages(pages, targets, keep_ids)
             merged.counts.update(part.counts)
-            for month, reason in part.expired.items():
-                merged.expired.setdefault(month, reason)
+            for board, reason in part.expired.items():
+                merged.expired.setdefault(board, reason)
             if merged.ids is not None and part.ids is not None:
                 merged.ids |= part.ids
         return merged

@@ -1,4 +1,4 @@
-"""What a recount found: each aggregate's difference, each month's report, the run's, and the state read before."""
+"""What a recount found: each aggregate's difference, each board's report, the run's, and the state read before."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ OPENED_STATES = ("repaired", "unknown")
 """The states of an aggregate whose band this run opened (written)."""
 
 AggregateId = tuple[str, str]
-"""(entity id, month)"""
+"""(entity id, board id): a song on one board (`2018-01`, `2018-01-15`, `2018-01@rock`, `all`)."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ class Difference:
 
 @dataclass
 class ReconcileReport:
-    month: str
+    board: str
     aggregates: int = 0
     downloads: int = 0
     differences: list[Difference] = field(default_factory=list)
     refused: str | None = None
-    """Why the month was not recounted (TTL: a download of it expired)."""
+    """Why the board was not recounted (TTL: a download of it expired)."""
 
     @property
     def repaired(self) -> bool:
@@ -74,12 +74,13 @@ class ReconcileReport:
 
     @property
     def exact(self) -> bool:
-        """Every aggregate of the month equals its recount now."""
+        """Every aggregate of the board equals its recount now."""
         return self.refused is None and all(d.repaired for d in self.differences)
 
     def as_json(self) -> dict[str, Any]:
+        """`reconcile --json`'s report, whose "month" names the board (the key it has always had)."""
         return {
-            "month": self.month,
+            "month": self.board,
             "differences": [difference.as_json() for difference in self.differences],
             "repaired": self.repaired,
             "pending": sorted(d.entity_id for d in self.differences if d.state == "pending"),
@@ -110,7 +111,7 @@ class StreamCheck:
 
 @dataclass
 class RunReport:
-    months: list[ReconcileReport] = field(default_factory=list)
+    boards: list[ReconcileReport] = field(default_factory=list)
     fence: int | None = None
     stream: StreamCheck | None = None
     boards_not_recounted: list[str] = field(default_factory=list)
@@ -118,7 +119,11 @@ class RunReport:
 
     @property
     def exact(self) -> bool:
-        return all(month.exact for month in self.months)
+        return all(board.exact for board in self.boards)
+
+    def board(self, board: str) -> ReconcileReport:
+        return next(report for report in self.boards if report.board == board)
 
     def month(self, month: str) -> ReconcileReport:
-        return next(report for report in self.months if report.month == month)
+        """The report of the board `reconcile --month` names."""
+        return self.board(month)
