@@ -11,7 +11,7 @@ from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.failure_messages import Message
 from leaderboard_tools.reconcile import (
     AggregateId,
-    download_aggregate,
+    download_aggregates,
 )
 from leaderboard_tools.stream_reading import (
     ShardReader,
@@ -96,9 +96,7 @@ class BatchAnswerer:
         )
 
         def on_record(record: dict[str, Any]) -> None:
-            found = download_aggregate(record, self._deployment.names)
-            if found:
-                touched.add(found)
+            touched.update(download_aggregates(record, self._deployment))
 
         reader.read(
             shard["ShardId"],

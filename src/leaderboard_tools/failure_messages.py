@@ -12,7 +12,7 @@ from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
     AggregateId,
     Reconciler,
-    download_aggregate,
+    download_aggregates,
 )
 
 
@@ -63,9 +63,8 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
         message.kind = kind
     elif kind == "refused_record":
         message.kind = kind
-        found = _refused_aggregate(message.body, deployment)
-        if found:
-            message.aggregates = {found[1]: {found[0]}}
+        for entity, board in _refused_aggregates(message.body, deployment):
+            message.aggregates.setdefault(board, set()).add(entity)
     elif kind == BAND_MESSAGE_KIND:
         message.kind = kind
     return message
@@ -117,10 +116,11 @@ def board_of(fields: dict[str, Any]) -> Any:
     return fields["board"] if "board" in fields else fields.get("period")
 
 
-def _refused_aggregate(body: dict[str, Any], deployment: Deployment) -> AggregateId | None:
+def _refused_aggregates(body: dict[str, Any], deployment: Deployment) -> list[AggregateId]:
+    """The aggregate a refused record names; where it names none, every aggregate its download counts in."""
     if isinstance(body.get("entityId"), str) and isinstance(board_of(body), str):
-        return body["entityId"], board_of(body)
+        return [(body["entityId"], board_of(body))]
     record = body.get("record")
     if isinstance(record, dict) and "entityId" in record and board_of(record) is not None:
-        return str(record["entityId"]), str(board_of(record))
-    return download_aggregate(record, deployment.names)
+        return [(str(record["entityId"]), str(board_of(record)))]
+    return download_aggregates(record, deployment)

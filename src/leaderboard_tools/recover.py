@@ -225,13 +225,6 @@ def _recover(
                 message.done, message.retry = _exact(message, run)
                 if not message.done:
                     message.note = message.note or _refusal(message, run) or "not every aggregate it names is exact yet"
-                if message.every_month and run is not None and run.boards_not_recounted:
-                    # The lost records count in every board the aggregator keeps; only months are recounted here.
-                    message.done, message.retry = False, False
-                    message.note = (
-                        f"its records also count in {', '.join(run.boards_not_recounted)}, which recover does not "
-                        "recount: months were recounted; recount the other boards from the raw records"
-                    )
             if message.done:
                 sqs.delete_message(QueueUrl=message.queue_url, ReceiptHandle=message.receipt_handle)
                 keepers[message.queue_url].release(message)

@@ -410,7 +410,7 @@ def test_the_in_flight_check_starts_where_the_aggregator_resumes(item: dict[str,
     assert shard_progress(Progress(), "progress", "arn", "shard").start == start
 
 
-def test_a_refused_record_of_a_board_that_is_not_a_month_is_kept_and_its_board_left_as_it_is(aws: None) -> None:
+def test_a_refused_record_of_an_all_time_board_is_answered_with_a_recount_of_that_board(aws: None) -> None:
     # given an aggregator keeping all-time boards beside months, and a refused record naming song1's all-time board
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,all"})
     write_download(stack, "song1", "d1")
@@ -423,18 +423,15 @@ def test_a_refused_record_of_a_board_that_is_not_a_month_is_kept_and_its_board_l
                  "period": "all"})  # fmt: skip
     # when recover runs
     report = run_recover(stack, operator_clients(region="us-east-1"))
-    # then the all-time board is not recounted as a month (which would set it to 0), and the message stays, saying why
-    assert stored_count(stack, "song1", "all") == 5
-    assert report.deleted == 0
-    assert [entry["note"] for entry in report.kept] == [
-        "all is not a month board: this recount covers month boards only"
-    ]
+    # then the all-time board is recounted as what it is (its one download), and the message is deleted
+    assert stored_count(stack, "song1", "all") == 1
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, report.kept) == (1, [])
 
 
-def test_trimmed_records_of_a_deployment_with_more_boards_than_months_are_kept_after_the_months_are_recounted(
-    aws: None,
-) -> None:
-    # given an aggregator keeping day boards and a category's beside months, a drifted month, and trimmed records
+def test_trimmed_records_of_a_deployment_with_more_boards_than_months_recount_every_board(aws: None) -> None:
+    # given an aggregator keeping day boards and a category's beside months, a drifted month, a day board and a
+    # category board the trimmed records never reached, and the trimmed records' message
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day,month", "CATEGORY_ATTRIBUTE": "Genre"})
     write_download(stack, "song1", "d1")
     ModelAggregator(stack).run()
@@ -442,9 +439,7 @@ def test_trimmed_records_of_a_deployment_with_more_boards_than_months_are_kept_a
     send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "streamArn": stack.stream_arn, "checkpoint": "1"})
     # when recover runs
     report = run_recover(stack, operator_clients(region="us-east-1"))
-    # then the month is exact again, and the message stays as the durable record of the boards it could not recount
+    # then every board is exact again (the month repaired, the missing day board written) and the message deleted
     assert stored_count(stack, "song1", MONTH) == 1
-    assert report.deleted == 0
-    [kept] = report.kept
-    assert "day boards, category boards (Genre)" in kept["note"]
-    assert kept["retry"] is False
+    assert stored_count(stack, "song1", "2018-03-10") == 1
+    assert (report.deleted, report.kept) == (1, [])

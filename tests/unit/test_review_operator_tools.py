@@ -88,7 +88,7 @@ def test_a_refused_record_of_a_week_board_never_lowers_that_board_below_its_down
     assert stored_count(stack, "song1", WEEK) == 3
 
 
-def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_miss_downloads(aws: None) -> None:
+def test_a_records_trimmed_message_is_answered_by_a_recount_of_every_board_the_week_board_too(aws: None) -> None:
     # given a stack with month and week boards, three downloads of song1, of which the stream lost two before the
     # aggregator read them: the month board was repaired by hand, the week board still counts one
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,week"})
@@ -110,9 +110,9 @@ def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_m
     )
     # when recover runs
     report = _recover(stack)
-    # then the message that names the loss is not deleted while a board it touches is still short
-    assert stored_count(stack, "song1", WEEK) == 1
-    assert (report.deleted, _queue_depth(stack)) == (0, 1)
+    # then the week board is recounted too: it holds its three downloads, every board is exact, the message deleted
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song1", WEEK)) == (3, 3)
+    assert (report.deleted, _queue_depth(stack)) == (1, 0)
 
 
 def test_the_recount_counts_exactly_the_downloads_the_aggregator_counts(aws: None) -> None:

@@ -1,13 +1,14 @@
 """Recount aggregates from the raw downloads, report the differences, and repair those no record in flight can change.
 
-The truth is the download items in the table, counted in their UTC month (the aggregator's own
-month parser, `leaderboard_core.buckets.month_of`). A stored count can differ from it when someone
+The truth is the download items in the table, each counted in every board the aggregator counts it
+in (its UTC bucket of each period the deployment keeps, and its category's board of each: the same
+`leaderboard_core.buckets.download_boards` the aggregator calls). A stored count can differ from it when someone
 edited an aggregate, when records were trimmed from the stream before the aggregator read them,
 or while downloads are still on their way through the stream (a lagging mapping: up to the
 stream's 24-hour retention). The repair therefore proves, aggregate by aggregate, that nothing is
 in flight before it writes:
 
-1. *Snapshot*: every aggregate of the months (count, watermarks, recount fence), read before the
+1. *Snapshot*: every aggregate of the boards (count, watermarks, recount fence), read before the
    recount starts, so whatever it counts was in the table when the recount began.
 2. *Recount* with consistent reads (parallel scan segments, or a Query per song), one counter per
    segment, merged: memory grows with songs, not downloads. Its end T is taken from DynamoDB's clock
@@ -19,7 +20,7 @@ in flight before it writes:
    table is read from where the aggregator resumes (after its `Checkpoint`: everything at or below
    it is counted, the aggregator's invariant; or at its `ResumeAt`) through empty pages to the
    shard's end, or, for an open shard, to a record created after T or its tip. Every download of
-   the months found there is in flight; so is everything, if a shard could not be read to such a
+   the boards found there is in flight; so is everything, if a shard could not be read to such a
    point within the budget.
 4. *Repair*: an aggregate with a download in flight is **pending**: reported, untouched. A settled
    one whose count differs is recounted once more on its own (a Query of its song), this time
@@ -44,16 +45,16 @@ A download the recount missed is counted once: after F by the aggregator, within
 Only a record of it that reaches the aggregator after the band closed (delivered later than the
 wait allowed) is refused, and reported: an under-count `recover` repairs, never an over-count.
 
-With time-to-live on the downloads, expired downloads leave the table but stay counted: a month
+With time-to-live on the downloads, expired downloads leave the table but stay counted: a board
 holding a download whose expiry has passed is refused, and no count is lowered while the table
 has TTL.
 """
 
 from leaderboard_tools.reconcile.band import BAND_MESSAGE_KIND, CLOSED_ATTRIBUTE
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS, ClockDisagrees, DateMissing, interval_clock
-from leaderboard_tools.reconcile.in_flight import download_aggregate
+from leaderboard_tools.reconcile.in_flight import download_aggregates
 from leaderboard_tools.reconcile.reconciler import Reconciler, RecountUnsupported, RepairUnavailable
-from leaderboard_tools.reconcile.recount import countable_category
+from leaderboard_tools.reconcile.recount import board_refusal, boards_of_download, countable_category
 from leaderboard_tools.reconcile.report import (
     AggregateId,
     Difference,
@@ -78,7 +79,9 @@ __all__ = [
     "RunReport",
     "Snapshot",
     "StreamCheck",
+    "board_refusal",
+    "boards_of_download",
     "countable_category",
-    "download_aggregate",
+    "download_aggregates",
     "interval_clock",
 ]

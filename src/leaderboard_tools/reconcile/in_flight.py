@@ -6,7 +6,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from leaderboard_core.buckets import month_of
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.recount import boards_of_download
 from leaderboard_tools.reconcile.report import AggregateId, StreamCheck
 from leaderboard_tools.stream_reading import (
     ShardReader,
@@ -26,7 +27,7 @@ class InFlightCheck:
         self, boards: set[str], recount_end: int, budget: float | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
         """Aggregates of `boards` with a download in the stream above its shard's checkpoint; None: unknown."""
-        deployment, names = self._deployment, self._names
+        deployment = self._deployment
         assert deployment.stream_arn is not None
         assert deployment.progress_table is not None
         check = StreamCheck()
@@ -36,10 +37,10 @@ class InFlightCheck:
         check.shards = len(shards)
 
         def on_record(record: dict[str, Any]) -> None:
-            aggregate = download_aggregate(record, names)
-            if aggregate and aggregate[1] in boards:
+            aggregates = [aggregate for aggregate in download_aggregates(record, deployment) if aggregate[1] in boards]
+            if aggregates:
                 with lock:
-                    found.add(aggregate)
+                    found.update(aggregates)
                     check.in_flight += 1
 
         def read(shard: dict[str, Any]) -> ShardReadOutcome | None:
@@ -81,18 +82,11 @@ class InFlightCheck:
         return (None if check.incomplete else found), check
 
 
-def download_aggregate(record: Any, names: Any) -> AggregateId | None:
-    """The (song, board) a stream record counts in, as the aggregator parses it; None for anything else."""
+def download_aggregates(record: Any, deployment: Deployment) -> list[AggregateId]:
+    """The aggregates a stream record counts in, as the aggregator parses it: none for anything but a download."""
     if not isinstance(record, dict) or record.get("eventName") != "INSERT":
-        return None
+        return []
     image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    if names.period in image:
-        return None
-    entity = (image.get(names.entity) or {}).get("S")
-    timestamp = (image.get(names.timestamp) or {}).get("S")
-    if not entity or not timestamp:
-        return None
-    try:
-        return entity, month_of(timestamp)
-    except ValueError:
-        return None
+    if not isinstance(image, dict) or deployment.names.period in image:
+        return []
+    return [(image[deployment.names.entity]["S"], board) for board in boards_of_download(image, deployment)]

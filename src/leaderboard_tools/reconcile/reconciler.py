@@ -10,7 +10,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_core.buckets import MONTH_KEY
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.band import (
     BAND_ID_BUDGET,
@@ -29,7 +28,7 @@ from leaderboard_tools.reconcile.clock import (
     interval_clock,
 )
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
-from leaderboard_tools.reconcile.recount import TableRecount
+from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
 from leaderboard_tools.reconcile.report import (
     ABSENT,
     OPENED_STATES,
@@ -46,7 +45,7 @@ class RepairUnavailable(RuntimeError):
 
 
 class RecountUnsupported(RuntimeError):
-    """The deployment keeps aggregates this recount does not compute (sums, no month boards): nothing is read."""
+    """The deployment keeps aggregates this recount does not compute (sums): nothing is read."""
 
 
 class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
@@ -91,15 +90,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     # ------------------------------------------------------------------ the run
 
     def run_month(self, board: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
+        """One board's recount, as `reconcile --month` names it (any board the deployment keeps)."""
         return self.run({board: entity_ids}, repair=repair).board(board)
-
-    def boards_not_recounted(self) -> list[str]:
-        """What the aggregator keeps beyond month boards: a recount of months leaves these as they are."""
-        deployment = self._deployment
-        boards = [f"{period} boards" for period in deployment.periods if period != "month"]
-        if deployment.category_attribute:
-            boards.append(f"category boards ({deployment.category_attribute})")
-        return boards
 
     def run(
         self,
@@ -109,25 +101,22 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> RunReport:
         """Recount `targets` (board -> songs, None: every song of the board; None: every board) at once.
 
-        A target that is not a month board (a day, `all` or category board a refused record names) is
-        refused, never recounted as a month: its downloads would be recounted as none. The aggregates of
-        `replace_bands` (bands left open past their deadline) are repaired even when their count is right,
-        so that a new band, closed by this run, replaces the old one.
+        A target that is not a board the deployment keeps (a period it does not keep, a category board
+        without a category attribute) is refused, never recounted: its downloads would be recounted as
+        none. The aggregates of `replace_bands` (bands left open past their deadline) are repaired even
+        when their count is right, so that a new band, closed by this run, replaces the old one.
         """
         self._check_supported()
         if repair:
             self._check_repairable()
-        not_months = sorted(key for key in targets or {} if not MONTH_KEY.match(key))
-        if targets is not None and not_months:
-            targets = {key: songs for key, songs in targets.items() if key not in not_months}
-            report = self._run(targets, repair, replace_bands) if targets else RunReport()
-            for key in not_months:
-                report.boards.append(
-                    ReconcileReport(key, refused=f"{key} is not a month board: this recount covers month boards only")
-                )
-        else:
-            report = self._run(targets, repair, replace_bands)
-        report.boards_not_recounted = self.boards_not_recounted()
+        refused = {
+            board: reason for board in sorted(targets or {}) if (reason := board_refusal(board, self._deployment))
+        }
+        if targets is None or not refused:
+            return self._run(targets, repair, replace_bands)
+        kept = {board: songs for board, songs in targets.items() if board not in refused}
+        report = self._run(kept, repair, replace_bands) if kept else RunReport()
+        report.boards += [ReconcileReport(board, refused=reason) for board, reason in refused.items()]
         return report
 
     def _run(
@@ -218,11 +207,6 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             raise RecountUnsupported(
                 f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "
                 "and would replace every sum by a count; nothing was read or written"
-            )
-        if "month" not in deployment.periods:
-            raise RecountUnsupported(
-                f"the aggregator keeps {', '.join(deployment.periods)} boards, no month boards (LEADERBOARD_PERIODS): "
-                "this recount covers month boards only"
             )
 
     def _check_repairable(self) -> None:

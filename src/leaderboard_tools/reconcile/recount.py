@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
 
 from leaderboard_core.bookkeeping import (
     RECOUNT_BAND,
@@ -16,7 +16,13 @@ from leaderboard_core.bookkeeping import (
     WATERMARK_PREFIX,
     download_id,
 )
-from leaderboard_core.buckets import BUCKET_KEY_LENGTH, CATEGORY_SEPARATOR, MAX_SORT_KEY_BYTES, MONTH_KEY, month_of
+from leaderboard_core.buckets import (
+    CATEGORY_SEPARATOR,
+    download_boards,
+    fits_sort_key,
+    period_of_board,
+    utc_moment,
+)
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.report import AggregateId, Snapshot
 
@@ -43,7 +49,7 @@ class TableRecount:
         )
         if targets is None or whole_boards:
             for item in self._scan_aggregates(whole_boards):
-                if MONTH_KEY.match(item[names.sort_key]["S"]):
+                if board_refusal(item[names.sort_key]["S"], self._deployment) is None:
                     snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
         for board, songs in (targets or {}).items():
             for entity_id in songs or ():
@@ -126,25 +132,19 @@ class TableRecount:
         for page in pages:
             self._on_progress(page.get("ScannedCount", 0))
             for item in page.get("Items", []):
-                entity = (item.get(names.entity) or {}).get("S")
-                timestamp = (item.get(names.timestamp) or {}).get("S")
-                if not entity or not timestamp or not countable_category(item, self._deployment):
-                    continue
-                try:
-                    board = month_of(timestamp)
-                except ValueError:
-                    continue
-                if targets is not None and (board not in targets or not _wanted(targets[board], entity)):
-                    continue
-                if ttl is not None and _expired(item.get(ttl), now):
-                    part.expired.setdefault(
-                        board,
-                        f"a download of {entity} in {board} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
-                        "expired downloads may already be deleted, so a recount of this board would understate",
-                    )
-                part.counts[(entity, board)] += 1
-                if part.ids is not None:
-                    part.ids.add(download_id(item[names.sort_key]["S"]))
+                entity = _string(item, names.entity)
+                for board in boards_of_download(item, self._deployment):
+                    if targets is not None and (board not in targets or not _wanted(targets[board], entity)):
+                        continue
+                    if ttl is not None and _expired(item.get(ttl), now):
+                        part.expired.setdefault(
+                            board,
+                            f"a download of {entity} in {board} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
+                            "expired downloads may already be deleted, so a recount of this board would understate",
+                        )
+                    part.counts[(entity, board)] += 1
+                    if part.ids is not None:
+                        part.ids.add(download_id(item[names.sort_key]["S"]))
         return part
 
     def _download_parameters(self, keep_ids: bool = False) -> dict[str, Any]:
@@ -220,14 +220,58 @@ def _expired(value: Any, now: float) -> bool:
         return False
 
 
+def board_refusal(board: str, deployment: Deployment) -> str | None:
+    """Why a board is not one the deployment keeps, so never recounted (its downloads would be recounted as none)."""
+    period = period_of_board(board)
+    if period is None:
+        return f"{board} is not a board id (a bucket of an hour, day, week, month, year, all, or <bucket>@<category>)"
+    if period not in deployment.periods:
+        return (
+            f"{board} is a {period} board: the deployment keeps {', '.join(deployment.periods)} boards "
+            "(LEADERBOARD_PERIODS), never this one"
+        )
+    if CATEGORY_SEPARATOR in board and deployment.category_attribute is None:
+        return f"{board} is a category board: the deployment keeps none (no CATEGORY_ATTRIBUTE)"
+    return None
+
+
+def _string(item: Mapping[str, Any], name: str) -> str | None:
+    """A non-empty string attribute, as the aggregator reads one; None for anything else."""
+    value = item.get(name)
+    if isinstance(value, dict) and isinstance(value.get("S"), str) and value["S"] != "":
+        return value["S"]
+    return None
+
+
+def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[str]:
+    """Every board the aggregator counts a download in (a table item, or a stream record's new image), as it parses
+    it: the same `download_boards`; none when it rejects the download (no song or timestamp, a bad category)."""
+    names, category_attribute = deployment.names, deployment.category_attribute
+    timestamp = _string(item, names.timestamp)
+    if _string(item, names.entity) is None or timestamp is None:
+        return []
+    try:
+        moment = utc_moment(timestamp)
+    except ValueError:
+        return []
+    category = None
+    if category_attribute is not None and category_attribute in item:
+        category = _string(item, category_attribute)
+        if category is None:
+            return []
+    boards = download_boards(moment, deployment.periods, category)
+    return boards if category is None or fits_sort_key(boards) else []
+
+
 def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
     """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
     (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
     name = deployment.category_attribute
     if name is None or name not in item:
         return True
-    value = item[name].get("S") if isinstance(item[name], dict) else None
-    if not isinstance(value, str) or value == "":
-        return False
-    longest = max(BUCKET_KEY_LENGTH.get(period, max(BUCKET_KEY_LENGTH.values())) for period in deployment.periods)
-    return longest + len(CATEGORY_SEPARATOR) + len(quote(value, safe="").encode()) <= MAX_SORT_KEY_BYTES
+    category = _string(item, name)
+    # Every bucket of a period has the same length: any moment tells whether the category's board ids fit.
+    return category is not None and fits_sort_key(download_boards(_ANY_MOMENT, deployment.periods, category))
+
+
+_ANY_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)

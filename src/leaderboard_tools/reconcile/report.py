@@ -115,7 +115,8 @@ class RunReport:
     fence: int | None = None
     stream: StreamCheck | None = None
     boards_not_recounted: list[str] = field(default_factory=list)
-    """The deployment's boards beyond months (other periods, categories): this recount never touches them."""
+    """Boards the deployment keeps that the run left as they are: none, since every board is recounted (the CLI
+    reports any)."""
 
     @property
     def exact(self) -> bool:
