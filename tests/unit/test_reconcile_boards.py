@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import pytest
 
+from leaderboard_core.buckets import period_of_board
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
@@ -134,3 +136,24 @@ def test_a_board_of_a_period_the_deployment_does_not_keep_is_refused_and_left(aw
         "2018-W10 is a week board: the deployment keeps day, month, all boards (LEADERBOARD_PERIODS), never this one"
     )
     assert stored_count(stack, "song1", "2018-W10") == 5
+
+
+@pytest.mark.parametrize(
+    ("board", "period"),
+    [
+        ("2018-01-15T10", "hour"),
+        ("2018-01-15", "day"),
+        ("2018-W03", "week"),
+        ("2018-01", "month"),
+        ("2018", "year"),
+        ("all", "all"),
+        ("2018-01@rock", "month"),
+        ("all@hip%20hop%2Frap", "all"),
+        ("2018-01@", None),
+        ("2018-13", None),
+        ("2018-02-30", None),
+        ("d0001", None),
+    ],
+)
+def test_a_board_id_names_its_period(board: str, period: str | None) -> None:
+    assert period_of_board(board) == period

@@ -263,6 +263,9 @@ def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[
     return boards if category is None or fits_sort_key(boards) else []
 
 
+_ANY_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
     """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
     (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
@@ -272,6 +275,3 @@ def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
     category = _string(item, name)
     # Every bucket of a period has the same length: any moment tells whether the category's board ids fit.
     return category is not None and fits_sort_key(download_boards(_ANY_MOMENT, deployment.periods, category))
-
-
-_ANY_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
