@@ -13,7 +13,7 @@ from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.bookkeeping import download_id, pad_sequence
-from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, board_id, bucket_key, utc_moment
+from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, download_boards, fits_sort_key, utc_moment
 from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
@@ -156,13 +156,10 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         category = _string_attribute(image, schema.category)
         if category is None:
             return Rejected(f"{schema.category} is present but not a non-empty string", raw_sequence, record)
-    buckets = [bucket_key(moment, period) for period in schema.periods]
-    boards = [board_id(bucket) for bucket in buckets]
-    if category is not None:
-        boards += [board_id(bucket, category) for bucket in buckets]
-        if max(len(board.encode()) for board in boards) > MAX_SORT_KEY_BYTES:
-            reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
-            return Rejected(reason, raw_sequence, record)
+    boards = download_boards(moment, schema.periods, category)
+    if category is not None and not fits_sort_key(boards):
+        reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
+        return Rejected(reason, raw_sequence, record)
     keys = [AggregateKey(entity_id, board) for board in boards]
     sort_key = _sort_key_of(stream, image, schema)
     return Download(

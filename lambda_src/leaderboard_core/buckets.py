@@ -9,6 +9,7 @@ key and its index partition (docs/query-contract.md).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from urllib.parse import quote
 
@@ -126,3 +127,28 @@ def _moment_of(period: str, key: str) -> datetime:
 def board_id(bucket: str, category: str | None = None) -> str:
     """The board id (aggregate sort key, index partition): the bucket, or `<bucket>@<category>`, percent-encoded."""
     return bucket if category is None else f"{bucket}{CATEGORY_SEPARATOR}{quote(category, safe='')}"
+
+
+def download_boards(moment: datetime, periods: Iterable[str], category: str | None = None) -> list[str]:
+    """Every board a download at `moment` counts in: its bucket of each period kept, then, with a category, the
+    category's board of each; the first is the one a failure message names for the download."""
+    buckets = [bucket_key(moment, period) for period in periods]
+    boards = [board_id(bucket) for bucket in buckets]
+    if category is not None:
+        boards += [board_id(bucket, category) for bucket in buckets]
+    return boards
+
+
+def fits_sort_key(boards: Iterable[str]) -> bool:
+    """Every board id fits DynamoDB's sort key: a category too long for it makes a download uncountable."""
+    return all(len(board.encode()) <= MAX_SORT_KEY_BYTES for board in boards)
+
+
+def period_of_board(board: str) -> str | None:
+    """The period of a board id (`2018-01@rock`: month, `all`: all); None for an id no period's bucket has."""
+    bucket, separator, category = board.partition(CATEGORY_SEPARATOR)
+    if separator and not category:
+        return None
+    if bucket == ALL_TIME:
+        return ALL_TIME
+    return next((period for period in KEY_FORMATS if is_bucket_key(period, bucket)), None)

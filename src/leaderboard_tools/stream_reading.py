@@ -133,7 +133,9 @@ def shard_progress(dynamodb: Any, progress_table: str, stream_arn: str, shard_id
 
 
 @dataclass
-class ShardRead:
+class ShardReadOutcome:
+    """How far one read of a shard got, and how many records it passed to its callback."""
+
     shard_id: str
     records: int = 0
     end: str = "not read"
@@ -170,7 +172,7 @@ class ShardReader:
         self._clock = clock
 
     def _iterator(
-        self, shard_id: str, kind: str, sequence: str | None, outcome: ShardRead, shard_start: str | None
+        self, shard_id: str, kind: str, sequence: str | None, outcome: ShardReadOutcome, shard_start: str | None
     ) -> str | None:
         """An iterator at (or after) `sequence`; from TRIM_HORIZON when no form of it is accepted (trimmed)."""
         if sequence is not None:
@@ -197,13 +199,13 @@ class ShardReader:
         past_bound: Callable[[dict[str, Any]], bool] = lambda record: False,
         open_shard: bool = True,
         shard_start: str | None = None,
-    ) -> ShardRead:
+    ) -> ShardReadOutcome:
         """Hand every record from `after` (exclusive), `at` (inclusive) or TRIM_HORIZON to `on_record`, in order.
 
         Stops before the first record for which `past_bound` is true, at the shard's end, at the tip of
         an open shard (consecutive empty pages), or when the budget is spent.
         """
-        outcome = ShardRead(shard_id)
+        outcome = ShardReadOutcome(shard_id)
         deadline = self._clock() + self._budget
         kind, start = (
             ("AT_SEQUENCE_NUMBER", at) if at else ("AFTER_SEQUENCE_NUMBER", after) if after else ("TRIM_HORIZON", None)

@@ -33,7 +33,7 @@ from boards import boards_from_environment
 from download_records import Download, Schema, parse_record
 from index_reads import Layout
 from leaderboard_core import index_layout
-from leaderboard_core.attributes import GUIDE_NAMES, NAME_VARIABLES, AttributeNames
+from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
 from leaderboard_core.bookkeeping import (
     CHECKPOINT,
     CHECKPOINT_SEQUENCE,
@@ -44,7 +44,7 @@ from leaderboard_core.bookkeeping import (
     pad_sequence,
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
-from leaderboard_tools import deployment, reconcile, recover, stream_reading
+from leaderboard_tools import deployment, failure_messages, reconcile, stream_reading
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
@@ -397,7 +397,29 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
     parsed = parse_record(record, Schema())
     counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
     # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
-    assert reconcile.download_aggregate(record, GUIDE_NAMES) == counted
+    assert reconcile.download_aggregates(record, _deployment()) == ([] if counted is None else [counted])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    timestamp=TIMESTAMPS,
+    category=st.none() | st.text(max_size=40) | st.just("x" * 1020),
+    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
+)
+def test_the_recount_files_a_download_in_every_board_the_aggregator_counts_it_in(
+    timestamp: str, category: str | None, periods: list[str]
+) -> None:
+    # given a download, with or without a category, and a deployment's periods and category attribute
+    image = {"songID": {"S": "song1"}, "SK": {"S": "d1"}, "Timestamp": {"S": timestamp}}
+    image |= {} if category is None else {"Genre": {"S": category}}
+    record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
+    # when the aggregator parses it and the recount files it
+    parsed = parse_record(record, Schema(periods=tuple(periods), category="Genre"))
+    counted = [(key.entity_id, key.period) for key in parsed.keys] if isinstance(parsed, Download) else []
+    # then the recount counts it in exactly the aggregator's aggregates, in the stream and in the table
+    deployed = _deployment(tuple(periods), "Genre")
+    assert reconcile.download_aggregates(record, deployed) == counted
+    assert [("song1", board) for board in reconcile.boards_of_download(image, deployed)] == counted
 
 
 # ---------------------------------------------------------------- the failure queue's messages and the query's answers
@@ -429,7 +451,7 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     }
     # when recover reads them
     read = {
-        kind: recover.classify(
+        kind: failure_messages.classify(
             {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
             _deployment(),
         )

@@ -45,7 +45,11 @@ def test_the_operator_commands_run_without_the_emulator_packages() -> None:
 def test_the_operator_package_imports_nothing_of_local_development() -> None:
     # given every module of leaderboard_tools, the package an operator installs
     package = REPOSITORY / "src" / "leaderboard_tools"
-    modules = sorted(f"leaderboard_tools.{path.stem}" for path in package.glob("*.py") if path.stem != "__main__")
+    modules = sorted(
+        ".".join(("leaderboard_tools", *path.relative_to(package).with_suffix("").parts)).removesuffix(".__init__")
+        for path in package.rglob("*.py")
+        if path.stem != "__main__"
+    )
     assert "leaderboard_tools.reconcile" in modules
     # when each is imported in an interpreter where leaderboard_dev and the emulator packages cannot be imported
     blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in ("leaderboard_dev", *DEVELOPMENT_ONLY))

@@ -283,7 +283,7 @@ def test_a_download_the_recount_counted_is_refused_however_late_it_reaches_the_a
     monkeypatch.setattr(
         stream_reading.ShardReader,
         "read",
-        lambda self, shard_id, on_record, **_: stream_reading.ShardRead(shard_id, 0, "tip"),
+        lambda self, shard_id, on_record, **_: stream_reading.ShardReadOutcome(shard_id, 0, "tip"),
     )
     # when the repair sets the recount (2) and the aggregator reads the late record afterwards
     assert run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair"]) == 0

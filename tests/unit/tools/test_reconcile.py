@@ -265,10 +265,11 @@ def test_attribute_names_come_from_the_deployment(aws: None) -> None:
     assert stored_count(stack, "t1", MONTH) == 1
 
 
-def test_boards_other_than_months_are_never_recounted_as_months(aws: None) -> None:
+def test_every_board_the_deployment_keeps_is_recounted_and_repaired_not_only_months(aws: None) -> None:
     import boto3
 
-    # given an aggregator keeping day and month boards and a category's boards beside them (issue 16)
+    # given an aggregator keeping day and month boards and a category's boards beside them: song1's day board right,
+    # and a category board it never counted in (its download carries no category) holding 1
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day,month", "CATEGORY_ATTRIBUTE": "Genre"})
     write_download(stack, "song1", "d1")
     ModelAggregator(stack).run()
@@ -278,19 +279,23 @@ def test_boards_other_than_months_are_never_recounted_as_months(aws: None) -> No
             TableName=stack.table,
             Item={"songID": {"S": "song1"}, "SK": {"S": board}, "Month": {"S": board}, "DownloadCount": {"N": "1"}},
         )
-    # when every month of the table is recounted and repaired (recover's answer to trimmed records)
+    # when every board of the table is recounted and repaired (recover's answer to trimmed records)
     run = reconciler(stack).run(None, repair=True)
-    # then only the month board is compared, the other boards are untouched, and the run says what it left
-    assert [(month.month, month.differences) for month in run.months] == [(MONTH, [])]
-    for board in ("2018-03-10", "2018-03@rock"):
-        assert stored_count(stack, "song1", board) == 1
-    assert run.boards_not_recounted == ["day boards", "category boards (Genre)"]
+    # then every board is compared: the month and the day agree, the category board is repaired to its recount
+    assert [
+        (board.board, [(d.entity_id, d.stored, d.recounted, d.state) for d in board.differences])
+        for board in run.boards
+    ] == [(MONTH, []), ("2018-03-10", []), ("2018-03@rock", [("song1", 1, 0, "repaired")])]
+    assert (stored_count(stack, "song1", "2018-03-10"), stored_count(stack, "song1", "2018-03@rock")) == (1, 0)
+    assert run.boards_not_recounted == []
 
 
-def test_a_board_named_as_a_target_that_is_not_a_month_is_refused_not_recounted(aws: None) -> None:
+def test_an_all_time_board_named_as_a_target_is_recounted_and_boards_the_deployment_does_not_keep_are_refused(
+    aws: None,
+) -> None:
     import boto3
 
-    # given an all-time board of song1 that holds 5
+    # given an all-time board of song1 that holds 5, in a deployment keeping month and all-time boards only
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,all"})
     write_download(stack, "song1", "d1")
     ModelAggregator(stack).run()
@@ -298,14 +303,21 @@ def test_a_board_named_as_a_target_that_is_not_a_month_is_refused_not_recounted(
         TableName=stack.table,
         Item={"songID": {"S": "song1"}, "SK": {"S": "all"}, "Month": {"S": "all"}, "DownloadCount": {"N": "5"}},
     )
-    # when it is named, beside a month, for a repair
-    run = reconciler(stack).run({"all": {"song1"}, MONTH: {"song1"}}, repair=True)
-    # then the month is recounted, the all-time board refused with the reason and left as it was
-    assert [(report.month, report.refused) for report in run.months] == [
+    # when it is named, beside a month, a day board and a category board, for a repair
+    targets = {"all": {"song1"}, MONTH: {"song1"}, "2018-03-10": {"song1"}, "2018-03@rock": {"song1"}}
+    run = reconciler(stack).run(targets, repair=True)
+    # then the month and the all-time board are recounted (all repaired to 1), the boards it does not keep refused
+    assert [(report.board, report.refused) for report in run.boards] == [
         (MONTH, None),
-        ("all", "all is not a month board: this recount covers month boards only"),
+        ("all", None),
+        ("2018-03-10", "2018-03-10 is a day board: the deployment keeps month, all boards (LEADERBOARD_PERIODS), never "
+         "this one"),
+        ("2018-03@rock", "2018-03@rock is a category board: the deployment keeps none (no CATEGORY_ATTRIBUTE)"),
+    ]  # fmt: skip
+    assert [(d.entity_id, d.stored, d.recounted, d.state) for d in run.board("all").differences] == [
+        ("song1", 5, 1, "repaired")
     ]
-    assert stored_count(stack, "song1", "all") == 5
+    assert (stored_count(stack, "song1", "all"), stored_count(stack, "song1", "2018-03-10")) == (1, None)
 
 
 def test_a_deployment_that_sums_is_refused_before_anything_is_read(aws: None) -> None:

@@ -11,9 +11,10 @@ import boto3
 import pytest
 
 from leaderboard_tools.deployment import discover
+from leaderboard_tools.failure_queue import VisibilityKeeper
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.reconcile import Reconciler
-from leaderboard_tools.recover import VisibilityKeeper, recover
+from leaderboard_tools.recover import recover
 from leaderboard_tools.stream_reading import ShardReader
 from tests.unit.tools.operator_stack import (
     MONTH,
@@ -211,6 +212,29 @@ def test_a_message_whose_aggregate_still_has_downloads_in_flight_is_kept(aws: No
     assert (again.deleted, again.kept, stored_count(stack, "song1", MONTH)) == (1, [], 2)
 
 
+@pytest.mark.parametrize("board_field", ["board", "period"])
+@pytest.mark.parametrize("in_record", [False, True])
+def test_a_refused_record_names_its_board_as_board_or_as_period_from_an_older_aggregator(
+    aws: None, board_field: str, in_record: bool
+) -> None:
+    # given a refused record of a drifted song naming its board as the aggregator writes it ("board"), or as an
+    # aggregator before it did ("period"), in the message or in its record
+    stack = deploy()
+    write_download(stack, "song1", "d1")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", MONTH, 4)
+    named = {"entityId": "song1", board_field: MONTH}
+    send(
+        stack,
+        {"kind": "refused_record", "reason": "counted by a recount"} | ({"record": named} if in_record else named),
+    )
+    # when recover runs
+    report = run_recover(stack, operator_clients(region="us-east-1"))
+    # then that board is recounted and repaired, and the message deleted
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, report.kept) == (1, [])
+
+
 class PagedStream:
     """A shard whose GetRecords answers empty pages between records, as AWS documents it may."""
 
@@ -287,7 +311,7 @@ def test_the_visibility_of_held_messages_is_renewed_while_recover_works() -> Non
             self.renewals.append(Entries)
 
     sqs = Sqs()
-    from leaderboard_tools.recover import Message
+    from leaderboard_tools.failure_messages import Message
 
     with VisibilityKeeper(sqs, "queue", visibility_seconds=0.06) as keeper:  # type: ignore[arg-type]
         keeper.hold([Message("m1", "handle-1", {}), Message("m2", "handle-2", {})])
@@ -386,7 +410,7 @@ def test_the_in_flight_check_starts_where_the_aggregator_resumes(item: dict[str,
     assert shard_progress(Progress(), "progress", "arn", "shard").start == start
 
 
-def test_a_refused_record_of_a_board_that_is_not_a_month_is_kept_and_its_board_left_as_it_is(aws: None) -> None:
+def test_a_refused_record_of_an_all_time_board_is_answered_with_a_recount_of_that_board(aws: None) -> None:
     # given an aggregator keeping all-time boards beside months, and a refused record naming song1's all-time board
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,all"})
     write_download(stack, "song1", "d1")
@@ -399,18 +423,15 @@ def test_a_refused_record_of_a_board_that_is_not_a_month_is_kept_and_its_board_l
                  "period": "all"})  # fmt: skip
     # when recover runs
     report = run_recover(stack, operator_clients(region="us-east-1"))
-    # then the all-time board is not recounted as a month (which would set it to 0), and the message stays, saying why
-    assert stored_count(stack, "song1", "all") == 5
-    assert report.deleted == 0
-    assert [entry["note"] for entry in report.kept] == [
-        "all is not a month board: this recount covers month boards only"
-    ]
+    # then the all-time board is recounted as what it is (its one download), and the message is deleted
+    assert stored_count(stack, "song1", "all") == 1
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, report.kept) == (1, [])
 
 
-def test_trimmed_records_of_a_deployment_with_more_boards_than_months_are_kept_after_the_months_are_recounted(
-    aws: None,
-) -> None:
-    # given an aggregator keeping day boards and a category's beside months, a drifted month, and trimmed records
+def test_trimmed_records_of_a_deployment_with_more_boards_than_months_recount_every_board(aws: None) -> None:
+    # given an aggregator keeping day boards and a category's beside months, a drifted month, a day board and a
+    # category board the trimmed records never reached, and the trimmed records' message
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day,month", "CATEGORY_ATTRIBUTE": "Genre"})
     write_download(stack, "song1", "d1")
     ModelAggregator(stack).run()
@@ -418,12 +439,10 @@ def test_trimmed_records_of_a_deployment_with_more_boards_than_months_are_kept_a
     send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "streamArn": stack.stream_arn, "checkpoint": "1"})
     # when recover runs
     report = run_recover(stack, operator_clients(region="us-east-1"))
-    # then the month is exact again, and the message stays as the durable record of the boards it could not recount
+    # then every board is exact again (the month repaired, the missing day board written) and the message deleted
     assert stored_count(stack, "song1", MONTH) == 1
-    assert report.deleted == 0
-    [kept] = report.kept
-    assert "day boards, category boards (Genre)" in kept["note"]
-    assert kept["retry"] is False
+    assert stored_count(stack, "song1", "2018-03-10") == 1
+    assert (report.deleted, report.kept) == (1, [])
 
 
 WEEK = "2018-W10"
@@ -460,7 +479,7 @@ def test_a_refused_record_of_a_week_board_never_lowers_that_board_below_its_down
     assert stored_count(stack, "song1", WEEK) == 3
 
 
-def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_miss_downloads(aws: None) -> None:
+def test_a_records_trimmed_message_is_answered_by_a_recount_of_every_board_the_week_board_too(aws: None) -> None:
     # given a stack with month and week boards, three downloads of song1, of which the stream lost two before the
     # aggregator read them: the month board was repaired by hand, the week board still counts one
     stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "month,week"})
@@ -482,9 +501,9 @@ def test_a_records_trimmed_message_is_kept_while_boards_recover_cannot_recount_m
     )
     # when recover runs
     report = run_recover(stack, operator_clients(region=REGION))
-    # then the message that names the loss is not deleted while a board it touches is still short
-    assert stored_count(stack, "song1", WEEK) == 1
-    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    # then the week board is recounted too: it holds its three downloads, every board is exact, the message deleted
+    assert (stored_count(stack, "song1", MONTH), stored_count(stack, "song1", WEEK)) == (3, 3)
+    assert (report.deleted, queue_depth(stack)) == (1, 0)
 
 
 def test_recover_on_a_summing_deployment_still_answers_the_messages_it_can(aws: None) -> None:

@@ -2,7 +2,7 @@
 
 The repair sets the count to its recount and a fence F (the recount's end plus the clock margin); the aggregator
 holds every record of the aggregate created at or before F on the aggregate while the band is open, and the repair,
-which knows which downloads it counted, adds those it missed when it closes the band (reconcile.py, steps 4-5;
+which knows which downloads it counted, adds those it missed when it closes the band (the reconcile package, steps 4-5;
 docs/operations.md). Played on moto with the shipped aggregator's store (operator_stack.ModelAggregator).
 """
 

@@ -98,6 +98,7 @@ def test_the_record_of_a_band_closed_by_its_repair_is_deleted_by_recover_without
     wait_past(fence + 1 + 2 * 1 + 1)
     [record] = queue_bodies(stack)
     assert (record["kind"], record["entityId"], record["period"]) == ("recount_band", "song1", MONTH)
+    assert record["board"] == MONTH
     recounts: list[Any] = []
     clients = operator_clients(region=REGION)
     counting = reconciler(stack)
@@ -109,6 +110,21 @@ def test_the_record_of_a_band_closed_by_its_repair_is_deleted_by_recover_without
     assert (recounts, recovery.deleted, recovery.kept) == ([], 1, [])
     assert queue_counts(stack) == (0, 0)
     assert stored_count(stack, "song1", MONTH) == 2
+
+
+def test_the_record_of_a_band_naming_its_board_as_board_waits_while_the_band_is_open(aws: None) -> None:
+    # given a repair killed while its band is open, and its record as the aggregator now writes it ("board")
+    stack = drifted_song()
+    killed_repair_holding_a_missed_download(stack)
+    body = {"kind": "recount_band", "entityId": "song1", "board": MONTH, "band": band_of(stack)}
+    body["deadline"] = int(str(body["band"]).split("|")[1])
+    boto3.client("sqs", region_name=REGION).send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+    # when recover runs
+    report = run_recover(stack)
+    # then it reads the aggregate the record names, finds its band open, and keeps the record
+    assert [(entry["board"], entry["done"]) for entry in report.bands] == [(MONTH, False)]
+    assert report.bands[0]["note"].startswith("its repair's band is open")
+    assert (report.reconciled, stored_count(stack, "song1", MONTH)) == ([], 2)
 
 
 def test_the_record_of_a_band_still_open_before_its_deadline_waits_for_the_next_run(aws: None) -> None:

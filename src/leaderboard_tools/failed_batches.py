@@ -1,0 +1,121 @@
+"""The mapping's on-failure records, answered through the aggregator and the shard's progress."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.failure_messages import Message
+from leaderboard_tools.reconcile import (
+    AggregateId,
+    download_aggregates,
+)
+from leaderboard_tools.stream_reading import (
+    ShardReader,
+    is_open,
+    sequence_of,
+    shard_progress,
+    starting_sequence,
+    stream_shards,
+)
+
+
+class BatchAnswerer:
+    """Answers the mapping's on-failure records through the aggregator and the progress table."""
+
+    def __init__(self, clients: Any, deployment: Deployment, stream_budget_seconds: float = 120.0) -> None:
+        self._clients = clients
+        self._deployment = deployment
+        self._budget = stream_budget_seconds
+        self._shards: dict[str, dict[str, Any]] | None = None
+
+    def _shard(self, shard_id: str) -> dict[str, Any] | None:
+        if self._shards is None:
+            stream = self._deployment.stream_arn
+            self._shards = (
+                {s["ShardId"]: s for s in stream_shards(self._clients.dynamodbstreams, stream)} if stream else {}
+            )
+        return self._shards.get(shard_id)
+
+    def _checkpoint(self, stream_arn: str, shard_id: str) -> int | None:
+        assert self._deployment.progress_table is not None
+        progress = shard_progress(self._clients.dynamodb, self._deployment.progress_table, stream_arn, shard_id)
+        return int(progress.checkpoint) if progress.checkpoint else None
+
+    def answer(self, message: Message) -> None:
+        """Mark the message done when its shard's checkpoint is at or past the range's end; else say why not."""
+        info = message.body["DDBStreamBatchInfo"]
+        stream_arn, shard_id = info.get("streamArn"), info.get("shardId")
+        start, end = info.get("startSequenceNumber"), info.get("endSequenceNumber")
+        if not (stream_arn and shard_id and start and end) or not str(end).isdigit():
+            message.note = "the failure record names no shard and sequence range"
+            return
+        summary = message.batch = {"shardId": shard_id, "start": start, "end": end}
+        if stream_arn != self._deployment.stream_arn or not self._deployment.progress_table:
+            message.every_month = True
+            message.note = (
+                "not the table's current stream"
+                if stream_arn != self._deployment.stream_arn
+                else "the deployed aggregator keeps no progress table"
+            ) + ": every board is recounted"
+            return
+        checkpoint = self._checkpoint(stream_arn, shard_id)
+        if checkpoint is not None and checkpoint >= int(end):
+            summary["checkpoint"] = str(checkpoint)
+            message.done, message.note = True, "already counted: the shard's checkpoint is past the range"
+            return
+        shard = self._shard(shard_id)
+        if shard is None:
+            message.every_month = True
+            message.note = (
+                "the shard is no longer in the stream and its checkpoint is before the range: every board is recounted"
+            )
+            return
+        summary["aggregates"] = self._touched(shard, start, end)
+        try:
+            response = self._invoke(stream_arn, shard_id, end)
+        except (ClientError, BotoCoreError, RuntimeError) as error:
+            message.retry, message.note = True, f"the aggregator could not count the range ({error}): run again"
+            return
+        checkpoint = self._checkpoint(stream_arn, shard_id)
+        summary["checkpoint"] = None if checkpoint is None else str(checkpoint)
+        summary["aggregator"] = {key: response.get(key) for key in ("checkpoint", "reachedBound")}
+        if checkpoint is not None and checkpoint >= int(end):
+            message.done, message.note = True, "counted by the aggregator through the range's end"
+        else:
+            message.retry, message.note = True, "the aggregator did not reach the range's end yet: run again"
+
+    def _touched(self, shard: dict[str, Any], start: str, end: str) -> list[list[str]]:
+        """The aggregates the range's downloads count in, read back from the stream (a report, not a decision)."""
+        touched: set[AggregateId] = set()
+        reader = ShardReader(
+            self._clients.dynamodbstreams, self._deployment.stream_arn or "", budget_seconds=self._budget
+        )
+
+        def on_record(record: dict[str, Any]) -> None:
+            touched.update(download_aggregates(record, self._deployment))
+
+        reader.read(
+            shard["ShardId"],
+            on_record,
+            at=start,
+            past_bound=lambda record: sequence_of(record) > int(end),
+            open_shard=is_open(shard),
+            shard_start=starting_sequence(shard),
+        )
+        return sorted([entity, board] for entity, board in touched)
+
+    def _invoke(self, stream_arn: str, shard_id: str, end: str) -> dict[str, Any]:
+        """The aggregator's direct-invocation contract: count the shard from its checkpoint through `end`."""
+        assert self._deployment.aggregator_function is not None
+        response = self._clients.lambda_.invoke(
+            FunctionName=self._deployment.aggregator_function,
+            Payload=json.dumps({"shardId": shard_id, "eventSourceARN": stream_arn, "throughSequenceNumber": end}),
+        )
+        payload = json.loads(response["Payload"].read() or b"null")
+        if response.get("FunctionError"):
+            raise RuntimeError(f"{response['FunctionError']}: {payload}")
+        return payload if isinstance(payload, dict) else {}

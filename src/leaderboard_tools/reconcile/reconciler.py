@@ -1,0 +1,284 @@
+"""The reconcile flow: snapshot, recount, in-flight check, then each difference settled (see the package)."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.band import (
+    BAND_ID_BUDGET,
+    BAND_POLL_SECONDS,
+    BAND_SECONDS,
+    BAND_SETTLE_SECONDS,
+    OpenBand,
+    RepairBand,
+)
+from leaderboard_tools.reconcile.clock import (
+    CLOCK_MARGIN_SECONDS,
+    ClockDisagrees,
+    DateMissing,
+    DynamoClock,
+    ServerClock,
+    interval_clock,
+)
+from leaderboard_tools.reconcile.in_flight import InFlightCheck
+from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
+from leaderboard_tools.reconcile.report import (
+    ABSENT,
+    OPENED_STATES,
+    AggregateId,
+    Difference,
+    ReconcileReport,
+    RunReport,
+    Snapshot,
+)
+
+
+class RepairUnavailable(RuntimeError):
+    """The deployment gives the repair nothing to prove settlement with (no stream, no progress table)."""
+
+
+class RecountUnsupported(RuntimeError):
+    """The deployment keeps aggregates this recount does not compute (sums): nothing is read."""
+
+
+class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
+    def __init__(
+        self,
+        clients: Any,
+        deployment: Deployment,
+        *,
+        segments: int = 4,
+        stream_budget_seconds: float = 300.0,
+        empty_pages_at_tip: int = 5,
+        empty_page_pause: float = 0.5,
+        clock_margin_seconds: float = CLOCK_MARGIN_SECONDS,
+        band_seconds: float = BAND_SECONDS,
+        band_settle_seconds: float = BAND_SETTLE_SECONDS,
+        band_poll_seconds: float = BAND_POLL_SECONDS,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = interval_clock,
+        sleep: Callable[[float], None] = time.sleep,
+        on_progress: Callable[[int], None] = lambda scanned: None,
+    ) -> None:
+        self._dynamodb = clients.dynamodb
+        self._streams = clients.dynamodbstreams
+        self._deployment = deployment
+        self._names = deployment.names
+        self._table = deployment.table
+        self._segments = segments
+        self._stream_budget = stream_budget_seconds
+        self._empty_pages_at_tip = empty_pages_at_tip
+        self._empty_page_pause = empty_page_pause
+        self._margin = clock_margin_seconds
+        self._band_seconds = band_seconds
+        self._band_settle = band_settle_seconds
+        self._band_poll = band_poll_seconds
+        self._clock = clock
+        self._monotonic = monotonic
+        self._server = ServerClock()
+        self._sqs = getattr(clients, "sqs", None)
+        self._sleep = sleep
+        self._on_progress = on_progress
+
+    # ------------------------------------------------------------------ the run
+
+    def run_month(self, board: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
+        """One board's recount, as `reconcile --month` names it (any board the deployment keeps)."""
+        return self.run({board: entity_ids}, repair=repair).board(board)
+
+    def run(
+        self,
+        targets: Mapping[str, Collection[str] | None] | None,
+        repair: bool = False,
+        replace_bands: Collection[AggregateId] = (),
+    ) -> RunReport:
+        """Recount `targets` (board -> songs, None: every song of the board; None: every board) at once.
+
+        A target that is not a board the deployment keeps (a period it does not keep, a category board
+        without a category attribute) is refused, never recounted: its downloads would be recounted as
+        none. The aggregates of `replace_bands` (bands left open past their deadline) are repaired even
+        when their count is right, so that a new band, closed by this run, replaces the old one.
+        """
+        self._check_supported()
+        if repair:
+            self._check_repairable()
+        refused = {
+            board: reason for board in sorted(targets or {}) if (reason := board_refusal(board, self._deployment))
+        }
+        if targets is None or not refused:
+            return self._run(targets, repair, replace_bands)
+        kept = {board: songs for board, songs in targets.items() if board not in refused}
+        report = self._run(kept, repair, replace_bands) if kept else RunReport()
+        report.boards += [ReconcileReport(board, refused=reason) for board, reason in refused.items()]
+        return report
+
+    def _run(
+        self,
+        targets: Mapping[str, Collection[str] | None] | None,
+        repair: bool,
+        replace_bands: Collection[AggregateId] = (),
+    ) -> RunReport:
+        snapshots = self._snapshot(targets)
+        recount = self._recount(targets)
+        boards = (
+            set(targets)
+            if targets is not None
+            else {board for _, board in snapshots} | {board for _, board in recount.counts}
+        )
+        report = RunReport()
+        differing: dict[str, list[Difference]] = {}
+        for board in sorted(boards):
+            wanted = None if targets is None else targets[board]
+            board_report = ReconcileReport(board)
+            board_report.aggregates = sum(1 for _, period in snapshots if period == board)
+            board_report.downloads = sum(count for (_, period), count in recount.counts.items() if period == board)
+            report.boards.append(board_report)
+            if board in recount.expired:
+                board_report.refused = recount.expired[board]
+                continue
+            songs = {entity for entity, period in set(snapshots) | set(recount.counts) if period == board}
+            if wanted is not None:
+                songs &= set(wanted)
+            for entity in sorted(songs):
+                stored = snapshots.get((entity, board), ABSENT).count
+                recounted = recount.counts.get((entity, board), 0)
+                if stored != recounted or (entity, board) in replace_bands:
+                    board_report.differences.append(Difference(entity, stored, recounted))
+            differing[board] = board_report.differences
+        if not repair or not any(differing.values()):
+            return report
+        try:
+            self._repair_all(report, differing, snapshots)
+        except ClockDisagrees as error:
+            opened = [
+                f"{difference.entity_id} in {board}"
+                for board, differences in differing.items()
+                for difference in differences
+                if difference.state in OPENED_STATES
+            ]
+            if opened:
+                raise type(error)(error.reason, opened) from error
+            if any(difference.state == "conflict" for differences in differing.values() for difference in differences):
+                raise type(error)(
+                    error.reason,
+                    outcome=f"no aggregate was changed (the {self._band_queue_name} holds the record of a band never "
+                    "opened, which recover deletes)",
+                ) from error
+            raise
+        return report
+
+    def _repair_all(
+        self, report: RunReport, differing: dict[str, list[Difference]], snapshots: dict[AggregateId, Snapshot]
+    ) -> None:
+        """Settle every difference, opening and closing bands; a clock refusal stops it (bands closed at once)."""
+        recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
+        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        bands: list[OpenBand] = []
+        first_opened = 0.0
+        try:
+            for board, differences in differing.items():
+                for difference in differences:
+                    snapshot = snapshots.get((difference.entity_id, board), ABSENT)
+                    band = self._settle(board, difference, snapshot, in_flight)
+                    if band is None:
+                        continue
+                    first_opened = first_opened if bands else self._monotonic()
+                    bands.append(band)
+                    report.fence = max(report.fence or 0, band.fence)
+                    too_long = self._monotonic() - first_opened > self._band_seconds / 2
+                    if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
+                        self._close_bands(bands)
+                        bands = []
+            self._close_bands(bands)
+        except BaseException:
+            self._close_at_once(bands)
+            raise
+
+    def _check_supported(self) -> None:
+        deployment = self._deployment
+        if deployment.sum_attribute:
+            raise RecountUnsupported(
+                f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "
+                "and would replace every sum by a count; nothing was read or written"
+            )
+
+    def _check_repairable(self) -> None:
+        if not self._deployment.stream_arn:
+            raise RepairUnavailable(f"{self._table} has no stream: nothing can show that no download is in flight")
+        if not self._deployment.progress_table:
+            raise RepairUnavailable(
+                "the deployed aggregator keeps no progress table (PROGRESS_TABLE_NAME): this release cannot show "
+                "which downloads are still in flight, so --repair would race the stream; deploy the current "
+                "aggregator, or pass --progress-table"
+            )
+        if not self._deployment.recount_band_queue_url and not self._deployment.failure_queue_url:
+            raise RepairUnavailable(
+                "the deployment names no queue for the bands' records (RECOUNT_BAND_QUEUE_URL, or FAILURE_QUEUE_URL): "
+                "a repair records each band before opening it, so that recover finds a band its repair never closed; "
+                "pass --queue-url"
+            )
+        self._deployment.shards()
+
+    def _settle(
+        self,
+        board: str,
+        difference: Difference,
+        snapshot: Snapshot,
+        in_flight: set[AggregateId] | None,
+    ) -> OpenBand | None:
+        """Pending, left for TTL, or repaired with its band open (returned, for the close)."""
+        ttl = self._deployment.ttl_attribute
+        if in_flight is None or (difference.entity_id, board) in in_flight:
+            difference.state = "pending"
+            difference.reason = (
+                "a download of it is still in the stream, not yet counted: run again once the stream has caught up"
+                if in_flight is not None
+                else "the stream could not be read far enough to show nothing is in flight: run again"
+            )
+            return None
+        if ttl is not None and difference.recounted < difference.stored:
+            difference.state = "ttl"
+            difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+            return None
+        recount = self._recount_songs([difference.entity_id], {board: [difference.entity_id]}, keep_ids=True)
+        recounted = recount.counts.get((difference.entity_id, board), 0)
+        if board in recount.expired or (ttl is not None and recounted < difference.stored):
+            difference.state = "ttl"
+            difference.reason = recount.expired.get(board) or (
+                f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+            )
+            return None
+        try:
+            # A fresh Date header for each fence (a bound kept from an earlier response is as old as it), and this
+            # machine's clock checked again before the band's opening write.
+            fence = max(math.ceil(self._dynamodb_latest() + self._margin), snapshot.fence or 0)
+            # Twice the wait: bands of one run open over up to half of it, and the run waits for the last one's fence.
+            deadline = math.ceil(
+                fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll
+            )
+            value = f"{uuid.uuid4().hex}|{deadline}"
+            self._record_band(board, difference.entity_id, value, deadline)
+        except DateMissing as error:
+            difference.state = "unclocked"
+            difference.reason = f"{error.reason}: its band was not opened, not repaired; run again"
+            return None
+        except (ClientError, BotoCoreError) as error:
+            difference.state = "unrecorded"
+            difference.reason = (
+                f"its band could not be recorded in the {self._band_queue_name} ({error}): not repaired, run again"
+            )
+            return None
+        if not self._repair(board, difference.entity_id, snapshot, recounted, fence, value):
+            difference.state = "conflict"
+            difference.reason = "the aggregator wrote it meanwhile: run again"
+            return None
+        difference.state = "repaired"
+        difference.recounted = recounted
+        return OpenBand(board, difference, value, fence, deadline, recount.ids or set())

@@ -1,0 +1,277 @@
+"""The recount: the downloads in the table, counted per aggregate, and the aggregates as read before it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from leaderboard_core.bookkeeping import (
+    RECOUNT_BAND,
+    RECOUNT_HELD,
+    RECOUNTED_THROUGH,
+    WATERMARK_PREFIX,
+    download_id,
+)
+from leaderboard_core.buckets import (
+    CATEGORY_SEPARATOR,
+    download_boards,
+    fits_sort_key,
+    period_of_board,
+    utc_moment,
+)
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.report import AggregateId, Snapshot
+
+
+@dataclass
+class Recount:
+    counts: Counter[AggregateId] = field(default_factory=Counter)
+    expired: dict[str, str] = field(default_factory=dict)
+    ids: set[str] | None = None
+    """The ids of the downloads counted, when a repair needs them (one aggregate's)."""
+
+
+class TableRecount:
+    """The Reconciler's reading of the table: the aggregates' snapshot and the downloads' recount."""
+
+    def _paginate(self, operation: str, **parameters: Any) -> Iterator[dict[str, Any]]:
+        yield from self._dynamodb.get_paginator(operation).paginate(**parameters)
+
+    def _snapshot(self, targets: Mapping[str, Collection[str] | None] | None) -> dict[AggregateId, Snapshot]:
+        names = self._names
+        snapshots: dict[AggregateId, Snapshot] = {}
+        whole_boards = (
+            None if targets is None else sorted(board for board, songs in (targets or {}).items() if songs is None)
+        )
+        if targets is None or whole_boards:
+            for item in self._scan_aggregates(whole_boards):
+                if board_refusal(item[names.sort_key]["S"], self._deployment) is None:
+                    snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
+        for board, songs in (targets or {}).items():
+            for entity_id in songs or ():
+                item = self._dynamodb.get_item(
+                    TableName=self._table,
+                    Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
+                    ConsistentRead=True,
+                ).get("Item")
+                if item and names.period in item:
+                    snapshots[(entity_id, board)] = self._snapshot_of(item)
+        return snapshots
+
+    def _scan_aggregates(self, boards: list[str] | None) -> Iterator[dict[str, Any]]:
+        names = self._names
+        parameters: dict[str, Any] = {
+            "FilterExpression": "attribute_exists(#period)",
+            "ExpressionAttributeNames": {"#period": names.period},
+        }
+        if boards:
+            values = {f":m{index}": {"S": board} for index, board in enumerate(boards)}
+            parameters["FilterExpression"] += f" AND #sk IN ({', '.join(values)})"
+            parameters["ExpressionAttributeNames"]["#sk"] = names.sort_key
+            parameters["ExpressionAttributeValues"] = values
+        for items in self._parallel_scan(parameters):
+            yield from items
+
+    def _parallel_scan(self, parameters: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """Aggregates only (few, one per song and board): each segment's items, read with consistent reads."""
+
+        def segment(number: int) -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = []
+            for page in self._paginate(
+                "scan",
+                TableName=self._table,
+                Segment=number,
+                TotalSegments=self._segments,
+                ConsistentRead=True,
+                **parameters,
+            ):
+                items.extend(page.get("Items", []))
+                self._on_progress(page.get("ScannedCount", 0))
+            return items
+
+        with ThreadPoolExecutor(max_workers=self._segments) as pool:
+            return list(pool.map(segment, range(self._segments)))
+
+    def _snapshot_of(self, item: dict[str, Any]) -> Snapshot:
+        watermarks = tuple(
+            sorted((name, value["S"]) for name, value in item.items() if name.startswith(WATERMARK_PREFIX))
+        )
+        count = int(item[self._names.count]["N"]) if self._names.count in item else 0
+        fence = int(item[RECOUNTED_THROUGH]["N"]) if RECOUNTED_THROUGH in item else None
+        band = (item.get(RECOUNT_BAND) or {}).get("S")
+        held = len((item.get(RECOUNT_HELD) or {}).get("SS") or [])
+        return Snapshot(count, watermarks, fence, exists=True, band=band, held=held)
+
+    def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> Recount:
+        """Downloads per (song, board) of the targets; a scan when a whole board is wanted, else a Query per song."""
+        whole = targets is None or any(songs is None for songs in targets.values())
+        if whole:
+            parts = self._recount_scan(targets)
+        else:
+            songs = sorted({song for entities in (targets or {}).values() for song in entities or ()})
+            parts = [self._recount_songs(songs, targets)]
+        merged = Recount()
+        for part in parts:
+            merged.counts.update(part.counts)
+            for board, reason in part.expired.items():
+                merged.expired.setdefault(board, reason)
+        return merged
+
+    def _count_pages(
+        self,
+        pages: Iterator[dict[str, Any]],
+        targets: Mapping[str, Collection[str] | None] | None,
+        keep_ids: bool = False,
+    ) -> Recount:
+        names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
+        part = Recount(ids=set() if keep_ids else None)
+        for page in pages:
+            self._on_progress(page.get("ScannedCount", 0))
+            for item in page.get("Items", []):
+                entity = _string(item, names.entity)
+                for board in boards_of_download(item, self._deployment):
+                    if targets is not None and (board not in targets or not _wanted(targets[board], entity)):
+                        continue
+                    if ttl is not None and _expired(item.get(ttl), now):
+                        part.expired.setdefault(
+                            board,
+                            f"a download of {entity} in {board} expired at {item[ttl]['N']} (TTL attribute {ttl}): "
+                            "expired downloads may already be deleted, so a recount of this board would understate",
+                        )
+                    part.counts[(entity, board)] += 1
+                    if part.ids is not None:
+                        part.ids.add(download_id(item[names.sort_key]["S"]))
+        return part
+
+    def _download_parameters(self, keep_ids: bool = False) -> dict[str, Any]:
+        names, ttl = self._names, self._deployment.ttl_attribute
+        attribute_names = {"#entity": names.entity, "#timestamp": names.timestamp, "#period": names.period}
+        projection = "#entity, #timestamp"
+        if keep_ids:
+            attribute_names["#sk"] = names.sort_key
+            projection += ", #sk"
+        if ttl:
+            attribute_names["#ttl"] = ttl
+            projection += ", #ttl"
+        if self._deployment.category_attribute:
+            attribute_names["#category"] = self._deployment.category_attribute
+            projection += ", #category"
+        return {
+            "FilterExpression": "attribute_not_exists(#period)",
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": attribute_names,
+            "ConsistentRead": True,
+        }
+
+    def _recount_scan(self, targets: Mapping[str, Collection[str] | None] | None) -> list[Recount]:
+        """One counter per scan segment, merged by the caller: memory bounded by (song, board) pairs."""
+
+        def segment(number: int) -> Recount:
+            pages = self._paginate(
+                "scan",
+                TableName=self._table,
+                Segment=number,
+                TotalSegments=self._segments,
+                **self._download_parameters(),
+            )
+            return self._count_pages(pages, targets)
+
+        with ThreadPoolExecutor(max_workers=self._segments) as pool:
+            return list(pool.map(segment, range(self._segments)))
+
+    def _recount_songs(
+        self, songs: list[str], targets: Mapping[str, Collection[str] | None], keep_ids: bool = False
+    ) -> Recount:
+        """The cheaper path for a few songs: their partitions, not the table."""
+        parameters = self._download_parameters(keep_ids)
+        merged = Recount(ids=set() if keep_ids else None)
+        for song in songs:
+            pages = self._paginate(
+                "query",
+                TableName=self._table,
+                KeyConditionExpression="#entity = :entity",
+                ExpressionAttributeValues={":entity": {"S": song}},
+                **parameters,
+            )
+            part = self._count_pages(pages, targets, keep_ids)
+            merged.counts.update(part.counts)
+            for board, reason in part.expired.items():
+                merged.expired.setdefault(board, reason)
+            if merged.ids is not None and part.ids is not None:
+                merged.ids |= part.ids
+        return merged
+
+
+def _wanted(songs: Collection[str] | None, entity: str) -> bool:
+    return songs is None or entity in songs
+
+
+def _expired(value: Any, now: float) -> bool:
+    """TTL compares an epoch time in seconds with the current time: any other value never expires the item."""
+    if not isinstance(value, dict) or not isinstance(value.get("N"), str):
+        return False
+    try:
+        return float(value["N"]) <= now
+    except ValueError:
+        return False
+
+
+def board_refusal(board: str, deployment: Deployment) -> str | None:
+    """Why a board is not one the deployment keeps, so never recounted (its downloads would be recounted as none)."""
+    period = period_of_board(board)
+    if period is None:
+        return f"{board} is not a board id (a bucket of an hour, day, week, month, year, all, or <bucket>@<category>)"
+    if period not in deployment.periods:
+        return (
+            f"{board} is a {period} board: the deployment keeps {', '.join(deployment.periods)} boards "
+            "(LEADERBOARD_PERIODS), never this one"
+        )
+    if CATEGORY_SEPARATOR in board and deployment.category_attribute is None:
+        return f"{board} is a category board: the deployment keeps none (no CATEGORY_ATTRIBUTE)"
+    return None
+
+
+def _string(item: Mapping[str, Any], name: str) -> str | None:
+    """A non-empty string attribute, as the aggregator reads one; None for anything else."""
+    value = item.get(name)
+    if isinstance(value, dict) and isinstance(value.get("S"), str) and value["S"] != "":
+        return value["S"]
+    return None
+
+
+def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[str]:
+    """Every board the aggregator counts a download in (a table item, or a stream record's new image), as it parses
+    it: the same `download_boards`; none when it rejects the download (no song or timestamp, a bad category)."""
+    names, category_attribute = deployment.names, deployment.category_attribute
+    timestamp = _string(item, names.timestamp)
+    if _string(item, names.entity) is None or timestamp is None:
+        return []
+    try:
+        moment = utc_moment(timestamp)
+    except ValueError:
+        return []
+    category = None
+    if category_attribute is not None and category_attribute in item:
+        category = _string(item, category_attribute)
+        if category is None:
+            return []
+    boards = download_boards(moment, deployment.periods, category)
+    return boards if category is None or fits_sort_key(boards) else []
+
+
+_ANY_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
+    """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
+    (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
+    name = deployment.category_attribute
+    if name is None or name not in item:
+        return True
+    category = _string(item, name)
+    # Every bucket of a period has the same length: any moment tells whether the category's board ids fit.
+    return category is not None and fits_sort_key(download_boards(_ANY_MOMENT, deployment.periods, category))
