@@ -9,29 +9,150 @@ key and its index partition (docs/query-contract.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from urllib.parse import quote
 
-PERIODS = ("hour", "day", "week", "month", "year", "all")
-"""What a deployment may maintain (leaderboard_periods), a board per UTC bucket."""
 ALL_TIME = "all"
 CATEGORY_SEPARATOR = "@"
 MAX_SORT_KEY_BYTES = 1024
 """DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
-KEY_FORMATS = {"hour": "YYYY-MM-DDTHH", "day": "YYYY-MM-DD", "week": "YYYY-Www", "month": "YYYY-MM", "year": "YYYY"}
-BUCKET_KEY_LENGTH = {"hour": 13, "day": 10, "week": 8, "month": 7, "year": 4, "all": 3}
-"""The length of each period's bucket keys: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
+
+
+@dataclass(frozen=True)
+class Period:
+    """One period, all it takes to keep its boards: how a moment names its bucket, a key's shape, the bucket before.
+
+    Every other fact (the periods a deployment may keep, key formats and lengths, rolling windows, a
+    board id's period) is derived from the table below, so that a new period is one entry here (and
+    `leaderboard_periods`' validation in terraform/variables.tf).
+    """
+
+    name: str
+    key_format: str
+    """As an error message shows it, and as long as every key."""
+    shape: re.Pattern[str]
+    key_of: Callable[[datetime], str]
+    """The key of the UTC bucket holding a moment."""
+    previous: Callable[[str], str | None]
+    """The key of the bucket before a key's; None before the calendar's first."""
+    exists: Callable[[re.Match[str]], bool] = lambda _match: True
+    """Whether a key of the right shape names a real bucket (a real date, hour or ISO week)."""
+
+
+def _ymd(moment: datetime) -> str:
+    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+
+
+def _real(make: Callable[[dict[str, int]], object]) -> Callable[[re.Match[str]], bool]:
+    def exists(match: re.Match[str]) -> bool:
+        try:
+            make({name: int(value) for name, value in match.groupdict().items()})
+        except ValueError:
+            return False
+        return True
+
+    return exists
+
+
+def _stepped(
+    key_of: Callable[[datetime], str], start: Callable[[str], datetime], step: timedelta
+) -> Callable[[str], str | None]:
+    """The bucket before, for periods of a fixed length: the key of the moment one step before the bucket's start."""
+
+    def previous(key: str) -> str | None:
+        try:
+            return key_of(start(key) - step)
+        except OverflowError:
+            return None
+
+    return previous
+
+
+def _week_start(key: str) -> datetime:
+    return datetime.combine(date.fromisocalendar(int(key[:4]), int(key[6:8]), 1), datetime.min.time(), tzinfo=UTC)
+
+
+def _hour_key(moment: datetime) -> str:
+    return f"{_ymd(moment)}T{moment.hour:02d}"
+
+
+def _week_key(moment: datetime) -> str:
+    year, week, _ = moment.isocalendar()
+    return f"{year:04d}-W{week:02d}"
+
+
+def _hour_start(key: str) -> datetime:
+    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), tzinfo=UTC)
+
+
+def _day_start(key: str) -> datetime:
+    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), tzinfo=UTC)
+
+
+def _month_before(key: str) -> str | None:
+    index = int(key[:4]) * 12 + int(key[5:7]) - 2
+    return f"{index // 12:04d}-{index % 12 + 1:02d}" if index >= 0 else None
+
+
+def _real_hour(fields: dict[str, int]) -> object:
+    return datetime(fields["year"], fields["month"], fields["day"], fields["hour"], tzinfo=UTC)
+
+
+def _real_day(fields: dict[str, int]) -> object:
+    return date(fields["year"], fields["month"], fields["day"])
+
+
+def _real_week(fields: dict[str, int]) -> object:
+    return date.fromisocalendar(fields["year"], fields["week"], 1)
+
+
 MONTH_KEY = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
 """A month board's key (and its aggregates' sort key): `YYYY-MM`."""
 
-_KEY_SHAPES = {
-    "hour": re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2})\Z"),
-    "day": re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z"),
-    "week": re.compile(r"\A(?P<year>[0-9]{4})-W(?P<week>[0-9]{2})\Z"),
-    "month": MONTH_KEY,
-    "year": re.compile(r"\A(?P<year>[0-9]{4})\Z"),
-}
+BUCKETED_PERIODS = (
+    Period(
+        "hour",
+        "YYYY-MM-DDTHH",
+        re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2})\Z"),
+        _hour_key,
+        _stepped(_hour_key, _hour_start, timedelta(hours=1)),
+        _real(_real_hour),
+    ),
+    Period(
+        "day",
+        "YYYY-MM-DD",
+        re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z"),
+        _ymd,
+        _stepped(_ymd, _day_start, timedelta(days=1)),
+        _real(_real_day),
+    ),
+    Period(
+        "week",
+        "YYYY-Www",
+        re.compile(r"\A(?P<year>[0-9]{4})-W(?P<week>[0-9]{2})\Z"),
+        _week_key,
+        _stepped(_week_key, _week_start, timedelta(weeks=1)),
+        _real(_real_week),
+    ),
+    Period("month", "YYYY-MM", MONTH_KEY, lambda moment: f"{moment.year:04d}-{moment.month:02d}", _month_before),
+    Period(
+        "year",
+        "YYYY",
+        re.compile(r"\A(?P<year>[0-9]{4})\Z"),
+        lambda moment: f"{moment.year:04d}",
+        lambda key: f"{int(key) - 1:04d}" if int(key) > 0 else None,
+    ),
+)
+"""Every period with buckets in time, shortest first: weeks are ISO 8601 weeks of the ISO week-numbering year."""
+_BY_NAME = {period.name: period for period in BUCKETED_PERIODS}
+
+PERIODS = (*_BY_NAME, ALL_TIME)
+"""What a deployment may maintain (leaderboard_periods), a board per UTC bucket; `all` is one board for all time."""
+KEY_FORMATS = {period.name: period.key_format for period in BUCKETED_PERIODS}
+BUCKET_KEY_LENGTH = {**{period.name: len(period.key_format) for period in BUCKETED_PERIODS}, ALL_TIME: len(ALL_TIME)}
+"""The length of each period's bucket keys: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
 
 
 def periods_from_text(text: str) -> tuple[str, ...]:
@@ -52,21 +173,12 @@ def utc_moment(timestamp: str) -> datetime:
 
 
 def bucket_key(moment: datetime, period: str) -> str:
-    """The UTC bucket of a period holding `moment`; weeks are ISO 8601 weeks of the ISO week-numbering year."""
-    if period == "hour":
-        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}"
-    if period == "day":
-        return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    if period == "week":
-        year, week, _ = moment.isocalendar()
-        return f"{year:04d}-W{week:02d}"
-    if period == "month":
-        return f"{moment.year:04d}-{moment.month:02d}"
-    if period == "year":
-        return f"{moment.year:04d}"
+    """The UTC bucket of a period holding `moment`."""
     if period == ALL_TIME:
         return ALL_TIME
-    raise ValueError(f"unknown period {period!r}")
+    if period not in _BY_NAME:
+        raise ValueError(f"unknown period {period!r}")
+    return _BY_NAME[period].key_of(moment)
 
 
 def month_of(timestamp: str) -> str:
@@ -80,48 +192,18 @@ def month_of(timestamp: str) -> str:
 
 def is_bucket_key(period: str, key: str) -> bool:
     """Exactly the key the aggregator writes for some moment: ASCII digits, a real date, hour and ISO week."""
-    shape = _KEY_SHAPES.get(period)
-    match = shape.match(key) if shape is not None else None
-    if match is None:
-        return False
-    if period == "month":
-        return True
-    fields = {name: int(value) for name, value in match.groupdict().items()}
-    try:
-        if period in ("hour", "day"):
-            datetime(fields["year"], fields["month"], fields["day"], fields.get("hour", 0), tzinfo=UTC)
-        elif period == "week":
-            date.fromisocalendar(fields["year"], fields["week"], 1)
-    except ValueError:
-        return False
-    return True
+    definition = _BY_NAME.get(period)
+    match = definition.shape.match(key) if definition is not None else None
+    return match is not None and definition.exists(match)
 
 
 def window_keys(period: str, key: str, last: int) -> list[str]:
     """The `last` bucket keys ending with `key`, newest first; buckets before the calendar's first are left out."""
-    if period == "year":
-        return [f"{year:04d}" for year in range(int(key), int(key) - last, -1) if year >= 0]
-    if period == "month":
-        index = int(key[:4]) * 12 + int(key[5:7]) - 1
-        return [f"{i // 12:04d}-{i % 12 + 1:02d}" for i in range(index, index - last, -1) if i >= 0]
-    start = _moment_of(period, key)
-    step = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}[period]
-    keys = []
-    for back in range(last):
-        try:
-            keys.append(bucket_key(start - back * step, period))
-        except OverflowError:
-            break
-    return keys
-
-
-def _moment_of(period: str, key: str) -> datetime:
-    """The first moment of an hour, day or week bucket."""
-    if period == "week":
-        year, week = int(key[:4]), int(key[6:8])
-        return datetime.combine(date.fromisocalendar(year, week, 1), datetime.min.time(), tzinfo=UTC)
-    hour = int(key[11:13]) if period == "hour" else 0
-    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), hour, tzinfo=UTC)
+    previous = _BY_NAME[period].previous
+    keys = [key]
+    while len(keys) < last and (before := previous(keys[-1])) is not None:
+        keys.append(before)
+    return keys[:last]
 
 
 def board_id(bucket: str, category: str | None = None) -> str:
@@ -151,4 +233,4 @@ def period_of_board(board: str) -> str | None:
         return None
     if bucket == ALL_TIME:
         return ALL_TIME
-    return next((period for period in KEY_FORMATS if is_bucket_key(period, bucket)), None)
+    return next((period.name for period in BUCKETED_PERIODS if is_bucket_key(period.name, bucket)), None)
