@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from hypothesis.errors import NoSuchExample
 
 import aggregate_store
 import aggregator
+import catch_up
+import lineage_sweep
+import shard_lineage
 import shard_progress
 import shard_reader
 from tests.stream_model import reference_design
@@ -55,6 +59,32 @@ def removed(guard: Guard) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------- the shipped aggregator
+
+
+def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: Any) -> None:
+    """Replace the function `name` in each of `modules`, which call it by that name.
+
+    GuardNotFound if one of them no longer holds it, or if another of the aggregator's modules still
+    does: the guard would stay in place there.
+    """
+    original = getattr(modules[0], name, None)
+    if original is None or any(getattr(module, name, None) is not original for module in modules):
+        raise GuardNotFound(f"not every one of {[module.__name__ for module in modules]} holds {name}")
+    folder = sys.modules["aggregator"].__file__.rsplit("/", 1)[0]
+    holders = {
+        module.__name__
+        for module in list(sys.modules.values())
+        if getattr(module, "__file__", None)
+        and module.__file__.rsplit("/", 1)[0] == folder
+        and module.__name__ != original.__module__
+        and getattr(module, name, None) is original
+    }
+    missed = holders - {module.__name__ for module in modules}
+    if missed:
+        raise GuardNotFound(f"{sorted(missed)} also call {name}: replace it there too")
+    for module in modules:
+        patch.setattr(module, name, replacement)
+
 
 WATERMARK_CLAUSES = (
     "((attribute_exists(#wm) AND #wm < :low) OR (attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
@@ -139,19 +169,19 @@ def _counts_delivered_records(patch: pytest.MonkeyPatch) -> None:
         records.sort(key=lambda record: shard_reader.pad_sequence(record["dynamodb"]["SequenceNumber"]))
         return shard_reader.ShardRead(records=records, reached_bound=True)
 
-    patch.setattr(aggregator, "process_delivery", process_delivery)
-    patch.setattr(aggregator, "read_shard", read_shard)
+    _replace(patch, "process_delivery", process_delivery, aggregator)
+    _replace(patch, "read_shard", read_shard, catch_up, lineage_sweep)
 
 
 def _checkpoint_passes_unwritten(patch: pytest.MonkeyPatch) -> None:
     """The checkpoint moves past an aggregate whose write failed (or a report that was not sent)."""
-    original = aggregator._advance
+    original = catch_up.advance
 
     def advance(deps: Any, catchup: Any, *args: Any, **kwargs: Any) -> Any:
         catchup.held_back_from = None
         return original(deps, catchup, *args, **kwargs)
 
-    patch.setattr(aggregator, "_advance", advance)
+    _replace(patch, "advance", advance, aggregator, shard_lineage)
 
 
 class _PassedProgress:
@@ -212,12 +242,12 @@ def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:
             return {"state": {}, "batchItemFailures": []}, report
         return original(delivery, *args, **kwargs)
 
-    patch.setattr(aggregator, "process_delivery", process_delivery)
+    _replace(patch, "process_delivery", process_delivery, aggregator)
 
 
 def _children_before_parents(patch: pytest.MonkeyPatch) -> None:
     """A new shard is read without first reading its ancestors to their end, or reporting those deleted unread."""
-    patch.setattr(aggregator, "_count_ancestry", lambda *arguments: None)
+    _replace(patch, "count_ancestry", lambda *arguments: None, aggregator, lineage_sweep)
 
 
 def _finals_forget_what_was_delivered(patch: pytest.MonkeyPatch) -> None:
@@ -231,7 +261,7 @@ def _gone_shards_fail_direct_invocations(patch: pytest.MonkeyPatch) -> None:
     def gone(deps: Any, delivery: Any, shard: Any, progress: Any, report: Any) -> Any:
         raise RuntimeError(f"{shard.shard_id} is gone")
 
-    patch.setattr(aggregator, "_gone", gone)
+    _replace(patch, "_gone", gone, aggregator)
 
 
 def _empty_page_ends_a_read(patch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ import aggregator
 from aggregate_store import AggregateStore
 from band_records import BandRecord, is_band_record_event, settle, verdict
 from download_records import Schema
+from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
 from tests.unit.operator_stack import REGION, MotoStack, aggregate_item, drifted_song, stored_count
 from tests.unit.test_repair_edges import (
@@ -77,7 +78,7 @@ def settled_on(stack: MotoStack, event: dict[str, Any], now: float | None = None
     return settle(
         event,
         store_of(stack).read,
-        lambda messages: aggregator.send_to_failure_queue(sqs, stack.queue_url, messages),
+        lambda messages: send_to_failure_queue(sqs, stack.queue_url, messages),
         (lambda: now) if now is not None else time.time,
     )
 
@@ -205,7 +206,7 @@ def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(
         dataclasses.replace(
             aggregator.DEPENDENCIES,
             store=store_of(stack),
-            send_failures=lambda messages: aggregator.send_to_failure_queue(sqs, stack.queue_url, messages),
+            send_failures=lambda messages: send_to_failure_queue(sqs, stack.queue_url, messages),
         ),
     )
     early = {"messageId": "early", "body": json.dumps(BandRecord("song1", MONTH, band, deadline).as_message())}

@@ -24,11 +24,12 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import aggregate_store
-import aggregator
 import delivery
 import download_records
+import failure_messages
 import query
 import shard_progress
+from aggregator_settings import Settings
 from download_records import Download, Schema, parse_record
 from leaderboard_core import index_layout
 from leaderboard_core.attributes import GUIDE_NAMES, NAME_VARIABLES, AttributeNames
@@ -181,7 +182,7 @@ def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, s
     for function in ("aggregator", "query"):
         assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
     # when each function reads its environment (any value, a malformed one included)
-    written = outcome(lambda: aggregator.Settings.from_environment(environment))
+    written = outcome(lambda: Settings.from_environment(environment))
     served = outcome(lambda: (query.boards_from_environment(environment), query.layout_from_environment(environment)))
     # then both refuse it, or the aggregator writes the boards the query function serves, where the host tools look
     if isinstance(written, Refused) or isinstance(served, Refused):
@@ -421,14 +422,16 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     )
     rejected = download_records.Rejected("Timestamp is missing", "8", {"dynamodb": {}})
     messages = {
-        "refused_record": aggregator._refused_message(aggregator._refused_contribution(key, shard, contribution, "x")),
-        "rejected_download": aggregator._rejected_message(rejected, shard),
-        "records_trimmed": aggregator._gap_message(shard, progress, str(first), None),
+        "refused_record": failure_messages.refused_message(
+            failure_messages.refused_contribution(key, shard, contribution, "x")
+        ),
+        "rejected_download": failure_messages.rejected_message(rejected, shard),
+        "records_trimmed": failure_messages.gap_message(shard, progress, str(first), None),
     }
     # when recover reads them
     read = {
         kind: recover.classify(
-            {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
+            {"Body": failure_messages.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
             _deployment(),
         )
         for kind, message in messages.items()

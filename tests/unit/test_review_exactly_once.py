@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 import aggregator
 import shard_reader
 from aggregate_store import AggregateStore, Contribution
-from aggregator import PER_WINDOW, AggregatesNotWritten
+from aggregator import AggregatesNotWritten
+from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import RECOUNTED_THROUGH, pad_sequence

@@ -299,7 +299,7 @@ class ManyShards:
 def test_review2_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start(
     stack: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`_shard_facts` stops after DESCRIBE_PAGES = 100 pages (10,000 shards) and falls back to ShardFacts(None, None).
+    """`shard_facts` stops after DESCRIBE_PAGES = 100 pages (10,000 shards) and falls back to ShardFacts(None, None).
 
     The shard is then read from TRIM_HORIZON, which "Start[s] reading at the last (untrimmed) stream
     record": review 1's F3 again, on a stream with more than 10,000 shards, and the shard's parent

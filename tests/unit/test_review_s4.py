@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 import aggregator
 from delivery import ShardRef
 from shard_reader import EMPTY_PAGES_AT_THE_TIP
+from stream_description import shard_facts
 from tests.unit.conftest import count_of
 from tests.unit.test_aggregator_handler import Deployed
 from tests.unit.test_review_exactly_once import TrimmedStream, client_error, use_streams
@@ -220,7 +221,7 @@ def test_s4r3_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_f
     # given an instance that described the stream at T, for another shard's first sight, while this shard was empty
     listing = NoStartingSequence(stack.streams)
     use_streams(monkeypatch, listing)
-    aggregator._shard_facts(aggregator.DEPENDENCIES, ShardRef(stack.stream_arn, "shardId-other"))
+    shard_facts(aggregator.DEPENDENCIES, ShardRef(stack.stream_arn, "shardId-other"))
     assert aggregator.DEPENDENCIES.shards[stack.shard_id].first_sequence is None
     # and ten downloads written just after T, whose first sight (T+3h, same instance) cannot read the shard
     listing.hidden = False
