@@ -145,7 +145,7 @@ class AggregateStore:
         self._summed = schema.amount is not None
 
     def _key(self, key: AggregateKey) -> dict[str, Any]:
-        return {self._schema.entity: {"S": key.entity_id}, self._schema.sort_key: {"S": key.period}}
+        return {self._schema.entity: {"S": key.entity_id}, self._schema.sort_key: {"S": key.board}}
 
     def _read(self, key: AggregateKey) -> dict[str, Any]:
         return self._client.get_item(TableName=self._table, Key=self._key(key), ConsistentRead=True).get("Item") or {}
@@ -199,7 +199,7 @@ class AggregateStore:
             outcome.added += len(remaining)
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
-            outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
+            outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -320,7 +320,7 @@ class AggregateStore:
         never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
         values: dict[str, Any] = {
             ":addition": {"N": _number_text(addition)},
-            ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
+            ":partition": {"S": leaderboard_partition(key.board, key.entity_id, self._shards)},
             ":entry": {"S": watermark_value(highest.sequence, highest.created or int(self._clock()), shard)},
         }
         item = known.item if known is not None else None

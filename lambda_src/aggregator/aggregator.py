@@ -273,7 +273,7 @@ def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:
     for record in settled.expired:
         logger.error(
             "a repair's band outlived its deadline: its repair did not close it; reported for recover",
-            extra={"entity_id": record.entity_id, "period": record.period, "band": record.band},
+            extra={"entity_id": record.entity_id, "board": record.board, "band": record.band},
         )
     for message_id, why in settled.malformed:
         logger.error("band record not understood; reported", extra={"message_id": message_id, "reason": why})

@@ -33,7 +33,7 @@ def is_band_record_event(event: Any) -> bool:
 @dataclass(frozen=True)
 class BandRecord:
     entity_id: str
-    period: str
+    board: str
     band: str
     deadline: int
 
@@ -57,7 +57,7 @@ class BandRecord:
         return {
             "kind": BAND_RECORD_KIND,
             "entityId": self.entity_id,
-            "period": self.period,
+            "period": self.board,
             "band": self.band,
             "deadline": self.deadline,
         }
@@ -112,7 +112,7 @@ def settle(
                 settled.retry.append(message_id)
             continue
         try:
-            state = verdict(record, read_aggregate(AggregateKey(record.entity_id, record.period)), now())
+            state = verdict(record, read_aggregate(AggregateKey(record.entity_id, record.board)), now())
         except Exception as error:  # a failed read: the record comes back, nothing is decided on it
             settled.retry.append(message_id)
             if now() > record.deadline + CLOCK_MARGIN_SECONDS:

@@ -37,7 +37,7 @@ class BatchReport:
     """An ancestor shard deleted from the stream before it was read: reported as trimmed records."""
     downloads: int = 0
     distinct_aggregates: int = 0
-    """(entity, period) pairs among the downloads read: the fewest writes that could count them."""
+    """(entity, board) pairs among the downloads read: the fewest writes that could count them."""
     added: int = 0
     already_applied: int = 0
     held: int = 0
@@ -126,7 +126,7 @@ def publish(report: BatchReport, started: float, succeeded: bool) -> None:
     for key, reason in report.failed_keys:
         logger.warning(
             "aggregate update failed; the checkpoint waits for it",
-            extra={"entity_id": key.entity_id, "period": key.period, "error": reason},
+            extra={"entity_id": key.entity_id, "board": key.board, "error": reason},
         )
     for aggregate, labels in report.previous_streams.items():
         logger.warning(

@@ -165,7 +165,7 @@ def _write_all(
             partition = outcome.index_partition
             report.index_partition_writes[partition] = report.index_partition_writes.get(partition, 0) + 1
         if outcome.previous_stream_labels:
-            report.previous_streams[f"{key.entity_id}|{key.period}"] = outcome.previous_stream_labels
+            report.previous_streams[f"{key.entity_id}|{key.board}"] = outcome.previous_stream_labels
         refused += [refused_contribution(key, shard, contribution, why) for contribution, why in outcome.refused]
     return unwritten, refused
 

@@ -43,7 +43,7 @@ def refused_contribution(key: AggregateKey, shard: ShardRef, contribution: Contr
     return Refused(
         reason,
         contribution.sequence.lstrip("0") or "0",
-        {"entityId": key.entity_id, "period": key.period, "created": contribution.created},
+        {"entityId": key.entity_id, "period": key.board, "created": contribution.created},
         shard.shard_id,
         shard.stream_arn,
     )

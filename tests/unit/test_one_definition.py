@@ -394,7 +394,7 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
     record = {"eventName": event_name, "dynamodb": stream}
     # when the aggregator parses it and the recount files it
     parsed = parse_record(record, Schema())
-    counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
+    counted = (parsed.key.entity_id, parsed.key.board) if isinstance(parsed, Download) else None
     # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
     assert reconcile.download_aggregate(record, GUIDE_NAMES) == counted
 
@@ -438,7 +438,7 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     }
     # then it knows each kind, the refused record's aggregate, and whether the gap lost anything
     assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
-    assert read["refused_record"].aggregates == {key.period: {entity}}
+    assert read["refused_record"].aggregates == {key.board: {entity}}
     assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
 
 
