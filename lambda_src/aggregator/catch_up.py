@@ -7,7 +7,8 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from aggregate_store import ApplyOutcome, Contribution, WatermarkContention
+from aggregate_store import ApplyOutcome, WatermarkContention
+from aggregate_writes import Contribution
 from aggregator_settings import Settings
 from batch_report import BatchReport
 from delivery import Refused, ShardRef

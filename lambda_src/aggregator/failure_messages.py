@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from aggregate_store import Contribution
+from aggregate_writes import Contribution
 from delivery import Refused, ShardRef
 from download_records import AggregateKey, Rejected
 from shard_progress import Progress

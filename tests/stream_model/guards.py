@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
 import aggregate_store
+import aggregate_writes
 import aggregator
 import catch_up
 import lineage_sweep
@@ -62,7 +63,7 @@ def removed(guard: Guard) -> Iterator[None]:
 
 
 def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: Any) -> None:
-    """Replace the function `name` in each of `modules`, which call it by that name.
+    """Replace `name` in each of `modules`, which look it up by that name.
 
     GuardNotFound if one of them no longer holds it, or if another of the aggregator's modules still
     does: the guard would stay in place there.
@@ -81,7 +82,7 @@ def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: A
     }
     missed = holders - {module.__name__ for module in modules}
     if missed:
-        raise GuardNotFound(f"{sorted(missed)} also call {name}: replace it there too")
+        raise GuardNotFound(f"{sorted(missed)} also look up {name}: replace it there too")
     for module in modules:
         patch.setattr(module, name, replacement)
 
@@ -93,13 +94,13 @@ WATERMARK_CLAUSES = (
     "#wm = :expected",
     "attribute_not_exists(#wm)",
 )
-"""The watermark clauses AggregateStore._update_parameters opens its condition with (the longest first)."""
+"""The watermark clauses AggregateWrites.update opens its condition with (the longest first)."""
 TAUTOLOGY = "(attribute_exists(#count) OR attribute_not_exists(#count))"
 
 
 def _without_watermark_condition(patch: pytest.MonkeyPatch) -> None:
     """Every aggregate write adds all its records, whatever the watermark says."""
-    original = aggregate_store.AggregateStore._update_parameters
+    original = aggregate_writes.AggregateWrites.update
 
     def update_parameters(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         parameters = original(self, *args, **kwargs)
@@ -114,7 +115,7 @@ def _without_watermark_condition(patch: pytest.MonkeyPatch) -> None:
     def not_yet_counted(self: Any, known: Any, shard: Any, remaining: list[Any], outcome: Any) -> list[Any]:
         return list(remaining)
 
-    patch.setattr(aggregate_store.AggregateStore, "_update_parameters", update_parameters)
+    patch.setattr(aggregate_writes.AggregateWrites, "update", update_parameters)
     patch.setattr(aggregate_store.AggregateStore, "_not_yet_counted", not_yet_counted)
 
 
@@ -228,7 +229,7 @@ def _no_proof_after_pruning(patch: pytest.MonkeyPatch) -> None:
 
 def _no_recount_fence(patch: pytest.MonkeyPatch) -> None:
     """Records created before a repair's RecountedThrough are counted again."""
-    patch.setattr(aggregate_store, "RECOUNTED_THROUGH", "RecountedThroughIgnored")
+    _replace(patch, "RECOUNTED_THROUGH", "RecountedThroughIgnored", aggregate_store, aggregate_writes)
 
 
 def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 
 import boto3
 
-from aggregate_store import AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.attributes import AttributeNames

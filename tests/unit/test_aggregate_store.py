@@ -8,9 +8,8 @@ from aggregate_store import (
     RECOUNTED_THROUGH,
     WATERMARKS_PRUNED,
     AggregateStore,
-    Contribution,
-    watermark_value,
 )
+from aggregate_writes import Contribution, watermark_value
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import pad_sequence

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-import aggregate_store
+import aggregate_writes
 import delivery
 import download_records
 import failure_messages
@@ -415,7 +415,7 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     # given the messages the aggregator puts in the failure queue: a refused record, a rejected download, a gap
     shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
     key = download_records.AggregateKey(entity, bucket_key(moment, "month"))
-    contribution = aggregate_store.Contribution(pad_sequence("7"), None)
+    contribution = aggregate_writes.Contribution(pad_sequence("7"), None)
     progress = shard_progress.Progress(
         checkpoint=None if checkpoint is None else pad_sequence(str(checkpoint)),
         checkpoint_sequence=None if checkpoint is None else str(checkpoint),

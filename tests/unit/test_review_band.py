@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 import pytest
 
-from aggregate_store import watermark_value
+from aggregate_writes import watermark_value
 from delivery import ShardRef
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients

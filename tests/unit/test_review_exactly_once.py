@@ -15,7 +15,8 @@ from botocore.exceptions import ClientError
 
 import aggregator
 import shard_reader
-from aggregate_store import AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
 from delivery import ShardRef

@@ -20,9 +20,9 @@ from aggregate_store import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
     AggregateStore,
-    Contribution,
     WatermarkContention,
 )
+from aggregate_writes import Contribution
 from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from download_records import AggregateKey, Schema

@@ -13,7 +13,8 @@ from typing import Any
 
 import boto3
 
-from aggregate_store import AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Download, Rejected, Schema, parse_record
 from leaderboard_core.bookkeeping import pad_sequence

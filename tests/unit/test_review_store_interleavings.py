@@ -16,7 +16,8 @@ import boto3
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from aggregate_store import AggregateStore, Contribution, WatermarkContention
+from aggregate_store import AggregateStore, WatermarkContention
+from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import pad_sequence
