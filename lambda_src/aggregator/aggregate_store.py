@@ -34,7 +34,8 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED_UNDER,
 )
 from leaderboard_core.index_layout import leaderboard_partition
-from shard_progress import ProgressStore, genesis_of, progress_of_item
+from progress_item import genesis_of, progress_of_item
+from shard_progress import ProgressStore
 
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""

@@ -34,8 +34,9 @@ from download_records import Ignored, Schema, parse_record
 from failure_messages import gap_message, refused_message, send_to_failure_queue
 from leaderboard_core.bookkeeping import pad_sequence
 from lineage_sweep import LineageSweepUnreported, is_lineage_sweep_event, sweep_lineages, sweep_lineages_on_schedule
+from progress_item import Progress
 from shard_lineage import count_ancestry
-from shard_progress import Progress, ProgressStore
+from shard_progress import ProgressStore
 from shard_reader import ShardRead
 from stream_description import shard_facts
 from telemetry import logger, metrics

@@ -16,7 +16,7 @@ from dependencies import Dependencies
 from download_records import AggregateKey, Download, Rejected, parse_record
 from failure_messages import gap_message, refused_contribution, refused_message, rejected_message
 from leaderboard_core.bookkeeping import pad_sequence
-from shard_progress import Progress
+from progress_item import Progress
 from shard_reader import ShardRead, read_shard
 from telemetry import logger
 

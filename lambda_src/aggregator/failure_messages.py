@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from aggregate_writes import Contribution
 from delivery import Refused, ShardRef
 from download_records import AggregateKey, Rejected
-from shard_progress import Progress
+from progress_item import Progress
 from telemetry import logger
 
 

@@ -13,8 +13,8 @@ from batch_report import BatchReport
 from catch_up import reading_budget
 from delivery import ShardRef
 from dependencies import Dependencies
+from progress_item import Progress
 from shard_lineage import count_ancestry, drain
-from shard_progress import Progress
 from shard_reader import read_shard
 from stream_description import ShardFacts, listed_shards
 from telemetry import logger

@@ -12,7 +12,7 @@ from catch_up import GONE, advance, catch_up
 from delivery import ShardRef
 from dependencies import Dependencies
 from failure_messages import gap_message, lost_ancestor_message
-from shard_progress import Progress
+from progress_item import Progress
 from stream_description import GONE_FACTS, ShardFacts, shard_facts
 from telemetry import logger
 

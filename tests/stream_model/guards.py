@@ -27,6 +27,7 @@ import aggregate_writes
 import aggregator
 import catch_up
 import lineage_sweep
+import progress_item
 import shard_lineage
 import shard_progress
 import shard_reader
@@ -192,8 +193,8 @@ class _PassedProgress:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._progress, name)
 
-    def lower_bound(self, shard: Any) -> shard_progress.Progress:
-        return shard_progress.Progress(checkpoint="9" * 40, ended=True, exists=True)
+    def lower_bound(self, shard: Any) -> progress_item.Progress:
+        return progress_item.Progress(checkpoint="9" * 40, ended=True, exists=True)
 
 
 def _prunes_ahead_of_the_checkpoint(patch: pytest.MonkeyPatch) -> None:

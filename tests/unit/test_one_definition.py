@@ -27,6 +27,7 @@ import aggregate_writes
 import delivery
 import download_records
 import failure_messages
+import progress_item
 import query
 import shard_progress
 from aggregator_settings import Settings
@@ -294,7 +295,7 @@ def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
     # then they read the aggregator's item of that shard, and start where the aggregator's next read starts
     shard = delivery.ShardRef(stream_arn, shard_id)
     assert asked == [shard_progress.ProgressStore(None, "progress").key(shard)]
-    written = shard_progress.progress_of_item(item)
+    written = progress_item.progress_of_item(item)
 
     def numbers(start: tuple[str | None, str | None]) -> tuple[int | None, ...]:
         return tuple(None if sequence is None else int(sequence) for sequence in start)
@@ -416,7 +417,7 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
     key = download_records.AggregateKey(entity, bucket_key(moment, "month"))
     contribution = aggregate_writes.Contribution(pad_sequence("7"), None)
-    progress = shard_progress.Progress(
+    progress = progress_item.Progress(
         checkpoint=None if checkpoint is None else pad_sequence(str(checkpoint)),
         checkpoint_sequence=None if checkpoint is None else str(checkpoint),
     )
