@@ -35,7 +35,7 @@ def refused_message(item: Refused) -> dict[str, Any]:
         "record": item.record,
     }
     if isinstance(item.record, dict) and "entityId" in item.record:
-        message["entityId"], message["period"] = item.record["entityId"], item.record.get("period")
+        message["entityId"], message["board"] = item.record["entityId"], item.record.get("board")
     return message
 
 
@@ -43,7 +43,7 @@ def refused_contribution(key: AggregateKey, shard: ShardRef, contribution: Contr
     return Refused(
         reason,
         contribution.sequence.lstrip("0") or "0",
-        {"entityId": key.entity_id, "period": key.board, "created": contribution.created},
+        {"entityId": key.entity_id, "board": key.board, "created": contribution.created},
         shard.shard_id,
         shard.stream_arn,
     )

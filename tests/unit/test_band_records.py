@@ -174,6 +174,15 @@ def test_a_band_record_whose_report_the_failure_queue_refuses_goes_back_to_the_q
     assert (settled.expired, settled.retry) == ([], ["m1"])
 
 
+def test_a_band_record_an_older_repair_wrote_with_period_is_read_as_its_board() -> None:
+    # given a band record naming its board `period`, as repairs wrote it before `board`
+    body = {"kind": "recount_band", "entityId": "song1", "period": MONTH, "band": "token|1000", "deadline": 1000}
+    # when the aggregator parses it, then it is the record of that board, and written again it says `board`
+    record = BandRecord.parse(json.dumps(body))
+    assert record == BandRecord("song1", MONTH, "token|1000", 1000)
+    assert record.as_message() == {**{key: value for key, value in body.items() if key != "period"}, "board": MONTH}
+
+
 def test_only_sqs_events_are_band_record_events() -> None:
     assert is_band_record_event({"Records": [{"eventSource": "aws:sqs", "body": "{}"}]})
     assert not is_band_record_event({"Records": [{"eventSource": "aws:dynamodb"}]})
