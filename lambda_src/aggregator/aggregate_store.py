@@ -12,15 +12,15 @@ against that checkpoint in a transaction. See docs/exactly-once.md.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from aggregate_writes import MAX_HELD, AggregateWrites, Contribution, number
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import (
@@ -33,12 +33,10 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
-from shard_progress import ProgressStore, genesis_of, progress_of_item
+from leaderboard_core.index_layout import leaderboard_partition
+from progress_item import genesis_of, progress_of_item
+from shard_progress import ProgressStore
 
-MAX_HELD = 4000
-"""About 23 bytes each: the item stays under about 92 KB while a band is open (every write of it then costs that many
-write units, for the minute or two a band lasts); a song with more records by the fence than this gets refusals."""
 MAX_CONDITION_ROUNDS = 8
 """A round is lost only when another writer moved the watermark in between; more than a few means something is wrong."""
 PRUNE_IDLE_SECONDS = 3600
@@ -54,18 +52,6 @@ class WatermarkContention(Exception):
 
 class CorruptWatermark(Exception):
     """A watermark attribute is not "<40 digits>|<second>|<label>|<shard>": counting on would guess."""
-
-
-@dataclass(frozen=True)
-class Contribution:
-    """One download's part in an aggregate: its place in the shard and what it adds."""
-
-    sequence: str
-    """Zero-padded to SEQUENCE_WIDTH."""
-    created: int | None
-    amount: int | Decimal = 1
-    download_id: str | None = None
-    """Which download of the song it is: what a repair's band holds it by."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +75,6 @@ class Watermark:
         ):
             raise CorruptWatermark(f"{name} is {value!r}, not '<40 digits>|<second>|<stream label>|<shard id>'")
         return cls(parts[0], int(parts[1]), parts[2], parts[3] if len(parts) == 4 and parts[3] else None, text)
-
-
-def watermark_value(sequence: str, created: int, shard: ShardRef) -> str:
-    """Sequence first: a string comparison with a bare padded sequence number then compares the sequences."""
-    return f"{sequence}|{created}|{shard.stream_label}|{shard.shard_id}"
 
 
 @dataclass
@@ -138,17 +119,14 @@ class AggregateStore:
     ) -> None:
         self._client = client
         self._table = table_name
-        self._schema = schema
         self._progress = progress
         self._clock = clock
         self._shards = leaderboard_shards
-        self._summed = schema.amount is not None
-
-    def _key(self, key: AggregateKey) -> dict[str, Any]:
-        return {self._schema.entity: {"S": key.entity_id}, self._schema.sort_key: {"S": key.period}}
+        self._writes = AggregateWrites(table_name, schema, leaderboard_shards, clock)
 
     def _read(self, key: AggregateKey) -> dict[str, Any]:
-        return self._client.get_item(TableName=self._table, Key=self._key(key), ConsistentRead=True).get("Item") or {}
+        item_key = self._writes.item_key(key)
+        return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item") or {}
 
     def read(self, key: AggregateKey) -> dict[str, Any]:
         """The aggregate as it is now (a strongly consistent read); empty when there is none."""
@@ -199,7 +177,7 @@ class AggregateStore:
             outcome.added += len(remaining)
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
-            outcome.index_partition = leaderboard_partition(key.period, key.entity_id, self._shards)
+            outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -246,7 +224,7 @@ class AggregateStore:
             above = [c for c in remaining if c.sequence > floor]
             outcome.already_applied += len(remaining) - len(above)
             remaining = above
-        fence = _number(known.item.get(RECOUNTED_THROUGH))
+        fence = number(known.item.get(RECOUNTED_THROUGH))
         if fence is None:
             return remaining, []
         fenced = [c for c in remaining if c.created is None or c.created <= fence]
@@ -286,92 +264,6 @@ class AggregateStore:
             or {}
         )
 
-    def _update_parameters(
-        self,
-        key: AggregateKey,
-        shard: ShardRef,
-        contributions: list[Contribution],
-        known: _Known | None,
-        held: list[Contribution] | None = None,
-    ) -> dict[str, Any]:
-        """One conditional update: count, watermark, index partition and order change together or not at all.
-
-        The order moves with the count (ADD-like arithmetic on it), so no read is needed. An
-        aggregate written before the order existed has a count but no order: once the item is
-        known, its order is set outright from that count, on the condition that the count holds.
-        Held records move the watermark and join the band's set, on the condition that the band is
-        still the one read and has room for them.
-        """
-        held = held or []
-        addition = sum((contribution.amount for contribution in contributions), Decimal(0))
-        highest = max([*contributions, *held], key=lambda c: c.sequence)
-        created = [c.created for c in contributions]
-        names = {
-            "#count": self._schema.count,
-            "#period": self._schema.period,
-            "#order": self._schema.order,
-            "#wm": shard.watermark_name,
-            "#pruned": WATERMARKS_PRUNED,
-            "#fence": RECOUNTED_THROUGH,
-            "#applied": APPLIED_SEQUENCE,
-            "#band": RECOUNT_BAND,
-            "#held": RECOUNT_HELD,
-        }
-        never_pruned = "attribute_not_exists(#pruned) AND attribute_not_exists(#applied)"
-        values: dict[str, Any] = {
-            ":addition": {"N": _number_text(addition)},
-            ":partition": {"S": leaderboard_partition(key.period, key.entity_id, self._shards)},
-            ":entry": {"S": watermark_value(highest.sequence, highest.created or int(self._clock()), shard)},
-        }
-        item = known.item if known is not None else None
-        if item is None:
-            watermark = f"((attribute_exists(#wm) AND #wm < :low) OR (attribute_not_exists(#wm) AND {never_pruned}))"
-            values[":low"] = {"S": contributions[0].sequence}
-            fence = "(attribute_not_exists(#fence) OR #fence < :earliest)"
-            values[":earliest"] = {"N": str(min(0 if c is None else c for c in created))}
-        else:
-            if shard.watermark_name in item:
-                watermark = "#wm = :expected"
-                values[":expected"] = item[shard.watermark_name]
-            elif self._needs_proof(known, shard):
-                watermark = "attribute_not_exists(#wm)"
-            else:
-                # Release 0.1.0's AppliedSequence, if any, was applied as read: nothing writes it any more.
-                watermark = "attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
-            if RECOUNTED_THROUGH in item:
-                fence = "#fence = :fence"
-                values[":fence"] = item[RECOUNTED_THROUGH]
-            else:
-                fence = "attribute_not_exists(#fence)"
-            if held:
-                ids = sorted({c.download_id for c in held if c.download_id is not None})
-                already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
-                fence += " AND #band = :band AND (attribute_not_exists(#held) OR size(#held) <= :room)"
-                values[":band"] = item[RECOUNT_BAND]
-                values[":held"] = {"SS": ids}
-                values[":room"] = {"N": str(MAX_HELD - len(set(ids) - already))}
-        known_count = _number(item.get(self._schema.count)) if item is not None else None
-        if item is not None and known_count is not None and self._schema.order not in item:
-            order_expression = "#order = :order"
-            order_condition = "#count = :count AND attribute_not_exists(#order)"
-            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
-            values[":count"] = {"N": _number_text(known_count)}
-        else:
-            order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
-            order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
-            values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
-            values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
-        additions = "#count :addition, #held :held" if held else "#count :addition"
-        update = f"ADD {additions} SET #period = :partition, {order_expression}, #wm = :entry"
-        condition = f"{watermark} AND {fence} AND {order_condition}"
-        return {
-            "TableName": self._table,
-            "Key": self._key(key),
-            "UpdateExpression": update,
-            "ConditionExpression": condition,
-            **_used_placeholders(names, values, update, condition),
-        }
-
     def _write(
         self,
         key: AggregateKey,
@@ -380,7 +272,9 @@ class AggregateStore:
         known: _Known | None,
         held: list[Contribution] | None = None,
     ) -> dict[str, Any]:
-        parameters = self._update_parameters(key, shard, contributions, known, held)
+        item = known.item if known is not None else None
+        proof_needed = known is not None and self._needs_proof(known, shard)
+        parameters = self._writes.update(key, shard, contributions, item, proof_needed, held)
         response = self._client.update_item(
             **parameters, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
         )
@@ -399,7 +293,7 @@ class AggregateStore:
         Pruning happens only once the checkpoint has passed a watermark, and every count sets one;
         so with no watermark, what is counted of this shard is exactly what the checkpoint covers.
         """
-        update = self._update_parameters(key, shard, contributions, known, held)
+        update = self._writes.update(key, shard, contributions, known.item, self._needs_proof(known, shard), held)
         update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         check = self._progress.condition_check(
             shard,
@@ -459,41 +353,14 @@ class AggregateStore:
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
         """Remove watermarks the checkpoint has passed, only if they are still what was read."""
-        names = {"#count": self._schema.count, "#pruned": WATERMARKS_PRUNED, "#under": WATERMARKS_PRUNED_UNDER}
-        values: dict[str, Any] = {":removed": {"N": str(len(stale))}, ":genesis": {"S": self._progress.genesis()}}
-        # Watermarks pruned under one progress table only: checkpoints of a recreated one vouch for none of them.
-        conditions_genesis = "(attribute_not_exists(#under) OR #under = :genesis)"
-        conditions = ["attribute_exists(#count)", conditions_genesis]
-        removals = []
-        for index, (name, watermark) in enumerate(sorted(stale.items())):
-            names[f"#s{index}"] = name
-            values[f":s{index}"] = {"S": watermark.raw}
-            conditions.append(f"#s{index} = :s{index}")
-            removals.append(f"#s{index}")
+        raws = {name: watermark.raw for name, watermark in stale.items()}
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=self._key(key),
-                UpdateExpression=f"REMOVE {', '.join(removals)} ADD #pruned :removed SET #under = :genesis",
-                ConditionExpression=" AND ".join(conditions),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
+            self._client.update_item(**self._writes.prune(key, raws, self._progress.genesis()))
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
             return False
         return True
-
-
-def _used_placeholders(names: dict[str, str], values: dict[str, Any], *expressions: str) -> dict[str, Any]:
-    """Only the placeholders the expressions use: DynamoDB refuses a request that defines one it does not use."""
-    text = " ".join(expressions)
-    used = set(re.findall(r"[#:][A-Za-z0-9_]+", text))
-    return {
-        "ExpressionAttributeNames": {name: value for name, value in names.items() if name in used},
-        "ExpressionAttributeValues": {name: value for name, value in values.items() if name in used},
-    }
 
 
 def _refused_outright(error: ClientError) -> bool:
@@ -518,19 +385,3 @@ def _band_deadline(value: Any) -> int | None:
     text = value.get("S") if isinstance(value, dict) else None
     parts = text.split("|") if isinstance(text, str) else []
     return int(parts[1]) if len(parts) == 2 and parts[0] and parts[1].isdigit() else None
-
-
-def _number(value: Any) -> Decimal | None:
-    if isinstance(value, dict) and isinstance(value.get("N"), str):
-        try:
-            number = Decimal(value["N"])
-        except InvalidOperation:
-            return None
-        return number if number.is_finite() else None
-    return None
-
-
-def _number_text(value: Decimal | int) -> str:
-    """As DynamoDB takes a number: no exponent, so 10^26-scaled orders stay exact integers."""
-    number = Decimal(value)
-    return str(int(number)) if number == number.to_integral_value() else format(number.normalize(), "f")

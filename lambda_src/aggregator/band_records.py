@@ -33,31 +33,34 @@ def is_band_record_event(event: Any) -> bool:
 @dataclass(frozen=True)
 class BandRecord:
     entity_id: str
-    period: str
+    board: str
     band: str
     deadline: int
 
     @classmethod
     def parse(cls, body: str) -> BandRecord:
-        """The record a repair sent; ValueError, saying what is wrong, for anything else."""
+        """The record a repair sent; ValueError, saying what is wrong, for anything else.
+
+        A record sent before band records named their board `board` names it `period`: read as well."""
         try:
             data = json.loads(body)
         except ValueError as error:
             raise ValueError(f"not JSON: {error}") from error
         if not isinstance(data, dict) or data.get("kind") != BAND_RECORD_KIND:
             raise ValueError(f"not a {BAND_RECORD_KIND} record")
-        entity, period, band, deadline = (data.get(key) for key in ("entityId", "period", "band", "deadline"))
-        if not (isinstance(entity, str) and isinstance(period, str) and isinstance(band, str)):
-            raise ValueError("entityId, period and band must be strings")
+        entity, band, deadline = (data.get(key) for key in ("entityId", "band", "deadline"))
+        board = data.get("board", data.get("period"))
+        if not (isinstance(entity, str) and isinstance(board, str) and isinstance(band, str)):
+            raise ValueError("entityId, board and band must be strings")
         if not isinstance(deadline, int) or isinstance(deadline, bool):
             raise ValueError("deadline must be an integer (epoch seconds)")
-        return cls(entity, period, band, deadline)
+        return cls(entity, board, band, deadline)
 
     def as_message(self) -> dict[str, Any]:
         return {
             "kind": BAND_RECORD_KIND,
             "entityId": self.entity_id,
-            "period": self.period,
+            "board": self.board,
             "band": self.band,
             "deadline": self.deadline,
         }
@@ -112,7 +115,7 @@ def settle(
                 settled.retry.append(message_id)
             continue
         try:
-            state = verdict(record, read_aggregate(AggregateKey(record.entity_id, record.period)), now())
+            state = verdict(record, read_aggregate(AggregateKey(record.entity_id, record.board)), now())
         except Exception as error:  # a failed read: the record comes back, nothing is decided on it
             settled.retry.append(message_id)
             if now() > record.deadline + CLOCK_MARGIN_SECONDS:

@@ -36,7 +36,8 @@ class Schema(AttributeNames):
 @dataclass(frozen=True)
 class AggregateKey:
     entity_id: str
-    period: str
+    board: str
+    """The board id: `2018-01`, or `2018-01@rock` for a category's board."""
 
 
 @dataclass(frozen=True)

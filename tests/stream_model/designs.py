@@ -12,10 +12,13 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 import aggregator
+import lineage_sweep
 from aggregate_store import AggregateStore
-from aggregator import PER_BATCH, Dependencies, Settings, send_to_failure_queue
+from aggregator_settings import PER_BATCH, Settings
 from delivery import parse_delivery
+from dependencies import Dependencies
 from download_records import Schema
+from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 from tests.stream_model.histories import BOARDS
@@ -83,8 +86,8 @@ class ShardWatermarkDesign(Design):
         )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        if aggregator.is_lineage_sweep_event(event):
-            response, _report = aggregator.sweep_lineages_on_schedule(
+        if lineage_sweep.is_lineage_sweep_event(event):
+            response, _report = lineage_sweep.sweep_lineages_on_schedule(
                 event, self.dependencies, self.settings, remaining_ms
             )
             return response

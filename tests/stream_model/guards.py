@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
 import aggregate_store
+import aggregate_writes
 import aggregator
+import catch_up
+import lineage_sweep
+import progress_item
+import shard_lineage
 import shard_progress
 import shard_reader
 from tests.stream_model import reference_design
@@ -56,6 +62,32 @@ def removed(guard: Guard) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------------------------- the shipped aggregator
 
+
+def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: Any) -> None:
+    """Replace `name` in each of `modules`, which look it up by that name.
+
+    GuardNotFound if one of them no longer holds it, or if another of the aggregator's modules still
+    does: the guard would stay in place there.
+    """
+    original = getattr(modules[0], name, None)
+    if original is None or any(getattr(module, name, None) is not original for module in modules):
+        raise GuardNotFound(f"not every one of {[module.__name__ for module in modules]} holds {name}")
+    folder = sys.modules["aggregator"].__file__.rsplit("/", 1)[0]
+    holders = {
+        module.__name__
+        for module in list(sys.modules.values())
+        if getattr(module, "__file__", None)
+        and module.__file__.rsplit("/", 1)[0] == folder
+        and module.__name__ != original.__module__
+        and getattr(module, name, None) is original
+    }
+    missed = holders - {module.__name__ for module in modules}
+    if missed:
+        raise GuardNotFound(f"{sorted(missed)} also look up {name}: replace it there too")
+    for module in modules:
+        patch.setattr(module, name, replacement)
+
+
 WATERMARK_CLAUSES = (
     "((attribute_exists(#wm) AND #wm < :low) OR (attribute_not_exists(#wm) AND attribute_not_exists(#pruned)"
     " AND attribute_not_exists(#applied)))",
@@ -63,13 +95,13 @@ WATERMARK_CLAUSES = (
     "#wm = :expected",
     "attribute_not_exists(#wm)",
 )
-"""The watermark clauses AggregateStore._update_parameters opens its condition with (the longest first)."""
+"""The watermark clauses AggregateWrites.update opens its condition with (the longest first)."""
 TAUTOLOGY = "(attribute_exists(#count) OR attribute_not_exists(#count))"
 
 
 def _without_watermark_condition(patch: pytest.MonkeyPatch) -> None:
     """Every aggregate write adds all its records, whatever the watermark says."""
-    original = aggregate_store.AggregateStore._update_parameters
+    original = aggregate_writes.AggregateWrites.update
 
     def update_parameters(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         parameters = original(self, *args, **kwargs)
@@ -84,7 +116,7 @@ def _without_watermark_condition(patch: pytest.MonkeyPatch) -> None:
     def not_yet_counted(self: Any, known: Any, shard: Any, remaining: list[Any], outcome: Any) -> list[Any]:
         return list(remaining)
 
-    patch.setattr(aggregate_store.AggregateStore, "_update_parameters", update_parameters)
+    patch.setattr(aggregate_writes.AggregateWrites, "update", update_parameters)
     patch.setattr(aggregate_store.AggregateStore, "_not_yet_counted", not_yet_counted)
 
 
@@ -139,19 +171,19 @@ def _counts_delivered_records(patch: pytest.MonkeyPatch) -> None:
         records.sort(key=lambda record: shard_reader.pad_sequence(record["dynamodb"]["SequenceNumber"]))
         return shard_reader.ShardRead(records=records, reached_bound=True)
 
-    patch.setattr(aggregator, "process_delivery", process_delivery)
-    patch.setattr(aggregator, "read_shard", read_shard)
+    _replace(patch, "process_delivery", process_delivery, aggregator)
+    _replace(patch, "read_shard", read_shard, catch_up, lineage_sweep)
 
 
 def _checkpoint_passes_unwritten(patch: pytest.MonkeyPatch) -> None:
     """The checkpoint moves past an aggregate whose write failed (or a report that was not sent)."""
-    original = aggregator._advance
+    original = catch_up.advance
 
     def advance(deps: Any, catchup: Any, *args: Any, **kwargs: Any) -> Any:
         catchup.held_back_from = None
         return original(deps, catchup, *args, **kwargs)
 
-    patch.setattr(aggregator, "_advance", advance)
+    _replace(patch, "advance", advance, aggregator, shard_lineage)
 
 
 class _PassedProgress:
@@ -161,8 +193,8 @@ class _PassedProgress:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._progress, name)
 
-    def lower_bound(self, shard: Any) -> shard_progress.Progress:
-        return shard_progress.Progress(checkpoint="9" * 40, ended=True, exists=True)
+    def lower_bound(self, shard: Any) -> progress_item.Progress:
+        return progress_item.Progress(checkpoint="9" * 40, ended=True, exists=True)
 
 
 def _prunes_ahead_of_the_checkpoint(patch: pytest.MonkeyPatch) -> None:
@@ -198,7 +230,7 @@ def _no_proof_after_pruning(patch: pytest.MonkeyPatch) -> None:
 
 def _no_recount_fence(patch: pytest.MonkeyPatch) -> None:
     """Records created before a repair's RecountedThrough are counted again."""
-    patch.setattr(aggregate_store, "RECOUNTED_THROUGH", "RecountedThroughIgnored")
+    _replace(patch, "RECOUNTED_THROUGH", "RecountedThroughIgnored", aggregate_store, aggregate_writes)
 
 
 def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:
@@ -212,12 +244,12 @@ def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:
             return {"state": {}, "batchItemFailures": []}, report
         return original(delivery, *args, **kwargs)
 
-    patch.setattr(aggregator, "process_delivery", process_delivery)
+    _replace(patch, "process_delivery", process_delivery, aggregator)
 
 
 def _children_before_parents(patch: pytest.MonkeyPatch) -> None:
     """A new shard is read without first reading its ancestors to their end, or reporting those deleted unread."""
-    patch.setattr(aggregator, "_count_ancestry", lambda *arguments: None)
+    _replace(patch, "count_ancestry", lambda *arguments: None, aggregator, lineage_sweep)
 
 
 def _finals_forget_what_was_delivered(patch: pytest.MonkeyPatch) -> None:
@@ -231,7 +263,7 @@ def _gone_shards_fail_direct_invocations(patch: pytest.MonkeyPatch) -> None:
     def gone(deps: Any, delivery: Any, shard: Any, progress: Any, report: Any) -> Any:
         raise RuntimeError(f"{shard.shard_id} is gone")
 
-    patch.setattr(aggregator, "_gone", gone)
+    _replace(patch, "_gone", gone, aggregator)
 
 
 def _empty_page_ends_a_read(patch: pytest.MonkeyPatch) -> None:

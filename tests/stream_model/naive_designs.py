@@ -459,25 +459,29 @@ class OneLevelOfAncestry(ShardWatermarkDesign):
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         import aggregator
+        import lineage_sweep
 
-        walk = aggregator._count_ancestry
-        aggregator._count_ancestry = _parent_only
+        walk = aggregator.count_ancestry
+        callers = (aggregator, lineage_sweep)
+        for caller in callers:
+            caller.count_ancestry = _parent_only
         try:
             return super().invoke(event, remaining_ms)
         finally:
-            aggregator._count_ancestry = walk
+            for caller in callers:
+                caller.count_ancestry = walk
 
 
 def _parent_only(deps: Any, settings: Any, shard: Any, progress: Any, remaining: Any, keep: Any, report: Any) -> None:
-    import aggregator
     from delivery import ShardRef
+    from shard_lineage import drain
 
     if progress.parent_shard_id is None:
         return
     parent = ShardRef(shard.stream_arn, progress.parent_shard_id)
     known = deps.progress.lower_bound(parent)
     if known.exists and not known.ended:
-        aggregator._drain(deps, settings, parent, remaining, keep, report)
+        drain(deps, settings, parent, remaining, keep, report)
 
 
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:

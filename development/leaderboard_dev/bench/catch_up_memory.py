@@ -114,25 +114,27 @@ def catch_up(
     """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
     times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it)."""
     from aggregate_store import AggregateStore
+    from aggregator_settings import PER_BATCH, Settings
     from delivery import parse_delivery
+    from dependencies import Dependencies
     from download_records import Schema
     from leaderboard_dev.bench.handler_cpu import InlineExecutor
     from shard_progress import ProgressStore
 
     table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
-    settings = aggregator.Settings(
+    settings = Settings(
         table_name=table,
         table_arn=table_arn,
         progress_table_name=progress_table,
         schema=Schema(),
         leaderboard_shards=1,
         failure_queue_url=None,
-        aggregate_writes=aggregator.PER_BATCH,
+        aggregate_writes=PER_BATCH,
         write_concurrency=1,
         deadline_margin_ms=1000,
     )
     progress = ProgressStore(dynamodb, progress_table)
-    dependencies = aggregator.Dependencies(
+    dependencies = Dependencies(
         store=AggregateStore(dynamodb, table, settings.schema, progress),
         progress=progress,
         streams=stream,
@@ -198,7 +200,9 @@ def run_catch_up_memory(
     rows = []
     try:
         aggregator = load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
-        settings = aggregator.Settings.from_environment(dict(os.environ))
+        from aggregator_settings import Settings
+
+        settings = Settings.from_environment(dict(os.environ))
         for size in item_bytes:
             for backlog in backlogs:
                 with mock_aws():

@@ -389,13 +389,21 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
     """The shipped handler's own steps, on clients configured as its own, the writes one after another."""
     import boto3
 
+    from aggregate_store import AggregateStore
+    from aggregator_settings import Settings
+    from batch_report import publish
+    from delivery import parse_delivery
+    from dependencies import Dependencies
+    from shard_progress import ProgressStore
+    from telemetry import metrics
+
     aggregator = sys.modules.get("aggregator") or load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
-    settings = aggregator.Settings.from_environment(environment)  # each case's periods and category
+    settings = Settings.from_environment(environment)  # each case's periods and category
     dynamodb = boto3.client("dynamodb", region_name=REGION, config=aggregator._SDK_CONFIG)
     streams = boto3.client("dynamodbstreams", region_name=REGION, config=aggregator._SDK_CONFIG)
-    progress = aggregator.ProgressStore(dynamodb, settings.progress_table_name)
-    dependencies = aggregator.Dependencies(
-        store=aggregator.AggregateStore(dynamodb, settings.table_name, settings.schema, progress),
+    progress = ProgressStore(dynamodb, settings.progress_table_name)
+    dependencies = Dependencies(
+        store=AggregateStore(dynamodb, settings.table_name, settings.schema, progress),
         progress=progress,
         streams=streams,
         executor=InlineExecutor(),
@@ -404,12 +412,12 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
 
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
-        delivery = aggregator.parse_delivery(event, settings.table_arn)
+        delivery = parse_delivery(event, settings.table_arn)
         response, report = aggregator.process_delivery(
             delivery, dependencies, settings, LambdaContext.get_remaining_time_in_millis
         )
-        aggregator.publish(report, started, succeeded=True)
-        aggregator.metrics.flush_metrics()
+        publish(report, started, succeeded=True)
+        metrics.flush_metrics()
         return dict(response["state"])
 
     return invoke

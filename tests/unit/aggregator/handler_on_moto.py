@@ -16,6 +16,8 @@ from botocore.exceptions import ClientError
 
 import aggregator
 from aggregate_store import AggregateStore
+from dependencies import Dependencies
+from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
 from tests.unit.conftest import PROGRESS_TABLE, TABLE
 
@@ -102,12 +104,12 @@ def wire(dynamodb: Any, sqs: Any, queue_url: str, monkeypatch: pytest.MonkeyPatc
         progress_table_name=PROGRESS_TABLE,
     )
     progress = ProgressStore(dynamodb, PROGRESS_TABLE)
-    dependencies = aggregator.Dependencies(
+    dependencies = Dependencies(
         store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
         progress=progress,
         streams=streams,
         executor=aggregator.DEPENDENCIES.executor,
-        send_failures=lambda messages: aggregator.send_to_failure_queue(sqs, queue_url, messages),
+        send_failures=lambda messages: send_to_failure_queue(sqs, queue_url, messages),
     )
     monkeypatch.setattr(aggregator, "SETTINGS", settings)
     monkeypatch.setattr(aggregator, "DEPENDENCIES", dependencies)

@@ -16,10 +16,9 @@ from aggregate_store import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
     AggregateStore,
-    Contribution,
     WatermarkContention,
-    watermark_value,
 )
+from aggregate_writes import Contribution, watermark_value
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import pad_sequence

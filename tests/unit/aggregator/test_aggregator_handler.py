@@ -31,7 +31,8 @@ import shard_reader
 from aggregate_store import (
     AggregateStore,
 )
-from aggregator import PER_WINDOW, AggregatesNotWritten
+from aggregator import AggregatesNotWritten
+from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
 from shard_progress import ProgressStore

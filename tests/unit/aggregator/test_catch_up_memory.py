@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import aggregator
+from aggregator_settings import Settings
 from leaderboard_dev.bench.catch_up_memory import BacklogStream, catch_up
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
@@ -34,7 +35,7 @@ def test_an_invocation_catching_up_100000_records_of_4_kb_peaks_under_256_mib() 
 
 def test_a_backlog_drains_over_successive_invocations_each_step_exact() -> None:
     # given a backlog several read budgets long
-    records = aggregator.Settings.read_budget_records * 2 + 777
+    records = Settings.read_budget_records * 2 + 777
     stream, dynamodb = BacklogStream(records=records, item_bytes=100, songs=7), FakeDynamoDB()
     # when the aggregator is invoked until it reports the bound reached
     invocations = list(catch_up(aggregator, dynamodb, stream, 10, TABLE, PROGRESS_TABLE))

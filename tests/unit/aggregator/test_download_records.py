@@ -211,7 +211,7 @@ def test_a_download_counts_in_every_maintained_period_and_in_its_categorys_board
     record = download_record(7, "song1", "2018-01-31T23:30:00-05:00", extra={"Genre": {"S": "rock & roll"}})
     parsed = parse_record(record, schema)
     assert isinstance(parsed, Download)
-    assert [key.period for key in parsed.keys] == [
+    assert [key.board for key in parsed.keys] == [
         "2018-02-01",
         "2018-02",
         "all",
@@ -225,7 +225,7 @@ def test_a_download_counts_in_every_maintained_period_and_in_its_categorys_board
 def test_a_download_without_the_category_counts_in_the_overall_boards_only() -> None:
     parsed = parse_record(download_record(7, "song1"), Schema(periods=("day",), category="Genre"))
     assert isinstance(parsed, Download)
-    assert [key.period for key in parsed.keys] == ["2018-01-15"]
+    assert [key.board for key in parsed.keys] == ["2018-01-15"]
 
 
 @pytest.mark.parametrize("genre", [{"S": ""}, {"N": "5"}, {"L": []}])

@@ -14,10 +14,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 import aggregator
-from aggregator import PER_WINDOW, AggregatesNotWritten
+from aggregator import AggregatesNotWritten
+from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
 from shard_reader import EMPTY_PAGES_AT_THE_TIP
+from stream_description import shard_facts
 from tests.unit.aggregator.handler_on_moto import (
     Deployed,
     ManyShards,
@@ -230,7 +232,7 @@ def test_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_from_w
     # given an instance that described the stream at T, for another shard's first sight, while this shard was empty
     listing = NoStartingSequence(deployed.streams)
     use_streams(monkeypatch, listing)
-    aggregator._shard_facts(aggregator.DEPENDENCIES, ShardRef(deployed.stream_arn, "shardId-other"))
+    shard_facts(aggregator.DEPENDENCIES, ShardRef(deployed.stream_arn, "shardId-other"))
     assert aggregator.DEPENDENCIES.shards[deployed.shard_id].first_sequence is None
     # and ten downloads written just after T, whose first sight (T+3h, same instance) cannot read the shard
     listing.hidden = False
@@ -573,7 +575,7 @@ def test_a_window_whose_records_were_all_trimmed_does_not_fail_forever(
 def test_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start(
     deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`_shard_facts` stops after DESCRIBE_PAGES = 100 pages (10,000 shards) and falls back to ShardFacts(None, None).
+    """`shard_facts` stops after DESCRIBE_PAGES = 100 pages (10,000 shards) and falls back to ShardFacts(None, None).
 
     The shard is then read from TRIM_HORIZON, which "Start[s] reading at the last (untrimmed) stream
     record": the records trimmed before a shard is first counted, again, on a stream with more than

@@ -23,12 +23,14 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-import aggregate_store
-import aggregator
+import aggregate_writes
 import delivery
 import download_records
+import failure_messages as aggregator_messages
+import progress_item
 import query
 import shard_progress
+from aggregator_settings import Settings
 from boards import boards_from_environment
 from download_records import Download, Schema, parse_record
 from index_reads import Layout
@@ -183,7 +185,7 @@ def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, s
     for function in ("aggregator", "query"):
         assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
     # when each function reads its environment (any value, a malformed one included)
-    written = outcome(lambda: aggregator.Settings.from_environment(environment))
+    written = outcome(lambda: Settings.from_environment(environment))
     served = outcome(lambda: (boards_from_environment(environment), query.layout_from_environment(environment)))
     # then both refuse it, or the aggregator writes the boards the query function serves, where the host tools look
     if isinstance(written, Refused) or isinstance(served, Refused):
@@ -295,7 +297,7 @@ def test_the_in_flight_check_resumes_where_the_aggregator_resumes(
     # then they read the aggregator's item of that shard, and start where the aggregator's next read starts
     shard = delivery.ShardRef(stream_arn, shard_id)
     assert asked == [shard_progress.ProgressStore(None, "progress").key(shard)]
-    written = shard_progress.progress_of_item(item)
+    written = progress_item.progress_of_item(item)
 
     def numbers(start: tuple[str | None, str | None]) -> tuple[int | None, ...]:
         return tuple(None if sequence is None else int(sequence) for sequence in start)
@@ -395,7 +397,7 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
     record = {"eventName": event_name, "dynamodb": stream}
     # when the aggregator parses it and the recount files it
     parsed = parse_record(record, Schema())
-    counted = (parsed.key.entity_id, parsed.key.period) if isinstance(parsed, Download) else None
+    counted = (parsed.key.entity_id, parsed.key.board) if isinstance(parsed, Download) else None
     # then the recount counts it in the aggregator's aggregate, or not at all when the aggregator does not
     assert reconcile.download_aggregates(record, _deployment()) == ([] if counted is None else [counted])
 
@@ -415,7 +417,7 @@ def test_the_recount_files_a_download_in_every_board_the_aggregator_counts_it_in
     record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
     # when the aggregator parses it and the recount files it
     parsed = parse_record(record, Schema(periods=tuple(periods), category="Genre"))
-    counted = [(key.entity_id, key.period) for key in parsed.keys] if isinstance(parsed, Download) else []
+    counted = [(key.entity_id, key.board) for key in parsed.keys] if isinstance(parsed, Download) else []
     # then the recount counts it in exactly the aggregator's aggregates, in the stream and in the table
     deployed = _deployment(tuple(periods), "Genre")
     assert reconcile.download_aggregates(record, deployed) == counted
@@ -438,28 +440,30 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     # given the messages the aggregator puts in the failure queue: a refused record, a rejected download, a gap
     shard = delivery.ShardRef("arn:aws:dynamodb:us-east-1:0:table/t/stream/s", "shardId-1")
     key = download_records.AggregateKey(entity, bucket_key(moment, "month"))
-    contribution = aggregate_store.Contribution(pad_sequence("7"), None)
-    progress = shard_progress.Progress(
+    contribution = aggregate_writes.Contribution(pad_sequence("7"), None)
+    progress = progress_item.Progress(
         checkpoint=None if checkpoint is None else pad_sequence(str(checkpoint)),
         checkpoint_sequence=None if checkpoint is None else str(checkpoint),
     )
     rejected = download_records.Rejected("Timestamp is missing", "8", {"dynamodb": {}})
     messages = {
-        "refused_record": aggregator._refused_message(aggregator._refused_contribution(key, shard, contribution, "x")),
-        "rejected_download": aggregator._rejected_message(rejected, shard),
-        "records_trimmed": aggregator._gap_message(shard, progress, str(first), None),
+        "refused_record": aggregator_messages.refused_message(
+            aggregator_messages.refused_contribution(key, shard, contribution, "x")
+        ),
+        "rejected_download": aggregator_messages.rejected_message(rejected, shard),
+        "records_trimmed": aggregator_messages.gap_message(shard, progress, str(first), None),
     }
     # when recover reads them
     read = {
         kind: failure_messages.classify(
-            {"Body": aggregator.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
+            {"Body": aggregator_messages.failure_message_body(message), "MessageId": kind, "ReceiptHandle": kind},
             _deployment(),
         )
         for kind, message in messages.items()
     }
     # then it knows each kind, the refused record's aggregate, and whether the gap lost anything
     assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
-    assert read["refused_record"].aggregates == {key.period: {entity}}
+    assert read["refused_record"].aggregates == {key.board: {entity}}
     assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
 
 

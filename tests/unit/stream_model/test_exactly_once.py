@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from aggregator import PER_BATCH, PER_WINDOW
+from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model.aws_delivery import HAZARDS
 from tests.stream_model.designs import shipped
 from tests.stream_model.histories import BOARDS, History, histories, play

@@ -202,8 +202,9 @@ class _Wired:
 
 
 def _aggregator_on(streams: object) -> _Wired:
-    import aggregator
     from aggregate_store import AggregateStore
+    from aggregator_settings import GUIDE_SCHEMA, Settings
+    from dependencies import Dependencies
     from shard_progress import ProgressStore
     from tests.stream_model.designs import InlineExecutor
     from tests.stream_model.environment import PROGRESS_TABLE, TABLE, TABLE_ARN
@@ -211,16 +212,14 @@ def _aggregator_on(streams: object) -> _Wired:
 
     dynamodb = FakeDynamoDB()
     progress = ProgressStore(dynamodb, PROGRESS_TABLE)
-    settings = aggregator.Settings(
-        TABLE, TABLE_ARN, PROGRESS_TABLE, aggregator.GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000
-    )
+    settings = Settings(TABLE, TABLE_ARN, PROGRESS_TABLE, GUIDE_SCHEMA, 1, "q", "per_batch", 1, 1000)
     wired = _Wired(progress, settings, None)
 
     def send(messages: list[dict[str, object]]) -> bool:
         wired.sent.extend(messages if wired.queue_up else [])
         return wired.queue_up
 
-    wired.deps = aggregator.Dependencies(
+    wired.deps = Dependencies(
         store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
         progress=progress,
         streams=streams,
@@ -317,17 +316,17 @@ class _ChildOfADeletedShard:
 
 def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_retry_reports_it() -> None:
     # given a stream whose only listed shard descends from a deleted shard, and a failure queue that refuses at first
-    import aggregator
     from delivery import ShardRef
+    from lineage_sweep import LineageSweepUnreported, sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
     wired = _aggregator_on(_ChildOfADeletedShard())
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule invokes the aggregator while the queue refuses, and Lambda retries once the queue takes messages
-    with pytest.raises(aggregator.LineageSweepUnreported) as refused:
-        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    with pytest.raises(LineageSweepUnreported) as refused:
+        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
     wired.queue_up = True
-    response, _ = aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    response, _ = sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
     # then the first failed, saying why, the retry reported the lost ancestor, and the lineage is settled
     assert refused.value.report.unreported == 1
     assert [(m["kind"], m["shardId"], m.get("lostAncestorOf")) for m in wired.sent] == [
@@ -347,14 +346,14 @@ def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_ret
     ids=["another table's stream", "no stream", "not a string"],
 )
 def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothing(event: dict[str, object]) -> None:
-    import aggregator
+    from lineage_sweep import sweep_lineages_on_schedule
 
     # given an aggregator whose stream client fails any call
     wired = _aggregator_on(None)
     # when the schedule's event names no stream of the table
     # then the aggregator says so before any call (one on a stream client of None would raise AttributeError)
     with pytest.raises(ValueError, match="not a stream of"):
-        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
 
 
 class _IdleOpenShard:
@@ -380,8 +379,8 @@ class _IdleOpenShard:
 
 def test_an_idle_open_shard_whose_checkpoint_aged_past_the_retention_is_reported_once_not_at_every_sweep() -> None:
     # given an open shard counted through record 200, which the stream has trimmed since, and nothing after it
-    import aggregator
     from delivery import ShardRef
+    from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
     from tests.streams import download_record
 
@@ -394,10 +393,10 @@ def test_an_idle_open_shard_whose_checkpoint_aged_past_the_retention_is_reported
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule sweeps four times, then a download lands in the shard and it sweeps again
     for _ in range(4):
-        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
     reports_while_idle = [(m["kind"], m["checkpoint"], m["firstReadableSequence"]) for m in wired.sent]
     stream.new_records.append(download_record("900", "song1", download_id="d1"))
-    aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
     # then the possible gap was reported once while the shard stayed idle (recover recounts: never a loss)
     assert reports_while_idle == [("records_trimmed", "200", None)]
     # and the new download was read and counted at once, its possible gap reported with its end
@@ -428,7 +427,7 @@ class _ManyOpenShards:
 
 def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_next_on_any_instance() -> None:
     # given ten open shards, and sweeps whose time runs out after four shards, each on a new function instance
-    import aggregator
+    from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
     stream = _ManyOpenShards()
@@ -443,7 +442,7 @@ def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_nex
         def remaining_ms(before: int = probed_before) -> int:
             return 60_000 if len(stream.probed) - before < 4 else 0  # out of time after four shards
 
-        response, _ = aggregator.sweep_lineages_on_schedule(event, fresh.deps, wired.settings, remaining_ms)
+        response, _ = sweep_lineages_on_schedule(event, fresh.deps, wired.settings, remaining_ms)
         finished.append(response["finished"])
     # then the three sweeps together reached every shard, none starting over from the first
     assert finished == [False, False, False]
@@ -461,7 +460,7 @@ class _OneShardFailing(_ManyOpenShards):
 
 def test_a_shard_that_keeps_failing_does_not_stall_the_sweeps_behind_it() -> None:
     # given ten open shards, one of which fails every read
-    import aggregator
+    from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
     stream = _OneShardFailing()
@@ -469,8 +468,7 @@ def test_a_shard_that_keeps_failing_does_not_stall_the_sweeps_behind_it() -> Non
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule sweeps twice
     answers = [
-        aggregator.sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)[0]["finished"]
-        for _ in range(2)
+        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)[0]["finished"] for _ in range(2)
     ]
     # then each sweep ended at the failing shard and said so, and the second went on past it to every other shard
     assert answers == [False, False]

@@ -7,8 +7,8 @@ from typing import Any
 import hcl2
 import pytest
 
-import aggregator
 import query
+from aggregator_settings import Settings
 from boards import Boards, boards_from_environment
 from index_reads import Layout
 from tests.terraform_config import unquoted
@@ -33,7 +33,7 @@ VALID = {
 @pytest.mark.parametrize(
     ("function", "read_settings"),
     [
-        ("aggregator", lambda environ: aggregator.Settings.from_environment(environ)),
+        ("aggregator", lambda environ: Settings.from_environment(environ)),
         (
             "query",
             lambda environ: (
@@ -56,7 +56,7 @@ def test_the_handler_reads_exactly_what_the_module_sets(function: str, read_sett
 
 
 def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
-    settings = aggregator.Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
+    settings = Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
     assert settings.deadline_margin_ms == variable_default("aggregator_deadline_margin_ms")
     assert settings.write_concurrency == variable_default("aggregator_write_concurrency")
     assert settings.aggregate_writes == variable_default("aggregate_writes")

@@ -24,7 +24,8 @@ import botocore.handlers
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from aggregate_store import AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.attributes import AttributeNames

@@ -20,6 +20,7 @@ import aggregator
 from aggregate_store import AggregateStore
 from band_records import BandRecord, is_band_record_event, settle, verdict
 from download_records import Schema
+from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
 from tests.unit.tools.operator_stack import (
     MONTH,
@@ -81,7 +82,7 @@ def settled_on(stack: MotoStack, event: dict[str, Any], now: float | None = None
     return settle(
         event,
         store_of(stack).read,
-        lambda messages: aggregator.send_to_failure_queue(sqs, stack.queue_url, messages),
+        lambda messages: send_to_failure_queue(sqs, stack.queue_url, messages),
         (lambda: now) if now is not None else time.time,
     )
 
@@ -177,6 +178,15 @@ def test_a_band_record_whose_report_the_failure_queue_refuses_goes_back_to_the_q
     assert (settled.expired, settled.retry) == ([], ["m1"])
 
 
+def test_a_band_record_an_older_repair_wrote_with_period_is_read_as_its_board() -> None:
+    # given a band record naming its board `period`, as repairs wrote it before `board`
+    body = {"kind": "recount_band", "entityId": "song1", "period": MONTH, "band": "token|1000", "deadline": 1000}
+    # when the aggregator parses it, then it is the record of that board, and written again it says `board`
+    record = BandRecord.parse(json.dumps(body))
+    assert record == BandRecord("song1", MONTH, "token|1000", 1000)
+    assert record.as_message() == {**{key: value for key, value in body.items() if key != "period"}, "board": MONTH}
+
+
 def test_only_sqs_events_are_band_record_events() -> None:
     assert is_band_record_event({"Records": [{"eventSource": "aws:sqs", "body": "{}"}]})
     assert not is_band_record_event({"Records": [{"eventSource": "aws:dynamodb"}]})
@@ -209,7 +219,7 @@ def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(
         dataclasses.replace(
             aggregator.DEPENDENCIES,
             store=store_of(stack),
-            send_failures=lambda messages: aggregator.send_to_failure_queue(sqs, stack.queue_url, messages),
+            send_failures=lambda messages: send_to_failure_queue(sqs, stack.queue_url, messages),
         ),
     )
     early = {"messageId": "early", "body": json.dumps(BandRecord("song1", MONTH, band, deadline).as_message())}

@@ -11,7 +11,8 @@ from typing import Any
 import boto3
 import pytest
 
-from aggregate_store import AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Download, Rejected, Schema, parse_record
 from leaderboard_core.attributes import AttributeNames

@@ -18,7 +18,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregate_store import MAX_HELD, AggregateStore, Contribution
+from aggregate_store import AggregateStore
+from aggregate_writes import MAX_HELD, Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import download_id, pad_sequence

@@ -15,7 +15,7 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 
-from aggregate_store import watermark_value
+from aggregate_writes import watermark_value
 from delivery import ShardRef
 from leaderboard_tools.commands import EXIT_PENDING
 from leaderboard_tools.commands.reconcile import reconcile_exit_code

@@ -1,0 +1,56 @@
+"""What the aggregator reads from its environment: tables, attribute names, write mode, budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from download_records import Schema
+from leaderboard_core.attributes import names_from_environment
+from leaderboard_core.buckets import periods_from_text
+
+GUIDE_SCHEMA = Schema()
+"""The guide's attribute names: what the function uses where the module sets none."""
+PER_BATCH = "per_batch"
+PER_WINDOW = "per_window"
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    table_arn: str
+    progress_table_name: str
+    schema: Schema
+    leaderboard_shards: int
+    failure_queue_url: str | None
+    aggregate_writes: str
+    write_concurrency: int
+    deadline_margin_ms: int
+    read_budget_records: int = 20_000
+    """Records one invocation reads at most (a page more at most); the rest waits for the next invocation."""
+    read_budget_bytes: int = 32 * 1024 * 1024
+    """Stream record bytes (`SizeBytes`) one invocation reads at most (a page, 1 MB, more at most): with the
+    record budget, what bounds the invocation's memory whatever the backlog and the items' size."""
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Settings:
+        aggregate_writes = environ.get("AGGREGATE_WRITES", PER_BATCH)
+        if aggregate_writes not in (PER_BATCH, PER_WINDOW):
+            raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
+        periods = periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
+        return cls(
+            table_name=environ["TABLE_NAME"],
+            table_arn=environ["TABLE_ARN"],
+            progress_table_name=environ["PROGRESS_TABLE_NAME"],
+            schema=Schema(
+                **names_from_environment(environ),
+                periods=periods,
+                category=environ.get("CATEGORY_ATTRIBUTE") or None,
+                amount=environ.get("SUM_ATTRIBUTE") or None,
+            ),
+            leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
+            failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,
+            aggregate_writes=aggregate_writes,
+            write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
+            deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
+        )

@@ -1,0 +1,213 @@
+"""Reading a shard from its checkpoint, writing every aggregate its downloads touch, and moving the checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+from typing import Any
+
+from aggregate_store import ApplyOutcome, WatermarkContention
+from aggregate_writes import Contribution
+from aggregator_settings import Settings
+from batch_report import BatchReport
+from delivery import Refused, ShardRef
+from dependencies import Dependencies
+from download_records import AggregateKey, Download, Rejected, parse_record
+from failure_messages import gap_message, refused_contribution, refused_message, rejected_message
+from leaderboard_core.bookkeeping import pad_sequence
+from progress_item import Progress
+from shard_reader import ShardRead, read_shard
+from telemetry import logger
+
+GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
+"""What reading a shard past the stream's 24-hour retention answers: its records can no longer be read."""
+
+
+@dataclass
+class Catchup:
+    """One shard's records read from its checkpoint, and what became of them."""
+
+    shard: ShardRef
+    progress: Progress
+    read: ShardRead
+    held_back_from: str | None = None
+    """The lowest sequence not handled (an aggregate unwritten, a report not sent): the checkpoint stays below."""
+
+
+def reading_budget(settings: Settings, remaining_ms: Callable[[], int], leave_ms: int) -> Callable[[int, int], bool]:
+    """Whether a read may take another page: within the record and byte budgets, with `leave_ms` still to spare."""
+
+    def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
+        return (
+            records_so_far < settings.read_budget_records
+            and bytes_so_far < settings.read_budget_bytes
+            and remaining_ms() > leave_ms
+        )
+
+    return keep_reading
+
+
+def catch_up(
+    deps: Dependencies,
+    settings: Settings,
+    shard: ShardRef,
+    progress: Progress,
+    bound: str | None,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int, int], bool],
+    report: BatchReport,
+) -> Catchup:
+    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
+    read = read_shard(
+        deps.streams,
+        shard,
+        progress.start,
+        bound,
+        keep_reading,
+        deps.sleep,
+        nothing_counted=progress.checkpoint is None,
+    )
+    if read.start_contradicted:
+        logger.error(
+            "the stream called the shard's first sequence number trimmed but granted an iterator at it again; "
+            "read from the trim horizon",
+            extra={"shard": shard.shard_id, "first_sequence": progress.resume_at},
+        )
+    catchup = Catchup(shard, progress, read)
+    report.records_read += len(read.records)
+    report.read_pages += read.pages
+    report.empty_pages += read.empty_pages
+    report.throttled_reads += read.throttled
+    downloads: list[Download] = []
+    rejected: list[Rejected] = []
+    for record in read.records:
+        parsed = parse_record(record, settings.schema)
+        if isinstance(parsed, Download):
+            downloads.append(parsed)
+        elif isinstance(parsed, Rejected):
+            rejected.append(parsed)
+        else:
+            report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
+    report.downloads += len(downloads)
+    report.rejected.extend(rejected)
+    groups: dict[AggregateKey, list[Contribution]] = {}
+    for download in downloads:
+        contribution = Contribution(download.sequence, download.created, download.amount, download.download_id)
+        for key in download.keys:
+            groups.setdefault(key, []).append(contribution)
+    report.distinct_aggregates += len(groups)
+    unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
+    report.refused.extend(refused)
+    unhandled = [groups[key][0].sequence for key in unwritten]
+    messages = [rejected_message(item, shard) for item in rejected] + [refused_message(item) for item in refused]
+    if read.trimmed is not None:
+        report.trimmed = gap_message(
+            shard, progress, read.trimmed.first_readable_sequence, read.trimmed.first_readable_created
+        )
+        messages.append(report.trimmed)
+    if messages and not deps.send_failures(messages):
+        # Unreported, they must not be passed: the next reader meets them again and reports them.
+        report.unreported += len(messages)
+        unhandled += [pad_sequence(item.raw_sequence) for item in [*rejected, *refused] if item.raw_sequence]
+        if read.trimmed is not None:
+            unhandled.append("")
+    elif read.trimmed is not None and read.trimmed.first_readable_sequence is not None:
+        deps.progress.resume_after_gap(shard, read.trimmed.first_readable_sequence)
+    elif read.trimmed is not None and progress.exists:
+        deps.progress.note_gap_reported(shard, progress.start_token)
+    catchup.held_back_from = min(unhandled) if unhandled else None
+    return catchup
+
+
+def _write_all(
+    deps: Dependencies,
+    settings: Settings,
+    shard: ShardRef,
+    groups: dict[AggregateKey, list[Contribution]],
+    remaining_ms: Callable[[], int],
+    report: BatchReport,
+) -> tuple[list[AggregateKey], list[Refused]]:
+    """Write every aggregate in parallel, returning before the deadline margin whatever the SDK is doing.
+
+    Updates still running at the deadline are abandoned, not awaited: each is a conditional
+    write, so landing late can neither double nor lose a count. Returns the aggregates not
+    (known to be) written, below whose lowest record the checkpoint stays, and the records refused.
+    """
+    if not groups:
+        return [], []
+    keys = sorted(groups, key=lambda key: groups[key][0].sequence)
+
+    def apply_unless_late(key: AggregateKey) -> ApplyOutcome | None:
+        if remaining_ms() < settings.deadline_margin_ms:
+            return None
+        return deps.store.apply(key, shard, groups[key])
+
+    budget_seconds = max(0.0, (remaining_ms() - settings.deadline_margin_ms) / 1000)
+    futures = {deps.executor.submit(apply_unless_late, key): key for key in keys}
+    finished, unfinished = wait(futures, timeout=budget_seconds)
+    for future in unfinished:
+        future.cancel()
+    unwritten: list[AggregateKey] = []
+    refused: list[Refused] = []
+    for future, key in futures.items():
+        outcome = _outcome_of(future, key, finished, report)
+        if outcome is None:
+            unwritten.append(key)
+            continue
+        report.added += outcome.added
+        report.already_applied += outcome.already_applied
+        report.held += outcome.held
+        report.writes += outcome.writes
+        report.transactions += outcome.transactions
+        report.aggregates_written += 1
+        report.pruned_watermarks += outcome.pruned_watermarks
+        if outcome.index_partition is not None:
+            partition = outcome.index_partition
+            report.index_partition_writes[partition] = report.index_partition_writes.get(partition, 0) + 1
+        if outcome.previous_stream_labels:
+            report.previous_streams[f"{key.entity_id}|{key.board}"] = outcome.previous_stream_labels
+        refused += [refused_contribution(key, shard, contribution, why) for contribution, why in outcome.refused]
+    return unwritten, refused
+
+
+def _outcome_of(
+    future: Future[ApplyOutcome | None], key: AggregateKey, finished: set[Future[Any]], report: BatchReport
+) -> ApplyOutcome | None:
+    """The aggregate's outcome, or None after recording in the report why it is not written."""
+    if future not in finished:
+        report.deferred_keys.append(key)
+        return None
+    error = future.exception()
+    if error is not None:
+        kind = "contention" if isinstance(error, WatermarkContention) else type(error).__name__
+        report.failed_keys.append((key, f"{kind}: {error}"))
+        return None
+    outcome = future.result()
+    if outcome is None:
+        report.deferred_keys.append(key)
+    return outcome
+
+
+def advance(deps: Dependencies, catchup: Catchup) -> str | None:
+    """Raise the shard's checkpoint over every record read and handled; None if nothing is counted yet."""
+    read, before = catchup.read, catchup.progress.checkpoint
+    handled = [
+        record
+        for record in read.records
+        if catchup.held_back_from is None or pad_sequence(record["dynamodb"]["SequenceNumber"]) < catchup.held_back_from
+    ]
+    whole = catchup.held_back_from is None  # a report the failure queue did not take holds the shard open too
+    if not handled:
+        if whole and read.shard_ended and not catchup.progress.ended:
+            deps.progress.mark_ended(catchup.shard)
+        return before
+    last = handled[-1]
+    sequence = last["dynamodb"]["SequenceNumber"]
+    checkpoint = pad_sequence(sequence)
+    created = last["dynamodb"].get("ApproximateCreationDateTime")
+    created_second = int(created) if isinstance(created, int | float) and not isinstance(created, bool) else None
+    if before is None or checkpoint > before or (whole and read.shard_ended):
+        ended = whole and read.shard_ended
+        deps.progress.advance(catchup.shard, checkpoint, sequence, created_second, ended)
+    return max(checkpoint, before) if before else checkpoint

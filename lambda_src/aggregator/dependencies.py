@@ -1,0 +1,30 @@
+"""The clients, clock and per-instance memory every step of the aggregator is handed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from aggregate_store import AggregateStore
+from shard_progress import ProgressStore
+from stream_description import ShardFacts
+
+
+@dataclass
+class Dependencies:
+    """What the aggregator talks to: clients and the clock, so a test or the stream model can supply its own."""
+
+    store: AggregateStore
+    progress: ProgressStore
+    streams: Any
+    executor: Executor
+    send_failures: Callable[[list[dict[str, Any]]], bool]
+    """Puts messages into the failure queue; False if they did not all get there."""
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    shards: dict[str, ShardFacts] = field(default_factory=dict)
+    """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
+    lineages_swept_at: float | None = None

@@ -1,0 +1,137 @@
+"""A shard's ancestors, counted to their ends (oldest first) before it, or their loss reported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from botocore.exceptions import ClientError
+
+from aggregator_settings import Settings
+from batch_report import BatchReport
+from catch_up import GONE, advance, catch_up
+from delivery import ShardRef
+from dependencies import Dependencies
+from failure_messages import gap_message, lost_ancestor_message
+from progress_item import Progress
+from stream_description import GONE_FACTS, ShardFacts, shard_facts
+from telemetry import logger
+
+ANCESTRY_LIMIT = 1000
+"""Ancestors one invocation walks up at most before it stops and says so (a lineage of 1,000 rollovers is months)."""
+
+
+def count_ancestry(
+    deps: Dependencies,
+    settings: Settings,
+    shard: ShardRef,
+    progress: Progress,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int, int], bool],
+    report: BatchReport,
+    listing: Mapping[str, ShardFacts] | None = None,
+) -> bool:
+    """Every ancestor of the shard, at any depth, counted to its end or its loss reported, then marked; whether
+    the walk got through (every ancestor read to its end, the loss, if any, in the failure queue).
+
+    The mapping is no witness of what was counted: one disabled longer than the stream's retention
+    resumes where the shards it stopped in are gone, and reads on in their descendants. The progress
+    table is: an ancestor it has no item for, that DescribeStream no longer lists, was deleted with
+    records this deployment never read, so it is reported (`records_trimmed`: recover recounts).
+    Ancestors still listed are read to their end, oldest first ("process a parent shard before ...
+    a child shard"); records of theirs already trimmed are reported as any trimmed records are.
+    """
+    if progress.lineage_counted or progress.lineage_unknown:
+        return True  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
+    chain, lost, unfinished = _ancestry(deps, shard, progress, listing)
+    lost_reported = lost is None
+    if lost is not None:
+        gap = lost_ancestor_message(shard, lost)
+        if deps.send_failures([gap]):
+            deps.progress.mark_lost(lost)
+            report.trimmed, report.ancestor_lost, lost_reported = gap, lost.shard_id, True
+        else:
+            report.unreported += 1
+    for ancestor, _ in reversed(chain):
+        drain(deps, settings, ancestor, remaining_ms, keep_reading, report)
+    if unfinished or not lost_reported:
+        return False
+    for ancestor, walked in reversed(chain):
+        if not walked.ended and not deps.progress.read(ancestor).ended:
+            return False
+        deps.progress.mark_lineage_counted(ancestor)
+    deps.progress.mark_lineage_counted(shard)
+    return True
+
+
+def _ancestry(
+    deps: Dependencies, shard: ShardRef, progress: Progress, listing: Mapping[str, ShardFacts] | None = None
+) -> tuple[list[tuple[ShardRef, Progress]], ShardRef | None, bool]:
+    """The ancestors not yet known counted with all of theirs (nearest first), the first one gone unread, if any,
+    and whether the walk stopped before it knew (DescribeStream searched in part, or the lineage too long).
+
+    `listing`: a whole DescribeStream listing that holds `shard`: an ancestor missing from it was deleted
+    before it was taken (ancestors are older than their descendants), so it is not described again."""
+    chain: list[tuple[ShardRef, Progress]] = []
+    parent_id = progress.parent_shard_id
+    while parent_id is not None:
+        if len(chain) >= ANCESTRY_LIMIT:
+            logger.error("shard lineage longer than the walk; its oldest ancestors not checked", extra={"shard": shard})
+            return chain, None, True
+        parent = ShardRef(shard.stream_arn, parent_id)
+        known = deps.progress.lower_bound(parent)
+        if not known.exists:
+            facts = shard_facts(deps, parent) if listing is None or parent_id in listing else GONE_FACTS
+            if not facts.listed:
+                if facts.described_whole:
+                    return chain, parent, False
+                logger.error("ancestor shard not in the DescribeStream pages searched", extra={"shard": parent})
+                return chain, None, True
+            known = deps.progress.first_seen(
+                parent, facts.first_sequence, facts.parent_shard_id, lineage_counted=facts.parent_shard_id is None
+            )
+        if known.ended and known.lineage_counted:
+            break
+        chain.append((parent, known))
+        parent_id = known.parent_shard_id
+        if known.lineage_unknown:
+            facts = shard_facts(deps, parent) if listing is None or parent.shard_id in listing else GONE_FACTS
+            if not facts.listed:
+                # first seen unlisted (a direct invocation of a deleted shard): what was above it is not known
+                return chain, (parent if facts.described_whole else None), not facts.described_whole
+            parent_id = facts.parent_shard_id
+    return chain, None, False
+
+
+def drain(
+    deps: Dependencies,
+    settings: Settings,
+    parent: ShardRef,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int, int], bool],
+    report: BatchReport,
+) -> bool:
+    """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
+    Returns whether nothing is left to do there (read to its end, or to the tip of one still open; or reported gone).
+
+    A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
+    reported like trimmed records and marked ended: it must never block its child.
+    """
+    progress = deps.progress.read(parent)
+    if progress.ended:
+        return True
+    try:
+        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") not in GONE:
+            logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})
+            return False
+        gap = gap_message(parent, progress, None, None)
+        if not deps.send_failures([gap]):
+            report.unreported += 1
+            return False
+        report.trimmed = gap
+        deps.progress.mark_ended(parent)
+        return True
+    advance(deps, catchup)
+    report.parent_drained = parent.shard_id
+    return catchup.held_back_from is None and (catchup.read.shard_ended or catchup.read.at_tip)
