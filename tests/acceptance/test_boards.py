@@ -1,4 +1,4 @@
-"""Every board of issue 16 on the emulator: periods, categories, around me, rolling windows, and the CLI.
+"""Every board on the emulator: periods, categories, around me, rolling windows, and the CLI.
 
 One stack keeps every period and a category board per Genre, in two leaderboard shards. Downloads
 span hours, days, the ISO weeks around a new year (2019-12-30 is in 2020-W01), two months, two

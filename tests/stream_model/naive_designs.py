@@ -1,7 +1,7 @@
 """Deliberately naive designs: each trusts something AWS does not promise, and some history breaks it.
 
 The suite asserts that each of them fails, which shows that the model really produces the hazard
-named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `Issue7Design` are earlier
+named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `HighMarkDesign` are earlier
 designs of this project; the rest are the reference checkpoint reader with one guard removed.
 """
 
@@ -52,7 +52,7 @@ def _pad(sequence: str) -> str:
 
 
 def recount_range(env: Environment, info: dict[str, Any], recount: Callable[[Any], None]) -> None:
-    """The recover of versions 0.1 to issue 7: read the given-up range back, recount the aggregates it touches."""
+    """The recover of the versions before checkpoints: read the given-up range back, recount what it touches."""
     try:
         iterator = env.streams.get_shard_iterator(
             StreamArn=info["streamArn"],
@@ -185,7 +185,7 @@ class PreviousDesign(Design):
             recount_range(self.env, message["DDBStreamBatchInfo"], recount)
 
 
-# ---------------------------------------------------------------------------------------------- issue 7 (a55b1ff)
+# ------------------------------------------------------------------------------ delivered-record watermarks (a55b1ff)
 
 
 @dataclass(frozen=True)
@@ -210,8 +210,8 @@ class WatermarkInconsistency(Exception):
     pass
 
 
-class Issue7Design(Design):
-    """Issue 7's counting rule (lambda_src/aggregator at a55b1ff), frozen and compact.
+class HighMarkDesign(Design):
+    """The delivered-record watermarks' counting rule (lambda_src/aggregator at a55b1ff), frozen and compact.
 
     Delivered records are folded into the window state (a high mark skips redeliveries) and
     counted with one watermark per aggregate and shard. Broken by: a retry out of order (the
@@ -228,7 +228,7 @@ class Issue7Design(Design):
     def __init__(self, env: Environment, aggregate_writes: str = "per_batch") -> None:
         self.env = env
         self.aggregate_writes = aggregate_writes
-        self.name = f"issue 7 (a55b1ff), {aggregate_writes}"
+        self.name = f"delivered-record watermarks (a55b1ff), {aggregate_writes}"
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         direct = "window" not in event
@@ -373,7 +373,7 @@ class Issue7Design(Design):
         )
 
     def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
-        """Issue 7's recover: the given-up range read back and its aggregates recounted; refused records' too."""
+        """The high-mark design's recover: the given-up range read back and recounted; refused records' too."""
         if "DDBStreamBatchInfo" in message:
             recount_range(self.env, message["DDBStreamBatchInfo"], recount)
         elif message.get("kind") == "refused_record":
@@ -410,7 +410,7 @@ class CountsDeliveredRecords(CheckpointReader):
 
 
 class StopsAtFirstEmptyPage(CheckpointReader):
-    """Takes an empty GetRecords page for the end of the shard (issue 15's recover did): marks it ended, stops."""
+    """Takes an empty GetRecords page for the end of the shard (an earlier recover did): marks it ended, stops."""
 
     name = "stops at the first empty page"
 
@@ -446,7 +446,8 @@ class BlindIncrement(CheckpointReader):
 
 
 class OneLevelOfAncestry(ShardWatermarkDesign):
-    """The shipped aggregator before issue 25: it drains a shard's parent only, and only one it has read before.
+    """The shipped aggregator before pauses across rollovers: it drains a shard's parent only, and only one it has
+    read before.
 
     A parent it never saw, it takes for one that predates it. Broken by a mapping paused past the
     retention across two rollovers: the shard it stopped in (read in part) and the next one are
@@ -499,7 +500,7 @@ def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
 NAIVE = (
     GuideDesign,
     PreviousDesign,
-    Issue7Design,
+    HighMarkDesign,
     CountsDeliveredRecords,
     StopsAtFirstEmptyPage,
     TrustsCreationOrder,

@@ -2,7 +2,7 @@
 
 `DEVELOPMENT` are the ones the model found while the reference design and the model were written
 (the model's own mistakes and the reference's); `FINDINGS` are the ones it found in the shipped
-aggregator; `ISSUE_14` are the four counterexamples of issue 14 against issue 7's design;
+aggregator; `HIGH_MARK_COUNTEREXAMPLES` are the four counterexamples to the high-mark design;
 `NAIVE_STORIES` show each naive design failing for the reason its docstring names. Every one
 must be exact on the shipped design and on the reference.
 """
@@ -219,7 +219,7 @@ FINDINGS: dict[str, History] = {
     ),
 }
 
-ISSUE_14: dict[str, History] = {
+HIGH_MARK_COUNTEREXAMPLES: dict[str, History] = {
     "1. a retry presents r6..r10 before r1..r5": History(
         Config(window_seconds=60, maximum_retry_attempts=None, maximum_record_age=None),
         (*TEN_DOWNLOADS, Deliver(fault="killed"), Deliver(part=2), Deliver(part=0)),
@@ -257,8 +257,8 @@ PAUSED_ACROSS_TWO_ROLLOVERS = History(
     Config(songs=1, timestamps=1, maximum_record_age=None),
     (Write(), Write(), Write(), Deliver(size=3), Write(), Pause(rollovers=2, hours=25), Write(), Write()),
 )
-"""Issue 25: shard G counted in part, then the mapping disabled while G rolls over to P and P to Q, and enabled
-again more than 24 hours later: G's tail and all of P are gone, Q's records are fresh."""
+"""A pause across rollovers: shard G counted in part, then the mapping disabled while G rolls over to P and P to
+Q, and enabled again more than 24 hours later: G's tail and all of P are gone, Q's records are fresh."""
 
 NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     "the guide counts a retried batch twice": (
@@ -279,14 +279,14 @@ NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
         History(Config(), (Write(), Deliver(), Reshard(lower=True), Write(), Deliver())),
         "lost without a durable failure record",
     ),
-    "issue 7's design loses what a reordered retry presents late": (
-        "Issue7Design",
-        ISSUE_14["1. a retry presents r6..r10 before r1..r5"],
+    "the delivered-record watermark design loses what a reordered retry presents late": (
+        "HighMarkDesign",
+        HIGH_MARK_COUNTEREXAMPLES["1. a retry presents r6..r10 before r1..r5"],
         "lost without a durable failure record",
     ),
     "counting delivered records loses what a direct invocation overtook": (
         "CountsDeliveredRecords",
-        ISSUE_14["3. a direct invocation of r8 ahead of the mapping"],
+        HIGH_MARK_COUNTEREXAMPLES["3. a direct invocation of r8 ahead of the mapping"],
         "lost without a durable failure record",
     ),
     "an empty page taken for the shard's end loses what follows it": (

@@ -50,8 +50,8 @@ def with_mode(make: Any, mode: str) -> Any:
 DESIGNS = {
     "guide": naive_designs.factory(naive_designs.GuideDesign),
     "0.1": naive_designs.factory(naive_designs.PreviousDesign),
-    "issue 7, per_batch": with_mode(naive_designs.factory(naive_designs.Issue7Design), "per_batch"),
-    "issue 7, per_window": with_mode(naive_designs.factory(naive_designs.Issue7Design), "per_window"),
+    "high mark, per_batch": with_mode(naive_designs.factory(naive_designs.HighMarkDesign), "per_batch"),
+    "high mark, per_window": with_mode(naive_designs.factory(naive_designs.HighMarkDesign), "per_window"),
     "shipped, per_batch": with_mode(shipped, "per_batch"),
     "shipped, per_window": with_mode(shipped, "per_window"),
     "reference": naive_designs.factory(CheckpointReader),

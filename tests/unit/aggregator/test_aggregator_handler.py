@@ -99,7 +99,7 @@ def test_a_retry_out_of_order_counts_every_download_once(deployed: Deployed, lam
     # when the retry presents r6..r10 before r1..r5 ("they might be processed out of order"), each with a fresh state
     aggregator.lambda_handler(deployed.window_event(records[5:]), lambda_context)
     aggregator.lambda_handler(deployed.window_event(records[:5]), lambda_context)
-    # then all ten are counted, once (issue 7's design counted 5)
+    # then all ten are counted, once (the delivered-record watermark design counted 5)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
 
@@ -126,7 +126,7 @@ def test_a_direct_invocation_ahead_of_the_mapping_counts_everything_before_its_r
     records = deployed.stream_records()
     # when an operator invokes the aggregator directly with r8 only
     response = aggregator.lambda_handler(deployed.direct_event([records[7]]), lambda_context)
-    # then r1..r8 are counted (issue 7's design counted r8 and took r1..r7 for applied)
+    # then r1..r8 are counted (the delivered-record watermark design counted r8 and took r1..r7 for applied)
     assert (response["reachedBound"], count_of(deployed.dynamodb, "song1", "2018-01")) == (True, 8)
     # and when the mapping delivers r1..r10, then r9 and r10 are added
     aggregator.lambda_handler(deployed.window_event(records), lambda_context)

@@ -744,24 +744,24 @@ def test_a_dynamodb_failure_in_a_window_or_around_is_unavailable(
 
 # ---------------------------------------------------------------- {"month": ...} keeps its answers, byte for byte
 
-BEFORE_ISSUE_16 = "f1a8221"
-"""The last commit of main before issue 16 changed the query function."""
+BEFORE_BOARDS = "f1a8221"
+"""the last commit before the query function served boards beyond months."""
 
 
 @pytest.fixture
 def previous_query(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     shown = subprocess.run(
-        ["git", "show", f"{BEFORE_ISSUE_16}:lambda_src/query/query.py"],
+        ["git", "show", f"{BEFORE_BOARDS}:lambda_src/query/query.py"],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
         check=False,
     )
     if shown.returncode != 0:
-        pytest.skip(f"the repository's history does not hold {BEFORE_ISSUE_16}: {shown.stderr.strip()}")
-    module = types.ModuleType("query_before_issue_16")
+        pytest.skip(f"the repository's history does not hold {BEFORE_BOARDS}: {shown.stderr.strip()}")
+    module = types.ModuleType("query_before_boards")
     monkeypatch.setitem(sys.modules, module.__name__, module)  # its dataclasses look their module up
-    exec(compile(shown.stdout, "query_before_issue_16.py", "exec"), module.__dict__)  # our own history
+    exec(compile(shown.stdout, "query_before_boards.py", "exec"), module.__dict__)  # our own history
     return module
 
 

@@ -21,7 +21,7 @@ from tests.stream_model.reference_design import CheckpointReader
 EXAMPLES = int(os.environ.get("MODEL_GUARD_HISTORIES", "300"))
 
 SHIPPED_UNNEEDED = {
-    "recount fence": "no history repairs an aggregate while the stream still holds its records (issue 15's repair)",
+    "recount fence": "no history repairs an aggregate while the stream still holds its records",
     "a gone shard asks for a recount": (
         "the lineage walk of its descendants (and the sweep of listed shards) reads the gone shard too, finds it "
         "gone and reports it: two guards for one hazard"

@@ -4,7 +4,7 @@ Each naive design (tests/stream_model/naive_designs.py) trusts one thing AWS doe
 short story of deliveries shows it failing for that reason while the reference design, which
 keeps that guard, stays exact; and random histories break each of them too, so the hazards
 are not only in the hand-written stories. Four counterexamples against the high-mark design
-(naive_designs.Issue7Design, regressions.ISSUE_14) are kept with the numbers first reported for them.
+(naive_designs.HighMarkDesign, regressions.HIGH_MARK_COUNTEREXAMPLES) are kept with the numbers first reported for them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from tests.stream_model import naive_designs as naive
 from tests.stream_model.histories import History, Outcome, histories, play
 from tests.stream_model.reference_design import CheckpointReader
-from tests.stream_model.regressions import ISSUE_14, NAIVE_STORIES
+from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, NAIVE_STORIES
 
 REFERENCE = naive.factory(CheckpointReader)
 
@@ -61,29 +61,32 @@ def test_random_histories_break_every_naive_design(design: type[Any]) -> None:
 
 def test_the_high_mark_design_loses_half_of_a_reordered_retry_silently() -> None:
     # given ten downloads of one song whose first delivery fails, retried r6..r10 before r1..r5
-    outcome = outcome_of(naive.Issue7Design, ISSUE_14["1. a retry presents r6..r10 before r1..r5"])
-    # then issue 7's design counts 5 of 10, and nothing durable says so
+    outcome = outcome_of(naive.HighMarkDesign, HIGH_MARK_COUNTEREXAMPLES["1. a retry presents r6..r10 before r1..r5"])
+    # then the delivered-record watermark design counts 5 of 10, and nothing durable says so
     assert (outcome.downloads, outcome.lost_before, outcome.uncovered, outcome.failure_records) == (10, 5, 5, 0)
 
 
 def test_the_high_mark_design_loses_half_of_a_larger_retry_over_a_written_half_until_a_recount() -> None:
     # given r1..r5 written with the response lost, retried as r1..r10 with that song's write throttled
-    history = ISSUE_14["2. a larger retry whose write is throttled spans the stored watermark"]
-    outcome = outcome_of(naive.Issue7Design, history)
+    history = HIGH_MARK_COUNTEREXAMPLES["2. a larger retry whose write is throttled spans the stored watermark"]
+    outcome = outcome_of(naive.HighMarkDesign, history)
     # then the window is given up with 5 of 10 counted: loud (a failure record), repaired only by a recount
     assert (outcome.lost_before, outcome.uncovered, outcome.lost) == (5, 0, 0)
     assert "window given up" in outcome.hazards
 
 
 def test_the_high_mark_design_counts_3_of_10_after_a_direct_invocation_ahead_of_the_mapping() -> None:
-    outcome = outcome_of(naive.Issue7Design, ISSUE_14["3. a direct invocation of r8 ahead of the mapping"])
+    outcome = outcome_of(
+        naive.HighMarkDesign, HIGH_MARK_COUNTEREXAMPLES["3. a direct invocation of r8 ahead of the mapping"]
+    )
     assert (outcome.downloads, outcome.lost_before, outcome.uncovered) == (10, 7, 7)
 
 
 def test_the_high_mark_design_loses_what_a_given_up_windows_failure_record_does_not_name() -> None:
     # given a per_window window of song1 then song2 downloads whose final invocation fails, retry quota 0
     outcome = outcome_of(
-        naive.Issue7Design, ISSUE_14["4. a window given up with its first half pending for another song"]
+        naive.HighMarkDesign,
+        HIGH_MARK_COUNTEREXAMPLES["4. a window given up with its first half pending for another song"],
     )
     # then nothing of the window is counted, and recover (the named range's aggregates) finds song2 only
     assert (outcome.lost_before, outcome.lost) == (10, 5)

@@ -300,7 +300,7 @@ def test_a_download_the_recount_counted_is_refused_however_late_it_reaches_the_a
 def test_without_a_progress_table_the_repair_is_refused_not_guessed(
     aws: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # given a deployment whose aggregator keeps no progress table (a release before issue 14)
+    # given a deployment whose aggregator keeps no progress table (a release before checkpoints)
     stack = deploy(with_progress_table=False)
     write_download(stack, "song1", "d1")
     capsys.readouterr()
