@@ -13,7 +13,7 @@ from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.bookkeeping import download_id, pad_sequence
-from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, download_boards, fits_sort_key, utc_moment
+from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
 from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
@@ -143,6 +143,8 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         return Rejected(f"{schema.timestamp} is missing or not a non-empty string", raw_sequence, record)
     try:
         moment = utc_moment(timestamp)
+    except MomentOutOfRange as error:
+        return Rejected(f"{schema.timestamp} {timestamp[:64]!r} {error}", raw_sequence, record)
     except ValueError:
         return Rejected(f"{schema.timestamp} {timestamp[:64]!r} is not an ISO 8601 timestamp", raw_sequence, record)
     amount: int | Decimal = 1

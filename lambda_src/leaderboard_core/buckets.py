@@ -160,16 +160,29 @@ def periods_from_text(text: str) -> tuple[str, ...]:
     periods = tuple(period for period in text.split(",") if period)
     if not periods or any(period not in PERIODS for period in periods):
         raise ValueError(f"LEADERBOARD_PERIODS is {text!r}, not a comma-separated list of {', '.join(PERIODS)}")
+    if len(set(periods)) != len(periods):
+        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}: a period named twice would count each download twice")
     return periods
 
 
+class MomentOutOfRange(ValueError):
+    """A timestamp that parses, but whose UTC moment lies before year 1 or after 9999: no bucket holds it."""
+
+
 def utc_moment(timestamp: str) -> datetime:
-    """The UTC moment of an ISO 8601 timestamp; one without an offset is taken as UTC, as the data model states."""
+    """The UTC moment of an ISO 8601 timestamp; one without an offset is taken as UTC, as the data model states.
+
+    ValueError for anything else (MomentOutOfRange for a moment past the calendar in UTC), so that a caller rejects
+    it: an OverflowError would escape a caller that expects bad input to raise ValueError.
+    """
     text = timestamp.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     moment = datetime.fromisoformat(text)
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    except OverflowError as error:
+        raise MomentOutOfRange("is outside the years 1 to 9999 in UTC: no bucket holds it") from error
 
 
 def bucket_key(moment: datetime, period: str) -> str:

@@ -1,5 +1,5 @@
-"""`reconcile`: recount a month's aggregates from the downloads and, with --repair, fix what nothing in flight
-changes. The recount is `reconcile.py`'s Reconciler; this module reads the flags and prints its report."""
+"""`reconcile`: recount a board's aggregates from the downloads and, with --repair, fix what nothing in flight
+changes. The recount is the reconcile package's Reconciler; this module reads the flags and prints its report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from leaderboard_core.buckets import MONTH_KEY
+from leaderboard_core.buckets import MONTH_KEY, period_of_board
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT, EXIT_PENDING
 from leaderboard_tools.commands.operator_common import (
     add_operator_arguments,
@@ -22,12 +22,19 @@ from leaderboard_tools.commands.operator_common import (
 def register(commands: Any) -> None:
     command = commands.add_parser(
         "reconcile",
-        help="recount a month's aggregates from the downloads; --repair fixes those nothing in flight changes",
+        help="recount a board's aggregates from the downloads; --repair fixes those nothing in flight changes",
     )
     add_operator_arguments(command)
     add_reconciler_arguments(command)
-    command.add_argument("--month", required=True, type=month_argument, help="YYYY-MM")
-    command.add_argument("--songs", help="comma-separated song ids (default: every song of the month)")
+    board = command.add_mutually_exclusive_group(required=True)
+    board.add_argument("--month", type=month_argument, help="a month board: YYYY-MM")
+    board.add_argument(
+        "--board",
+        type=board_argument,
+        help="any board the deployment keeps: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all, "
+        "and <bucket>@<category> (the category percent-encoded)",
+    )
+    command.add_argument("--songs", help="comma-separated song ids (default: every song of the board)")
     command.add_argument("--repair", action="store_true")
     command.add_argument("--json", action="store_true")
     command.set_defaults(handler=run)
@@ -39,13 +46,20 @@ def month_argument(text: str) -> str:
     return text
 
 
+def board_argument(text: str) -> str:
+    if period_of_board(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a board id: <bucket> or <bucket>@<category>")
+    return text
+
+
 def run(arguments: argparse.Namespace) -> int:
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
     songs = [song for song in (arguments.songs or "").split(",") if song] or None
+    board = arguments.board or arguments.month
     with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
         reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
-        recount = reconciler.run({arguments.month: songs}, repair=arguments.repair)
-    report = recount.month(arguments.month)
+        recount = reconciler.run({board: songs}, repair=arguments.repair)
+    report = recount.month(board)
     not_recounted = {"boardsNotRecounted": recount.boards_not_recounted} if recount.boards_not_recounted else {}
     if arguments.json:
         print(
@@ -55,11 +69,11 @@ def run(arguments: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"{arguments.month}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
+            f"{board}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
             f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
         )
         if recount.boards_not_recounted:
-            print(f"  not recounted: {', '.join(recount.boards_not_recounted)} (this recount covers month boards only)")
+            print(f"  not recounted: {', '.join(recount.boards_not_recounted)}")
         if report.refused:
             print(f"  refused: {report.refused}")
         for difference in report.differences:

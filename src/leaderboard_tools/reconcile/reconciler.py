@@ -45,7 +45,8 @@ class RepairUnavailable(RuntimeError):
 
 
 class RecountUnsupported(RuntimeError):
-    """The deployment keeps aggregates this recount does not compute (sums): nothing is read."""
+    """The deployment keeps aggregates this recount does not compute (sums), or its boards are unknown: nothing is
+    read."""
 
 
 class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
@@ -203,6 +204,12 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
 
     def _check_supported(self) -> None:
         deployment = self._deployment
+        if deployment.aggregator_function is None:
+            raise RecountUnsupported(
+                f"no aggregator of this module reads the stream of {self._table}, so the boards it keeps "
+                "(LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE) are unknown: nothing was read or written; "
+                "run it again once the aggregator's event source mapping exists"
+            )
         if deployment.sum_attribute:
             raise RecountUnsupported(
                 f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "

@@ -254,3 +254,15 @@ def test_a_summed_attribute_missing_or_not_an_exact_number_is_rejected_never_cou
     parsed = parse_record(download_record(7, "p1", extra=extra), Schema(amount="Revenue"))
     assert isinstance(parsed, Rejected)
     assert "Revenue" in parsed.reason
+
+
+@pytest.mark.parametrize("timestamp", ["0001-01-01T00:30:00+01:00", "9999-12-31T23:30:00-01:00"])
+def test_a_timestamp_whose_utc_moment_is_past_the_calendar_is_rejected_not_raised(timestamp: str) -> None:
+    # given a download whose timestamp parses but whose UTC moment falls before year 1 or after 9999
+    with pytest.raises(OverflowError):
+        datetime.fromisoformat(timestamp).astimezone(UTC)  # the oracle: no UTC moment, so no bucket, exists for it
+    # when the aggregator parses it (a raise would fail every invocation that reads the shard from its checkpoint)
+    parsed = parse_record(download_record(1, "song1", timestamp), Schema(periods=("day", "month", "all")))
+    # then it is a rejected download: reported, never counted, and the shard goes on
+    assert isinstance(parsed, Rejected)
+    assert "outside the years 1 to 9999" in parsed.reason

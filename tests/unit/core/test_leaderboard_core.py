@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from leaderboard_core.buckets import BUCKET_KEY_LENGTH, MONTH_KEY, PERIODS, bucket_key, is_bucket_key
+from leaderboard_core.buckets import BUCKET_KEY_LENGTH, MONTH_KEY, PERIODS, bucket_key, is_bucket_key, periods_from_text
 
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
 
@@ -63,3 +63,11 @@ def test_the_shared_core_imports_nothing_but_the_standard_library_and_itself() -
     # then it runs wherever they run: nothing of boto3, Powertools, a function's own modules or the tools
     assert "datetime" in imported
     assert imported - set(sys.stdlib_module_names) - {"__future__", "leaderboard_core"} == set()
+
+
+def test_a_period_named_twice_in_leaderboard_periods_is_refused() -> None:
+    # given LEADERBOARD_PERIODS naming month twice (the module's validation refuses it, but the functions read the
+    # variable themselves), when it is read, then it is refused: each download would otherwise count twice
+    with pytest.raises(ValueError, match="named twice"):
+        periods_from_text("month,month")
+    assert periods_from_text("day,month") == ("day", "month")

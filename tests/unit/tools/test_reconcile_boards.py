@@ -3,6 +3,7 @@ compared and repaired as months are, against counts this test makes from the dow
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +15,17 @@ from leaderboard_core.buckets import period_of_board
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
-from tests.unit.tools.operator_stack import QUICK_BANDS, ModelAggregator, MotoStack, deploy, set_count, stored_count
+from tests.unit.tools.operator_stack import (
+    QUICK_BANDS,
+    ModelAggregator,
+    MotoStack,
+    aggregate_item,
+    deploy,
+    run,
+    set_count,
+    stored_count,
+    write_download,
+)
 
 REGION = "us-east-1"
 ENCODED = {"rock": "rock", "hip hop/rap": "hip%20hop%2Frap"}
@@ -157,3 +168,91 @@ def test_a_board_of_a_period_the_deployment_does_not_keep_is_refused_and_left(aw
 )
 def test_a_board_id_names_its_period(board: str, period: str | None) -> None:
     assert period_of_board(board) == period
+
+
+PAST_THE_CALENDAR = "9999-12-31T23:30:00-01:00"
+"""Parses, but its UTC moment is after year 9999: the aggregator rejects it, and no board counts it."""
+
+
+def test_a_download_past_the_calendar_in_utc_does_not_stop_the_recount_of_every_other_board(aws: None) -> None:
+    # given a day/month/all deployment: song1 with two downloads on 2018-03-10, its day board drifted to 5, and
+    # song2 with one download whose UTC moment is past year 9999
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day,month,all"})
+    write_download(stack, "song1", "d1", "2018-03-10T10:00:00Z")
+    write_download(stack, "song1", "d2", "2018-03-10T11:00:00Z")
+    write_download(stack, "song2", "d3", PAST_THE_CALENDAR)
+    set_count(stack, "song1", "2018-03-10", 5)
+    clients = operator_clients(region="us-east-1")
+    reconciler = Reconciler(clients, discover(clients, stack.table), empty_page_pause=0, **QUICK_BANDS)
+    # when every board is recounted (what recover does for a records_trimmed message)
+    report = reconciler.run(None)
+    # then song1's day board is found to hold its two downloads, not 5, and song2's download counts nowhere
+    [difference] = report.board("2018-03-10").differences
+    assert (difference.entity_id, difference.stored, difference.recounted) == ("song1", 5, 2)
+    assert all(d.entity_id != "song2" for board in report.boards for d in board.differences)
+
+
+def test_reconcile_board_recounts_a_day_board_from_the_command_line(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a deployment keeping day boards only, song1 with one download on 2018-03-10 and its day board at 5
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day"})
+    write_download(stack, "song1", "d1", "2018-03-10T10:00:00Z")
+    set_count(stack, "song1", "2018-03-10", 5)
+    # when the operator recounts that board by its id
+    code = run(["reconcile", "--table", stack.table, "--board", "2018-03-10", "--json", "--region", "us-east-1"])
+    # then the difference is reported (exit 3) as for a month board
+    out, err = capsys.readouterr()
+    assert code == 3, err
+    assert [(d["songID"], d["stored"], d["recounted"]) for d in json.loads(out)["differences"]] == [("song1", 5, 1)]
+    # and a text that names no board is refused by the parser (exit 2), before anything is read
+    assert run(["reconcile", "--table", stack.table, "--board", "2018-13-99", "--region", "us-east-1"]) == 2
+
+
+def without_mapping(stack: MotoStack) -> list[str]:
+    """Deletes the stack's event source mappings (as while Terraform replaces one); the flags the tools then ask for."""
+    lambda_client = boto3.client("lambda", region_name="us-east-1")
+    for mapping in lambda_client.list_event_source_mappings(EventSourceArn=stack.stream_arn)["EventSourceMappings"]:
+        lambda_client.delete_event_source_mapping(UUID=mapping["UUID"])
+    names = stack.names
+    return [
+        "--timestamp-attribute", names.timestamp, "--period-attribute", names.period,
+        "--count-attribute", names.count, "--order-attribute", names.order,
+        "--progress-table", str(stack.progress_table), "--shards", "1", "--queue-url", stack.queue_url,
+        "--region", "us-east-1",
+    ]  # fmt: skip
+
+
+def test_a_sum_deployment_whose_mapping_is_not_found_is_never_repaired_into_counts(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a deployment summing Seconds: song1's one download, its March aggregate holding the sum 300
+    stack = deploy(aggregator_settings={"SUM_ATTRIBUTE": "Seconds"})
+    write_download(stack, "song1", "d1", "2018-03-10T10:00:00Z")
+    ModelAggregator(stack).run()
+    set_count(stack, "song1", "2018-03", 300)
+    # and its event source mapping not found for now, the operator passing the flags the tools ask for
+    flags = without_mapping(stack)
+    # when the operator repairs March
+    code = run(["reconcile", "--table", stack.table, "--month", "2018-03", "--repair", *flags])
+    # then nothing is written: the tools cannot tell a sum deployment from a count one, and say so
+    assert stored_count(stack, "song1", "2018-03") == 300
+    assert code != 0
+    assert "the boards it keeps" in capsys.readouterr().err
+
+
+def test_a_day_deployment_whose_mapping_is_not_found_gets_no_month_board_written(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a deployment keeping day boards only, song1's download counted in its day board
+    stack = deploy(aggregator_settings={"LEADERBOARD_PERIODS": "day"})
+    write_download(stack, "song1", "d1", "2018-03-10T10:00:00Z")
+    set_count(stack, "song1", "2018-03-10", 1)
+    # and its event source mapping not found for now
+    flags = without_mapping(stack)
+    # when the operator repairs March
+    code = run(["reconcile", "--table", stack.table, "--month", "2018-03", "--repair", *flags])
+    # then no month aggregate is written: the deployment keeps none, and the tools cannot know its periods
+    assert aggregate_item(stack, "song1", "2018-03") is None
+    assert code != 0
+    assert "the boards it keeps" in capsys.readouterr().err
