@@ -51,7 +51,7 @@ def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetim
         else:
             key = bucket_key(now(), period)
     else:
-        raise InvalidRequest("month is required, formatted YYYY-MM; or period (hour, day, week, month, year, all)")
+        raise InvalidRequest(f"month is required, formatted YYYY-MM; or period ({', '.join(PERIODS)})")
     if period not in boards.periods:
         raise InvalidRequest(
             f"this deployment keeps no {period} leaderboards (leaderboard_periods: {', '.join(boards.periods)})"

@@ -27,7 +27,7 @@ from index_reads import (
     value_of,
 )
 from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_core.buckets import ALL_TIME, window_keys
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, window_keys
 from request_parsing import InvalidRequest
 from rolling import Total, top_of_window
 
@@ -60,7 +60,8 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     if isinstance(last, bool) or not isinstance(last, int) or not 2 <= last <= MAX_LAST:
         raise InvalidRequest(f"last must be an integer from 2 to {MAX_LAST}")
     if board.period == ALL_TIME:
-        raise InvalidRequest("period all has no buckets to sum: last takes hour, day, week, month or year")
+        *bucketed, final = KEY_FORMATS
+        raise InvalidRequest(f"period all has no buckets to sum: last takes {', '.join(bucketed)} or {final}")
     extra = sorted({"next_token", "around", entity_field} & set(event))
     if extra:
         raise InvalidRequest(f"a rolling window takes limit only, not {', '.join(extra)}")

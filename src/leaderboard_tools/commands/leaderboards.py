@@ -43,7 +43,7 @@ def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
         if arguments.key is not None:
             request["key"] = arguments.key
     else:
-        raise CommandError("name a board: --month YYYY-MM, or --period hour|day|week|month|year|all [--key ...]")
+        raise CommandError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIODS)} [--key ...]")
     if arguments.category is not None:
         request["category"] = arguments.category
     return request

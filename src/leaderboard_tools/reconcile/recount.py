@@ -18,6 +18,7 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import (
     CATEGORY_SEPARATOR,
+    PERIODS,
     download_boards,
     fits_sort_key,
     period_of_board,
@@ -224,7 +225,7 @@ def board_refusal(board: str, deployment: Deployment) -> str | None:
     """Why a board is not one the deployment keeps, so never recounted (its downloads would be recounted as none)."""
     period = period_of_board(board)
     if period is None:
-        return f"{board} is not a board id (a bucket of an hour, day, week, month, year, all, or <bucket>@<category>)"
+        return f"{board} is not a board id (a bucket of {', '.join(PERIODS)}, or <bucket>@<category>)"
     if period not in deployment.periods:
         return (
             f"{board} is a {period} board: the deployment keeps {', '.join(deployment.periods)} boards "

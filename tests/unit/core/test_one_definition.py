@@ -353,7 +353,7 @@ def _deployment(periods: tuple[str, ...] = ("month",), category: str | None = No
         st.integers(990, 1030).map(lambda length: "x" * length),
     ),
     as_number=st.booleans(),
-    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
+    periods=st.lists(st.sampled_from(PERIODS), min_size=1, unique=True),
 )
 def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
     category: str, as_number: bool, periods: list[str]
@@ -406,7 +406,7 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
 @given(
     timestamp=TIMESTAMPS,
     category=st.none() | st.text(max_size=40) | st.just("x" * 1020),
-    periods=st.lists(st.sampled_from(("hour", "day", "week", "month", "year", "all")), min_size=1, unique=True),
+    periods=st.lists(st.sampled_from(PERIODS), min_size=1, unique=True),
 )
 def test_the_recount_files_a_download_in_every_board_the_aggregator_counts_it_in(
     timestamp: str, category: str | None, periods: list[str]
