@@ -78,8 +78,9 @@ class ReconcileReport:
         return self.refused is None and all(d.repaired for d in self.differences)
 
     def as_json(self) -> dict[str, Any]:
-        """`reconcile --json`'s report, whose "month" names the board (the key it has always had)."""
+        """`reconcile --json`'s report: "board" names the board; "month", the key it has always had, too."""
         return {
+            "board": self.board,
             "month": self.board,
             "differences": [difference.as_json() for difference in self.differences],
             "repaired": self.repaired,

@@ -69,6 +69,7 @@ def month(aws: None) -> MotoStack:
 def test_reconcile_reports_exactly_the_differences(month: MotoStack) -> None:
     report = reconciler(month).run_month(MONTH)
     assert report.as_json() == {
+        "board": MONTH,
         "month": MONTH,
         "differences": [
             {"songID": "song2", "stored": 5, "recounted": 2, "repaired": False, "state": "differs"},
