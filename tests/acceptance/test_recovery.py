@@ -219,7 +219,13 @@ def test_the_command_line_prints_the_json_the_operations_page_describes(endpoint
         )
         result = cli("reconcile", "--table", table, "--month", MONTH, "--json")
         assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout) == {"month": MONTH, "differences": [], "repaired": False, "pending": []}
+        assert json.loads(result.stdout) == {
+            "board": MONTH,
+            "month": MONTH,
+            "differences": [],
+            "repaired": False,
+            "pending": [],
+        }
 
 
 def test_a_repair_while_the_stream_lags_leaves_what_is_in_flight_and_every_count_ends_exact(
