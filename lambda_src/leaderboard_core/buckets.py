@@ -45,10 +45,12 @@ def _ymd(moment: datetime) -> str:
     return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
 
 
-def _real(make: Callable[[dict[str, int]], object]) -> Callable[[re.Match[str]], bool]:
+def _starts(start: Callable[[str], datetime]) -> Callable[[re.Match[str]], bool]:
+    """Which keys of the right shape exist: those whose bucket has a first moment (a real date, hour or ISO week)."""
+
     def exists(match: re.Match[str]) -> bool:
         try:
-            make({name: int(value) for name, value in match.groupdict().items()})
+            start(match.string)
         except ValueError:
             return False
         return True
@@ -96,18 +98,6 @@ def _month_before(key: str) -> str | None:
     return f"{index // 12:04d}-{index % 12 + 1:02d}" if index >= 0 else None
 
 
-def _real_hour(fields: dict[str, int]) -> object:
-    return datetime(fields["year"], fields["month"], fields["day"], fields["hour"], tzinfo=UTC)
-
-
-def _real_day(fields: dict[str, int]) -> object:
-    return date(fields["year"], fields["month"], fields["day"])
-
-
-def _real_week(fields: dict[str, int]) -> object:
-    return date.fromisocalendar(fields["year"], fields["week"], 1)
-
-
 MONTH_KEY = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
 """A month board's key (and its aggregates' sort key): `YYYY-MM`."""
 
@@ -118,7 +108,7 @@ BUCKETED_PERIODS = (
         re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2})\Z"),
         _hour_key,
         _stepped(_hour_key, _hour_start, timedelta(hours=1)),
-        _real(_real_hour),
+        _starts(_hour_start),
     ),
     Period(
         "day",
@@ -126,7 +116,7 @@ BUCKETED_PERIODS = (
         re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z"),
         _ymd,
         _stepped(_ymd, _day_start, timedelta(days=1)),
-        _real(_real_day),
+        _starts(_day_start),
     ),
     Period(
         "week",
@@ -134,7 +124,7 @@ BUCKETED_PERIODS = (
         re.compile(r"\A(?P<year>[0-9]{4})-W(?P<week>[0-9]{2})\Z"),
         _week_key,
         _stepped(_week_key, _week_start, timedelta(weeks=1)),
-        _real(_real_week),
+        _starts(_week_start),
     ),
     Period("month", "YYYY-MM", MONTH_KEY, lambda moment: f"{moment.year:04d}-{moment.month:02d}", _month_before),
     Period(
