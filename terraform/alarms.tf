@@ -7,7 +7,7 @@ locals {
   alarm_actions   = local.alarm_topic_arn == null ? [] : [local.alarm_topic_arn]
 
   aggregator_dimensions  = { FunctionName = local.aggregator_name }
-  table_dimensions       = { TableName = local.table_name }
+  table_dimensions       = { TableName = local.aggregates_table_name }
   anomaly_dimensions     = { service = local.aggregator_name } # Powertools' default EMF dimension: POWERTOOLS_SERVICE_NAME
   anomaly_metric_purpose = "the aggregator's anomaly metric (namespace MaterializedAggregation)"
 
@@ -36,12 +36,12 @@ locals {
     table_write_throttles = {
       namespace   = "AWS/DynamoDB", metric = "WriteThrottleEvents", dimensions = local.table_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "Writes to the table were throttled (downloads or aggregates; on-demand tables throttle at partition limits too)."
+      description = "Writes to the table of the aggregates were throttled (and of the downloads, where they share it; on-demand tables throttle at partition limits too)."
     }
     table_read_throttles = {
       namespace   = "AWS/DynamoDB", metric = "ReadThrottleEvents", dimensions = local.table_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
-      description = "Reads of the table were throttled (the aggregator's reads, leaderboard and song queries)."
+      description = "Reads of the table of the aggregates were throttled (the aggregator's reads, leaderboard and song queries)."
     }
     index_write_throttles = {
       namespace   = "AWS/DynamoDB", metric = "WriteThrottleEvents", dimensions = merge(local.table_dimensions, { GlobalSecondaryIndexName = var.leaderboard_index_name })

@@ -94,11 +94,12 @@ data "aws_iam_policy_document" "aggregator" {
   # key, and dynamodb:LeadingKeys (the partition key) is every song. Not narrowed, and why: the
   # aggregator reads whole aggregates (GetItem without a projection: every shard's watermark) and
   # its writes return ALL_NEW / ALL_OLD, while an attribute-limited read needs Select =
-  # SPECIFIC_ATTRIBUTES and ReturnValues NONE / UPDATED_*; so this role can still read a download.
+  # SPECIFIC_ATTRIBUTES and ReturnValues NONE / UPDATED_*; so where aggregates share the downloads'
+  # table this role can still read a download. With a separate aggregates table it reads no table of downloads.
   statement {
     sid       = "UpdateAggregates"
     actions   = ["dynamodb:UpdateItem"]
-    resources = [local.table_arn]
+    resources = [local.aggregates_table_arn]
 
     condition {
       test     = "ForAllValues:StringLike"
@@ -110,7 +111,7 @@ data "aws_iam_policy_document" "aggregator" {
   statement {
     sid       = "ReadAggregates"
     actions   = ["dynamodb:GetItem"]
-    resources = [local.table_arn]
+    resources = [local.aggregates_table_arn]
   }
 
   # The checkpoint of each shard; ConditionCheckItem proves a pruned watermark's records uncounted.
@@ -199,7 +200,7 @@ data "aws_iam_policy_document" "query" {
   statement {
     sid       = "ReadOneAggregate"
     actions   = ["dynamodb:GetItem"]
-    resources = [local.table_arn]
+    resources = [local.aggregates_table_arn]
 
     condition {
       test     = "ForAllValues:StringEquals"

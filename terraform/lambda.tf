@@ -33,8 +33,11 @@ resource "aws_lambda_function" "aggregator" {
 
   environment {
     variables = {
-      TABLE_NAME                   = aws_dynamodb_table.this[0].name
-      TABLE_ARN                    = aws_dynamodb_table.this[0].arn
+      TABLE_NAME                   = local.table_name
+      TABLE_ARN                    = local.table_arn
+      AGGREGATES_TABLE_NAME        = local.aggregates_table_name
+      SOURCE_ITEM_ATTRIBUTE        = var.source_item_filter == null ? "" : var.source_item_filter.attribute
+      SOURCE_ITEM_VALUE            = var.source_item_filter == null ? "" : var.source_item_filter.value
       PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
@@ -63,6 +66,36 @@ resource "aws_lambda_function" "aggregator" {
   tags = var.tags
 
   lifecycle {
+    precondition {
+      condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
+      error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
+    }
+
+    precondition {
+      condition     = var.category_attribute_name == null ? true : !contains(concat(local.named_attributes, [local.sum_attribute]), var.category_attribute_name)
+      error_message = "category_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates, the TTL attribute or sum_attribute_name."
+    }
+
+    precondition {
+      condition     = var.sum_attribute_name == null ? true : !contains(local.named_attributes, var.sum_attribute_name)
+      error_message = "sum_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates or the TTL attribute."
+    }
+
+    precondition {
+      condition     = !local.provisioned || alltrue([for capacity in [var.table_read_capacity, var.table_write_capacity, var.index_read_capacity, var.index_write_capacity] : capacity != null])
+      error_message = "billing_mode PROVISIONED needs table_read_capacity, table_write_capacity, index_read_capacity and index_write_capacity."
+    }
+
+    precondition {
+      condition     = var.source_item_filter == null ? true : !contains(concat(local.named_attributes, [local.category_attribute, local.sum_attribute]), var.source_item_filter.attribute)
+      error_message = "source_item_filter.attribute must be an attribute of its own: not the entity, the timestamp, a key, an attribute of aggregates, the TTL, category or summed attribute."
+    }
+
+    precondition {
+      condition     = !local.source_table_given || var.download_ttl_attribute_name == null
+      error_message = "download_ttl_attribute_name sets TTL on the table the module creates; with source_table_name the module changes nothing of that table: set TTL where the table is defined (the operator tools read it from the table)."
+    }
+
     precondition {
       condition     = local.packages.aggregator.given
       error_message = "The aggregator has no package. Set aggregator_package_path (the aggregator.zip of a release: `make release`), or package_s3_bucket with aggregator_package_s3_key and aggregator_package_source_code_hash (sha256_base64 of aggregator.zip in the release's manifest.json)."
@@ -94,7 +127,7 @@ resource "aws_lambda_function" "aggregator" {
 resource "aws_lambda_event_source_mapping" "aggregator" {
   count = local.create ? 1 : 0
 
-  event_source_arn                   = aws_dynamodb_table.this[0].stream_arn
+  event_source_arn                   = local.table_stream_arn
   function_name                      = aws_lambda_function.aggregator[0].arn
   starting_position                  = var.starting_position
   batch_size                         = var.batch_size
@@ -146,7 +179,7 @@ resource "aws_lambda_function" "query" {
   count = local.create ? 1 : 0
 
   function_name                  = local.query_name
-  description                    = "Serves the leaderboards of ${local.table_name} from its sparse index: pages, ranks, neighbours, rolling windows."
+  description                    = "Serves the leaderboards of ${local.table_name} from the sparse index of ${local.aggregates_table_name}: pages, ranks, neighbours, rolling windows."
   role                           = aws_iam_role.query[0].arn
   runtime                        = var.lambda_runtime
   handler                        = "query.lambda_handler"
@@ -162,7 +195,7 @@ resource "aws_lambda_function" "query" {
 
   environment {
     variables = {
-      TABLE_NAME                  = aws_dynamodb_table.this[0].name
+      AGGREGATES_TABLE_NAME       = local.aggregates_table_name
       INDEX_NAME                  = var.leaderboard_index_name
       ENTITY_ATTRIBUTE            = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE          = var.sort_key_attribute_name

@@ -1,14 +1,20 @@
 locals {
-  create                = var.create
-  table_name            = "${var.name}-downloads"
+  create             = var.create
+  source_table_given = var.source_table_name != null
+  # With a source table the aggregates always have a table of their own: the module writes nothing into a table it does not own.
+  separate_aggregates   = local.source_table_given || var.separate_aggregates_table
+  table_name            = local.source_table_given ? var.source_table_name : "${var.name}-downloads"
+  aggregates_table_name = local.separate_aggregates ? "${var.name}-aggregates" : local.table_name
   aggregator_name       = "${var.name}-aggregator"
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
   band_queue_name       = "${var.name}-recount-bands"
   progress_table_name   = "${var.name}-progress"
   provisioned           = var.billing_mode == "PROVISIONED"
-  table_arn             = one(aws_dynamodb_table.this[*].arn)
-  leaderboard_index_arn = local.create ? "${local.table_arn}/index/${var.leaderboard_index_name}" : null
+  table_arn             = local.source_table_given ? one(data.aws_dynamodb_table.source[*].arn) : one(aws_dynamodb_table.this[*].arn)
+  table_stream_arn      = local.source_table_given ? one(data.aws_dynamodb_table.source[*].stream_arn) : one(aws_dynamodb_table.this[*].stream_arn)
+  aggregates_table_arn  = local.separate_aggregates ? one(aws_dynamodb_table.aggregates[*].arn) : local.table_arn
+  leaderboard_index_arn = local.create ? "${local.aggregates_table_arn}/index/${var.leaderboard_index_name}" : null
 
   # Both functions read the boards from these (empty: none), the aggregator to write them, the query function to serve them.
   leaderboard_periods = join(",", var.leaderboard_periods)
@@ -20,17 +26,42 @@ locals {
     var.count_attribute_name, var.order_attribute_name, var.download_ttl_attribute_name == null ? "" : var.download_ttl_attribute_name,
   ])
 
-  # Only raw events reach the aggregator: INSERTs whose new image has no period attribute.
-  # A raw event that is malformed still passes, so the aggregator reports it instead of the
-  # filter dropping it unseen; aggregate writes never pass, so they cannot re-invoke it.
-  new_raw_event_filter = jsonencode(jsondecode(templatefile("${path.module}/templates/new_raw_event_filter.json.tftpl", {
-    period_attribute = var.period_attribute_name
-  })))
+  # Only new downloads reach the aggregator: INSERTs, which, where aggregates share the table, carry no period
+  # attribute (aggregate writes never pass, so they cannot re-invoke it), and which match source_item_filter.
+  # A download that is malformed still passes, so the aggregator reports it instead of the filter dropping it unseen.
+  new_download_conditions = merge(
+    local.separate_aggregates ? {} : { (var.period_attribute_name) = { S = [{ exists = false }] } },
+    var.source_item_filter == null ? {} : { (var.source_item_filter.attribute) = { S = [var.source_item_filter.value] } },
+  )
+  new_raw_event_filter = jsonencode(merge(
+    { eventName = ["INSERT"] },
+    { for section, image in { dynamodb = { NewImage = local.new_download_conditions } } : section => image if length(local.new_download_conditions) > 0 },
+  ))
+
+  # The sparse leaderboard index, on whichever table holds the aggregates. Only aggregates carry the period
+  # attribute. Sorted by the order (count, then id), with the count projected, so that a page needs nothing but
+  # the index; the guide's own queries (Month = :m, descending) still list the top songs with their DownloadCount.
+  leaderboard_index = {
+    name               = var.leaderboard_index_name
+    hash_key           = var.period_attribute_name
+    range_key          = var.order_attribute_name
+    projection_type    = "INCLUDE"
+    non_key_attributes = [var.count_attribute_name]
+    read_capacity      = local.provisioned ? var.index_read_capacity : null
+    write_capacity     = local.provisioned ? var.index_write_capacity : null
+  }
+  leaderboard_index_attributes = { (var.period_attribute_name) = "S", (var.order_attribute_name) = "N" }
+  # The module's own downloads table carries the index only when the aggregates live in it.
+  downloads_table_attributes = merge(
+    { (var.entity_attribute_name) = "S", (var.sort_key_attribute_name) = "S" },
+    local.separate_aggregates ? {} : local.leaderboard_index_attributes,
+  )
 }
 
+# The downloads table, unless the platform brings its own (source_table_name, source_table.tf).
 resource "aws_dynamodb_table" "this" {
   # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table, at no charge.
-  count = local.create ? 1 : 0
+  count = local.create && !local.source_table_given ? 1 : 0
 
   name             = local.table_name
   billing_mode     = var.billing_mode
@@ -43,37 +74,27 @@ resource "aws_dynamodb_table" "this" {
 
   deletion_protection_enabled = var.deletion_protection_enabled
 
-  attribute {
-    name = var.entity_attribute_name
-    type = "S"
+  dynamic "attribute" {
+    for_each = local.downloads_table_attributes
+
+    content {
+      name = attribute.key
+      type = attribute.value
+    }
   }
 
-  attribute {
-    name = var.sort_key_attribute_name
-    type = "S"
-  }
+  dynamic "global_secondary_index" {
+    for_each = local.separate_aggregates ? [] : [local.leaderboard_index]
 
-  attribute {
-    name = var.period_attribute_name
-    type = "S"
-  }
-
-  attribute {
-    name = var.order_attribute_name
-    type = "N"
-  }
-
-  # Sparse: only aggregates carry the period attribute. Sorted by the order (count, then id),
-  # with the count projected, so that a page needs nothing but the index; the guide's own
-  # queries (Month = :m, descending) still list the top songs with their DownloadCount.
-  global_secondary_index {
-    name               = var.leaderboard_index_name
-    hash_key           = var.period_attribute_name
-    range_key          = var.order_attribute_name
-    projection_type    = "INCLUDE"
-    non_key_attributes = [var.count_attribute_name]
-    read_capacity      = local.provisioned ? var.index_read_capacity : null
-    write_capacity     = local.provisioned ? var.index_write_capacity : null
+    content {
+      name               = global_secondary_index.value.name
+      hash_key           = global_secondary_index.value.hash_key
+      range_key          = global_secondary_index.value.range_key
+      projection_type    = global_secondary_index.value.projection_type
+      non_key_attributes = global_secondary_index.value.non_key_attributes
+      read_capacity      = global_secondary_index.value.read_capacity
+      write_capacity     = global_secondary_index.value.write_capacity
+    }
   }
 
   point_in_time_recovery {
@@ -103,31 +124,11 @@ resource "aws_dynamodb_table" "this" {
 
   lifecycle {
     precondition {
-      condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
-      error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
-    }
-
-    precondition {
       condition = var.download_ttl_attribute_name == null ? true : !contains([
         var.entity_attribute_name, var.sort_key_attribute_name, var.timestamp_attribute_name, var.period_attribute_name,
         var.count_attribute_name, var.order_attribute_name,
       ], var.download_ttl_attribute_name)
       error_message = "download_ttl_attribute_name must be an attribute of its own, not a key, the timestamp or an attribute of aggregates."
-    }
-
-    precondition {
-      condition     = var.category_attribute_name == null ? true : !contains(concat(local.named_attributes, [local.sum_attribute]), var.category_attribute_name)
-      error_message = "category_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates, the TTL attribute or sum_attribute_name."
-    }
-
-    precondition {
-      condition     = var.sum_attribute_name == null ? true : !contains(local.named_attributes, var.sum_attribute_name)
-      error_message = "sum_attribute_name must be an attribute of its own: not a key, the timestamp, an attribute of aggregates or the TTL attribute."
-    }
-
-    precondition {
-      condition     = !local.provisioned || alltrue([for capacity in [var.table_read_capacity, var.table_write_capacity, var.index_read_capacity, var.index_write_capacity] : capacity != null])
-      error_message = "billing_mode PROVISIONED needs table_read_capacity, table_write_capacity, index_read_capacity and index_write_capacity."
     }
   }
 }

@@ -1,18 +1,18 @@
 # With create = false every output is null.
 
 output "table_name" {
-  description = "Name of the table holding raw downloads and their aggregates."
-  value       = one(aws_dynamodb_table.this[*].name)
+  description = "Name of the table holding the downloads, whose stream feeds the aggregator: the module's own, or source_table_name. In the guide's layout it holds the aggregates too."
+  value       = local.create ? local.table_name : null
 }
 
 output "table_arn" {
-  description = "ARN of the table."
+  description = "ARN of the table holding the downloads."
   value       = local.table_arn
 }
 
 output "table_stream_arn" {
   description = "ARN of the table's stream, which feeds the aggregator."
-  value       = one(aws_dynamodb_table.this[*].stream_arn)
+  value       = local.table_stream_arn
 }
 
 output "download_ttl_attribute_name" {
@@ -143,4 +143,14 @@ output "progress_table_name" {
 output "progress_table_arn" {
   description = "ARN of the progress table."
   value       = one(aws_dynamodb_table.progress[*].arn)
+}
+
+output "aggregates_table_name" {
+  description = "Name of the table holding the aggregates and the leaderboard index: the downloads table itself in the guide's layout, <name>-aggregates with source_table_name or separate_aggregates_table."
+  value       = local.create ? local.aggregates_table_name : null
+}
+
+output "aggregates_table_arn" {
+  description = "ARN of the table holding the aggregates and the leaderboard index."
+  value       = local.aggregates_table_arn
 }

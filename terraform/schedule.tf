@@ -77,7 +77,7 @@ resource "aws_scheduler_schedule" "lineage_sweep" {
   target {
     arn      = aws_lambda_function.aggregator[0].arn
     role_arn = aws_iam_role.lineage_sweep[0].arn
-    input    = jsonencode({ lineageSweep = { streamArn = aws_dynamodb_table.this[0].stream_arn } })
+    input    = jsonencode({ lineageSweep = { streamArn = local.table_stream_arn } })
 
     # A sweep missed is made up by the next one; one an hour late is no better than the next.
     retry_policy {

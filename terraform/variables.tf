@@ -28,6 +28,43 @@ variable "tags" {
 # Table
 ################################################################################
 
+variable "source_table_name" {
+  description = "An existing table holding the downloads (a platform's own, often a single-table design), which the module reads and never changes: no index, TTL or item of the module's is added to it. Its stream must be enabled with a view type carrying new images. Aggregates then live in a table of the module's own, <name>-aggregates. null: the module creates the downloads table, <name>-downloads."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.source_table_name == null ? true : can(regex("^[A-Za-z0-9_.-]{3,255}$", var.source_table_name))
+    error_message = "source_table_name must be null or a DynamoDB table name: 3-255 letters, digits, '_', '-' or '.'."
+  }
+}
+
+variable "separate_aggregates_table" {
+  description = "With the module's own downloads table: keep aggregates in a table of their own, <name>-aggregates, so that the stream carries downloads only and the aggregator reads none of its own writes back. false is the guide's layout (aggregates beside the downloads, one table). Always true in effect with source_table_name. Changing it on a live stack starts the aggregates anew in the other table: recount them with `leaderboard-tools reconcile --repair`."
+  type        = bool
+  default     = false
+}
+
+variable "source_item_filter" {
+  description = "Where downloads share the table with other item types: the string attribute and value that mark a download (for example { attribute = \"type\", value = \"DOWNLOAD\" }). The stream mapping's filter, the aggregator and the operator tools apply the same rule; an item that matches it but cannot be counted is reported. null: every item with the entity and timestamp attributes is a download."
+  type = object({
+    attribute = string
+    value     = string
+  })
+  default = null
+
+  validation {
+    condition     = var.source_item_filter == null ? true : length(var.source_item_filter.attribute) >= 1 && length(var.source_item_filter.attribute) <= 255 && length(var.source_item_filter.value) >= 1
+    error_message = "source_item_filter needs an attribute name of 1 to 255 characters and a non-empty value."
+  }
+}
+
+variable "global_table_aggregating_region" {
+  description = "For a source table with replicas (a global table): the one region whose stream the module reads, which must be the region this module is applied in. Each replica has a stream of its own, and aggregates written from two regions would conflict (last writer wins), so apply the module in this region only. null: a source table with replicas is refused."
+  type        = string
+  default     = null
+}
+
 variable "billing_mode" {
   description = "PAY_PER_REQUEST (on-demand) or PROVISIONED. With PROVISIONED, set the four capacity variables."
   type        = string
@@ -102,13 +139,13 @@ variable "kms_key_arn" {
 ################################################################################
 
 variable "entity_attribute_name" {
-  description = "Partition key of the table: the counted entity (the guide's songID)."
+  description = "The counted entity's attribute (the guide's songID): the partition key of the module's tables; on a source_table_name table any string attribute of the downloads."
   type        = string
   default     = "songID"
 }
 
 variable "sort_key_attribute_name" {
-  description = "Sort key of the table: a unique event id on raw items, the period (YYYY-MM) on aggregates."
+  description = "Sort key of the module's tables: a unique event id on raw items of the downloads table it creates, the board id (2018-01) on aggregates. With source_table_name, the aggregates table's sort key only: a download is identified by its table's primary key, whatever that is."
   type        = string
   default     = "SK"
 }

@@ -55,6 +55,10 @@ module "leaderboard" {
   leaderboard_periods                = var.leaderboard_periods
   category_attribute_name            = var.category_attribute_name
   sum_attribute_name                 = var.sum_attribute_name
+  source_table_name                  = var.source_table_name
+  separate_aggregates_table          = var.separate_aggregates_table
+  source_item_filter                 = var.source_item_filter
+  entity_attribute_name              = var.entity_attribute_name
   create_alarms                      = var.create_alarms
   create_alarm_sns_topic             = var.create_alarm_sns_topic
   tags                               = var.tags

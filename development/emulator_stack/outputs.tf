@@ -1,12 +1,12 @@
 # Every output of the module, under the same name: the tests read them from `terraform output`.
 
 output "table_name" {
-  description = "Name of the table holding raw downloads and their aggregates."
+  description = "Name of the table holding the downloads, whose stream feeds the aggregator: the module's own, or source_table_name. In the guide's layout it holds the aggregates too."
   value       = module.leaderboard.table_name
 }
 
 output "table_arn" {
-  description = "ARN of the table."
+  description = "ARN of the table holding the downloads."
   value       = module.leaderboard.table_arn
 }
 
@@ -101,7 +101,7 @@ output "failure_queue_arn" {
 }
 
 output "recount_band_queue_url" {
-  description = "URL of the queue of the repairs' band records."
+  description = "URL of the queue where a repair records each band it opens, delayed toward its deadline, for the aggregator to check then; operators running reconcile --repair or recover need sqs:SendMessage, ReceiveMessage, DeleteMessage and ChangeMessageVisibility on it."
   value       = module.leaderboard.recount_band_queue_url
 }
 
@@ -111,17 +111,17 @@ output "recount_band_queue_arn" {
 }
 
 output "lineage_sweep_schedule_arn" {
-  description = "ARN of the schedule that invokes the aggregator's lineage sweep."
+  description = "ARN of the EventBridge Scheduler schedule that invokes the aggregator's lineage sweep (null without lineage_sweep_schedule)."
   value       = module.leaderboard.lineage_sweep_schedule_arn
 }
 
 output "lineage_sweep_schedule_name" {
-  description = "Name of the schedule that invokes the aggregator's lineage sweep."
+  description = "Name of the schedule that invokes the aggregator's lineage sweep (null without lineage_sweep_schedule)."
   value       = module.leaderboard.lineage_sweep_schedule_name
 }
 
 output "cloudwatch_metric_alarm_arns" {
-  description = "ARNs of the alarms by purpose; empty without create_alarms."
+  description = "ARNs of the alarms by purpose (iterator_age, failure_queue_messages, aggregator_errors, aggregator_throttles, table_write_throttles, table_read_throttles, index_write_throttles, refused_records, records_trimmed, previous_stream_watermarks, failed_aggregates, throttled_stream_reads, unsettled_band_records, rejected_records); empty without create_alarms, null with create = false."
   value       = module.leaderboard.cloudwatch_metric_alarm_arns
 }
 
@@ -131,7 +131,7 @@ output "cloudwatch_metric_alarm_names" {
 }
 
 output "alarm_sns_topic_arn" {
-  description = "SNS topic the alarms notify; null without."
+  description = "SNS topic the alarms notify: the one created (create_alarm_sns_topic) or given (alarm_sns_topic_arn); null without."
   value       = module.leaderboard.alarm_sns_topic_arn
 }
 
@@ -143,4 +143,14 @@ output "progress_table_name" {
 output "progress_table_arn" {
   description = "ARN of the progress table."
   value       = module.leaderboard.progress_table_arn
+}
+
+output "aggregates_table_name" {
+  description = "Name of the table holding the aggregates and the leaderboard index: the downloads table itself in the guide's layout, <name>-aggregates with source_table_name or separate_aggregates_table."
+  value       = module.leaderboard.aggregates_table_name
+}
+
+output "aggregates_table_arn" {
+  description = "ARN of the table holding the aggregates and the leaderboard index."
+  value       = module.leaderboard.aggregates_table_arn
 }

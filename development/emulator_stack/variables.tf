@@ -132,3 +132,30 @@ variable "tags" {
   type        = map(string)
   default     = { Project = "dynamodb-materialized-aggregation", Stack = "emulator" }
 }
+
+variable "source_table_name" {
+  description = "A table created outside the module whose downloads it counts; null: the module creates one."
+  type        = string
+  default     = null
+}
+
+variable "separate_aggregates_table" {
+  description = "Keep the aggregates in <name>-aggregates even with the module's own downloads table."
+  type        = bool
+  default     = false
+}
+
+variable "source_item_filter" {
+  description = "The string attribute and value that mark a download among other item types; null: every item."
+  type = object({
+    attribute = string
+    value     = string
+  })
+  default = null
+}
+
+variable "entity_attribute_name" {
+  description = "The counted entity's attribute."
+  type        = string
+  default     = "songID"
+}

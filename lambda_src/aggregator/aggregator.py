@@ -259,7 +259,11 @@ _sqs = boto3.client("sqs", config=_SDK_CONFIG)
 _PROGRESS = ProgressStore(_dynamodb, SETTINGS.progress_table_name)
 DEPENDENCIES = Dependencies(
     store=AggregateStore(
-        _dynamodb, SETTINGS.table_name, SETTINGS.schema, _PROGRESS, leaderboard_shards=SETTINGS.leaderboard_shards
+        _dynamodb,
+        SETTINGS.aggregates_table_name,
+        SETTINGS.schema,
+        _PROGRESS,
+        leaderboard_shards=SETTINGS.leaderboard_shards,
     ),
     progress=_PROGRESS,
     streams=_streams,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
 from leaderboard_core.buckets import periods_from_text
+from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, marker_from_environment
 
 GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
@@ -17,8 +18,10 @@ PER_WINDOW = "per_window"
 
 @dataclass(frozen=True)
 class Settings:
-    table_name: str
+    aggregates_table_name: str
+    """Where the aggregator writes aggregates (AGGREGATES_TABLE_NAME; in the guide's layout the downloads' table)."""
     table_arn: str
+    """The downloads' table (TABLE_ARN), whose streams the aggregator reads."""
     progress_table_name: str
     schema: Schema
     leaderboard_shards: int
@@ -38,8 +41,9 @@ class Settings:
         if aggregate_writes not in (PER_BATCH, PER_WINDOW):
             raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
         periods = periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
+        aggregates_table = environ.get(AGGREGATES_TABLE_VARIABLE) or environ["TABLE_NAME"]
         return cls(
-            table_name=environ["TABLE_NAME"],
+            aggregates_table_name=aggregates_table,
             table_arn=environ["TABLE_ARN"],
             progress_table_name=environ["PROGRESS_TABLE_NAME"],
             schema=Schema(
@@ -47,6 +51,8 @@ class Settings:
                 periods=periods,
                 category=environ.get("CATEGORY_ATTRIBUTE") or None,
                 amount=environ.get("SUM_ATTRIBUTE") or None,
+                aggregates_beside=aggregates_table == environ["TABLE_NAME"],
+                marker=marker_from_environment(environ),
             ),
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,

@@ -12,9 +12,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
-from leaderboard_core.bookkeeping import download_id, pad_sequence
+from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
 from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
+from leaderboard_core.source_items import DownloadMarker, download_identity
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
 
@@ -31,6 +32,10 @@ class Schema(AttributeNames):
     """An attribute of the raw record naming its category: a board per category per period, beside the overall one."""
     amount: str | None = None
     """A number attribute of the raw record added instead of 1 (revenue, minutes played)."""
+    aggregates_beside: bool = True
+    """Aggregates share the downloads' table (the guide's layout), so their writes come back on its stream."""
+    marker: DownloadMarker | None = None
+    """Which items of a shared table are downloads (source_item_filter); None: every item."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class Download:
     also: tuple[AggregateKey, ...] = ()
     """Its other aggregates (other periods, its category's boards): `key` and these together."""
     download_id: str | None = None
-    """Which download of its song this is (`download_id` of its sort key): what a repair's band holds."""
+    """Which download of its song this is (`download_identity` of its primary key): what a repair's band holds."""
 
     @property
     def keys(self) -> tuple[AggregateKey, ...]:
@@ -109,13 +114,9 @@ def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def _sort_key_of(stream: dict[str, Any], image: dict[str, Any], schema: Schema) -> str | None:
+def _identity_of(stream: dict[str, Any], schema: Schema) -> str | None:
     keys = stream.get("Keys")
-    for source in (keys if isinstance(keys, dict) else {}, image):
-        value = _string_attribute(source, schema.sort_key)
-        if value is not None:
-            return value
-    return None
+    return download_identity(keys, schema.entity) if isinstance(keys, dict) and keys else None
 
 
 def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
@@ -133,8 +134,10 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     image = stream.get("NewImage")
     if not isinstance(image, dict):
         return Rejected("INSERT without NewImage (stream view type must include new images)", raw_sequence, record)
-    if schema.period in image:
+    if schema.aggregates_beside and schema.period in image:
         return Ignored("aggregate item", raw_sequence)
+    if schema.marker is not None and not schema.marker.marks(image):
+        return Ignored(f"not a download: its {schema.marker.attribute} is not {schema.marker.value!r}", raw_sequence)
     entity_id = _string_attribute(image, schema.entity)
     if entity_id is None:
         return Rejected(f"{schema.entity} is missing or not a non-empty string", raw_sequence, record)
@@ -164,7 +167,6 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
         return Rejected(reason, raw_sequence, record)
     keys = [AggregateKey(entity_id, board) for board in boards]
-    sort_key = _sort_key_of(stream, image, schema)
     return Download(
         keys[0],
         pad_sequence(raw_sequence),
@@ -172,7 +174,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         creation_second(stream),
         amount,
         tuple(keys[1:]),
-        download_id(sort_key) if sort_key is not None else None,
+        _identity_of(stream, schema),
     )
 
 

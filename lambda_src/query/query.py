@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from boards import boards_from_environment
 from index_reads import IndexSchema, Layout, Unavailable
 from leaderboard_core.attributes import NAME_VARIABLES
+from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE
 from query_kinds import parse_kind_and_request
 from request_parsing import InvalidRequest
 
@@ -64,6 +65,12 @@ def schema_from_environment(environ: Mapping[str, str]) -> IndexSchema:
     )
 
 
+def aggregates_table_from_environment(environ: Mapping[str, str]) -> str:
+    """Where the aggregates and their index are: the downloads' table in the guide's layout, else <name>-aggregates
+    (a function deployed before the aggregates could have a table of their own names it TABLE_NAME)."""
+    return environ.get(AGGREGATES_TABLE_VARIABLE) or environ.get("TABLE_NAME", "")
+
+
 def layout_from_environment(environ: Mapping[str, str]) -> Layout:
     previous = environ.get("LEADERBOARD_SHARDS_PREVIOUS") or None
     return Layout(int(environ.get("LEADERBOARD_SHARDS", "1")), int(previous) if previous else None)
@@ -86,7 +93,7 @@ def client_config(threads: int) -> Config:
 SCHEMA = schema_from_environment(os.environ)
 LAYOUT = layout_from_environment(os.environ)
 BOARDS = boards_from_environment(os.environ)
-TABLE_NAME = os.environ.get("TABLE_NAME", "")
+AGGREGATES_TABLE_NAME = aggregates_table_from_environment(os.environ)
 _THREADS = reader_threads(LAYOUT)
 _dynamodb = boto3.client("dynamodb", config=client_config(_THREADS))
 _READERS = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="partition")
@@ -103,7 +110,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         return kind.answer(
             _dynamodb,
-            TABLE_NAME,
+            AGGREGATES_TABLE_NAME,
             SCHEMA,
             LAYOUT,
             request,

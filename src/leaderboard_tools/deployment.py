@@ -18,10 +18,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
+from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, DownloadMarker, marker_from_environment
 
 NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VARIABLES}
 AGGREGATOR_SUFFIX = "-aggregator"
 QUERY_SUFFIX = "-query"
+AGGREGATES_SUFFIX = "-aggregates"
 
 
 class DeploymentError(RuntimeError):
@@ -41,6 +43,7 @@ class Overrides:
 @dataclass(frozen=True)
 class Deployment:
     table: str
+    """The downloads' table, whose stream the aggregator reads (the module's own, or source_table_name)."""
     table_arn: str
     stream_arn: str | None
     names: AttributeNames
@@ -65,6 +68,27 @@ class Deployment:
     category_attribute: str | None = None
     sum_attribute: str | None = None
     """SUM_ATTRIBUTE: aggregates hold a sum of it, not a count of downloads."""
+    aggregates_table: str = ""
+    """AGGREGATES_TABLE_NAME: where the aggregates and the leaderboard index are; "" (the guide's layout): `table`."""
+    key_attributes: tuple[str, ...] = ()
+    """The downloads table's primary key (DescribeTable): what identifies a download, whatever the key schema."""
+    marker: DownloadMarker | None = None
+    """source_item_filter: which items of a shared table are downloads; None: every item with the entity and time."""
+
+    @property
+    def aggregates(self) -> str:
+        """The table holding the aggregates."""
+        return self.aggregates_table or self.table
+
+    @property
+    def aggregates_beside(self) -> bool:
+        """The aggregates share the downloads' table (the guide's layout): their writes are on its stream too."""
+        return self.aggregates == self.table
+
+    @property
+    def entity_is_partition(self) -> bool:
+        """A song's downloads are one partition of the table (a Query reads them), not spread over it."""
+        return bool(self.key_attributes) and self.key_attributes[0] == self.names.entity
 
     def shards(self) -> int:
         if self.leaderboard_shards is None:
@@ -148,10 +172,20 @@ def _agree(setting: str, flag: str, deployed: Any, given: Any, source: str) -> A
     return deployed if deployed is not None else given
 
 
+def _source_of_aggregates(lambda_client: Any, table: str) -> str | None:
+    """The downloads' table of an aggregates table `<name>-aggregates`: its aggregator `<name>-aggregator` says."""
+    if not table.endswith(AGGREGATES_SUFFIX):
+        return None
+    environment = _environment(lambda_client, table[: -len(AGGREGATES_SUFFIX)] + AGGREGATOR_SUFFIX) or {}
+    return environment.get("TABLE_NAME") if environment.get(AGGREGATES_TABLE_VARIABLE) == table else None
+
+
 def discover(clients: Any, table: str, overrides: Overrides | None = None) -> Deployment:
-    """Read the module's settings around `table`; flags fill what cannot be read and must agree with what can."""
+    """Read the module's settings around `table` (the downloads' table, or the aggregates'); flags fill what cannot be
+    read and must agree with what can."""
     overrides = overrides or Overrides()
     dynamodb, lambda_client = clients.dynamodb, clients.lambda_
+    table = _source_of_aggregates(lambda_client, table) or table
     try:
         description = dynamodb.describe_table(TableName=table)["Table"]
         ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
@@ -179,7 +213,21 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
                 f"pass {NAME_FLAGS[name]}"
             )
         names[name] = value
-    if (names["entity"], names["sort_key"]) != (keys.get("HASH"), keys.get("RANGE")):
+    aggregates_table = environment.get(AGGREGATES_TABLE_VARIABLE) or table
+    if aggregates_table != table:
+        try:
+            aggregate_keys = {
+                key["KeyType"]: key["AttributeName"]
+                for key in dynamodb.describe_table(TableName=aggregates_table)["Table"]["KeySchema"]
+            }
+        except ClientError as error:
+            raise DeploymentError(f"cannot read the aggregates table {aggregates_table}: {error}") from error
+        if (names["entity"], names["sort_key"]) != (aggregate_keys.get("HASH"), aggregate_keys.get("RANGE")):
+            raise DeploymentError(
+                f"table {aggregates_table} is keyed by {aggregate_keys.get('HASH')}/{aggregate_keys.get('RANGE')}, "
+                f"not {names['entity']}/{names['sort_key']}: it is not the aggregates table of this aggregator"
+            )
+    elif (names["entity"], names["sort_key"]) != (keys.get("HASH"), keys.get("RANGE")):
         raise DeploymentError(
             f"table {table} is keyed by {keys.get('HASH')}/{keys.get('RANGE')}, "
             f"not {names['entity']}/{names['sort_key']}: it is not the table this aggregator counts"
@@ -213,7 +261,10 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         if function_name.endswith(AGGREGATOR_SUFFIX):
             candidate = function_name[: -len(AGGREGATOR_SUFFIX)] + QUERY_SUFFIX
             query_environment = _environment(lambda_client, candidate)
-            if query_environment is not None and query_environment.get("TABLE_NAME") == table:
+            served = (query_environment or {}).get(AGGREGATES_TABLE_VARIABLE) or (query_environment or {}).get(
+                "TABLE_NAME"
+            )
+            if served == aggregates_table:
                 query_function = candidate
             else:
                 query_environment = None
@@ -238,6 +289,11 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         periods=leaderboard_periods(environment),
         category_attribute=environment.get("CATEGORY_ATTRIBUTE") or None,
         sum_attribute=environment.get("SUM_ATTRIBUTE") or None,
+        aggregates_table="" if aggregates_table == table else aggregates_table,
+        key_attributes=tuple(
+            key["AttributeName"] for key in sorted(description["KeySchema"], key=lambda key: key["KeyType"] != "HASH")
+        ),
+        marker=marker_from_environment(environment),
     )
 
 

@@ -80,7 +80,7 @@ def answer_band(message: Message, clients: Any, deployment: Deployment, reconcil
         return
     names = deployment.names
     item = clients.dynamodb.get_item(
-        TableName=deployment.table,
+        TableName=deployment.aggregates,
         Key={names.entity: {"S": entity}, names.sort_key: {"S": board}},
         ConsistentRead=True,
     ).get("Item")

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from leaderboard_tools.deployment import QUERY_SUFFIX
+from leaderboard_tools.deployment import AGGREGATES_SUFFIX, QUERY_SUFFIX
 
 TABLE_SUFFIX = "-downloads"
 """The module's names: table `<name>-downloads`, query function `<name>-query` (terraform/main.tf)."""
@@ -34,12 +34,14 @@ class AnswerError(RuntimeError):
 
 
 def query_function_of(table: str) -> str:
-    """`<name>-query` for the module's table `<name>-downloads`."""
-    if not table.endswith(TABLE_SUFFIX) or len(table) == len(TABLE_SUFFIX):
-        raise CommandError(
-            f"{table} is not named like the module's table (<name>{TABLE_SUFFIX}): name the function with --function"
-        )
-    return table[: -len(TABLE_SUFFIX)] + QUERY_SUFFIX
+    """`<name>-query` for the module's tables: `<name>-downloads`, or `<name>-aggregates` (beside a source table)."""
+    for suffix in (TABLE_SUFFIX, AGGREGATES_SUFFIX):
+        if table.endswith(suffix) and len(table) > len(suffix):
+            return table[: -len(suffix)] + QUERY_SUFFIX
+    raise CommandError(
+        f"{table} is not named like the module's tables (<name>{TABLE_SUFFIX}, <name>{AGGREGATES_SUFFIX}): "
+        "pass the aggregates table, or name the function with --function"
+    )
 
 
 def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:

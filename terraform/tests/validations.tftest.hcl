@@ -8,13 +8,32 @@ mock_provider "aws" {
       json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}"
     }
   }
+
+  mock_data "aws_region" {
+    defaults = {
+      name = "eu-west-1"
+    }
+  }
+
+  # A platform's table with a stream of new images, no replicas: what source_table_name needs.
+  mock_data "aws_dynamodb_table" {
+    defaults = {
+      arn              = "arn:aws:dynamodb:eu-west-1:123456789012:table/platform"
+      stream_arn       = "arn:aws:dynamodb:eu-west-1:123456789012:table/platform/stream/2025-01-01T00:00:00.000"
+      stream_enabled   = true
+      stream_view_type = "NEW_AND_OLD_IMAGES"
+      hash_key         = "PK"
+      range_key        = "SK"
+      replica          = []
+    }
+  }
 }
 
 variables {
   name = "validation"
   # Any file stands in for the zips: nothing is deployed, only planned.
-  aggregator_package_path = "templates/new_raw_event_filter.json.tftpl"
-  query_package_path      = "templates/new_raw_event_filter.json.tftpl"
+  aggregator_package_path = "versions.tf"
+  query_package_path      = "versions.tf"
 }
 
 run "the_defaults_plan" {
@@ -137,7 +156,7 @@ run "a_category_attribute_that_is_a_key_is_refused" {
     category_attribute_name = "songID"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_category_attribute_that_is_the_count_is_refused" {
@@ -147,7 +166,7 @@ run "a_category_attribute_that_is_the_count_is_refused" {
     category_attribute_name = "DownloadCount"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_category_attribute_that_is_the_summed_one_is_refused" {
@@ -158,7 +177,7 @@ run "a_category_attribute_that_is_the_summed_one_is_refused" {
     sum_attribute_name      = "Revenue"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_summed_attribute_that_is_the_timestamp_is_refused" {
@@ -168,7 +187,7 @@ run "a_summed_attribute_that_is_the_timestamp_is_refused" {
     sum_attribute_name = "Timestamp"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_summed_attribute_that_is_the_ttl_attribute_is_refused" {
@@ -179,7 +198,7 @@ run "a_summed_attribute_that_is_the_ttl_attribute_is_refused" {
     sum_attribute_name          = "ExpiresAt"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_layout_change_plans" {
@@ -204,7 +223,7 @@ run "a_layout_change_to_the_same_count_is_refused" {
     leaderboard_shards_previous = 4
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "more_than_64_shards_are_refused" {
@@ -299,7 +318,7 @@ run "provisioned_mode_without_capacities_is_refused" {
     billing_mode = "PROVISIONED"
   }
 
-  expect_failures = [aws_dynamodb_table.this]
+  expect_failures = [aws_lambda_function.aggregator]
 }
 
 run "a_name_with_spaces_is_refused" {
@@ -750,4 +769,172 @@ run "a_lineage_sweep_schedule_of_6_hours_plans" {
     condition     = aws_scheduler_schedule.lineage_sweep[0].schedule_expression == "rate(6 hours)"
     error_message = "rate(6 hours) is the longest schedule allowed"
   }
+}
+
+run "the_guides_layout_filters_out_aggregate_writes" {
+  command = plan
+
+  assert {
+    condition = jsondecode(one(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter).pattern) == {
+      eventName = ["INSERT"]
+      dynamodb  = { NewImage = { Month = { S = [{ exists = false }] } } }
+    }
+    error_message = "where aggregates share the table, only INSERTs without the period attribute may pass"
+  }
+
+  assert {
+    condition     = length(aws_dynamodb_table.aggregates) == 0 && aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATES_TABLE_NAME"] == "validation-downloads"
+    error_message = "by default the aggregates live beside the downloads, in one table"
+  }
+}
+
+run "a_separate_aggregates_table_takes_the_index_and_the_aggregates" {
+  command = plan
+
+  variables {
+    separate_aggregates_table = true
+  }
+
+  assert {
+    condition     = length(aws_dynamodb_table.this[0].global_secondary_index) == 0 && toset([for attribute in aws_dynamodb_table.this[0].attribute : attribute.name]) == toset(["songID", "SK"])
+    error_message = "the downloads table carries no index when the aggregates have a table of their own"
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.aggregates[0].name == "validation-aggregates" && one([for index in aws_dynamodb_table.aggregates[0].global_secondary_index : index.range_key]) == "LeaderboardOrder" && aws_dynamodb_table.aggregates[0].stream_enabled != true
+    error_message = "the aggregates table holds the sparse index, and has no stream"
+  }
+
+  assert {
+    condition     = jsondecode(one(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter).pattern) == { eventName = ["INSERT"] }
+    error_message = "with the aggregates elsewhere, every INSERT of the stream is a download"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["AGGREGATES_TABLE_NAME"] == "validation-aggregates" && aws_lambda_function.query[0].environment[0].variables["AGGREGATES_TABLE_NAME"] == "validation-aggregates" && aws_lambda_function.aggregator[0].environment[0].variables["TABLE_NAME"] == "validation-downloads"
+    error_message = "the aggregator reads the downloads' stream and writes the aggregates table, which the query function reads"
+  }
+}
+
+run "a_source_table_is_read_and_never_changed" {
+  command = plan
+
+  variables {
+    source_table_name  = "platform"
+    source_item_filter = { attribute = "type", value = "DOWNLOAD" }
+  }
+
+  assert {
+    condition     = length(aws_dynamodb_table.this) == 0 && aws_dynamodb_table.aggregates[0].name == "validation-aggregates"
+    error_message = "with a source table the module creates no downloads table, and keeps aggregates in its own"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].event_source_arn == "arn:aws:dynamodb:eu-west-1:123456789012:table/platform/stream/2025-01-01T00:00:00.000"
+    error_message = "the aggregator reads the source table's stream"
+  }
+
+  assert {
+    condition = jsondecode(one(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter).pattern) == {
+      eventName = ["INSERT"]
+      dynamodb  = { NewImage = { type = { S = ["DOWNLOAD"] } } }
+    }
+    error_message = "only INSERTs of items that source_item_filter marks as downloads pass"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["TABLE_NAME"] == "platform" && aws_lambda_function.aggregator[0].environment[0].variables["SOURCE_ITEM_ATTRIBUTE"] == "type" && aws_lambda_function.aggregator[0].environment[0].variables["SOURCE_ITEM_VALUE"] == "DOWNLOAD"
+    error_message = "the aggregator knows the source table and the rule that marks a download"
+  }
+
+  assert {
+    condition     = output.aggregates_table_name == "validation-aggregates" && output.table_name == "platform"
+    error_message = "the outputs name the source table and the aggregates table with its index"
+  }
+}
+
+run "a_source_table_without_a_stream_is_refused" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = false, stream_view_type = "", replica = [] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
+}
+
+run "a_source_table_whose_stream_carries_keys_only_is_refused" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "KEYS_ONLY", replica = [] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
+}
+
+run "a_global_source_table_is_refused_unless_this_region_aggregates" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_IMAGE", replica = [{ region_name = "us-east-1" }] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
+}
+
+run "a_global_source_table_plans_in_the_region_named_to_aggregate" {
+  command = plan
+
+  variables {
+    source_table_name               = "platform"
+    global_table_aggregating_region = "eu-west-1"
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_IMAGE", replica = [{ region_name = "us-east-1" }] }
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.aggregates[0].name == "validation-aggregates"
+    error_message = "the named region aggregates"
+  }
+}
+
+run "a_ttl_attribute_on_a_source_table_is_refused" {
+  command = plan
+
+  variables {
+    source_table_name           = "platform"
+    download_ttl_attribute_name = "ExpiresAt"
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_source_item_filter_on_the_entity_is_refused" {
+  command = plan
+
+  variables {
+    source_table_name  = "platform"
+    source_item_filter = { attribute = "songID", value = "x" }
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
 }

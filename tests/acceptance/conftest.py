@@ -36,6 +36,7 @@ LONGEST_FIRST = (
     "test_failure_handling.py",
     "test_boards.py",
     "test_consumer_stack.py",
+    "test_existing_table.py",
     "test_leaderboard.py",
     "test_alarms.py",
     "test_retention.py",

@@ -51,7 +51,7 @@ class ShardWatermarkDesign(Design):
         self.env = env
         self.schema = schema
         self.settings = Settings(
-            table_name=TABLE,
+            aggregates_table_name=TABLE,
             table_arn=TABLE_ARN,
             progress_table_name=PROGRESS_TABLE,
             schema=schema,

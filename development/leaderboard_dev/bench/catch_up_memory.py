@@ -123,7 +123,7 @@ def catch_up(
 
     table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
     settings = Settings(
-        table_name=table,
+        aggregates_table_name=table,
         table_arn=table_arn,
         progress_table_name=progress_table,
         schema=Schema(),

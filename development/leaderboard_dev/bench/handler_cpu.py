@@ -403,7 +403,7 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
     streams = boto3.client("dynamodbstreams", region_name=REGION, config=aggregator._SDK_CONFIG)
     progress = ProgressStore(dynamodb, settings.progress_table_name)
     dependencies = Dependencies(
-        store=AggregateStore(dynamodb, settings.table_name, settings.schema, progress),
+        store=AggregateStore(dynamodb, settings.aggregates_table_name, settings.schema, progress),
         progress=progress,
         streams=streams,
         executor=InlineExecutor(),

@@ -25,6 +25,8 @@ def run(arguments: argparse.Namespace) -> int:
     aws, deployment = operator_setup(arguments)
     check_layout(deployment, arguments.shards)
     with progress_of("Moving aggregates", shown=sys.stderr.isatty()) as on_progress:
-        report = rekey(aws.dynamodb, arguments.table, arguments.shards, names=deployment.names, on_progress=on_progress)
+        report = rekey(
+            aws.dynamodb, deployment.aggregates, arguments.shards, names=deployment.names, on_progress=on_progress
+        )
     print(json.dumps(vars(report)))
     return EXIT_EXACT if not report.failed else EXIT_ERROR

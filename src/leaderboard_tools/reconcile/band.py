@@ -153,7 +153,7 @@ class RepairBand:
         names = self._names
         try:
             self._dynamodb.update_item(
-                TableName=self._table,
+                TableName=self._aggregates_table,
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
                 # (a progress table that can no longer vouch for it) stops refusing new records.
@@ -171,7 +171,7 @@ class RepairBand:
                 raise
             # botocore retries a request whose response was lost: the band, unique to this repair, says it landed.
             item = self._dynamodb.get_item(
-                TableName=self._table,
+                TableName=self._aggregates_table,
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 ConsistentRead=True,
             ).get("Item")
@@ -218,7 +218,10 @@ class RepairBand:
         names, difference = self._names, band.difference
         key = {names.entity: {"S": difference.entity_id}, names.sort_key: {"S": band.board}}
         for _ in range(CLOSE_ROUNDS):
-            item = self._dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
+            item = (
+                self._dynamodb.get_item(TableName=self._aggregates_table, Key=key, ConsistentRead=True).get("Item")
+                or {}
+            )
             closed = (item.get(CLOSED_ATTRIBUTE) or {}).get("S") or ""
             if closed.rpartition("|")[0] == band.value:
                 # This close's own write, whose response was lost and whose retry found the band gone.
@@ -259,7 +262,7 @@ class RepairBand:
             band.close_sent = True
             try:
                 self._dynamodb.update_item(
-                    TableName=self._table,
+                    TableName=self._aggregates_table,
                     Key=key,
                     # The held set only grows while the band is open: the same size is the same set.
                     UpdateExpression=(

@@ -87,6 +87,8 @@ def download_aggregates(record: Any, deployment: Deployment) -> list[AggregateId
     if not isinstance(record, dict) or record.get("eventName") != "INSERT":
         return []
     image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    if not isinstance(image, dict) or deployment.names.period in image:
+    if not isinstance(image, dict) or (deployment.aggregates_beside and deployment.names.period in image):
+        return []
+    if deployment.marker is not None and not deployment.marker.marks(image):
         return []
     return [(image[deployment.names.entity]["S"], board) for board in boards_of_download(image, deployment)]

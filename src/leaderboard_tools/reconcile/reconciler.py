@@ -73,6 +73,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._deployment = deployment
         self._names = deployment.names
         self._table = deployment.table
+        self._aggregates_table = deployment.aggregates
         self._segments = segments
         self._stream_budget = stream_budget_seconds
         self._empty_pages_at_tip = empty_pages_at_tip

@@ -14,7 +14,6 @@ from leaderboard_core.bookkeeping import (
     RECOUNT_HELD,
     RECOUNTED_THROUGH,
     WATERMARK_PREFIX,
-    download_id,
 )
 from leaderboard_core.buckets import (
     CATEGORY_SEPARATOR,
@@ -24,6 +23,7 @@ from leaderboard_core.buckets import (
     period_of_board,
     utc_moment,
 )
+from leaderboard_core.source_items import download_identity
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.report import AggregateId, Snapshot
 
@@ -55,7 +55,7 @@ class TableRecount:
         for board, songs in (targets or {}).items():
             for entity_id in songs or ():
                 item = self._dynamodb.get_item(
-                    TableName=self._table,
+                    TableName=self._aggregates_table,
                     Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                     ConsistentRead=True,
                 ).get("Item")
@@ -84,7 +84,7 @@ class TableRecount:
             items: list[dict[str, Any]] = []
             for page in self._paginate(
                 "scan",
-                TableName=self._table,
+                TableName=self._aggregates_table,
                 Segment=number,
                 TotalSegments=self._segments,
                 ConsistentRead=True,
@@ -145,28 +145,44 @@ class TableRecount:
                         )
                     part.counts[(entity, board)] += 1
                     if part.ids is not None:
-                        part.ids.add(download_id(item[names.sort_key]["S"]))
+                        key = {
+                            name: item[name]
+                            for name in self._deployment.key_attributes or (names.entity, names.sort_key)
+                        }
+                        part.ids.add(download_identity(key, names.entity))
         return part
 
     def _download_parameters(self, keep_ids: bool = False) -> dict[str, Any]:
-        names, ttl = self._names, self._deployment.ttl_attribute
-        attribute_names = {"#entity": names.entity, "#timestamp": names.timestamp, "#period": names.period}
-        projection = "#entity, #timestamp"
+        """What a recount reads of the downloads: the attributes that place a download on its boards, and only items
+        that are downloads (not aggregates beside them, and those source_item_filter marks)."""
+        deployment = self._deployment
+        names, ttl = self._names, deployment.ttl_attribute
+        read = {"#entity": names.entity, "#timestamp": names.timestamp}
         if keep_ids:
-            attribute_names["#sk"] = names.sort_key
-            projection += ", #sk"
+            read |= {f"#key{index}": name for index, name in enumerate(deployment.key_attributes or (names.sort_key,))}
         if ttl:
-            attribute_names["#ttl"] = ttl
-            projection += ", #ttl"
-        if self._deployment.category_attribute:
-            attribute_names["#category"] = self._deployment.category_attribute
-            projection += ", #category"
-        return {
-            "FilterExpression": "attribute_not_exists(#period)",
-            "ProjectionExpression": projection,
+            read["#ttl"] = ttl
+        if deployment.category_attribute:
+            read["#category"] = deployment.category_attribute
+        conditions, attribute_names, values = [], dict(read), {}
+        if deployment.aggregates_beside:
+            conditions.append("attribute_not_exists(#period)")
+            attribute_names["#period"] = names.period
+        if deployment.marker is not None:
+            condition, marker_names, marker_values = deployment.marker.scan_filter()
+            conditions.append(condition)
+            attribute_names |= marker_names
+            values |= marker_values
+        parameters: dict[str, Any] = {
+            "ProjectionExpression": ", ".join(dict.fromkeys(read)),
             "ExpressionAttributeNames": attribute_names,
             "ConsistentRead": True,
         }
+        if conditions:
+            parameters["FilterExpression"] = " AND ".join(conditions)
+        if values:
+            parameters["ExpressionAttributeValues"] = values
+        return parameters
 
     def _recount_scan(self, targets: Mapping[str, Collection[str] | None] | None) -> list[Recount]:
         """One counter per scan segment, merged by the caller: memory bounded by (song, board) pairs."""
@@ -191,13 +207,15 @@ class TableRecount:
         parameters = self._download_parameters(keep_ids)
         merged = Recount(ids=set() if keep_ids else None)
         for song in songs:
-            pages = self._paginate(
-                "query",
-                TableName=self._table,
-                KeyConditionExpression="#entity = :entity",
-                ExpressionAttributeValues={":entity": {"S": song}},
-                **parameters,
-            )
+            if self._deployment.entity_is_partition or not self._deployment.key_attributes:
+                pages = self._paginate(
+                    "query",
+                    TableName=self._table,
+                    KeyConditionExpression="#entity = :entity",
+                    **_with_value(parameters, ":entity", song),
+                )
+            else:
+                pages = self._song_scan(song, parameters)
             part = self._count_pages(pages, targets, keep_ids)
             merged.counts.update(part.counts)
             for board, reason in part.expired.items():
@@ -205,6 +223,26 @@ class TableRecount:
             if merged.ids is not None and part.ids is not None:
                 merged.ids |= part.ids
         return merged
+
+    def _song_scan(self, song: str, parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """A song's downloads where they are not one partition (a single-table design keyed otherwise): the table,
+        scanned for them; what it costs is the whole table's read units."""
+        filtered = _with_value(parameters, ":entity", song)
+        condition = "#entity = :entity"
+        filtered["FilterExpression"] = (
+            f"{parameters['FilterExpression']} AND {condition}" if "FilterExpression" in parameters else condition
+        )
+        for number in range(self._segments):
+            yield from self._paginate(
+                "scan", TableName=self._table, Segment=number, TotalSegments=self._segments, **filtered
+            )
+
+
+def _with_value(parameters: dict[str, Any], name: str, value: str) -> dict[str, Any]:
+    return {
+        **parameters,
+        "ExpressionAttributeValues": {**parameters.get("ExpressionAttributeValues", {}), name: {"S": value}},
+    }
 
 
 def _wanted(songs: Collection[str] | None, entity: str) -> bool:

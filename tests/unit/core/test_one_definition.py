@@ -183,7 +183,7 @@ PERIOD_LISTS = st.lists(st.sampled_from([*PERIODS, "", "months", "Day", " day"])
 def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, str]) -> None:
     # given the boards lambda.tf gives both functions (LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE, shards)
     for function in ("aggregator", "query"):
-        assert set(environment) - {"TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
+        assert set(environment) - {"TABLE_NAME", "TABLE_ARN", "PROGRESS_TABLE_NAME"} <= module_sets(function)
     # when each function reads its environment (any value, a malformed one included)
     written = outcome(lambda: Settings.from_environment(environment))
     served = outcome(lambda: (boards_from_environment(environment), query.layout_from_environment(environment)))

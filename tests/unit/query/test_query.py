@@ -294,7 +294,7 @@ def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: py
 def test_the_handler_answers_pages_ranks_and_errors(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     load_month(dynamodb, TIED, 4)
     monkeypatch.setattr(query, "_dynamodb", dynamodb)
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(4))
 
     top = query.lambda_handler({"month": MONTH, "limit": 1}, FakeLambdaContext())
@@ -364,7 +364,7 @@ EVENTS = JSON | st.dictionaries(
 def test_every_request_however_malformed_gets_an_answer(aws: None, event: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # given the handler on a table
     monkeypatch.setattr(query, "_dynamodb", create_table(fresh=True))
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(4))
     # when anything JSON can carry is sent, then it answers: a page, a rank, or an error it names
     answer = query.lambda_handler(event, FakeLambdaContext())
@@ -395,7 +395,7 @@ def test_a_dynamodb_failure_is_answered_unavailable_and_logged(
     dynamodb = create_table(fresh=True)
     load_month(dynamodb, {"song1": 3, "song2": 2}, 4)
     monkeypatch.setattr(query, "_dynamodb", FailingClient(dynamodb, operation, code))
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(4))
     caplog.clear()
     # when a page or a rank is asked

@@ -672,7 +672,7 @@ def test_a_window_stopped_at_any_read_answers_only_what_is_certain(
 @pytest.fixture
 def deployed(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(query, "_dynamodb", dynamodb)
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(2))
     monkeypatch.setattr(query, "BOARDS", EVERY_PERIOD)
     return dynamodb
@@ -784,7 +784,7 @@ def test_month_requests_answer_what_they_answered_before_byte_for_byte(
     load_boards(dynamodb, {"2018-01": catalogue, "2018-01-15": catalogue}, shards)
     for module in (query, previous_query):
         monkeypatch.setattr(module, "_dynamodb", dynamodb)
-        monkeypatch.setattr(module, "TABLE_NAME", TABLE)
+        monkeypatch.setattr(module, "AGGREGATES_TABLE_NAME" if module is query else "TABLE_NAME", TABLE)
         monkeypatch.setattr(module, "LAYOUT", Layout(shards) if module is query else module.Layout(shards))
     monkeypatch.setattr(query, "BOARDS", EVERY_PERIOD)
     events: list[dict[str, Any]] = [

@@ -16,10 +16,10 @@ from tests.terraform_cli import terraform
 EXAMPLES = TERRAFORM_MODULE / "examples"
 
 
-EXAMPLE_NAMES = ["complete", "minimal", "trending-products"]
+EXAMPLE_NAMES = ["complete", "existing-table", "minimal", "trending-products"]
 
 
-def test_there_are_a_minimal_a_complete_and_a_trending_products_example() -> None:
+def test_there_are_a_minimal_a_complete_an_existing_table_and_a_trending_products_example() -> None:
     assert sorted(path.name for path in EXAMPLES.iterdir() if path.is_dir()) == EXAMPLE_NAMES
 
 

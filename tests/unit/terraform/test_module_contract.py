@@ -40,7 +40,7 @@ VALID = {
                 query.schema_from_environment(environ),
                 query.layout_from_environment(environ),
                 boards_from_environment(environ),
-                environ.get("TABLE_NAME"),
+                query.aggregates_table_from_environment(environ),
             ),
         ),
     ],

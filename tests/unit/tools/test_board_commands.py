@@ -51,7 +51,7 @@ JANUARY = {f"song{n}": 10 - n for n in range(1, 8)} | {"song9": 3}
 def stub(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> StubLambda:
     """A deployment keeping every period and categories, in 2 leaderboard shards, and its query function."""
     monkeypatch.setattr(query, "_dynamodb", dynamodb)
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(2))
     monkeypatch.setattr(query, "BOARDS", Boards(PERIODS, categories=True))
     boards = {"2018-01": JANUARY, "2018-01@rock": {"song2": 4, "song3": 4}, "all": JANUARY}

@@ -1,0 +1,26 @@
+# A table the platform already has (source_table_name): read, never changed. Its stream feeds the aggregator;
+# the operator tools read its items for recounts. What the module needs of it is checked at plan time.
+data "aws_dynamodb_table" "source" {
+  count = local.create && local.source_table_given ? 1 : 0
+
+  name = var.source_table_name
+
+  lifecycle {
+    postcondition {
+      condition     = self.stream_enabled
+      error_message = "The source table ${var.source_table_name} has no stream. Enable it where the table is defined (stream_enabled = true, stream_view_type = \"NEW_IMAGE\" or \"NEW_AND_OLD_IMAGES\"): the aggregator counts what the stream carries."
+    }
+
+    postcondition {
+      condition     = contains(["NEW_IMAGE", "NEW_AND_OLD_IMAGES"], self.stream_view_type)
+      error_message = "The stream of ${var.source_table_name} carries ${self.stream_view_type == "" ? "no" : self.stream_view_type} images, and the aggregator reads each download from its new image: set stream_view_type = \"NEW_IMAGE\" or \"NEW_AND_OLD_IMAGES\" where the table is defined (changing it replaces the stream)."
+    }
+
+    # Each replica of a global table has a stream of its own, and aggregates written from two regions would
+    # conflict (last writer wins): one region aggregates, named on purpose.
+    postcondition {
+      condition     = length(self.replica) == 0 || var.global_table_aggregating_region == data.aws_region.current[0].name
+      error_message = "The source table ${var.source_table_name} has replicas (a global table): each replica has its own stream, and aggregates written from two regions would conflict. Apply the module in one region only and name it: global_table_aggregating_region = that region (this is ${data.aws_region.current[0].name})."
+    }
+  }
+}

@@ -1,0 +1,179 @@
+"""The module attached to a table a platform already has: a single-table design it reads and never changes.
+
+The table is created here, outside the module, as a platform's own Terraform would: keyed PK/SK, with an index of
+its own, a stream of both images, and item types beside the downloads (users, playlists) that carry a song and a
+timestamp too. The module is applied with `source_table_name` and `source_item_filter`; the aggregates go to its own
+`<name>-aggregates` table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from leaderboard_dev.aws import Clients
+from leaderboard_dev.leaderboard import poll_until, wait_until_totals
+from leaderboard_dev.loadgen import write_items
+from leaderboard_dev.observe import scan_all
+from leaderboard_dev.settings import REPOSITORY, Endpoint
+from tests.acceptance.conftest import stack, stored
+
+MONTHS = ("2019-03", "2019-04")
+MARKER = {"attribute": "type", "value": "DOWNLOAD"}
+
+
+def platform_item(kind: str, number: int, chance: random.Random) -> dict[str, Any]:
+    """An item of the platform's table: a download (type DOWNLOAD), or another type that names a song and a time."""
+    song = f"song{chance.randrange(12)}"
+    timestamp = f"{chance.choice(MONTHS)}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z"
+    if kind == "DOWNLOAD":
+        key = {"PK": {"S": f"SONG#{song}"}, "SK": {"S": f"DOWNLOAD#{number:05d}"}}
+    else:
+        key = {"PK": {"S": f"{kind}#{number:05d}"}, "SK": {"S": "PROFILE"}}
+    return {
+        **key,
+        "type": {"S": kind},
+        "songID": {"S": song},
+        "Timestamp": {"S": timestamp},
+        "UserID": {"S": f"user{chance.randrange(40)}"},
+    }
+
+
+def definition(aws: Clients, table: str) -> dict[str, Any]:
+    """What the platform defined: keys, attributes, its indexes, its stream, billing and TTL."""
+    described = aws.dynamodb.describe_table(TableName=table)["Table"]
+    ttl = aws.dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    return {
+        "keys": described["KeySchema"],
+        "attributes": sorted(described["AttributeDefinitions"], key=lambda attribute: attribute["AttributeName"]),
+        "indexes": sorted(index["IndexName"] for index in described.get("GlobalSecondaryIndexes", [])),
+        "stream": described.get("StreamSpecification"),
+        "stream_arn": described.get("LatestStreamArn"),
+        "ttl": ttl.get("TimeToLiveStatus"),
+    }
+
+
+def items_of(aws: Clients, table: str) -> list[str]:
+    return sorted(json.dumps(item, sort_keys=True) for item in scan_all(aws, TableName=table, ConsistentRead=True))
+
+
+@pytest.fixture
+def platform_table(aws: Clients) -> Iterator[str]:
+    """The platform's table, created outside the module and deleted afterwards (after the stack that reads it)."""
+    name = f"platform-{uuid.uuid4().hex[:6]}"
+    aws.dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "BySortKey",
+                "KeySchema": [{"AttributeName": "SK", "KeyType": "HASH"}, {"AttributeName": "PK", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    aws.dynamodb.get_waiter("table_exists").wait(TableName=name)
+    try:
+        yield name
+    finally:
+        aws.dynamodb.delete_table(TableName=name)
+
+
+def enable_stream(aws: Clients, table: str) -> None:
+    """The stream turned on after the table's history was written: what it carries starts now, as on a table whose
+    stream is older than its 24 hours of retention."""
+    aws.dynamodb.update_table(
+        TableName=table, StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    )
+    poll_until(
+        lambda: aws.dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn"),
+        timeout=60,
+        describe=f"the stream of {table}",
+    )
+
+
+def cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "leaderboard_tools", *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPOSITORY,
+        env=os.environ.copy(),
+        timeout=600,
+    )
+
+
+def reconciled(table: str, month: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`reconcile` once nothing it finds is pending on the stream (exit code 4), within a bounded wait."""
+    return poll_until(
+        lambda: (
+            outcome
+            if (outcome := cli("reconcile", "--table", table, "--month", month, "--json", *flags)).returncode != 4
+            else None
+        ),
+        timeout=180,
+        describe=f"reconcile of {month} from {table} not pending",
+    )
+
+
+def test_a_platforms_single_table_is_counted_into_the_modules_aggregates_and_left_unchanged(
+    endpoint: Endpoint, aws: Clients, platform_table: str
+) -> None:
+    # given a platform's single-table design holding other item types and downloads from before its stream
+    chance = random.Random(27)
+    history = [platform_item("DOWNLOAD", number, chance) for number in range(60)]
+    write_items(aws.dynamodb, platform_table, [platform_item("USER", number, chance) for number in range(30)] + history)
+    enable_stream(aws, platform_table)
+    defined, held = definition(aws, platform_table), items_of(aws, platform_table)
+    with stack(endpoint, "existing", source_table_name=platform_table, source_item_filter=MARKER) as (_, outputs):
+        aggregates = outputs["aggregates_table_name"]
+        assert outputs["table_name"] == platform_table
+        assert aggregates != platform_table
+        # when downloads arrive, mixed with more items of other types that name a song and a time too
+        written = [platform_item("DOWNLOAD", number, chance) for number in range(1000, 1240)]
+        others = [platform_item(kind, number, chance) for number, kind in enumerate(["PLAYLIST", "USER"] * 30, 100)]
+        write_items(aws.dynamodb, platform_table, chance.sample(written + others, len(written) + len(others)))
+        # then every month's leaderboard in the aggregates table adds up to the downloads the stream carried
+        streamed = Counter((item["songID"]["S"], item["Timestamp"]["S"][:7]) for item in written)
+        totals = {month: sum(count for (_, of), count in streamed.items() if of == month) for month in MONTHS}
+        wait_until_totals(aws.dynamodb, aggregates, outputs["leaderboard_index_name"], totals, timeout=240)
+        assert stored(aws, aggregates) == dict(streamed)
+        # and the platform's table holds its own items and the writes, nothing of the module's, defined as before
+        assert definition(aws, platform_table) == defined
+        assert items_of(aws, platform_table) == sorted(
+            [*held, *(json.dumps(item, sort_keys=True) for item in written + others)]
+        )
+        # and the operator tools, from either table, find the history the stream never carried, and only downloads
+        truth = Counter((item["songID"]["S"], item["Timestamp"]["S"][:7]) for item in history + written)
+        for table, month in zip((platform_table, aggregates), MONTHS, strict=True):
+            found = reconciled(table, month)
+            assert found.returncode == 3, found.stdout + found.stderr
+            report = json.loads(found.stdout)
+            assert {
+                (difference["songID"], difference["stored"], difference["recounted"])
+                for difference in report["differences"]
+            } == {
+                (song, streamed[(song, of)], count)
+                for (song, of), count in truth.items()
+                if of == month and count != streamed[(song, of)]
+            }
+        # and a repair from either table counts it: every board then holds every download of the table, once
+        for table, month in zip((aggregates, platform_table), MONTHS, strict=True):
+            repaired = reconciled(table, month, "--repair", "--clock-margin-seconds", "2")
+            assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        assert stored(aws, aggregates) == dict(truth)
