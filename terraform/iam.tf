@@ -30,10 +30,24 @@ locals {
   #   that are returned from a request"; "If you use dynamodb:Attributes, you must specify the names
   #   of all of the primary key and index key attributes for the table and any secondary indexes
   #   that are listed in the policy"; "To allow all attributes whose name matches a pattern, use StringLike instead of StringEquals,
-  #   and use a multi-character pattern match wildcard character (*)". dynamodb:Select: for read
-  #   actions "the Select parameter always has a value (ALL_ATTRIBUTES, unless otherwise specified)",
-  #   so requiring SPECIFIC_ATTRIBUTES makes every read name its attributes. (DynamoDB Developer
-  #   Guide, "Using IAM policy conditions for fine-grained access control".)
+  #   and use a multi-character pattern match wildcard character (*)" (DynamoDB Developer Guide,
+  #   "Using IAM policy conditions for fine-grained access control"). Tested with ForAllValues, which
+  #   "also returns true if there are no context keys in the request" (IAM User Guide, "Multivalued
+  #   context key examples"): a GetItem names its key, so never none.
+  # - dynamodb:Select: "Represents the Select parameter of a Query or Scan request" (the same guide;
+  #   "Filters access by the Select parameter of a Query or Scan request", Service Authorization
+  #   Reference, "Actions, resources, and condition keys for Amazon DynamoDB"). GetItem has no Select
+  #   parameter. The guide's attribute-limited examples, GetItem among their actions, test the key
+  #   with StringEqualsIfExists ("If the user specifies the Select parameter, then its value must be
+  #   SPECIFIC_ATTRIBUTES"); its read-only variant allows StringEquals "because the Select parameter
+  #   always has a value (ALL_ATTRIBUTES, unless otherwise specified)", which the key's definition
+  #   does not promise of a GetItem. What decides is IAM's rule for a key the request context lacks:
+  #   "If the key that you specify in a policy condition is not present in the request context, the
+  #   values do not match and the condition is false", except with ...IfExists: "If the key is not
+  #   present, evaluate the condition element as true" (IAM User Guide, "IAM JSON policy elements:
+  #   Condition operators"). StringEquals would deny every GetItem whose context has no Select;
+  #   StringEqualsIfExists allows a GetItem of allowed attributes either way and still refuses
+  #   ALL_ATTRIBUTES where the key is present (tests/unit/terraform/test_query_role_conditions.py).
   # - kms:ViaService: "limits use of a KMS key to requests from specified AWS services", named
   #   dynamodb.<region>.amazonaws.com and sqs.<region>.amazonaws.com, with the .amazonaws.com suffix
   #   in every partition (AWS KMS Developer Guide, "kms:ViaService"). Lambda decrypts the functions'
@@ -195,8 +209,9 @@ data "aws_iam_policy_document" "query" {
     resources = [local.leaderboard_index_arn]
   }
 
-  # A rank reads one aggregate's count and order; never a download (UserID included): every
-  # GetItem must name its attributes (Select), and only these.
+  # A rank reads one aggregate's count and order; never a download (UserID included): a GetItem
+  # may name only these attributes, and its Select, where the request context carries one, must be
+  # SPECIFIC_ATTRIBUTES (IfExists: the key is the Select parameter of a Query or Scan; see locals).
   statement {
     sid       = "ReadOneAggregate"
     actions   = ["dynamodb:GetItem"]
@@ -209,7 +224,7 @@ data "aws_iam_policy_document" "query" {
     }
 
     condition {
-      test     = "StringEquals"
+      test     = "StringEqualsIfExists"
       variable = "dynamodb:Select"
       values   = ["SPECIFIC_ATTRIBUTES"]
     }
