@@ -14,7 +14,7 @@ export EMULATOR
 DEV := $(BIN)/python -m leaderboard_dev
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean
+.PHONY: help venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean provider-schema provider-schema-package
 
 help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
@@ -24,6 +24,7 @@ help:
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
+	@echo "make provider-schema  regenerate tests/unit/terraform/hashicorp-aws-6.json from the pinned hashicorp/aws 6.x package"
 	@echo "make bench     ours against the guide's handler on the emulator: docs/benchmark.md (plots, summary), development/benchmark-results/ (raw)"
 	@echo "make bench-smoke  the small variant (the test suite runs it): build/bench-smoke/"
 
@@ -52,11 +53,25 @@ down: $(STAMP)
 demo: build up
 	$(DEV) demo
 
+# hashicorp/aws 6.x's published schema (development/provider-schema-requirements.txt): downloaded, never installed, into
+# build/provider-schema/ (about 70 MB, once). The tests read the committed tests/unit/terraform/hashicorp-aws-6.json and,
+# with the package here, prove that `make provider-schema` reproduces it.
+PROVIDER_SCHEMA_PIN := development/provider-schema-requirements.txt
+PROVIDER_SCHEMA_PACKAGE := build/provider-schema/.downloaded
+$(PROVIDER_SCHEMA_PACKAGE): $(PROVIDER_SCHEMA_PIN) $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -r $(PROVIDER_SCHEMA_PIN) -d $(@D)
+	touch $@
+
+provider-schema-package: $(PROVIDER_SCHEMA_PACKAGE)
+
+provider-schema: $(PROVIDER_SCHEMA_PACKAGE)
+	$(DEV) provider-schema
+
 UNIT_TESTS := tests/unit development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
-test-unit: build $(STAMP)
+test-unit: build $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	$(BIN)/python -m pytest $(UNIT_TESTS)
 
 # The stream model at length: 20,000 histories of the shipped aggregator in 8 chunks over two workers,
@@ -67,7 +82,7 @@ test-model: $(STAMP)
 		tests/unit/stream_model/test_exactly_once.py tests/unit/stream_model/test_guard_mutations.py tests/unit/stream_model/test_naive_designs.py
 
 # The README's test command: unit tests, then the acceptance suite. Stops the emulator only if this run started it.
-test: build $(STAMP)
+test: build $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="$(UNIT_TESTS) tests/acceptance"
 
 # The acceptance suite alone, on the emulator EMULATOR names (CI runs the unit tier once).

@@ -60,10 +60,12 @@ locals {
   # Everything an aggregate carries: keys, count, and the aggregator's bookkeeping. One watermark per
   # stream shard, named by a hash of stream and shard, hence patterns (docs/exactly-once.md).
   aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "RecountBand", "RecountHeld", "AppliedSequence"])
-  kms_via_dynamodb     = local.create ? "dynamodb.${data.aws_region.current[0].name}.amazonaws.com" : null
-  kms_via_sqs          = local.create ? "sqs.${data.aws_region.current[0].name}.amazonaws.com" : null
+  kms_via_dynamodb     = local.create ? "dynamodb.${data.aws_region.current[0].id}.amazonaws.com" : null
+  kms_via_sqs          = local.create ? "sqs.${data.aws_region.current[0].id}.amazonaws.com" : null
 }
 
+# The region's code is `id`: `name` is deprecated from hashicorp/aws 6.0 (for `region`, which 5.x lacks), and both
+# majors set `id` to the region's code (tests/unit/terraform/test_provider_schema.py).
 data "aws_region" "current" {
   count = local.create ? 1 : 0
 }

@@ -1,3 +1,5 @@
+# The development stack stays on what the tests install (the mirrored hashicorp/aws 5.100); the module itself also
+# admits 6.x (terraform/versions.tf).
 terraform {
   required_version = ">= 1.7.0, < 2.0.0"
 

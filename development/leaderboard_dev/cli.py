@@ -1,4 +1,6 @@
-"""Local development's command line: `python -m leaderboard_dev up|down|demo|leaderboard|check-terraform|release`."""
+"""Local development's command line: `python -m leaderboard_dev <command>`.
+
+Commands: up, down, demo, leaderboard, check-terraform, provider-schema, release."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 from pathlib import Path
 
 from leaderboard_dev.emulators import lifecycle
-from leaderboard_dev.settings import endpoint_from_environment
+from leaderboard_dev.settings import REPOSITORY, endpoint_from_environment
 from leaderboard_tools.cli import run_command
 
 
@@ -86,6 +88,28 @@ def command_check_terraform(arguments: argparse.Namespace) -> int:
     return 0 if check(str(Path(arguments.checkov).resolve()) if arguments.checkov else None) else 1
 
 
+def command_provider_schema(arguments: argparse.Namespace) -> int:
+    from leaderboard_dev import provider_schema
+
+    wheel = provider_schema.package_path()
+    if wheel is None:
+        name = provider_schema.pinned_package()[0]
+        print(f"no {name} in {provider_schema.PACKAGE_DIR}: `make provider-schema-package`", file=sys.stderr)
+        return 1
+    text = provider_schema.generate(wheel)
+    target = provider_schema.SCHEMA_FILE
+    if arguments.check:
+        same = target.is_file() and target.read_text() == text
+        print(f"{target.relative_to(REPOSITORY)}: {'reproduced' if same else 'differs from'} {wheel.name}")
+        return 0 if same else 1
+    target.write_text(text)
+    content = json.loads(text)
+    count = sum(len(types) for types in content["schemas"].values())
+    version = content["provider_version"]
+    print(f"{target.relative_to(REPOSITORY)}: {count} types of hashicorp/aws {version} from {wheel.name}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="leaderboard_dev", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     checks.add_argument("--checkov", help="path of the checkov executable; omitted: no security scan")
     checks.set_defaults(handler=command_check_terraform)
+
+    schema = commands.add_parser(
+        "provider-schema", help="the hashicorp/aws 6.x schema the module is checked against, from the pinned package"
+    )
+    schema.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
+    schema.set_defaults(handler=command_provider_schema)
 
     release = commands.add_parser("release", help="zips, SHA256SUMS and manifest.json into dist/release/<version>")
     release.add_argument("--version", required=True, help="MAJOR.MINOR.PATCH[-PRERELEASE]")

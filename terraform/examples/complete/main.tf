@@ -8,7 +8,7 @@ provider "aws" {
 
 data "aws_caller_identity" "current" {}
 data "aws_partition" "current" {}
-data "aws_region" "current" {}
+data "aws_region" "current" {} # its `id` is the region's code on hashicorp/aws 5 and 6 (`name` is deprecated in 6)
 
 locals {
   release = jsondecode(file(var.release_manifest_path))
@@ -41,13 +41,13 @@ data "aws_iam_policy_document" "key" {
 
     principals {
       type        = "Service"
-      identifiers = ["logs.${data.aws_region.current.name}.amazonaws.com"]
+      identifiers = ["logs.${data.aws_region.current.id}.amazonaws.com"]
     }
 
     condition {
       test     = "ArnLike"
       variable = "kms:EncryptionContext:aws:logs:arn"
-      values   = ["arn:${data.aws_partition.current.partition}:logs:${data.aws_region.current.name}:${local.account}:log-group:/aws/lambda/${var.name}-*"]
+      values   = ["arn:${data.aws_partition.current.partition}:logs:${data.aws_region.current.id}:${local.account}:log-group:/aws/lambda/${var.name}-*"]
     }
   }
 

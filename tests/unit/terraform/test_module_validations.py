@@ -12,6 +12,7 @@ from pathlib import Path
 import hcl2
 import pytest
 
+from leaderboard_dev import provider_schema
 from leaderboard_dev.settings import EMULATOR_STACK, TERRAFORM_MODULE
 from leaderboard_dev.terraform_stack import provider_mirror
 from tests.terraform_cli import terraform
@@ -90,8 +91,17 @@ def mirrored_provider_versions() -> list[str]:
     return sorted(path.name for path in (mirror / "registry.terraform.io" / "hashicorp" / "aws").iterdir())
 
 
+def checked_provider_versions(directory: Path) -> list[str]:
+    """The hashicorp/aws versions a configuration is checked with: the mirrored ones it plans and applies with and, for
+    the module and its examples, the 6.x whose published schema test_provider_schema.py checks them against."""
+    checked = mirrored_provider_versions()
+    if directory in provider_schema.CONFIGURATIONS:
+        checked.append(provider_schema.committed()["provider_version"])
+    return checked
+
+
 @pytest.mark.parametrize("directory", VERSIONED, ids=lambda path: path.name)
-def test_the_version_constraints_admit_what_is_tested_and_no_untested_major(directory: Path) -> None:
+def test_the_version_constraints_admit_what_is_tested_and_no_unchecked_major(directory: Path) -> None:
     required_version, provider_version = constraints(directory)
     running = re.search(r"Terraform v([0-9.]+)", terraform(directory, "version").stdout)
     assert running is not None
@@ -99,10 +109,14 @@ def test_the_version_constraints_admit_what_is_tested_and_no_untested_major(dire
     assert admits(required_version, running.group(1)), required_version
     assert not admits(required_version, BEFORE_MOCK_PROVIDER), required_version
     assert not admits(required_version, f"{version(running.group(1))[0] + 1}.0.0"), required_version
-    # and hashicorp/aws: the versions these tests run with, and no next major version
-    for tested in mirrored_provider_versions():
+    # and hashicorp/aws: the versions checked here, and no major version beyond them
+    checked = checked_provider_versions(directory)
+    for tested in checked:
         assert admits(provider_version, tested), (provider_version, tested)
-        assert not admits(provider_version, f"{version(tested)[0] + 1}.0.0"), provider_version
+    newest = max(version(tested) for tested in checked)
+    if directory in provider_schema.CONFIGURATIONS:  # a major checked against its schema is admitted whole
+        assert admits(provider_version, f"{newest[0]}.0.0"), provider_version
+    assert not admits(provider_version, f"{newest[0] + 1}.0.0"), provider_version
 
 
 def test_the_constraint_reader_reads_terraform_syntax() -> None:

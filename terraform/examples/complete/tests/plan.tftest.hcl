@@ -20,7 +20,7 @@ mock_provider "aws" {
 
   mock_data "aws_region" {
     defaults = {
-      name = "eu-west-1"
+      id = "eu-west-1"
     }
   }
 
