@@ -137,6 +137,19 @@ data "aws_iam_policy_document" "aggregator" {
     resources = [aws_dynamodb_table.progress[0].arn]
   }
 
+  # While a backfill may run: a claim per download, its owner set only where none is (leaderboard_core.claims). The
+  # table holds claims only (a hash of each download's key and who counted it); the UpdateItem returns ALL_NEW,
+  # which an attribute condition (dynamodb:Attributes) would have to cover, so none is set.
+  dynamic "statement" {
+    for_each = var.backfill_claims ? [aws_dynamodb_table.claims[0].arn] : []
+
+    content {
+      sid       = "ClaimDownloads"
+      actions   = ["dynamodb:UpdateItem"]
+      resources = [statement.value]
+    }
+  }
+
   statement {
     sid       = "ReportFailures"
     actions   = ["sqs:SendMessage"]

@@ -39,6 +39,7 @@ resource "aws_lambda_function" "aggregator" {
       SOURCE_ITEM_ATTRIBUTE        = var.source_item_filter == null ? "" : var.source_item_filter.attribute
       SOURCE_ITEM_VALUE            = var.source_item_filter == null ? "" : var.source_item_filter.value
       PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
+      CLAIMS_TABLE_NAME            = var.backfill_claims ? aws_dynamodb_table.claims[0].name : ""
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name

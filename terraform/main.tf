@@ -10,6 +10,7 @@ locals {
   failure_queue_name    = "${var.name}-aggregator-failures"
   band_queue_name       = "${var.name}-recount-bands"
   progress_table_name   = "${var.name}-progress"
+  claims_table_name     = "${var.name}-claims"
   provisioned           = var.billing_mode == "PROVISIONED"
   table_arn             = local.source_table_given ? one(data.aws_dynamodb_table.source[*].arn) : one(aws_dynamodb_table.this[*].arn)
   table_stream_arn      = local.source_table_given ? one(data.aws_dynamodb_table.source[*].stream_arn) : one(aws_dynamodb_table.this[*].stream_arn)

@@ -154,3 +154,13 @@ output "aggregates_table_arn" {
   description = "ARN of the table holding the aggregates and the leaderboard index."
   value       = local.aggregates_table_arn
 }
+
+output "claims_table_name" {
+  description = "Name of the backfill's claims table (backfill_claims); null without it."
+  value       = one(aws_dynamodb_table.claims[*].name)
+}
+
+output "claims_table_arn" {
+  description = "ARN of the backfill's claims table; null without it."
+  value       = one(aws_dynamodb_table.claims[*].arn)
+}

@@ -19,8 +19,8 @@ data "aws_dynamodb_table" "source" {
     # Each replica of a global table has a stream of its own, and aggregates written from two regions would
     # conflict (last writer wins): one region aggregates, named on purpose.
     postcondition {
-      condition     = length(self.replica) == 0 || var.global_table_aggregating_region == data.aws_region.current[0].name
-      error_message = "The source table ${var.source_table_name} has replicas (a global table): each replica has its own stream, and aggregates written from two regions would conflict. Apply the module in one region only and name it: global_table_aggregating_region = that region (this is ${data.aws_region.current[0].name})."
+      condition     = length(self.replica) == 0 || var.global_table_aggregating_region == data.aws_region.current[0].id
+      error_message = "The source table ${var.source_table_name} has replicas (a global table): each replica has its own stream, and aggregates written from two regions would conflict. Apply the module in one region only and name it: global_table_aggregating_region = that region (this is ${data.aws_region.current[0].id})."
     }
   }
 }

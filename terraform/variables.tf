@@ -576,3 +576,13 @@ variable "alarm_iterator_age_threshold_seconds" {
     error_message = "alarm_iterator_age_threshold_seconds must be 60-604800 (a stream keeps records 24 hours; the mapping's maximum record age is up to 7 days)."
   }
 }
+
+################################################################################
+# Backfill
+################################################################################
+
+variable "backfill_claims" {
+  description = "Claims for `leaderboard-tools backfill`, which counts the downloads a table held before the module was attached (its history) exactly once beside the stream: a table <name>-claims, in which the aggregator claims every download before counting it (one conditional write each) and the backfill every download it counts. Turn it on in the apply that attaches the module, run the backfill, then off once the backfill says so (docs/attaching.md). false: no backfill can run."
+  type        = bool
+  default     = false
+}

@@ -154,3 +154,13 @@ output "aggregates_table_arn" {
   description = "ARN of the table holding the aggregates and the leaderboard index."
   value       = module.leaderboard.aggregates_table_arn
 }
+
+output "claims_table_name" {
+  description = "Name of the backfill's claims table (backfill_claims); null without it."
+  value       = module.leaderboard.claims_table_name
+}
+
+output "claims_table_arn" {
+  description = "ARN of the backfill's claims table; null without it."
+  value       = module.leaderboard.claims_table_arn
+}

@@ -159,3 +159,9 @@ variable "entity_attribute_name" {
   type        = string
   default     = "songID"
 }
+
+variable "backfill_claims" {
+  description = "The backfill's claims table, in which the aggregator claims every download."
+  type        = bool
+  default     = false
+}

@@ -38,6 +38,7 @@ from progress_item import Progress
 from shard_lineage import count_ancestry
 from shard_progress import ProgressStore
 from shard_reader import ShardRead
+from stream_claims import StreamClaims
 from stream_description import shard_facts
 from telemetry import logger, metrics
 from window_state import delivered_high, window_state
@@ -249,7 +250,11 @@ def _is_new_download(record: Any, schema: Schema) -> bool:
     """An INSERT without the period attribute: what the mapping's filter lets through, never `Ignored`."""
     stream = record.get("dynamodb") if isinstance(record, dict) else None
     image = stream.get("NewImage") if isinstance(stream, dict) else None
-    return record.get("eventName") == "INSERT" and isinstance(image, dict) and schema.period not in image
+    return (
+        record.get("eventName") == "INSERT"
+        and isinstance(image, dict)
+        and (not schema.aggregates_beside or schema.period not in image)
+    )
 
 
 SETTINGS = Settings.from_environment(dict(os.environ))
@@ -270,6 +275,8 @@ DEPENDENCIES = Dependencies(
     executor=ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer"),
     send_failures=lambda messages: send_to_failure_queue(_sqs, SETTINGS.failure_queue_url, messages),
 )
+if SETTINGS.claims_table_name:
+    DEPENDENCIES.claims = StreamClaims(_dynamodb, SETTINGS.claims_table_name, DEPENDENCIES.executor)
 
 
 def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:

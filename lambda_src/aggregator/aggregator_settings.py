@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
 from leaderboard_core.buckets import periods_from_text
+from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, marker_from_environment
 
 GUIDE_SCHEMA = Schema()
@@ -29,6 +30,8 @@ class Settings:
     aggregate_writes: str
     write_concurrency: int
     deadline_margin_ms: int
+    claims_table_name: str | None = None
+    """CLAIMS_TABLE_NAME: while a backfill may count the table's history, every download is claimed there first."""
     read_budget_records: int = 20_000
     """Records one invocation reads at most (a page more at most); the rest waits for the next invocation."""
     read_budget_bytes: int = 32 * 1024 * 1024
@@ -59,4 +62,5 @@ class Settings:
             aggregate_writes=aggregate_writes,
             write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
+            claims_table_name=environ.get(CLAIMS_TABLE_VARIABLE) or None,
         )

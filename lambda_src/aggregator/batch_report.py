@@ -36,6 +36,10 @@ class BatchReport:
     ancestor_lost: str | None = None
     """An ancestor shard deleted from the stream before it was read: reported as trimmed records."""
     downloads: int = 0
+    counted_by_backfill: int = 0
+    """Downloads a backfill claimed first (CLAIMS_TABLE_NAME): it counted them, the aggregator did not."""
+    unclaimed: int = 0
+    """Downloads whose claim failed: not counted now, the checkpoint stays below the first of them."""
     distinct_aggregates: int = 0
     """(entity, board) pairs among the downloads read: the fewest writes that could count them."""
     added: int = 0
@@ -85,6 +89,8 @@ class BatchReport:
             "parent_drained": self.parent_drained,
             "ancestor_lost": self.ancestor_lost,
             "downloads": self.downloads,
+            "counted_by_backfill": self.counted_by_backfill,
+            "unclaimed": self.unclaimed,
             "distinct_aggregates": self.distinct_aggregates,
             "added": self.added,
             "already_applied": self.already_applied,
@@ -134,6 +140,8 @@ def publish(report: BatchReport, started: float, succeeded: bool) -> None:
             extra={"aggregate": aggregate, "stream_labels": labels},
         )
     metrics.add_metric(name="DownloadsCounted", unit=MetricUnit.Count, value=report.added)
+    metrics.add_metric(name="DownloadsCountedByBackfill", unit=MetricUnit.Count, value=report.counted_by_backfill)
+    metrics.add_metric(name="UnclaimedDownloads", unit=MetricUnit.Count, value=report.unclaimed)
     metrics.add_metric(name="DownloadsAlreadyApplied", unit=MetricUnit.Count, value=report.already_applied)
     metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=report.writes)
     metrics.add_metric(name="RecordsRead", unit=MetricUnit.Count, value=report.records_read)

@@ -89,6 +89,17 @@ def catch_up(
             rejected.append(parsed)
         else:
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
+    unclaimed: list[str] = []
+    if deps.claims is not None and downloads:
+        claimed = deps.claims.sort(downloads)
+        downloads = claimed.ours
+        report.counted_by_backfill += len(claimed.backfilled)
+        report.unclaimed += len(claimed.unclaimed)
+        if claimed.unclaimed:
+            # An aggregate's watermark covers every record below the highest it counts: nothing above a download
+            # not yet claimed may be counted, or the watermark would pass it.
+            unclaimed = [min(download.sequence for download in claimed.unclaimed)]
+            downloads = [download for download in downloads if download.sequence < unclaimed[0]]
     report.downloads += len(downloads)
     report.rejected.extend(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
@@ -99,7 +110,7 @@ def catch_up(
     report.distinct_aggregates += len(groups)
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
     report.refused.extend(refused)
-    unhandled = [groups[key][0].sequence for key in unwritten]
+    unhandled = [groups[key][0].sequence for key in unwritten] + unclaimed
     messages = [rejected_message(item, shard) for item in rejected] + [refused_message(item) for item in refused]
     if read.trimmed is not None:
         report.trimmed = gap_message(

@@ -10,6 +10,7 @@ from typing import Any
 
 from aggregate_store import AggregateStore
 from shard_progress import ProgressStore
+from stream_claims import StreamClaims
 from stream_description import ShardFacts
 
 
@@ -28,3 +29,5 @@ class Dependencies:
     shards: dict[str, ShardFacts] = field(default_factory=dict)
     """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
     lineages_swept_at: float | None = None
+    claims: StreamClaims | None = None
+    """While a backfill may count the table's history (CLAIMS_TABLE_NAME): each download is claimed before it counts."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -60,6 +60,8 @@ class Download:
     """Its other aggregates (other periods, its category's boards): `key` and these together."""
     download_id: str | None = None
     """Which download of its song this is (`download_identity` of its primary key): what a repair's band holds."""
+    item_key: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+    """The item's primary key (the record's Keys): what a claim names while a backfill runs."""
 
     @property
     def keys(self) -> tuple[AggregateKey, ...]:
@@ -114,9 +116,9 @@ def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     return None
 
 
-def _identity_of(stream: dict[str, Any], schema: Schema) -> str | None:
+def _key_of(stream: dict[str, Any]) -> dict[str, Any] | None:
     keys = stream.get("Keys")
-    return download_identity(keys, schema.entity) if isinstance(keys, dict) and keys else None
+    return keys if isinstance(keys, dict) and keys else None
 
 
 def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
@@ -174,7 +176,8 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         creation_second(stream),
         amount,
         tuple(keys[1:]),
-        _identity_of(stream, schema),
+        download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
+        item_key,
     )
 
 

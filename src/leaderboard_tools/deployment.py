@@ -100,7 +100,7 @@ class Deployment:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, AttributeNames):
+    if isinstance(value, AttributeNames | DownloadMarker):
         return {item.name: getattr(value, item.name) for item in fields(value)}
     return list(value) if isinstance(value, tuple) else value
 

@@ -11,6 +11,7 @@ mock_provider "aws" {
 
   mock_data "aws_region" {
     defaults = {
+      id   = "eu-west-1"
       name = "eu-west-1"
     }
   }
@@ -937,4 +938,32 @@ run "a_source_item_filter_on_the_entity_is_refused" {
   }
 
   expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "backfill_claims_add_the_claims_table_the_aggregator_claims_in" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+    backfill_claims   = true
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.claims[0].name == "validation-claims" && aws_dynamodb_table.claims[0].hash_key == "ClaimKey"
+    error_message = "backfill_claims creates <name>-claims, keyed by the claim"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["CLAIMS_TABLE_NAME"] == "validation-claims"
+    error_message = "the aggregator claims every download there"
+  }
+}
+
+run "no_claims_by_default" {
+  command = plan
+
+  assert {
+    condition     = length(aws_dynamodb_table.claims) == 0 && aws_lambda_function.aggregator[0].environment[0].variables["CLAIMS_TABLE_NAME"] == ""
+    error_message = "without backfill_claims the aggregator claims nothing"
+  }
 }

@@ -38,6 +38,7 @@ KMS_KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-55555
 VIA_DYNAMODB, VIA_SQS = f"dynamodb.{REGION}.amazonaws.com", f"sqs.{REGION}.amazonaws.com"
 REFERENCES = {
     "local.table_arn": TABLE_ARN,
+    "local.aggregates_table_arn": TABLE_ARN,
     "local.leaderboard_index_arn": f"{TABLE_ARN}/index/MonthDownloadsIndex",
     "aws_sqs_queue.failures[0].arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:app-aggregator-failures",
     "aws_sqs_queue.recount_bands[0].arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:app-recount-bands",
@@ -51,7 +52,11 @@ REFERENCES = {
 }
 EVALUATED_LISTS = ("local.query_item_attributes", "local.aggregate_attributes")
 """List-valued locals, evaluated by `terraform console` for the variables a test gives."""
-DYNAMIC_VALUES = {"${var.kms_key_arn == null ? [] : [var.kms_key_arn]}": [KMS_KEY_ARN]}
+CLAIMS_TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-claims"
+DYNAMIC_VALUES = {
+    "${var.kms_key_arn == null ? [] : [var.kms_key_arn]}": [KMS_KEY_ARN],
+    "${var.backfill_claims ? [aws_dynamodb_table.claims[0].arn] : []}": [CLAIMS_TABLE_ARN],
+}
 UNSCOPED_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
 SCOPED_SUFFIXES = [
     re.compile(rf"^{re.escape(TABLE_ARN)}/stream/\*$"),
@@ -377,9 +382,13 @@ def test_every_role_policy_is_a_rendered_document_and_no_managed_policy_is_attac
 @pytest.mark.parametrize(
     ("original", "injected", "expected"),
     [
-        ("resources = [local.table_arn]", 'resources = ["*"]', "UpdateAggregates: ['dynamodb:UpdateItem'] on *"),
         (
-            "resources = [local.table_arn]",
+            "resources = [local.aggregates_table_arn]",
+            'resources = ["*"]',
+            "UpdateAggregates: ['dynamodb:UpdateItem'] on *",
+        ),
+        (
+            "resources = [local.aggregates_table_arn]",
             'resources = ["arn:aws:dynamodb:*:*:table/*"]',
             "on arn:aws:dynamodb:*:*:table/*",
         ),

@@ -37,7 +37,8 @@ from tests.unit.terraform.test_iam_policies import ACCOUNT, REGION, TABLE_ARN, p
 READINGS = ("query-or-scan", "always")
 """What a GetItem's context holds of dynamodb:Select: nothing, or the Select it would have (module docstring)."""
 TABLE_ARNS = {TABLE: TABLE_ARN}
-"""The deployed function's TABLE_NAME names the module's table (lambda.tf), local.table_arn; moto's table stands in."""
+"""The deployed function's AGGREGATES_TABLE_NAME names the table of the aggregates (lambda.tf),
+local.aggregates_table_arn, the downloads' own in the default layout; moto's table stands in."""
 INDEX_PROJECTION = ("Month", "LeaderboardOrder", "songID", "SK", "DownloadCount")
 """What a Query of the sparse index returns without a projection: its keys, the table's keys, the count."""
 A_DOWNLOAD = ("songID", "SK", "UserID", "Timestamp")
@@ -134,7 +135,7 @@ def recorded(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, 
     load_boards(dynamodb, days | {"2018-01": month}, 1)
     client = RecordingClient(dynamodb)
     monkeypatch.setattr(query, "_dynamodb", client)
-    monkeypatch.setattr(query, "TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
     monkeypatch.setattr(query, "LAYOUT", Layout(1))
     monkeypatch.setattr(query, "BOARDS", Boards(("day", "month")))
     answers = [query.lambda_handler(event, FakeLambdaContext()) for event in REQUESTS]

@@ -346,6 +346,9 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "category_attribute": None,
         "sum_attribute": None,
         "recount_band_queue_url": None,
+        "aggregates_table": "",
+        "key_attributes": ["songID", "SK"],
+        "marker": None,
     }
     assert found["stream_arn"] == stack.stream_arn
 
