@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from leaderboard_core.claims import BACKFILL_ITEM_PREFIX, CLAIM_KEY
 from leaderboard_dev.aws import Clients
 from leaderboard_dev.leaderboard import poll_until, wait_until_totals
 from leaderboard_dev.loadgen import write_items
@@ -129,6 +131,92 @@ def reconciled(table: str, month: str, *flags: str) -> subprocess.CompletedProce
         timeout=180,
         describe=f"reconcile of {month} from {table} not pending",
     )
+
+
+class Writer(threading.Thread):
+    """Downloads arriving while the backfill runs, one small batch at a time, until stopped."""
+
+    def __init__(self, aws: Clients, table: str, first: int, chance: random.Random) -> None:
+        super().__init__(daemon=True)
+        self._aws, self._table, self._next, self._chance = aws, table, first, chance
+        self.written: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            batch = [platform_item("DOWNLOAD", self._next + offset, self._chance) for offset in range(5)]
+            write_items(self._aws.dynamodb, self._table, batch)
+            self.written += batch
+            self._next += len(batch)
+            self._stop.wait(0.2)
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self.join(timeout=60)
+        return self.written
+
+
+def backfill_progress(aws: Clients, claims_table: str) -> int:
+    """Segments the backfill has saved a position for: it has counted something and may be killed now."""
+    items = scan_all(aws, TableName=claims_table, ConsistentRead=True)
+    return sum(1 for item in items if item[CLAIM_KEY]["S"].startswith(BACKFILL_ITEM_PREFIX + "segment#"))
+
+
+def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_beside_the_stream(
+    endpoint: Endpoint, aws: Clients, platform_table: str
+) -> None:
+    # given a platform's table holding a history the stream never carried, and the module attached with claims
+    chance = random.Random(28)
+    history = [platform_item("DOWNLOAD", number, chance) for number in range(1500)]
+    others = [platform_item("USER", number, chance) for number in range(100)]
+    write_items(aws.dynamodb, platform_table, history + others)
+    enable_stream(aws, platform_table)
+    variables = {"source_table_name": platform_table, "source_item_filter": MARKER, "backfill_claims": True}
+    with stack(endpoint, "backfill", **variables) as (_, outputs):
+        aggregates, claims = outputs["aggregates_table_name"], outputs["claims_table_name"]
+        # when downloads keep arriving while a backfill runs, is killed midway, and runs again to its end
+        writer = Writer(aws, platform_table, 10_000, random.Random(29))
+        writer.start()
+        command = [sys.executable, "-m", "leaderboard_tools", "backfill", "--table", platform_table]
+        first = subprocess.Popen(
+            [*command, "--segments", "2", "--page-size", "25", "--max-read-units", "2"],
+            cwd=REPOSITORY,
+            env=os.environ.copy(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        poll_until(lambda: backfill_progress(aws, claims) >= 1, timeout=300, describe="the backfill's first page")
+        first.kill()
+        first.communicate(timeout=60)
+        resumed = subprocess.run(
+            [*command, "--segments", "2", "--json"],
+            cwd=REPOSITORY,
+            env=os.environ.copy(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        written = writer.stop()
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        # then every board holds every download of the table once: the history, and what arrived meanwhile
+        truth = Counter((item["songID"]["S"], item["Timestamp"]["S"][:7]) for item in history + written)
+        totals = {month: sum(count for (_, of), count in truth.items() if of == month) for month in MONTHS}
+        wait_until_totals(aws.dynamodb, aggregates, outputs["leaderboard_index_name"], totals, timeout=300)
+        assert stored(aws, aggregates) == dict(truth)
+        # and a backfill run once more changes nothing
+        again = subprocess.run(
+            [*command, "--json"],
+            cwd=REPOSITORY,
+            env=os.environ.copy(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert stored(aws, aggregates) == dict(truth)
 
 
 def test_a_platforms_single_table_is_counted_into_the_modules_aggregates_and_left_unchanged(
