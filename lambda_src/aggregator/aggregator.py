@@ -279,9 +279,9 @@ if SETTINGS.claims_table_name:
     DEPENDENCIES.claims = StreamClaims(_dynamodb, SETTINGS.claims_table_name, DEPENDENCIES.executor)
 
 
-def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:
+def settle_band_records(event: dict[str, Any], dependencies: Dependencies) -> dict[str, Any]:
     """The band queue's records, at their bands' deadlines: a band its repair never closed goes to the failure queue."""
-    settled = settle(event, DEPENDENCIES.store.read, DEPENDENCIES.send_failures, time.time)
+    settled = settle(event, dependencies.store.read, dependencies.send_failures, time.time)
     for record in settled.expired:
         logger.error(
             "a repair's band outlived its deadline: its repair did not close it; reported for recover",
@@ -302,25 +302,34 @@ def settle_band_records(event: dict[str, Any]) -> dict[str, Any]:
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in settled.retry]}
 
 
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The function's entry (terraform/lambda.tf): the deployment's settings and clients, made once per instance."""
+    return handle(event, context, SETTINGS, DEPENDENCIES)
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handle(
+    event: dict[str, Any], context: LambdaContext, settings: Settings, dependencies: Dependencies
+) -> dict[str, Any]:
+    """One invocation, with the settings and clients it is given: a band queue's records, the lineage sweep, or a
+    delivery of a shard (the mapping's window or a direct invocation)."""
     if is_band_record_event(event):
-        return settle_band_records(event)
+        return settle_band_records(event, dependencies)
     started = time.monotonic()
     if is_lineage_sweep_event(event):
         try:
             response, report = sweep_lineages_on_schedule(
-                event, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis
+                event, dependencies, settings, context.get_remaining_time_in_millis
             )
         except LineageSweepUnreported as failure:
             publish(failure.report, started, succeeded=False)
             raise
         publish(report, started, succeeded=True)
         return response
-    delivery = parse_delivery(event, SETTINGS.table_arn)
+    delivery = parse_delivery(event, settings.table_arn)
     try:
-        response, report = process_delivery(delivery, DEPENDENCIES, SETTINGS, context.get_remaining_time_in_millis)
+        response, report = process_delivery(delivery, dependencies, settings, context.get_remaining_time_in_millis)
     except AggregatesNotWritten as failure:
         publish(failure.report, started, succeeded=False)
         raise

@@ -8,6 +8,10 @@ downloads; and a mapping that retries out of order, smaller or larger, with the 
 fresh one, ends windows early, gives windows and batches up (retries, record age), discards old
 records without invoking, while operators invoke the function directly ahead of it and behind
 it. Every rule names the sentence it encodes (`DOCS`). The emulators do none of this.
+
+The rules it shares with the emulators' engine (a record's window, what a batch holds, the windowed event, whether an
+invocation succeeded, the retry quota, the on-failure record) are defined once, with their citations, in
+`leaderboard_dev.emulators.delivery_rules`; what is adversarial, and the whole stream, is this module's.
 """
 
 from __future__ import annotations
@@ -20,27 +24,34 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.utils import parse_timestamp
 
+from leaderboard_dev.emulators import delivery_rules
+from leaderboard_dev.emulators.delivery_rules import (
+    LAMBDA_ERRORS,
+    LAMBDA_WINDOWS,
+    Outcome,
+    batch_end,
+    failure_record,
+    judge,
+    retries_exhausted,
+    too_old,
+    window_event,
+    window_start,
+)
 from tests.stream_model.environment import STREAM_ARN, TABLE, Design, Environment, FakeQueue
 from tests.stream_model.fake_dynamodb import FakeDynamoDB, Item, Killed
 
 DYNAMODB_STREAMS = "DynamoDB Developer Guide, 'Change data capture for DynamoDB Streams'"
 STREAMS_API = "DynamoDB Streams API Reference"
 PARTITION_KEYS = "DynamoDB Developer Guide, 'Best practices for designing and using partition keys effectively'"
-LAMBDA_DDB = "Lambda Developer Guide, 'Using AWS Lambda with Amazon DynamoDB'"
-LAMBDA_ERRORS = "Lambda Developer Guide, 'Retain discarded records for a DynamoDB event source in Lambda'"
-LAMBDA_API = "Lambda API Reference, 'CreateEventSourceMapping'"
 LAMBDA_FILTERS = "Lambda Developer Guide, 'Control which events Lambda sends to your function'"
-LAMBDA_WINDOWS = (
-    "Lambda Developer Guide, 'Implementing stateful DynamoDB stream processing in Lambda' (tumbling windows)"
-)
 EVENT_LIBRARIES = "AWS Lambda event libraries, TimeWindowProperties (aws-lambda-java-events, aws_lambda_events)"
 
 DOCS: dict[str, tuple[str, str]] = {
+    **delivery_rules.DOCS,
     "exactly-once-in-stream": (DYNAMODB_STREAMS, "Each stream record appears exactly once in the stream."),
     "per-item-order": (
         DYNAMODB_STREAMS,
@@ -135,26 +146,6 @@ DOCS: dict[str, tuple[str, str]] = {
         "other issues, it retries until the records expire or exceed the maximum age configured on the event source "
         "mapping (MaximumRecordAgeInSeconds).",
     ),
-    "discarded-to-destination": (
-        LAMBDA_ERRORS,
-        "If the error handling measures fail, Lambda discards the records and continues processing batches from the "
-        "stream. ... Each record sent to the destination is a JSON document with metadata about the failed "
-        "invocation.",
-    ),
-    "record-age": (
-        LAMBDA_API,
-        "MaximumRecordAgeInSeconds: Discard records older than the specified age. The default value is infinite (-1).",
-    ),
-    "retry-quota": (
-        LAMBDA_API,
-        "MaximumRetryAttempts: Discard records after the specified number of retries. The default value is infinite "
-        "(-1). When set to infinite (-1), failed records are retried until the record expires.",
-    ),
-    "partial-batch": (
-        LAMBDA_DDB,
-        "If the batchItemFailures array contains multiple items, Lambda uses the record with the lowest sequence "
-        "number as the checkpoint. Lambda then retries all records starting from that checkpoint.",
-    ),
     "at-least-once": (
         LAMBDA_WINDOWS,
         "Lambda will process each record at least once, but doesn't guarantee that each record will be processed "
@@ -162,20 +153,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "are always processed in order the first time. If records are processed more than once, they might be "
         "processed out of order.",
     ),
-    "window-state": (
-        LAMBDA_WINDOWS,
-        "with tumbling windows, you can maintain your state across invocations. ... If the response does not contain "
-        "a state property, Lambda considers this a failed invocation.",
-    ),
     "window-final": (
         LAMBDA_WINDOWS,
         "At the end of the window, the flag isFinalInvokeForWindow is set to true ... After successful invocation, "
         "your function checkpoints the sequence number and stream processing continues. If invocation is "
         "unsuccessful, your Lambda function suspends further processing until a successful invocation.",
-    ),
-    "window-boundaries": (
-        LAMBDA_WINDOWS,
-        "Lambda determines tumbling window boundaries based on the time when records were inserted into the stream.",
     ),
     "window-early": (
         EVENT_LIBRARIES,
@@ -672,8 +654,7 @@ class World:
         return result
 
     def _window_of(self, record: StreamRecord) -> int:
-        width = self.settings.window_seconds or 1
-        return int(record.inserted // width) * width  # window-boundaries
+        return window_start(record.inserted, self.settings.window_seconds or 1)
 
     @property
     def windowed(self) -> bool:
@@ -689,7 +670,8 @@ class World:
         nested: Any = None,
         pause: Callable[[], None] | None = None,
     ) -> tuple[bool, Any]:
-        """One invocation under a fault; returns (succeeded as its caller sees it, response).
+        """One invocation under a fault; returns (succeeded as its caller sees it, response). Whether the mapping
+        takes a response for a success (a window's state, a partial batch) is `_mapping_invoke`'s.
 
         `nested` runs another invocation at the at-th call; `pause` suspends this one there (it runs
         in a thread of its own, and the history goes on until a Resume step or the drain).
@@ -755,9 +737,6 @@ class World:
         if succeeded and fault == "lost_response":
             self.hazards.add("lost response")
             succeeded = False  # at-least-once: done, yet retried
-        has_state = isinstance(response, dict) and isinstance(response.get("state"), dict)
-        if succeeded and "window" in event and not has_state:
-            succeeded = False  # window-state: a response without state is a failed invocation
         return succeeded, response
 
     def _throttled(self, parameters: dict[str, Any], matches: Callable[[dict[str, Any]], bool]) -> bool:
@@ -811,7 +790,7 @@ class World:
         age = min(self.settings.maximum_record_age or RETENTION_SECONDS, RETENTION_SECONDS)
         records = lane.shard.records
         width = self.settings.window_seconds or 1
-        if self.windowed and lane.window_start is not None and lane.window_start + width < self.now - age:
+        if self.windowed and lane.window_start is not None and too_old(self.now - (lane.window_start + width), age):
             # window-retries: a window whose records are all past the maximum age is given up
             self.hazards.add("window given up")
             self.hazards.add("records expired" if age == RETENTION_SECONDS else "record-age discard")
@@ -825,7 +804,8 @@ class World:
             lane.position = max([lane.position, *(i + 1 for i in named)])
             lane.window_start, lane.state, lane.final_due, lane.final_records = None, None, False, []
             lane.last_batch, lane.attempts = None, 0
-        cutoff = bisect_left(lane.shard.inserted, self.now - age)  # record-age: older than the maximum, not as old
+        # record-age: the leading records older than the maximum (the shard's insertion times are in order)
+        cutoff = bisect_left(lane.shard.inserted, True, key=lambda inserted: not too_old(self.now - inserted, age))
         if cutoff <= lane.position:
             return
         old = self._matching(lane, lane.position, cutoff)
@@ -854,20 +834,16 @@ class World:
         shard_id = lane.shard.shard_id
         self.failure_reach.append((shard_id, max(self.delivered_high.get(shard_id, 0), last.sequence)))
         self.queue.messages.append(
-            {
-                "requestContext": {"condition": condition, "approximateInvokeCount": lane.attempts},
-                "version": "1.0",
-                "timestamp": _iso(self.now),
-                "DDBStreamBatchInfo": {
-                    "shardId": lane.shard.shard_id,
-                    "startSequenceNumber": str(first.sequence),
-                    "endSequenceNumber": str(last.sequence),
-                    "approximateArrivalOfFirstRecord": _iso(first.created),
-                    "approximateArrivalOfLastRecord": _iso(last.created),
-                    "batchSize": len(indices),
-                    "streamArn": STREAM_ARN,
-                },
-            }
+            failure_record(
+                condition,
+                shard_id,
+                STREAM_ARN,
+                (str(first.sequence), first.created),
+                (str(last.sequence), last.created),
+                len(indices),
+                lane.attempts,
+                self.now,
+            )
         )
 
     def _event(self, lane: Lane, indices: list[int], final: bool, state: dict[str, Any], early: bool) -> dict[str, Any]:
@@ -879,15 +855,7 @@ class World:
             return {"Records": records}
         width = self.settings.window_seconds or 1
         start = lane.window_start if lane.window_start is not None else 0
-        return {
-            "Records": records,
-            "window": {"start": _iso(start), "end": _iso(start + width)},
-            "state": copy.deepcopy(state),
-            "shardId": lane.shard.shard_id,
-            "eventSourceARN": STREAM_ARN,
-            "isFinalInvokeForWindow": final,
-            "isWindowTerminatedEarly": early,
-        }
+        return window_event(records, start, width, state, lane.shard.shard_id, STREAM_ARN, final, early)
 
     def _first_time(self, lane: Lane, step: Delivery) -> None:
         records = lane.shard.records
@@ -906,7 +874,7 @@ class World:
             return
         if self.windowed and lane.window_start is None:
             lane.window_start, lane.state, lane.last_batch = window, {}, None
-        batch = [i for i in matching if not self.windowed or self._window_of(records[i]) == window][: max(1, step.size)]
+        batch = matching[: batch_end(matching, 0, max(1, step.size), self._window_of_index(lane))]
         end = batch[-1] + 1
         if self.windowed and step.final_records and self._window_complete(lane, end, window):
             self.hazards.add("final invocation with records")
@@ -914,6 +882,11 @@ class World:
             self._final(lane, step)
             return
         self._batch(lane, batch, step, end, state=lane.state or {}, retried=[])
+
+    def _window_of_index(self, lane: Lane) -> Callable[[int], int | None]:
+        """batch-contents: the window of the lane's record at an index (None without windows)."""
+        records = lane.shard.records
+        return (lambda index: self._window_of(records[index])) if self.windowed else (lambda _index: None)
 
     def _window_complete(self, lane: Lane, end: int, window: int) -> bool:
         later = self._matching(lane, end)
@@ -926,24 +899,19 @@ class World:
     ) -> None:
         early = self.windowed and step.early
         event = self._event(lane, presented, final=False, state=state, early=early)
-        nested = self._nested_direct(lane, step)
-        succeeded, response = self.invoke(event, step.fault if step.fault != "interleave" else "none", step.at, nested)
-        records = lane.shard.records
-        if succeeded and not self.windowed and isinstance(response, dict) and self.design.reports_batch_item_failures:
-            reported = [str(failure.get("itemIdentifier")) for failure in response.get("batchItemFailures") or []]
-            positions = [i for i in presented if str(records[i].sequence) in reported]
-            if positions:
-                # partial-batch: the lowest reported record is the checkpoint; everything from it is retried
-                lowest = min(positions)
-                self._failed(lane, [i for i in presented if i >= lowest], max(end, lowest + 1))
-                return
-        if not succeeded:
+        outcome = self._mapping_invoke(lane, event, step)
+        if outcome.reported:
+            # partial-batch: the lowest reported record is the checkpoint; everything from it is retried
+            lowest = min(presented[index] for index in outcome.reported)
+            self._failed(lane, [i for i in presented if i >= lowest], max(end, lowest + 1))
+            return
+        if not outcome.succeeded:
             self._failed(lane, presented, end)
             return
         lane.attempts = 0
         lane.last_batch = (min(presented), max(presented))
         if self.windowed:
-            lane.state = dict(response["state"])
+            lane.state = dict(outcome.state or {})
             if early:
                 self.hazards.add("early termination")
                 lane.state = {}  # window-early: the same window continues with a fresh state
@@ -956,12 +924,19 @@ class World:
             lane.position = max(lane.position, lane.retry.frontier)
             lane.retry = None
 
+    def _mapping_invoke(self, lane: Lane, event: dict[str, Any], step: Delivery) -> Outcome:
+        """One of the mapping's invocations of the lane, under the step's fault, judged as the mapping judges its
+        answer: a window's state, a partial batch response (delivery_rules.judge)."""
+        nested = self._nested_direct(lane, step)
+        succeeded, response = self.invoke(event, step.fault if step.fault != "interleave" else "none", step.at, nested)
+        records = event["Records"]
+        return judge(not succeeded, response, records, self.windowed, self.design.reports_batch_item_failures)
+
     def _failed(self, lane: Lane, presented: list[int], end: int) -> None:
         lane.attempts += 1
         self.now += min(2.0 ** min(lane.attempts, 6), 60.0)  # retries back off
-        quota = self.settings.maximum_retry_attempts
         pending = set(presented) | (lane.retry.pending if lane.retry is not None else set())
-        if quota is not None and lane.attempts > quota:
+        if retries_exhausted(lane.attempts, self.settings.maximum_retry_attempts):
             # retries / retry-quota: discarded to the on-failure destination, processing continues
             self.hazards.add("batch given up")
             self._on_failure(lane, sorted(pending), "RetryAttemptsExhausted")
@@ -1030,14 +1005,12 @@ class World:
                 self.hazards.add("fresh state on retry")
             state = {}
         event = self._event(lane, indices, final=True, state=state, early=False)
-        nested = self._nested_direct(lane, step)
-        succeeded, _ = self.invoke(event, step.fault if step.fault != "interleave" else "none", step.at, nested)
+        succeeded = self._mapping_invoke(lane, event, step).succeeded
         end = (max(indices) + 1) if indices else lane.position
         if not succeeded:
             lane.attempts += 1
             self.now += min(2.0 ** min(lane.attempts, 6), 60.0)
-            quota = self.settings.maximum_retry_attempts
-            if quota is None or lane.attempts <= quota:
+            if not retries_exhausted(lane.attempts, self.settings.maximum_retry_attempts):
                 return
             self.hazards.add("window given up")
             named = indices or ([lane.last_batch[0], lane.last_batch[1]] if lane.last_batch else [])
@@ -1217,7 +1190,3 @@ class World:
             for lane in lanes:
                 self.deliver(lane, Delivery(size=self.settings.batch_size))
         raise AssertionError("the mapping did not catch up: a shard is stuck")
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -29,6 +29,7 @@ HOOK_MODULES = (
     "__init__.py",
     "emulators/__init__.py",
     "emulators/stream_mapping.py",
+    "emulators/delivery_rules.py",
     "emulators/adversarial_retries.py",
     "emulators/localstack_stream_mapping.py",
 )

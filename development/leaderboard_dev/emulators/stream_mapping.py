@@ -8,26 +8,40 @@ quotes below are from them. It knows nothing of either emulator: the caller read
 filters the shard, and passes in how to invoke the function and where failure records go.
 Retries re-send the failed batch (or its bisected halves) in order, unless an ``adversary`` is
 given and switched on: then they take the further liberties the guide allows
-(``adversarial_retries``).
+(``adversarial_retries``). The rules it shares with the unit tier's stream model (windows, what a
+batch holds, when an invocation succeeded, when records are given up, the on-failure record) are
+``delivery_rules``.
 
 Standard library only: LocalStack imports it into its own interpreter.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime
 import json
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from leaderboard_dev.emulators.adversarial_retries import AdversarialRetries, Adversary, Journal, Source
+from leaderboard_dev.emulators.delivery_rules import (
+    PAYLOAD_LIMIT_BYTES,
+    Outcome,
+    Record,
+    batch_end,
+    failure_record,
+    iso_milliseconds,
+    iso_seconds,
+    judge,
+    retries_exhausted,
+    too_old,
+    window_event,
+    window_start,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -35,7 +49,6 @@ POLL_INTERVAL_SECONDS = 0.25
 """Both emulators' pollers: "Lambda polls shards in your DynamoDB stream for records at a base rate of 4
 times per second" (Lambda guide, Using AWS Lambda with Amazon DynamoDB)."""
 
-Record = Mapping[str, Any]
 Invoke = Callable[[dict[str, Any]], tuple[bool, Any]]
 """Synchronously invoke the function with a payload; return (function error?, response payload)."""
 SendFailureRecord = Callable[[dict[str, Any]], None]
@@ -48,9 +61,6 @@ RETRY_ATTEMPTS_EXHAUSTED = "RetryAttemptsExhausted"
 RECORD_AGE_EXCEEDED = "RecordAgeExceeded"
 # "Your state can be a maximum of 1 MB per shard. If it exceeds that size, Lambda terminates the window early."
 STATE_LIMIT_BYTES = 1024 * 1024
-# "Lambda reads records from the event source until it has gathered a full batch, the batching window expires,
-# or the batch reaches the payload limit of 6 MB." (invocation payload quota: 6 MB, synchronous)
-PAYLOAD_LIMIT_BYTES = 6 * 1024 * 1024
 
 
 class Clock(Protocol):
@@ -120,11 +130,10 @@ class MappingSettings:
         return self.tumbling_window_seconds > 0
 
     def retries_exhausted(self, retries: int) -> bool:
-        # "-1 means infinite: failed records are retried until the record expires"
-        return self.maximum_retry_attempts >= 0 and retries > self.maximum_retry_attempts
+        return retries_exhausted(retries, self.maximum_retry_attempts)
 
     def too_old(self, age_seconds: float) -> bool:
-        return self.maximum_record_age_seconds >= 0 and age_seconds > self.maximum_record_age_seconds
+        return too_old(age_seconds, self.maximum_record_age_seconds)
 
 
 @dataclass
@@ -162,17 +171,6 @@ class _Batch:
     last_function_error: bool | None = None
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    succeeded: bool
-    function_error: bool
-    state: dict[str, Any] | None = None
-    retry_from: int | None = None
-    """Under ReportBatchItemFailures: index of the lowest reported record; records before it are done."""
-    reported: tuple[int, ...] = ()
-    """Under ReportBatchItemFailures: the indexes of every reported record."""
-
-
 def sequence_number(record: Record) -> str:
     return str(record["dynamodb"]["SequenceNumber"])
 
@@ -193,15 +191,6 @@ def insertion_time_within_the_minute(stamped: float, read_at: float) -> float:
     interval of its insertion; read from a backlog, the end of its minute is the closest bound.
     """
     return max(stamped, min(read_at, stamped + 59.999))
-
-
-def _iso_seconds(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _iso_milliseconds(epoch: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 class ShardDelivery:
@@ -333,23 +322,15 @@ class ShardDelivery:
         return end
 
     def _batch_end(self, records: Sequence[Record], start: int) -> int:
-        """The end of the batch starting at ``start``: at most BatchSize records and 6 MB; under a window, a batch
-        never spans two windows."""
-        end = start
-        batch_bytes = 0
-        batch_window: int | None = None
-        while end < len(records):
-            record = records[end]
-            record_window = self._window_start_of(record) if self._settings.windowed else None
-            record_bytes = _payload_bytes(record)
-            full = end - start >= self._settings.batch_size
-            too_big = batch_bytes + record_bytes > self._settings.payload_limit_bytes
-            if end > start and (full or too_big or record_window != batch_window):
-                break
-            batch_window = record_window
-            batch_bytes += record_bytes
-            end += 1
-        return end
+        """The end of the batch starting at ``start`` (delivery_rules.batch_end: BatchSize, 6 MB, one window)."""
+        return batch_end(
+            records,
+            start,
+            self._settings.batch_size,
+            self._window_start_of if self._settings.windowed else lambda _record: None,
+            _payload_bytes,
+            self._settings.payload_limit_bytes,
+        )
 
     def window_end_of(self, record: Record) -> float | None:
         """The end of the tumbling window the record belongs to, or None without a window."""
@@ -362,14 +343,11 @@ class ShardDelivery:
         return self._clock.now() if inserted is None else inserted
 
     def _window_start_of(self, record: Record) -> int:
-        """The start of the record's window, aligned on a multiple of the window length since the epoch.
+        """The start of the record's window (delivery_rules.window_start, from its arrival).
 
-        "Lambda determines tumbling window boundaries based on the time when records were inserted into
-        the stream. All records have an approximate timestamp available that Lambda uses in boundary
-        determinations."
+        "All records have an approximate timestamp available that Lambda uses in boundary determinations."
         """
-        length = self._settings.tumbling_window_seconds
-        start = int(self._arrival(record) // length * length)
+        start = window_start(self._arrival(record), self._settings.tumbling_window_seconds)
         # A record stamped before the open window began (the timestamp is approximate) joins that window:
         # its own window has been closed already, and records are processed in order.
         if self._window is not None and start < self._window.start:
@@ -465,35 +443,16 @@ class ShardDelivery:
     ) -> dict[str, Any]:
         window = self._window
         assert window is not None
-        return {
-            "Records": records,
-            "window": {"start": _iso_seconds(window.start), "end": _iso_seconds(window.end)},
-            "state": {} if fresh_state else copy.deepcopy(window.state),
-            "shardId": self.shard_id,
-            "eventSourceARN": self.stream_arn,
-            "isFinalInvokeForWindow": final,
-            "isWindowTerminatedEarly": terminated_early,
-        }
+        state = {} if fresh_state else window.state
+        length = window.end - window.start
+        return window_event(
+            records, window.start, length, state, self.shard_id, self.stream_arn, final, terminated_early
+        )
 
-    def _judge(self, function_error: bool, response: Any, records: Sequence[Record]) -> _Outcome:
-        """Whether an invocation succeeded, from the function error and the response payload."""
-        if function_error:
-            return _Outcome(succeeded=False, function_error=True)
-        failed = _reported_failures(response, records) if self._settings.report_batch_item_failures else []
-        if self._settings.windowed:
-            # "when using tumbling windows, your Lambda function response must contain a state property.
-            # If the response does not contain a state property, Lambda considers this a failed invocation."
-            state = response.get("state") if isinstance(response, dict) else None
-            # AWS documents nothing about batchItemFailures beside a window's state; reported failures fail
-            # the invocation, so that it is retried with the state it was given.
-            if not isinstance(state, dict) or failed != []:
-                return _Outcome(succeeded=False, function_error=False)
-            return _Outcome(succeeded=True, function_error=False, state=state)
-        if failed is None:
-            return _Outcome(succeeded=False, function_error=False)
-        if failed:
-            return _Outcome(succeeded=False, function_error=False, retry_from=min(failed), reported=tuple(failed))
-        return _Outcome(succeeded=True, function_error=False)
+    def _judge(self, function_error: bool, response: Any, records: Sequence[Record]) -> Outcome:
+        """Whether an invocation succeeded (delivery_rules.judge, under this mapping's settings)."""
+        settings = self._settings
+        return judge(function_error, response, records, settings.windowed, settings.report_batch_item_failures)
 
     def _absorb(self, state: dict[str, Any], records: Sequence[Record]) -> bool:
         """Keep the state a successful invocation returned: the next invocation of the window receives it."""
@@ -706,8 +665,8 @@ class ShardDelivery:
         entry = {
             "event": event,
             "shardId": self.shard_id,
-            "window": None if window is None else [_iso_seconds(window.start), _iso_seconds(window.end)],
-            "at": _iso_milliseconds(self._clock.now()),
+            "window": None if window is None else [iso_seconds(window.start), iso_seconds(window.end)],
+            "at": iso_milliseconds(self._clock.now()),
             **details,
         }
         LOG.info("shard %s: adversarial %s: %s", self.shard_id, event, json.dumps(details))
@@ -789,30 +748,18 @@ class ShardDelivery:
         document to the destination queue or topic with details about the batch." Its shape is the
         documented example invocation record; responseContext describes the last invocation, if any.
         """
-        failure_record: dict[str, Any] = {
-            "requestContext": {
-                "requestId": str(uuid.uuid4()),
-                "functionArn": self._settings.function_arn,
-                "condition": condition,
-                "approximateInvokeCount": batch.invocations,
-            },
-            "version": "1.0",
-            "timestamp": _iso_milliseconds(self._clock.now()),
-            "DDBStreamBatchInfo": {
-                "shardId": self.shard_id,
-                "startSequenceNumber": span.first_sequence,
-                "endSequenceNumber": span.last_sequence,
-                "approximateArrivalOfFirstRecord": _iso_seconds(span.first_arrival),
-                "approximateArrivalOfLastRecord": _iso_seconds(span.last_arrival),
-                "batchSize": span.count,
-                "streamArn": self.stream_arn,
-            },
-        }
-        if batch.invocations:
-            response_context: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
-            if batch.last_function_error:
-                response_context["functionError"] = "Unhandled"
-            failure_record["responseContext"] = response_context
+        record = failure_record(
+            condition,
+            self.shard_id,
+            self.stream_arn,
+            (span.first_sequence, span.first_arrival),
+            (span.last_sequence, span.last_arrival),
+            span.count,
+            batch.invocations,
+            self._clock.now(),
+            function_arn=self._settings.function_arn,
+            function_error=batch.last_function_error if batch.invocations else None,
+        )
         LOG.warning(
             "shard %s: %s, discarding records %s..%s (%d)",
             self.shard_id,
@@ -824,7 +771,7 @@ class ShardDelivery:
         if self._send_failure_record is None:
             return
         try:
-            self._send_failure_record(failure_record)
+            self._send_failure_record(record)
         except Exception:
             LOG.exception("shard %s: the failure record could not be sent", self.shard_id)
 
@@ -885,26 +832,3 @@ class Gathering:
     def delivered(self) -> None:
         """The gathered records went out: the next batch gathers from its own first record."""
         self._since = None
-
-
-def _reported_failures(response: Any, records: Sequence[Record]) -> list[int] | None:
-    """Indexes of the records a partial batch response names; None when it counts as a complete failure.
-
-    "Lambda treats a batch as a complete success if you return ... An empty batchItemFailure list, A null
-    batchItemFailure list, An empty EventResponse, A null EventResponse", and "as a complete failure if
-    you return ... An empty string itemIdentifier, A null itemIdentifier, An itemIdentifier with a bad key
-    name". An identifier that names no record of the batch is a complete failure too (as in LocalStack).
-    """
-    if not isinstance(response, dict) or not response.get("batchItemFailures"):
-        return []
-    failures = response["batchItemFailures"]
-    if not isinstance(failures, list):
-        return None
-    positions = {sequence_number(record): index for index, record in enumerate(records)}
-    indexes: list[int] = []
-    for failure in failures:
-        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
-        if not isinstance(identifier, str) or identifier not in positions:
-            return None
-        indexes.append(positions[identifier])
-    return indexes

@@ -60,20 +60,13 @@ def run(arguments: argparse.Namespace) -> int:
         reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
         recount = reconciler.run({board: songs}, repair=arguments.repair)
     report = recount.month(board)
-    not_recounted = {"boardsNotRecounted": recount.boards_not_recounted} if recount.boards_not_recounted else {}
     if arguments.json:
-        print(
-            json.dumps(
-                report.as_json() | ({"stream": recount.stream.as_json()} if recount.stream else {}) | not_recounted
-            )
-        )
+        print(json.dumps(report.as_json() | ({"stream": recount.stream.as_json()} if recount.stream else {})))
     else:
         print(
             f"{board}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
             f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
         )
-        if recount.boards_not_recounted:
-            print(f"  not recounted: {', '.join(recount.boards_not_recounted)}")
         if report.refused:
             print(f"  refused: {report.refused}")
         for difference in report.differences:

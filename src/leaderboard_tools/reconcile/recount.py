@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from leaderboard_core.bookkeeping import (
@@ -300,17 +299,3 @@ def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[
             return []
     boards = download_boards(moment, deployment.periods, category)
     return boards if category is None or fits_sort_key(boards) else []
-
-
-_ANY_MOMENT = datetime(2000, 1, 1, tzinfo=UTC)
-
-
-def countable_category(item: Mapping[str, Any], deployment: Deployment) -> bool:
-    """As the aggregator parses a download: a category it carries must be a non-empty string whose board ids
-    (`<bucket>@<percent-encoded category>`) fit DynamoDB's sort key; else the download is rejected, never counted."""
-    name = deployment.category_attribute
-    if name is None or name not in item:
-        return True
-    category = _string(item, name)
-    # Every bucket of a period has the same length: any moment tells whether the category's board ids fit.
-    return category is not None and fits_sort_key(download_boards(_ANY_MOMENT, deployment.periods, category))

@@ -115,9 +115,6 @@ class RunReport:
     boards: list[ReconcileReport] = field(default_factory=list)
     fence: int | None = None
     stream: StreamCheck | None = None
-    boards_not_recounted: list[str] = field(default_factory=list)
-    """Boards the deployment keeps that the run left as they are: none, since every board is recounted (the CLI
-    reports any)."""
 
     @property
     def exact(self) -> bool:

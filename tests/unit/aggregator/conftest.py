@@ -10,7 +10,7 @@ from tests.unit.aggregator.handler_on_moto import Deployed, wire
 
 
 @pytest.fixture
-def deployed(dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Deployed:
+def deployed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> Deployed:
     """The aggregator's handler on moto's table, stream, progress table and failure queue, as the module wires it."""
     sqs, queue_url = sqs_queue
-    return wire(dynamodb, sqs, queue_url, monkeypatch)
+    return wire(dynamodb, sqs, queue_url)

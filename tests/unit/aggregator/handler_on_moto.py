@@ -1,25 +1,58 @@
 """The aggregator's handler wired to moto's table, stream, progress table and failure queue, as the module wires it,
 and the stream clients that stand for what DynamoDB Streams does that moto does not (trims, very long shard listings).
 
-Helpers, not tests: the `deployed` fixture (tests/unit/conftest.py) returns `wire`'s `Deployed`.
+Helpers, not tests: the `deployed` fixture (tests/unit/aggregator/conftest.py) returns `wire`'s `Deployed`, whose
+`invoke` calls the handler with the test's own settings and clients (`aggregator.handle`), never the module's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
-import pytest
 from botocore.exceptions import ClientError
 
 import aggregator
 from aggregate_store import AggregateStore
+from aggregator_settings import Settings
 from dependencies import Dependencies
 from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
+from stream_claims import StreamClaims
 from tests.unit.conftest import PROGRESS_TABLE, TABLE
+
+WRITERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="aggregate-writer")
+"""The aggregate writes' threads, one pool for every test's handler (the function makes one per instance)."""
+
+
+def aggregator_settings(**changes: Any) -> Settings:
+    """The aggregator's settings from the environment tests/unit/conftest.py sets, as the module reads them, changed."""
+    return dataclasses.replace(Settings.from_environment(dict(os.environ)), **changes)
+
+
+def aggregator_dependencies(settings: Settings, dynamodb: Any, streams: Any, sqs: Any) -> Dependencies:
+    """The aggregator's clients as aggregator.py wires them from its settings, on the clients given."""
+    progress = ProgressStore(dynamodb, settings.progress_table_name)
+    dependencies = Dependencies(
+        store=AggregateStore(
+            dynamodb,
+            settings.aggregates_table_name,
+            settings.schema,
+            progress,
+            leaderboard_shards=settings.leaderboard_shards,
+        ),
+        progress=progress,
+        streams=streams,
+        executor=WRITERS,
+        send_failures=lambda messages: send_to_failure_queue(sqs, settings.failure_queue_url, messages),
+    )
+    if settings.claims_table_name:
+        dependencies.claims = StreamClaims(dynamodb, settings.claims_table_name, WRITERS)
+    return dependencies
 
 
 @dataclasses.dataclass
@@ -30,6 +63,41 @@ class Deployed:
     queue_url: str
     stream_arn: str
     shard_id: str
+    settings: Settings
+    dependencies: Dependencies
+
+    def invoke(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The handler, as Lambda invokes it, with this deployment's settings and clients."""
+        return aggregator.handle(event, context, self.settings, self.dependencies)
+
+    def configure(self, **changes: Any) -> None:
+        """Settings changed (`aggregate_writes`, a budget, the deadline margin), the clients kept."""
+        self.settings = dataclasses.replace(self.settings, **changes)
+
+    def with_schema(self, **changes: Any) -> None:
+        """The deployment's schema changed (periods, category, sum), its aggregate store with it."""
+        self.configure(schema=dataclasses.replace(self.settings.schema, **changes))
+        self.use_store(self.dynamodb)
+
+    def use_store(self, client: Any) -> None:
+        """Aggregate writes through another DynamoDB client (throttled, slow), the progress table's kept."""
+        store = AggregateStore(
+            client,
+            self.settings.aggregates_table_name,
+            self.settings.schema,
+            self.dependencies.progress,
+            leaderboard_shards=self.settings.leaderboard_shards,
+        )
+        self.dependencies = dataclasses.replace(self.dependencies, store=store)
+
+    def use_streams(self, streams: Any) -> None:
+        """The stream read through another client (trimmed, long listings, throttled)."""
+        self.dependencies = dataclasses.replace(self.dependencies, streams=streams)
+
+    def use_claims(self, table: str, client: Any) -> None:
+        """A backfill's claims table (CLAIMS_TABLE_NAME), read and written through `client`."""
+        self.configure(claims_table_name=table)
+        self.dependencies = dataclasses.replace(self.dependencies, claims=StreamClaims(client, table, WRITERS))
 
     def write(self, song_id: str, count: int, timestamp: str = "2018-01-15T10:00:00Z", first: int = 0) -> None:
         for number in range(first, first + count):
@@ -91,37 +159,24 @@ class Deployed:
         return item["CheckpointSequence"]["S"] if "CheckpointSequence" in item else None
 
 
-def wire(dynamodb: Any, sqs: Any, queue_url: str, monkeypatch: pytest.MonkeyPatch) -> Deployed:
+def wire(dynamodb: Any, sqs: Any, queue_url: str) -> Deployed:
     """The handler wired to moto's table, its stream, the progress table and the failure queue, as the module does."""
     table = dynamodb.describe_table(TableName=TABLE)["Table"]
     streams = boto3.client("dynamodbstreams", region_name="us-east-1")
     stream_arn = table["LatestStreamArn"]
     shard_id = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
-    settings = dataclasses.replace(
-        aggregator.SETTINGS,
-        failure_queue_url=queue_url,
+    settings = aggregator_settings(
+        aggregates_table_name=TABLE,
         table_arn=table["TableArn"],
         progress_table_name=PROGRESS_TABLE,
+        failure_queue_url=queue_url,
     )
-    progress = ProgressStore(dynamodb, PROGRESS_TABLE)
-    dependencies = Dependencies(
-        store=AggregateStore(dynamodb, TABLE, settings.schema, progress),
-        progress=progress,
-        streams=streams,
-        executor=aggregator.DEPENDENCIES.executor,
-        send_failures=lambda messages: send_to_failure_queue(sqs, queue_url, messages),
-    )
-    monkeypatch.setattr(aggregator, "SETTINGS", settings)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dependencies)
-    return Deployed(dynamodb, streams, sqs, queue_url, stream_arn, shard_id)
+    dependencies = aggregator_dependencies(settings, dynamodb, streams, sqs)
+    return Deployed(dynamodb, streams, sqs, queue_url, stream_arn, shard_id, settings, dependencies)
 
 
 def sequence_of(record: dict[str, Any]) -> str:
     return record["dynamodb"]["SequenceNumber"]
-
-
-def use_streams(monkeypatch: pytest.MonkeyPatch, streams: Any) -> None:
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, streams=streams))
 
 
 def client_error(code: str, operation: str) -> ClientError:

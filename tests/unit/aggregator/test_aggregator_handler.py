@@ -9,7 +9,6 @@ against the downloads written.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import threading
 import time
@@ -28,28 +27,16 @@ from hypothesis import strategies as st
 
 import aggregator
 import shard_reader
-from aggregate_store import (
-    AggregateStore,
-)
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
-from shard_progress import ProgressStore
 from tests.unit.aggregator.handler_on_moto import (
     Deployed,
     sequence_of,
     wire,
 )
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, FakeLambdaContext, count_of, create_progress_table, create_table
-
-
-def use_store(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
-    """The handler's dependencies with another DynamoDB client for aggregate writes (throttled, slow)."""
-    settings = aggregator.SETTINGS
-    progress = ProgressStore(aggregator.DEPENDENCIES.progress._client, PROGRESS_TABLE)
-    store = AggregateStore(client, TABLE, settings.schema, progress, leaderboard_shards=settings.leaderboard_shards)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, store=store))
 
 
 def summary_of(caplog: pytest.LogCaptureFixture) -> Any:
@@ -66,7 +53,7 @@ def test_a_batch_is_counted_from_the_shard_one_write_per_aggregate_and_bad_recor
     deployed.put_raw({"songID": {"S": "song1"}, "SK": {"S": "bad-2"}, "Timestamp": {"S": "31/01/2018"}})
     records = deployed.stream_records()
     # when the mapping delivers them in a window
-    response = aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    response = deployed.invoke(deployed.window_event(records), lambda_context)
     # then the good ones are counted with one write per aggregate, the bad ones reported, and the checkpoint moved
     assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (2, 1)
     assert response["batchItemFailures"] == []
@@ -82,11 +69,11 @@ def test_the_summary_names_what_an_event_carried_that_is_no_download(
 ) -> None:
     # given a download counted, so that the shard also holds the aggregator's own write of its aggregate
     deployed.write("song1", 1)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     assert summary_of(caplog).ignored_delivered == {}
     # when an event carries that write too (a mapping without the module's filter on the period attribute)
     deployed.write("song1", 1, first=1)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(unfiltered=True)), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(unfiltered=True)), lambda_context)
     # then the summary names it among what the event carried, apart from what the aggregator read itself
     assert summary_of(caplog).ignored_delivered == {"aggregate item": 1}
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 2
@@ -97,8 +84,8 @@ def test_a_retry_out_of_order_counts_every_download_once(deployed: Deployed, lam
     deployed.write("song1", 10)
     records = deployed.stream_records()
     # when the retry presents r6..r10 before r1..r5 ("they might be processed out of order"), each with a fresh state
-    aggregator.lambda_handler(deployed.window_event(records[5:]), lambda_context)
-    aggregator.lambda_handler(deployed.window_event(records[:5]), lambda_context)
+    deployed.invoke(deployed.window_event(records[5:]), lambda_context)
+    deployed.invoke(deployed.window_event(records[:5]), lambda_context)
     # then all ten are counted, once (the delivered-record watermark design counted 5)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
@@ -108,12 +95,12 @@ def test_a_larger_retry_after_a_lost_response_counts_every_download_once(
 ) -> None:
     # given r1..r5 counted, the response lost, and five more downloads written meanwhile
     deployed.write("song1", 5)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     deployed.write("song1", 5, first=5)
     # when the retry brings r1..r10, then r3..r8 again (smaller, overlapping)
     records = deployed.stream_records()
-    aggregator.lambda_handler(deployed.window_event(records), lambda_context)
-    aggregator.lambda_handler(deployed.window_event(records[2:8]), lambda_context)
+    deployed.invoke(deployed.window_event(records), lambda_context)
+    deployed.invoke(deployed.window_event(records[2:8]), lambda_context)
     # then each download counts once
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
@@ -125,11 +112,11 @@ def test_a_direct_invocation_ahead_of_the_mapping_counts_everything_before_its_r
     deployed.write("song1", 10)
     records = deployed.stream_records()
     # when an operator invokes the aggregator directly with r8 only
-    response = aggregator.lambda_handler(deployed.direct_event([records[7]]), lambda_context)
+    response = deployed.invoke(deployed.direct_event([records[7]]), lambda_context)
     # then r1..r8 are counted (the delivered-record watermark design counted r8 and took r1..r7 for applied)
     assert (response["reachedBound"], count_of(deployed.dynamodb, "song1", "2018-01")) == (True, 8)
     # and when the mapping delivers r1..r10, then r9 and r10 are added
-    aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    deployed.invoke(deployed.window_event(records), lambda_context)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
 
@@ -140,8 +127,8 @@ def test_a_direct_invocation_counts_only_records_the_stream_holds(deployed: Depl
     invented = json.loads(json.dumps(records[1]))
     invented["dynamodb"]["SequenceNumber"] = str(int(records[-1]["dynamodb"]["SequenceNumber"]) + 500)
     # when an operator invokes the aggregator with the real ones, then with all four
-    first = aggregator.lambda_handler(deployed.direct_event(records), lambda_context)
-    second = aggregator.lambda_handler(deployed.direct_event([*records, invented]), lambda_context)
+    first = deployed.invoke(deployed.direct_event(records), lambda_context)
+    second = deployed.invoke(deployed.direct_event([*records, invented]), lambda_context)
     # then the real ones count once; the invented one counts nothing, moves nothing and is reported
     assert (first["reachedBound"], second["reachedBound"]) == (True, False)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 3
@@ -151,40 +138,40 @@ def test_a_direct_invocation_counts_only_records_the_stream_holds(deployed: Depl
 
 
 def test_a_window_given_up_is_counted_by_the_next_invocation_of_the_shard(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, lambda_context: Any
 ) -> None:
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=PER_WINDOW))
+    deployed.configure(aggregate_writes=PER_WINDOW)
     # given a per_window window of five downloads whose final invocation fails past the retries (song1 throttled)
     deployed.write("song1", 5)
     first = deployed.stream_records()
-    opened = aggregator.lambda_handler(deployed.window_event(first), lambda_context)
+    opened = deployed.invoke(deployed.window_event(first), lambda_context)
     assert count_of(deployed.dynamodb, "song1", "2018-01") is None
-    use_store(monkeypatch, ThrottledFor(deployed.dynamodb, {"song1"}))
+    deployed.use_store(ThrottledFor(deployed.dynamodb, {"song1"}))
     for _ in range(3):
         with pytest.raises(AggregatesNotWritten):
-            aggregator.lambda_handler(deployed.window_event([], state=opened["state"], final=True), lambda_context)
+            deployed.invoke(deployed.window_event([], state=opened["state"], final=True), lambda_context)
     # when the mapping gives the window up and the next window brings five more, with a fresh state
-    use_store(monkeypatch, deployed.dynamodb)
+    deployed.use_store(deployed.dynamodb)
     deployed.write("song1", 5, first=5)
     second = deployed.stream_records()[5:]
-    state = aggregator.lambda_handler(deployed.window_event(second), lambda_context)["state"]
-    aggregator.lambda_handler(deployed.window_event([], state=state, final=True), lambda_context)
+    state = deployed.invoke(deployed.window_event(second), lambda_context)["state"]
+    deployed.invoke(deployed.window_event([], state=state, final=True), lambda_context)
     # then all ten are counted: the given-up window was still in the stream, behind the checkpoint
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
 
 
 def test_a_final_invocation_with_a_fresh_state_and_no_records_reads_the_window_from_the_shard(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, lambda_context: Any
 ) -> None:
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=PER_WINDOW))
+    deployed.configure(aggregate_writes=PER_WINDOW)
     # given a window delivered in two batches, then ended early: its final invocation gets a fresh state
     deployed.write("song1", 3)
     deployed.write("song2", 2)
     records = deployed.stream_records()
-    aggregator.lambda_handler(deployed.window_event(records[:3]), lambda_context)
-    aggregator.lambda_handler(deployed.window_event(records[3:]), lambda_context)
+    deployed.invoke(deployed.window_event(records[:3]), lambda_context)
+    deployed.invoke(deployed.window_event(records[3:]), lambda_context)
     # when the final invocation carries no records and no state
-    aggregator.lambda_handler(deployed.window_event([], final=True), lambda_context)
+    deployed.invoke(deployed.window_event([], final=True), lambda_context)
     # then the shard itself says what the window held
     assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (3, 2)
 
@@ -194,7 +181,7 @@ def test_a_state_of_another_shard_or_version_is_ignored_never_fatal(
 ) -> None:
     deployed.write("song1", 2)
     state = {"v": 1, "stream": "x", "shard": "y", "pending": [["song1", "2018-01", [[99, "1", "2", 0, 0, 0]]]]}
-    response = aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), state=state), lambda_context)
+    response = deployed.invoke(deployed.window_event(deployed.stream_records(), state=state), lambda_context)
     assert response["batchItemFailures"] == []
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 2
     assert summary_of(caplog).state_ignored.startswith("state version 1")
@@ -217,25 +204,25 @@ class ThrottledFor:
 
 
 def test_a_throttled_aggregate_holds_the_checkpoint_back_and_is_counted_once_it_can(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, lambda_context: Any
 ) -> None:
     # given song2 throttled during a batch that also holds song1 and song3
     deployed.write("song1", 1)
     deployed.write("song2", 1)
     deployed.write("song3", 1)
     records = deployed.stream_records()
-    use_store(monkeypatch, ThrottledFor(deployed.dynamodb, {"song2"}))
-    response = aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    deployed.use_store(ThrottledFor(deployed.dynamodb, {"song2"}))
+    response = deployed.invoke(deployed.window_event(records), lambda_context)
     # then the batch succeeds, song1 and song3 are written, and the checkpoint waits before song2's record
     assert response["batchItemFailures"] == []
     assert [count_of(deployed.dynamodb, f"song{n}", "2018-01") for n in (1, 2, 3)] == [1, None, 1]
     assert deployed.checkpoint() == records[0]["dynamodb"]["SequenceNumber"]
     # when the final invocation still cannot write it, then it fails, so Lambda retries it
     with pytest.raises(AggregatesNotWritten):
-        aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), lambda_context)
+        deployed.invoke(deployed.window_event([], state=response["state"], final=True), lambda_context)
     # and once the throttling is over, the retry counts song2 once and song3 not again
-    use_store(monkeypatch, deployed.dynamodb)
-    aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), lambda_context)
+    deployed.use_store(deployed.dynamodb)
+    deployed.invoke(deployed.window_event([], state=response["state"], final=True), lambda_context)
     assert [count_of(deployed.dynamodb, f"song{n}", "2018-01") for n in (1, 2, 3)] == [1, 1, 1]
 
 
@@ -258,26 +245,24 @@ class SlowClient:
         return getattr(self._client, name)
 
 
-def test_the_handler_returns_before_the_deadline_margin_whatever_the_sdk_is_doing(
-    deployed: Deployed, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, deadline_margin_ms=1000))
+def test_the_handler_returns_before_the_deadline_margin_whatever_the_sdk_is_doing(deployed: Deployed) -> None:
+    deployed.configure(deadline_margin_ms=1000)
     slow = SlowClient(deployed.dynamodb, delay=4.0)
-    use_store(monkeypatch, slow)
+    deployed.use_store(slow)
     deployed.write("song1", 1)
     records = deployed.stream_records()
     # given an invocation with 3.5 s left, a 1 s margin, and updates that take 4 s
     context = FakeLambdaContext(remaining_ms=3500)
     started = time.monotonic()
     # when it runs
-    response = aggregator.lambda_handler(deployed.window_event(records), context)
+    response = deployed.invoke(deployed.window_event(records), context)
     # then it answers after about the 2.5 s it had, with the checkpoint not moved past the unfinished write
     assert time.monotonic() - started < 3.0
     assert deployed.checkpoint() is None
     # and when the abandoned update lands late and the next invocation writes the same aggregate, it counts once
     assert slow.landed.wait(10)
     slow.delay = 0
-    aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), FakeLambdaContext())
+    deployed.invoke(deployed.window_event([], state=response["state"], final=True), FakeLambdaContext())
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 1
 
 
@@ -286,7 +271,7 @@ def test_an_event_without_shard_id_is_refused_to_the_failure_queue_not_counted(
 ) -> None:
     # given a plain stream event, as a mapping without a tumbling window would send
     deployed.write("song1", 1)
-    response = aggregator.lambda_handler({"Records": deployed.stream_records()}, lambda_context)
+    response = deployed.invoke({"Records": deployed.stream_records()}, lambda_context)
     # then nothing is counted, the record is in the failure queue with the reason, and a metric says so
     assert response["reachedBound"] is False
     assert count_of(deployed.dynamodb, "song1", "2018-01") is None
@@ -297,7 +282,7 @@ def test_an_event_without_shard_id_is_refused_to_the_failure_queue_not_counted(
 
 
 def test_an_empty_window_event_is_a_successful_no_op(deployed: Deployed, lambda_context: Any) -> None:
-    response = aggregator.lambda_handler(deployed.window_event([]), lambda_context)
+    response = deployed.invoke(deployed.window_event([]), lambda_context)
     assert response["batchItemFailures"] == []
 
 
@@ -319,7 +304,7 @@ TIMESTAMPS = ["2018-01-15T10:00:00Z", "2018-01-31T23:30:00-05:00", "2018-02-01T0
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=25), per_window=st.booleans())
 def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more(
-    aws: None, steps: list[Any], per_window: bool, monkeypatch: pytest.MonkeyPatch
+    aws: None, steps: list[Any], per_window: bool
 ) -> None:
     # given the module's tables in moto, and deliveries far more adversarial than AWS documents: any subset of the
     # records written so far, in any order, with the last state or a fresh one, final or not, direct invocations
@@ -330,13 +315,13 @@ def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more
     create_progress_table()
     sqs = boto3.client("sqs", region_name="us-east-1")
     queue_url = sqs.create_queue(QueueName=f"failures-{uuid.uuid4().hex}")["QueueUrl"]
-    deployed = wire(dynamodb, sqs, queue_url, monkeypatch)
+    deployed = wire(dynamodb, sqs, queue_url)
     writes = "per_window" if per_window else "per_batch"
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=writes))
+    deployed.configure(aggregate_writes=writes)
     truth: Counter[tuple[str, str]] = Counter()
     state: dict[str, Any] = {}
     throttled = ThrottledFor(dynamodb, set())
-    use_store(monkeypatch, throttled)
+    deployed.use_store(throttled)
     written = 0
     for step in steps:
         records = deployed.stream_records()
@@ -353,11 +338,11 @@ def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more
             chosen = [records[index % len(records)] for index in step[1]]
             event = deployed.window_event(chosen, state=state if step[2] else {}, final=step[3])
             with contextlib.suppress(AggregatesNotWritten):
-                response = aggregator.lambda_handler(event, FakeLambdaContext())
+                response = deployed.invoke(event, FakeLambdaContext())
                 state = response["state"]
         elif step[0] == "direct" and records:
             with contextlib.suppress(AggregatesNotWritten):
-                aggregator.lambda_handler(
+                deployed.invoke(
                     deployed.direct_event([records[index % len(records)] for index in step[1]]), FakeLambdaContext()
                 )
         elif step[0] == "throttle":
@@ -369,7 +354,7 @@ def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more
     throttled.songs = set()
     records = deployed.stream_records()
     if records:
-        aggregator.lambda_handler(
+        deployed.invoke(
             deployed.direct_event([], through=records[-1]["dynamodb"]["SequenceNumber"]), FakeLambdaContext()
         )
     # then every aggregate equals the downloads written, and every malformed record was reported
@@ -427,7 +412,7 @@ MOMENTS = st.datetimes(min_value=datetime(2018, 12, 29), max_value=datetime(2019
     summed=st.booleans(),
 )
 def test_every_period_category_and_sum_is_exact_under_any_delivery(
-    aws: None, downloads: list[Any], orders: list[list[int]], summed: bool, monkeypatch: pytest.MonkeyPatch
+    aws: None, downloads: list[Any], orders: list[list[int]], summed: bool
 ) -> None:
     # given hourly, daily, weekly (across a year boundary), monthly, yearly and all-time boards, a category,
     # and either counts or sums of a revenue attribute
@@ -437,13 +422,8 @@ def test_every_period_category_and_sum_is_exact_under_any_delivery(
         dynamodb.delete_table(TableName=PROGRESS_TABLE)
     create_progress_table()
     sqs = boto3.client("sqs", region_name="us-east-1")
-    deployed = wire(dynamodb, sqs, sqs.create_queue(QueueName=f"f-{uuid.uuid4().hex}")["QueueUrl"], monkeypatch)
-    schema = dataclasses.replace(
-        aggregator.SETTINGS.schema, periods=periods, category="Genre", amount="Revenue" if summed else None
-    )
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, schema=schema))
-    store = AggregateStore(dynamodb, TABLE, schema, aggregator.DEPENDENCIES.progress)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, store=store))
+    deployed = wire(dynamodb, sqs, sqs.create_queue(QueueName=f"f-{uuid.uuid4().hex}")["QueueUrl"])
+    deployed.with_schema(periods=periods, category="Genre", amount="Revenue" if summed else None)
     truth: dict[tuple[str, str], Decimal] = {}
     for number, (product, moment, genre, revenue) in enumerate(downloads):
         timestamp = moment.isoformat()
@@ -456,10 +436,8 @@ def test_every_period_category_and_sum_is_exact_under_any_delivery(
     # when the mapping delivers any subsets in any order, then the final invocation comes
     records = deployed.stream_records()
     for order in orders:
-        aggregator.lambda_handler(
-            deployed.window_event([records[i % len(records)] for i in order]), FakeLambdaContext()
-        )
-    aggregator.lambda_handler(deployed.window_event(records, final=True), FakeLambdaContext())
+        deployed.invoke(deployed.window_event([records[i % len(records)] for i in order]), FakeLambdaContext())
+    deployed.invoke(deployed.window_event(records, final=True), FakeLambdaContext())
     # then every board of every product holds exactly its downloads (or their revenue), and nothing else exists
     stored = {
         (item["songID"]["S"], item["SK"]["S"]): Decimal(item["DownloadCount"]["N"])
@@ -499,7 +477,7 @@ def test_an_upgraded_deployment_does_not_count_the_retained_stream_again(
     )
     # when the new release is deployed and the mapping delivers the next download
     deployed.write("song1", 1, first=3)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()[3:]), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()[3:]), lambda_context)
     # then the count is 4 (main: 7, the three counted again from the trim horizon)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 4
 
@@ -517,7 +495,7 @@ def test_reports_too_large_for_one_sqs_batch_never_block_the_shard(
     once the backlog exceeds the read budget (100,000 records; 8 here), nothing after it is counted.
     """
     # a read budget of 8 records in pages of 4 stands for the shipped 100,000 in pages of 1,000
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, read_budget_records=8))
+    deployed.configure(read_budget_records=8)
     monkeypatch.setattr(shard_reader, "PAGE_LIMIT", 4)
     # given five malformed downloads of 230 KB each (no Timestamp), then ten good ones
     for number in range(5):
@@ -527,7 +505,7 @@ def test_reports_too_large_for_one_sqs_batch_never_block_the_shard(
     # when the mapping delivers them and retries the window's final invocation five times
     for _ in range(5):
         try:
-            aggregator.lambda_handler(deployed.window_event(records, final=True), lambda_context)
+            deployed.invoke(deployed.window_event(records, final=True), lambda_context)
             break
         except AggregatesNotWritten:
             continue
@@ -537,16 +515,8 @@ def test_reports_too_large_for_one_sqs_batch_never_block_the_shard(
     assert (len(reported) >= 5, count_of(deployed.dynamodb, "song1", "2018-01")) == (True, 10)
 
 
-def with_schema(monkeypatch: pytest.MonkeyPatch, **changes: Any) -> None:
-    """The deployment's schema changed (category, sum), its aggregate store with it."""
-    schema = dataclasses.replace(aggregator.SETTINGS.schema, **changes)
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, schema=schema))
-    store = AggregateStore(aggregator.DEPENDENCIES.progress._client, TABLE, schema, aggregator.DEPENDENCIES.progress)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, store=store))
-
-
 def test_a_category_too_long_for_a_sort_key_is_rejected_not_blocking_the_shard(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, lambda_context: Any
 ) -> None:
     """One download whose category is 1,100 characters blocks its shard.
 
@@ -558,7 +528,7 @@ def test_a_category_too_long_for_a_sort_key_is_rejected_not_blocking_the_shard(
     the checkpoint waits below it for ever (until the record is trimmed a day later).
     """
     # given a deployment with category boards, one download whose category is too long for a sort key, then two
-    with_schema(monkeypatch, category="Genre")
+    deployed.with_schema(category="Genre")
     deployed.put_raw(
         {
             "songID": {"S": "song1"},
@@ -570,9 +540,9 @@ def test_a_category_too_long_for_a_sort_key_is_rejected_not_blocking_the_shard(
     deployed.write("song2", 2)
     records = deployed.stream_records()
     # when the mapping delivers the window, then its final invocation
-    response = aggregator.lambda_handler(deployed.window_event(records), lambda_context)
+    response = deployed.invoke(deployed.window_event(records), lambda_context)
     try:
-        aggregator.lambda_handler(deployed.window_event([], state=response["state"], final=True), lambda_context)
+        deployed.invoke(deployed.window_event([], state=response["state"], final=True), lambda_context)
         raised = False
     except AggregatesNotWritten:
         raised = True
@@ -614,7 +584,7 @@ def test_a_download_carrying_the_period_attribute_is_reported_not_silently_skipp
     )["ShardIterator"]
     high = deployed.streams.get_records(ShardIterator=iterator)["Records"][-1]["dynamodb"]["SequenceNumber"]
     # when a direct invocation counts the shard through its last record
-    aggregator.lambda_handler(deployed.direct_event([], through=high), lambda_context)
+    deployed.invoke(deployed.direct_event([], through=high), lambda_context)
     # then the first download is counted, or reported as a malformed download (main: count 1 and no message)
     counted = count_of(deployed.dynamodb, "song1", "2018-01")
     reported = [message["kind"] for message in deployed.failure_messages()]
@@ -633,7 +603,7 @@ def killed_repairs_band_holding_one(deployed: Deployed, lambda_context: Any) -> 
     """song1 counted at 2; a repair sets its fence a second ahead and a band closing two seconds ahead, and is killed;
     one more download (created by the fence, missed by its recount) is held in the band. Returns the band's deadline."""
     deployed.write("song1", 2)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     now = int(time.time())
     deadline = now + 2
     deployed.dynamodb.update_item(
@@ -643,7 +613,7 @@ def killed_repairs_band_holding_one(deployed: Deployed, lambda_context: Any) -> 
         ExpressionAttributeValues={":fence": {"N": str(now + 1)}, ":band": {"S": f"killed-repair|{deadline}"}},
     )
     deployed.write("song1", 1, first=2)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     item = deployed.dynamodb.get_item(TableName=TABLE, Key=key_of("song1"), ConsistentRead=True)["Item"]
     assert len(item["RecountHeld"]["SS"]) == 1
     assert count_of(deployed.dynamodb, "song1", SONG_MONTH) == 2
@@ -663,23 +633,20 @@ def reports_naming(deployed: Deployed, song: str) -> list[dict[str, Any]]:
 def test_an_orphaned_band_report_whose_send_failed_is_sent_by_the_next_reader(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given a killed repair's expired band holding one download its recount missed
     killed_repairs_band_holding_one(deployed, lambda_context)
     # when the song is downloaded once more (after the fence: counted), and the failure queue refuses the report
     # (SendMessageBatch failed: the handler holds the checkpoint, "the next reader meets them again and reports them")
     deployed.write("song1", 1, first=3)
-    send = aggregator.DEPENDENCIES.send_failures
+    send = deployed.dependencies.send_failures
     refusals = iter([True])
-    monkeypatch.setattr(
-        aggregator.DEPENDENCIES, "send_failures", lambda messages: False if next(refusals, False) else send(messages)
-    )
+    deployed.dependencies.send_failures = lambda messages: False if next(refusals, False) else send(messages)
     with contextlib.suppress(aggregator.AggregatesNotWritten):
-        aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+        deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # and Lambda retries the batch (the queue accepts now); nobody downloads the song again that month
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # then four downloads are in the table and three counted, so the orphaned band is reported for a recount
     # (docs/operations.md: "every write of that aggregate reports it ... a failed send is made up by the next write";
     # aggregate_store._report_orphaned_band: "the report is repeated, never lost with a failed send").
@@ -695,7 +662,7 @@ def test_an_orphaned_band_is_reported_by_the_next_write_when_its_send_succeeds(
     """Control for the tests around it (passes): the same history, the report sent, the write an UpdateItem."""
     killed_repairs_band_holding_one(deployed, lambda_context)
     deployed.write("song1", 1, first=3)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     assert count_of(deployed.dynamodb, "song1", SONG_MONTH) == 3
     assert "expired" in reports_naming(deployed, "song1")[0]["reason"]
 
@@ -717,12 +684,12 @@ def test_an_orphaned_band_is_reported_by_a_write_that_proves_its_records_uncount
         ExpressionAttributeNames={"#wm": watermark},
         ExpressionAttributeValues={
             ":one": {"N": "1"},
-            ":genesis": {"S": aggregator.DEPENDENCIES.progress.genesis()},
+            ":genesis": {"S": deployed.dependencies.progress.genesis()},
         },
     )
     # when the song is downloaded once more, after the fence, and nobody downloads it again that month
     deployed.write("song1", 1, first=3)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # then it is counted, and that write of the aggregate reports the orphaned band ("every write of that aggregate
     # reports it", docs/operations.md): it reports nothing, and the held download is lost silently
     assert count_of(deployed.dynamodb, "song1", SONG_MONTH) == 3

@@ -3,16 +3,13 @@ the downloads a backfill claimed first to the backfill: each download is counted
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import aggregator
 from aggregator import AggregatesNotWritten
 from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key
-from stream_claims import StreamClaims
 from tests.unit.aggregator.handler_on_moto import Deployed, client_error
 from tests.unit.conftest import FakeLambdaContext, count_of
 
@@ -49,7 +46,7 @@ class FailingClaims:
 
 
 @pytest.fixture
-def claiming(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> Deployed:
+def claiming(deployed: Deployed) -> Deployed:
     """The deployed aggregator with a claims table, as the module wires it with backfill_claims."""
     deployed.dynamodb.create_table(
         TableName=CLAIMS,
@@ -57,8 +54,7 @@ def claiming(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> Deployed:
         AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
         KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
     )
-    claims = StreamClaims(deployed.dynamodb, CLAIMS, aggregator.DEPENDENCIES.executor)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, claims=claims))
+    deployed.use_claims(CLAIMS, deployed.dynamodb)
     return deployed
 
 
@@ -74,8 +70,8 @@ def test_downloads_a_backfill_claimed_first_are_left_to_it(
     for number in (1, 3):
         claim_as(claiming.dynamodb, BACKFILL, download_key("song1", number))
     # when the aggregator counts the shard, and a retry reads it again
-    response = aggregator.lambda_handler(claiming.direct_event(claiming.stream_records()), lambda_context)
-    aggregator.lambda_handler(claiming.window_event(claiming.stream_records()), lambda_context)
+    response = claiming.invoke(claiming.direct_event(claiming.stream_records()), lambda_context)
+    claiming.invoke(claiming.window_event(claiming.stream_records()), lambda_context)
     # then it counts the three others, and each download has one owner: the stream, or the backfill that was first
     assert count_of(claiming.dynamodb, "song1", MONTH) == 3
     assert owners(claiming.dynamodb, "song1", range(5)) == {0: STREAM, 1: BACKFILL, 2: STREAM, 3: BACKFILL, 4: STREAM}
@@ -91,42 +87,41 @@ def test_a_retry_counts_the_downloads_its_earlier_attempt_claimed_once(
         claim_as(claiming.dynamodb, STREAM, download_key("song1", number))
     event = claiming.window_event(claiming.stream_records())
     # when the batch is delivered, and then delivered again (a retry)
-    aggregator.lambda_handler(event, lambda_context)
-    aggregator.lambda_handler(event, lambda_context)
+    claiming.invoke(event, lambda_context)
+    claiming.invoke(event, lambda_context)
     # then the claims it holds are its own: every download counted, once
     assert count_of(claiming.dynamodb, "song1", MONTH) == 3
 
 
 def test_a_download_whose_claim_fails_waits_below_the_checkpoint_and_is_counted_later(
-    claiming: Deployed, lambda_context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+    claiming: Deployed, lambda_context: FakeLambdaContext
 ) -> None:
     # given five downloads, and claims throttled the first time for the third
     claiming.write("song1", 5)
     third = claim_key(download_key("song1", 2))
     failing = FailingClaims(claiming.dynamodb, {third})
-    claims = StreamClaims(failing, CLAIMS, aggregator.DEPENDENCIES.executor)
-    monkeypatch.setattr(aggregator, "DEPENDENCIES", dataclasses.replace(aggregator.DEPENDENCIES, claims=claims))
+    claiming.use_claims(CLAIMS, failing)
     records = claiming.stream_records()
     # when a direct invocation asks for the shard through its last record
     with pytest.raises(AggregatesNotWritten):
-        aggregator.lambda_handler(claiming.direct_event(records), lambda_context)
+        claiming.invoke(claiming.direct_event(records), lambda_context)
     # then neither the third nor anything after it is counted (an aggregate's watermark would pass it), and the
     # invocation says it did not get there: the checkpoint stays below the third
     assert count_of(claiming.dynamodb, "song1", MONTH) == 2
     checkpoint = claiming.checkpoint()
     assert checkpoint is None or int(checkpoint) < int(records[2]["dynamodb"]["SequenceNumber"])
     # when the next batch reads the shard again, then it is counted, and the others are not counted twice
-    aggregator.lambda_handler(claiming.window_event(records), lambda_context)
+    claiming.invoke(claiming.window_event(records), lambda_context)
     assert count_of(claiming.dynamodb, "song1", MONTH) == 5
     assert set(owners(claiming.dynamodb, "song1", range(5)).values()) == {STREAM}
 
 
 def test_without_a_claims_table_nothing_is_claimed(deployed: Deployed, lambda_context: FakeLambdaContext) -> None:
     # given the aggregator as deployed without backfill_claims
-    assert aggregator.DEPENDENCIES.claims is None
+    assert deployed.dependencies.claims is None
     deployed.write("song1", 2)
     # when it counts the shard, then it counts every download, and writes to no claims table (there is none)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     assert count_of(deployed.dynamodb, "song1", MONTH) == 2
     with pytest.raises(ClientError):
         deployed.dynamodb.describe_table(TableName=CLAIMS)

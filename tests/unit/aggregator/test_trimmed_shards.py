@@ -7,7 +7,6 @@ lists very many shards, or answers empty pages as DynamoDB Streams may), and kep
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -26,7 +25,6 @@ from tests.unit.aggregator.handler_on_moto import (
     TrimmedStream,
     client_error,
     sequence_of,
-    use_streams,
 )
 from tests.unit.conftest import PROGRESS_TABLE, count_of
 
@@ -88,7 +86,6 @@ class NoStartingSequence:
 def test_empty_pages_after_the_trim_horizon_do_not_hide_the_gap_of_a_shard_with_an_unknown_start(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A shard listed after 10,000 others whose first five records were trimmed, with the documented empty pages
     between the trim horizon and the first readable record: the gap is still reported."""
@@ -98,8 +95,8 @@ def test_empty_pages_after_the_trim_horizon_do_not_hide_the_gap_of_a_shard_with_
     # when DynamoDB trims those five, GetRecords answers four empty pages from the trim horizon,
     # and the mapping delivers the other five
     trimmed = TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"])
-    use_streams(monkeypatch, EmptyPagesFirst(trimmed, empty=EMPTY_PAGES_AT_THE_TIP + 1))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(EmptyPagesFirst(trimmed, empty=EMPTY_PAGES_AT_THE_TIP + 1))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the gap is reported for a recount (90aad0e: 5 counted, checkpoint at r10, no message)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert deployed.checkpoint() == records[-1]["dynamodb"]["SequenceNumber"]
@@ -109,14 +106,13 @@ def test_empty_pages_after_the_trim_horizon_do_not_hide_the_gap_of_a_shard_with_
 def test_three_empty_pages_after_the_trim_horizon_are_probed_through(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Control for the test above (passes): with fewer empty pages than the probe reads, the gap is reported."""
     deployed.write("song1", 10)
     records = deployed.stream_records()
     trimmed = TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"])
-    use_streams(monkeypatch, EmptyPagesFirst(trimmed, empty=3))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(EmptyPagesFirst(trimmed, empty=3))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert "records_trimmed" in [message["kind"] for message in deployed.failure_messages()]
 
@@ -130,19 +126,18 @@ def test_three_empty_pages_after_the_trim_horizon_are_probed_through(
 def test_a_shard_first_seen_empty_reports_no_gap_when_nothing_was_trimmed(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The shard is found, and seen first while it holds no record: nothing can have been trimmed unread."""
     # given a direct invocation (recover, an operator) of the shard while the stream holds no record,
     # which DescribeStream lists without a StartingSequenceNumber
     streams = NoStartingSequence(deployed.streams)
-    use_streams(monkeypatch, streams)
-    aggregator.lambda_handler(deployed.direct_event([]), lambda_context)
+    deployed.use_streams(streams)
+    deployed.invoke(deployed.direct_event([]), lambda_context)
     # when ten downloads arrive, none trimmed, and the mapping delivers them in one window
     streams.hidden = False
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    aggregator.lambda_handler(deployed.window_event(records, final=True), lambda_context)
+    deployed.invoke(deployed.window_event(records, final=True), lambda_context)
     # then all ten are counted and the failure queue stays empty (90aad0e: a records_trimmed message, checkpoint null)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
     assert deployed.failure_messages() == []
@@ -151,24 +146,21 @@ def test_a_shard_first_seen_empty_reports_no_gap_when_nothing_was_trimmed(
 def test_a_gap_report_the_queue_refused_is_held_and_sent_again_without_double_counting(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The failure queue refuses the report: the checkpoint stays, the next invocation reports it, counts stay exact."""
     # given a shard listed after 10,000 others, its first five trimmed, and a queue that refuses the first report
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    use_streams(monkeypatch, TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
-    send = aggregator.DEPENDENCIES.send_failures
+    deployed.use_streams(TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
+    send = deployed.dependencies.send_failures
     refusals = iter([True])
-    monkeypatch.setattr(
-        aggregator.DEPENDENCIES, "send_failures", lambda messages: False if next(refusals, False) else send(messages)
-    )
+    deployed.dependencies.send_failures = lambda messages: False if next(refusals, False) else send(messages)
     # when the window's final invocation fails for want of the report, and Lambda retries it
     with pytest.raises(aggregator.AggregatesNotWritten):
-        aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+        deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     held = deployed.checkpoint()
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the checkpoint was held, the gap is reported exactly once, and the five readable downloads count once
     assert held is None
     assert [message["kind"] for message in deployed.failure_messages()] == ["records_trimmed"]
@@ -179,21 +171,20 @@ def test_a_gap_report_the_queue_refused_is_held_and_sent_again_without_double_co
 def test_a_shard_first_seen_empty_and_first_read_a_day_later_reports_what_may_have_been_trimmed(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Listed empty proves nothing after a day: "Stream records whose age exceeds this limit are subject to removal"."""
     # given the shard seen first while it held no record
     streams = NoStartingSequence(deployed.streams)
-    use_streams(monkeypatch, streams)
-    aggregator.lambda_handler(deployed.direct_event([]), lambda_context)
+    deployed.use_streams(streams)
+    deployed.invoke(deployed.direct_event([]), lambda_context)
     # when ten downloads arrive, the first five are trimmed and the shard is first read 25 hours after that sight
     streams.hidden = False
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    use_streams(monkeypatch, TrimmedStream(streams, records[4]["dynamodb"]["SequenceNumber"]))
-    later = aggregator.DEPENDENCIES.clock() + 25 * 3600
-    monkeypatch.setattr(aggregator.DEPENDENCIES, "clock", lambda: later)
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(streams, records[4]["dynamodb"]["SequenceNumber"]))
+    later = deployed.dependencies.clock() + 25 * 3600
+    deployed.dependencies.clock = lambda: later
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the five readable ones are counted and the gap before them is reported for a recount
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert [message["kind"] for message in deployed.failure_messages()] == ["records_trimmed"]
@@ -227,30 +218,30 @@ def test_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_from_w
     execution environment for some time ... terminates execution environments every few hours"). A shard listed
     empty at T and first seen from that cache at T+3h is trusted until T+26h, but its records, written at T+1min,
     may be trimmed from T+24h+1min ("Stream records whose age exceeds this limit are subject to removal")."""
-    now = aggregator.DEPENDENCIES.clock()
+    now = deployed.dependencies.clock()
     hours = 3600
     # given an instance that described the stream at T, for another shard's first sight, while this shard was empty
     listing = NoStartingSequence(deployed.streams)
-    use_streams(monkeypatch, listing)
-    shard_facts(aggregator.DEPENDENCIES, ShardRef(deployed.stream_arn, "shardId-other"))
-    assert aggregator.DEPENDENCIES.shards[deployed.shard_id].first_sequence is None
+    deployed.use_streams(listing)
+    shard_facts(deployed.dependencies, ShardRef(deployed.stream_arn, "shardId-other"))
+    assert deployed.dependencies.shards[deployed.shard_id].first_sequence is None
     # and ten downloads written just after T, whose first sight (T+3h, same instance) cannot read the shard
     listing.hidden = False
     deployed.write("song1", 10)
     records = deployed.stream_records()
     throttled = Throttled(listing)
-    use_streams(monkeypatch, throttled)
-    monkeypatch.setattr(aggregator.DEPENDENCIES, "sleep", lambda seconds: None)
-    monkeypatch.setattr(aggregator.DEPENDENCIES.progress, "_clock", lambda: now + 3 * hours)
-    monkeypatch.setattr(aggregator.DEPENDENCIES, "clock", lambda: now + 3 * hours)
+    deployed.use_streams(throttled)
+    deployed.dependencies.sleep = lambda seconds: None
+    monkeypatch.setattr(deployed.dependencies.progress, "_clock", lambda: now + 3 * hours)
+    deployed.dependencies.clock = lambda: now + 3 * hours
     with pytest.raises(aggregator.AggregatesNotWritten):
-        aggregator.lambda_handler(deployed.window_event(records, final=True), lambda_context)
+        deployed.invoke(deployed.window_event(records, final=True), lambda_context)
     # when the shard is next read at T+25h, after DynamoDB trimmed the first five (25 hours old)
     throttled.on = False
-    use_streams(monkeypatch, TrimmedStream(throttled, records[4]["dynamodb"]["SequenceNumber"]))
-    monkeypatch.setattr(aggregator.DEPENDENCIES.progress, "_clock", lambda: now + 25 * hours)
-    monkeypatch.setattr(aggregator.DEPENDENCIES, "clock", lambda: now + 25 * hours)
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(throttled, records[4]["dynamodb"]["SequenceNumber"]))
+    monkeypatch.setattr(deployed.dependencies.progress, "_clock", lambda: now + 25 * hours)
+    deployed.dependencies.clock = lambda: now + 25 * hours
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the five readable ones are counted and the five trimmed are reported (9185b7d: 5 counted, no message)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert [message["kind"] for message in deployed.failure_messages()] == ["records_trimmed"]
@@ -259,7 +250,6 @@ def test_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_from_w
 def test_a_shard_listed_without_starting_sequence_while_it_holds_records_reports_its_trimmed_start(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """SequenceNumberRange: StartingSequenceNumber "The first sequence number for the stream records contained
     within a shard ... Required: No". Nothing in AWS's documentation says its absence means the shard holds no
@@ -269,8 +259,8 @@ def test_a_shard_listed_without_starting_sequence_while_it_holds_records_reports
     records = deployed.stream_records()
     listing = NoStartingSequence(deployed.streams)
     # when DynamoDB trims those five and the mapping delivers the other five, within the hour
-    use_streams(monkeypatch, TrimmedStream(listing, records[4]["dynamodb"]["SequenceNumber"]))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(listing, records[4]["dynamodb"]["SequenceNumber"]))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the gap before the first readable record is reported for a recount (9185b7d: 5 counted, no message)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert [message["kind"] for message in deployed.failure_messages()] == ["records_trimmed"]
@@ -279,7 +269,6 @@ def test_a_shard_listed_without_starting_sequence_while_it_holds_records_reports
 def test_a_direct_invocation_through_a_trimmed_range_of_a_shard_with_an_unknown_start_is_not_reached(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """recover invokes the aggregator "with `throughSequenceNumber` = the range's end" of a window the mapping gave
     up. When that range is trimmed and the shard's start is unknown, `read_shard` meets the first readable record
@@ -288,9 +277,9 @@ def test_a_direct_invocation_through_a_trimmed_range_of_a_shard_with_an_unknown_
     # given a shard listed after 10,000 others, the first five trimmed unread
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    use_streams(monkeypatch, TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
+    deployed.use_streams(TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
     # when recover invokes the aggregator through the end of a given-up window of the first four
-    answer = aggregator.lambda_handler(
+    answer = deployed.invoke(
         deployed.direct_event([], through=records[3]["dynamodb"]["SequenceNumber"]), lambda_context
     )
     # then the range is reported as trimmed, or the answer does not claim it reached the bound
@@ -323,7 +312,6 @@ class TrimmedWhileProbed(TrimmedStream):
 def test_a_trim_between_the_probe_and_the_read_of_a_trimmed_known_start_is_reported(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The known-start path (`_iterator` after a TrimmedDataAccessException) took the gap's first readable record
     from a separate probe (`_first_record`), then asked TRIM_HORIZON again for the read: the gap taken from the read
@@ -333,8 +321,8 @@ def test_a_trim_between_the_probe_and_the_read_of_a_trimmed_known_start_is_repor
     records = deployed.stream_records()
     sequence = [record["dynamodb"]["SequenceNumber"] for record in records]
     # when r1..r4 are trimmed before the first read, and r5, r6 age out between the probe and the read
-    use_streams(monkeypatch, TrimmedWhileProbed(deployed.streams, sequence[3], later=sequence[5]))
-    aggregator.lambda_handler(deployed.window_event(records[6:], final=True), lambda_context)
+    deployed.use_streams(TrimmedWhileProbed(deployed.streams, sequence[3], later=sequence[5]))
+    deployed.invoke(deployed.window_event(records[6:], final=True), lambda_context)
     # then every download not counted lies inside the reported gap (1ae6b3c: the gap ends at r5, r6 is lost silently)
     [gap] = [message for message in deployed.failure_messages() if message["kind"] == "records_trimmed"]
     inside_the_gap = sum(1 for number in sequence if int(number) < int(gap["firstReadableSequence"]))
@@ -372,7 +360,6 @@ class FirstSequenceNamesNoRecord:
 def test_a_first_sequence_number_that_names_no_record_is_read_from_the_trim_horizon_and_said_loudly(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # given ten downloads in a shard whose listed first sequence number the stream refuses at GetRecords only
@@ -381,9 +368,9 @@ def test_a_first_sequence_number_that_names_no_record_is_read_from_the_trim_hori
     start = deployed.streams.describe_stream(StreamArn=deployed.stream_arn)["StreamDescription"]["Shards"][0][
         "SequenceNumberRange"
     ]["StartingSequenceNumber"]
-    use_streams(monkeypatch, FirstSequenceNamesNoRecord(deployed.streams, start))
+    deployed.use_streams(FirstSequenceNamesNoRecord(deployed.streams, start))
     # when the mapping delivers them
-    aggregator.lambda_handler(deployed.window_event(records, final=True), lambda_context)
+    deployed.invoke(deployed.window_event(records, final=True), lambda_context)
     # then every download is counted once, nothing is reported as trimmed, and the contradiction is logged
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 10
     assert deployed.failure_messages() == []
@@ -412,24 +399,23 @@ class TrimmedOneAfterAnother(TrimmedStream):
         return self._streams.get_records(**parameters)
 
 
-def _trimmed_one_after_another(deployed: Deployed, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _trimmed_one_after_another(deployed: Deployed) -> list[str]:
     """Ten downloads, none counted (ResumeAt = r1); r1..r3 trimmed, then r4 and r5 trimmed before each GetRecords."""
     deployed.write("song1", 10)
     records = deployed.stream_records()
     sequence = [record["dynamodb"]["SequenceNumber"] for record in records]
-    use_streams(monkeypatch, TrimmedOneAfterAnother(deployed.streams, sequence[2], then=[sequence[3], sequence[4]]))
+    deployed.use_streams(TrimmedOneAfterAnother(deployed.streams, sequence[2], then=[sequence[3], sequence[4]]))
     return sequence
 
 
 def test_a_real_trim_refused_twice_at_the_start_still_reports_its_gap(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given a first read whose start is refused by GetShardIterator and whose horizon is trimmed twice under it
-    sequence = _trimmed_one_after_another(deployed, monkeypatch)
+    sequence = _trimmed_one_after_another(deployed)
     # when the mapping delivers the last downloads
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()[6:], final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()[6:], final=True), lambda_context)
     # then the fallback kept the pending gap: every download not counted lies inside the reported gap
     [gap] = [message for message in deployed.failure_messages() if message["kind"] == "records_trimmed"]
     inside_the_gap = sum(1 for number in sequence if int(number) < int(gap["firstReadableSequence"]))
@@ -440,13 +426,12 @@ def test_a_real_trim_refused_twice_at_the_start_still_reports_its_gap(
 def test_a_real_trim_refused_twice_at_the_start_is_not_logged_as_a_start_that_names_no_record(
     deployed: Deployed,
     lambda_context: Any,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # given a first read whose start is refused by GetShardIterator and whose horizon is trimmed twice under it
-    _trimmed_one_after_another(deployed, monkeypatch)
+    _trimmed_one_after_another(deployed)
     # when the mapping delivers the last downloads
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records()[6:], final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records()[6:], final=True), lambda_context)
     # then no error claims GetShardIterator granted the start again (it refused it every time)
     assert "granted an iterator at it again" not in caplog.text
 
@@ -473,9 +458,7 @@ class VanishedParent:
         return getattr(self._streams, name)
 
 
-def test_records_trimmed_before_a_shard_is_first_counted_are_reported(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_records_trimmed_before_a_shard_is_first_counted_are_reported(deployed: Deployed, lambda_context: Any) -> None:
     """A shard with no checkpoint is read from TRIM_HORIZON, which never raises TrimmedDataAccessException.
 
     TrimmedDataAccessException: "You request a shard iterator with a sequence number older than the
@@ -488,8 +471,8 @@ def test_records_trimmed_before_a_shard_is_first_counted_are_reported(
     deployed.write("song1", 10)
     records = deployed.stream_records()
     # when DynamoDB trims those five and the mapping delivers the other five
-    use_streams(monkeypatch, TrimmedStream(deployed.streams, sequence_of(records[4])))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(deployed.streams, sequence_of(records[4])))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the gap is reported for a recount (main: 5 counted, checkpoint at r10, no message at all)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert deployed.checkpoint() == sequence_of(records[-1])
@@ -497,22 +480,18 @@ def test_records_trimmed_before_a_shard_is_first_counted_are_reported(
     assert "records_trimmed" in kinds
 
 
-def test_records_trimmed_after_a_checkpoint_are_reported(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_records_trimmed_after_a_checkpoint_are_reported(deployed: Deployed, lambda_context: Any) -> None:
     """Control for the test above (passes on main): with a checkpoint, the same trim is reported."""
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    aggregator.lambda_handler(deployed.window_event(records[:2], final=True), lambda_context)
-    use_streams(monkeypatch, TrimmedStream(deployed.streams, sequence_of(records[4])))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.invoke(deployed.window_event(records[:2], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(deployed.streams, sequence_of(records[4])))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 7
     assert "records_trimmed" in [message["kind"] for message in deployed.failure_messages()]
 
 
-def test_a_parent_shard_that_no_longer_exists_does_not_block_its_child(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_parent_shard_that_no_longer_exists_does_not_block_its_child(deployed: Deployed, lambda_context: Any) -> None:
     """The child drains its parent first, and any error reading the parent fails the child's invocation.
 
     "Shards are ephemeral: They are created and deleted automatically, as needed." A parent whose last
@@ -531,12 +510,12 @@ def test_a_parent_shard_that_no_longer_exists_does_not_block_its_child(
             "Checkpoint": {"S": pad_sequence("1")},
         },
     )
-    use_streams(monkeypatch, VanishedParent(deployed.streams, parent))
+    deployed.use_streams(VanishedParent(deployed.streams, parent))
     # when the child's downloads are delivered, and retried
     deployed.write("song1", 3)
     for _ in range(3):
         try:
-            aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+            deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
             break
         except ClientError:
             continue
@@ -544,27 +523,25 @@ def test_a_parent_shard_that_no_longer_exists_does_not_block_its_child(
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 3
 
 
-def test_a_window_whose_records_were_all_trimmed_does_not_fail_forever(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_window_whose_records_were_all_trimmed_does_not_fail_forever(deployed: Deployed, lambda_context: Any) -> None:
     """A final invocation whose bound lies inside a trimmed gap can never move the checkpoint to its bound.
 
     The read from TRIM_HORIZON meets a record above the bound first, so no record is handled and the
     checkpoint stays at the trimmed one; the invocation raises, and every retry reports the same gap
     again, until the mapping gives the window up (up to maximum_record_age_in_seconds of retries).
     """
-    monkeypatch.setattr(aggregator, "SETTINGS", dataclasses.replace(aggregator.SETTINGS, aggregate_writes=PER_WINDOW))
+    deployed.configure(aggregate_writes=PER_WINDOW)
     # given r1, r2 counted, and a per_window window that delivered r3..r5 but had not written them
     deployed.write("song1", 10)
     records = deployed.stream_records()
-    aggregator.lambda_handler(deployed.window_event(records[:2], final=True), lambda_context)
-    opened = aggregator.lambda_handler(deployed.window_event(records[2:5]), lambda_context)
-    use_streams(monkeypatch, TrimmedStream(deployed.streams, sequence_of(records[6])))
+    deployed.invoke(deployed.window_event(records[:2], final=True), lambda_context)
+    opened = deployed.invoke(deployed.window_event(records[2:5]), lambda_context)
+    deployed.use_streams(TrimmedStream(deployed.streams, sequence_of(records[6])))
     # when the window's final invocation comes after r3..r7 were trimmed
     raised = 0
     for _ in range(3):
         try:
-            aggregator.lambda_handler(deployed.window_event([], state=opened["state"], final=True), lambda_context)
+            deployed.invoke(deployed.window_event([], state=opened["state"], final=True), lambda_context)
         except AggregatesNotWritten:
             raised += 1
     # then it succeeds once the gap is reported (main: raises every time, one records_trimmed message per retry)
@@ -573,7 +550,7 @@ def test_a_window_whose_records_were_all_trimmed_does_not_fail_forever(
 
 
 def test_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
+    deployed: Deployed, lambda_context: Any
 ) -> None:
     """`shard_facts` stops after DESCRIBE_PAGES = 100 pages (10,000 shards) and falls back to ShardFacts(None, None).
 
@@ -585,21 +562,19 @@ def test_a_shard_listed_after_100_describe_pages_still_reports_its_trimmed_start
     deployed.write("song1", 10)
     records = deployed.stream_records()
     # when DynamoDB trims those five and the mapping delivers the other five
-    use_streams(monkeypatch, TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(ManyShards(deployed.streams), records[4]["dynamodb"]["SequenceNumber"]))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     # then the gap is reported for a recount (main: 5 counted, checkpoint at r10, no message)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert "records_trimmed" in [message["kind"] for message in deployed.failure_messages()]
 
 
-def test_a_shard_listed_after_150_others_reports_its_trimmed_start(
-    deployed: Deployed, lambda_context: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_shard_listed_after_150_others_reports_its_trimmed_start(deployed: Deployed, lambda_context: Any) -> None:
     """Control for the test above (passes on main): within 100 pages, the same trim is reported."""
     deployed.write("song1", 10)
     records = deployed.stream_records()
     streams = ManyShards(deployed.streams, others=150)
-    use_streams(monkeypatch, TrimmedStream(streams, records[4]["dynamodb"]["SequenceNumber"]))
-    aggregator.lambda_handler(deployed.window_event(records[5:], final=True), lambda_context)
+    deployed.use_streams(TrimmedStream(streams, records[4]["dynamodb"]["SequenceNumber"]))
+    deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 5
     assert "records_trimmed" in [message["kind"] for message in deployed.failure_messages()]

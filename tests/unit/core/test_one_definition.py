@@ -366,12 +366,11 @@ def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
         "Genre": {"N": "7"} if as_number else {"S": category},
     }
     record = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
-    # when the recount and the aggregator's parser each decide whether it counts
-    counted_by_the_aggregator = isinstance(
-        parse_record(record, Schema(periods=tuple(periods), category="Genre")), Download
-    )
-    # then they decide alike
-    assert reconcile.countable_category(image, _deployment(tuple(periods), "Genre")) == counted_by_the_aggregator
+    # when the recount and the aggregator's parser each decide whether it counts, and in which boards
+    parsed = parse_record(record, Schema(periods=tuple(periods), category="Genre"))
+    counted_by_the_aggregator = [key.board for key in parsed.keys] if isinstance(parsed, Download) else []
+    # then they decide alike: the recount files it in the aggregator's boards, or in none when it rejects it
+    assert reconcile.boards_of_download(image, _deployment(tuple(periods), "Genre")) == counted_by_the_aggregator
 
 
 STRINGS = st.one_of(st.text(max_size=12).map(lambda text: {"S": text}), st.just({"N": "1"}))

@@ -6,6 +6,7 @@ rules the engine cites (leaderboard_dev/emulators/stream_mapping.py).
 
 from __future__ import annotations
 
+import ast
 import copy
 import datetime
 import logging
@@ -1074,6 +1075,24 @@ def test_both_emulators_are_launched_with_the_switch_directory(tmp_path: Path) -
     _argv, environment = localstack.launch_spec(tmp_path / "cache", 4599, tmp_path / "state")
     assert environment[ADVERSARIAL_RETRIES_VARIABLE] == str(tmp_path / "state" / DIRECTORY_NAME)
     assert "emulators/adversarial_retries.py" in localstack.HOOK_MODULES
+
+
+def test_localstack_is_given_every_module_its_hooks_import() -> None:
+    # given the modules of leaderboard_dev that LocalStack installs as its hook distribution, and nothing else of it
+    package = Path(localstack.__file__).resolve().parents[1]
+    # when their imports of leaderboard_dev are read
+    imported: set[str] = set()
+    for module in localstack.HOOK_MODULES:
+        for node in ast.walk(ast.parse((package / module).read_text())):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("leaderboard_dev"):
+                continue
+            path = Path(*(node.module or "").split(".")[1:])
+            for alias in node.names:
+                named = path / f"{alias.name}.py"
+                imported.add(str(named if (package / named).is_file() else path.with_suffix(".py")))
+    # then each of them is installed too (a module left out fails LocalStack's start with an ImportError)
+    assert imported
+    assert imported <= set(localstack.HOOK_MODULES)
 
 
 def test_localstack_polls_at_the_base_rate_aws_documents(tmp_path: Path) -> None:

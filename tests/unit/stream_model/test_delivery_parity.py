@@ -1,13 +1,18 @@
 """The stream model and the emulators' engine deliver a shard by the same rules.
 
-Lambda's stream delivery is written twice: the unit tier's model (`tests/stream_model/aws_delivery.py`,
+Lambda's stream delivery has two drivers: the unit tier's model (`tests/stream_model/aws_delivery.py`,
 adversarial, several shards, steps chosen by the history) and the emulators' engine
 (`leaderboard_dev/emulators/stream_mapping.py`, one shard, a blocking loop the emulators' readers call).
-Hypothesis draws one history (records written to one shard in phases, a mapping configuration, the
-function's answer to each invocation) and plays it through both: the model with every adversarial
-liberty off (`Delivery(size=BatchSize)`, as its drain plays it), the engine with its adversary off.
-Both traces (every invocation: its records, window, state, flags; every on-failure record) must agree
-on every rule both implement. What only one implements is listed in `ONE_SIDED`, with the reason.
+The rules both apply are one definition (`leaderboard_dev/emulators/delivery_rules.py`: a record's window,
+what a batch holds, the windowed event, whether an invocation succeeded, the retry quota, the on-failure
+record); what each driver does with them is its own: when it invokes, what it retries and with which state,
+when a window closes, where the checkpoint goes, which records a given-up batch or window names. This test
+holds the two drivers to one trace. Hypothesis draws one history (records written to one shard in phases,
+a mapping configuration, the function's answer to each invocation) and plays it through both: the model
+with every adversarial liberty off (`Delivery(size=BatchSize)`, as its drain plays it), the engine with
+its adversary off. Both traces (every invocation: its records, window, state, flags; every on-failure
+record) must agree on every rule both implement. What only one implements is listed in `ONE_SIDED`, with
+the reason.
 
 Time is the model's: a write takes 0.25 s, an invocation 0.05 s (a timeout 60 s more), a failed
 invocation backs off min(2^k, 60) s after the k-th failure in a row (AWS documents no backoff; the
@@ -47,12 +52,11 @@ ONE_SIDED: dict[str, str] = {
     "the module's, does not set it): not drawn.",
     "batching window": "MaximumBatchingWindowInSeconds is the engine readers' Gathering, before ShardDelivery; "
     "the model lets the history choose any batch up to BatchSize instead. Here both take every record at hand.",
-    "payload and state limits": "The 6 MB invocation payload and the 1 MB window state (terminated early when "
-    "exceeded) are the engine's; the model's records and states are small and it ends windows early at will.",
+    "payload and state limits": "The 1 MB window state (terminated early when exceeded) is the engine's; the 6 MB "
+    "invocation payload is delivery_rules.batch_end's, which the model applies without record sizes (its records "
+    "and states are small, and it ends windows early at will).",
     "throttled invocations": "InvocationNotDelivered (retried without counting towards MaximumRetryAttempts) is "
     "the engine's; the model's invocations always reach the function.",
-    "batchItemFailures beside a window's state": "AWS documents nothing: the engine fails such an invocation, "
-    "the model ignores the list under a window. Partial batch responses are drawn only without a window.",
     "records stamped before the open window": "The engine puts a record whose approximate time falls before the "
     "open window into that window; the model inserts with a monotonic clock, so it never happens here.",
     "a partial batch response to a retry": "After a failure the model keeps every record of the retry pending until "
@@ -62,7 +66,9 @@ ONE_SIDED: dict[str, str] = {
     "ParallelizationFactor, UpdateEventSourceMapping, close": "The engine's alone; the model's mapping settings "
     "are fixed for a history.",
 }
-"""Rules only one side implements, and why the parity test does not compare them."""
+"""Rules only one side implements, and why the parity test does not compare them. (A partial batch response beside
+a window's state is one rule, delivery_rules.judge, but no design of the model reports batch item failures under a
+window: partial batch responses are drawn only without one.)"""
 
 RELAXED: dict[str, str] = {
     "how records given up between two invocations are grouped": "AWS says only that records older than the "

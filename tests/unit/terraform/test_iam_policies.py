@@ -312,9 +312,8 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
 
 
 def test_the_aggregator_updates_only_what_an_aggregate_carries(
-    dynamodb: Any, sqs_queue: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, lambda_context: Any
+    dynamodb: Any, sqs_queue: tuple[Any, str], lambda_context: Any
 ) -> None:
-    import aggregator
     from tests.unit.aggregator.handler_on_moto import wire
 
     # given the aggregator role's UpdateItem statement on the table (the progress table has its own)
@@ -327,7 +326,7 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
     assert statement["Action"] == ["dynamodb:UpdateItem"]
     assert not DOWNLOAD_ONLY_ATTRIBUTES & set(patterns)
     # and the aggregator on moto, its writes to the table recorded (alone, and inside transactions)
-    deployed = wire(dynamodb, *sqs_queue, monkeypatch)
+    deployed = wire(dynamodb, *sqs_queue)
     writes: list[dict[str, Any]] = []
     dynamodb.meta.events.register(
         "provide-client-params.dynamodb.UpdateItem", lambda params, **_: writes.append(params)
@@ -340,7 +339,7 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
     for first in (0, 3):
         deployed.write("song1", 3, first=first)
         deployed.write("song2", 1, first=first)
-        aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+        deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # and, while a repair's band is open on song1 (fence and deadline ahead), holds its next downloads
     ahead = int(time.time()) + 600
     dynamodb.update_item(
@@ -350,7 +349,7 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
         ExpressionAttributeValues={":fence": {"N": str(ahead)}, ":band": {"S": f"token|{ahead + 300}"}},
     )
     deployed.write("song1", 2, first=6)
-    aggregator.lambda_handler(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
+    deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     held = dynamodb.get_item(TableName="test-downloads", Key={"songID": {"S": "song1"}, "SK": {"S": "2018-01"}})
     assert len(held["Item"]["RecountHeld"]["SS"]) == 2
     # then every attribute its writes to the table name is one the policy lets it write

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from typing import Any
 
 import boto3
@@ -446,22 +448,66 @@ def run(argv: list[str]) -> int | BaseException:
         return error
 
 
+def on_every_new_client(monkeypatch: pytest.MonkeyPatch, event: str, handler: Callable[..., Any]) -> None:
+    """`handler` registered for botocore's `event` in every client created from now on, from a new session or boto3's
+    default one. Clients created before this call (the test's own) are not affected."""
+    monkeypatch.setattr(botocore.handlers, "BUILTIN_HANDLERS", [(event, handler), *botocore.handlers.BUILTIN_HANDLERS])
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3.client() makes a new one, with the handler
+
+
 def answer_with(monkeypatch: pytest.MonkeyPatch, operation: str, handler: Any) -> None:
     """`handler(body)` answers `operation` ("service-id.Operation", a JSON-protocol service's request body as a dict)
-    for every client created from now on, from a new session or boto3's default one; a None answer lets moto answer.
-    Clients created before this call (the test's own) are not affected."""
+    for every client created from now on; a None answer lets moto answer."""
 
     def before_call(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]] | None:
         body = params.get("body") or b"{}"
         parsed = handler(json.loads(body) if body[:1] in (b"{", "{") else {})
         return None if parsed is None else (AWSResponse(None, 200, {}, None), parsed)
 
-    monkeypatch.setattr(
-        botocore.handlers,
-        "BUILTIN_HANDLERS",
-        [(f"before-call.{operation}", before_call), *botocore.handlers.BUILTIN_HANDLERS],
-    )
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # boto3.client() makes a new one, with the handler
+    on_every_new_client(monkeypatch, f"before-call.{operation}", before_call)
+
+
+class DynamoDBTime:
+    """One time for DynamoDB's Date headers, this machine's clock and the repair's interval clock, which passes only
+    while the repair sleeps: what a repair measures of the clocks is the same whatever the machine's load.
+
+    moto stamps its Date header with this machine's clock as it starts answering, and the repair bounds DynamoDB's
+    clock by that whole second and the request's round trip: on a loaded machine the offset it reports was off by up
+    to half a slow round trip ("about 3601 s"). Here no time passes between a request and its answer, and every
+    DynamoDB response carries this time's Date.
+    """
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.now = math.ceil(time.time()) + 0.5
+        """DynamoDB's time: after every record written so far, in the middle of a second (its Date header, a whole
+        second, then bounds it to half a second either way)."""
+        self.offset = offset
+        """How far this machine's clock is off DynamoDB's."""
+
+    def clock(self) -> float:
+        """This machine's clock (the Reconciler's `clock`)."""
+        return self.now + self.offset
+
+    def monotonic(self) -> float:
+        """The repair's interval clock: DynamoDB's time since an arbitrary boot."""
+        return self.now - 1_000_000.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def stamp(self, parsed: dict[str, Any], **_: Any) -> None:
+        """A DynamoDB response's Date header, as DynamoDB would have stamped it now (botocore's after-call event)."""
+        headers = (parsed.get("ResponseMetadata") or {}).get("HTTPHeaders")
+        if headers is not None and "date" in headers:
+            headers["date"] = formatdate(math.floor(self.now), usegmt=True)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> DynamoDBTime:
+        """Every DynamoDB client created from now on answers with this time's Date, and every Reconciler built with
+        the defaults (the commands') uses this time's clocks and sleep."""
+        on_every_new_client(monkeypatch, "after-call.dynamodb", self.stamp)
+        for name, value in (("clock", self.clock), ("monotonic", self.monotonic), ("sleep", self.sleep)):
+            monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, name, value)
+        return self
 
 
 def given_up_batch(stack: MotoStack) -> None:

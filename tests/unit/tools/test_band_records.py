@@ -22,6 +22,7 @@ from band_records import BandRecord, is_band_record_event, settle, verdict
 from download_records import Schema
 from failure_messages import send_to_failure_queue
 from shard_progress import ProgressStore
+from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, aggregator_settings
 from tests.unit.tools.operator_stack import (
     MONTH,
     REGION,
@@ -203,30 +204,27 @@ def test_a_band_is_expired_only_past_its_deadline_and_the_clock_margin() -> None
     assert verdict(record, None, 5000) == "gone"
 
 
-def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(
-    aws: None, monkeypatch: pytest.MonkeyPatch, lambda_context: Any
-) -> None:
+def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(aws: None, lambda_context: Any) -> None:
     # given the aggregator wired to a stack whose killed repair left a band open, and that band's record arriving early
-    import dataclasses
-
     stack = drifted_song(band_queue=True)
     deadline = killed_repair_holding_a_missed_download(stack)
     band = ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {})["S"]
-    sqs = boto3.client("sqs", region_name=REGION)
-    monkeypatch.setattr(
-        aggregator,
-        "DEPENDENCIES",
-        dataclasses.replace(
-            aggregator.DEPENDENCIES,
-            store=store_of(stack),
-            send_failures=lambda messages: send_to_failure_queue(sqs, stack.queue_url, messages),
-        ),
+    settings = aggregator_settings(
+        aggregates_table_name=stack.table,
+        progress_table_name=stack.progress_table or "",
+        failure_queue_url=stack.queue_url,
+    )
+    dependencies = aggregator_dependencies(
+        settings,
+        boto3.client("dynamodb", region_name=REGION),
+        boto3.client("dynamodbstreams", region_name=REGION),
+        boto3.client("sqs", region_name=REGION),
     )
     early = {"messageId": "early", "body": json.dumps(BandRecord("song1", MONTH, band, deadline).as_message())}
     closed = {"messageId": "closed", "body": json.dumps(BandRecord("song1", MONTH, "gone|1", 1).as_message())}
     event = {"Records": [early | {"eventSource": "aws:sqs"}, closed | {"eventSource": "aws:sqs"}]}
     # when the band queue's mapping invokes the handler
-    response = aggregator.lambda_handler(event, lambda_context)
+    response = aggregator.handle(event, lambda_context, settings, dependencies)
     # then the open band's record goes back to the queue, the closed one is done, and nothing is reported
     assert response == {"batchItemFailures": [{"itemIdentifier": "early"}]}
     assert failure_bodies(stack) == []

@@ -289,7 +289,9 @@ def test_every_board_the_deployment_keeps_is_recounted_and_repaired_not_only_mon
         for board in run.boards
     ] == [(MONTH, []), ("2018-03-10", []), ("2018-03@rock", [("song1", 1, 0, "repaired")])]
     assert (stored_count(stack, "song1", "2018-03-10"), stored_count(stack, "song1", "2018-03@rock")) == (1, 0)
-    assert run.boards_not_recounted == []
+    # and the run's report says so: every board equals its recount now, the category board by its repair
+    assert run.exact
+    assert [board.repaired for board in run.boards] == [False, False, True]
 
 
 def test_an_all_time_board_named_as_a_target_is_recounted_and_boards_the_deployment_does_not_keep_are_refused(

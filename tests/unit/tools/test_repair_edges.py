@@ -1,7 +1,8 @@
 """A repair at its edges: killed on an aggregate nobody downloads again, run from a wrong clock, overlapping another.
 
 Played on moto with the shipped repair (leaderboard_tools.reconcile) and recover against the shipped aggregator's
-store (tests/unit/tools/operator_stack.ModelAggregator); moto answers with a `Date` header from this machine's clock.
+store (tests/unit/tools/operator_stack.ModelAggregator); moto answers with a `Date` header from this machine's clock,
+except where a test's DynamoDBTime stamps it (a repair's clocks measured the same under any load).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
     REGION,
+    DynamoDBTime,
     ModelAggregator,
     MotoStack,
     RepairKilled,
@@ -171,12 +173,13 @@ def test_a_band_whose_record_cannot_be_sent_is_not_opened_and_its_aggregate_not_
 
 @pytest.mark.parametrize(("offset", "word"), [(HOUR, "ahead of"), (-HOUR, "behind")])
 def test_a_repair_from_a_clock_an_hour_off_dynamodb_s_refuses_and_changes_nothing(
-    aws: None, offset: float, word: str
+    aws: None, monkeypatch: pytest.MonkeyPatch, offset: float, word: str
 ) -> None:
     # given a drifted song, and an operator whose clock is an hour off DynamoDB's
     stack = drifted_song()
     before = aggregate_item(stack, "song1", MONTH)
-    repair = reconciler(stack, clock=lambda: time.time() + offset, clock_margin_seconds=60)
+    dynamodb = DynamoDBTime(offset).install(monkeypatch)
+    repair = reconciler(stack, dynamodb.sleep, clock_margin_seconds=60)
     # when the month is repaired, then the repair refuses, saying by how much and what to do
     with pytest.raises(ClockDisagrees, match=rf"about 3600 s {word} DynamoDB's.*NTP"):
         repair.run_month(MONTH, repair=True)
@@ -192,7 +195,7 @@ def test_reconcile_repair_from_a_clock_an_hour_off_exits_non_zero_saying_so(
     # given a drifted song, and a machine whose clock is an hour off (DynamoDB's Date header is the true time)
     stack = drifted_song()
     before = aggregate_item(stack, "song1", MONTH)
-    monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", lambda: time.time() + offset)
+    DynamoDBTime(offset).install(monkeypatch)
     # when the operator runs reconcile --repair
     code = run(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--region", REGION])
     # then it exits 1 with the clocks' difference and the fix, and changed no count, opened no band, sent nothing
@@ -351,12 +354,13 @@ def test_reconcile_repair_stopped_by_a_clock_refusal_after_a_band_opened_names_w
 ) -> None:
     # given two drifted songs, and a machine whose clock is stepped an hour ahead once song1's band has opened
     stack = two_drifted_songs()
+    dynamodb = DynamoDBTime().install(monkeypatch)
     stepped: list[bool] = []
 
     def clock() -> float:
         if not stepped and band_of(stack) is not None:
             stepped.append(True)
-        return time.time() + (HOUR if stepped else 0)
+        return dynamodb.now + (HOUR if stepped else 0)
 
     monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", clock)
     # when the operator runs reconcile --repair
@@ -395,7 +399,7 @@ def test_recover_stopped_by_a_clock_refusal_says_it_invoked_the_aggregator_and_d
         return {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(payload), len(payload))}
 
     answer_with(monkeypatch, "lambda.Invoke", invoke)
-    monkeypatch.setitem(Reconciler.__init__.__kwdefaults__, "clock", lambda: time.time() + HOUR)
+    DynamoDBTime(HOUR).install(monkeypatch)
     capsys.readouterr()
     # when the operator runs recover
     code = run(["recover", "--table", stack.table, "--queue-url", stack.queue_url, "--region", REGION])
