@@ -158,7 +158,11 @@ class TableRecount:
         names, ttl = self._names, deployment.ttl_attribute
         read = {"#entity": names.entity, "#timestamp": names.timestamp}
         if keep_ids:
-            read |= {f"#key{index}": name for index, name in enumerate(deployment.key_attributes or (names.sort_key,))}
+            # Each key attribute once: DynamoDB refuses a projection naming an attribute twice, through two placeholders
+            # too ("Two document paths overlap"), and the entity is a key attribute in the guide's table.
+            for index, name in enumerate(deployment.key_attributes or (names.sort_key,)):
+                if name not in read.values():
+                    read[f"#key{index}"] = name
         if ttl:
             read["#ttl"] = ttl
         if deployment.category_attribute:

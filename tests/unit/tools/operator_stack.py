@@ -2,11 +2,15 @@
 
 `deploy` creates what terraform/ creates around a table: the table (any attribute names, its
 stream and sparse index), the progress table, the failure queue, the aggregator and query functions
-with the module's environment, and the event source mapping. `ModelAggregator` plays the mapping
-and the aggregator's reading just far enough for the operator tools' tests: it reads the shard from
-its checkpoint one record at a time, hands each download to the shipped aggregator's store
-(`aggregate_store.AggregateStore`: watermarks, the recount fence, a repair's band), and advances
-the checkpoint. Its reading is a test double; its writes are the shipped code's.
+with the module's environment, and the event source mapping. With `single_table` it attaches to a
+platform's own table instead (source_table_name, docs/attaching.md): a single-table design keyed
+PK/SK, downloads marked among other item types, the aggregates and their index in `<name>-aggregates`.
+`ModelAggregator` plays the mapping and the aggregator's reading just far enough for the operator
+tools' tests: it reads the shard from its checkpoint one record at a time, parses each record with
+the shipped aggregator's `parse_record` and the Schema its Settings read from the deployed
+environment, hands each download to the shipped aggregator's store (`aggregate_store.AggregateStore`:
+watermarks, the recount fence, a repair's band), and advances the checkpoint. Its reading is a test
+double; its parsing and writes are the shipped code's.
 """
 
 from __future__ import annotations
@@ -28,18 +32,19 @@ from botocore.awsrequest import AWSResponse
 
 from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
+from aggregator_settings import Settings
 from delivery import ShardRef
-from download_records import AggregateKey, Schema
+from download_records import Download, Ignored, Rejected, parse_record
 from leaderboard_core.attributes import AttributeNames
-from leaderboard_core.bookkeeping import download_id, pad_sequence
-from leaderboard_core.buckets import month_of
 from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.source_items import DownloadMarker
 from leaderboard_tools.cli import main
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
 from shard_progress import ProgressStore
+from shard_reader import _as_lambda_record
 
 REGION = "us-east-1"
 MONTH = "2018-03"
@@ -48,12 +53,29 @@ QUICK_BANDS = {"clock_margin_seconds": 0, "band_settle_seconds": 0, "band_poll_s
 """A repair's band as a unit test can afford it: moto stamps stream records with this machine's clock, so no clock
 margin is needed, and the band closes once the fence's second has passed and the stream shows nothing left."""
 DEFAULT_ACCOUNT_ID = "123456789012"
+DOWNLOADS = DownloadMarker("type", "DOWNLOAD")
+"""source_item_filter as docs/attaching.md writes it: the platform's downloads are its items of type DOWNLOAD."""
+
+
+@dataclass(frozen=True)
+class SingleTable:
+    """A platform's own table, attached with source_table_name (docs/attaching.md): a single-table design keyed
+    `partition_key`/`sort_key` (no index), users and playlists beside the downloads. A download names its song in the
+    entity attribute (not a key, unless `partition_key` is the entity's name) and carries `marker`."""
+
+    table: str = "music-platform"
+    partition_key: str = "PK"
+    sort_key: str = "SK"
+    key_types: tuple[str, str] = ("S", "S")
+    marker: DownloadMarker | None = DOWNLOADS
+    view_type: str = "NEW_AND_OLD_IMAGES"
 
 
 @dataclass(frozen=True)
 class MotoStack:
     name: str
     table: str
+    """The downloads' table, whose stream the aggregator reads: `<name>-downloads`, or the platform's own."""
     stream_arn: str
     progress_table: str | None
     queue_url: str
@@ -62,6 +84,13 @@ class MotoStack:
     aggregator: str
     query: str
     band_queue_url: str | None = None
+    aggregates_table: str = ""
+    """Where the aggregates are: `<name>-aggregates` beside a platform's table; by default `table` itself."""
+    single_table: SingleTable | None = None
+
+    def __post_init__(self) -> None:
+        if not self.aggregates_table:
+            object.__setattr__(self, "aggregates_table", self.table)
 
 
 def _function_zip() -> bytes:
@@ -81,36 +110,23 @@ def deploy(
     window_seconds: int = 60,
     aggregator_settings: dict[str, str] | None = None,
     band_queue: bool = False,
+    single_table: SingleTable | None = None,
 ) -> MotoStack:
-    """The module's resources in moto; `band_queue`: with the queue of the repairs' band records, as the module has."""
+    """The module's resources in moto; `band_queue`: with the queue of the repairs' band records, as the module has;
+    `single_table`: attached to that platform table (created with its stream unless it exists already, as a platform
+    brings it), the aggregates in `<name>-aggregates`."""
     names = names or AttributeNames()
     dynamodb = boto3.client("dynamodb", region_name=REGION)
-    table = f"{name}-downloads"
-    description = dynamodb.create_table(
-        TableName=table,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": names.entity, "AttributeType": "S"},
-            {"AttributeName": names.sort_key, "AttributeType": "S"},
-            {"AttributeName": names.period, "AttributeType": "S"},
-            {"AttributeName": names.order, "AttributeType": "N"},
-        ],
-        KeySchema=[
-            {"AttributeName": names.entity, "KeyType": "HASH"},
-            {"AttributeName": names.sort_key, "KeyType": "RANGE"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "MonthDownloadsIndex",
-                "KeySchema": [
-                    {"AttributeName": names.period, "KeyType": "HASH"},
-                    {"AttributeName": names.order, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [names.count]},
-            }
-        ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
-    )["TableDescription"]
+    if single_table is None:
+        table = aggregates_table = f"{name}-downloads"
+        description = _leaderboard_table(dynamodb, table, names, stream=True)
+    else:
+        table, aggregates_table = single_table.table, f"{name}-aggregates"
+        if table not in dynamodb.list_tables()["TableNames"]:
+            platform_table(single_table)
+        description = dynamodb.describe_table(TableName=table)["Table"]
+        assert description.get("LatestStreamArn"), "the module attaches to a table with a stream"
+        _leaderboard_table(dynamodb, aggregates_table, names, stream=False)
     if ttl_attribute:
         dynamodb.update_time_to_live(
             TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute}
@@ -155,6 +171,16 @@ def deploy(
         "LEADERBOARD_SHARDS": str(shards),
         "LEADERBOARD_SHARDS_PREVIOUS": "" if previous_shards is None else str(previous_shards),
     }
+    if single_table is not None:
+        # As terraform/lambda.tf sets them with source_table_name: the stream's table, the aggregates', the marker.
+        marker = single_table.marker
+        aggregator_environment |= {
+            "AGGREGATES_TABLE_NAME": aggregates_table,
+            "SOURCE_ITEM_ATTRIBUTE": marker.attribute if marker else "",
+            "SOURCE_ITEM_VALUE": marker.value if marker else "",
+        }
+        del query_environment["TABLE_NAME"]
+        query_environment["AGGREGATES_TABLE_NAME"] = aggregates_table
     for function, environment in ((f"{name}-aggregator", aggregator_environment), (f"{name}-query", query_environment)):
         lambda_client.create_function(
             FunctionName=function,
@@ -183,6 +209,64 @@ def deploy(
         aggregator=f"{name}-aggregator",
         query=f"{name}-query",
         band_queue_url=band_queue_url,
+        aggregates_table=aggregates_table,
+        single_table=single_table,
+    )
+
+
+def _leaderboard_table(dynamodb: Any, table: str, names: AttributeNames, stream: bool) -> dict[str, Any]:
+    """A table keyed by the entity and the board with the sparse leaderboard index: the guide's downloads table (its
+    stream on), or `<name>-aggregates` (aggregates_table.tf: no stream)."""
+    return dynamodb.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": names.entity, "AttributeType": "S"},
+            {"AttributeName": names.sort_key, "AttributeType": "S"},
+            {"AttributeName": names.period, "AttributeType": "S"},
+            {"AttributeName": names.order, "AttributeType": "N"},
+        ],
+        KeySchema=[
+            {"AttributeName": names.entity, "KeyType": "HASH"},
+            {"AttributeName": names.sort_key, "KeyType": "RANGE"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "MonthDownloadsIndex",
+                "KeySchema": [
+                    {"AttributeName": names.period, "KeyType": "HASH"},
+                    {"AttributeName": names.order, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [names.count]},
+            }
+        ],
+        **({"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}} if stream else {}),
+    )["TableDescription"]
+
+
+def platform_table(single_table: SingleTable, stream: bool = True) -> None:
+    """The platform's table as its own Terraform creates it: its key, no index; `stream=False`: a table that had no
+    stream yet (its history written before one existed), enabled later with `enable_stream`."""
+    keys = (single_table.partition_key, single_table.sort_key)
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=single_table.table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": key, "AttributeType": kind}
+            for key, kind in zip(keys, single_table.key_types, strict=True)
+        ],
+        KeySchema=[{"AttributeName": keys[0], "KeyType": "HASH"}, {"AttributeName": keys[1], "KeyType": "RANGE"}],
+        **(
+            {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": single_table.view_type}} if stream else {}
+        ),
+    )
+
+
+def enable_stream(single_table: SingleTable) -> None:
+    """The platform turns its table's stream on (before attaching the module): what was written before is not on it."""
+    boto3.client("dynamodb", region_name=REGION).update_table(
+        TableName=single_table.table,
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": single_table.view_type},
     )
 
 
@@ -197,23 +281,45 @@ def _keep_the_stream(table: str) -> None:
 
 
 def write_download(stack: MotoStack, song: str, download_id: str, timestamp: str = "2018-03-10T10:00:00Z") -> None:
-    names = stack.names
     boto3.client("dynamodb", region_name=REGION).put_item(
         TableName=stack.table,
-        Item={
-            names.entity: {"S": song},
-            names.sort_key: {"S": download_id},
-            names.timestamp: {"S": timestamp},
-            "UserID": {"S": "user1"},
-        },
+        Item=download_item(stack.names, song, download_id, timestamp, stack.single_table),
     )
+
+
+def download_item(
+    names: AttributeNames,
+    song: str,
+    download_id: str,
+    timestamp: str = "2018-03-10T10:00:00Z",
+    single_table: SingleTable | None = None,
+) -> dict[str, Any]:
+    """A download as the table holds it: keyed by song and `download_id` in the guide's table; in a platform's
+    single-table design keyed by its user and the download (`single_key`), its song and time attributes, marked."""
+    item = {names.entity: {"S": song}, names.timestamp: {"S": timestamp}, "UserID": {"S": "user1"}}
+    if single_table is None:
+        return item | {names.sort_key: {"S": download_id}}
+    marker = single_table.marker
+    key = single_key(single_table, names, song, download_id)
+    return item | key | ({marker.attribute: {"S": marker.value}} if marker else {})
+
+
+def single_key(single_table: SingleTable, names: AttributeNames, song: str, download_id: str) -> dict[str, Any]:
+    """The primary key `write_download` gives a download in a single-table design: its user's partition and the
+    download (or the song's partition, where the table's partition key is the entity), unique across songs."""
+    assert single_table.key_types == ("S", "S"), "write_download writes string keys"
+    partition = song if single_table.partition_key == names.entity else "USER#user1"
+    return {
+        single_table.partition_key: {"S": partition},
+        single_table.sort_key: {"S": f"DOWNLOAD#{song}#{download_id}"},
+    }
 
 
 def stored_count(stack: MotoStack, song: str, month: str) -> int | None:
     item = (
         boto3.client("dynamodb", region_name=REGION)
         .get_item(
-            TableName=stack.table,
+            TableName=stack.aggregates_table,
             Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
             ConsistentRead=True,
         )
@@ -226,7 +332,7 @@ def aggregate_item(stack: MotoStack, song: str, month: str) -> dict[str, Any] | 
     return (
         boto3.client("dynamodb", region_name=REGION)
         .get_item(
-            TableName=stack.table,
+            TableName=stack.aggregates_table,
             Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
             ConsistentRead=True,
         )
@@ -263,7 +369,7 @@ def set_count(stack: MotoStack, song: str, month: str, count: int) -> None:
     """A hand edit: the drift reconcile exists for."""
     names = stack.names
     boto3.client("dynamodb", region_name=REGION).update_item(
-        TableName=stack.table,
+        TableName=stack.aggregates_table,
         Key={names.entity: {"S": song}, names.sort_key: {"S": month}},
         UpdateExpression="SET #count = :count, #order = :order, #period = :partition",
         ExpressionAttributeNames={"#count": names.count, "#order": names.order, "#period": names.period},
@@ -281,21 +387,41 @@ class ModelAggregator:
 
     stack: MotoStack
     refused: list[tuple[str, str, str]] = field(default_factory=list)
-    """(song, month, sequence) of records refused by a recount fence."""
+    """(song, board, sequence) of records refused by a recount fence."""
     held: int = 0
     """Records a repair's open band held."""
+    rejected: list[Rejected] = field(default_factory=list)
+    """Records the shipped parse rejects: reported by the aggregator (failure queue), never counted."""
+    ignored: list[str] = field(default_factory=list)
+    """Why each record that is not a download was passed over (an aggregate write, an item of another type)."""
+
+    @property
+    def settings(self) -> Settings:
+        """The shipped aggregator's Settings, read from the deployed function's environment as it reads its own."""
+        if self._settings is None:
+            environment = boto3.client("lambda", region_name=REGION).get_function_configuration(
+                FunctionName=self.stack.aggregator
+            )["Environment"]["Variables"]
+            self._settings = Settings.from_environment({"PROGRESS_TABLE_NAME": "", **environment})
+        return self._settings
 
     def _store(self) -> AggregateStore:
-        """The shipped aggregator's store: the fence, the band and the watermarks as it writes them."""
+        """The shipped aggregator's store, on the aggregates table: the fence, the band and the watermarks as it
+        writes them."""
         assert self.stack.progress_table
-        names = self.stack.names
-        schema = Schema(names.entity, names.sort_key, names.timestamp, names.period, names.count, names.order)
         progress = ProgressStore(self._dynamodb, self.stack.progress_table)
-        return AggregateStore(self._dynamodb, self.stack.table, schema, progress, leaderboard_shards=self.stack.shards)
+        return AggregateStore(
+            self._dynamodb,
+            self.settings.aggregates_table_name,
+            self.settings.schema,
+            progress,
+            leaderboard_shards=self.stack.shards,
+        )
 
     def __post_init__(self) -> None:
         self._dynamodb = boto3.client("dynamodb", region_name=REGION)
         self._streams = boto3.client("dynamodbstreams", region_name=REGION)
+        self._settings: Settings | None = None
 
     def _records(self, shard_id: str, checkpoint: str | None) -> list[dict[str, Any]]:
         parameters: dict[str, Any] = {"StreamArn": self.stack.stream_arn, "ShardId": shard_id}
@@ -337,25 +463,36 @@ class ModelAggregator:
         return read
 
     def _count(self, shard_id: str, record: dict[str, Any]) -> None:
-        names = self.stack.names
         sequence = record["dynamodb"]["SequenceNumber"]
-        image = record["dynamodb"].get("NewImage") or {}
-        try:
-            month = month_of(image[names.timestamp]["S"]) if names.timestamp in image else None
-        except ValueError:
-            month = None  # a malformed download: the aggregator rejects it
-        if record["eventName"] == "INSERT" and names.period not in image and month is not None:
-            song = image[names.entity]["S"]
-            created = int(record["dynamodb"]["ApproximateCreationDateTime"].timestamp())
-            sort_key = (record["dynamodb"].get("Keys") or image).get(names.sort_key, {}).get("S")
-            contribution = Contribution(
-                pad_sequence(sequence), created, download_id=download_id(sort_key) if sort_key else None
-            )
-            outcome = self._store().apply(
-                AggregateKey(song, month), ShardRef(self.stack.stream_arn, shard_id), [contribution]
-            )
-            self.refused += [(song, month, sequence) for _ in outcome.refused]
-            self.held += outcome.held
+        shard = ShardRef(self.stack.stream_arn, shard_id)
+        # As the aggregator reads its shard (shard_reader): the record in a Lambda event's form, parsed by the shipped
+        # parse_record with the Schema of the deployed Settings (marker, aggregates beside the downloads or not).
+        parsed = parse_record(_as_lambda_record(record, shard), self.settings.schema)
+        if isinstance(parsed, Download):
+            contribution = Contribution(parsed.sequence, parsed.created, parsed.amount, parsed.download_id)
+            for key in parsed.keys:
+                outcome = self._store().apply(key, shard, [contribution])
+                self.refused += [(key.entity_id, key.board, sequence) for _ in outcome.refused]
+                self.held += outcome.held
+        elif isinstance(parsed, Rejected):
+            self.rejected.append(parsed)
+        else:
+            assert isinstance(parsed, Ignored)
+            self.ignored.append(parsed.reason)
+        self._checkpoint(shard_id, sequence)
+
+    def skip(self) -> int:
+        """Move every shard's checkpoint past its records without counting them: records the mapping never delivered
+        to the aggregator (a batch given up, records trimmed before it read them). Returns the records skipped."""
+        skipped = 0
+        for shard_id in self.shard_ids():
+            records = self._records(shard_id, self.checkpoint(shard_id))
+            if records:
+                self._checkpoint(shard_id, records[-1]["dynamodb"]["SequenceNumber"])
+            skipped += len(records)
+        return skipped
+
+    def _checkpoint(self, shard_id: str, sequence: str) -> None:
         assert self.stack.progress_table
         self._dynamodb.put_item(
             TableName=self.stack.progress_table,
