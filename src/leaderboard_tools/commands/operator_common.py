@@ -13,7 +13,11 @@ from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
 
 def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     """What every operator tool takes: the table, where AWS is, and settings that stand in for the deployment's."""
-    command.add_argument("--table", required=True, help="the module's table, <name>-downloads")
+    command.add_argument(
+        "--table",
+        required=True,
+        help="the downloads' table (<name>-downloads, or source_table_name), or <name>-aggregates",
+    )
     where = command.add_argument_group("AWS (boto3's credential chain; an endpoint only if given)")
     where.add_argument("--profile", help="a profile of the shared AWS config files")
     where.add_argument("--region", help="default: the profile's or AWS_REGION")
