@@ -18,6 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
+from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, DownloadMarker, marker_from_environment
 
 NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VARIABLES}
@@ -74,6 +75,9 @@ class Deployment:
     """The downloads table's primary key (DescribeTable): what identifies a download, whatever the key schema."""
     marker: DownloadMarker | None = None
     """source_item_filter: which items of a shared table are downloads; None: every item with the entity and time."""
+    claims_table: str | None = None
+    """CLAIMS_TABLE_NAME (backfill_claims): where the aggregator claims each download before counting it, and where
+    `backfill` claims what it counts; None: the aggregator claims nothing, and no backfill can run."""
 
     @property
     def aggregates(self) -> str:
@@ -294,6 +298,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
             key["AttributeName"] for key in sorted(description["KeySchema"], key=lambda key: key["KeyType"] != "HASH")
         ),
         marker=marker_from_environment(environment),
+        claims_table=environment.get(CLAIMS_TABLE_VARIABLE) or None,
     )
 
 

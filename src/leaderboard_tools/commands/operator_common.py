@@ -80,12 +80,41 @@ def operator_setup(
 
 
 @contextmanager
-def progress_of(description: str, shown: bool) -> Iterator[Callable[[int], None]]:
-    """A progress bar on a terminal; a silent counter otherwise (JSON output, pipes)."""
-    from rich.progress import Progress
+def progress_of(description: str, shown: bool, total: int | None = None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; a silent counter otherwise (JSON output, pipes). With a
+    `total` (approximate, such as DescribeTable's ItemCount): done of total, the rate and the time remaining."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
 
-    with Progress(transient=True, disable=not shown) as progress:
-        task = progress.add_task(description, total=None)
+    class Rate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(f"{task.speed:,.0f}/s" if task.speed else "", style="progress.data.speed")
+
+    columns = (
+        (
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            Rate(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        if total
+        else ()
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True, disable=not shown) as progress:
+        task = progress.add_task(description, total=total or None)
         yield lambda done: progress.advance(task, done)
 
 

@@ -152,40 +152,7 @@ class TableRecount:
         return part
 
     def _download_parameters(self, keep_ids: bool = False) -> dict[str, Any]:
-        """What a recount reads of the downloads: the attributes that place a download on its boards, and only items
-        that are downloads (not aggregates beside them, and those source_item_filter marks)."""
-        deployment = self._deployment
-        names, ttl = self._names, deployment.ttl_attribute
-        read = {"#entity": names.entity, "#timestamp": names.timestamp}
-        if keep_ids:
-            # Each key attribute once: DynamoDB refuses a projection naming an attribute twice, through two placeholders
-            # too ("Two document paths overlap"), and the entity is a key attribute in the guide's table.
-            for index, name in enumerate(deployment.key_attributes or (names.sort_key,)):
-                if name not in read.values():
-                    read[f"#key{index}"] = name
-        if ttl:
-            read["#ttl"] = ttl
-        if deployment.category_attribute:
-            read["#category"] = deployment.category_attribute
-        conditions, attribute_names, values = [], dict(read), {}
-        if deployment.aggregates_beside:
-            conditions.append("attribute_not_exists(#period)")
-            attribute_names["#period"] = names.period
-        if deployment.marker is not None:
-            condition, marker_names, marker_values = deployment.marker.scan_filter()
-            conditions.append(condition)
-            attribute_names |= marker_names
-            values |= marker_values
-        parameters: dict[str, Any] = {
-            "ProjectionExpression": ", ".join(dict.fromkeys(read)),
-            "ExpressionAttributeNames": attribute_names,
-            "ConsistentRead": True,
-        }
-        if conditions:
-            parameters["FilterExpression"] = " AND ".join(conditions)
-        if values:
-            parameters["ExpressionAttributeValues"] = values
-        return parameters
+        return download_scan_parameters(self._deployment, with_key=keep_ids)
 
     def _recount_scan(self, targets: Mapping[str, Collection[str] | None] | None) -> list[Recount]:
         """One counter per scan segment, merged by the caller: memory bounded by (song, board) pairs."""
@@ -239,6 +206,46 @@ class TableRecount:
             yield from self._paginate(
                 "scan", TableName=self._table, Segment=number, TotalSegments=self._segments, **filtered
             )
+
+
+def download_scan_parameters(deployment: Deployment, with_key: bool = False) -> dict[str, Any]:
+    """What a recount (and a backfill) reads of the downloads: the attributes that place a download on its boards
+    (`boards_of_download`), with `with_key` the table's primary key too, and only items that are downloads (not
+    aggregates beside them, and those source_item_filter marks); consistent reads.
+
+    Each attribute is projected once: DynamoDB refuses a ProjectionExpression naming one twice ("Two document paths
+    overlap"), which the entity would be where it is also the table's partition key (the guide's table)."""
+    names, ttl = deployment.names, deployment.ttl_attribute
+    wanted = {"#entity": names.entity, "#timestamp": names.timestamp}
+    if with_key:
+        wanted |= {f"#key{index}": name for index, name in enumerate(deployment.key_attributes or (names.sort_key,))}
+    if ttl:
+        wanted["#ttl"] = ttl
+    if deployment.category_attribute:
+        wanted["#category"] = deployment.category_attribute
+    read: dict[str, str] = {}
+    for placeholder, name in wanted.items():
+        if name not in read.values():
+            read[placeholder] = name
+    conditions, attribute_names, values = [], dict(read), {}
+    if deployment.aggregates_beside:
+        conditions.append("attribute_not_exists(#period)")
+        attribute_names["#period"] = names.period
+    if deployment.marker is not None:
+        condition, marker_names, marker_values = deployment.marker.scan_filter()
+        conditions.append(condition)
+        attribute_names |= marker_names
+        values |= marker_values
+    parameters: dict[str, Any] = {
+        "ProjectionExpression": ", ".join(read),
+        "ExpressionAttributeNames": attribute_names,
+        "ConsistentRead": True,
+    }
+    if conditions:
+        parameters["FilterExpression"] = " AND ".join(conditions)
+    if values:
+        parameters["ExpressionAttributeValues"] = values
+    return parameters
 
 
 def _with_value(parameters: dict[str, Any], name: str, value: str) -> dict[str, Any]:

@@ -349,6 +349,7 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "aggregates_table": "",
         "key_attributes": ["songID", "SK"],
         "marker": None,
+        "claims_table": None,
     }
     assert found["stream_arn"] == stack.stream_arn
 

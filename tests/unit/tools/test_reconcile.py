@@ -254,7 +254,9 @@ def test_no_hand_written_pagination_is_left_in_the_operator_tools() -> None:
 
     package = Path(leaderboard_tools.__file__).parent
     loops = [path.name for path in package.rglob("*.py") if "LastEvaluatedKey" in path.read_text()]
-    assert loops == []
+    # The backfill saves each scan segment's place (its LastEvaluatedKey) in the claims table after every page, and
+    # paces each request: it pages by hand, on purpose (test_backfill.py resumes it from there).
+    assert loops == ["backfill.py"]
 
 
 def test_attribute_names_come_from_the_deployment(aws: None) -> None:

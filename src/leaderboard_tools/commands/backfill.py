@@ -1,0 +1,119 @@
+"""`backfill`: count the downloads a table held before the module was attached, exactly once beside the stream (the
+engine is `backfill.py`; the claims it needs are the module's `backfill_claims`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT, EXIT_PENDING
+from leaderboard_tools.commands.operator_common import add_operator_arguments, operator_setup, progress_of
+
+BOARDS_LISTED = 50
+"""Boards the text report lists; --json lists every one."""
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser(
+        "backfill",
+        help="count the table's history (downloads written before the module was attached) exactly once beside the "
+        "stream; needs backfill_claims = true",
+    )
+    add_operator_arguments(command)
+    command.add_argument(
+        "--segments", type=_positive_int, default=4, help="parallel scan segments (default 4; a resumed run: the same)"
+    )
+    command.add_argument(
+        "--max-read-units",
+        type=_positive_float,
+        default=100.0,
+        help="read units a second the scan may consume, over all segments (default 100)",
+    )
+    command.add_argument(
+        "--page-size",
+        type=_positive_int,
+        default=100,
+        help="items per scan page (default 100; one page per segment is in memory)",
+    )
+    command.add_argument("--json", action="store_true")
+    command.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """0: the backfill is done (now or before); 4: unfinished or interrupted, run again; 1: refused or stopped."""
+    from leaderboard_tools.backfill import ALREADY_DONE, STOPPED, Backfill
+
+    aws, deployment = operator_setup(arguments)
+    shown = sys.stderr.isatty() and not arguments.json
+    total = int(aws.dynamodb.describe_table(TableName=deployment.table)["Table"].get("ItemCount") or 0)
+    with progress_of("Backfilling items (approximate total)", shown=shown, total=total or None) as on_progress:
+        report = Backfill(
+            aws.dynamodb,
+            deployment,
+            segments=arguments.segments,
+            max_read_units=arguments.max_read_units,
+            page_size=arguments.page_size,
+            on_progress=on_progress,
+        ).run()
+    if arguments.json:
+        print(json.dumps(report.as_json()))
+    else:
+        print(_text(report.as_json(), already=report.status == ALREADY_DONE))
+    if report.error:
+        print(f"error: {report.error}", file=sys.stderr)
+    if report.finished:
+        return EXIT_EXACT
+    return EXIT_ERROR if report.status == STOPPED else EXIT_PENDING
+
+
+def _text(report: dict[str, Any], already: bool) -> str:
+    lines = [
+        f"backfill of {report['table']}: {report['status']} ({report['segmentsDone']} of {report['segments']} "
+        "segments done)"
+    ]
+    if already:
+        lines.append(f"  the backfill finished at {report['endedAt']} (DynamoDB's clock): this run changed nothing")
+    else:
+        claimed = report["alreadyClaimed"]
+        lines += [
+            f"  read units consumed: {report['readUnits']}",
+            f"  items scanned: {report['itemsScanned']} (downloads read: {report['downloadsRead']})",
+            f"  downloads counted: {report['counted']} ({report['transactions']} transactions, "
+            f"{report['retries']} sent again)",
+        ]
+        boards = list(report["countedPerBoard"].items())
+        lines += [f"    {board}: {count}" for board, count in boards[:BOARDS_LISTED]]
+        if len(boards) > BOARDS_LISTED:
+            lines.append(f"    ... and {len(boards) - BOARDS_LISTED} more boards (--json lists them all)")
+        lines.append(
+            f"  already claimed, not counted again: {claimed['stream']} by the stream, {claimed['backfill']} by an "
+            f"earlier backfill run" + (f", {claimed['unknown']} by an unknown owner" if claimed["unknown"] else "")
+        )
+        lines.append(f"  rejected (not countable, not claimed): {report['rejected']}")
+        lines += [f"    {json.dumps(example['key'])}: {example['reason']}" for example in report["rejectedExamples"]]
+    if report["total"] is not None:
+        total = report["total"]
+        lines.append(
+            f"  every run: {total['counted']} counted, {total['itemsScanned']} items scanned, "
+            f"{total['rejected']} rejected, {total['readUnits']} read units"
+        )
+    if report["endedAt"]:
+        lines.append(f"  scan ended by {report['endedAt']} (DynamoDB's clock)")
+    lines.append(f"next: {report['next']}")
+    return "\n".join(lines)
