@@ -23,6 +23,8 @@ STREAM = "stream"
 BACKFILL = "backfill"
 BACKFILL_ITEM_PREFIX = "backfill#"
 """The backfill's own items in the claims table: its start, each scan segment's progress, its end."""
+BACKFILL_DONE = BACKFILL_ITEM_PREFIX + "done"
+"""Written when a backfill has counted the whole table: until then `reconcile --repair` refuses."""
 
 
 def claim_key(key: Mapping[str, Any]) -> str:

@@ -35,11 +35,19 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_core.bookkeeping import RECOUNTED_THROUGH
 from leaderboard_core.buckets import utc_moment
-from leaderboard_core.claims import BACKFILL, BACKFILL_ITEM_PREFIX, CLAIM_KEY, CLAIM_OWNER, backfill_claim, claim_key
+from leaderboard_core.claims import (
+    BACKFILL,
+    BACKFILL_DONE,
+    BACKFILL_ITEM_PREFIX,
+    CLAIM_KEY,
+    CLAIM_OWNER,
+    backfill_claim,
+    claim_key,
+)
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.clock import DynamoClock, ServerClock, interval_clock
-from leaderboard_tools.reconcile.recount import boards_of_download, countable_category, download_scan_parameters
+from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
 
 MAX_TRANSACTION_ACTIONS = 100
 """TransactWriteItems' limit: "groups up to 100 action requests" (DynamoDB API Reference)."""
@@ -55,7 +63,7 @@ BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_CAP_SECONDS = 5.0
 REJECTED_EXAMPLES = 10
 START_ITEM = BACKFILL_ITEM_PREFIX + "start"
-DONE_ITEM = BACKFILL_ITEM_PREFIX + "done"
+DONE_ITEM = BACKFILL_DONE
 SEGMENTS_ATTRIBUTE, STARTED_AT, ENDED_AT, ENDED_AT_TEXT = "Segments", "StartedAt", "EndedAt", "EndedAtText"
 LAST_KEY, SEGMENT_DONE = "LastKey", "Done"
 """The backfill's own items: `start` (Segments, StartedAt), `segment#<i>of<N>` (LastKey: the scan's place after the
@@ -132,7 +140,7 @@ def rejection_reason(item: Mapping[str, Any], deployment: Deployment) -> str:
         utc_moment(item[names.timestamp]["S"])
     except ValueError as error:
         return f"{names.timestamp} {item[names.timestamp]['S']!r} is not an ISO 8601 time: {error}"
-    if not countable_category(item, deployment):
+    if deployment.category_attribute is not None and deployment.category_attribute in item:
         return f"{deployment.category_attribute} is not a non-empty string whose board ids fit the sort key"
     return "not countable"
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.band import (
     BAND_ID_BUDGET,
@@ -231,6 +232,15 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 "the deployment names no queue for the bands' records (RECOUNT_BAND_QUEUE_URL, or FAILURE_QUEUE_URL): "
                 "a repair records each band before opening it, so that recover finds a band its repair never closed; "
                 "pass --queue-url"
+            )
+        claims = self._deployment.claims_table
+        if claims and not self._dynamodb.get_item(
+            TableName=claims, Key={CLAIM_KEY: {"S": BACKFILL_DONE}}, ConsistentRead=True
+        ).get("Item"):
+            raise RepairUnavailable(
+                f"a backfill may be counting the history of {self._table} (the aggregator claims downloads in "
+                f"{claims}) and has not finished: a repair's recount would count what the backfill counts as well. "
+                "Run `leaderboard-tools backfill` to its end first; nothing was written"
             )
         self._deployment.shards()
 

@@ -48,6 +48,7 @@ from leaderboard_tools.backfill import (
 )
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
+from leaderboard_tools.reconcile.reconciler import Reconciler, RepairUnavailable
 from tests.unit.tools.operator_stack import REGION, ModelAggregator, MotoStack, deploy, run
 
 ORDER_SCALE = 10**26
@@ -948,3 +949,24 @@ def test_an_unfinished_run_exits_4_with_its_report(
     assert report["status"] == UNFINISHED
     assert "again" in report["next"]
     assert stored(stack) == {}
+
+
+# ------------------------------------------------------------------ 8. a repair waits for the backfill
+
+
+def test_a_repair_is_refused_until_the_backfill_has_counted_the_whole_table(aws: None) -> None:
+    # given a history of 10 downloads, claims on, and no backfill finished yet
+    stack = stack_with_claims(periods="month", category=False)
+    for n in range(10):
+        write(stack, "song1", f"d{n}", "2018-03-10T10:00:00Z")
+    clients = operator_clients(region=REGION)
+    reconciler = Reconciler(clients, discover(clients, stack.table))
+    # when a repair of the month is asked for, then it is refused, saying why, and nothing is written
+    with pytest.raises(RepairUnavailable, match="backfill"):
+        reconciler.run({"2018-03": None}, repair=True)
+    assert stored(stack) == {}
+    # when the backfill has counted the table, then the month is exact and a repair finds nothing to change
+    assert backfill(stack).run().status == DONE
+    assert stored(stack) == {("song1", "2018-03"): 10}
+    run = Reconciler(clients, discover(clients, stack.table), clock_margin_seconds=0).run({"2018-03": None})
+    assert run.exact
