@@ -140,18 +140,18 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self._aws, self._table, self._next, self._chance = aws, table, first, chance
         self.written: list[dict[str, Any]] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             batch = [platform_item("DOWNLOAD", self._next + offset, self._chance) for offset in range(5)]
             write_items(self._aws.dynamodb, self._table, batch)
             self.written += batch
             self._next += len(batch)
-            self._stop.wait(0.2)
+            self._halt.wait(0.2)
 
     def stop(self) -> list[dict[str, Any]]:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=60)
         return self.written
 
