@@ -1,5 +1,5 @@
 """`backfill`: count the downloads a table held before the module was attached, exactly once beside the stream (the
-engine is `backfill.py`; the claims it needs are the module's `backfill_claims`)."""
+engine is the `leaderboard_tools.backfill` package; the claims it needs are the module's `backfill_claims`)."""
 
 from __future__ import annotations
 

@@ -936,9 +936,9 @@ def test_an_unfinished_run_exits_4_with_its_report(
     # given 10 downloads, and every transaction cancelled by conflicts more often than the backfill sends it
     stack = stack_with_claims()
     write_history(stack, 10)
-    monkeypatch.setattr("leaderboard_tools.backfill.BACKOFF_CAP_SECONDS", 0.0)
+    monkeypatch.setattr("leaderboard_tools.backfill.transactions.BACKOFF_CAP_SECONDS", 0.0)
     monkeypatch.setattr(
-        "leaderboard_tools.backfill.Backfill._transact",
+        "leaderboard_tools.backfill.transactions.PageTransactions._transact",
         lambda self, chunk, tally: (_ for _ in ()).throw(BackfillUnfinished("conflicts or throttling 10 times")),
     )
     # when the backfill command runs

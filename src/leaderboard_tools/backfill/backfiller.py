@@ -1,0 +1,122 @@
+"""One run of the backfill: begun (or found done), its segments scanned in parallel, its end recorded once all are
+done, and a failure told apart: unfinished (run again) or stopped."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from leaderboard_tools.backfill.progress import ENDED_AT, SEGMENTS_ATTRIBUTE, DynamoTime, SegmentProgress
+from leaderboard_tools.backfill.refusals import claims_table_of
+from leaderboard_tools.backfill.report import (
+    ALREADY_DONE,
+    DONE,
+    INTERRUPTED,
+    STOPPED,
+    UNFINISHED,
+    BackfillReport,
+    _number,
+    tally_of_item,
+)
+from leaderboard_tools.backfill.scan import MAX_READ_UNITS, PAGE_SIZE, SEGMENTS, ReadPacer, SegmentScan
+from leaderboard_tools.backfill.transactions import BackfillStopped, BackfillUnfinished, PageTransactions
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.clock import interval_clock
+
+UNFINISHED_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+"""Errors botocore retried until it gave up: the run stops unfinished, and a later run goes on."""
+
+
+class Backfill(SegmentProgress, SegmentScan, PageTransactions):
+    """One run of the backfill over `deployment`'s table; the clients, the clock and the pauses are injected."""
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        deployment: Deployment,
+        *,
+        segments: int = SEGMENTS,
+        max_read_units: float = MAX_READ_UNITS,
+        page_size: int = PAGE_SIZE,
+        clock: Callable[[], float] = interval_clock,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+        on_progress: Callable[[int], None] = lambda scanned: None,
+        dynamo_time: Callable[[], float] | None = None,
+    ) -> None:
+        if segments < 1 or page_size < 1:
+            raise ValueError("segments and page size must be at least 1")
+        self._dynamodb = dynamodb
+        self._deployment = deployment
+        self._segments = segments
+        self._page_size = page_size
+        self._sleep = sleep
+        self._jitter = jitter
+        self._on_progress = on_progress
+        self._pacer = ReadPacer(max_read_units, clock, sleep)
+        self._dynamo_time = dynamo_time or DynamoTime(dynamodb, deployment.table).latest
+        self._claims = ""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._report = BackfillReport(deployment.table, segments, aggregator_function=deployment.aggregator_function)
+
+    def run(self) -> BackfillReport:
+        """Scan every unfinished segment, or say the backfill is done. Refusals raise before anything is written;
+        a run stopped by an error reports what it did, with the error."""
+        report = self._report
+        self._claims = claims_table_of(self._deployment)
+        done = self._begin()
+        if done is not None:
+            report.status, report.segments = ALREADY_DONE, int(_number(done, SEGMENTS_ATTRIBUTE))
+            report.segments_done = report.segments
+            report.ended_at, report.total = _number(done, ENDED_AT), tally_of_item(done)
+            return report
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=self._segments, thread_name_prefix="backfill-segment") as pool:
+            futures = [pool.submit(self._segment, index) for index in range(self._segments)]
+            try:
+                while True:
+                    finished, pending = wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    failure = next((f.exception() for f in finished if f.exception() is not None), None)
+                    if failure is not None or not pending:
+                        break
+            except KeyboardInterrupt:
+                report.status = INTERRUPTED
+            self._stop.set()
+            wait(futures)
+        failure = failure or next((f.exception() for f in futures if f.exception() is not None), None)
+        report.segments_done = sum(self._segment_state(index)[0] for index in range(self._segments))
+        if failure is not None:
+            self._classify(failure)
+        elif report.status != INTERRUPTED and report.segments_done == self._segments:
+            self._finish()
+            report.status = DONE
+        return report
+
+    def _classify(self, failure: BaseException) -> None:
+        report = self._report
+        if not isinstance(failure, Exception):
+            raise failure  # the process is going down (a test's kill): nothing more is written
+        report.error = str(failure)
+        code = failure.response.get("Error", {}).get("Code") if isinstance(failure, ClientError) else None
+        if isinstance(failure, BackfillUnfinished | BotoCoreError) or code in UNFINISHED_CODES:
+            report.status = UNFINISHED
+        elif isinstance(failure, BackfillStopped | ClientError):
+            report.status = STOPPED
+        else:
+            raise failure
