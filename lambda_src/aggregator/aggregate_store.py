@@ -192,6 +192,10 @@ class AggregateStore:
             reasons = error.response.get("CancellationReasons") or []
             aggregate_item = reasons[1].get("Item") if len(reasons) > 1 and isinstance(reasons[1], dict) else None
             return _Known(aggregate_item if aggregate_item is not None else self._read(key))
+        if code == "TransactionConflictException":
+            # A backfill's (or a repair's) transaction held the item: the write was refused, not applied, so it is
+            # tried again as after a failed condition, from the item as it is now.
+            return _Known(self._read(key))
         raise error
 
     def _needs_proof(self, known: _Known, shard: ShardRef) -> bool:

@@ -125,3 +125,36 @@ def test_without_a_claims_table_nothing_is_claimed(deployed: Deployed, lambda_co
     assert count_of(deployed.dynamodb, "song1", MONTH) == 2
     with pytest.raises(ClientError):
         deployed.dynamodb.describe_table(TableName=CLAIMS)
+
+
+class ConflictingOnce:
+    """The aggregates' client as a backfill's transaction on the same aggregate makes it: the first update is refused
+    with TransactionConflictException (DynamoDB Developer Guide, *Transaction conflict handling*), not applied."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.conflicts = 0
+
+    def update_item(self, **parameters: Any) -> Any:
+        if self.conflicts == 0:
+            self.conflicts += 1
+            raise client_error("TransactionConflictException", "UpdateItem")
+        return self._client.update_item(**parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_an_update_refused_by_a_backfills_transaction_is_tried_again_at_once(
+    claiming: Deployed, lambda_context: FakeLambdaContext
+) -> None:
+    # given three downloads, and the first aggregate update meeting a backfill's transaction on the same aggregate
+    claiming.write("song1", 3)
+    conflicting = ConflictingOnce(claiming.dynamodb)
+    claiming.use_store(conflicting)
+    # when a direct invocation counts the shard through its last record
+    response = claiming.invoke(claiming.direct_event(claiming.stream_records()), lambda_context)
+    # then it got there in the same invocation: the refused update was read again and written, every download once
+    assert conflicting.conflicts == 1
+    assert response["reachedBound"] is True
+    assert count_of(claiming.dynamodb, "song1", MONTH) == 3
