@@ -133,6 +133,24 @@ def reconciled(table: str, month: str, *flags: str) -> subprocess.CompletedProce
     )
 
 
+GENRES = ("rock", "jazz", "pop")
+
+
+def genred(item: dict[str, Any], chance: random.Random) -> dict[str, Any]:
+    return {**item, "Genre": {"S": chance.choice(GENRES)}}
+
+
+def boards_of(downloads: list[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """The truth, from the items the test wrote: each download in its UTC month, and its genre's board of it."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for item in downloads:
+        song, month = item["songID"]["S"], item["Timestamp"]["S"][:7]
+        counts[(song, month)] += 1
+        if "Genre" in item:
+            counts[(song, f"{month}@{item['Genre']['S']}")] += 1
+    return counts
+
+
 class Writer(threading.Thread):
     """Downloads arriving while the backfill runs, one small batch at a time, until stopped."""
 
@@ -144,7 +162,10 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         while not self._halt.is_set():
-            batch = [platform_item("DOWNLOAD", self._next + offset, self._chance) for offset in range(5)]
+            batch = [
+                genred(platform_item("DOWNLOAD", self._next + offset, self._chance), self._chance)
+                for offset in range(5)
+            ]
             write_items(self._aws.dynamodb, self._table, batch)
             self.written += batch
             self._next += len(batch)
@@ -165,21 +186,28 @@ def backfill_progress(aws: Clients, claims_table: str) -> int:
 def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_beside_the_stream(
     endpoint: Endpoint, aws: Clients, platform_table: str
 ) -> None:
-    # given a platform's table holding a history the stream never carried, and the module attached with claims
+    # given a platform's table holding 20,000 downloads over two months and three genres that its stream never
+    # carried, beside other item types, and the module attached with claims
     chance = random.Random(28)
-    history = [platform_item("DOWNLOAD", number, chance) for number in range(1500)]
+    history = [genred(platform_item("DOWNLOAD", number, chance), chance) for number in range(20_000)]
     others = [platform_item("USER", number, chance) for number in range(100)]
     write_items(aws.dynamodb, platform_table, history + others)
     enable_stream(aws, platform_table)
-    variables = {"source_table_name": platform_table, "source_item_filter": MARKER, "backfill_claims": True}
+    defined, held = definition(aws, platform_table), items_of(aws, platform_table)
+    variables = {
+        "source_table_name": platform_table,
+        "source_item_filter": MARKER,
+        "category_attribute_name": "Genre",
+        "backfill_claims": True,
+    }
     with stack(endpoint, "backfill", **variables) as (_, outputs):
         aggregates, claims = outputs["aggregates_table_name"], outputs["claims_table_name"]
         # when downloads keep arriving while a backfill runs, is killed midway, and runs again to its end
-        writer = Writer(aws, platform_table, 10_000, random.Random(29))
+        writer = Writer(aws, platform_table, 100_000, random.Random(29))
         writer.start()
         command = [sys.executable, "-m", "leaderboard_tools", "backfill", "--table", platform_table]
         first = subprocess.Popen(
-            [*command, "--segments", "2", "--page-size", "25", "--max-read-units", "2"],
+            [*command, "--segments", "2", "--page-size", "50", "--max-read-units", "5"],
             cwd=REPOSITORY,
             env=os.environ.copy(),
             stdout=subprocess.PIPE,
@@ -195,17 +223,17 @@ def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_
             env=os.environ.copy(),
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=1200,
             check=False,
         )
         written = writer.stop()
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        # then every board holds every download of the table once: the history, and what arrived meanwhile
-        truth = Counter((item["songID"]["S"], item["Timestamp"]["S"][:7]) for item in history + written)
-        totals = {month: sum(count for (_, of), count in truth.items() if of == month) for month in MONTHS}
+        # then every board, month and genre, holds every download of the table once: the history and what arrived
+        truth = boards_of(history + written)
+        totals = {month: sum(count for (_, board), count in truth.items() if board == month) for month in MONTHS}
         wait_until_totals(aws.dynamodb, aggregates, outputs["leaderboard_index_name"], totals, timeout=300)
         assert stored(aws, aggregates) == dict(truth)
-        # and a backfill run once more changes nothing
+        # and a backfill run once more changes nothing, and the platform's table is as it was, with the writes
         again = subprocess.run(
             [*command, "--json"],
             cwd=REPOSITORY,
@@ -217,6 +245,8 @@ def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_
         )
         assert again.returncode == 0, again.stdout + again.stderr
         assert stored(aws, aggregates) == dict(truth)
+        assert definition(aws, platform_table) == defined
+        assert items_of(aws, platform_table) == sorted([*held, *(json.dumps(item, sort_keys=True) for item in written)])
 
 
 def test_a_platforms_single_table_is_counted_into_the_modules_aggregates_and_left_unchanged(
