@@ -1,4 +1,4 @@
-"""The operator tools' command line: `leaderboard-tools top|rank|all|size|rekey|reconcile|recover|backfill`."""
+"""The operator tools' command line: `leaderboard-tools top|rank|all|size|rekey|reconcile|recover|backfill|readers`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.commands import EXIT_ERROR, backfill, leaderboards, reconcile, recover, rekey, size
+from leaderboard_tools.commands import EXIT_ERROR, backfill, leaderboards, readers, reconcile, recover, rekey, size
 
-COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill)
+COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers)
 """Each module registers its parser and binds its `run`; in this order `--help` lists them (`leaderboards`: top,
 rank and all)."""
 

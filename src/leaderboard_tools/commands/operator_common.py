@@ -1,5 +1,5 @@
-"""What `rekey`, `reconcile` and `recover` share: the deployment's flags, reaching it, a progress bar, and the
-Reconciler that `reconcile` and `recover` configure alike."""
+"""What `rekey`, `reconcile`, `recover`, `backfill` and `readers` share: the deployment's flags, reaching it, a
+progress bar, and the Reconciler that `reconcile` and `recover` configure alike."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
 
 def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     """What every operator tool takes: the table, where AWS is, and settings that stand in for the deployment's."""
+    add_table_arguments(command)
+    settings = command.add_argument_group(
+        "deployment settings: read from the table's aggregator; a flag fills what cannot be read and must "
+        "agree with what can"
+    )
+    for name, flag in NAME_FLAGS.items():
+        settings.add_argument(flag, dest=f"{name}_attribute", help=f"the aggregator's {NAME_VARIABLES[name]}")
+    settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
+
+
+def add_table_arguments(command: argparse.ArgumentParser) -> None:
+    """The table and where AWS is: what a tool takes that reads the deployment but writes nothing (`readers`)."""
     command.add_argument(
         "--table",
         required=True,
@@ -24,13 +36,6 @@ def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--endpoint-url", help="send every request there (also AWS_ENDPOINT_URL); default: AWS's regional endpoints"
     )
-    settings = command.add_argument_group(
-        "deployment settings: read from the table's aggregator; a flag fills what cannot be read and must "
-        "agree with what can"
-    )
-    for name, flag in NAME_FLAGS.items():
-        settings.add_argument(flag, dest=f"{name}_attribute", help=f"the aggregator's {NAME_VARIABLES[name]}")
-    settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
 
 
 def add_reconciler_arguments(command: argparse.ArgumentParser) -> None:
@@ -74,7 +79,7 @@ def operator_setup(
         names=names,
         leaderboard_shards=leaderboard_shards,
         failure_queue_url=failure_queue_url,
-        progress_table=arguments.progress_table,
+        progress_table=getattr(arguments, "progress_table", None),
     )
     return aws, discover(aws, arguments.table, overrides)
 

@@ -1,0 +1,85 @@
+"""`readers`: who reads the table's stream, against the two readers a shard allows (the work is `stream_readers.py`).
+
+Run it before attaching the module to a platform's table (docs/attaching.md): with no aggregator of the module on the
+stream yet, it counts the two readers the module will add."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT
+from leaderboard_tools.commands.operator_common import add_table_arguments, operator_setup
+from leaderboard_tools.deployment import DeploymentError
+
+STATE_NOTES = {
+    "Disabled": " (it reads again once enabled)",
+    "Disabling": " (it reads again once enabled)",
+    "Deleting": " (until it is gone)",
+}
+"""Why a mapping that is not reading now is counted."""
+
+
+def register(commands: Any) -> None:
+    command = commands.add_parser(
+        "readers",
+        help="who reads the table's stream: the module's aggregator (2) and every other mapping (1 each), of the 2 "
+        "readers a shard allows; runs before the module is attached too",
+    )
+    add_table_arguments(command)
+    command.add_argument("--json", action="store_true")
+    command.set_defaults(handler=run)
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """0: at most two readers of each shard; 3: more (DynamoDB Streams throttles them), with what to do."""
+    from leaderboard_tools.operator_aws import operator_clients
+    from leaderboard_tools.stream_readers import stream_readers
+
+    try:
+        aws, deployment = operator_setup(arguments)
+    except DeploymentError:
+        # No aggregator of the module reads the stream yet (run before `terraform apply` against the source table),
+        # or not one discovery can read: the stream and its mappings are read from the table itself.
+        aws, deployment = operator_clients(arguments.profile, arguments.region, arguments.endpoint_url), None
+    report = stream_readers(aws, arguments.table, deployment)
+    if arguments.json:
+        print(json.dumps(report.as_json()))
+    else:
+        print(_text(report.as_json()))
+    warning = report.warning()
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return EXIT_DIFFERENCES if report.too_many else EXIT_EXACT
+
+
+def _text(report: dict[str, Any]) -> str:
+    lines = [f"readers of each shard of the stream of {report['table']} ({report['streamArn']}):"]
+    for reader in report["readers"]:
+        lines.append(f"  {reader['readers']}  {_described(reader)}")
+    lines.append(
+        f"  {report['total']} readers; a shard allows {report['allowed']}"
+        + (": too many, DynamoDB Streams throttles them" if report["tooMany"] else "")
+    )
+    lines.append(
+        "not counted: a Kinesis streaming destination (DynamoDB writes it, it does not read the stream); not listed: "
+        "a process reading the stream itself (a DynamoDB Streams Kinesis Adapter application), which AWS does not name"
+    )
+    return "\n".join(lines)
+
+
+def _described(reader: dict[str, Any]) -> str:
+    mappings = "; ".join(
+        f"mapping {mapping['uuid']} {mapping['state']}, batch size {mapping['batchSize']}"
+        + STATE_NOTES.get(mapping["state"], "")
+        for mapping in reader["mappings"]
+    )
+    function = (reader["function"] or "").split(":function:")[-1]
+    if reader["kind"] == "aggregator" and not reader["attached"]:
+        return "the module's aggregator, not attached yet: its mapping and its own reads of the shard, once applied"
+    if reader["kind"] == "aggregator":
+        return f"the module's aggregator {function} ({mappings}) and its own reads of the shard"
+    note = f"; {reader['note']}" if reader.get("note") else ""
+    return f"{function} ({mappings}{note})"
