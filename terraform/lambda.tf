@@ -93,6 +93,11 @@ resource "aws_lambda_function" "aggregator" {
     }
 
     precondition {
+      condition     = !(var.backfill_claims && var.sum_attribute_name != null)
+      error_message = "backfill_claims with sum_attribute_name: the backfill counts downloads and does not add sums yet, so the claims would cost a write per download for nothing."
+    }
+
+    precondition {
       condition     = !local.source_table_given || var.download_ttl_attribute_name == null
       error_message = "download_ttl_attribute_name sets TTL on the table the module creates; with source_table_name the module changes nothing of that table: set TTL where the table is defined (the operator tools read it from the table)."
     }

@@ -3,6 +3,10 @@
 # retries out of order, merged or split, direct invocations and windows given up never change
 # what is counted (docs/exactly-once.md). Only the aggregator writes it; operator tools read it.
 resource "aws_dynamodb_table" "progress" {
+  # After the claims table, when there is one: a claims table newer than this one came with a later apply than the
+  # aggregator's first, which the backfill refuses (it may have counted downloads before claiming them).
+  depends_on = [aws_dynamodb_table.claims]
+
   # checkov:skip=CKV_AWS_119: a customer managed key is optional (var.kms_key_arn); without it the AWS owned key encrypts the table, at no charge.
   count = local.create ? 1 : 0
 

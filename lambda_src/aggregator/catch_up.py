@@ -91,7 +91,7 @@ def catch_up(
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
     unclaimed: list[str] = []
     if deps.claims is not None and downloads:
-        claimed = deps.claims.sort(downloads)
+        claimed = deps.claims.sort(downloads, lambda: remaining_ms() < 2 * settings.deadline_margin_ms)
         downloads = claimed.ours
         report.counted_by_backfill += len(claimed.backfilled)
         report.unclaimed += len(claimed.unclaimed)

@@ -3,6 +3,7 @@ download it reads is claimed before it is counted, and a download the backfill c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,18 +30,20 @@ class StreamClaims:
         self._table = table
         self._executor = executor
 
-    def _claim(self, download: Download) -> str | None:
-        if not download.item_key:
+    def _claim(self, download: Download, late: Callable[[], bool]) -> str | None:
+        if not download.item_key or late():
             return None
         try:
             return owner_of(self._client.update_item(**stream_claim(self._table, download.item_key)))
         except (ClientError, BotoCoreError):
             return None
 
-    def sort(self, downloads: list[Download]) -> ClaimOutcome:
-        """Claim every download at once; each record is claimed once, however many boards it counts in."""
+    def sort(self, downloads: list[Download], late: Callable[[], bool] = lambda: False) -> ClaimOutcome:
+        """Claim every download at once; each record is claimed once, however many boards it counts in. Once `late`
+        says the invocation's time is nearly up, no claim starts: the rest stay unclaimed, for the next read."""
         outcome = ClaimOutcome()
-        for download, owner in zip(downloads, self._executor.map(self._claim, downloads), strict=True):
+        owners = self._executor.map(lambda download: self._claim(download, late), downloads)
+        for download, owner in zip(downloads, owners, strict=True):
             if owner == STREAM:
                 outcome.ours.append(download)
             elif owner == BACKFILL:

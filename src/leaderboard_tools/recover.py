@@ -46,6 +46,7 @@ from leaderboard_tools.reconcile import (
     ClockDisagrees,
     Reconciler,
     RecountUnsupported,
+    RepairUnavailable,
     RunReport,
 )
 
@@ -213,8 +214,9 @@ def _recover(
             expired = {m.expired_band for m in to_recount if m.expired_band is not None}
             try:
                 run = reconciler.run(_targets(to_recount), repair=True, replace_bands=expired)
-            except RecountUnsupported as unsupported:
-                # The other messages are still answered; these stay, each saying why, for a recount by hand.
+            except (RecountUnsupported, RepairUnavailable) as unsupported:
+                # The other messages are still answered; these stay, each saying why: for a recount by hand, or for
+                # after the backfill that the repair waits for.
                 for message in to_recount:
                     message.note = str(unsupported)
                 to_recount = []

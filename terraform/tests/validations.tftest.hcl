@@ -959,6 +959,17 @@ run "backfill_claims_add_the_claims_table_the_aggregator_claims_in" {
   }
 }
 
+run "claims_beside_sums_are_refused" {
+  command = plan
+
+  variables {
+    backfill_claims    = true
+    sum_attribute_name = "Revenue"
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
 run "no_claims_by_default" {
   command = plan
 

@@ -132,12 +132,15 @@ class SegmentProgress:
             self._dynamodb.put_item(
                 TableName=self._claims,
                 Item=item,
-                ConditionExpression="attribute_not_exists(#key)",
-                ExpressionAttributeNames={"#key": CLAIM_KEY},
+                ConditionExpression="attribute_not_exists(#key) OR #ended < :ended",
+                ExpressionAttributeNames={"#key": CLAIM_KEY, "#ended": ENDED_AT},
+                ExpressionAttributeValues={":ended": item[ENDED_AT]},
             )
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-            item = self._get(DONE_ITEM) or item  # another run finished first: its end is the one to wait for
+            # Another run ended later: it may have claimed downloads written after this one's end, so its end is the
+            # one the claims must outlive.
+            item = self._get(DONE_ITEM) or item
         self._report.ended_at = _number(item, ENDED_AT)
         self._report.total = tally_of_item(item)

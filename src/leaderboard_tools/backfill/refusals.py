@@ -9,9 +9,9 @@ from botocore.exceptions import ClientError
 
 from leaderboard_tools.deployment import Deployment
 
-LATE_CLAIMS = timedelta(minutes=15)
-"""A claims table created this much later than the progress table came with a later apply than the aggregator's
-first: the aggregator may have counted downloads before it claimed them."""
+LATE_CLAIMS = timedelta(0)
+"""The module creates the claims table before the progress table (depends_on): a claims table newer than the progress
+table came with a later apply than the aggregator's first, which may have counted downloads before it claimed them."""
 
 
 class BackfillRefused(RuntimeError):
@@ -55,10 +55,10 @@ def check_history(dynamodb: Any, deployment: Deployment, claims: str) -> None:
     if claims_created - progress_created > LATE_CLAIMS and any_aggregate(dynamodb, deployment):
         raise BackfillRefused(
             f"the claims table {claims} was created at {claims_created.isoformat()}, later than the progress table "
-            f"{deployment.progress_table} ({progress_created.isoformat()}) by more than "
-            f"{int(LATE_CLAIMS.total_seconds() // 60)} minutes, and {deployment.aggregates} holds aggregates: the "
-            "aggregator counted downloads before it claimed them, and the backfill would count those again. Count "
-            "the history with `leaderboard-tools reconcile --repair` (board by board) instead; nothing was written"
+            f"{deployment.progress_table} ({progress_created.isoformat()}), and {deployment.aggregates} holds "
+            "aggregates: the aggregator counted downloads before it claimed them, and the backfill would count those "
+            "again. Apply backfill_claims = false, then count the history with `leaderboard-tools reconcile --repair` "
+            "(board by board); nothing was written"
         )
 
 

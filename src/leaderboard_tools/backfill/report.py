@@ -120,13 +120,11 @@ class BackfillReport:
                 "keep backfill_claims = true"
             )
         end = iso(self.ended_at)
-        function = (self.aggregator_function or "the aggregator").split(":function:")[-1]
         return (
-            f"keep backfill_claims = true until the aggregator has read every stream record created before {end} "
-            f"(DynamoDB's clock): once {function}'s IteratorAge (AWS/Lambda) is below the time since {end} less "
-            "60 s, and the failure queue is empty (`leaderboard-tools recover`), apply backfill_claims = false. "
-            "Turned off sooner, the aggregator would count again a download the backfill counted whose record it had "
-            "not read yet"
+            f"keep backfill_claims = true until the aggregator has counted past every stream record created before "
+            f"{end} (DynamoDB's clock) plus a minute: `leaderboard-tools backfill --table {self.table} "
+            "--release-check` exits 0 then; apply backfill_claims = false only after that. Turned off sooner, the "
+            "aggregator would count again a download the backfill counted whose record it had not counted yet"
         )
 
     def as_json(self) -> dict[str, Any]:

@@ -204,7 +204,8 @@ def read_cancellation(
             outcome.refused.append(
                 f"the aggregate {entity} {board} was recounted by `reconcile --repair` ({RECOUNTED_THROUGH}): its "
                 "count already holds the downloads the table had then, the history included, and the backfill would "
-                "count them again. Recount the history with `reconcile --repair` board by board instead"
+                "count them again. Apply backfill_claims = false, then recount the history with `reconcile --repair` "
+                "board by board"
             )
         elif names.count in item and names.order not in item:
             outcome.refused.append(

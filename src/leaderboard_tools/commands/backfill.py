@@ -37,6 +37,12 @@ def register(commands: Any) -> None:
         default=100,
         help="items per scan page (default 100; one page per segment is in memory)",
     )
+    command.add_argument(
+        "--release-check",
+        action="store_true",
+        help="only check whether backfill_claims may be switched off: 0 yes (the aggregator has counted past every "
+        "record created before the backfill's end), 4 not yet",
+    )
     command.add_argument("--json", action="store_true")
     command.set_defaults(handler=run)
 
@@ -60,6 +66,8 @@ def run(arguments: argparse.Namespace) -> int:
     from leaderboard_tools.backfill import ALREADY_DONE, STOPPED, Backfill
 
     aws, deployment = operator_setup(arguments)
+    if arguments.release_check:
+        return _release_check(aws, deployment, arguments.json)
     shown = sys.stderr.isatty() and not arguments.json
     total = int(aws.dynamodb.describe_table(TableName=deployment.table)["Table"].get("ItemCount") or 0)
     with progress_of("Backfilling items (approximate total)", shown=shown, total=total or None) as on_progress:
@@ -80,6 +88,40 @@ def run(arguments: argparse.Namespace) -> int:
     if report.finished:
         return EXIT_EXACT
     return EXIT_ERROR if report.status == STOPPED else EXIT_PENDING
+
+
+def _release_check(aws: Any, deployment: Any, as_json: bool) -> int:
+    """0: the claims may go (apply backfill_claims = false); 4: not yet, or no backfill has finished."""
+    from leaderboard_tools.backfill.release import release_check
+    from leaderboard_tools.backfill.report import iso
+
+    release = release_check(aws, deployment)
+    if release.ended_at is None:
+        verdict = "no backfill has finished: run `leaderboard-tools backfill` to its end first; keep backfill_claims on"
+    elif release.waiting is None:
+        verdict = "a shard could not be read far enough to tell: run this again; keep backfill_claims on"
+    elif release.waiting:
+        verdict = (
+            f"{release.waiting} download records created before the backfill's end are not yet counted by the "
+            "aggregator: run this again later; keep backfill_claims on"
+        )
+    else:
+        verdict = "the aggregator has counted past the backfill's end: apply backfill_claims = false"
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "table": deployment.table,
+                    "endedAt": iso(release.ended_at),
+                    "waiting": release.waiting,
+                    "releasable": release.releasable,
+                    "verdict": verdict,
+                }
+            )
+        )
+    else:
+        print(f"backfill of {deployment.table}, ended {iso(release.ended_at) or 'never'}: {verdict}")
+    return EXIT_EXACT if release.releasable else EXIT_PENDING
 
 
 def _text(report: dict[str, Any], already: bool) -> str:

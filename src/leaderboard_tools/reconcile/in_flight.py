@@ -24,9 +24,10 @@ class InFlightCheck:
     """The Reconciler's reading of the stream."""
 
     def _in_flight(
-        self, boards: set[str], recount_end: int, budget: float | None = None
+        self, boards: set[str] | None, recount_end: int, budget: float | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
-        """Aggregates of `boards` with a download in the stream above its shard's checkpoint; None: unknown."""
+        """Aggregates of `boards` (None: any) with a download in the stream above its shard's checkpoint, created by
+        `recount_end`; None: unknown."""
         deployment = self._deployment
         assert deployment.stream_arn is not None
         assert deployment.progress_table is not None
@@ -37,7 +38,11 @@ class InFlightCheck:
         check.shards = len(shards)
 
         def on_record(record: dict[str, Any]) -> None:
-            aggregates = [aggregate for aggregate in download_aggregates(record, deployment) if aggregate[1] in boards]
+            aggregates = [
+                aggregate
+                for aggregate in download_aggregates(record, deployment)
+                if boards is None or aggregate[1] in boards
+            ]
             if aggregates:
                 with lock:
                     found.update(aggregates)

@@ -3,13 +3,16 @@ the downloads a backfill claimed first to the backfill: each download is counted
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
+from download_records import parse_record
 from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key
+from stream_claims import StreamClaims
 from tests.unit.aggregator.handler_on_moto import Deployed, client_error
 from tests.unit.conftest import FakeLambdaContext, count_of
 
@@ -158,3 +161,23 @@ def test_an_update_refused_by_a_backfills_transaction_is_tried_again_at_once(
     assert conflicting.conflicts == 1
     assert response["reachedBound"] is True
     assert count_of(claiming.dynamodb, "song1", MONTH) == 3
+
+
+def test_no_claim_starts_once_the_invocation_is_nearly_out_of_time(claiming: Deployed) -> None:
+    # given five downloads read from the shard, and the invocation's time nearly up after two claims
+    claiming.write("song1", 5)
+    downloads = [parse_record(record, claiming.settings.schema) for record in claiming.stream_records()]
+    started: list[str] = []
+
+    class Recording:
+        def update_item(self, **parameters: Any) -> Any:
+            started.append(parameters["Key"][CLAIM_KEY]["S"])
+            return claiming.dynamodb.update_item(**parameters)
+
+    claims = StreamClaims(Recording(), CLAIMS, ThreadPoolExecutor(max_workers=1))
+    # when they are claimed
+    outcome = claims.sort(downloads, late=lambda: len(started) >= 2)  # type: ignore[arg-type]
+    # then the first two are claimed for the stream, and no claim started for the others: they wait, unclaimed
+    assert [len(outcome.ours), len(outcome.backfilled), len(outcome.unclaimed)] == [2, 0, 3]
+    assert len(started) == 2
+    assert owners(claiming.dynamodb, "song1", range(5)) == {0: STREAM, 1: STREAM, 2: None, 3: None, 4: None}

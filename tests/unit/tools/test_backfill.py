@@ -46,6 +46,7 @@ from leaderboard_tools.backfill import (
     chunks,
     transaction_items,
 )
+from leaderboard_tools.backfill.release import release_check
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile.reconciler import Reconciler, RepairUnavailable
@@ -970,3 +971,59 @@ def test_a_repair_is_refused_until_the_backfill_has_counted_the_whole_table(aws:
     assert stored(stack) == {("song1", "2018-03"): 10}
     run = Reconciler(clients, discover(clients, stack.table), clock_margin_seconds=0).run({"2018-03": None})
     assert run.exact
+
+
+# ------------------------------------------------------------------ 9. when the claims may go; a later apply
+
+
+def test_the_claims_may_go_only_once_the_aggregator_has_counted_past_the_backfills_end(aws: None) -> None:
+    # given 10 downloads on the stream that a backfill counted first, before the aggregator read any of them
+    stack = stack_with_claims(periods="month", category=False)
+    write_history(stack, 10, genres=False)
+    clients = operator_clients(region=REGION)
+    assert release_check(clients, discover(clients, stack.table)).ended_at is None
+    assert backfill(stack).run().status == DONE
+    # when the release is checked, then the 10 records created before the backfill's end are still to be counted
+    # past: the claims must stay (turned off now, the aggregator would count the 10 again)
+    before = release_check(clients, discover(clients, stack.table))
+    assert (before.waiting, before.releasable) == (10, False)
+    assert run(["backfill", "--table", stack.table, "--release-check"]) == 4
+    # when the aggregator has read them (each left to the backfill), then the claims may go
+    aggregator = ClaimingModelAggregator(stack.moto, claims_table=stack.claims)
+    aggregator.run()
+    assert aggregator.left_to_backfill == 10
+    after = release_check(clients, discover(clients, stack.table))
+    assert (after.waiting, after.releasable) == (0, True)
+    assert run(["backfill", "--table", stack.table, "--release-check"]) == 0
+    assert stored(stack) == stack.oracle()
+
+
+def test_claims_a_minute_newer_than_the_progress_table_are_refused_once_the_aggregator_counted(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given claims turned on by a second apply a minute after the module, whose aggregator had counted a download
+    stack = stack_with_claims()
+    write_history(stack, 5)
+    stream_counts(stack, stack.written[0])
+    dynamodb().delete_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": claim_key(stack.written[0].key)}})
+    claims_created_later(stack, 1)
+    # when the backfill is run, then it is refused: it would count that download again
+    assert run(["backfill", "--table", stack.table]) == 1
+    assert "before it claimed them" in capsys.readouterr().err
+
+
+def test_a_run_that_ends_after_another_makes_its_end_the_one_the_claims_must_outlive(aws: None) -> None:
+    # given another run that finishes (its end in the done item) while this run is still scanning
+    stack = stack_with_claims(periods="month", category=False)
+    write_history(stack, 10, genres=False)
+
+    def another_run_finishes(number: int) -> None:
+        if number == 2:
+            dynamodb().put_item(TableName=stack.claims, Item={CLAIM_KEY: {"S": DONE_ITEM}, "EndedAt": {"N": "1000"}})
+
+    # when this run finishes
+    report = backfill(stack, Hooked(dynamodb(), before_scan=another_run_finishes), segments=1, page_size=3).run()
+    # then the done item holds this run's later end: it may have claimed downloads written after the other's end
+    item = dynamodb().get_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": DONE_ITEM}})["Item"]
+    assert report.ended_at is not None
+    assert float(item["EndedAt"]["N"]) == report.ended_at > 1000

@@ -1,0 +1,45 @@
+"""When the claims may go: once the aggregator has counted past every stream record created before the backfill's end.
+
+The backfill scanned downloads written up to its end; their stream records were created by then (within the clock
+margin, docs/operations.md). Until the aggregator's checkpoint of every shard has passed each of them, one may still
+be counted by the stream: its claim says the backfill has it. Read from each shard's checkpoint, as `reconcile`'s
+in-flight check reads (the progress table, not IteratorAge, which says what the mapping delivered, not what the
+aggregator counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from leaderboard_core.claims import CLAIM_KEY
+from leaderboard_tools.backfill.progress import DONE_ITEM, ENDED_AT
+from leaderboard_tools.backfill.refusals import claims_table_of
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
+from leaderboard_tools.reconcile.reconciler import Reconciler
+from leaderboard_tools.reconcile.report import StreamCheck
+
+
+@dataclass
+class Release:
+    ended_at: float | None
+    """The backfill's end (epoch seconds, DynamoDB's clock); None: no backfill has finished."""
+    waiting: int | None = None
+    """Download records created before the end plus the margin that the aggregator has not counted past; None:
+    unknown (a shard could not be read that far)."""
+    stream: StreamCheck | None = None
+
+    @property
+    def releasable(self) -> bool:
+        return self.ended_at is not None and self.waiting == 0
+
+
+def release_check(clients: Any, deployment: Deployment, margin_seconds: float = CLOCK_MARGIN_SECONDS) -> Release:
+    claims = claims_table_of(deployment)
+    done = clients.dynamodb.get_item(TableName=claims, Key={CLAIM_KEY: {"S": DONE_ITEM}}, ConsistentRead=True)
+    ended = ((done.get("Item") or {}).get(ENDED_AT) or {}).get("N")
+    if ended is None:
+        return Release(None)
+    found, check = Reconciler(clients, deployment)._in_flight(None, int(float(ended) + margin_seconds))
+    return Release(float(ended), None if found is None else check.in_flight, check)
