@@ -23,7 +23,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from aggregate_store import AggregateStore
 from aggregator_settings import PER_WINDOW, Settings
 from band_records import is_band_record_event, settle
 from batch_report import BatchReport, publish
@@ -31,17 +30,16 @@ from catch_up import GONE, advance, catch_up, reading_budget
 from delivery import Delivery, Refused, ShardRef, parse_delivery
 from dependencies import Dependencies
 from download_records import Ignored, Schema, parse_record
-from failure_messages import gap_message, refused_message, send_to_failure_queue
+from failure_messages import gap_message, refused_message
 from leaderboard_core.bookkeeping import pad_sequence
 from lineage_sweep import LineageSweepUnreported, is_lineage_sweep_event, sweep_lineages, sweep_lineages_on_schedule
 from progress_item import Progress
 from shard_lineage import count_ancestry
-from shard_progress import ProgressStore
 from shard_reader import ShardRead
-from stream_claims import StreamClaims
 from stream_description import shard_facts
 from telemetry import logger, metrics
 from window_state import delivered_high, window_state
+from wiring import dependencies_for
 
 _SDK_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=2, read_timeout=5)
 
@@ -261,22 +259,13 @@ SETTINGS = Settings.from_environment(dict(os.environ))
 _dynamodb = boto3.client("dynamodb", config=_SDK_CONFIG)
 _streams = boto3.client("dynamodbstreams", config=_SDK_CONFIG)
 _sqs = boto3.client("sqs", config=_SDK_CONFIG)
-_PROGRESS = ProgressStore(_dynamodb, SETTINGS.progress_table_name)
-DEPENDENCIES = Dependencies(
-    store=AggregateStore(
-        _dynamodb,
-        SETTINGS.aggregates_table_name,
-        SETTINGS.schema,
-        _PROGRESS,
-        leaderboard_shards=SETTINGS.leaderboard_shards,
-    ),
-    progress=_PROGRESS,
-    streams=_streams,
-    executor=ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer"),
-    send_failures=lambda messages: send_to_failure_queue(_sqs, SETTINGS.failure_queue_url, messages),
+DEPENDENCIES = dependencies_for(
+    SETTINGS,
+    _dynamodb,
+    _streams,
+    _sqs,
+    ThreadPoolExecutor(max_workers=max(1, SETTINGS.write_concurrency), thread_name_prefix="aggregate-writer"),
 )
-if SETTINGS.claims_table_name:
-    DEPENDENCIES.claims = StreamClaims(_dynamodb, SETTINGS.claims_table_name, DEPENDENCIES.executor)
 
 
 def settle_band_records(event: dict[str, Any], dependencies: Dependencies) -> dict[str, Any]:

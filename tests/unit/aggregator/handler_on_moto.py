@@ -20,10 +20,9 @@ import aggregator
 from aggregate_store import AggregateStore
 from aggregator_settings import Settings
 from dependencies import Dependencies
-from failure_messages import send_to_failure_queue
-from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 from tests.unit.conftest import PROGRESS_TABLE, TABLE
+from wiring import dependencies_for
 
 WRITERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="aggregate-writer")
 """The aggregate writes' threads, one pool for every test's handler (the function makes one per instance)."""
@@ -36,23 +35,7 @@ def aggregator_settings(**changes: Any) -> Settings:
 
 def aggregator_dependencies(settings: Settings, dynamodb: Any, streams: Any, sqs: Any) -> Dependencies:
     """The aggregator's clients as aggregator.py wires them from its settings, on the clients given."""
-    progress = ProgressStore(dynamodb, settings.progress_table_name)
-    dependencies = Dependencies(
-        store=AggregateStore(
-            dynamodb,
-            settings.aggregates_table_name,
-            settings.schema,
-            progress,
-            leaderboard_shards=settings.leaderboard_shards,
-        ),
-        progress=progress,
-        streams=streams,
-        executor=WRITERS,
-        send_failures=lambda messages: send_to_failure_queue(sqs, settings.failure_queue_url, messages),
-    )
-    if settings.claims_table_name:
-        dependencies.claims = StreamClaims(dynamodb, settings.claims_table_name, WRITERS)
-    return dependencies
+    return dependencies_for(settings, dynamodb, streams, sqs, WRITERS)
 
 
 @dataclasses.dataclass
