@@ -457,10 +457,10 @@ class Claims:
         self._before = before
         self._after = after
 
-    def sort(self, downloads: list[Any]) -> Any:
+    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False) -> Any:
         if self._before is not None:
             self._before()
-        outcome = self._claims.sort(downloads)
+        outcome = self._claims.sort(downloads, late)
         if self._after is not None:
             self._after()
         return outcome
@@ -562,8 +562,8 @@ class LeavesFailedClaims:
     def __init__(self, claims: StreamClaims) -> None:
         self._claims = claims
 
-    def sort(self, downloads: list[Any]) -> ClaimOutcome:
-        outcome = self._claims.sort(downloads)
+    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False) -> ClaimOutcome:
+        outcome = self._claims.sort(downloads, late)
         return ClaimOutcome(ours=outcome.ours, backfilled=outcome.backfilled + outcome.unclaimed)
 
 
@@ -953,18 +953,20 @@ class World:
         self.serial = 0
         self.backfill: Conductor | None = None
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
-        create_progress_table()
-        create_keyed_table(self.dynamodb, TABLE, index=True)
-        self.aggregates = AGGREGATES_APART if history.apart else TABLE
-        if history.apart:
-            create_keyed_table(self.dynamodb, AGGREGATES_APART, index=True)
-        self.hazards.add("aggregates apart" if history.apart else "aggregates beside the downloads")
+        # The claims table first, as the module creates it (the progress table depends on it): the backfill refuses
+        # claims newer than the progress table once anything was counted.
         self.dynamodb.create_table(
             TableName=CLAIMS,
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
             KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
         )
+        create_progress_table()
+        create_keyed_table(self.dynamodb, TABLE, index=True)
+        self.aggregates = AGGREGATES_APART if history.apart else TABLE
+        if history.apart:
+            create_keyed_table(self.dynamodb, AGGREGATES_APART, index=True)
+        self.hazards.add("aggregates apart" if history.apart else "aggregates beside the downloads")
         # stream-enabled: the table's history, written before its stream existed, is not on the stream.
         for download in history.before_stream:
             self.write(download, live=False)
