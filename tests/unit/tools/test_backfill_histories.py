@@ -72,7 +72,7 @@ PERIODS = ("month", "day")
 SEED = 20180310
 EXAMPLES = 80
 """Histories the property draws (0.4 to 0.9 s each on moto); the naive designs' searches draw from as many."""
-WAIT_SECONDS = 30.0
+WAIT_SECONDS = 120.0
 """How long the test waits for a backfill thread to reach its next step before calling the harness stuck."""
 
 DYNAMODB_STREAMS = "DynamoDB Developer Guide, 'Change data capture for DynamoDB Streams'"
