@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from leaderboard_tools.deployment import Deployment
-
-LATE_CLAIMS = timedelta(0)
-"""The module creates the claims table before the progress table (depends_on): a claims table newer than the progress
-table came with a later apply than the aggregator's first, which may have counted downloads before it claimed them."""
 
 
 class BackfillRefused(RuntimeError):
@@ -52,7 +47,9 @@ def check_history(dynamodb: Any, deployment: Deployment, claims: str) -> None:
         progress_created = dynamodb.describe_table(TableName=deployment.progress_table)["Table"]["CreationDateTime"]
     except ClientError as error:
         raise BackfillRefused(f"cannot read the claims or the progress table: {error}; nothing was written") from error
-    if claims_created - progress_created > LATE_CLAIMS and any_aggregate(dynamodb, deployment):
+    # The module creates the claims table before the progress table (depends_on): a newer claims table came with a
+    # later apply than the aggregator's first, which may have counted downloads before it claimed them.
+    if claims_created > progress_created and any_aggregate(dynamodb, deployment):
         raise BackfillRefused(
             f"the claims table {claims} was created at {claims_created.isoformat()}, later than the progress table "
             f"{deployment.progress_table} ({progress_created.isoformat()}), and {deployment.aggregates} holds "
