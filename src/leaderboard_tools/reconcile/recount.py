@@ -173,19 +173,26 @@ class TableRecount:
     def _recount_songs(
         self, songs: list[str], targets: Mapping[str, Collection[str] | None], keep_ids: bool = False
     ) -> Recount:
-        """The cheaper path for a few songs: their partitions, not the table."""
+        """The cheaper path for a few songs: their partitions; in a table not partitioned by song, one scan for up to
+        MAX_IN_OPERANDS of them."""
         parameters = self._download_parameters(keep_ids)
         merged = Recount(ids=set() if keep_ids else None)
-        for song in songs:
-            if self._deployment.entity_is_partition or not self._deployment.key_attributes:
-                pages = self._paginate(
+        if self._deployment.entity_is_partition or not self._deployment.key_attributes:
+            reads = [
+                self._paginate(
                     "query",
                     TableName=self._table,
                     KeyConditionExpression="#entity = :entity",
-                    **_with_value(parameters, ":entity", song),
+                    **_with_values(parameters, {":entity": song}),
                 )
-            else:
-                pages = self._song_scan(song, parameters)
+                for song in songs
+            ]
+        else:
+            reads = [
+                self._songs_scan(songs[start : start + MAX_IN_OPERANDS], parameters)
+                for start in range(0, len(songs), MAX_IN_OPERANDS)
+            ]
+        for pages in reads:
             part = self._count_pages(pages, targets, keep_ids)
             merged.counts.update(part.counts)
             for board, reason in part.expired.items():
@@ -194,11 +201,15 @@ class TableRecount:
                 merged.ids |= part.ids
         return merged
 
-    def _song_scan(self, song: str, parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """A song's downloads where they are not one partition (a single-table design keyed otherwise): the table,
-        scanned for them; what it costs is the whole table's read units."""
-        filtered = _with_value(parameters, ":entity", song)
-        condition = "#entity = :entity"
+    def _songs_scan(self, songs: list[str], parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Songs' downloads where they are not one partition each (a single-table design keyed otherwise): the table,
+        scanned once for up to MAX_IN_OPERANDS of them; what it costs is the whole table's read units."""
+        if len(songs) == 1:
+            values, condition = {":entity": songs[0]}, "#entity = :entity"
+        else:
+            values = {f":entity{index}": song for index, song in enumerate(songs)}
+            condition = f"#entity IN ({', '.join(values)})"
+        filtered = _with_values(parameters, values)
         filtered["FilterExpression"] = (
             f"{parameters['FilterExpression']} AND {condition}" if "FilterExpression" in parameters else condition
         )
@@ -248,11 +259,14 @@ def download_scan_parameters(deployment: Deployment, with_key: bool = False) -> 
     return parameters
 
 
-def _with_value(parameters: dict[str, Any], name: str, value: str) -> dict[str, Any]:
-    return {
-        **parameters,
-        "ExpressionAttributeValues": {**parameters.get("ExpressionAttributeValues", {}), name: {"S": value}},
-    }
+MAX_IN_OPERANDS = 100
+"""DynamoDB's IN comparator takes at most 100 values (Developer Guide, *Comparison operator and function
+reference*)."""
+
+
+def _with_values(parameters: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    strings = {name: {"S": value} for name, value in values.items()}
+    return {**parameters, "ExpressionAttributeValues": {**parameters.get("ExpressionAttributeValues", {}), **strings}}
 
 
 def _wanted(songs: Collection[str] | None, entity: str) -> bool:

@@ -277,6 +277,30 @@ def test_reconcile_of_a_few_songs_reads_their_partition_or_scans_where_the_song_
     assert (report.downloads, report.aggregates, report.differences) == (3, 1, [])
 
 
+def test_reconcile_of_several_songs_scans_a_table_not_keyed_by_song_once_for_them_all(
+    aws: None, requests_made: list[tuple[str, dict[str, Any]]]
+) -> None:
+    # given the platform's table keyed by its users, downloads of three songs, counted by the aggregator
+    stack = deploy(single_table=PLATFORM)
+    for song, download in (("song1", "d1"), ("song1", "d2"), ("song2", "d3"), ("song3", "d4")):
+        write_download(stack, song, download)
+    ModelAggregator(stack).run()
+    # when song1's and song2's March is reconciled
+    recount = reconciler(stack)
+    requests_made.clear()
+    report = recount.run_month(MONTH, ["song1", "song2"])
+    # then the table is scanned once, segment by segment, for both songs (not once per song), and both are right
+    scans = [params for operation, params in requests_made if params.get("TableName") == PLATFORM.table]
+    assert sorted(params["Segment"] for params in scans) == list(range(scans[0]["TotalSegments"]))
+    for params in scans:
+        assert "#entity IN (:entity0, :entity1)" in params["FilterExpression"]
+        assert {params["ExpressionAttributeValues"][name]["S"] for name in (":entity0", ":entity1")} == {
+            "song1",
+            "song2",
+        }
+    assert (report.downloads, report.aggregates, report.differences) == (3, 2, [])
+
+
 # ---------------------------------------------------------------- (d) the history the stream does not carry
 
 
