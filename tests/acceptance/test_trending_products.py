@@ -444,9 +444,10 @@ def test_every_sum_is_exact_under_injected_faults_and_adversarial_retries(
             more = purchases(
                 seed=160 + burst, first=1000 + 100 * burst, count=30, start=START, days=11, recount=recount
             )
+            # the last burst's records are created after this moment, so the window holding them ends after it
+            last_burst_started = time.time()
             write_items(aws.dynamodb, table, more)
             time.sleep(2)
-        last_write = time.time()
 
         def played() -> str:
             return f"{len(retries_played(switch_directory, function, already))} retries played"
@@ -455,7 +456,7 @@ def test_every_sum_is_exact_under_injected_faults_and_adversarial_retries(
         wait_until_exact(aws, table, recount, timeout=420, evidence=played)
         # and still is once the last purchase's window has had its final invocation
         poll_until(
-            lambda: final_invocation_after(aws, outputs["aggregator_log_group_name"], since_ms, last_write),
+            lambda: final_invocation_after(aws, outputs["aggregator_log_group_name"], since_ms, last_burst_started),
             timeout=TUMBLING_WINDOW_SECONDS + 120,
             interval=3,
             describe="the final invocation of the last purchase's window",
