@@ -1,0 +1,31 @@
+"""How a command prints its answer, as the AWS CLI chooses it: `--output json|table|text`.
+
+`table` is for a person (aligned; the default, as it has always been); `json` is the whole answer, one
+document, for a program; `text` is tab-separated lines, one record per line, for `cut`, `awk` and shell
+loops. `--json` stays as a short form of `--output json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Literal
+
+OutputFormat = Literal["json", "table", "text"]
+FORMATS: tuple[OutputFormat, ...] = ("json", "table", "text")
+
+
+def add_output_argument(command: argparse.ArgumentParser) -> None:
+    """`--output` and its short form `--json`, on one destination: the last one given wins."""
+    command.add_argument(
+        "--output",
+        choices=FORMATS,
+        default=None,
+        help="json, table (the default) or text (tab-separated lines)",
+    )
+    command.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --output json")
+
+
+def chosen_format(arguments: argparse.Namespace) -> OutputFormat:
+    """The format asked for, else a table."""
+    asked = getattr(arguments, "output", None)
+    return "table" if asked is None else asked
