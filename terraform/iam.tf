@@ -187,6 +187,26 @@ data "aws_iam_policy_document" "aggregator" {
       }
     }
   }
+
+  # A platform's table keeps its own key: "DynamoDB streams are always encrypted with a table-level encryption key"
+  # (DynamoDB Developer Guide, "Encryption at rest usage notes"), so reading its stream and its items decrypts under
+  # it, through DynamoDB only. A key policy that delegates to IAM needs this statement; one that allows the account's
+  # DynamoDB users through kms:ViaService (the AWS managed key's) is not widened by it.
+  dynamic "statement" {
+    for_each = local.source_table_kms_key_arn == null ? [] : [local.source_table_kms_key_arn]
+
+    content {
+      sid       = "DecryptTheSourceTable"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = [local.kms_via_dynamodb]
+      }
+    }
+  }
 }
 
 resource "aws_iam_role_policy" "aggregator" {

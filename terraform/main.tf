@@ -15,6 +15,11 @@ locals {
   table_arn             = local.source_table_given ? one(data.aws_dynamodb_table.source[*].arn) : one(aws_dynamodb_table.this[*].arn)
   table_stream_arn      = local.source_table_given ? one(data.aws_dynamodb_table.source[*].stream_arn) : one(aws_dynamodb_table.this[*].stream_arn)
   aggregates_table_arn  = local.separate_aggregates ? one(aws_dynamodb_table.aggregates[*].arn) : local.table_arn
+  # The key a platform's table (and so its stream) is encrypted under, when it names one (KMS: an AWS managed or a
+  # customer managed key); null under the AWS owned key, which needs no permission.
+  source_table_kms_key_arn = one(compact(flatten([
+    for table in data.aws_dynamodb_table.source : [for encryption in table.server_side_encryption : encryption.kms_key_arn if encryption.enabled]
+  ])))
   leaderboard_index_arn = local.create ? "${local.aggregates_table_arn}/index/${var.leaderboard_index_name}" : null
 
   # Both functions read the boards from these (empty: none), the aggregator to write them, the query function to serve them.

@@ -884,6 +884,24 @@ run "a_source_table_whose_stream_carries_keys_only_is_refused" {
   expect_failures = [data.aws_dynamodb_table.source]
 }
 
+run "a_source_table_under_the_aws_owned_key_grants_no_key" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_IMAGE", replica = [], server_side_encryption = [] }
+  }
+
+  assert {
+    condition     = !anytrue([for statement in data.aws_iam_policy_document.aggregator[0].statement : statement.sid == "DecryptTheSourceTable"])
+    error_message = "no key statement without a key"
+  }
+}
+
 run "a_global_source_table_is_refused_unless_this_region_aggregates" {
   command = plan
 

@@ -35,6 +35,8 @@ ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-downloads"
 LOG_GROUPS = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/lambda"
 KMS_KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-3333-4444-555555555555"
+SOURCE_TABLE_KMS_KEY_ARN = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/66666666-7777-8888-9999-000000000000"
+"""The key a platform's own table is encrypted under, as data.aws_dynamodb_table.source reads it."""
 VIA_DYNAMODB, VIA_SQS = f"dynamodb.{REGION}.amazonaws.com", f"sqs.{REGION}.amazonaws.com"
 REFERENCES = {
     "local.table_arn": TABLE_ARN,
@@ -56,6 +58,7 @@ CLAIMS_TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-claims"
 DYNAMIC_VALUES = {
     "${var.kms_key_arn == null ? [] : [var.kms_key_arn]}": [KMS_KEY_ARN],
     "${var.backfill_claims ? [aws_dynamodb_table.claims[0].arn] : []}": [CLAIMS_TABLE_ARN],
+    "${local.source_table_kms_key_arn == null ? [] : [local.source_table_kms_key_arn]}": [SOURCE_TABLE_KMS_KEY_ARN],
 }
 UNSCOPED_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
 SCOPED_SUFFIXES = [
@@ -361,13 +364,22 @@ def test_the_aggregator_updates_only_what_an_aggregate_carries(
 
 def test_every_use_of_the_customer_key_goes_through_the_service_that_needs_it() -> None:
     documents = policy_documents(TERRAFORM_MODULE)
-    expected = {"aggregator": {VIA_DYNAMODB, VIA_SQS}, "query": {VIA_DYNAMODB}}
-    for role, services in expected.items():
-        uses = [statement for statement in documents[role] if any(a.startswith("kms:") for a in statement["Action"])]
-        # then each role's key statements name the services through which it may use the key, and only them
-        assert uses, role
-        for statement in uses:
-            assert set(statement["Condition"][("StringEquals", "kms:ViaService")]) == services, (role, statement)
+    expected = {
+        ("aggregator", "UseTheCustomerKey"): ({VIA_DYNAMODB, VIA_SQS}, [KMS_KEY_ARN]),
+        ("aggregator", "DecryptTheSourceTable"): ({VIA_DYNAMODB}, [SOURCE_TABLE_KMS_KEY_ARN]),
+        ("query", "UseTheCustomerKey"): ({VIA_DYNAMODB}, [KMS_KEY_ARN]),
+    }
+    uses = {
+        (role, statement["Sid"]): statement
+        for role in ("aggregator", "query")
+        for statement in documents[role]
+        if any(action.startswith("kms:") for action in statement["Action"])
+    }
+    # then each role's key statements are these, each naming the services through which it may use its key, no other
+    assert set(uses) == set(expected)
+    for name, (services, keys) in expected.items():
+        assert set(uses[name]["Condition"][("StringEquals", "kms:ViaService")]) == services, name
+        assert uses[name]["Resource"] == keys, name
 
 
 def test_every_role_policy_is_a_rendered_document_and_no_managed_policy_is_attached() -> None:
