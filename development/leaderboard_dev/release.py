@@ -45,6 +45,10 @@ CHANGELOG = "CHANGELOG.md"
 CHANGELOG_HEADING = re.compile(r"^## \[(?P<version>[^\]]+)\](?P<rest>.*)$", re.MULTILINE)
 RELEASE_DATE = re.compile(r" - \d{4}-\d{2}-\d{2}")
 OPERATOR_DISTRIBUTION = "leaderboard_tools"
+DIFFERS_FROM_HEAD = (
+    "the working tree differs from HEAD (`git status`): commit or stash first, so that the tag, the manifest's commit "
+    "and the files are one thing"
+)
 
 
 class ReleaseError(RuntimeError):
@@ -200,9 +204,7 @@ def build_release(
         raise ReleaseError(f"version {version!r} is not MAJOR.MINOR.PATCH[-PRERELEASE]")
     commit, dirty = source_commit(repository)
     if dirty and not allow_dirty:
-        raise ReleaseError(
-            "the working tree differs from HEAD: commit first, so that the manifest's commit is what the zips hold"
-        )
+        raise ReleaseError(DIFFERS_FROM_HEAD)
     target = (output_dir or repository / "dist" / "release" / version).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".release-{version}-", dir=target.parent) as temporary:
@@ -237,10 +239,7 @@ def release(version: str, output_dir: Path | None = None, repository: Path = REP
     notes = check_version(version, repository)
     commit, dirty = source_commit(repository)
     if dirty:
-        raise ReleaseError(
-            "the working tree differs from HEAD (`git status`): commit or stash first, so that the tag, the manifest's "
-            "commit and the files are one thing"
-        )
+        raise ReleaseError(DIFFERS_FROM_HEAD)
     tag = tag_name(version)
     tagged = tagged_commit(version, repository)
     if tagged is not None and tagged != commit:
@@ -248,7 +247,7 @@ def release(version: str, output_dir: Path | None = None, repository: Path = REP
     directory = build_release(version, output_dir, repository=repository, operator_wheel=True)
     if tagged is None:
         message = f"dynamodb-materialized-aggregation {version}\n\n{notes}"
-        # verbatim-ish: the notes' `### Added` lines are Markdown, not comments for git to strip
+        # whitespace cleanup only: git's default would strip the notes' `### Added` lines as comments
         _git(repository, "tag", "--annotate", "--cleanup=whitespace", "--file=-", tag, commit, stdin=message)
     return Release(directory, tag, commit, tagged_now=tagged is None)
 

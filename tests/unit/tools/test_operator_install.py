@@ -10,6 +10,7 @@ import sys
 import tomllib
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -22,7 +23,7 @@ DEVELOPMENT_ONLY = ("localstack_client", "ministack", "python_terraform")
 OPERATOR_DEPENDENCIES = {"boto3", "botocore", "rich"}
 
 
-def project(pyproject: Path) -> dict:
+def project(pyproject: Path) -> dict[str, Any]:
     return tomllib.loads(pyproject.read_text())["project"]
 
 
