@@ -22,16 +22,19 @@ help:
 	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
 	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
-	@echo "make release VERSION=x.y.z  zips, SHA256SUMS and manifest.json into dist/release/x.y.z (clean tree only)"
+	@echo "make release VERSION=x.y.z  the version pyproject.toml and CHANGELOG.md give, from a clean tree: zips, the tools' wheel,"
+	@echo "              SHA256SUMS and manifest.json into dist/release/x.y.z, and the annotated tag vx.y.z (never pushed)"
 	@echo "make lint      ruff, terraform fmt -check and validate, checkov"
 	@echo "make provider-schema  regenerate tests/unit/terraform/hashicorp-aws-6.json from the pinned hashicorp/aws 6.x package"
 	@echo "make bench     ours against the guide's handler on the emulator: docs/benchmark.md (plots, summary), development/benchmark-results/ (raw)"
 	@echo "make bench-smoke  the small variant (the test suite runs it): build/bench-smoke/"
 
-$(STAMP): pyproject.toml
+# Two distributions, both editable: the operator tools (this folder: boto3, botocore and rich in ranges) and local
+# development (development/: leaderboard_dev, its extras, and the exact versions CI and the tests run).
+$(STAMP): pyproject.toml development/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==25.3
-	$(BIN)/python -m pip install --quiet -e '.[emulator,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e . -e './development[emulator,dev,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -39,7 +42,7 @@ venv: $(STAMP)
 build: $(STAMP)
 	$(BIN)/python build.py
 
-# What a platform repository consumes: see the README, "Using the module from another stack".
+# What a platform repository consumes: see the README, "Using the module from another stack", and docs/releasing.md.
 release: $(STAMP)
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
 	$(DEV) release --version $(VERSION)

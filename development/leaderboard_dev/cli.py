@@ -68,17 +68,19 @@ def command_leaderboard(arguments: argparse.Namespace) -> int:
 
 
 def command_release(arguments: argparse.Namespace) -> int:
-    from leaderboard_dev.release import build_release, read_manifest, verify
+    from leaderboard_dev.release import read_manifest, release, verify
 
-    directory = build_release(arguments.version, arguments.output_dir, allow_dirty=arguments.allow_dirty)
-    problems = verify(directory)
+    released = release(arguments.version, arguments.output_dir)
+    problems = verify(released.directory)
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return 1
-    manifest = read_manifest(directory)
-    print(f"{directory}: release {manifest['version']} of {manifest['commit']} ({manifest['runtime']})")
+    manifest = read_manifest(released.directory)
+    print(f"{released.directory}: release {manifest['version']} of {manifest['commit']} ({manifest['runtime']})")
     for name, digest in manifest["files"].items():
         print(f"  {name}  {digest['size']} bytes  sha256 {digest['sha256']}  base64 {digest['sha256_base64']}")
+    state = "tagged" if released.tagged_now else "already tagged"
+    print(f"{state} {released.tag} (annotated, local): `git push origin {released.tag}` publishes it")
     return 0
 
 
@@ -143,10 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     schema.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
     schema.set_defaults(handler=command_provider_schema)
 
-    release = commands.add_parser("release", help="zips, SHA256SUMS and manifest.json into dist/release/<version>")
-    release.add_argument("--version", required=True, help="MAJOR.MINOR.PATCH[-PRERELEASE]")
+    release = commands.add_parser(
+        "release",
+        help="the version pyproject.toml and CHANGELOG.md give, from a clean tree: zips, the tools' wheel, SHA256SUMS "
+        "and manifest.json into dist/release/<version>, and the annotated tag v<version> (local)",
+    )
+    release.add_argument("--version", required=True, help="MAJOR.MINOR.PATCH[-PRERELEASE]: pyproject.toml's")
     release.add_argument("--output-dir", type=Path, help="default: dist/release/<version>")
-    release.add_argument("--allow-dirty", action="store_true", help="build from a working tree that differs from HEAD")
     release.set_defaults(handler=command_release)
 
     return run_command(parser.parse_args(argv), (lifecycle.EmulatorError,))

@@ -1,6 +1,11 @@
-"""`make demo`: deploy the emulator stack, load skewed downloads, print each month's top 10."""
+"""`make demo`: deploy the emulator stack, load skewed downloads, print each month's top 10 and what to run next.
+
+The stack keeps day boards beside the guide's months, and a board per genre (`Genre`, a download's category): what
+the README's examples ask for (its "After `make demo`")."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -9,15 +14,42 @@ from rich.table import Table
 from leaderboard_core.attributes import COUNT_FIELD, GUIDE_NAMES
 from leaderboard_dev.aws import clients
 from leaderboard_dev.leaderboard import invoke_function, wait_until_totals
-from leaderboard_dev.loadgen import true_counts, write_items, zipf_downloads
+from leaderboard_dev.loadgen import Download, true_counts, write_items, zipf_downloads
 from leaderboard_dev.settings import Endpoint
 from leaderboard_dev.terraform_stack import Stack
 
 DEMO_STACK = "demo"
+DEMO_PERIODS = ("day", "month")
+CATEGORY_ATTRIBUTE = "Genre"
+GENRES = ("rock", "pop", "jazz")
+DEMO_VARIABLES = {"leaderboard_periods": list(DEMO_PERIODS), "category_attribute_name": CATEGORY_ATTRIBUTE}
 
 
 def demo_stack(endpoint: Endpoint) -> Stack:
-    return Stack(DEMO_STACK, endpoint)
+    return Stack(DEMO_STACK, endpoint, dict(DEMO_VARIABLES))
+
+
+def genre_of(song_id: str) -> str:
+    """song001 rock, song002 pop, song003 jazz, song004 rock, ..."""
+    return GENRES[(int(song_id.removeprefix("song")) - 1) % len(GENRES)]
+
+
+def demo_item(download: Download) -> dict[str, Any]:
+    return {**download.as_item(), CATEGORY_ATTRIBUTE: {"S": genre_of(download.song_id)}}
+
+
+def next_steps(endpoint: Endpoint, table: str, function: str) -> str:
+    """What to run after the demo, on its stack (the README's "After `make demo`" says more)."""
+    return (
+        f"The demo's table is {table}, its query function {function}; it keeps day and month boards, overall and"
+        f" per {CATEGORY_ATTRIBUTE} ({', '.join(GENRES)}). In another shell:\n"
+        f"  export AWS_ENDPOINT_URL={endpoint.url} AWS_DEFAULT_REGION={endpoint.region}"
+        " AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test\n"
+        f"  .venv/bin/leaderboard-tools top --table {table} --month 2018-01 --limit 5\n"
+        f"  .venv/bin/leaderboard-tools rank --table {table} --month 2018-01 --song song005 --around 2\n"
+        f"  .venv/bin/leaderboard-tools top --table {table} --period day --key 2018-01-15 --category rock\n"
+        'More in README.md, "After `make demo`". `make down` destroys the demo stack and stops the emulator.'
+    )
 
 
 def run(
@@ -35,7 +67,9 @@ def run(
         TextColumn("Writing downloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
         task = bar.add_task("write", total=len(generated))
-        write_items(aws.dynamodb, table, [download.as_item() for download in generated], lambda n: bar.advance(task, n))
+        write_items(
+            aws.dynamodb, table, [demo_item(download) for download in generated], lambda n: bar.advance(task, n)
+        )
 
     # Rewriting identical items emits no stream records, so a second demo run settles at the same totals.
     totals = {month: sum(counts.values()) for month, counts in expected.items()}
@@ -51,4 +85,6 @@ def run(
         for rank, item in enumerate(page["items"], start=1):
             leaderboard.add_row(str(rank), item[GUIDE_NAMES.entity], str(item[COUNT_FIELD]))
         console.print(leaderboard)
-    console.print("`make down` destroys the demo stack and stops the emulator.")
+    console.print(
+        next_steps(endpoint, table, outputs["query_function_name"]), markup=False, highlight=False, soft_wrap=True
+    )

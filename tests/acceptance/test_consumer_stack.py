@@ -27,7 +27,7 @@ import pytest
 from leaderboard_dev.aws import Clients
 from leaderboard_dev.leaderboard import wait_until_totals
 from leaderboard_dev.loadgen import Download, write_items
-from leaderboard_dev.release import build_release, read_manifest
+from leaderboard_dev.release import build_release, package_version, read_manifest
 from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, Endpoint
 from leaderboard_dev.terraform_stack import Stack, deployed
 from tests.acceptance.conftest import second_plan
@@ -35,7 +35,8 @@ from tests.acceptance.conftest import second_plan
 README = REPOSITORY / "README.md"
 VERSION = "0.0.0-consumer"
 TAG = "consumer-test"
-README_VERSION = "0.2.0"
+README_VERSION = package_version()
+"""The release the README's block names: the one pyproject.toml gives (tests/unit/development/test_release.py)."""
 README_BUCKET = "platform-lambda-artifacts"
 README_SOURCE = re.compile(r'source = "git::https://[^"]+//terraform\?ref=v[^"]+"')
 

@@ -16,12 +16,23 @@ def prepare(cache_dir: Path) -> None:
         raise RuntimeError("MiniStack is not installed in this interpreter; run `make venv`")
 
 
+LOOPBACK_ONLY = {
+    "BIND_HOST": "127.0.0.1",
+    # MiniStack opens IoT's MQTT listener at boot on 0.0.0.0:8883 (its bind address is fixed); nothing here uses IoT.
+    "IOT_MTLS_ENABLED": "0",
+    # Transfer Family's SFTP listener binds SFTP_HOST (0.0.0.0) when a server exists; nothing here uses it either.
+    "SFTP_ENABLED": "0",
+}
+"""What keeps the emulator on loopback: the gateway bound to 127.0.0.1, and the listeners that have no bind option off
+(tests/unit/development/test_emulator_listeners.py lists the sockets a started MiniStack listens on)."""
+
+
 def launch_spec(cache_dir: Path, port: int, state_dir: Path) -> tuple[list[str], dict[str, str]]:
     """MiniStack runs each Python Lambda with this interpreter, which has the pinned boto3."""
     environment = {
         **os.environ,
         "GATEWAY_PORT": str(port),
-        "BIND_HOST": "127.0.0.1",
+        **LOOPBACK_ONLY,
         "LAMBDA_EXECUTOR": "local",
         "TMPDIR": str(state_dir),
         # Where tests switch the stream mapping's adversarial retries on, per function.
