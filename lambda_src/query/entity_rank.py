@@ -47,17 +47,23 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
         raise InvalidRequest(f"around lists the neighbours of one {entity_field}: name it")
     if "limit" in event or "next_token" in event:
         raise InvalidRequest(f"a rank request takes month (or period and key), {entity_field} and around only")
+    entity_id = entity_of(event, entity_field)
+    around = event.get("around")
+    wrong = isinstance(around, bool) or not isinstance(around, int) or not 0 <= around <= MAX_AROUND
+    if "around" in event and wrong:
+        raise InvalidRequest(f"around must be an integer from 0 to {MAX_AROUND}")
+    return RankRequest(board, entity_id, around)
+
+
+def entity_of(event: dict[str, Any], entity_field: str) -> str:
+    """The entity a request names: any id DynamoDB can hold (a non-empty string, valid Unicode, 2,048 UTF-8 bytes)."""
     entity_id = event[entity_field]
     encoded = utf8_bytes(entity_id) if isinstance(entity_id, str) else None
     if encoded is None or not 1 <= len(encoded) <= MAX_ENTITY_ID_BYTES:
         raise InvalidRequest(
             f"{entity_field} must be a non-empty string of valid Unicode, at most {MAX_ENTITY_ID_BYTES} UTF-8 bytes"
         )
-    around = event.get("around")
-    wrong = isinstance(around, bool) or not isinstance(around, int) or not 0 <= around <= MAX_AROUND
-    if "around" in event and wrong:
-        raise InvalidRequest(f"around must be an integer from 0 to {MAX_AROUND}")
-    return RankRequest(board, entity_id, around)
+    return entity_id
 
 
 def answer(

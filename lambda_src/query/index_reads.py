@@ -9,6 +9,7 @@ id. Each read is counted against the request's budget and the function's clock.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -98,6 +99,54 @@ Bound = tuple[str, int] | None
 """A key condition on the order: ("<=", o), ("<", o), (">", o) or ("=", o); None for the whole partition."""
 
 
+def request_budget(partitions: int) -> int:
+    """Query pages one request that reads its partitions several times (a rank range's skip) may make over all of
+    them: READ_BUDGET_PAGES, or MIN_PARTITION_PAGES for each partition if that is more."""
+    return max(READ_BUDGET_PAGES, MIN_PARTITION_PAGES * partitions)
+
+
+class BudgetedClient:
+    """The DynamoDB client, each Query counted against one request's budget and the function's clock (thread-safe).
+
+    The per-partition budget of PartitionQueries bounds one read of a partition; a request that reads its
+    partitions again and again (a range by rank skipping to its first rank) is bounded here as a whole: past
+    `pages` Queries, or once `out_of_time()` after the first, a Query is Unavailable.
+    """
+
+    def __init__(self, client: Any, pages: int, out_of_time: Callable[[], bool]) -> None:
+        self._client, self._budget, self._out_of_time = client, pages, out_of_time
+        self.pages = 0
+        self._lock = threading.Lock()
+
+    def query(self, **parameters: Any) -> Any:
+        with self._lock:
+            if self.pages >= self._budget:
+                raise Unavailable(f"the request's read budget ({self._budget} Query pages) ran out")
+            if self.pages and self._out_of_time():
+                raise Unavailable("the function's time ran out")
+            self.pages += 1
+        return self._client.query(**parameters)
+
+    def get_item(self, **parameters: Any) -> Any:
+        return self._client.get_item(**parameters)
+
+
+NOTHING = ("", {})
+"""order_condition's answer for a bound wholly below the floor: nothing to read."""
+
+
+def order_condition(bound: Bound, floor: int | None) -> tuple[str, dict[str, Any]] | None:
+    """The key condition on the order for a bound and a floor: (expression, values); None for the whole partition."""
+    if floor is None or (bound is not None and bound[0] not in ("<=", "<")):
+        return None if bound is None else (f"#order {bound[0]} :order", {":order": {"N": str(bound[1])}})
+    if bound is None:
+        return "#order >= :low", {":low": {"N": str(floor)}}
+    high = bound[1] - 1 if bound[0] == "<" else bound[1]
+    if high < floor:
+        return NOTHING
+    return "#order BETWEEN :low AND :high", {":low": {"N": str(floor)}, ":high": {"N": str(high)}}
+
+
 class PartitionQueries:
     """The Query pages of one partition for one request, counted against its budget and the function's clock."""
 
@@ -109,16 +158,26 @@ class PartitionQueries:
         partition: str,
         budget: int,
         out_of_time: Callable[[], bool],
+        floor: int | None = None,
     ) -> None:
         self._client, self._table, self._schema, self._partition = client, table_name, schema, partition
         self._budget, self._out_of_time, self.pages = budget, out_of_time, 0
+        self._floor = floor
+        """The lowest order read (a range by count): a bound reading downwards stops there."""
 
     def may_read(self) -> bool:
         """True while the budget lasts and, after the first page, while there is time for another."""
         return self.pages < self._budget and not (self.pages and self._out_of_time())
 
     def page(self, bound: Bound, **extra: Any) -> dict[str, Any]:
-        """One Query page of the partition, highest order first; Unavailable past the budget or the clock."""
+        """One Query page of the partition, highest order first; Unavailable past the budget or the clock.
+
+        With a floor, a bound reading downwards ("<=", "<" or none) reads down to the floor only (BETWEEN: orders
+        are integers, so "< o" is "<= o - 1"); a bound wholly below it reads nothing, and costs no Query.
+        """
+        condition_on_order = order_condition(bound, self._floor)
+        if condition_on_order is NOTHING:
+            return {"Items": [], "Count": 0}
         if not self.may_read():
             raise Unavailable(
                 f"reading leaderboard partition {self._partition} needed more than {self.pages} Query pages"
@@ -127,10 +186,10 @@ class PartitionQueries:
         names = {"#period": self._schema.period}
         values: dict[str, Any] = {":partition": {"S": self._partition}}
         condition = "#period = :partition"
-        if bound is not None:
-            condition += f" AND #order {bound[0]} :order"
+        if condition_on_order is not None:
+            condition += f" AND {condition_on_order[0]}"
             names["#order"] = self._schema.order
-            values[":order"] = {"N": str(bound[1])}
+            values |= condition_on_order[1]
         parameters = {
             "TableName": self._table,
             "IndexName": self._schema.index_name,
@@ -181,6 +240,8 @@ def read_partition(
     schema: IndexSchema,
     budget: int = MIN_PARTITION_PAGES,
     out_of_time: Callable[[], bool] = lambda: False,
+    floor: int | None = None,
+    ceiling: int | None = None,
 ) -> PartitionReader:
     """Read a partition from its cursor on, highest order first, always ending on a whole order group.
 
@@ -189,12 +250,16 @@ def read_partition(
     group cut by the page's Limit is read whole with one Query on its order (not one per song), so
     a page costs at most two limited Queries and two group reads per partition while groups fit
     in DynamoDB's 1 MB pages; past `budget` pages or the clock it is Unavailable.
+
+    With a `ceiling` and a `floor` (a range by count) only the orders between them are read: a partition
+    not read yet starts at the ceiling, and is exhausted at the floor.
     """
 
     def read(partition: str, after: Position | None, wanted: int) -> tuple[list[Entry], bool]:
-        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time)
+        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time, floor)
         entries: list[Entry] = []
-        bound: Bound = None if after is None else ("<=", after.order)
+        top: Bound = None if ceiling is None else ("<=", ceiling)
+        bound: Bound = top if after is None else ("<=", after.order if ceiling is None else min(after.order, ceiling))
         while True:
             got, more = queries.entries(bound, wanted - len(entries) + 1)
             if not more:

@@ -44,13 +44,19 @@ class PageRequest:
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> PageRequest:
     """The limit (DEFAULT_LIMIT if none) and where the token says each partition stands (its start if none)."""
-    limit = event.get("limit", DEFAULT_LIMIT)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    limit = parse_limit(event)
     token = event.get("next_token")
     partitions = layout.partitions(board.id)
     cursors = {partition: START for partition in partitions} if token is None else decode_token(token, board.id, layout)
     return PageRequest(board, limit, cursors)
+
+
+def parse_limit(event: dict[str, Any]) -> int:
+    """A page's `limit`: 1 to MAX_LIMIT entries, DEFAULT_LIMIT if none."""
+    limit = event.get("limit", DEFAULT_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return limit
 
 
 def merge_page(

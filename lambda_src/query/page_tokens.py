@@ -1,7 +1,9 @@
 """Page tokens: where a listing stands in each of its board's partitions, as flat base64url text.
 
 A token holds positions and nothing else, for one board and one partition layout; reading one back
-accepts only the exact shape encode_token issues.
+accepts only the exact shape encode_token issues. A token of a range (by rank, by count) or of a
+board's size also holds its scope: the kind of request it continues, the range it was issued for,
+and the numbers the next answer starts from (the rank of its first entry, the entries counted).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from index_reads import START, Layout, Position
@@ -21,6 +24,22 @@ _ORDER_DIGITS = 38
 """Digits of the longest order DynamoDB holds; a negative sum's order has a sign too."""
 TOKEN_VERSION = 2
 NO_PREVIOUS_LAYOUT = "-"
+SCOPE_MARK = "~"
+"""A scope's field starts with it: no partition name does (a board id starts with its bucket key)."""
+_SCOPE = re.compile(r"\A~(?P<kind>[a-z]{1,12})(?P<values>(?::(?:-?[0-9]{1,40}(?:\.[0-9]{1,40})?)?){0,4})\Z")
+_MAX_SCOPE_LENGTH = 1 + 12 + 4 * (1 + 1 + 40 + 1 + 40)
+"""The longest scope _SCOPE accepts: its kind and four numbers of 40 digits and 40 decimals, signed."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a token of a range or a size continues: its kind, and numbers ("" for none) in the kind's order."""
+
+    kind: str
+    values: tuple[str, ...]
+
+    def text(self) -> str:
+        return SCOPE_MARK + ":".join((self.kind, *self.values))
 
 
 def _b64(data: bytes) -> str:
@@ -31,8 +50,9 @@ def _b64_length(size: int) -> int:
     return -(-size * 4 // 3)
 
 
-def encode_token(board: str, layout: Layout, cursors: Mapping[str, Position | None]) -> str:
-    """Flat text, base64url: version, board, layout, then per partition `partition=` or `partition=order:base64url(id)`.
+def encode_token(board: str, layout: Layout, cursors: Mapping[str, Position | None], scope: Scope | None = None) -> str:
+    """Flat text, base64url: version, board, layout, then per partition `partition=` or `partition=order:base64url(id)`,
+    then the scope if any (`~kind:number:...`).
 
     Ids travel as base64url of their UTF-8 bytes, so any id DynamoDB holds fits the same alphabet and
     a bounded length, and reading a token back needs no recursive parser.
@@ -41,6 +61,8 @@ def encode_token(board: str, layout: Layout, cursors: Mapping[str, Position | No
     for partition, cursor in sorted(cursors.items()):
         position = "" if cursor is None else f"{cursor.order}:{_b64(cursor.entity_id.encode())}"
         fields.append(f"{partition}={position}")
+    if scope is not None:
+        fields.append(scope.text())
     return _b64("|".join(fields).encode())
 
 
@@ -53,17 +75,42 @@ def max_token_length(layout: Layout, board: str) -> int:
     partitions = layout.partitions(board)
     header = len(f"{TOKEN_VERSION}|{board}|{layout.shards}|{_layout_field(layout.previous_shards)}")
     cursor = len("|=:-") + _ORDER_DIGITS + _b64_length(MAX_ENTITY_ID_BYTES)
-    return _b64_length(header + sum(len(partition) + cursor for partition in partitions))
+    scope = len("|") + _MAX_SCOPE_LENGTH
+    return _b64_length(header + sum(len(partition) + cursor for partition in partitions) + scope)
 
 
 def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position | None]:
+    """The positions of a page's token: one of the exact shape this function issues, for this board and layout,
+    and of a page (a token of a range or a size continues only its own kind of request)."""
+    cursors, scope = decode_scoped_token(token, board, layout)
+    if scope is not None:
+        raise InvalidRequest(ANOTHER_KIND)
+    return cursors
+
+
+FORGED = "next_token is not a token issued by this function"
+ANOTHER_KIND = "next_token was issued for another kind of request (a page, a range, a size): give it to that request"
+
+
+def decode_scope(
+    token: Any, board: str, layout: Layout, kind: str, values: int
+) -> tuple[dict[str, Position | None], tuple[str, ...]]:
+    """The positions and the scope's numbers of a token issued for a request of this kind (`values` numbers)."""
+    cursors, scope = decode_scoped_token(token, board, layout)
+    if scope is None or scope.kind != kind or len(scope.values) != values:
+        raise InvalidRequest(ANOTHER_KIND)
+    return cursors, scope.values
+
+
+def decode_scoped_token(token: Any, board: str, layout: Layout) -> tuple[dict[str, Position | None], Scope | None]:
     """Accept only a token of the exact shape this function issues, for this board and this partition layout.
 
-    A token holds positions and nothing else, so a well-formed but invented one can at most
-    start the listing at another place of the same board. Parsed by splitting and anchored
-    patterns, in time and memory linear in its bounded length.
+    A token holds positions (and a scope's numbers) and nothing else, so a well-formed but invented one
+    can at most start the listing at another place of the same board (and, for a range by rank, number
+    its entries from another rank). Parsed by splitting and anchored patterns, in time and memory linear
+    in its bounded length.
     """
-    forged = InvalidRequest("next_token is not a token issued by this function")
+    forged = InvalidRequest(FORGED)
     if not isinstance(token, str) or len(token) > max_token_length(layout, board) or not _TOKEN.match(token):
         raise forged
     try:
@@ -74,6 +121,12 @@ def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position |
     if len(parts) < 5 or parts[0] != str(TOKEN_VERSION):
         raise forged
     _, token_board, shards, previous, *fields = parts
+    scope = None
+    if fields[-1].startswith(SCOPE_MARK):
+        scoped = _SCOPE.match(fields.pop())
+        if scoped is None or not fields:
+            raise forged
+        scope = Scope(scoped["kind"], tuple(scoped["values"].split(":")[1:]))
     if token_board != board:
         kind = "month" if is_bucket_key("month", board) else "leaderboard"
         raise InvalidRequest(f"next_token belongs to another {kind}")
@@ -92,7 +145,7 @@ def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position |
         if entity_id is None:
             raise forged
         result[match["partition"]] = Position(int(match["order"]), entity_id)
-    return result
+    return result, scope
 
 
 def _entity_of(encoded: str) -> str | None:

@@ -24,6 +24,15 @@ class CommandError(RuntimeError):
     """What the person must change (a flag, credentials, a name): said plainly, exit code 1."""
 
 
+class NoSuchFunction(CommandError):
+    """Lambda has no function of that name where the client asked (its region, or its endpoint)."""
+
+    def __init__(self, function: str, region: str | None) -> None:
+        where = f" in {region}" if region else ""
+        super().__init__(f"the query function {function} does not exist{where}")
+        self.function = function
+
+
 class AnswerError(RuntimeError):
     """The query function answered an error object (InvalidRequest, Unavailable)."""
 
@@ -65,8 +74,7 @@ def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
         if code == "ResourceNotFoundException":
-            message = f"no function {function}: check --table, or name the function with --function"
-            raise CommandError(message) from error
+            raise NoSuchFunction(function, getattr(getattr(client, "meta", None), "region_name", None)) from error
         raise CommandError(f"cannot invoke {function}: {error}") from error
     except BotoCoreError as error:
         raise CommandError(f"cannot invoke {function}: {error}") from error
@@ -80,13 +88,27 @@ def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any
     return payload
 
 
-def pages(client: Any, function: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every page of a board, following next_token until it is null."""
+def listing_pages(
+    client: Any,
+    function: str,
+    request: dict[str, Any],
+    page_size: int,
+    max_items: int | None = None,
+    starting_token: str | None = None,
+) -> Iterator[dict[str, Any]]:
+    """A listing's pages as the AWS CLI pages: `page_size` entries an invocation, `max_items` in all, from a token.
+
+    The last page asks only for the entries still wanted, so the listing stops on a page's end and that page's
+    next_token is where it resumes (a NextToken to print): no page is cut. A page may hold no entries and a token
+    (a range by rank on its way to its first rank): it is followed like any other.
+    """
+    token, listed = starting_token, 0
     for _ in range(MAX_PAGES):
-        answer = invoke(client, function, request)
+        limit = page_size if max_items is None else min(page_size, max_items - listed)
+        answer = invoke(client, function, {**request, "limit": limit, **({"next_token": token} if token else {})})
         yield answer
+        listed += len(answer.get("items", []))
         token = answer.get("next_token")
-        if token is None:
+        if token is None or (max_items is not None and listed >= max_items):
             return
-        request = {**request, "next_token": token}
     raise CommandError(f"the listing did not end after {MAX_PAGES} pages")

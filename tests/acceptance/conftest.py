@@ -35,6 +35,7 @@ LONGEST_FIRST = (
     "test_trending_products.py",
     "test_failure_handling.py",
     "test_boards.py",
+    "test_query_verbs.py",
     "test_consumer_stack.py",
     "test_existing_table.py",
     "test_leaderboard.py",

@@ -2,8 +2,9 @@
 
 A command module has `register(subparsers)`, which declares its parser (help, description, flags)
 and binds `run` as its handler, and `run(arguments) -> int`, which does the work, prints what it
-has to say and returns the exit code. `top`, `rank` and `all` share one module (`leaderboards`):
-they share their flags and their run, and differ by a flag or two. `cli.py` lists the modules and
+has to say and returns the exit code. `top`, `rank`, `all`, `range`, `range-by-count`, `card` and
+`score` share one module (`leaderboards`): they share their flags and their run, and differ by a flag
+or two. `cli.py` lists the modules and
 dispatches to them; the work itself is in the domain modules beside this package (`sizing`,
 `rekey`, `reconcile`, `recover`, `query_client`, `stream_readers`).
 """

@@ -1,34 +1,117 @@
-"""`top`, `rank` and `all`: leaderboards for people, asked of the deployed query function and printed.
+"""`top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score`: leaderboards for people, asked of the deployed
+query function and printed.
 
-The three are one command family: they name the function the same way (`--table` or `--function`),
-the board the same way (`--month`, or `--period` with `--key`, and `--category`), reach AWS the
-same way, and print the same way. Each adds one or two flags and the request those make. The
-function (`query_client.py`) checks every request; this module builds it from the flags and shows
-what comes back: on a terminal an aligned table, with `--json` the query contract's response
-unchanged (`all` prints each page's response, one per line).
+The commands are one family: they name the function the same way (`--table` or `--function`), the board the same way
+(`--month`, or `--period` with `--key`, and `--category`), reach AWS the same way, and print the same way
+(`--output json|table|text`, output_format.py). Each adds the flags of its request (docs/query-contract.md):
+
+| command          | Redis              | request                                  |
+|------------------|--------------------|------------------------------------------|
+| `top`            | ZREVRANGE 0 n-1    | `limit` (with `last`: a rolling window)  |
+| `rank`           | ZREVRANK           | the entity, `around`                     |
+| `all`            | ZREVRANGE 0 -1     | `fromRank` 1, page after page            |
+| `range`          | ZREVRANGE          | `fromRank`, `toRank`                     |
+| `range-by-count` | ZREVRANGEBYSCORE   | `minCount`, `maxCount`                   |
+| `card`           | ZCARD              | `size`                                   |
+| `score`          | ZSCORE             | the entity, `score`                      |
+
+Names: Redis's where they are free. `size` is the capacity sizing command, so a board's size is `card` (ZCARD: the
+board's cardinality; `count` would be read as an entity's count); `score` is ZSCORE's (an entity's value, cheaper
+than `rank`: one read); the ranges are `range` (by rank, as ZRANGE) and `range-by-count` (ZRANGEBYSCORE: the score
+here is the count, or the sum, as the contract's `downloadCount`).
+
+Listings (`all`, `range`, `range-by-count`) page as the AWS CLI does: `--page-size` entries an invocation,
+`--max-items` in all, then a NextToken that `--starting-token` resumes from (with the same flags). They print each
+page as it arrives: JSON as one document written item by item, text a line per entry, and tables too, their column
+widths fixed by the first page (streamed_table.py). Flags are checked before anything is asked: a malformed month or
+key, a number outside the function's limits, or flags that contradict each other exit 2, as argparse does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, TextIO
 
 from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_core.buckets import PERIODS
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIODS, is_bucket_key
+from leaderboard_tools.commands.reconcile import month_argument
+from leaderboard_tools.output_format import OutputFormat, add_output_argument, chosen_format
 from leaderboard_tools.query_client import (
     AnswerError,
     CommandError,
+    NoSuchFunction,
     invoke,
     lambda_client,
-    pages,
+    listing_pages,
     query_function_of,
 )
+from leaderboard_tools.streamed_table import Column, StreamedTable
 
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as a shell reports a command Ctrl-C stopped."""
 ALL_PAGE_SIZE = 1000
+MAX_LIMIT = 1000
+"""The query function's limits (lambda_src/query: leaderboard_page, rolling_window, entity_rank, rank_range),
+checked here before any request: tests/unit/tools/test_query_verbs_cli.py holds them equal."""
+MAX_WINDOW_LIMIT = 100
+LAST_BUCKETS = (2, 48)
+MAX_AROUND = 50
+MAX_RANK = 2**53 - 1
+MAX_ENTITY_ID_BYTES = 2048
+LISTED_ID_WIDTH = 24
+"""The narrowest a listing's id column is: ids on later pages may be longer than the first page's (they fold)."""
+_DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
+
+
+class UsageError(Exception):
+    """Flags that contradict each other: said as argparse says a bad flag, exit code 2."""
+
+
+# ---------------------------------------------------------------- flags, checked as they are parsed
+
+
+def bounded(low: int, high: int) -> Callable[[str], int]:
+    """An integer flag within the function's limits."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not within {low}-{high}")
+        return value
+
+    return parse
+
+
+def key_argument(text: str) -> str:
+    """A bucket key of some period (the period it must be of is checked against --period)."""
+    if not any(is_bucket_key(period, text) for period in KEY_FORMATS):
+        formats = ", ".join(f"{period} {shape}" for period, shape in KEY_FORMATS.items())
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bucket key (UTC): {formats}, of a real date")
+    return text
+
+
+def entity_argument(text: str) -> str:
+    if not 1 <= len(text.encode(errors="surrogateescape")) <= MAX_ENTITY_ID_BYTES:
+        raise argparse.ArgumentTypeError(f"an id is 1 to {MAX_ENTITY_ID_BYTES} UTF-8 bytes")
+    return text
+
+
+def count_argument(text: str) -> int | str:
+    """A count or a sum: an integer, or a decimal the request carries as a string (exact, not a binary float)."""
+    if not _DECIMAL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: an integer, or a decimal such as 12.5")
+    return int(text) if "." not in text else text
 
 
 def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -36,27 +119,64 @@ def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
     request: dict[str, Any] = {}
     if arguments.month is not None:
         if arguments.period not in (None, "month") or arguments.key is not None:
-            raise CommandError("--month names a month's board: give --month, or --period with --key, not both")
+            raise UsageError("--month names a month's board: give --month, or --period with --key, not both")
         request["month"] = arguments.month
     elif arguments.period is not None:
         request["period"] = arguments.period
         if arguments.key is not None:
+            if arguments.period == ALL_TIME:
+                raise UsageError("--period all is one board: it takes no --key")
+            if not is_bucket_key(arguments.period, arguments.key):
+                raise UsageError(
+                    f"--key {arguments.key!r} is not a {arguments.period}: {KEY_FORMATS[arguments.period]} (UTC)"
+                )
             request["key"] = arguments.key
+    elif arguments.key is not None:
+        raise UsageError("--key is a bucket of --period: give --period too")
     else:
-        raise CommandError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIODS)} [--key ...]")
+        raise UsageError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIODS)} [--key ...]")
     if arguments.category is not None:
         request["category"] = arguments.category
     return request
 
 
-@dataclass(frozen=True)
-class Shown:
-    """Rows to print: (place or None, entity, value, marked), a title, and notes under the table."""
+def command_request(arguments: argparse.Namespace) -> dict[str, Any]:
+    """The whole request but its paging: the board's fields and the command's own."""
+    request = board_request(arguments)
+    command = arguments.command
+    if command == "top":
+        request["limit"] = arguments.limit
+        if arguments.last is not None:
+            if arguments.limit > MAX_WINDOW_LIMIT:
+                raise UsageError(f"--limit of a rolling window (--last) is 1-{MAX_WINDOW_LIMIT}")
+            request["last"] = arguments.last
+    elif command in ("rank", "score"):
+        request[arguments.entity_attribute] = arguments.song
+        if command == "score":
+            request["score"] = True
+        elif arguments.around is not None:
+            request["around"] = arguments.around
+    elif command == "range":
+        if arguments.to_rank is not None and arguments.to_rank < arguments.from_rank:
+            raise UsageError("--to-rank must be at least --from-rank")
+        request["fromRank"] = arguments.from_rank
+        if arguments.to_rank is not None:
+            request["toRank"] = arguments.to_rank
+    elif command == "all":
+        request["fromRank"] = 1
+    elif command == "range-by-count":
+        bounds = {"minCount": arguments.min_count, "maxCount": arguments.max_count}
+        if bounds["minCount"] is None and bounds["maxCount"] is None:
+            raise UsageError("give --min-count, --max-count or both")
+        if None not in bounds.values() and Decimal(bounds["minCount"]) > Decimal(bounds["maxCount"]):
+            raise UsageError("--min-count must be at most --max-count")
+        request |= {name: value for name, value in bounds.items() if value is not None}
+    elif command == "card":
+        request["size"] = True
+    return request
 
-    title: str
-    entity_field: str
-    rows: list[tuple[int | None, str, Any, bool]]
-    notes: list[str]
+
+# ---------------------------------------------------------------- what is printed
 
 
 def board_title(answer: dict[str, Any]) -> str:
@@ -71,161 +191,403 @@ def board_title(answer: dict[str, Any]) -> str:
     return where + (f", category {answer['category']}" if "category" in answer else "")
 
 
-def _entity_field(answer: dict[str, Any], fallback: str) -> str:
-    for item in answer.get("items", []):
-        fields = [field for field in item if field not in (COUNT_FIELD, "rank")]
-        if fields:
-            return str(fields[0])
-    return fallback
+def text_of(value: Any) -> str:
+    """A value as the AWS CLI's text output prints it: None for null, True/False, numbers and strings as they are."""
+    return str(value)
 
 
-def shown_page(answers: list[dict[str, Any]], entity_field: str, what: str) -> Shown:
-    """Pages (one for `top`, every page for `all`), numbered by place in the listing."""
-    field = _entity_field(answers[0], entity_field) if answers else entity_field
-    items = [item for answer in answers for item in answer.get("items", [])]
-    rows = [(place, str(item.get(field)), item.get(COUNT_FIELD), False) for place, item in enumerate(items, start=1)]
+@dataclass
+class Listed:
+    """What a listing printed so far: entries, and the token to resume it from (None once it is complete)."""
+
+    entries: int = 0
+    resume: str | None = None
+    started: bool = False
+
+
+class ListingPrinter:
+    """A listing printed page by page in the chosen format; `finish` closes it with the token to resume from."""
+
+    def __init__(
+        self, out: TextIO, output: OutputFormat, title: str, entity_field: str, ranked: bool, listed: Listed
+    ) -> None:
+        self.out, self.output, self.title, self.entity_field, self.ranked = out, output, title, entity_field, ranked
+        self.listed = listed
+        self._table: StreamedTable | None = None
+        self._first: dict[str, Any] | None = None
+
+    def row(self, item: dict[str, Any]) -> list[str]:
+        cells = [text_of(item.get(self.entity_field)), text_of(item.get(COUNT_FIELD))]
+        return [text_of(item.get("rank")), *cells] if self.ranked else cells
+
+    def columns(self) -> list[Column]:
+        entity = [Column(self.entity_field, minimum=LISTED_ID_WIDTH), Column(COUNT_FIELD, numeric=True)]
+        return [Column("#", numeric=True, spare=1), *entity] if self.ranked else entity
+
+    def page(self, answer: dict[str, Any]) -> None:
+        items = answer.get("items", [])
+        if self._first is None:
+            self._first = answer
+            self._start(answer)
+        if self.output == "json":
+            for place, item in enumerate(items, start=self.listed.entries):
+                print(("\n" if not place else ",\n") + json.dumps(item), end="", file=self.out)
+        elif self.output == "text":
+            for item in items:
+                print("\t".join(self.row(item)), file=self.out)
+        elif items:
+            rows = [self.row(item) for item in items]
+            if self._table is None:
+                self._table = StreamedTable(self.out, self.columns(), rows)
+            self._table.rows(rows)
+        self.listed.entries += len(items)
+        self.listed.resume = answer.get("next_token")
+        self.out.flush()
+
+    def _start(self, answer: dict[str, Any]) -> None:
+        if self.output == "json":
+            named = {name: value for name, value in answer.items() if name not in ("items", "next_token")}
+            print(json.dumps(named)[:-1] + (", " if named else "") + '"items": [', end="", file=self.out)
+        elif self.output == "table":
+            print(f"{self.title} · {board_title(answer)}", file=self.out)
+        self.listed.started = True
+
+    def finish(self, resume: str | None) -> None:
+        """The listing's end: what follows its last entry, and the token to resume from if it stopped before its end."""
+        if self.output == "json":
+            if self._first is None:
+                print('{"items": [', end="", file=self.out)
+            print(("\n" if self.listed.entries else "") + '], "next_token": ' + json.dumps(resume) + "}", file=self.out)
+        elif self.output == "text":
+            if resume is not None:
+                print(f"NEXTTOKEN\t{resume}", file=self.out)
+        else:
+            if self._table is not None:
+                self._table.close()
+            else:
+                print("no entries", file=self.out)
+            if resume is not None:
+                print(f"NextToken: {resume}", file=self.out)
+                print("(give it to --starting-token, with the same flags, for the entries after these)", file=self.out)
+        self.out.flush()
+
+
+def print_rows(
+    out: TextIO,
+    output: OutputFormat,
+    title: str,
+    columns: list[Column],
+    rows: list[list[str]],
+    notes: list[str],
+    marked: list[bool] | None = None,
+) -> None:
+    """A whole answer at once: a table with its title and notes, or its rows as tab-separated lines."""
+    if output == "text":
+        for cells in rows:
+            print("\t".join(cells), file=out)
+        return
+    print(title, file=out)
+    if rows:
+        table = StreamedTable(out, columns, rows)
+        table.rows(rows, marked or [])
+        table.close()
+    for note in notes:
+        print(note, file=out)
+
+
+def ranked_columns(entity_field: str) -> list[Column]:
+    return [Column("#", numeric=True), Column(entity_field), Column(COUNT_FIELD, numeric=True)]
+
+
+# ---------------------------------------------------------------- the commands
+
+
+@dataclass(frozen=True)
+class Call:
+    """One command's invocation: its flags, the client, the function, the request and where it prints."""
+
+    arguments: argparse.Namespace
+    client: Any
+    function: str
+    request: dict[str, Any]
+    out: TextIO
+    output: OutputFormat
+    listed: Listed
+
+
+def show_top(call: Call) -> None:
+    answer = invoke(call.client, call.function, call.request)
+    if call.output == "json":
+        print(json.dumps(answer), file=call.out)
+        return
+    entity = _entity_field(answer, call.arguments.entity_attribute)
+    rows = [
+        [str(place), text_of(item.get(entity)), text_of(item.get(COUNT_FIELD))]
+        for place, item in enumerate(answer.get("items", []), start=1)
+    ]
     notes = []
-    first = answers[0] if answers else {}
-    if "reads" in first:
-        reads = first["reads"]
-        notes.append(f"read with {reads.get('queries')} Queries and {reads.get('getItems')} GetItems")
-    if first.get("complete") is False:
-        notes.append(f"incomplete: {first.get('message', 'the read budget ran out')}")
+    if "reads" in answer:
+        notes.append(
+            f"read with {answer['reads'].get('queries')} Queries and {answer['reads'].get('getItems')} GetItems"
+        )
+    if answer.get("complete") is False:
+        notes.append(f"incomplete: {answer.get('message', 'the read budget ran out')}")
     if not rows:
         notes.append("no entries")
-    return Shown(f"{what} · {board_title(first)}", field, rows, notes)
+    title = f"top {call.arguments.limit} · {board_title(answer)}"
+    print_rows(call.out, call.output, title, ranked_columns(entity), rows, notes)
 
 
-def shown_rank(answer: dict[str, Any], entity_field: str) -> Shown:
-    song = str(answer.get(entity_field))
-    rank = answer.get("rank")
+def show_rank(call: Call) -> None:
+    answer = invoke(call.client, call.function, call.request)
+    if call.output == "json":
+        print(json.dumps(answer), file=call.out)
+        return
+    entity = call.arguments.entity_attribute
+    song, rank = str(answer.get(entity)), answer.get("rank")
     if rank is not None:
         place = f"rank {rank}"
     elif "rankAtLeast" in answer:
         place = f"rank at least {answer['rankAtLeast']}: counting stopped at the read budget"
     else:
-        place = "no rank"
-    notes = [f"{song}: {answer.get(COUNT_FIELD)} ({place})"]
+        place = "not on this board"
     if "items" in answer:
-        rows = [
-            (item.get("rank"), str(item.get(entity_field)), item.get(COUNT_FIELD), item.get(entity_field) == song)
-            for item in answer["items"]
-        ]
+        listed = [(item.get("rank"), item.get(entity), item.get(COUNT_FIELD)) for item in answer["items"]]
     else:
-        rows = [] if rank is None else [(rank, song, answer.get(COUNT_FIELD), True)]
-    return Shown(f"rank · {board_title(answer)}", entity_field, rows, notes)
+        listed = [(rank, song, answer.get(COUNT_FIELD))] if rank is not None or call.output == "text" else []
+    rows = [[text_of(place_), text_of(entity_), text_of(value)] for place_, entity_, value in listed]
+    marked = [str(entity_) == song for _, entity_, _ in listed]
+    notes = [f"{song}: {answer.get(COUNT_FIELD)} ({place})"]
+    print_rows(call.out, call.output, f"rank · {board_title(answer)}", ranked_columns(entity), rows, notes, marked)
 
 
-def print_table(shown: Shown, out: TextIO) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=out, highlight=False)
-    console.print(shown.title, markup=False, soft_wrap=True)
-    table = Table()
-    table.add_column("#", justify="right")
-    table.add_column(shown.entity_field, overflow="fold")
-    table.add_column(COUNT_FIELD, justify="right")
-    for place, entity, value, marked in shown.rows:
-        table.add_row("" if place is None else str(place), entity, str(value), style="bold" if marked else None)
-    if shown.rows:
-        console.print(table)
-    for note in shown.notes:
-        console.print(note, markup=False, soft_wrap=True)
+def show_score(call: Call) -> None:
+    answer = invoke(call.client, call.function, call.request)
+    if call.output == "json":
+        print(json.dumps(answer), file=call.out)
+        return
+    entity = call.arguments.entity_attribute
+    song, value, listed = str(answer.get(entity)), answer.get(COUNT_FIELD), answer.get("onBoard")
+    if call.output == "text":
+        print(f"{song}\t{text_of(value)}\t{text_of(listed)}", file=call.out)
+        return
+    rows = [[song, text_of(value)]] if listed else []
+    note = f"{song}: {value}" if listed else f"{song}: not on this board"
+    columns = [Column(entity), Column(COUNT_FIELD, numeric=True)]
+    print_rows(call.out, call.output, f"score · {board_title(answer)}", columns, rows, [note])
 
 
-def show_rank(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
-    request[arguments.entity_attribute] = arguments.song
-    if arguments.around is not None:
-        request["around"] = arguments.around
-    answer = invoke(client, function, request)
-    if arguments.json:
-        print(json.dumps(answer), file=out)
+def show_card(call: Call) -> None:
+    """The board's size: the function counts a board past its read budget over several invocations."""
+    answer = invoke(call.client, call.function, call.request)
+    for _ in range(100_000):
+        if answer.get("next_token") is None:
+            break
+        answer = invoke(call.client, call.function, {**call.request, "next_token": answer["next_token"]})
+    if call.output == "json":
+        print(json.dumps(answer), file=call.out)
+    elif call.output == "text":
+        print(text_of(answer.get("size")), file=call.out)
     else:
-        print_table(shown_rank(answer, arguments.entity_attribute), out)
+        print(f"card · {board_title(answer)}", file=call.out)
+        size = answer.get("size")
+        print(f"{size} {'entry' if size == 1 else 'entries'}", file=call.out)
 
 
-def show_top(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
-    request["limit"] = arguments.limit
-    if arguments.last is not None:
-        request["last"] = arguments.last
-    answer = invoke(client, function, request)
-    if arguments.json:
-        print(json.dumps(answer), file=out)
+def show_listing(call: Call) -> None:
+    """Every page of a listing as it arrives, up to --max-items; then the token to resume from, if any is left."""
+    arguments = call.arguments
+    command = arguments.command
+    if command == "range-by-count":
+        low, high = call.request.get("minCount"), call.request.get("maxCount")
+        title = f"{COUNT_FIELD} {low if low is not None else '…'} to {high if high is not None else '…'}"
+    elif command == "range":
+        title = f"ranks {arguments.from_rank} to {arguments.to_rank if arguments.to_rank is not None else 'the end'}"
     else:
-        print_table(shown_page([answer], arguments.entity_attribute, f"top {arguments.limit}"), out)
+        title = "all"
+    printer = ListingPrinter(
+        call.out, call.output, title, arguments.entity_attribute, command != "range-by-count", call.listed
+    )
+    pages = listing_pages(
+        call.client, call.function, call.request, arguments.page_size, arguments.max_items, arguments.starting_token
+    )
+    for answer in pages:
+        printer.page(answer)
+    printer.finish(call.listed.resume)
 
 
-def show_all(arguments: argparse.Namespace, client: Any, function: str, request: dict[str, Any], out: TextIO) -> None:
-    """Each page as it comes with --json; the table only once the last page is in."""
-    request["limit"] = arguments.page_size
-    answers = []
-    for answer in pages(client, function, request):
-        if arguments.json:
-            print(json.dumps(answer), file=out)
-        answers.append(answer)
-    if not arguments.json:
-        print_table(shown_page(answers, arguments.entity_attribute, "all"), out)
+def _entity_field(answer: dict[str, Any], fallback: str) -> str:
+    for item in answer.get("items", []):
+        fields = [name for name in item if name not in (COUNT_FIELD, "rank")]
+        if fields:
+            return str(fields[0])
+    return fallback
 
 
-SHOWN_BY: dict[str, Callable[[argparse.Namespace, Any, str, dict[str, Any], TextIO], None]] = {
+SHOWN_BY: dict[str, Callable[[Call], None]] = {
     "top": show_top,
     "rank": show_rank,
-    "all": show_all,
+    "all": show_listing,
+    "range": show_listing,
+    "range-by-count": show_listing,
+    "card": show_card,
+    "score": show_score,
 }
+LISTINGS = ("all", "range", "range-by-count")
 
 
 def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | None = None) -> int:
-    """One command: 0 on an answer, 1 on an error (said on stderr; with --json the error answer on stdout)."""
+    """One command: 0 on an answer, 1 on an error (said on stderr; with JSON output the error answer on stdout), 2 on
+    flags that contradict each other, 130 when interrupted (a listing says where to resume)."""
     out = out or sys.stdout
+    output = chosen_format(arguments)
+    try:
+        request = command_request(arguments)
+    except UsageError as error:
+        usage_error = getattr(arguments, "usage_error", None)
+        if usage_error is not None:
+            usage_error(str(error))  # argparse's: usage, the message, exit code 2
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    listed = Listed()
     try:
         function = arguments.function or query_function_of(arguments.table)
-        request = board_request(arguments)
         client = client or lambda_client(arguments.profile, arguments.region, arguments.endpoint_url)
-        SHOWN_BY[arguments.command](arguments, client, function, request, out)
+        SHOWN_BY[arguments.command](Call(arguments, client, function, request, out, output, listed))
         return 0
+    except NoSuchFunction as error:
+        if arguments.function:
+            print(f"error: {error}: check --function, and --region or --endpoint-url", file=sys.stderr)
+        else:
+            print(
+                f"error: {error}: --table {arguments.table} has no query function beside it there; "
+                "check --table, --region or --endpoint-url, or name the function with --function",
+                file=sys.stderr,
+            )
+        return 1
     except AnswerError as error:
-        if arguments.json:
+        if output == "json" and not listed.started:
             print(json.dumps(error.answer), file=out)
         print(f"error: {error}", file=sys.stderr)
         return 1
     except CommandError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        _quiet_stdout(out)
+        return 0
+    except KeyboardInterrupt:
+        where = f" after {listed.entries} entries" if listed.started else ""
+        print(f"\ninterrupted{where}", file=sys.stderr)
+        if listed.resume is not None:
+            print(f"resume with --starting-token {listed.resume} (and the same flags)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _quiet_stdout(out: TextIO) -> None:
+    """The reader went away (`| head`): what is still buffered for it goes nowhere, without a second error at exit."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
+# ---------------------------------------------------------------- the parsers
+
+
+SUMMARIES = {
+    "top": "the top entries of a board, or of a rolling window (--last)",
+    "rank": "the rank of one entity in a board, and its neighbours (--around)",
+    "all": "every entry of a board with its rank, page after page (--max-items, --starting-token)",
+    "range": "the entries at ranks --from-rank to --to-rank of a board, each with its rank (Redis ZREVRANGE)",
+    "range-by-count": "the entries of a board whose count (or sum) is within --min-count and --max-count, highest "
+    "first (Redis ZREVRANGEBYSCORE)",
+    "card": "how many entries a board lists (Redis ZCARD)",
+    "score": "one entity's count (or sum) on a board, or that it is not on it (Redis ZSCORE)",
+}
 
 
 def register(commands: Any) -> None:
-    """`top`, `rank` and `all`, with the board and target flags they share."""
-    for name, summary in (
-        ("top", "the top entries of a board, or of a rolling window (--last)"),
-        ("rank", "the rank of one song in a board, and its neighbours (--around)"),
-        ("all", "every entry of a board, page after page"),
-    ):
+    """`top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score`, with the flags they share."""
+    for name, summary in SUMMARIES.items():
         command = commands.add_parser(name, help=summary, description=summary)
         target = command.add_mutually_exclusive_group(required=True)
         target.add_argument("--table", help="the module's table, <name>-downloads: its query function is <name>-query")
         target.add_argument("--function", help="the query function's name or ARN")
         board = command.add_argument_group("board")
-        board.add_argument("--month", help='YYYY-MM: the guide\'s monthly board, asked as {"month": ...}')
+        board.add_argument(
+            "--month", type=month_argument, help='YYYY-MM: the guide\'s monthly board, asked as {"month": ...}'
+        )
         board.add_argument("--period", choices=PERIODS, help="a period the deployment keeps (leaderboard_periods)")
         board.add_argument(
-            "--key", help="the period's UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018 (default: now)"
+            "--key",
+            type=key_argument,
+            help="the period's UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018 (default: now)",
         )
         board.add_argument("--category", help="a category's board (category_attribute_name)")
-        if name == "top":
-            command.add_argument("--limit", type=int, default=10, help="entries (default 10)")
-            command.add_argument("--last", type=int, help="a rolling window: the sum of the last N buckets to --key")
-        elif name == "rank":
-            command.add_argument("--song", "--id", dest="song", required=True, help="the entity id")
-            command.add_argument("--around", type=int, help="also list N entries above and N below it")
-        else:
-            command.add_argument("--page-size", type=int, default=ALL_PAGE_SIZE, help="entries per invocation")
+        _add_own_arguments(command, name)
         command.add_argument(
             "--entity-attribute", default="songID", help="the module's entity_attribute_name (default songID)"
         )
-        command.add_argument("--json", action="store_true", help="print the query function's response unchanged")
+        add_output_argument(command)
         aws = command.add_argument_group("AWS (default: boto3's standard configuration)")
         aws.add_argument("--profile")
         aws.add_argument("--region")
         aws.add_argument("--endpoint-url", help="default: AWS_ENDPOINT_URL if set, else AWS")
-        command.set_defaults(handler=run)
+        command.set_defaults(handler=run, usage_error=command.error)
+
+
+def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
+    if name == "top":
+        command.add_argument(
+            "--limit",
+            type=bounded(1, MAX_LIMIT),
+            default=10,
+            help=f"entries (default 10; 1-{MAX_LIMIT}, with --last 1-{MAX_WINDOW_LIMIT})",
+        )
+        command.add_argument(
+            "--last",
+            type=bounded(*LAST_BUCKETS),
+            help="a rolling window: the sum of the last N buckets to --key (2-48)",
+        )
+    elif name in ("rank", "score"):
+        command.add_argument("--song", "--id", dest="song", required=True, type=entity_argument, help="the entity id")
+        if name == "rank":
+            command.add_argument(
+                "--around",
+                type=bounded(0, MAX_AROUND),
+                help=f"also list N entries above and N below it (0-{MAX_AROUND})",
+            )
+    if name == "range":
+        command.add_argument(
+            "--from-rank",
+            "--from",
+            dest="from_rank",
+            type=bounded(1, MAX_RANK),
+            default=1,
+            help="the first rank, 1-based",
+        )
+        command.add_argument(
+            "--to-rank", "--to", dest="to_rank", type=bounded(1, MAX_RANK), help="the last rank (default: the end)"
+        )
+    elif name == "range-by-count":
+        command.add_argument(
+            "--min-count", "--min", dest="min_count", type=count_argument, help="the lowest count (or sum), included"
+        )
+        command.add_argument(
+            "--max-count", "--max", dest="max_count", type=count_argument, help="the highest count (or sum), included"
+        )
+    if name in LISTINGS:
+        paging = command.add_argument_group("paging (as the AWS CLI's)")
+        paging.add_argument(
+            "--page-size",
+            type=bounded(1, MAX_LIMIT),
+            default=ALL_PAGE_SIZE,
+            help=f"entries per invocation of the function (1-{MAX_LIMIT}, default {ALL_PAGE_SIZE})",
+        )
+        paging.add_argument(
+            "--max-items", type=bounded(1, 10**12), help="entries to print in all; then the NextToken to resume from"
+        )
+        paging.add_argument("--starting-token", help="a NextToken printed before: resume the listing there")

@@ -52,8 +52,13 @@ REQUESTS = [
     {"month": "2018-01", "songID": "song22", "around": 2},
     {"period": "day", "key": DAYS[-1], "last": 3, "limit": 10},
     {"period": "day", "key": DAYS[-1], "songID": "song22", "around": 2},
+    {"month": "2018-01", "fromRank": 20, "toRank": 30, "limit": 5},
+    {"month": "2018-01", "minCount": 60, "maxCount": 120, "limit": 5},
+    {"period": "day", "key": DAYS[-1], "size": True},
+    {"month": "2018-01", "songID": "song07", "score": True},
 ]
-"""Every kind of request the function answers: a page, a rank, around-me, a rolling window, around-me on a day."""
+"""Every kind of request the function answers: a page, a rank, around-me, a rolling window, around-me on a day, a range
+by rank, a range by count, a board's size, a score."""
 
 
 def query_policy(module: Path = TERRAFORM_MODULE, variables: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
@@ -144,6 +149,10 @@ def recorded(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, 
     assert len(answers[2]["items"]) == 5
     assert answers[3]["complete"], answers[3]
     assert answers[3]["reads"]["getItems"] > 0, answers[3]
+    assert [item["rank"] for item in answers[5]["items"]] == [20, 21, 22, 23, 24]
+    assert len(answers[6]["items"]) == 5, answers[6]
+    assert answers[6]["next_token"] is not None
+    assert (answers[7]["size"], answers[8]["onBoard"]) == (60, True)
     return client.requests
 
 

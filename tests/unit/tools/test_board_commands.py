@@ -1,4 +1,6 @@
-"""`leaderboard-tools top|rank|all`: the request each command sends, the table it prints, --json unchanged."""
+"""`leaderboard-tools top|rank|all`: the request each command sends, the table it prints, --json unchanged (`all`: its
+pages as one document). The verbs `range`, `range-by-count`, `card` and `score`, the output formats, paging and the
+flags checked at parse time: test_query_verbs_cli.py."""
 
 from __future__ import annotations
 
@@ -167,11 +169,12 @@ def test_all_follows_every_page(stub: StubLambda, capsys: pytest.CaptureFixture[
     assert code == 0
     assert len(stub.requests) == 3
     assert [line.split()[3] for line in rows_of(out)] == list(JANUARY)
-    # with --json, each page's answer on its own line
+    assert [line.split()[1] for line in rows_of(out)] == [str(rank) for rank in range(1, len(JANUARY) + 1)]
+    # with --json, the pages' items in one document, as one page of the whole listing would hold them
     code, out, _ = command(["all", "--function", "f", "--period", "all", "--page-size", "3", "--json"], stub, capsys)
-    answers = [json.loads(line) for line in out.splitlines()]
-    assert [item["songID"] for answer in answers for item in answer["items"]] == list(JANUARY)
-    assert answers[-1]["next_token"] is None
+    answer = json.loads(out)
+    assert [item["songID"] for item in answer["items"]] == list(JANUARY)
+    assert (answer["period"], answer["next_token"]) == ("all", None)
 
 
 def test_a_rolling_window_shows_its_reads(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
@@ -183,31 +186,37 @@ def test_a_rolling_window_shows_its_reads(stub: StubLambda, capsys: pytest.Captu
     assert "Queries" in out
 
 
+def test_a_table_not_named_like_the_modules_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = command(["top", "--table", "music", "--month", "2018-01"], FailingLambda(payload={}), capsys)
+    assert code == 1
+    assert "not named like the module's table" in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["top", "--table", "music", "--month", "2018-01"], "not named like the module's table"),
         (["top", "--function", "f"], "name a board"),
         (["top", "--function", "f", "--month", "2018-01", "--key", "2018-01"], "not both"),
     ],
 )
-def test_a_command_that_names_no_function_or_board_says_what_to_give(
+def test_a_command_that_names_no_board_is_a_usage_error(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = command(argv, FailingLambda(payload={}), capsys)
-    assert code == 1
-    assert message in err
+    with pytest.raises(SystemExit) as exited:
+        command(argv, FailingLambda(payload={}), capsys)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_an_error_answer_is_said_and_with_json_printed_unchanged(
     stub: StubLambda, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = command(["top", "--function", "f", "--period", "day", "--key", "2018-02-30"], stub, capsys)
+    # given a category too long for a board id: what only the function knows
+    argv = ["top", "--function", "f", "--period", "day", "--key", "2018-02-03", "--category", "x" * 1100]
+    code, out, err = command(argv, stub, capsys)
     assert (code, out) == (1, "")
-    assert "InvalidRequest: key of a day is formatted YYYY-MM-DD" in err
-    code, out, err = command(
-        ["top", "--function", "f", "--period", "day", "--key", "2018-02-30", "--json"], stub, capsys
-    )
+    assert "InvalidRequest: category is too long" in err
+    code, out, err = command([*argv, "--json"], stub, capsys)
     assert code == 1
     assert json.loads(out)["error"]["code"] == "InvalidRequest"
 
@@ -215,7 +224,7 @@ def test_an_error_answer_is_said_and_with_json_printed_unchanged(
 @pytest.mark.parametrize(
     ("client", "message"),
     [
-        (FailingLambda(ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "Invoke")), "no function f"),
+        (FailingLambda(ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "Invoke")), "f does not exist"),
         (FailingLambda(ClientError({"Error": {"Code": "AccessDeniedException"}}, "Invoke")), "cannot invoke f"),
         (FailingLambda(NoCredentialsError()), "no AWS credentials"),
         (FailingLambda(payload={"errorMessage": "boom"}, function_error=True), "f failed"),

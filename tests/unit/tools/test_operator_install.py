@@ -156,7 +156,7 @@ def test_a_clean_install_runs_the_command_and_each_command_s_help(operator_insta
     command = str(operator_install / "bin" / "leaderboard-tools")
     usage = run_in(operator_install, command, "--help")
     assert usage.returncode == 0, usage.stderr
-    listed = re.search(r"\{([a-z,]+)\}", usage.stdout)
+    listed = re.search(r"\{([a-z,-]+)\}", usage.stdout)
     assert listed, usage.stdout
     names = listed[1].split(",")
     assert {"top", "rank", "all", "size", "rekey", "reconcile", "recover"} <= set(names)

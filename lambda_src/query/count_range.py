@@ -1,0 +1,126 @@
+"""The count range kind (Redis's ZREVRANGEBYSCORE): a board's entries whose count (or sum) is within bounds, a page at
+a time, in listing order (highest first, equal values by id).
+
+{"month": "2018-01", "minCount": 10, "maxCount": 20, "limit": 100}
+    -> {"month": "2018-01", "minCount": 10, "maxCount": 20, "items": [{"songID": "song4", "downloadCount": 20}, ...],
+        "next_token": "..." | null}
+
+Both bounds are inclusive and either may be left out (no bound). The index's order is the value scaled
+and a tie-breaker below one step of the value (index_layout.py), so the values within bounds are exactly
+the orders between two numbers: each partition is read from the upper one down to the lower one, as a
+page is read (leaderboard_page.py), and reads nothing outside them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
+from typing import Any
+
+from boards import Board
+from index_reads import START, IndexSchema, Layout, Position, partition_budget, read_partition, value_of
+from leaderboard_core.attributes import COUNT_FIELD
+from leaderboard_core.index_layout import MAX_DECIMALS, ORDER_SCALE
+from leaderboard_page import PageRequest, merge_page, parse_limit
+from page_tokens import Scope, decode_scope, encode_token
+from request_parsing import InvalidRequest
+
+SCOPE = "counts"
+BOUND_FIELDS = ("minCount", "maxCount")
+_DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
+HIGHEST_ORDER = 10**38 - 1
+"""The largest order DynamoDB's 38 digits hold: bounds are clamped to the orders an entry can have."""
+LOWEST_ORDER = -HIGHEST_ORDER
+
+
+@dataclass(frozen=True)
+class CountRangeRequest:
+    board: Board
+    bounds: dict[str, Decimal]
+    """minCount and maxCount as asked (a missing one is no bound)."""
+    asked: dict[str, int | str]
+    """The bounds as the request gave them: the answer repeats them."""
+    limit: int
+    cursors: dict[str, Position | None]
+    """START for a partition: from the upper bound."""
+
+    def orders(self, summed: bool) -> tuple[int, int]:
+        """The lowest and highest order of an entry whose value is within the bounds (lowest > highest: none)."""
+        decimals = MAX_DECIMALS if summed else 0
+        step = ORDER_SCALE // 10**decimals
+        """The order's distance between two neighbouring values: the tie-breaker stays below it."""
+        with localcontext() as context:
+            context.prec = 100
+            low, high = LOWEST_ORDER, HIGHEST_ORDER
+            if "minCount" in self.bounds:
+                low = int(self.bounds["minCount"].scaleb(decimals).to_integral_value(ROUND_CEILING)) * step
+            if "maxCount" in self.bounds:
+                high = (int(self.bounds["maxCount"].scaleb(decimals).to_integral_value(ROUND_FLOOR)) + 1) * step - 1
+        return max(low, LOWEST_ORDER), min(high, HIGHEST_ORDER)
+
+
+def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> CountRangeRequest:
+    """The bounds (an integer, or a decimal as a string), the page's limit, and where the token stands."""
+    bounds: dict[str, Decimal] = {}
+    for field in BOUND_FIELDS:
+        if field in event:
+            bounds[field] = _bound(field, event[field])
+    if len(bounds) == 2 and bounds["minCount"] > bounds["maxCount"]:
+        raise InvalidRequest("minCount must be at most maxCount")
+    asked = {field: event[field] for field in bounds}
+    limit = parse_limit(event)
+    scope = tuple(_canonical(bounds[field]) if field in bounds else "" for field in BOUND_FIELDS)
+    if "next_token" not in event:
+        cursors: dict[str, Position | None] = dict.fromkeys(layout.partitions(board.id), START)
+    else:
+        cursors, token_scope = decode_scope(event["next_token"], board.id, layout, SCOPE, 2)
+        if token_scope != scope:
+            raise InvalidRequest("next_token belongs to another range: give the minCount and maxCount of its request")
+    return CountRangeRequest(board, bounds, asked, limit, cursors)
+
+
+def _bound(field: str, value: Any) -> Decimal:
+    """An integer, or a string holding a decimal (a JSON number with a fraction may be read as a binary float)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= HIGHEST_ORDER:
+        return Decimal(value)
+    if isinstance(value, str) and _DECIMAL.match(value):
+        return Decimal(value)
+    raise InvalidRequest(
+        f'{field} must be an integer, or a decimal in a string ("12.5"), of at most 38 digits before its point'
+    )
+
+
+def _canonical(value: Decimal) -> str:
+    """The bound as a token's scope holds it: one text per value ("12.50" and "12.5" are one bound)."""
+    with localcontext() as context:
+        context.prec = 100
+        text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def answer(
+    client: Any,
+    table_name: str,
+    schema: IndexSchema,
+    layout: Layout,
+    request: CountRangeRequest,
+    map_partitions: Callable[..., Any] = map,
+    out_of_time: Callable[[], bool] = lambda: False,
+    summed: bool = False,
+) -> dict[str, Any]:
+    """The next `limit` entries within the bounds, and the token of the page after them (null: the range is done)."""
+    board = request.board.id
+    low, high = request.orders(summed)
+    response: dict[str, Any] = {**request.board.named(), **request.asked}
+    if low > high:
+        return response | {"items": [], "next_token": None}
+    budget = partition_budget(len(layout.partitions(board)))
+    reader = read_partition(client, table_name, schema, budget, out_of_time, floor=low, ceiling=high)
+    entries, cursors = merge_page(PageRequest(request.board, request.limit, request.cursors), reader, map_partitions)
+    scope = Scope(SCOPE, tuple(_canonical(request.bounds[f]) if f in request.bounds else "" for f in BOUND_FIELDS))
+    return response | {
+        "items": [{schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed)} for entry in entries],
+        "next_token": encode_token(board, layout, cursors, scope) if cursors else None,
+    }

@@ -1,0 +1,232 @@
+"""The rank range kind (Redis's ZREVRANGE): the entries at ranks fromRank to toRank of a board, a page at a time.
+
+{"month": "2018-01", "fromRank": 50, "toRank": 60}
+    -> {"month": "2018-01", "fromRank": 50, "toRank": 60,
+        "items": [{"songID": "song8", "downloadCount": 12, "rank": 50}, ...], "next_token": "..." | null}
+
+A rank is a place in the board's listing (leaderboard_page.py): 1-based, equal values by id. To reach
+fromRank the function skips the entries listed above it without a read per partition of every one of
+them: it reads each partition from the top in chunks of its expected share of them (the leaderboard
+shard of an id is a hash: a partition holds about 1/N of any part of the listing) and merges what is
+certain (every entry up to the lowest of the partitions' last entries read), reading on only where a
+partition's last entry read is still above the place sought. A skip the request's read budget or time
+cannot finish answers a page without items whose token continues from where it stopped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from boards import Board
+from index_reads import (
+    START,
+    BudgetedClient,
+    Entry,
+    IndexSchema,
+    Layout,
+    PartitionReader,
+    Position,
+    Unavailable,
+    partition_budget,
+    read_partition,
+    request_budget,
+    value_of,
+)
+from leaderboard_core.attributes import COUNT_FIELD
+from leaderboard_page import PageRequest, merge_page, parse_limit
+from page_tokens import FORGED, Scope, decode_scope, encode_token
+from request_parsing import InvalidRequest
+
+MAX_RANK = 2**53 - 1
+"""The largest rank a request may name: the largest integer every JSON parser reads exactly."""
+SKIP_STEP = 20_000
+"""Entries one round of the skip passes over at most (about 2 MB of index entries read, a few MB of memory)."""
+SCOPE = "ranks"
+RANK_FIELDS = ("fromRank", "toRank")
+
+
+@dataclass(frozen=True)
+class RankRangeRequest:
+    board: Board
+    first: int
+    """fromRank: 1 if not given."""
+    last: int | None
+    """toRank: None for the end of the board."""
+    limit: int
+    cursors: dict[str, Position | None]
+    next_rank: int
+    """The rank of the entry after the cursors; below `first` while the skip to it is not done."""
+
+
+def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> RankRangeRequest:
+    """The ranks (fromRank default 1, toRank default the end), the page's limit, and where the token stands."""
+    for field in RANK_FIELDS:
+        value = event.get(field, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RANK:
+            raise InvalidRequest(f"{field} must be an integer from 1 to {MAX_RANK}: a 1-based rank")
+    first, last = event.get("fromRank", 1), event.get("toRank")
+    if last is not None and last < first:
+        raise InvalidRequest("toRank must be at least fromRank")
+    limit = parse_limit(event)
+    if "next_token" not in event:
+        return RankRangeRequest(board, first, last, limit, dict.fromkeys(layout.partitions(board.id), START), 1)
+    cursors, (token_first, token_last, token_next) = decode_scope(event["next_token"], board.id, layout, SCOPE, 3)
+    if (token_first, token_last) != _range_text(first, last):
+        raise InvalidRequest("next_token belongs to another range: give the fromRank and toRank it was issued for")
+    next_rank = int(token_next) if token_next.isdigit() else 0
+    if not 1 <= next_rank <= (MAX_RANK if last is None else last) or not cursors:
+        raise InvalidRequest(FORGED)
+    return RankRangeRequest(board, first, last, limit, cursors, next_rank)
+
+
+def _range_text(first: int, last: int | None) -> tuple[str, str]:
+    return str(first), "" if last is None else str(last)
+
+
+def answer(
+    client: Any,
+    table_name: str,
+    schema: IndexSchema,
+    layout: Layout,
+    request: RankRangeRequest,
+    map_partitions: Callable[..., Any] = map,
+    out_of_time: Callable[[], bool] = lambda: False,
+    summed: bool = False,
+) -> dict[str, Any]:
+    """The next `limit` entries of the range, each with its rank, and the token of the page after them (null: done).
+
+    Every Query counts against one budget for the request (request_budget) and the function's clock. A
+    request that cannot skip a single entry, nor list one, is Unavailable; one that skipped some and ran
+    out answers the entries it could list (none while skipping) and a token that continues from there.
+    """
+    partitions = layout.partitions(request.board.id)
+    budgeted = BudgetedClient(client, request_budget(len(partitions)), out_of_time)
+    read = read_partition(budgeted, table_name, schema, partition_budget(len(partitions)), out_of_time)
+    cursors, rank = dict(request.cursors), request.next_rank
+
+    def response(entries: list[Entry], cursors: dict[str, Position | None], rank: int) -> dict[str, Any]:
+        listed = rank + len(entries)
+        done = not cursors or (request.last is not None and listed > request.last)
+        items = [
+            {schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed), "rank": rank + place}
+            for place, entry in enumerate(entries)
+        ]
+        scope = Scope(SCOPE, (*_range_text(request.first, request.last), str(listed)))
+        return {
+            **request.board.named(),
+            "fromRank": request.first,
+            "toRank": request.last,
+            "items": items,
+            "next_token": None if done else encode_token(request.board.id, layout, cursors, scope),
+        }
+
+    skipped = 0
+    if rank < request.first:
+        cursors, skipped = skip(cursors, request.first - rank, read, map_partitions)
+        rank += skipped
+        if rank < request.first and cursors:
+            if not skipped:
+                raise Unavailable(f"skipping to rank {request.first} could not pass one entry within the read budget")
+            return response([], cursors, rank)
+    if not cursors:
+        return response([], cursors, rank)
+    wanted = request.limit if request.last is None else min(request.limit, request.last - rank + 1)
+    try:
+        entries, after = merge_page(PageRequest(request.board, wanted, cursors), read, map_partitions)
+    except Unavailable:
+        if not skipped:
+            raise
+        return response([], cursors, rank)
+    return response(entries, after, rank)
+
+
+def skip(
+    cursors: dict[str, Position | None], count: int, read: PartitionReader, map_partitions: Callable[..., Any] = map
+) -> tuple[dict[str, Position | None], int]:
+    """Pass over `count` entries of the listing from the cursors: the cursors after them, and how many were passed.
+
+    Fewer than `count` when the board ends (its cursors are then empty) or a round ran out of reads (Unavailable):
+    what the rounds before it passed stays passed.
+    """
+    skipped = 0
+    while skipped < count and cursors:
+        try:
+            passed, cursors = skip_round(cursors, min(count - skipped, SKIP_STEP), read, map_partitions)
+        except Unavailable:
+            break
+        skipped += passed
+    return cursors, skipped
+
+
+def skip_round(
+    cursors: dict[str, Position | None], count: int, read: PartitionReader, map_partitions: Callable[..., Any] = map
+) -> tuple[int, dict[str, Position | None]]:
+    """Pass over `count` entries (fewer only where the board ends): how many, and the cursors after them.
+
+    Every partition is read from its cursor for its expected share of `count` and a margin of three
+    standard deviations (the share of a hash is binomial), whole order groups only. The entries up to
+    the lowest last entry of the partitions not read to their end are certain: no unread entry lists
+    before them. Until `count` of them are certain, the partitions whose last entry read lists before
+    the count-th entry read are read on, twice as much each time.
+    """
+    partitions = sorted(cursors)
+    share = count / len(partitions)
+    chunk = dict.fromkeys(partitions, math.ceil(share + 3 * math.sqrt(share)) + 1)
+    buffers: dict[str, list[Entry]] = {partition: [] for partition in partitions}
+    exhausted: set[str] = set()
+    pending = partitions
+
+    def read_on(partition: str) -> tuple[list[Entry], bool]:
+        read_so_far = buffers[partition]
+        after = Position(read_so_far[-1].order, read_so_far[-1].entity_id) if read_so_far else cursors[partition]
+        return read(partition, after, chunk[partition])
+
+    while True:
+        for partition, (entries, done) in zip(pending, list(map_partitions(read_on, pending)), strict=True):
+            buffers[partition] += entries
+            chunk[partition] *= 2
+            if done:
+                exhausted.add(partition)
+        open_ends = [buffers[partition][-1] for partition in partitions if partition not in exhausted]
+        certain = min(open_ends) if open_ends else None
+        passed, last_taken = _take(_merged(buffers), count, certain)
+        if passed == count or certain is None:
+            after = dict(cursors)
+            for partition in partitions:
+                if partition in last_taken:
+                    after[partition] = Position(last_taken[partition].order, last_taken[partition].entity_id)
+                    if partition in exhausted and last_taken[partition] == buffers[partition][-1]:
+                        del after[partition]
+                elif partition in exhausted and not buffers[partition]:
+                    del after[partition]
+            return passed, after
+        counted, sought = _take(_merged(buffers), count, None)
+        if counted < count:
+            pending = [partition for partition in partitions if partition not in exhausted]
+        else:
+            place = max(sought.values())
+            pending = [p for p in partitions if p not in exhausted and buffers[p][-1] < place]
+
+
+def _merged(buffers: dict[str, list[Entry]]) -> Iterator[tuple[Entry, str]]:
+    return heapq.merge(*([(entry, partition) for entry in entries] for partition, entries in buffers.items()))
+
+
+def _take(merged: Iterator[tuple[Entry, str]], count: int, certain: Entry | None) -> tuple[int, dict[str, Entry]]:
+    """The first `count` distinct entities of the merge, up to `certain`: how many, and each partition's last taken.
+
+    Moving between layouts an aggregate can show in two partitions for a moment: it is passed once, and
+    both partitions' cursors move past it.
+    """
+    seen: set[str] = set()
+    last_taken: dict[str, Entry] = {}
+    for entry, partition in merged:
+        if len(seen) == count or (certain is not None and certain < entry):
+            break
+        last_taken[partition] = entry
+        seen.add(entry.entity_id)
+    return len(seen), last_taken
