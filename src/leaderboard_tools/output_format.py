@@ -29,3 +29,8 @@ def chosen_format(arguments: argparse.Namespace) -> OutputFormat:
     """The format asked for, else a table."""
     asked = getattr(arguments, "output", None)
     return "table" if asked is None else asked
+
+
+def text_line(*fields: object) -> str:
+    """One record of `--output text`: its fields tab-separated, None empty, a tab or newline inside a field a space."""
+    return "\t".join("" if field is None else " ".join(str(field).split("\t")).replace("\n", " ") for field in fields)

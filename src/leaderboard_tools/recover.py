@@ -12,7 +12,8 @@ The failure queue holds five kinds of messages:
   records' downloads could be of any board (their timestamps are the writers'), so every board of
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
-- `rejected_download`: a malformed download, never countable: reported, then deleted;
+- `rejected_download`: a malformed download, never countable: reported with the item's key (the stream record the
+  message holds names it), so that the item can be fixed, then deleted;
 - `recount_band`, a band whose repair never closed it: a repair records each band in the band queue,
   delayed toward its deadline, and the aggregator meets the record there then and copies it here if
   the band is still open (without the band queue, the repair records it here itself; recover reads
@@ -41,6 +42,7 @@ from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.failed_batches import BatchAnswerer
 from leaderboard_tools.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
+from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
     ClockDisagrees,
@@ -78,6 +80,30 @@ class RecoveryReport:
             "bands": self.bands,
             "reconciled": self.reconciled,
         }
+
+
+def rejected_key(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The key of the item a `rejected_download` message names (its stream record's `Keys`, or what a record too
+    large for a message kept of them), plain values for strings and numbers; None if it names none."""
+    record = body.get("record")
+    if not isinstance(record, dict):
+        return None
+    stream = record.get("dynamodb")
+    keys = stream.get("Keys") if isinstance(stream, dict) else None
+    if keys is None and record.get("truncated"):
+        keys = record.get("keys")
+    if not isinstance(keys, dict) or not keys:
+        return None
+    return {name: _plain(value) for name, value in keys.items()}
+
+
+def _plain(value: Any) -> Any:
+    """`{"S": "song1"}` as "song1", `{"N": "7"}` as "7": how an operator types the key; anything else as it is."""
+    if isinstance(value, dict) and len(value) == 1:
+        kind, inner = next(iter(value.items()))
+        if kind in ("S", "N"):
+            return inner
+    return value
 
 
 def _targets(messages: list[Message]) -> dict[str, set[str] | None] | None:
@@ -141,6 +167,29 @@ def recover(
     except ClockDisagrees as error:
         outcome = _stopped_outcome(error, report, visibility_seconds)
         raise ClockDisagrees(error.reason, error.repaired, outcome) from error
+    except KeyboardInterrupt as error:
+        raise Interrupted(_interrupted_outcome(error, report, visibility_seconds)) from error
+
+
+def _interrupted_outcome(error: KeyboardInterrupt, report: RecoveryReport, visibility_seconds: int) -> str:
+    """What a run stopped by Ctrl-C did: the messages it deleted, its repair's state, and that the rest come back."""
+    invoked = sum(1 for batch in report.batches if "aggregates" in batch)
+    parts = [
+        f"recover had deleted {report.deleted} of the {report.messages} messages it received (each only once "
+        "everything it named was exact)"
+    ]
+    if invoked:
+        parts.append(
+            f"it had invoked the aggregator for {invoked} of the mapping's failed batches (which counts their records "
+            "once from the shard's checkpoint: nothing to undo)"
+        )
+    if isinstance(error, Interrupted):
+        parts.append(f"its repair: {error.outcome.removesuffix(': run the same command again to repair the rest')}")
+    parts.append(
+        f"the messages not deleted are visible again within {visibility_seconds} s: run `leaderboard-tools recover` "
+        "again"
+    )
+    return "; ".join(parts)
 
 
 def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_seconds: int) -> str:
@@ -192,7 +241,11 @@ def _recover(
                 report.batches.append(message.batch | {"done": message.done, "note": message.note})
             elif message.kind == "rejected_download":
                 report.rejected_downloads.append(
-                    {"reason": message.body.get("reason"), "sequenceNumber": message.body.get("sequenceNumber")}
+                    {
+                        "reason": message.body.get("reason"),
+                        "sequenceNumber": message.body.get("sequenceNumber"),
+                        "key": rejected_key(message.body),
+                    }
                 )
                 message.done = True
             elif message.kind == "refused_record":

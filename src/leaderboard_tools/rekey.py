@@ -35,6 +35,8 @@ class RekeyReport:
     unchanged: int = 0
     conflicts: int = 0
     failed: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    """Nothing written: `moved` and `ordered` count what the pass would write."""
 
 
 def scan_aggregates(dynamodb: Any, table: str, names: AttributeNames, segment: int, segments: int) -> Any:
@@ -58,8 +60,11 @@ def scan_aggregates(dynamodb: Any, table: str, names: AttributeNames, segment: i
         yield from page.get("Items", [])
 
 
-def move(dynamodb: Any, table: str, names: AttributeNames, shards: int, item: dict[str, Any]) -> str:
-    """Put one aggregate where the layout wants it; 'moved', 'ordered', 'unchanged' or 'conflicts' (gave up)."""
+def move(
+    dynamodb: Any, table: str, names: AttributeNames, shards: int, item: dict[str, Any], dry_run: bool = False
+) -> str:
+    """Put one aggregate where the layout wants it; 'moved', 'ordered', 'unchanged' or 'conflicts' (gave up). With
+    `dry_run`, what it would be, written nowhere."""
     key = {names.entity: item[names.entity], names.sort_key: item[names.sort_key]}
     for _ in range(MAX_ROUNDS):
         entity, period = item[names.entity]["S"], item[names.sort_key]["S"]
@@ -68,6 +73,8 @@ def move(dynamodb: Any, table: str, names: AttributeNames, shards: int, item: di
         needs_order = names.order not in item and names.count in item
         if current == target and not needs_order:
             return "unchanged"
+        if dry_run:
+            return "ordered" if needs_order else "moved"
         attribute_names = {"#period": names.period}
         values: dict[str, Any] = {":target": {"S": target}, ":current": {"S": current or ""}}
         update, condition = "SET #period = :target", "#period = :current"
@@ -103,16 +110,21 @@ def rekey(
     names: AttributeNames = GUIDE_NAMES,
     segments: int = 4,
     on_progress: Callable[[int], None] = lambda done: None,
+    dry_run: bool = False,
 ) -> RekeyReport:
-    """One parallel scan over the aggregates; each is moved at most once, with conditional writes."""
-    report = RekeyReport()
+    """One parallel scan over the aggregates; each is moved at most once, with conditional writes (`dry_run`: none,
+    the report counting what would be written).
+
+    Interrupted (Ctrl-C), the segments stop at their next request (interruption.py): every aggregate is then in its
+    old partition or its new one, each moved by one conditional write, and a second run moves the rest."""
+    report = RekeyReport(dry_run=dry_run)
 
     def run_segment(segment: int) -> list[tuple[str, str]]:
         outcomes = []
         for item in scan_aggregates(dynamodb, table, names, segment, segments):
             name = f"{item[names.entity]['S']}|{item[names.sort_key]['S']}"
             try:
-                outcomes.append((name, move(dynamodb, table, names, shards, item)))
+                outcomes.append((name, move(dynamodb, table, names, shards, item, dry_run)))
             except ClientError as error:
                 outcomes.append((name, f"failed: {error.response.get('Error', {}).get('Code')}"))
             on_progress(1)

@@ -81,7 +81,7 @@ def recover(table: str, queue_url: str, attempts: int = 6) -> dict[str, Any]:
     for _ in range(attempts):
         result = subprocess.run(
             # The emulator stamps stream records with this machine's clock: a 2 s margin is its true skew.
-            [*RECOVER, "--table", table, "--queue-url", queue_url, "--clock-margin-seconds", "2"],
+            [*RECOVER, "--table", table, "--queue-url", queue_url, "--clock-margin-seconds", "2", "--output", "json"],
             capture_output=True,
             text=True,
             check=False,

@@ -27,6 +27,7 @@ from leaderboard_tools.backfill.report import (
 from leaderboard_tools.backfill.scan import MAX_READ_UNITS, PAGE_SIZE, SEGMENTS, ReadPacer, SegmentScan
 from leaderboard_tools.backfill.transactions import BackfillStopped, BackfillUnfinished, PageTransactions
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.interruption import WorkerStopped
 from leaderboard_tools.reconcile.clock import interval_clock
 
 UNFINISHED_CODES = frozenset(
@@ -100,6 +101,8 @@ class Backfill(SegmentProgress, SegmentScan, PageTransactions):
             self._stop.set()
             wait(futures)
         failure = failure or next((f.exception() for f in futures if f.exception() is not None), None)
+        if report.status == INTERRUPTED and isinstance(failure, WorkerStopped):
+            failure = None  # Ctrl-C stopped the segments at their next request (interruption.py): resumed, as a kill
         report.segments_done = sum(self._segment_state(index)[0] for index in range(self._segments))
         if failure is not None:
             self._classify(failure)

@@ -8,32 +8,43 @@ import json
 import sys
 from typing import Any
 
-from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT, EXIT_PENDING
-from leaderboard_tools.commands.operator_common import add_operator_arguments, operator_setup, progress_of
+from leaderboard_tools.argument_types import positive_float, positive_int, scan_segments
+from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT, EXIT_INTERRUPTED, EXIT_PENDING
+from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, progress_of
+from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
 
 BOARDS_LISTED = 50
-"""Boards the text report lists; --json lists every one."""
+"""Boards the table report lists; --output json lists every one."""
+DESCRIPTION = """Count the downloads a table held before the module was attached, each exactly once beside the stream
+(the aggregator and the backfill claim each download; docs/attaching.md). It resumes where a run stopped, at the rate
+--max-read-units allows; --release-check says when backfill_claims may be switched off."""
+ON_INTERRUPT = "the backfill resumes where its segments stopped: run the same command again"
 
 
 def register(commands: Any) -> None:
-    command = commands.add_parser(
+    command = add_command(
+        commands,
         "backfill",
-        help="count the table's history (downloads written before the module was attached) exactly once beside the "
+        "count the table's history (downloads written before the module was attached) exactly once beside the "
         "stream; needs backfill_claims = true",
+        DESCRIPTION,
     )
     add_operator_arguments(command)
     command.add_argument(
-        "--segments", type=_positive_int, default=4, help="parallel scan segments (default 4; a resumed run: the same)"
+        "--segments",
+        type=scan_segments,
+        default=4,
+        help="parallel scan segments (default 4; a resumed run: the same)",
     )
     command.add_argument(
         "--max-read-units",
-        type=_positive_float,
+        type=positive_float,
         default=100.0,
         help="read units a second the scan may consume, over all segments (default 100)",
     )
     command.add_argument(
         "--page-size",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         help="items per scan page (default 100; one page per segment is in memory)",
     )
@@ -43,32 +54,20 @@ def register(commands: Any) -> None:
         help="only check whether backfill_claims may be switched off: 0 yes (the aggregator has counted past every "
         "record created before the backfill's end), 4 not yet",
     )
-    command.add_argument("--json", action="store_true")
-    command.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
+    add_output_argument(command)
+    command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    """0: the backfill is done (now or before); 4: unfinished or interrupted, run again; 1: refused or stopped."""
-    from leaderboard_tools.backfill import ALREADY_DONE, STOPPED, Backfill
+    """0: the backfill is done (now or before); 4: unfinished, run again; 130: interrupted, run again; 1: refused or
+    stopped."""
+    from leaderboard_tools.backfill import ALREADY_DONE, INTERRUPTED, STOPPED, Backfill
 
     aws, deployment = operator_setup(arguments)
+    output = chosen_format(arguments)
     if arguments.release_check:
-        return _release_check(aws, deployment, arguments.json)
-    shown = sys.stderr.isatty() and not arguments.json
+        return _release_check(aws, deployment, output)
+    shown = sys.stderr.isatty() and output != "json"
     total = int(aws.dynamodb.describe_table(TableName=deployment.table)["Table"].get("ItemCount") or 0)
     with progress_of("Backfilling items (approximate total)", shown=shown, total=total or None) as on_progress:
         report = Backfill(
@@ -79,18 +78,56 @@ def run(arguments: argparse.Namespace) -> int:
             page_size=arguments.page_size,
             on_progress=on_progress,
         ).run()
-    if arguments.json:
+    if output == "json":
         print(json.dumps(report.as_json()))
+    elif output == "text":
+        print("\n".join(_text_lines(report.as_json())))
     else:
         print(_text(report.as_json(), already=report.status == ALREADY_DONE))
     if report.error:
         print(f"error: {report.error}", file=sys.stderr)
     if report.finished:
         return EXIT_EXACT
+    if report.status == INTERRUPTED:
+        print(
+            "interrupted: the segments stopped at their next request; the backfill resumes from each segment's saved "
+            "place, and what it counted past it is claimed, so nothing is counted twice: run the same command again",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     return EXIT_ERROR if report.status == STOPPED else EXIT_PENDING
 
 
-def _release_check(aws: Any, deployment: Any, as_json: bool) -> int:
+def _text_lines(report: dict[str, Any]) -> list[str]:
+    """`--output text`: the run's figures as name and value, then one line per board counted and per rejection."""
+    claimed = report["alreadyClaimed"]
+    lines = [
+        text_line(name, report[key])
+        for name, key in (
+            ("table", "table"),
+            ("status", "status"),
+            ("segments", "segments"),
+            ("segments_done", "segmentsDone"),
+            ("read_units", "readUnits"),
+            ("items_scanned", "itemsScanned"),
+            ("downloads_read", "downloadsRead"),
+            ("counted", "counted"),
+            ("rejected", "rejected"),
+            ("ended_at", "endedAt"),
+            ("next", "next"),
+        )
+        if key in report
+    ]
+    lines += [text_line("already_claimed", owner, count) for owner, count in claimed.items()]
+    lines += [text_line("counted_in", board, count) for board, count in report["countedPerBoard"].items()]
+    lines += [
+        text_line("rejected_item", json.dumps(example["key"]), example["reason"])
+        for example in report["rejectedExamples"]
+    ]
+    return lines
+
+
+def _release_check(aws: Any, deployment: Any, output: str) -> int:
     """0: the claims may go (apply backfill_claims = false); 4: not yet, or no backfill has finished."""
     from leaderboard_tools.backfill.release import release_check
     from leaderboard_tools.backfill.report import iso
@@ -107,7 +144,9 @@ def _release_check(aws: Any, deployment: Any, as_json: bool) -> int:
         )
     else:
         verdict = "the aggregator has counted past the backfill's end: apply backfill_claims = false"
-    if as_json:
+    if output == "text":
+        print(text_line(deployment.table, iso(release.ended_at), release.waiting, release.releasable, verdict))
+    elif output == "json":
         print(
             json.dumps(
                 {
@@ -142,7 +181,7 @@ def _text(report: dict[str, Any], already: bool) -> str:
         boards = list(report["countedPerBoard"].items())
         lines += [f"    {board}: {count}" for board, count in boards[:BOARDS_LISTED]]
         if len(boards) > BOARDS_LISTED:
-            lines.append(f"    ... and {len(boards) - BOARDS_LISTED} more boards (--json lists them all)")
+            lines.append(f"    ... and {len(boards) - BOARDS_LISTED} more boards (--output json lists them all)")
         lines.append(
             f"  already claimed, not counted again: {claimed['stream']} by the stream, {claimed['backfill']} by an "
             f"earlier backfill run" + (f", {claimed['unknown']} by an unknown owner" if claimed["unknown"] else "")

@@ -4,11 +4,32 @@ progress bar, and the Reconciler that `reconcile` and `recover` configure alike.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from leaderboard_tools.argument_types import (
+    endpoint_url,
+    leaderboard_shards,
+    non_negative_float,
+    positive_float,
+    table_name,
+    url,
+)
+from leaderboard_tools.commands import EXIT_CODES
 from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
+
+
+def add_command(commands: Any, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A command's parser: its one-line help in the list, a description in its own --help, the exit codes after."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(" ".join((description or summary).split()), width=100),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_operator_arguments(command: argparse.ArgumentParser) -> None:
@@ -20,7 +41,7 @@ def add_operator_arguments(command: argparse.ArgumentParser) -> None:
     )
     for name, flag in NAME_FLAGS.items():
         settings.add_argument(flag, dest=f"{name}_attribute", help=f"the aggregator's {NAME_VARIABLES[name]}")
-    settings.add_argument("--progress-table", help="the aggregator's PROGRESS_TABLE_NAME")
+    settings.add_argument("--progress-table", type=table_name, help="the aggregator's PROGRESS_TABLE_NAME")
 
 
 def add_table_arguments(command: argparse.ArgumentParser) -> None:
@@ -28,40 +49,45 @@ def add_table_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--table",
         required=True,
+        type=table_name,
         help="the downloads' table (<name>-downloads, or source_table_name), or <name>-aggregates",
     )
     where = command.add_argument_group("AWS (boto3's credential chain; an endpoint only if given)")
-    where.add_argument("--profile", help="a profile of the shared AWS config files")
-    where.add_argument("--region", help="default: the profile's or AWS_REGION")
+    where.add_argument("--profile", help="a profile of the shared AWS config files (default: AWS_PROFILE)")
+    where.add_argument("--region", help="default: AWS_REGION, else AWS_DEFAULT_REGION, else the profile's")
     where.add_argument(
-        "--endpoint-url", help="send every request there (also AWS_ENDPOINT_URL); default: AWS's regional endpoints"
+        "--endpoint-url",
+        type=endpoint_url,
+        help="send every request there (also AWS_ENDPOINT_URL); default: AWS's regional endpoints",
     )
 
 
 def add_reconciler_arguments(command: argparse.ArgumentParser) -> None:
     """The flags of `reconcile` and `recover` that stand in for the deployment's or bound the Reconciler's waits."""
-    command.add_argument("--shards", type=int, help="leaderboard_shards; default: the aggregator's")
+    command.add_argument(
+        "--shards", type=leaderboard_shards, help="leaderboard_shards (1 to 64); default: the aggregator's"
+    )
     command.add_argument(
         "--stream-budget-seconds",
-        type=float,
+        type=positive_float,
         default=300,
         help="longest read of one stream shard when checking for downloads in flight (default 300)",
     )
     command.add_argument(
         "--band-seconds",
-        type=float,
+        type=positive_float,
         default=300,
         help="how long a repair waits after its fence for the records created before it (default 300); "
         "a later one is refused and reported",
     )
     command.add_argument(
         "--clock-margin-seconds",
-        type=float,
+        type=non_negative_float,
         default=60,
         help="how far DynamoDB's clock may be from the stream's creation times, and this machine's from "
         "DynamoDB's (default 60); a smaller margin than the true skew can count a recounted download twice",
     )
-    command.add_argument("--queue-url", help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
+    command.add_argument("--queue-url", type=url, help="the failure queue; default: the aggregator's FAILURE_QUEUE_URL")
 
 
 def operator_setup(

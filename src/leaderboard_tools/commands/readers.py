@@ -11,8 +11,9 @@ import sys
 from typing import Any
 
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT
-from leaderboard_tools.commands.operator_common import add_table_arguments, operator_setup
+from leaderboard_tools.commands.operator_common import add_command, add_table_arguments, operator_setup
 from leaderboard_tools.deployment import DeploymentError
+from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
 
 STATE_NOTES = {
     "Disabled": " (it reads again once enabled)",
@@ -22,15 +23,22 @@ STATE_NOTES = {
 """Why a mapping that is not reading now is counted."""
 
 
+DESCRIPTION = """Who reads the table's stream: the module's aggregator (its mapping and its own reads: 2) and every
+other event source mapping (1 each), against the 2 readers DynamoDB Streams allows a shard before it throttles. Run it
+before attaching the module to a platform's table too (docs/attaching.md); it writes nothing."""
+
+
 def register(commands: Any) -> None:
-    command = commands.add_parser(
+    command = add_command(
+        commands,
         "readers",
-        help="who reads the table's stream: the module's aggregator (2) and every other mapping (1 each), of the 2 "
+        "who reads the table's stream: the module's aggregator (2) and every other mapping (1 each), of the 2 "
         "readers a shard allows; runs before the module is attached too",
+        DESCRIPTION,
     )
     add_table_arguments(command)
-    command.add_argument("--json", action="store_true")
-    command.set_defaults(handler=run)
+    add_output_argument(command)
+    command.set_defaults(handler=run, on_interrupt="nothing was written (readers only reads)")
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -45,8 +53,14 @@ def run(arguments: argparse.Namespace) -> int:
         # or not one discovery can read: the stream and its mappings are read from the table itself.
         aws, deployment = operator_clients(arguments.profile, arguments.region, arguments.endpoint_url), None
     report = stream_readers(aws, arguments.table, deployment)
-    if arguments.json:
+    output = chosen_format(arguments)
+    if output == "json":
         print(json.dumps(report.as_json()))
+    elif output == "text":
+        answer = report.as_json()
+        for reader in answer["readers"]:
+            print(text_line(reader["readers"], reader["kind"], reader["function"] or "", _described(reader)))
+        print(text_line(answer["total"], "total", answer["allowed"], "too many" if answer["tooMany"] else "ok"))
     else:
         print(_text(report.as_json()))
     warning = report.warning()

@@ -9,20 +9,34 @@ import sys
 from typing import Any
 
 from leaderboard_core.buckets import MONTH_KEY, period_of_board
+from leaderboard_tools.argument_types import UsageError, song_ids
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT, EXIT_PENDING
 from leaderboard_tools.commands.operator_common import (
+    add_command,
     add_operator_arguments,
     add_reconciler_arguments,
     operator_reconciler,
     operator_setup,
     progress_of,
 )
+from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+
+DESCRIPTION = """Recount a board's aggregates from the download items and report every difference. With --repair, set
+right each aggregate whose downloads are all counted (none still in the stream), each with a conditional write and a
+band that keeps a late download from being counted twice (docs/operations.md, "Reconcile and recover"); with
+--repair --dry-run, say what the repair would set, writing nothing."""
+ON_INTERRUPT = (
+    "nothing was written (reconcile writes only with --repair, after its recount and its in-flight check): run the "
+    "same command again"
+)
 
 
 def register(commands: Any) -> None:
-    command = commands.add_parser(
+    command = add_command(
+        commands,
         "reconcile",
-        help="recount a board's aggregates from the downloads; --repair fixes those nothing in flight changes",
+        "recount a board's aggregates from the downloads; --repair fixes those nothing in flight changes",
+        DESCRIPTION,
     )
     add_operator_arguments(command)
     add_reconciler_arguments(command)
@@ -34,15 +48,29 @@ def register(commands: Any) -> None:
         help="any board the deployment keeps: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all, "
         "and <bucket>@<category> (the category percent-encoded)",
     )
-    command.add_argument("--songs", help="comma-separated song ids (default: every song of the board)")
-    command.add_argument("--repair", action="store_true")
-    command.add_argument("--json", action="store_true")
-    command.set_defaults(handler=run)
+    command.add_argument(
+        "--songs",
+        type=song_ids,
+        help="comma-separated song ids, none empty (default: every song of the board)",
+    )
+    command.add_argument(
+        "--repair",
+        action="store_true",
+        help="set right each difference no download in flight can change (exit code 4 for those that wait on the "
+        "stream); refused without a progress table",
+    )
+    command.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --repair: run its checks and say what it would repair (state would_repair), writing nothing",
+    )
+    add_output_argument(command)
+    command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
 
 
 def month_argument(text: str) -> str:
     if not MONTH_KEY.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM (01 to 12)")
     return text
 
 
@@ -53,19 +81,37 @@ def board_argument(text: str) -> str:
 
 
 def run(arguments: argparse.Namespace) -> int:
+    if arguments.dry_run and not arguments.repair:
+        raise UsageError("--dry-run shows what --repair would write: give both (without --repair nothing is written)")
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
-    songs = [song for song in (arguments.songs or "").split(",") if song] or None
+    songs = arguments.songs
     board = arguments.board or arguments.month
-    with progress_of("Reading items", shown=sys.stderr.isatty() and not arguments.json) as on_progress:
+    output = chosen_format(arguments)
+    with progress_of("Reading items", shown=sys.stderr.isatty() and output != "json") as on_progress:
         reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
-        recount = reconciler.run({board: songs}, repair=arguments.repair)
+        recount = reconciler.run({board: songs}, repair=arguments.repair, dry_run=arguments.dry_run)
     report = recount.month(board)
-    if arguments.json:
+    if output == "json":
         print(json.dumps(report.as_json() | ({"stream": recount.stream.as_json()} if recount.stream else {})))
+    elif output == "text":
+        if report.refused:
+            print(text_line(board, None, None, None, "refused", report.refused))
+        for difference in report.differences:
+            print(
+                text_line(
+                    board,
+                    difference.entity_id,
+                    difference.stored,
+                    difference.recounted,
+                    difference.state,
+                    difference.reason,
+                )
+            )
     else:
         print(
             f"{board}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
             f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
+            + (" [dry run: nothing written]" if arguments.dry_run else "")
         )
         if report.refused:
             print(f"  refused: {report.refused}")
@@ -78,7 +124,7 @@ def run(arguments: argparse.Namespace) -> int:
 
 
 def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
-    if refused or any(d.state in ("differs", "ttl", "unrecorded", "unclocked") for d in differences):
+    if refused or any(d.state in ("differs", "ttl", "unrecorded", "unclocked", "would_repair") for d in differences):
         return EXIT_DIFFERENCES
     if any(not d.repaired for d in differences):
         return EXIT_PENDING

@@ -9,6 +9,7 @@ from typing import Any
 
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT, EXIT_PENDING
 from leaderboard_tools.commands.operator_common import (
+    add_command,
     add_operator_arguments,
     add_reconciler_arguments,
     operator_reconciler,
@@ -16,26 +17,125 @@ from leaderboard_tools.commands.operator_common import (
     progress_of,
 )
 from leaderboard_tools.deployment import DeploymentError
+from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+
+DESCRIPTION = """Answer the failure queue (and the band queue): count the batches the event source mapping gave up on,
+recount and repair the aggregates a refused record or an expired band names, report the malformed downloads with their
+item's key, and delete each message once everything it names is exact; what is not exact yet is kept for the next run
+(docs/operations.md, "Reconcile and recover")."""
+ON_INTERRUPT = "recover had not begun to answer the queue: nothing was changed; run the same command again"
 
 
 def register(commands: Any) -> None:
-    command = commands.add_parser("recover", help="make exact what the failure queue's messages name, then delete them")
+    command = add_command(
+        commands, "recover", "make exact what the failure queue's messages name, then delete them", DESCRIPTION
+    )
     add_operator_arguments(command)
     add_reconciler_arguments(command)
-    command.set_defaults(handler=run)
+    add_output_argument(command)
+    command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
 
 
 def run(arguments: argparse.Namespace) -> int:
-    """The report as JSON; 0 when no message is kept, else 4 if waiting will settle them, 3 if it will not."""
+    """The report; 0 when no message is kept, else 4 if waiting will settle them, 3 if it will not."""
     from leaderboard_tools.recover import recover
 
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
     if not deployment.failure_queue_url:
         raise DeploymentError("the deployment names no failure queue (FAILURE_QUEUE_URL): pass --queue-url")
-    with progress_of("Reading items", shown=sys.stderr.isatty()) as on_progress:
+    output = chosen_format(arguments)
+    with progress_of("Reading items", shown=sys.stderr.isatty() and output != "json") as on_progress:
         reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
         report = recover(aws, deployment, reconciler, deployment.failure_queue_url)
-    print(json.dumps(report.as_json()))
+    answer = report.as_json()
+    if output == "json":
+        print(json.dumps(answer))
+    elif output == "text":
+        print("\n".join(_text(answer)))
+    else:
+        print(_table(answer))
     if not report.kept:
         return EXIT_EXACT
     return EXIT_PENDING if report.pending else EXIT_DIFFERENCES
+
+
+def _key(key: dict[str, Any] | None) -> str:
+    if not key:
+        return "(the message names no key)"
+    return ", ".join(f"{name}={value if isinstance(value, str) else json.dumps(value)}" for name, value in key.items())
+
+
+def _text(answer: dict[str, Any]) -> list[str]:
+    """`--output text`: one line per message answered, its kind first."""
+    lines = [text_line("messages", answer["messages"], "deleted", answer["deleted"], "kept", len(answer["kept"]))]
+    lines += [
+        text_line("rejected_download", _key(entry["key"]), entry["sequenceNumber"], entry["reason"])
+        for entry in answer["rejected_downloads"]
+    ]
+    lines += [
+        text_line("refused_record", entry["sequenceNumber"], entry["reason"]) for entry in answer["refused_records"]
+    ]
+    lines += [
+        text_line(
+            "failed_batch", batch.get("shardId"), batch.get("start"), batch.get("end"), batch["done"], batch["note"]
+        )
+        for batch in answer["batches"]
+    ]
+    lines += [
+        text_line("recount_band", band["entityId"], band["board"], band["done"], band["note"])
+        for band in answer["bands"]
+    ]
+    lines += [
+        text_line("kept", entry["kind"], ",".join(entry["boards"]), "pending" if entry["retry"] else "", entry["note"])
+        for entry in answer["kept"]
+    ]
+    return lines
+
+
+def _table(answer: dict[str, Any]) -> str:
+    """For a person: what was answered, what is kept and why, and the keys of the items to fix."""
+    lines = [
+        f"recover: {answer['messages']} messages received, {answer['deleted']} deleted, {len(answer['kept'])} kept"
+    ]
+    if answer["rejected_downloads"]:
+        lines.append("  malformed downloads (never counted; fix these items, a rewrite is counted as a new download):")
+        lines += [
+            f"    {_key(entry['key'])}: {entry['reason']} (sequence {entry['sequenceNumber']})"
+            for entry in answer["rejected_downloads"]
+        ]
+    if answer["refused_records"]:
+        lines.append("  refused records (their aggregates recounted):")
+        lines += [f"    sequence {entry['sequenceNumber']}: {entry['reason']}" for entry in answer["refused_records"]]
+    if answer["batches"]:
+        lines.append("  batches the mapping gave up on:")
+        lines += [
+            f"    shard {batch.get('shardId')} {batch.get('start')}..{batch.get('end')}: "
+            + ("counted" if batch["done"] else "not yet")
+            + (f" ({batch['note']})" if batch.get("note") else "")
+            for batch in answer["batches"]
+        ]
+    if answer["bands"]:
+        lines.append("  bands of repairs:")
+        lines += [
+            f"    {band['entityId']} in {band['board']}: "
+            + ("done" if band["done"] else "kept")
+            + (f" ({band['note']})" if band.get("note") else "")
+            for band in answer["bands"]
+        ]
+    for board in answer["reconciled"]:
+        states = [difference["state"] for difference in board["differences"]]
+        if states or board.get("refused"):
+            repaired, pending = states.count("repaired"), states.count("pending")
+            left = len(states) - repaired - pending
+            lines.append(
+                f"  recount of {board['board']}: {repaired} repaired, {pending} pending, {left} left"
+                + (f"; refused: {board['refused']}" if board.get("refused") else "")
+            )
+    if answer["kept"]:
+        lines.append("  kept for the next run:")
+        lines += [
+            f"    {entry['kind']} ({', '.join(entry['boards']) or 'no board'}): {entry['note']}"
+            + (" [waits on the stream: run again later]" if entry["retry"] else "")
+            for entry in answer["kept"]
+        ]
+    return "\n".join(lines)

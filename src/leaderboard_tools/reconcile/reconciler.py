@@ -6,12 +6,14 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile.band import (
     BAND_ID_BUDGET,
     BAND_POLL_SECONDS,
@@ -92,15 +94,18 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
 
     # ------------------------------------------------------------------ the run
 
-    def run_month(self, board: str, entity_ids: Collection[str] | None = None, repair: bool = False) -> ReconcileReport:
+    def run_month(
+        self, board: str, entity_ids: Collection[str] | None = None, repair: bool = False, dry_run: bool = False
+    ) -> ReconcileReport:
         """One board's recount, as `reconcile --month` names it (any board the deployment keeps)."""
-        return self.run({board: entity_ids}, repair=repair).board(board)
+        return self.run({board: entity_ids}, repair=repair, dry_run=dry_run).board(board)
 
     def run(
         self,
         targets: Mapping[str, Collection[str] | None] | None,
         repair: bool = False,
         replace_bands: Collection[AggregateId] = (),
+        dry_run: bool = False,
     ) -> RunReport:
         """Recount `targets` (board -> songs, None: every song of the board; None: every board) at once.
 
@@ -108,6 +113,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         without a category attribute) is refused, never recounted: its downloads would be recounted as
         none. The aggregates of `replace_bands` (bands left open past their deadline) are repaired even
         when their count is right, so that a new band, closed by this run, replaces the old one.
+
+        `dry_run` (with `repair`): the repair's checks, recount and in-flight check, and what it would repair
+        (`would_repair`), with nothing written: no band recorded, no aggregate changed.
         """
         self._check_supported()
         if repair:
@@ -116,9 +124,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             board: reason for board in sorted(targets or {}) if (reason := board_refusal(board, self._deployment))
         }
         if targets is None or not refused:
-            return self._run(targets, repair, replace_bands)
+            return self._run(targets, repair, replace_bands, dry_run)
         kept = {board: songs for board, songs in targets.items() if board not in refused}
-        report = self._run(kept, repair, replace_bands) if kept else RunReport()
+        report = self._run(kept, repair, replace_bands, dry_run) if kept else RunReport()
         report.boards += [ReconcileReport(board, refused=reason) for board, reason in refused.items()]
         return report
 
@@ -127,6 +135,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         targets: Mapping[str, Collection[str] | None] | None,
         repair: bool,
         replace_bands: Collection[AggregateId] = (),
+        dry_run: bool = False,
     ) -> RunReport:
         snapshots = self._snapshot(targets)
         recount = self._recount(targets)
@@ -157,6 +166,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             differing[board] = board_report.differences
         if not repair or not any(differing.values()):
             return report
+        if dry_run:
+            self._dry_run_all(report, differing)
+            return report
         try:
             self._repair_all(report, differing, snapshots)
         except ClockDisagrees as error:
@@ -185,11 +197,14 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         in_flight, report.stream = self._in_flight(set(differing), recount_end)
         bands: list[OpenBand] = []
         first_opened = 0.0
+        writing: AggregateId | None = None
         try:
             for board, differences in differing.items():
                 for difference in differences:
                     snapshot = snapshots.get((difference.entity_id, board), ABSENT)
+                    writing = (difference.entity_id, board)
                     band = self._settle(board, difference, snapshot, in_flight)
+                    writing = None
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()
@@ -200,9 +215,77 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                         self._close_bands(bands)
                         bands = []
             self._close_bands(bands)
-        except BaseException:
-            self._close_at_once(bands)
+        except BaseException as error:
+            again = False
+            try:
+                self._close_at_once(bands)
+            except KeyboardInterrupt:  # a second Ctrl-C: the bands not closed yet stay open until their deadlines
+                again = True
+            if (isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted)) or again:
+                raise Interrupted(self._interrupted_outcome(differing, bands, writing, again)) from error
             raise
+
+    def _interrupted_outcome(
+        self,
+        differing: dict[str, list[Difference]],
+        bands: list[OpenBand],
+        writing: AggregateId | None,
+        again: bool,
+    ) -> str:
+        """What an interrupted repair leaves, truthfully: what it repaired, bands it could not close, the write the
+        interrupt may have cut, and what to run."""
+        repaired = [
+            f"{difference.entity_id} in {board}"
+            for board, differences in differing.items()
+            for difference in differences
+            if difference.state in OPENED_STATES
+        ]
+        left_open = [band for band in bands if not band.closed]
+        parts = []
+        if repaired:
+            still_open = {f"{band.difference.entity_id} in {band.board}" for band in left_open}
+            closed = [name for name in repaired if name not in still_open]
+            parts.append(f"the repair had repaired {', '.join(repaired)}")
+            if closed:
+                parts.append(
+                    f"the bands of {', '.join(closed)} are closed (a download record they would have held that "
+                    "reaches the aggregator later is refused and reported in the failure queue, for "
+                    "`leaderboard-tools recover`)"
+                )
+        else:
+            parts.append("the repair had changed no aggregate")
+        if left_open:
+            why = "a second Ctrl-C stopped their close" if again else "their close failed"
+            until = max(band.deadline for band in left_open)
+            parts.append(
+                f"the bands of {', '.join(f'{b.difference.entity_id} in {b.board}' for b in left_open)} stay open "
+                f"({why}) until their deadline, {_utc(until)}: then the aggregator reports them to the failure queue "
+                "and `leaderboard-tools recover` repairs them"
+            )
+        if writing is not None:
+            entity, board = writing
+            bound = math.ceil(2 * self._band_seconds + 2 * self._margin + self._band_settle + self._band_poll + 1)
+            parts.append(
+                f"the interrupt came while the repair of {entity} in {board} was being written: if that write landed, "
+                f"its band stays open until its deadline (within {bound} s), then `leaderboard-tools recover` "
+                "repairs it"
+            )
+        parts.append("no other aggregate was changed: run the same command again to repair the rest")
+        return "; ".join(parts)
+
+    def _dry_run_all(self, report: RunReport, differing: dict[str, list[Difference]]) -> None:
+        """--dry-run: the repair's in-flight check, then what it would do with each difference; nothing written."""
+        recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
+        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        for board, differences in differing.items():
+            for difference in differences:
+                if self._left_alone(board, difference, in_flight):
+                    continue
+                difference.state = "would_repair"
+                difference.reason = (
+                    f"--dry-run: the repair would set it to its recount ({difference.recounted} now) and close its "
+                    "band; nothing was written"
+                )
 
     def _check_supported(self) -> None:
         deployment = self._deployment
@@ -244,6 +327,23 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             )
         self._deployment.shards()
 
+    def _left_alone(self, board: str, difference: Difference, in_flight: set[AggregateId] | None) -> bool:
+        """Pending (a download in flight, or the stream not read far enough) or left for TTL: said, not repaired."""
+        ttl = self._deployment.ttl_attribute
+        if in_flight is None or (difference.entity_id, board) in in_flight:
+            difference.state = "pending"
+            difference.reason = (
+                "a download of it is still in the stream, not yet counted: run again once the stream has caught up"
+                if in_flight is not None
+                else "the stream could not be read far enough to show nothing is in flight: run again"
+            )
+            return True
+        if ttl is not None and difference.recounted < difference.stored:
+            difference.state = "ttl"
+            difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+            return True
+        return False
+
     def _settle(
         self,
         board: str,
@@ -253,17 +353,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> OpenBand | None:
         """Pending, left for TTL, or repaired with its band open (returned, for the close)."""
         ttl = self._deployment.ttl_attribute
-        if in_flight is None or (difference.entity_id, board) in in_flight:
-            difference.state = "pending"
-            difference.reason = (
-                "a download of it is still in the stream, not yet counted: run again once the stream has caught up"
-                if in_flight is not None
-                else "the stream could not be read far enough to show nothing is in flight: run again"
-            )
-            return None
-        if ttl is not None and difference.recounted < difference.stored:
-            difference.state = "ttl"
-            difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
+        if self._left_alone(board, difference, in_flight):
             return None
         recount = self._recount_songs([difference.entity_id], {board: [difference.entity_id]}, keep_ids=True)
         recounted = recount.counts.get((difference.entity_id, board), 0)
@@ -300,3 +390,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         difference.state = "repaired"
         difference.recounted = recounted
         return OpenBand(board, difference, value, fence, deadline, recount.ids or set())
+
+
+def _utc(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

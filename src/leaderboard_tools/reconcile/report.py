@@ -37,7 +37,8 @@ class Difference:
     """differs (no repair asked), repaired, pending (a download in flight), conflict (written meanwhile),
     ttl (a lower count while the table has TTL), unrecorded (its band's record could not be sent: not repaired),
     unclocked (DynamoDB's time could not be read for its band: not repaired), unknown (its band was closed, or replaced
-    by another repair's, and which is not known: recount)."""
+    by another repair's, and which is not known: recount), would_repair (--dry-run: the repair would set it; nothing
+    was written)."""
     reason: str | None = None
     added_at_close: int = 0
     """Downloads the repair's recount missed that the aggregator held in its band: added when the band closed."""

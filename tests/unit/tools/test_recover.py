@@ -122,7 +122,7 @@ def test_a_batch_given_up_on_is_counted_by_the_aggregator_through_its_end_then_d
     assert stored_count(stack, "song1", MONTH) == 2
     assert (report.messages, report.deleted, report.kept) == (2, 2, [])
     assert recover_report.batches[0]["aggregates"] == [["song1", MONTH]]
-    assert report.rejected_downloads == [{"reason": "Timestamp is not ISO 8601", "sequenceNumber": "7"}]
+    assert report.rejected_downloads == [{"reason": "Timestamp is not ISO 8601", "sequenceNumber": "7", "key": None}]
     assert queue_depth(stack) == 0
 
 
