@@ -253,6 +253,36 @@ def test_ctrl_c_during_recover_says_what_it_deleted_and_that_the_rest_comes_back
     assert "run `leaderboard-tools recover` again" in line
 
 
+def test_ctrl_c_while_waiting_on_aws_is_one_line_and_exit_130() -> None:
+    # given a command waiting on an endpoint that accepted its connection and never answers (no read timeout)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "leaderboard_tools", "reconcile", "--table", "music-downloads", "--month", MONTH],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPOSITORY,
+            env=child_environment(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+            | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.getsockname()[1]}"},
+        )
+        server.settimeout(60)
+        connection, _ = server.accept()
+        # when the operator presses Ctrl-C (SIGINT)
+        with connection:
+            time.sleep(0.5)  # the request sent: the command waits for its answer
+            child.send_signal(signal.SIGINT)
+            out, error = child.communicate(timeout=30)
+    # then it exits 130 at once with one line saying what state it left, and no traceback
+    assert child.returncode == EXIT_INTERRUPTED
+    assert one_line(error) == (
+        "interrupted: nothing was written (reconcile writes only with --repair, after its recount and its in-flight "
+        "check): run the same command again"
+    )
+    assert out == ""
+
+
 def test_ctrl_c_stops_the_worker_threads_requests_not_the_main_thread_s(aws: None) -> None:
     # given a client, and the run interrupted (what stopping_workers' SIGINT handler sets)
     clients = operator_clients(region=REGION, endpoint_url="http://127.0.0.1:9")
