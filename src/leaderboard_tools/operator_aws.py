@@ -209,6 +209,7 @@ def _before_retry_decision(
         http, parsed = response
         error = (parsed or {}).get("Error") or {}
         if error.get("Code") or getattr(http, "status_code", 200) >= 500:
+            request_dict["context"].pop(_LIMIT_KEY, None)  # an answer: botocore's own limit again
             request_dict["context"][_FAILURE_KEY] = f"{error.get('Code') or 'HTTP ' + str(http.status_code)}" + (
                 f": {error['Message']}" if error.get("Message") else ""
             )

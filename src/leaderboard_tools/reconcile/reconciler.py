@@ -240,15 +240,21 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             for difference in differences
             if difference.state in OPENED_STATES
         ]
-        left_open = [band for band in bands if not band.closed]
+        left_open = [
+            band
+            for band in bands
+            if not band.closed
+            and band.difference.state == "repaired"
+            and not (band.difference.reason or "").startswith("another repair")
+        ]
         parts = []
         if repaired:
             still_open = {f"{band.difference.entity_id} in {band.board}" for band in left_open}
             closed = [name for name in repaired if name not in still_open]
-            parts.append(f"the repair had repaired {', '.join(repaired)}")
+            parts.append(f"the repair had repaired {_listed(repaired)}")
             if closed:
                 parts.append(
-                    f"the bands of {', '.join(closed)} are closed (a download record they would have held that "
+                    f"the bands of {_listed(closed)} are closed (a download record they would have held that "
                     "reaches the aggregator later is refused and reported in the failure queue, for "
                     "`leaderboard-tools recover`)"
                 )
@@ -258,7 +264,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             why = "a second Ctrl-C stopped their close" if again else "their close failed"
             until = max(band.deadline for band in left_open)
             parts.append(
-                f"the bands of {', '.join(f'{b.difference.entity_id} in {b.board}' for b in left_open)} stay open "
+                f"the bands of {_listed([f'{b.difference.entity_id} in {b.board}' for b in left_open])} stay open "
                 f"({why}) until their deadline, {_utc(until)}: then the aggregator reports them to the failure queue "
                 "and `leaderboard-tools recover` repairs them"
             )
@@ -390,6 +396,12 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         difference.state = "repaired"
         difference.recounted = recounted
         return OpenBand(board, difference, value, fence, deadline, recount.ids or set())
+
+
+def _listed(names: list[str], shown: int = 10) -> str:
+    """Names for one line: the first `shown`, then how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _utc(epoch_seconds: float) -> str:

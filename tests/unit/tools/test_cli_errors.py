@@ -377,6 +377,37 @@ def test_an_unreachable_endpoint_fails_in_seconds_saying_each_retry() -> None:
     assert took < 20
 
 
+class RawBody:
+    """What botocore reads an HTTP response's body from (urllib3's `stream()`)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+def test_a_throttled_request_is_retried_and_each_retry_said(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # given DynamoDB throttling a request once (then moto answers it)
+    clients = operator_clients(region=REGION)
+    throttled = [True]
+
+    def throttle(request: Any, **_: Any) -> AWSResponse | None:
+        if not throttled:
+            return None
+        throttled.pop()
+        body = b'{"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException", "message": "Rate exceeded"}'
+        return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, RawBody(body))
+
+    clients.dynamodb.meta.events.register_first("before-send.dynamodb.ListTables", throttle)
+    # when the request is made, then it is retried (up to 10 attempts on throttling), and the retry said on stderr
+    assert clients.dynamodb.list_tables()["TableNames"] == []
+    assert capsys.readouterr().err == (
+        "retrying ListTables at dynamodb.us-east-1.amazonaws.com (attempt 2 of 10) after: ThrottlingException: "
+        "Rate exceeded\n"
+    )
+
+
 @pytest.fixture
 def silent_endpoint() -> Iterator[str]:
     """An endpoint that accepts connections and never answers."""
