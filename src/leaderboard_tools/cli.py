@@ -86,7 +86,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     )
     parser.add_argument("--version", action=VersionAction, help="the installed leaderboard-tools' version, and exit")
     add_connection_arguments(parser, top_level=True)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(commands)
     for command_parser in commands.choices.values():
