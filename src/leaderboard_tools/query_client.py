@@ -4,6 +4,10 @@ The function is the module's `<name>-query` beside the table `<name>-downloads`,
 invoking it is all a person needs the permission for. The client is the operator tools'
 (`operator_aws.py`): boto3's standard session, an endpoint only when one is given (or the SDKs'
 own `AWS_ENDPOINT_URL`), so the same request reads a stack on AWS or on an emulator.
+
+AWS refusing or unreachable (no region, an unknown profile, no or refused credentials, access denied, throttled, the
+endpoint not reached) is not said here: botocore's error goes up as it is (no region and an unknown profile as
+operator_aws's OperatorSetupError), and cli.py says it as for every command, in operator_aws's words, exit code 5.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ MAX_PAGES = 100_000
 
 
 class CommandError(RuntimeError):
-    """What the person must change (a flag, credentials, a name): said plainly, exit code 1."""
+    """What the person must change (a flag, a name), or the function failing: said plainly, exit code 1."""
 
 
 class NoSuchFunction(CommandError):
@@ -54,30 +58,26 @@ def query_function_of(table: str) -> str:
 
 
 def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:
-    """The operator tools' Lambda client (boto3's standard session; reads wait past any function's timeout)."""
-    from leaderboard_tools.operator_aws import OperatorSetupError, operator_clients
+    """The operator tools' Lambda client (boto3's standard session; reads wait past any function's timeout).
 
-    try:
-        return operator_clients(profile, region, endpoint_url).lambda_
-    except OperatorSetupError as error:
-        raise CommandError(str(error)) from error
+    No region or an unknown profile: operator_aws.OperatorSetupError, exit code 5 as for every command."""
+    from leaderboard_tools.operator_aws import operator_clients
+
+    return operator_clients(profile, region, endpoint_url).lambda_
 
 
 def invoke(client: Any, function: str, request: dict[str, Any]) -> dict[str, Any]:
-    """The function's answer; CommandError if it cannot be invoked, AnswerError if it answers an error object."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    """The function's answer; NoSuchFunction if there is none of that name, CommandError if it fails or answers no
+    query answer, AnswerError if it answers an error object. AWS refusing the invocation or not reached: botocore's
+    error, as it is (see the module)."""
+    from botocore.exceptions import ClientError
 
     try:
         response = client.invoke(FunctionName=function, Payload=json.dumps(request).encode())
-    except NoCredentialsError as error:
-        raise CommandError("no AWS credentials: configure a profile, or set AWS_ACCESS_KEY_ID") from error
     except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
-        if code == "ResourceNotFoundException":
+        if error.response.get("Error", {}).get("Code", "") == "ResourceNotFoundException":
             raise NoSuchFunction(function, getattr(getattr(client, "meta", None), "region_name", None)) from error
-        raise CommandError(f"cannot invoke {function}: {error}") from error
-    except BotoCoreError as error:
-        raise CommandError(f"cannot invoke {function}: {error}") from error
+        raise
     payload = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):
         raise CommandError(f"{function} failed: {payload}")

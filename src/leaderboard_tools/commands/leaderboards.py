@@ -25,13 +25,15 @@ Listings (`all`, `range`, `range-by-count`) page as the AWS CLI does: `--page-si
 page as it arrives: JSON as one document written item by item, text a line per entry, and tables too, their column
 widths fixed by the first page (streamed_table.py). Flags are checked before anything is asked: a malformed month or
 key, a number outside the function's limits, or flags that contradict each other exit 2, as argparse does.
+
+The rest is every command's (cli.py, the exit codes of commands/__init__.py): AWS refusing or unreachable is exit 5 in
+operator_aws's words, a closed pipe 141, Ctrl-C one line and 130, a listing's line naming the token to resume from.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Callable
@@ -41,11 +43,14 @@ from typing import Any, TextIO
 
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIODS, is_bucket_key
+from leaderboard_tools.argument_types import UsageError
+from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
+from leaderboard_tools.commands.operator_common import add_command
 from leaderboard_tools.commands.reconcile import month_argument
+from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.output_format import OutputFormat, add_output_argument, chosen_format
 from leaderboard_tools.query_client import (
     AnswerError,
-    CommandError,
     NoSuchFunction,
     invoke,
     lambda_client,
@@ -54,9 +59,6 @@ from leaderboard_tools.query_client import (
 )
 from leaderboard_tools.streamed_table import Column, StreamedTable
 
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-"""128 + SIGINT, as a shell reports a command Ctrl-C stopped."""
 ALL_PAGE_SIZE = 1000
 MAX_LIMIT = 1000
 """The query function's limits (lambda_src/query: leaderboard_page, rolling_window, entity_rank, rank_range),
@@ -69,10 +71,6 @@ MAX_ENTITY_ID_BYTES = 2048
 LISTED_ID_WIDTH = 24
 """The narrowest a listing's id column is: ids on later pages may be longer than the first page's (they fold)."""
 _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
-
-
-class UsageError(Exception):
-    """Flags that contradict each other: said as argparse says a bad flag, exit code 2."""
 
 
 # ---------------------------------------------------------------- flags, checked as they are parsed
@@ -437,8 +435,10 @@ LISTINGS = ("all", "range", "range-by-count")
 
 
 def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | None = None) -> int:
-    """One command: 0 on an answer, 1 on an error (said on stderr; with JSON output the error answer on stdout), 2 on
-    flags that contradict each other, 130 when interrupted (a listing says where to resume)."""
+    """One command: 0 on an answer, 1 when the function answers an error or is not there (said on stderr; with JSON
+    output the error answer on stdout), 2 on flags that contradict each other (argparse's usage and line). What
+    every command shares is cli.py's: a command error's line (1), AWS refusing or unreachable (5), Ctrl-C (130: a
+    listing's line says where to resume), a closed pipe (141)."""
     out = out or sys.stdout
     output = chosen_format(arguments)
     try:
@@ -447,14 +447,13 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
         usage_error = getattr(arguments, "usage_error", None)
         if usage_error is not None:
             usage_error(str(error))  # argparse's: usage, the message, exit code 2
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise
     listed = Listed()
     try:
         function = arguments.function or query_function_of(arguments.table)
         client = client or lambda_client(arguments.profile, arguments.region, arguments.endpoint_url)
         SHOWN_BY[arguments.command](Call(arguments, client, function, request, out, output, listed))
-        return 0
+        return EXIT_EXACT
     except NoSuchFunction as error:
         if arguments.function:
             print(f"error: {error}: check --function, and --region or --endpoint-url", file=sys.stderr)
@@ -464,34 +463,24 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
                 "check --table, --region or --endpoint-url, or name the function with --function",
                 file=sys.stderr,
             )
-        return 1
+        return EXIT_ERROR
     except AnswerError as error:
         if output == "json" and not listed.started:
             print(json.dumps(error.answer), file=out)
         print(f"error: {error}", file=sys.stderr)
-        return 1
-    except CommandError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        _quiet_stdout(out)
-        return 0
-    except KeyboardInterrupt:
-        where = f" after {listed.entries} entries" if listed.started else ""
-        print(f"\ninterrupted{where}", file=sys.stderr)
-        if listed.resume is not None:
-            print(f"resume with --starting-token {listed.resume} (and the same flags)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_ERROR
+    except KeyboardInterrupt as error:
+        if listed.started and not isinstance(error, Interrupted):
+            raise Interrupted(_where_it_stopped(listed)) from error
+        raise  # before any answer: the command's on_interrupt
 
 
-def _quiet_stdout(out: TextIO) -> None:
-    """The reader went away (`| head`): what is still buffered for it goes nowhere, without a second error at exit."""
-    if out is sys.stdout:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+def _where_it_stopped(listed: Listed) -> str:
+    """What cli.py's one line says of an interrupted listing: how far it got, and the token to resume from."""
+    where = f"after {listed.entries} entries"
+    if listed.resume is None:
+        return where
+    return f"{where}: resume with --starting-token {listed.resume} (and the same flags)"
 
 
 # ---------------------------------------------------------------- the parsers
@@ -512,7 +501,7 @@ SUMMARIES = {
 def register(commands: Any) -> None:
     """`top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score`, with the flags they share."""
     for name, summary in SUMMARIES.items():
-        command = commands.add_parser(name, help=summary, description=summary)
+        command = add_command(commands, name, summary)
         target = command.add_mutually_exclusive_group(required=True)
         target.add_argument("--table", help="the module's table, <name>-downloads: its query function is <name>-query")
         target.add_argument("--function", help="the query function's name or ARN")
@@ -533,10 +522,12 @@ def register(commands: Any) -> None:
         )
         add_output_argument(command)
         aws = command.add_argument_group("AWS (default: boto3's standard configuration)")
-        aws.add_argument("--profile")
-        aws.add_argument("--region")
+        aws.add_argument("--profile", help="a profile of the shared AWS config files (default: AWS_PROFILE)")
+        aws.add_argument("--region", help="default: AWS_REGION, else AWS_DEFAULT_REGION, else the profile's")
         aws.add_argument("--endpoint-url", help="default: AWS_ENDPOINT_URL if set, else AWS")
-        command.set_defaults(handler=run, usage_error=command.error)
+        command.set_defaults(
+            handler=run, usage_error=command.error, on_interrupt=f"nothing was written ({name} only reads)"
+        )
 
 
 def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:

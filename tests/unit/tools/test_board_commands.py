@@ -9,14 +9,15 @@ import json
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError, NoCredentialsError
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
 import query
 from boards import Boards
 from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import cli, query_client
-from leaderboard_tools.commands import leaderboards
+from leaderboard_tools.commands import EXIT_AWS, EXIT_ERROR, leaderboards
+from leaderboard_tools.operator_aws import CREDENTIALS_FIX
 from tests.unit.conftest import TABLE, FakeLambdaContext
 from tests.unit.query.aggregates_on_moto import load_boards
 
@@ -35,7 +36,7 @@ class StubLambda:
 
 
 class FailingLambda:
-    def __init__(self, failure: Exception | None = None, payload: Any = None, function_error: bool = False) -> None:
+    def __init__(self, failure: BaseException | None = None, payload: Any = None, function_error: bool = False) -> None:
         self._failure, self._payload, self._function_error = failure, payload, function_error
 
     def invoke(self, **_: Any) -> dict[str, Any]:
@@ -63,23 +64,24 @@ def stub(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> StubLambda:
 
 
 def command(argv: list[str], client: Any, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI's parser on argv, and the command with the given client."""
-    parsed: dict[str, Any] = {}
-
-    def keep(arguments: Any) -> int:
-        parsed["arguments"] = arguments
-        return 0
-
-    original = leaderboards.run
-    leaderboards.run = keep  # type: ignore[assignment]
+    """Run the CLI on argv (`cli.main`, as the console script: its handling of AWS failures, a closed pipe and
+    Ctrl-C included), the query function reached through `client`."""
+    original = leaderboards.lambda_client
+    leaderboards.lambda_client = lambda *_: client  # type: ignore[assignment]
     try:
-        assert cli.main(argv) == 0
+        code = cli.main(argv)
     finally:
-        leaderboards.run = original  # type: ignore[assignment]
-    arguments = parsed["arguments"]
-    code = leaderboards.run(arguments, client=client)
+        leaderboards.lambda_client = original  # type: ignore[assignment]
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def one_line(text: str) -> str:
+    """stderr holds exactly one line (argparse's usage lines aside), and no traceback."""
+    assert "Traceback" not in text, text
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+    assert len(lines) == 1, text
+    return lines[0]
 
 
 def rows_of(table: str) -> list[str]:
@@ -225,8 +227,6 @@ def test_an_error_answer_is_said_and_with_json_printed_unchanged(
     ("client", "message"),
     [
         (FailingLambda(ClientError({"Error": {"Code": "ResourceNotFoundException"}}, "Invoke")), "f does not exist"),
-        (FailingLambda(ClientError({"Error": {"Code": "AccessDeniedException"}}, "Invoke")), "cannot invoke f"),
-        (FailingLambda(NoCredentialsError()), "no AWS credentials"),
         (FailingLambda(payload={"errorMessage": "boom"}, function_error=True), "f failed"),
         (FailingLambda(payload=[1]), "not a query answer"),
     ],
@@ -235,8 +235,55 @@ def test_an_invocation_that_fails_is_said_plainly(
     client: FailingLambda, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = command(["top", "--function", "f", "--month", "2018-01"], client, capsys)
-    assert code == 1
+    assert code == EXIT_ERROR
+    assert message in one_line(err)
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (NoCredentialsError(), f"no AWS credentials found (Unable to locate credentials): {CREDENTIALS_FIX}"),
+        (ClientError({"Error": {"Code": "UnrecognizedClientException"}}, "Invoke"), CREDENTIALS_FIX),
+        (ClientError({"Error": {"Code": "AccessDeniedException"}}, "Invoke"), "AWS denied Invoke"),
+        (ClientError({"Error": {"Code": "TooManyRequestsException"}}, "Invoke"), "AWS throttled Invoke"),
+        (ClientError({"Error": {"Code": "ServiceException"}}, "Invoke"), "AWS refused Invoke (ServiceException"),
+        (EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), "cannot reach AWS"),
+    ],
+    ids=["no-credentials", "refused-credentials", "access-denied", "throttled", "refused", "unreachable"],
+)
+def test_aws_refusing_or_unreachable_is_exit_5_in_the_operator_commands_words(
+    failure: Exception, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given AWS refusing the invocation, or not reached: then exit 5 and one line, as every command says it
+    code, out, err = command(["top", "--function", "f", "--month", "2018-01"], FailingLambda(failure), capsys)
+    assert (code, out) == (EXIT_AWS, "")
+    assert one_line(err).startswith("error: ")
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({}, "no AWS region: pass --region"),
+        ({"AWS_DEFAULT_REGION": "us-east-1", "AWS_PROFILE": "nosuch"}, "the AWS profile 'nosuch' is in no AWS config"),
+    ],
+    ids=["no-region", "unknown-profile"],
+)
+def test_no_region_or_an_unknown_profile_is_exit_5(
+    environment: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given no region anywhere (no flag, no variable, no config file), or a profile no config file has
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    # when a board command makes its client, then exit 5 with the operator commands' line, nothing asked
+    assert cli.main(["top", "--function", "f", "--month", "2018-01"]) == EXIT_AWS
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in one_line(captured.err)
 
 
 def test_the_client_is_boto3s_standard_session_at_the_given_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from boards import Boards
 from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import cli
-from leaderboard_tools.commands import leaderboards
+from leaderboard_tools.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, leaderboards
 from tests.unit.conftest import TABLE
 from tests.unit.query.aggregates_on_moto import load_boards
 from tests.unit.tools.test_board_commands import FailingLambda, StubLambda, command, rows_of
@@ -349,10 +350,16 @@ class ClosedPipe(io.StringIO):
         return super().write(text)
 
 
-def test_a_closed_pipe_ends_a_listing_quietly(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
-    parsed = parse(["all", "--function", "f", "--month", "2018-01", "--page-size", "2", "--output", "text"])
-    assert leaderboards.run(parsed, client=stub, out=ClosedPipe()) == 0
-    assert capsys.readouterr().err == ""
+def test_a_closed_pipe_ends_a_listing_quietly_with_141(
+    stub: StubLambda, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given `all ... | head -1`: the reader of the output gone after its first line
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    # when the listing prints its pages, then it stops: nothing said, 128 + SIGPIPE as for every command
+    code, _, err = command(
+        ["all", "--function", "f", "--month", "2018-01", "--page-size", "2", "--output", "text"], stub, capsys
+    )
+    assert (code, err) == (EXIT_BROKEN_PIPE, "")
 
 
 class Interrupted(StubLambda):
@@ -364,16 +371,29 @@ class Interrupted(StubLambda):
         return super().invoke(FunctionName, Payload)
 
 
-def test_ctrl_c_in_a_listing_says_where_to_resume(stub: StubLambda, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_in_a_listing_is_one_line_saying_where_to_resume(
+    stub: StubLambda, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["range", "--function", "f", "--month", "2018-01", "--from-rank", "2", "--page-size", "3"]
     argv += ["--output", "text"]
     code, out, err = command(argv, Interrupted(), capsys)
-    assert code == 130
-    assert "interrupted after 6 entries" in err
-    token = re.search(r"--starting-token (\S+)", err)
-    assert token is not None
+    # then exit 130 and one line, as every command: how far it got and the token to resume from
+    assert code == EXIT_INTERRUPTED
+    token = re.fullmatch(
+        r"interrupted: after 6 entries: resume with --starting-token (\S+) \(and the same flags\)\n", err
+    )
+    assert token is not None, err
     code, rest, _ = command([*argv, "--starting-token", token[1]], stub, capsys)
     assert [line.split("\t") for line in (out + rest).splitlines()] == ranked(2, len(LISTING))
+
+
+@pytest.mark.parametrize("argv", [["top"], ["all", "--starting-token", "T"]], ids=["top", "all-resumed"])
+def test_ctrl_c_before_any_answer_is_one_line_too(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # given Ctrl-C while the first invocation waits (`top`, or a listing resumed from a token)
+    interrupted = FailingLambda(KeyboardInterrupt())
+    code, out, err = command([*argv, "--function", "f", "--month", "2018-01"], interrupted, capsys)
+    # then exit 130 and one line: nothing was printed, nothing written (the same command runs again as it was)
+    assert (code, out, err) == (EXIT_INTERRUPTED, "", f"interrupted: nothing was written ({argv[0]} only reads)\n")
 
 
 def test_the_commands_limits_are_the_query_functions() -> None:
