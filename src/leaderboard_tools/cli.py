@@ -1,4 +1,7 @@
-"""The operator tools' command line: `leaderboard-tools top|rank|all|size|rekey|reconcile|recover|backfill|readers`.
+"""The operator tools' command line, `leaderboard-tools COMMAND`: every command the modules of `COMMANDS` register, the
+board commands top, rank, all, range, range-by-count, card and score (commands/leaderboards.py), size, rekey,
+reconcile, recover, backfill and readers. `--help` names each command registered (its description lists them from the
+registered subparsers) and the exit codes.
 
 Every command ends with one line on stderr when it cannot do what was asked, and an exit code from one table (below,
 and docs/operations.md, "Exit codes"): no traceback on any input, on a closed pipe or on Ctrl-C. The AWS CLI's
@@ -41,10 +44,11 @@ from leaderboard_tools.interruption import Interrupted, stopping_workers
 
 COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers)
 """Each module registers its parser and binds its `run`; in this order `--help` lists them (`leaderboards`: top,
-rank and all)."""
-DESCRIPTION = """The operator tools of the DynamoDB materialized-aggregation module: read the leaderboards (top, rank,
-all), size the leaderboard shards, and keep a deployment's counts exact (reconcile, recover, rekey, backfill,
-readers). `leaderboard-tools COMMAND --help` describes each."""
+rank, all, range, range-by-count, card and score)."""
+DESCRIPTION = """The operator tools of the DynamoDB materialized-aggregation module: read the leaderboards, size the
+leaderboard shards, and keep a deployment's counts exact. Its commands: {commands}. `leaderboard-tools COMMAND --help`
+describes each."""
+"""--help's description; {commands}: the name of every command registered, in their order."""
 DISTRIBUTION_PACKAGE = "leaderboard_tools"
 DEBUG_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer", "leaderboard_tools")
 """What --debug shows on stderr, as the AWS CLI's --debug does: botocore's requests, retries and responses."""
@@ -79,16 +83,15 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The top-level parser and its subcommands, each AWS-reaching one with the AWS CLI's connection options."""
     parser = argparse.ArgumentParser(
-        prog="leaderboard-tools",
-        description=textwrap.fill(" ".join(DESCRIPTION.split()), width=100),
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="leaderboard-tools", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action=VersionAction, help="the installed leaderboard-tools' version, and exit")
     add_connection_arguments(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.register(commands)
+    named = DESCRIPTION.format(commands=", ".join(commands.choices))
+    parser.description = textwrap.fill(" ".join(named.split()), width=100, break_on_hyphens=False)
     for command_parser in commands.choices.values():
         if _reaches_aws(command_parser):
             add_connection_arguments(command_parser, top_level=False)

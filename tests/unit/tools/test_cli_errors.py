@@ -30,7 +30,7 @@ from botocore.awsrequest import AWSResponse
 
 from leaderboard_tools.argument_types import LEADERBOARD_SHARDS
 from leaderboard_tools.cli import build_parser
-from leaderboard_tools.commands import EXIT_AWS, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
+from leaderboard_tools.commands import EXIT_AWS, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, leaderboards
 from leaderboard_tools.interruption import WORKERS_STOP, WorkerStopped
 from leaderboard_tools.operator_aws import CREDENTIALS_FIX, operator_clients
 from leaderboard_tools.reconcile import Reconciler
@@ -52,6 +52,8 @@ from tests.unit.tools.operator_stack import (
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 OPERATOR_COMMANDS = ("reconcile", "recover", "rekey", "backfill", "readers")
+BOARD_COMMANDS = tuple(leaderboards.SUMMARIES)
+"""top, rank, all, range, range-by-count, card, score."""
 WRITES = {
     "UpdateItem",
     "PutItem",
@@ -542,7 +544,7 @@ def test_version_is_the_installed_distribution_s(capsys: pytest.CaptureFixture[s
 def test_every_operator_command_has_a_description_and_every_flag_help() -> None:
     _, commands = build_parser()
     missing = []
-    for name in OPERATOR_COMMANDS:
+    for name in (*OPERATOR_COMMANDS, *BOARD_COMMANDS):
         parser = commands.choices[name]
         if not parser.description:
             missing.append(f"{name}: no description")
@@ -554,6 +556,16 @@ def test_every_operator_command_has_a_description_and_every_flag_help() -> None:
             if action.option_strings and not action.help
         ]
     assert missing == []
+
+
+def test_help_names_every_command_registered() -> None:
+    # given every command the modules register (the board commands, size, the operator commands, any added later)
+    parser, commands = build_parser()
+    assert {*BOARD_COMMANDS, *OPERATOR_COMMANDS, "size"} <= set(commands.choices)
+    # then --help's description names each of them, as a word of its own (`range` apart from `range-by-count`)
+    description = " ".join((parser.description or "").split())
+    named = [name for name in commands.choices if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", description)]
+    assert named == list(commands.choices), description
 
 
 def test_debug_logs_botocore_s_requests_on_stderr(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
