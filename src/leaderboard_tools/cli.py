@@ -7,9 +7,19 @@ import sys
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.commands import EXIT_ERROR, backfill, leaderboards, readers, reconcile, recover, rekey, size
+from leaderboard_tools.commands import (
+    EXIT_ERROR,
+    backfill,
+    completion,
+    leaderboards,
+    readers,
+    reconcile,
+    recover,
+    rekey,
+    size,
+)
 
-COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers)
+COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers, completion)
 """Each module registers its parser and binds its `run`; in this order `--help` lists them (`leaderboards`: top,
 rank and all)."""
 
