@@ -24,10 +24,10 @@ class InFlightCheck:
     """The Reconciler's reading of the stream."""
 
     def _in_flight(
-        self, boards: set[str] | None, recount_end: int, budget: float | None = None
+        self, boards: set[str] | None, recount_end: int, budget: float | None = None, phase: str | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
         """Aggregates of `boards` (None: any) with a download in the stream above its shard's checkpoint, created by
-        `recount_end`; None: unknown."""
+        `recount_end`; None: unknown. With `phase`, reported as that phase, its count the shards read."""
         deployment = self._deployment
         assert deployment.stream_arn is not None
         assert deployment.progress_table is not None
@@ -36,6 +36,8 @@ class InFlightCheck:
         lock = threading.Lock()
         shards = stream_shards(self._streams, deployment.stream_arn)
         check.shards = len(shards)
+        if phase is not None:
+            self._phase(phase, len(shards), unit="shards")
 
         def on_record(record: dict[str, Any]) -> None:
             aggregates = [
@@ -73,8 +75,15 @@ class InFlightCheck:
                 shard_start=starting_sequence(shard),
             )
 
+        def read_counted(shard: dict[str, Any]) -> ShardReadOutcome | None:
+            try:
+                return read(shard)
+            finally:
+                if phase is not None:
+                    self._on_progress(1)
+
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(shards)))) as pool:
-            outcomes = list(pool.map(read, shards))
+            outcomes = list(pool.map(read_counted, shards))
         for outcome in outcomes:
             if outcome is None:
                 check.skipped_ended += 1

@@ -29,6 +29,7 @@ from leaderboard_tools.reconcile.clock import (
     interval_clock,
 )
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
+from leaderboard_tools.reconcile.progress import READING_STREAM, REPAIRING, phase_reporter
 from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
 from leaderboard_tools.reconcile.report import (
     ABSENT,
@@ -69,6 +70,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
+        """`on_progress(count)` advances the current phase; its `phase(name, total)`, where it has one, is told each
+        phase as it starts (reconcile/progress.py)."""
         self._dynamodb = clients.dynamodb
         self._streams = clients.dynamodbstreams
         self._deployment = deployment
@@ -89,6 +92,19 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._sqs = getattr(clients, "sqs", None)
         self._sleep = sleep
         self._on_progress = on_progress
+        self._phase = phase_reporter(on_progress)
+
+    def report_phase(
+        self,
+        name: str,
+        total: int | None = None,
+        *,
+        approximate: bool = False,
+        unit: str = "items",
+        bound: bool = False,
+    ) -> None:
+        """A phase of the caller's own (recover's: reading its queues), told as the Reconciler tells its own."""
+        self._phase(name, total, approximate=approximate, unit=unit, bound=bound)
 
     # ------------------------------------------------------------------ the run
 
@@ -182,14 +198,18 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> None:
         """Settle every difference, opening and closing bands; a clock refusal stops it (bands closed at once)."""
         recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
-        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        in_flight, report.stream = self._in_flight(set(differing), recount_end, phase=READING_STREAM)
         bands: list[OpenBand] = []
         first_opened = 0.0
+        left = sum(len(differences) for differences in differing.values())
+        self._phase(REPAIRING, left, unit="aggregates")
         try:
             for board, differences in differing.items():
                 for difference in differences:
                     snapshot = snapshots.get((difference.entity_id, board), ABSENT)
                     band = self._settle(board, difference, snapshot, in_flight)
+                    left -= 1
+                    self._on_progress(1)
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()
@@ -199,6 +219,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
                         self._close_bands(bands)
                         bands = []
+                        if left:
+                            self._phase(REPAIRING, left, unit="aggregates")
             self._close_bands(bands)
         except BaseException:
             self._close_at_once(bands)
@@ -265,7 +287,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             difference.state = "ttl"
             difference.reason = f"the table has TTL ({ttl}): a recount below the stored count is not repaired"
             return None
-        recount = self._recount_songs([difference.entity_id], {board: [difference.entity_id]}, keep_ids=True)
+        recount = self._recount_songs(
+            [difference.entity_id], {board: [difference.entity_id]}, keep_ids=True, counted=False
+        )
         recounted = recount.counts.get((difference.entity_id, board), 0)
         if board in recount.expired or (ttl is not None and recounted < difference.stored):
             difference.state = "ttl"
