@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.progress import READING_STREAM
 from leaderboard_tools.reconcile.recount import boards_of_download
 from leaderboard_tools.reconcile.report import AggregateId, StreamCheck
 from leaderboard_tools.stream_reading import (
@@ -23,11 +24,21 @@ from leaderboard_tools.stream_reading import (
 class InFlightCheck:
     """The Reconciler's reading of the stream."""
 
+    def _in_flight_reported(
+        self, boards: set[str] | None, recount_end: int
+    ) -> tuple[set[AggregateId] | None, StreamCheck]:
+        """`_in_flight`, reported as the phase READING_STREAM, its count the shards read."""
+        self._stream_phase = READING_STREAM
+        try:
+            return self._in_flight(boards, recount_end)
+        finally:
+            self._stream_phase = None
+
     def _in_flight(
-        self, boards: set[str] | None, recount_end: int, budget: float | None = None, phase: str | None = None
+        self, boards: set[str] | None, recount_end: int, budget: float | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
         """Aggregates of `boards` (None: any) with a download in the stream above its shard's checkpoint, created by
-        `recount_end`; None: unknown. With `phase`, reported as that phase, its count the shards read."""
+        `recount_end`; None: unknown."""
         deployment = self._deployment
         assert deployment.stream_arn is not None
         assert deployment.progress_table is not None
@@ -36,6 +47,7 @@ class InFlightCheck:
         lock = threading.Lock()
         shards = stream_shards(self._streams, deployment.stream_arn)
         check.shards = len(shards)
+        phase = getattr(self, "_stream_phase", None)
         if phase is not None:
             self._phase(phase, len(shards), unit="shards")
 

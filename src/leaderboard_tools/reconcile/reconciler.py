@@ -29,7 +29,7 @@ from leaderboard_tools.reconcile.clock import (
     interval_clock,
 )
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
-from leaderboard_tools.reconcile.progress import READING_STREAM, REPAIRING, phase_reporter
+from leaderboard_tools.reconcile.progress import REPAIRING, phase_reporter
 from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
 from leaderboard_tools.reconcile.report import (
     ABSENT,
@@ -93,6 +93,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._sleep = sleep
         self._on_progress = on_progress
         self._phase = phase_reporter(on_progress)
+        self._stream_phase: str | None = None
+        """Set while the stream is read as a phase of its own (`_in_flight_reported`), not for a band's close."""
 
     def report_phase(
         self,
@@ -198,7 +200,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> None:
         """Settle every difference, opening and closing bands; a clock refusal stops it (bands closed at once)."""
         recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
-        in_flight, report.stream = self._in_flight(set(differing), recount_end, phase=READING_STREAM)
+        in_flight, report.stream = self._in_flight_reported(set(differing), recount_end)
         bands: list[OpenBand] = []
         first_opened = 0.0
         left = sum(len(differences) for differences in differing.values())
