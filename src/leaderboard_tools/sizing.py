@@ -37,7 +37,7 @@ PARTITION_WRITE_LIMIT = 1000
 INDEX_WRITES_PER_UPDATE = 2
 """An update that changes an item's index sort key is a delete and a put in the index."""
 
-# The module's own limits and defaults (terraform/variables.tf; tests/unit/tools/test_sizing.py holds them equal).
+# The module's own limits and defaults (terraform/variables.tf), held equal by tests/unit/core/test_one_definition.py.
 SHARDS_MOST = 64
 """leaderboard_shards: a whole number from 1 to 64."""
 BATCH_SIZE_RANGE = (1, 10_000)
