@@ -1,7 +1,7 @@
 """The operator tools' command line, `leaderboard-tools COMMAND`: every command the modules of `COMMANDS` register, the
 board commands top, rank, all, range, range-by-count, card and score (commands/leaderboards.py), size, rekey,
-reconcile, recover, backfill and readers. `--help` names each command registered (its description lists them from the
-registered subparsers) and the exit codes.
+reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description lists
+them from the registered subparsers) and the exit codes.
 
 Every command ends with one line on stderr when it cannot do what was asked, and an exit code from one table (below,
 and docs/operations.md, "Exit codes"): no traceback on any input, on a closed pipe or on Ctrl-C. The AWS CLI's
@@ -33,6 +33,7 @@ from leaderboard_tools.commands import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     backfill,
+    completion,
     leaderboards,
     readers,
     reconcile,
@@ -42,7 +43,7 @@ from leaderboard_tools.commands import (
 )
 from leaderboard_tools.interruption import Interrupted, stopping_workers
 
-COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers)
+COMMANDS = (leaderboards, size, rekey, reconcile, recover, backfill, readers, completion)
 """Each module registers its parser and binds its `run`; in this order `--help` lists them (`leaderboards`: top,
 rank, all, range, range-by-count, card and score)."""
 DESCRIPTION = """The operator tools of the DynamoDB materialized-aggregation module: read the leaderboards, size the

@@ -51,6 +51,7 @@ from leaderboard_tools.reconcile import (
     RepairUnavailable,
     RunReport,
 )
+from leaderboard_tools.reconcile.progress import ANSWERING_MESSAGES, READING_QUEUE
 
 
 @dataclass
@@ -228,6 +229,7 @@ def _recover(
     with contextlib.ExitStack() as stack:
         keepers = {url: stack.enter_context(VisibilityKeeper(sqs, url, visibility_seconds)) for url in queues}
         messages = []
+        reconciler.report_phase(READING_QUEUE)
         for url in queues:
             received = [classify(raw, deployment) for raw in receive_all(sqs, url, visibility_seconds)]
             for message in received:
@@ -235,6 +237,7 @@ def _recover(
             keepers[url].hold(received)
             messages += received
         report.messages = len(messages)
+        reconciler.report_phase(ANSWERING_MESSAGES)
         for message in messages:
             if message.kind == "failed_batch":
                 answerer.answer(message)

@@ -1,4 +1,4 @@
-"""How many leaderboard shards a workload needs: from downloads per second to index writes per partition.
+"""How many leaderboard shards a workload needs, whether any number fits, and what the load costs a month.
 
 The arithmetic of docs/sizing.md. A batch (or a window) writes each aggregate it
 touches once; in a Zipf catalogue, song i (popularity p_i) is touched by a batch of B downloads
@@ -7,19 +7,77 @@ DynamoDB applies to the index as a delete and a put: two index writes. All of a 
 aggregates sit in one index partition with one leaderboard shard, in N with N; DynamoDB
 accepts about 1,000 writes per second per partition, and an index that falls behind throttles
 writes to the table itself.
+
+Two kinds of partition must stay under that limit, and `recommend` checks both: the index's (N
+spreads them; the fewest N keeping the busiest under `target_share` of the limit is the answer) and
+the table partition of the most popular song, which holds its downloads and, in the guide's one
+table, every aggregate of it (no N spreads it: when it is over the limit, no N fits).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 from leaderboard_core.index_layout import leaderboard_shard
+from leaderboard_tools.prices import (
+    LAMBDA_GB_SECOND,
+    LAMBDA_REQUEST,
+    READ_REQUEST_UNIT,
+    SECONDS_PER_MONTH,
+    STREAMS_READ_REQUEST_UNIT,
+    WRITE_REQUEST_UNIT,
+    Price,
+)
 
 PARTITION_WRITE_LIMIT = 1000
 """Writes per second one partition accepts (DynamoDB Developer Guide, partition key design)."""
 INDEX_WRITES_PER_UPDATE = 2
 """An update that changes an item's index sort key is a delete and a put in the index."""
+
+# The module's own limits and defaults (terraform/variables.tf), held equal by tests/unit/core/test_one_definition.py.
+SHARDS_MOST = 64
+"""leaderboard_shards: a whole number from 1 to 64."""
+BATCH_SIZE_RANGE = (1, 10_000)
+"""batch_size: 1-10000 records per invocation."""
+BATCH_SIZE_DEFAULT = 100
+WINDOW_SECONDS_RANGE = (1, 900)
+"""tumbling_window_in_seconds: 1-900 (the aggregator needs window events, so never 0)."""
+WINDOW_SECONDS_DEFAULT = 60
+AGGREGATOR_MEMORY_MB = 512
+"""aggregator_memory_size's default, at which the aggregator's GB-seconds are counted."""
+QUERY_MEMORY_MB = 256
+"""query_memory_size's default."""
+AGGREGATOR_WRITE_CONCURRENCY = 8
+"""aggregator_write_concurrency's default: aggregate writes an invocation has in flight at once."""
+
+# What `size` itself accepts beyond the module's limits: the arithmetic runs once per song.
+RATE_MOST = 10_000_000
+"""Downloads (or queries) a second: far past what one table takes, where the arithmetic still holds finite figures."""
+SONGS_MOST = 1_000_000
+"""A catalogue this large takes about ten seconds; beyond it the tail changes the figures little and the run a lot."""
+ZIPF_EXPONENT_MOST = 10.0
+"""Popularity 1 / rank^s: past s = 10 the first song holds all but a thousandth of the downloads."""
+
+# The aggregator's calls and CPU per invocation, as the benchmark measured them (docs/benchmark.md, "The handler's CPU
+# per download"; development/benchmark-results/handler_cpu.json, ours_per_batch).
+CALLS_IN_LINE_BESIDE_GET_RECORDS = 3
+"""Per invocation, one after another: GetItem and UpdateItem of its shard's progress, and GetShardIterator."""
+RECORDS_PER_GET_RECORDS = 1000
+"""GetRecords returns up to 1,000 records: measured 1, 2 and 11 calls at batches of 100, 1,000 and 10,000."""
+CPU_MS_PER_RECORD = 0.122
+CPU_MS_PER_AGGREGATE_WRITE = 1.40
+"""The handler's CPU, fitted (least squares) to the seven ours_per_batch cases the benchmark measured (three batch
+sizes, three board configurations): each within -24 % .. +10 % of its measurement."""
+CALL_LATENCY_SECONDS = 0.010
+"""The benchmark's stated latency of a DynamoDB or Streams call: the upper end of AWS's "single-digit
+milliseconds" for single-item operations (docs/benchmark.md, figure 8)."""
+QUERY_READER_THREADS = 32
+"""The query function reads up to 32 index partitions at once (query.MAX_READER_THREADS)."""
+TOP_PAGE_READ_UNITS_PER_PARTITION = 0.5
+"""A top-10 page reads 11 entries of each partition (about 40 fill 4 KB): one eventually consistent read of 4 KB."""
 
 
 @dataclass(frozen=True)
@@ -27,9 +85,23 @@ class Workload:
     downloads_per_second: float
     songs: int
     zipf_exponent: float = 1.1
-    batch_size: int = 100
+    batch_size: int = BATCH_SIZE_DEFAULT
     aggregate_writes: str = "per_batch"
-    window_seconds: float = 60
+    window_seconds: float = WINDOW_SECONDS_DEFAULT
+
+    def __post_init__(self) -> None:
+        """The arithmetic's domain: what `size` refuses at its command line, refused here too (ValueError)."""
+        refusals = [
+            (0 < self.downloads_per_second <= RATE_MOST, f"downloads_per_second above 0, at most {RATE_MOST:,}"),
+            (1 <= self.songs <= SONGS_MOST, f"songs 1-{SONGS_MOST}"),
+            (0 <= self.zipf_exponent <= ZIPF_EXPONENT_MOST, f"zipf_exponent 0-{ZIPF_EXPONENT_MOST:g}"),
+            (BATCH_SIZE_RANGE[0] <= self.batch_size <= BATCH_SIZE_RANGE[1], "batch_size 1-10000"),
+            (self.aggregate_writes in ("per_batch", "per_window"), "aggregate_writes per_batch or per_window"),
+            (WINDOW_SECONDS_RANGE[0] <= self.window_seconds <= WINDOW_SECONDS_RANGE[1], "window_seconds 1-900"),
+        ]
+        wrong = [wanted for holds, wanted in refusals if not holds]
+        if wrong:
+            raise ValueError(f"not a workload: {self} (wanted {', '.join(wrong)})")
 
     def popularity(self) -> list[float]:
         weights = [1 / rank**self.zipf_exponent for rank in range(1, self.songs + 1)]
@@ -43,6 +115,11 @@ class Workload:
             return [(1 - (1 - p) ** draws) / self.window_seconds for p in self.popularity()]
         batches_per_second = self.downloads_per_second / self.batch_size
         return [batches_per_second * (1 - (1 - p) ** self.batch_size) for p in self.popularity()]
+
+    @property
+    def invocations_per_second(self) -> float:
+        """The aggregator's invocations with records, batches full (a window's final invocation left out)."""
+        return self.downloads_per_second / self.batch_size
 
 
 @dataclass(frozen=True)
@@ -87,14 +164,19 @@ def _placements(songs: int) -> list[int]:
     return [leaderboard_shard(song_id(rank), 2**64) for rank in range(1, songs + 1)]
 
 
-def shards_needed(workload: Workload, target_share: float = 0.5, most: int = 64) -> tuple[int | None, PartitionLoad]:
-    """The fewest shards keeping the busiest partition under `target_share` of its limit, or None if none does.
+def shards_needed(
+    workload: Workload, target_share: float = 0.5, most: int = SHARDS_MOST
+) -> tuple[int | None, PartitionLoad]:
+    """The fewest shards keeping the busiest index partition under `target_share` of its limit, or None if none does.
 
     None happens when the most popular song alone writes more than that: its aggregate cannot be
-    split, so the remedy is larger batches or per_window writes, not more shards.
+    split, so the remedy is larger batches or per_window writes, not more shards. N partitions take
+    at least 1/N of the index writes each, so no N below that bound is computed.
     """
-    load = partition_load(workload, 1)
-    for shards in range(1, most + 1):
+    total = INDEX_WRITES_PER_UPDATE * sum(_updates(workload))
+    fewest = max(1, math.ceil(total / (target_share * PARTITION_WRITE_LIMIT) - 1e-9))
+    load = partition_load(workload, min(fewest, most))
+    for shards in range(fewest, most + 1):
         load = partition_load(workload, shards)
         if load.busiest_share_of_limit <= target_share:
             return shards, load
@@ -119,36 +201,189 @@ class BoardPressure:
     overall_board: PartitionLoad
     """Each period's current overall board: all of them alike, and the one `leaderboard_shards` is sized for."""
     busiest_category_board_index_writes_per_second: float | None
+    """The busiest index partition of any category board (songs placed as the module places them)."""
     aggregate_updates_per_second: float
     """Every board of every period together: what the table takes."""
     hottest_entity_writes_per_second: float
-    """The most popular song's table partition: its downloads plus its aggregates' updates, every board included."""
+    """The most popular song's table partition: its downloads plus its aggregates' updates, every board included
+    (with the aggregates in a table of their own, the busier of the two partitions)."""
+    hottest_entity_downloads_per_second: float = 0.0
+    hottest_entity_aggregate_updates_per_second: float = 0.0
+    separate_aggregates_table: bool = False
 
     @property
     def hottest_entity_share_of_limit(self) -> float:
         return self.hottest_entity_writes_per_second / PARTITION_WRITE_LIMIT
 
 
-def board_pressure(workload: Workload, boards: Boards, shards: int) -> BoardPressure:
+def board_pressure(
+    workload: Workload, boards: Boards, shards: int, separate_aggregates_table: bool = False
+) -> BoardPressure:
     """Index and table pressure when each download is counted in several boards.
 
     Every period's current board takes the same updates (each batch touches each song's board of
     each period once), so an `all` board is as hot as the month's and, never rotating, stays so; a
     category board takes only its category's songs. All of a song's boards share its partition key,
-    hence its table partition, with its raw downloads.
+    hence its table partition, with its raw downloads (in the guide's one table; with
+    `separate_aggregates_table`, its aggregates share one partition of the aggregates' table).
     """
     overall = partition_load(workload, shards)
     updates = _updates(workload)
     category_busiest = None
     if boards.categories:
-        per_category = [0.0] * boards.categories
-        for rank, rate in enumerate(updates):
-            per_category[rank % boards.categories] += rate
-        category_busiest = INDEX_WRITES_PER_UPDATE * max(per_category) / shards
+        per_partition: defaultdict[tuple[int, int], float] = defaultdict(float)
+        for rank, (placement, rate) in enumerate(zip(_placements(workload.songs), updates, strict=True)):
+            per_partition[(rank % boards.categories, placement % shards)] += rate
+        category_busiest = INDEX_WRITES_PER_UPDATE * max(per_partition.values())
     top_downloads = workload.downloads_per_second * workload.popularity()[0]
+    top_updates = updates[0] * boards.per_download
     return BoardPressure(
         overall_board=overall,
         busiest_category_board_index_writes_per_second=category_busiest,
         aggregate_updates_per_second=overall.aggregate_updates_per_second * boards.per_download,
-        hottest_entity_writes_per_second=top_downloads + updates[0] * boards.per_download,
+        hottest_entity_writes_per_second=(
+            max(top_downloads, top_updates) if separate_aggregates_table else top_downloads + top_updates
+        ),
+        hottest_entity_downloads_per_second=top_downloads,
+        hottest_entity_aggregate_updates_per_second=top_updates,
+        separate_aggregates_table=separate_aggregates_table,
     )
+
+
+INDEX_TOO_HOT = "index"
+"""No N keeps the busiest index partition under the target: the most popular song's aggregate alone is too hot."""
+PARTITION_KEY_TOO_HOT = "partition_key"
+"""The most popular song's table partition is over the limit, which no N changes."""
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """`size`'s answer: the shards, or why no number fits, and the load at the shard counts it shows."""
+
+    workload: Workload
+    boards: Boards
+    target_share: float
+    leaderboard_shards: int | None
+    """The fewest N that keeps every partition under its limit; None when no N does."""
+    shown: int
+    """The shard count the figures below are for: leaderboard_shards, or the most the module allows."""
+    load: PartitionLoad
+    pressure: BoardPressure
+    rows: list[PartitionLoad]
+    """1, 2, 4, ... below `shown`, then `shown` itself."""
+    too_hot: list[str] = field(default_factory=list)
+    """INDEX_TOO_HOT and/or PARTITION_KEY_TOO_HOT when no N fits."""
+
+    @property
+    def fits(self) -> bool:
+        return self.leaderboard_shards is not None
+
+
+def recommend(
+    workload: Workload, boards: Boards, target_share: float = 0.5, separate_aggregates_table: bool = False
+) -> Sizing:
+    """The fewest shards keeping every index partition under `target_share` of the limit (every board's) and the
+    most popular song's table partition under the limit itself; or no number, and why."""
+    index_shards, _ = shards_needed(workload, target_share)
+    shown = index_shards or SHARDS_MOST
+    pressure = board_pressure(workload, boards, shown, separate_aggregates_table)
+    too_hot = [] if index_shards is not None else [INDEX_TOO_HOT]
+    if pressure.hottest_entity_writes_per_second > PARTITION_WRITE_LIMIT:
+        too_hot.append(PARTITION_KEY_TOO_HOT)
+    rows = [partition_load(workload, 2**power) for power in range(7) if 2**power < shown]
+    rows.append(pressure.overall_board)
+    return Sizing(
+        workload=workload,
+        boards=boards,
+        target_share=target_share,
+        leaderboard_shards=None if too_hot else shown,
+        shown=shown,
+        load=pressure.overall_board,
+        pressure=pressure,
+        rows=rows,
+        too_hot=too_hot,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------- the cost
+
+
+@dataclass(frozen=True)
+class CostLine:
+    item: str
+    per_second: float
+    """Request units (or requests, or GB-seconds) a second."""
+    price: Price
+    module: bool = True
+    """False for the downloads themselves: the application's writes, which the module only reads."""
+
+    @property
+    def per_month(self) -> float:
+        return self.per_second * SECONDS_PER_MONTH
+
+    @property
+    def dollars_per_month(self) -> float:
+        return self.per_month * self.price.per_unit
+
+
+@dataclass(frozen=True)
+class Cost:
+    lines: list[CostLine]
+    aggregator_seconds_per_invocation: float
+    query_seconds_per_page: float
+
+    @property
+    def module_dollars_per_month(self) -> float:
+        return sum(line.dollars_per_month for line in self.lines if line.module)
+
+    @property
+    def dollars_per_month(self) -> float:
+        return sum(line.dollars_per_month for line in self.lines)
+
+
+def get_records_per_invocation(batch_size: int) -> int:
+    """The aggregator reads its batch's records itself, 1,000 a call, and one call more finds the end."""
+    return 1 + batch_size // RECORDS_PER_GET_RECORDS
+
+
+def aggregator_seconds_per_invocation(batch_size: int, aggregate_writes_per_invocation: float) -> float:
+    """CPU (the benchmark's, fitted) plus the calls it waits for: those in line one after another, the aggregate
+    writes in rounds of `aggregator_write_concurrency`."""
+    cpu_ms = CPU_MS_PER_RECORD * batch_size + CPU_MS_PER_AGGREGATE_WRITE * aggregate_writes_per_invocation
+    waits = (
+        CALLS_IN_LINE_BESIDE_GET_RECORDS
+        + get_records_per_invocation(batch_size)
+        + math.ceil(aggregate_writes_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
+    )
+    return cpu_ms / 1000 + waits * CALL_LATENCY_SECONDS
+
+
+def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
+    """What the load costs a month at `sizing.shown` shards, at PRICES: see docs/sizing.md, "What it costs"."""
+    workload = sizing.workload
+    aggregate_writes = sizing.pressure.aggregate_updates_per_second
+    invocations = workload.invocations_per_second
+    seconds = aggregator_seconds_per_invocation(workload.batch_size, aggregate_writes / invocations)
+    query_seconds = math.ceil(sizing.shown / QUERY_READER_THREADS) * CALL_LATENCY_SECONDS
+    lines = [
+        CostLine("aggregate writes", aggregate_writes, WRITE_REQUEST_UNIT),
+        CostLine("index writes", INDEX_WRITES_PER_UPDATE * aggregate_writes, WRITE_REQUEST_UNIT),
+        CostLine("progress table writes", invocations, WRITE_REQUEST_UNIT),
+        CostLine("progress table reads", invocations, READ_REQUEST_UNIT),
+        CostLine(
+            "stream reads (the aggregator's GetRecords)",
+            invocations * get_records_per_invocation(workload.batch_size),
+            STREAMS_READ_REQUEST_UNIT,
+        ),
+        CostLine("aggregator requests", invocations, LAMBDA_REQUEST),
+        CostLine("aggregator GB-seconds", invocations * seconds * AGGREGATOR_MEMORY_MB / 1024, LAMBDA_GB_SECOND),
+        CostLine(
+            "index reads (top-10 pages)",
+            queries_per_second * sizing.shown * TOP_PAGE_READ_UNITS_PER_PARTITION,
+            READ_REQUEST_UNIT,
+        ),
+        CostLine("query requests", queries_per_second, LAMBDA_REQUEST),
+        CostLine("query GB-seconds", queries_per_second * query_seconds * QUERY_MEMORY_MB / 1024, LAMBDA_GB_SECOND),
+        CostLine("downloads written (the application's)", workload.downloads_per_second, WRITE_REQUEST_UNIT, False),
+    ]
+    return Cost(lines, aggregator_seconds_per_invocation=seconds, query_seconds_per_page=query_seconds)

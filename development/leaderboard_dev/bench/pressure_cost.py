@@ -25,6 +25,7 @@ from typing import Any
 
 from leaderboard_core.index_layout import leaderboard_shard
 from leaderboard_dev.bench.workload import SONGS
+from leaderboard_tools.prices import LAMBDA_GB_SECOND, LAMBDA_REQUEST, WRITE_REQUEST_UNIT
 from leaderboard_tools.sizing import INDEX_WRITES_PER_UPDATE, PARTITION_WRITE_LIMIT, Workload, partition_load
 
 DOWNLOAD_RATES = (1000, 5000, 10_000)
@@ -35,9 +36,10 @@ AGGREGATOR_MEMORY_GB = 0.5
 PRICES: dict[str, Any] = {
     "region": "us-east-1",
     "looked_up": "2026-11-30",
-    "dynamodb_write_request_unit_per_million": 0.625,
-    "lambda_request_per_million": 0.20,
-    "lambda_gb_second_x86": 0.0000166667,
+    # The figures are `size`'s (leaderboard_tools.prices, with their sources and how far each is confirmed).
+    "dynamodb_write_request_unit_per_million": WRITE_REQUEST_UNIT.usd,
+    "lambda_request_per_million": LAMBDA_REQUEST.usd,
+    "lambda_gb_second_x86": LAMBDA_GB_SECOND.usd,
     "sources": [
         {
             "item": "DynamoDB on-demand write request unit: $0.625 per million (US East, after the November 2024 cut)",

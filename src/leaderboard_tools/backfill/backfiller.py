@@ -29,6 +29,13 @@ from leaderboard_tools.backfill.transactions import BackfillStopped, BackfillUnf
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import WorkerStopped
 from leaderboard_tools.reconcile.clock import interval_clock
+from leaderboard_tools.reconcile.progress import (
+    BEGINNING_BACKFILL,
+    ENDING_BACKFILL,
+    SCANNING_HISTORY,
+    item_count,
+    phase_reporter,
+)
 
 UNFINISHED_CODES = frozenset(
     {
@@ -69,6 +76,7 @@ class Backfill(SegmentProgress, SegmentScan, PageTransactions):
         self._sleep = sleep
         self._jitter = jitter
         self._on_progress = on_progress
+        self._phase = phase_reporter(on_progress)
         self._pacer = ReadPacer(max_read_units, clock, sleep)
         self._dynamo_time = dynamo_time or DynamoTime(dynamodb, deployment.table).latest
         self._claims = ""
@@ -81,6 +89,7 @@ class Backfill(SegmentProgress, SegmentScan, PageTransactions):
         a run stopped by an error reports what it did, with the error."""
         report = self._report
         self._claims = claims_table_of(self._deployment)
+        self._phase(BEGINNING_BACKFILL)
         done = self._begin()
         if done is not None:
             report.status, report.segments = ALREADY_DONE, int(_number(done, SEGMENTS_ATTRIBUTE))
@@ -88,6 +97,8 @@ class Backfill(SegmentProgress, SegmentScan, PageTransactions):
             report.ended_at, report.total = _number(done, ENDED_AT), tally_of_item(done)
             return report
         failure: BaseException | None = None
+        # ItemCount counts the whole table; a resumed run scans only what its unfinished segments have left.
+        self._phase(SCANNING_HISTORY, item_count(self._dynamodb, self._deployment.table), approximate=True)
         with ThreadPoolExecutor(max_workers=self._segments, thread_name_prefix="backfill-segment") as pool:
             futures = [pool.submit(self._segment, index) for index in range(self._segments)]
             try:
@@ -107,6 +118,7 @@ class Backfill(SegmentProgress, SegmentScan, PageTransactions):
         if failure is not None:
             self._classify(failure)
         elif report.status != INTERRUPTED and report.segments_done == self._segments:
+            self._phase(ENDING_BACKFILL)
             self._finish()
             report.status = DONE
         return report

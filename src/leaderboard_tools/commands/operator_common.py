@@ -110,49 +110,112 @@ def operator_setup(
     return aws, discover(aws, arguments.table, overrides)
 
 
+class ProgressBar:
+    """What `progress_of` yields. Called with a count, it advances the current phase; `phase(name, total, ...)` starts
+    the next one, on the same line (the reconcile package's `on_progress` protocol, reconcile/progress.py)."""
+
+    def __init__(self, progress: Any, description: str, total: int | None, approximate: bool) -> None:
+        self._progress = progress
+        self._task: Any = None
+        self.phases: list[str] = []
+        """Every phase started, in order (the first is the command's own description)."""
+        self.phase(description, total, approximate=approximate)
+
+    def __call__(self, done: int) -> None:
+        self._progress.advance(self._task, done)
+
+    def phase(
+        self,
+        name: str,
+        total: int | None = None,
+        *,
+        approximate: bool = False,
+        unit: str = "items",
+        bound: bool = False,
+    ) -> None:
+        """The next phase, on the line of the last one: `total` approximate (from ItemCount), or `bound` (the most it
+        can take: its time remaining is "at most"), in `unit`s ("s": a wait, shown by the clock)."""
+        if self._task is not None:
+            self._progress.update(self._task, visible=False)
+            self._progress.stop_task(self._task)
+        described = f"{name} (approximate total: ItemCount)" if approximate and total else name
+        self._task = self._progress.add_task(
+            described, total=total or None, unit=unit, approximate=approximate and bool(total), bound=bound
+        )
+        self.phases.append(name)
+
+
 @contextmanager
-def progress_of(description: str, shown: bool, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal; a silent counter otherwise (JSON output, pipes). With a
-    `total` (approximate, such as DescribeTable's ItemCount): done of total, the rate and the time remaining."""
+def progress_of(
+    description: str, shown: bool, total: int | None = None, *, approximate: bool = False, console: Any = None
+) -> Iterator[ProgressBar]:
+    """A progress bar on stderr when it is a terminal; a silent counter otherwise (JSON output, pipes).
+
+    One line: the phase (a run names each as it starts it, through the yielded object's `phase`), the count, the
+    rate, the time elapsed and, where a total is known, the bar, "of ~N" for an approximate total (such as
+    DescribeTable's ItemCount) and the time remaining."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        ProgressColumn,
-        Task,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+    from rich.progress_bar import ProgressBar as Bar
     from rich.text import Text
+
+    def waited(task: Task) -> float | None:
+        """A wait (unit "s") is shown by the clock, not by the counts its run reports every few seconds."""
+        if task.fields.get("unit") != "s" or task.total is None:
+            return None
+        return min(task.elapsed or 0.0, task.total)
+
+    class Progressing(BarColumn):
+        def render(self, task: Task) -> Bar:
+            seconds = waited(task)
+            if seconds is None:
+                return super().render(task)
+            return Bar(total=max(task.total or 0, 1), completed=seconds, width=self.bar_width, animation_time=0)
+
+    class Count(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            unit = task.fields.get("unit", "items")
+            completed = task.completed if (seconds := waited(task)) is None else seconds
+            if task.total is None:
+                return Text(f"{completed:,.0f} {unit}" if completed else "", style="progress.download")
+            about = "~" if task.fields.get("approximate") else ""
+            return Text(f"{completed:,.0f} of {about}{task.total:,.0f} {unit}", style="progress.download")
 
     class Rate(ProgressColumn):
         def render(self, task: Task) -> Text:
-            return Text(f"{task.speed:,.0f}/s" if task.speed else "", style="progress.data.speed")
+            unit = task.fields.get("unit", "items")
+            if not task.speed or unit == "s":
+                return Text("")
+            return Text(f"{task.speed:,.0f} {unit}/s", style="progress.data.speed")
+
+    class Remaining(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            seconds = waited(task)
+            remaining = task.time_remaining if seconds is None else (task.total or 0) - seconds
+            if task.total is None or remaining is None:
+                return Text("")
+            minutes, whole = divmod(int(remaining), 60)
+            hours, minutes = divmod(minutes, 60)
+            label = "at most" if task.fields.get("bound") else "ETA"
+            return Text(f"{label} {hours}:{minutes:02d}:{whole:02d}", style="progress.remaining")
 
     columns = (
-        (
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            Rate(),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        if total
-        else ()
+        TextColumn("[progress.description]{task.description}"),
+        Progressing(),
+        Count(),
+        Rate(),
+        TimeElapsedColumn(),
+        Remaining(),
     )
-    with Progress(*columns, console=Console(stderr=True), transient=True, disable=not shown) as progress:
-        task = progress.add_task(description, total=total or None)
-        yield lambda done: progress.advance(task, done)
+    with Progress(*columns, console=console or Console(stderr=True), transient=True, disable=not shown) as progress:
+        yield ProgressBar(progress, description, total, approximate)
 
 
 def operator_reconciler(
     arguments: argparse.Namespace, aws: Any, deployment: Any, on_progress: Callable[[int], None]
 ) -> Any:
-    """The Reconciler as `reconcile` and `recover` configure it from their shared flags."""
+    """The Reconciler as `reconcile` and `recover` configure it from their shared flags; it names its phases through
+    `on_progress.phase` where `on_progress` has one (a ProgressBar)."""
     from leaderboard_tools.reconcile import Reconciler
 
     return Reconciler(

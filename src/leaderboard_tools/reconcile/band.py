@@ -18,6 +18,7 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED_UNDER,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
+from leaderboard_tools.reconcile.progress import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
 from leaderboard_tools.reconcile.report import Difference, Snapshot
 
 CLOSED_ATTRIBUTE = "RecountClosed"
@@ -186,21 +187,32 @@ class RepairBand:
         boards = {band.board for band in bands}
         fence = max(band.fence for band in bands)
         give_up = fence + 1 + self._band_settle + self._band_seconds
-        caught_up = False
+        # Creation times are whole seconds, rounded down: a record of the fence's own second is at the fence.
+        first_look = fence + 1 + self._band_settle
+        waited: SecondsWaited | None = None
+        reading = caught_up = False
         while not caught_up:
             now = self.dynamodb_time()
+            if waited is None:
+                self._phase(WAITING_FOR_FENCE, max(0, math.ceil(first_look - now)), unit="s")
+                waited = SecondsWaited(self._on_progress, now)
+            waited.to(now)
             if now >= give_up:
                 break
-            # Creation times are whole seconds, rounded down: a record of the fence's own second is at the fence.
-            if now < fence + 1 + self._band_settle:
-                self._sleep(min(self._band_poll, fence + 1 + self._band_settle - now))
+            if now < first_look:
+                self._sleep(min(self._band_poll, first_look - now))
                 continue
+            if not reading:
+                self._phase(WAITING_FOR_STREAM, max(1, math.ceil(give_up - now)), unit="s", bound=True)
+                waited, reading = SecondsWaited(self._on_progress, now), True
             in_flight, _ = self._in_flight(boards, fence, budget=max(1.0, give_up - now))
             caught_up = in_flight is not None and not (in_flight & keys)
             if not caught_up:
                 self._sleep(self._band_poll)
+        self._phase(CLOSING_BANDS, len(bands), unit="bands")
         for band in bands:
             self._close(band, caught_up)
+            self._on_progress(1)
 
     def _close_at_once(self, bands: list[OpenBand]) -> None:
         """A run stopped by an error (or an interrupt) closes its open bands without waiting, as far as it can: what

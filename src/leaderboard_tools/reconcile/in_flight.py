@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.progress import READING_STREAM
 from leaderboard_tools.reconcile.recount import boards_of_download
 from leaderboard_tools.reconcile.report import AggregateId, StreamCheck
 from leaderboard_tools.stream_reading import (
@@ -23,6 +24,16 @@ from leaderboard_tools.stream_reading import (
 class InFlightCheck:
     """The Reconciler's reading of the stream."""
 
+    def _in_flight_reported(
+        self, boards: set[str] | None, recount_end: int
+    ) -> tuple[set[AggregateId] | None, StreamCheck]:
+        """`_in_flight`, reported as the phase READING_STREAM, its count the shards read."""
+        self._stream_phase = READING_STREAM
+        try:
+            return self._in_flight(boards, recount_end)
+        finally:
+            self._stream_phase = None
+
     def _in_flight(
         self, boards: set[str] | None, recount_end: int, budget: float | None = None
     ) -> tuple[set[AggregateId] | None, StreamCheck]:
@@ -36,6 +47,9 @@ class InFlightCheck:
         lock = threading.Lock()
         shards = stream_shards(self._streams, deployment.stream_arn)
         check.shards = len(shards)
+        phase = getattr(self, "_stream_phase", None)
+        if phase is not None:
+            self._phase(phase, len(shards), unit="shards")
 
         def on_record(record: dict[str, Any]) -> None:
             aggregates = [
@@ -73,8 +87,15 @@ class InFlightCheck:
                 shard_start=starting_sequence(shard),
             )
 
+        def read_counted(shard: dict[str, Any]) -> ShardReadOutcome | None:
+            try:
+                return read(shard)
+            finally:
+                if phase is not None:
+                    self._on_progress(1)
+
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(shards)))) as pool:
-            outcomes = list(pool.map(read, shards))
+            outcomes = list(pool.map(read_counted, shards))
         for outcome in outcomes:
             if outcome is None:
                 check.skipped_ended += 1

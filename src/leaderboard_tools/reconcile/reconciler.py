@@ -31,6 +31,7 @@ from leaderboard_tools.reconcile.clock import (
     interval_clock,
 )
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
+from leaderboard_tools.reconcile.progress import REPAIRING, phase_reporter
 from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
 from leaderboard_tools.reconcile.report import (
     ABSENT,
@@ -71,6 +72,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         sleep: Callable[[float], None] = time.sleep,
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
+        """`on_progress(count)` advances the current phase; its `phase(name, total)`, where it has one, is told each
+        phase as it starts (reconcile/progress.py)."""
         self._dynamodb = clients.dynamodb
         self._streams = clients.dynamodbstreams
         self._deployment = deployment
@@ -91,6 +94,21 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._sqs = getattr(clients, "sqs", None)
         self._sleep = sleep
         self._on_progress = on_progress
+        self._phase = phase_reporter(on_progress)
+        self._stream_phase: str | None = None
+        """Set while the stream is read as a phase of its own (`_in_flight_reported`), not for a band's close."""
+
+    def report_phase(
+        self,
+        name: str,
+        total: int | None = None,
+        *,
+        approximate: bool = False,
+        unit: str = "items",
+        bound: bool = False,
+    ) -> None:
+        """A phase of the caller's own (recover's: reading its queues), told as the Reconciler tells its own."""
+        self._phase(name, total, approximate=approximate, unit=unit, bound=bound)
 
     # ------------------------------------------------------------------ the run
 
@@ -194,10 +212,12 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     ) -> None:
         """Settle every difference, opening and closing bands; a clock refusal stops it (bands closed at once)."""
         recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
-        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        in_flight, report.stream = self._in_flight_reported(set(differing), recount_end)
         bands: list[OpenBand] = []
         first_opened = 0.0
         writing: AggregateId | None = None
+        left = sum(len(differences) for differences in differing.values())
+        self._phase(REPAIRING, left, unit="aggregates")
         try:
             for board, differences in differing.items():
                 for difference in differences:
@@ -205,6 +225,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     writing = (difference.entity_id, board)
                     band = self._settle(board, difference, snapshot, in_flight)
                     writing = None
+                    left -= 1
+                    self._on_progress(1)
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()
@@ -214,6 +236,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
                         self._close_bands(bands)
                         bands = []
+                        if left:
+                            self._phase(REPAIRING, left, unit="aggregates")
             self._close_bands(bands)
         except BaseException as error:
             again = False
@@ -282,7 +306,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
     def _dry_run_all(self, report: RunReport, differing: dict[str, list[Difference]]) -> None:
         """--dry-run: the repair's in-flight check, then what it would do with each difference; nothing written."""
         recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
-        in_flight, report.stream = self._in_flight(set(differing), recount_end)
+        in_flight, report.stream = self._in_flight_reported(set(differing), recount_end)
         for board, differences in differing.items():
             for difference in differences:
                 if self._left_alone(board, difference, in_flight):
@@ -361,7 +385,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         ttl = self._deployment.ttl_attribute
         if self._left_alone(board, difference, in_flight):
             return None
-        recount = self._recount_songs([difference.entity_id], {board: [difference.entity_id]}, keep_ids=True)
+        recount = self._recount_songs(
+            [difference.entity_id], {board: [difference.entity_id]}, keep_ids=True, counted=False
+        )
         recounted = recount.counts.get((difference.entity_id, board), 0)
         if board in recount.expired or (ttl is not None and recounted < difference.stored):
             difference.state = "ttl"

@@ -24,6 +24,7 @@ from leaderboard_core.buckets import (
 )
 from leaderboard_core.source_items import download_identity
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.progress import READING_AGGREGATES, RECOUNTING, item_count
 from leaderboard_tools.reconcile.report import AggregateId, Snapshot
 
 
@@ -48,18 +49,23 @@ class TableRecount:
             None if targets is None else sorted(board for board, songs in (targets or {}).items() if songs is None)
         )
         if targets is None or whole_boards:
+            # A scan reads every item of the table, downloads too where the aggregates are beside them.
+            self._phase(READING_AGGREGATES, item_count(self._dynamodb, self._aggregates_table), approximate=True)
             for item in self._scan_aggregates(whole_boards):
                 if board_refusal(item[names.sort_key]["S"], self._deployment) is None:
                     snapshots[(item[names.entity]["S"], item[names.sort_key]["S"])] = self._snapshot_of(item)
-        for board, songs in (targets or {}).items():
-            for entity_id in songs or ():
-                item = self._dynamodb.get_item(
-                    TableName=self._aggregates_table,
-                    Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
-                    ConsistentRead=True,
-                ).get("Item")
-                if item and names.period in item:
-                    snapshots[(entity_id, board)] = self._snapshot_of(item)
+        named = [(board, entity_id) for board, songs in (targets or {}).items() for entity_id in songs or ()]
+        if named:
+            self._phase(READING_AGGREGATES, len(named), unit="aggregates")
+        for board, entity_id in named:
+            item = self._dynamodb.get_item(
+                TableName=self._aggregates_table,
+                Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
+                ConsistentRead=True,
+            ).get("Item")
+            self._on_progress(1)
+            if item and names.period in item:
+                snapshots[(entity_id, board)] = self._snapshot_of(item)
         return snapshots
 
     def _scan_aggregates(self, boards: list[str] | None) -> Iterator[dict[str, Any]]:
@@ -110,9 +116,11 @@ class TableRecount:
         """Downloads per (song, board) of the targets; a scan when a whole board is wanted, else a Query per song."""
         whole = targets is None or any(songs is None for songs in targets.values())
         if whole:
+            self._phase(RECOUNTING, item_count(self._dynamodb, self._table), approximate=True)
             parts = self._recount_scan(targets)
         else:
             songs = sorted({song for entities in (targets or {}).values() for song in entities or ()})
+            self._phase(RECOUNTING)
             parts = [self._recount_songs(songs, targets)]
         merged = Recount()
         for part in parts:
@@ -126,11 +134,15 @@ class TableRecount:
         pages: Iterator[dict[str, Any]],
         targets: Mapping[str, Collection[str] | None] | None,
         keep_ids: bool = False,
+        counted: bool = True,
     ) -> Recount:
+        """`counted`: the items scanned advance the current phase (a repair's recount of one song does not: its phase
+        counts aggregates)."""
         names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
         part = Recount(ids=set() if keep_ids else None)
         for page in pages:
-            self._on_progress(page.get("ScannedCount", 0))
+            if counted:
+                self._on_progress(page.get("ScannedCount", 0))
             for item in page.get("Items", []):
                 entity = _string(item, names.entity)
                 for board in boards_of_download(item, self._deployment):
@@ -171,7 +183,11 @@ class TableRecount:
             return list(pool.map(segment, range(self._segments)))
 
     def _recount_songs(
-        self, songs: list[str], targets: Mapping[str, Collection[str] | None], keep_ids: bool = False
+        self,
+        songs: list[str],
+        targets: Mapping[str, Collection[str] | None],
+        keep_ids: bool = False,
+        counted: bool = True,
     ) -> Recount:
         """The cheaper path for a few songs: their partitions; in a table not partitioned by song, one scan for up to
         MAX_IN_OPERANDS of them."""
@@ -193,7 +209,7 @@ class TableRecount:
                 for start in range(0, len(songs), MAX_IN_OPERANDS)
             ]
         for pages in reads:
-            part = self._count_pages(pages, targets, keep_ids)
+            part = self._count_pages(pages, targets, keep_ids, counted)
             merged.counts.update(part.counts)
             for board, reason in part.expired.items():
                 merged.expired.setdefault(board, reason)

@@ -46,7 +46,9 @@ from leaderboard_core.bookkeeping import (
     pad_sequence,
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
-from leaderboard_tools import deployment, failure_messages, reconcile, stream_reading
+from leaderboard_dev.bench.pressure_cost import PRICES as BENCH_PRICES
+from leaderboard_tools import deployment, failure_messages, prices, reconcile, sizing, stream_reading
+from tests import terraform_config
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
@@ -464,6 +466,42 @@ def test_recover_reads_the_failure_messages_the_aggregator_writes(
     assert {kind: message.kind for kind, message in read.items()} == {kind: kind for kind in messages}
     assert read["refused_record"].aggregates == {key.board: {entity}}
     assert read["records_trimmed"].every_month == (checkpoint is None or first > checkpoint)
+
+
+# ---------------------------------------------------------------- what `size` sizes against, and its prices
+
+
+def test_sizes_limits_and_defaults_are_the_modules_own() -> None:
+    declared = terraform_config.variables(TERRAFORM)
+
+    def bounds(name: str) -> tuple[int, int]:
+        condition = declared[name]["validation"][0]["condition"]
+        low = re.search(rf"var\.{name} >= (\d+)", condition)
+        high = re.search(rf"var\.{name} <= (\d+)", condition)
+        assert low, condition
+        assert high, condition
+        return int(low.group(1)), int(high.group(1))
+
+    assert bounds("leaderboard_shards") == (1, sizing.SHARDS_MOST)
+    assert bounds("batch_size") == sizing.BATCH_SIZE_RANGE
+    assert bounds("tumbling_window_in_seconds") == sizing.WINDOW_SECONDS_RANGE
+    assert declared["batch_size"]["default"] == sizing.BATCH_SIZE_DEFAULT
+    assert declared["tumbling_window_in_seconds"]["default"] == sizing.WINDOW_SECONDS_DEFAULT
+    assert declared["aggregator_memory_size"]["default"] == sizing.AGGREGATOR_MEMORY_MB
+    assert declared["query_memory_size"]["default"] == sizing.QUERY_MEMORY_MB
+    assert declared["aggregator_write_concurrency"]["default"] == sizing.AGGREGATOR_WRITE_CONCURRENCY
+    periods = declared["leaderboard_periods"]["validation"][0]["condition"]
+    assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIODS)
+
+
+def test_every_price_names_its_source_and_the_benchmark_uses_the_same() -> None:
+    for price in prices.PRICES:
+        assert price.source.startswith("https://")
+        assert price.confirmed in ("aws", "secondary", "unconfirmed")
+        assert price.usd > 0
+    assert BENCH_PRICES["dynamodb_write_request_unit_per_million"] == prices.WRITE_REQUEST_UNIT.usd
+    assert BENCH_PRICES["lambda_request_per_million"] == prices.LAMBDA_REQUEST.usd
+    assert BENCH_PRICES["lambda_gb_second_x86"] == prices.LAMBDA_GB_SECOND.usd
 
 
 # ---------------------------------------------------------------- the list of copies

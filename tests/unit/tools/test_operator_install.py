@@ -20,7 +20,7 @@ from leaderboard_dev.settings import REPOSITORY
 from tests.unit.development.working_tree import copy_working_tree
 
 DEVELOPMENT_ONLY = ("localstack_client", "ministack", "python_terraform")
-OPERATOR_DEPENDENCIES = {"boto3", "botocore", "rich"}
+OPERATOR_DEPENDENCIES = {"boto3", "botocore", "rich", "shtab"}
 
 
 def project(pyproject: Path) -> dict[str, Any]:

@@ -1,12 +1,31 @@
-"""The sizing arithmetic: aggregate updates from batches of a Zipf catalogue, index writes per partition."""
+"""The sizing arithmetic (aggregate updates from batches of a Zipf catalogue, index writes per partition, the hottest
+song's partition, the cost a month) and `size`, the command that prints it."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
+import re
+from pathlib import Path
 
 import pytest
 
-from leaderboard_tools.sizing import Boards, Workload, board_pressure, partition_load, shards_needed
+from leaderboard_tools import prices, sizing
+from leaderboard_tools.cli import main
+from leaderboard_tools.commands import size
+from leaderboard_tools.sizing import (
+    PARTITION_WRITE_LIMIT,
+    Boards,
+    Workload,
+    board_pressure,
+    cost,
+    partition_load,
+    recommend,
+    shards_needed,
+)
+
+TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
 
 
 def test_batches_of_one_update_one_aggregate_per_download() -> None:
@@ -86,3 +105,254 @@ def test_the_hottest_songs_partition_takes_its_downloads_and_one_update_per_boar
     pressure = board_pressure(workload, Boards(periods=6, categories=2), 1)
     # one song: 1,000 downloads/s written raw, and 10 batches/s each updating its 12 boards
     assert pressure.hottest_entity_writes_per_second == pytest.approx(1000 + 10 * 12)
+
+
+# ---------------------------------------------------------------------------------------------- size, the command
+
+
+def size_command(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`leaderboard-tools size ...`: its exit code (argparse's included), stdout and stderr."""
+    try:
+        code = main(["size", *argv])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--songs", "0"], "--songs"),
+        (["--songs", "-3"], "--songs"),
+        (["--songs", "1e3"], "--songs"),
+        (["--categories", "-2"], "--categories"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--batch-size", "10001"], "--batch-size"),
+        (["--aggregate-writes", "per_window", "--window", "0"], "--window"),
+        (["--window", "901"], "--window"),
+        (["--downloads-per-second", "-5"], "--downloads-per-second"),
+        (["--downloads-per-second", "0"], "--downloads-per-second"),
+        (["--downloads-per-second", "nan"], "--downloads-per-second"),
+        (["--downloads-per-second", "inf"], "--downloads-per-second"),
+        (["--target-share", "2"], "--target-share"),
+        (["--target-share", "0"], "--target-share"),
+        (["--periods", "fortnight"], "--periods"),
+        (["--periods", "month,month"], "--periods"),
+        (["--periods", ""], "--periods"),
+        (["--zipf-exponent", "-1"], "--zipf-exponent"),
+        (["--zipf-exponent", "1e6"], "--zipf-exponent"),
+        (["--queries-per-second", "-1"], "--queries-per-second"),
+    ],
+)
+def test_what_the_module_would_refuse_or_means_nothing_is_a_usage_error_in_one_line(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # when size is given a flag outside the module's limits (or no number at all), the others valid
+    base = {"--downloads-per-second": "100", "--songs": "100"}
+    argv = [part for flag, value in base.items() if flag not in flags for part in (flag, value)] + flags
+    code, out, err = size_command(argv, capsys)
+    # then argparse refuses it (exit 2) in one error line naming the flag: no traceback, no table of nan
+    assert code == 2
+    assert out == ""
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert named in errors[0]
+    assert "Traceback" not in err
+
+
+def test_the_workload_refuses_what_the_command_line_refuses() -> None:
+    for wrong in (
+        {"downloads_per_second": -5, "songs": 10},
+        {"downloads_per_second": float("nan"), "songs": 10},
+        {"downloads_per_second": 10, "songs": 0},
+        {"downloads_per_second": 10, "songs": 10, "batch_size": 0},
+        {"downloads_per_second": 10, "songs": 10, "window_seconds": 0},
+        {"downloads_per_second": 10, "songs": 10, "aggregate_writes": "per_day"},
+    ):
+        with pytest.raises(ValueError, match="not a workload"):
+            Workload(**wrong)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("boards", [[], ["--categories", "10"]])
+def test_a_load_whose_hottest_song_is_over_a_partitions_limit_gets_no_shards_and_exit_1(
+    boards: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given 5,000 downloads/s over 100 songs: the index fits 11 shards, but the most popular song's partition
+    # (its 1,169 downloads/s and 50 aggregate updates/s per board) is over the 1,000 writes/s a partition takes
+    code, out, _ = size_command(["--downloads-per-second", "5000", "--songs", "100", *boards, "--json"], capsys)
+    answer = json.loads(out)
+    # then size recommends nothing, says why, and exits 1 (it once printed "leaderboard_shards = 11" and exited 0)
+    assert code == 1
+    assert answer["leaderboard_shards"] is None
+    assert answer["fits"] is False
+    assert answer["too_hot"] == ["partition_key"]
+    assert answer["hottest_entity_writes_per_second"] > PARTITION_WRITE_LIMIT
+    assert "No number of shards fits" in answer["verdict"][0]
+    # and its table says so too, beside the figures
+    code, out, _ = size_command(["--downloads-per-second", "5000", "--songs", "100", *boards], capsys)
+    assert code == 1
+    assert "leaderboard_shards =" not in out
+    assert "No number of shards fits" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        Workload(downloads_per_second=rate, songs=songs, batch_size=batch)
+        for rate in (100, 1000, 5000, 20_000)
+        for songs in (10, 100, 10_000)
+        for batch in (1, 100, 1000)
+    ]
+    + [Workload(5000, songs=1000, aggregate_writes="per_window", window_seconds=10)],
+)
+def test_a_recommendation_keeps_every_partition_under_its_limit(workload: Workload) -> None:
+    for boards, separate in ((Boards(), False), (Boards(periods=3, categories=8), False), (Boards(3, 8), True)):
+        answer = recommend(workload, boards, separate_aggregates_table=separate)
+        assert answer.rows[-1].shards == answer.shown  # the number recommended (or the most) is a row of the table
+        if answer.leaderboard_shards is None:
+            assert answer.too_hot
+            continue
+        pressure = answer.pressure
+        assert pressure.overall_board.busiest_share_of_limit <= 0.5
+        assert (pressure.busiest_category_board_index_writes_per_second or 0) <= 0.5 * PARTITION_WRITE_LIMIT
+        assert pressure.hottest_entity_writes_per_second <= PARTITION_WRITE_LIMIT
+        assert answer.leaderboard_shards == shards_needed(workload)[0]
+
+
+def test_the_number_recommended_is_a_row_of_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    # given 5,000 downloads/s over 100,000 songs, which need 19 shards
+    code, out, _ = size_command(["--downloads-per-second", "5000", "--songs", "100000", "--output", "text"], capsys)
+    assert code == 0
+    records = [line.split("\t") for line in out.splitlines()]
+    # then the rows are 1, 2, 4, 8, 16 and 19 itself
+    assert [int(record[1]) for record in records if record[0] == "shards"] == [1, 2, 4, 8, 16, 19]
+    assert ["leaderboard_shards", "19"] in records
+    code, out, _ = size_command(["--downloads-per-second", "5000", "--songs", "100000"], capsys)
+    assert re.search(r"^\W*19\W+3,434\W+6,868\W+499/s\W+50%", out, flags=re.MULTILINE), out
+    assert "leaderboard_shards = 19" in out
+
+
+def test_the_category_boards_are_placed_as_the_module_places_their_aggregates() -> None:
+    # given 10 songs, each in a category of its own, over 4 shards
+    workload = Workload(downloads_per_second=1000, songs=10, batch_size=10)
+    pressure = board_pressure(workload, Boards(categories=10), 4)
+    # then a category's busiest partition is its one song's: two index writes per update
+    updates = workload.updates_per_second()
+    assert pressure.busiest_category_board_index_writes_per_second == pytest.approx(2 * max(updates))
+
+
+def test_a_separate_aggregates_table_splits_the_hottest_songs_partition_in_two() -> None:
+    workload = Workload(downloads_per_second=1000, songs=1, batch_size=100)
+    one_table = board_pressure(workload, Boards(periods=6, categories=2), 1)
+    two_tables = board_pressure(workload, Boards(periods=6, categories=2), 1, separate_aggregates_table=True)
+    assert one_table.hottest_entity_writes_per_second == pytest.approx(1000 + 10 * 12)
+    assert two_tables.hottest_entity_writes_per_second == pytest.approx(1000)
+
+
+# ----------------------------------------------------------------------------------------------------- the cost
+
+BENCH = Path(__file__).resolve().parents[3] / "development" / "benchmark-results"
+
+
+def test_the_cost_per_million_downloads_agrees_with_the_benchmarks() -> None:
+    # given the benchmark's cost per million downloads (1,000 songs, Zipf 1.1, the month board, batch 100 and 1,000),
+    # and the batches its loads delivered (a batch of 1,000 held 909 records on average)
+    summary = json.loads((BENCH / "summary.json").read_text())
+    delivered = {check["batch_size"]: round(check["mean_batch"]) for check in summary["sizing_check"]}
+    rows = [
+        row
+        for row in summary["cost_per_million_downloads"]["rows"]
+        if (row["aggregator"], row["configuration"]) == ("ours_per_batch", "month") and row["batch_size"] in (100, 1000)
+    ]
+    assert len(rows) == 2
+    for row in rows:
+        # when size prices a million downloads of the same load, in the batches delivered
+        workload = Workload(downloads_per_second=1e6, songs=1000, batch_size=delivered[row["batch_size"]])
+        lines = {line.item: line.per_second for line in cost(recommend(workload, Boards())).lines}
+        # then its writes are the benchmark's (the sizing arithmetic agrees with the measured writes within 3 %), its
+        # invocations those of full batches (the benchmark's also count a window's final ones), and its Lambda
+        # seconds within a quarter of the benchmark's derivation
+        assert lines["downloads written (the application's)"] + lines["aggregate writes"] == pytest.approx(
+            row["table_writes"], rel=0.03
+        )
+        assert lines["index writes"] == pytest.approx(row["index_writes"], rel=0.03)
+        assert lines["aggregator requests"] == pytest.approx(row["lambda_requests"], rel=0.2)
+        assert lines["aggregator GB-seconds"] == pytest.approx(row["lambda_gb_seconds"], rel=0.25)
+
+
+def test_the_cpu_model_reproduces_each_measurement_of_the_benchmark() -> None:
+    cases = json.loads((BENCH / "handler_cpu.json").read_text())["handler_cpu"]["cases"]
+    ours = [case for case in cases if case["aggregator"] == "ours_per_batch"]
+    assert len(ours) == 7
+    for case in ours:
+        records = case["downloads"] / case["invocations"]
+        modelled = (
+            sizing.CPU_MS_PER_RECORD * records
+            + sizing.CPU_MS_PER_AGGREGATE_WRITE * case["aggregate_writes_per_invocation"]
+        )
+        assert 0.75 <= modelled / case["cpu_ms_per_invocation"] <= 1.12, case
+        # and the calls each invocation waited for are the model's
+        calls = case["calls_per_invocation"]
+        assert calls["GetRecords"] == sizing.get_records_per_invocation(int(records))
+        assert case["sequential_calls_per_invocation"] == sizing.CALLS_IN_LINE_BESIDE_GET_RECORDS + calls["GetRecords"]
+
+
+def test_the_cost_lines_are_the_units_times_the_price(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = size_command(
+        ["--downloads-per-second", "1000", "--songs", "100000", "--queries-per-second", "50", "--json"], capsys
+    )
+    answer = json.loads(out)
+    assert code == 0
+    assert answer["leaderboard_shards"] == 3
+    lines = {line["item"]: line for line in answer["cost"]["lines"]}
+    month = prices.SECONDS_PER_MONTH
+    assert lines["index writes"]["per_second"] == pytest.approx(2 * lines["aggregate writes"]["per_second"])
+    assert lines["aggregate writes"]["dollars_per_month"] == pytest.approx(
+        lines["aggregate writes"]["per_second"] * month * 0.625 / 1e6
+    )
+    # one invocation per batch of 100: a progress write, a consistent progress read, one GetRecords, one request
+    for item in ("progress table writes", "progress table reads", "stream reads (the aggregator's GetRecords)"):
+        assert lines[item]["per_second"] == pytest.approx(10)
+    assert lines["stream reads (the aggregator's GetRecords)"]["dollars_per_month"] == pytest.approx(
+        10 * month * 0.02 / 1e5
+    )
+    # the query side: one eventually consistent read unit per two partitions read, one request per page
+    assert lines["index reads (top-10 pages)"]["per_second"] == pytest.approx(50 * 3 * 0.5)
+    assert lines["query requests"]["per_second"] == pytest.approx(50)
+    assert answer["cost"]["dollars_per_month"] == pytest.approx(
+        answer["cost"]["module_dollars_per_month"] + lines["downloads written (the application's)"]["dollars_per_month"]
+    )
+    # and the price table comes with it, the unconfirmed price named
+    assert answer["prices"]["region"] == "us-east-1"
+    assert "DynamoDB Streams read request unit (one GetRecords call)" in answer["prices"]["unconfirmed"]
+
+
+def test_the_table_prints_the_cost_and_the_price_table(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # every cell on one line
+    code, out, _ = size_command(["--downloads-per-second", "1000", "--songs", "100000"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    assert "What it costs a month" in text
+    assert "the module" in text
+    assert "Prices (us-east-1, on demand" in text
+    assert "NOT CONFIRMED" in text
+    for price in prices.PRICES:
+        assert price.unit in text
+
+
+# ------------------------------------------------------------------------------------------------------- --help
+
+
+def test_size_has_a_description_and_every_flag_a_help_text() -> None:
+    parser = argparse.ArgumentParser(prog="leaderboard-tools")
+    commands = parser.add_subparsers(dest="command")
+    size.register(commands)
+    command = commands.choices["size"]
+    assert command.description
+    assert "leaderboard_shards" in command.description
+    assert "Exit codes" in command.description
+    for action in command._actions:
+        assert action.help, action.option_strings
