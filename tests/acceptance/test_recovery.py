@@ -228,6 +228,40 @@ def test_the_command_line_prints_the_json_the_operations_page_describes(endpoint
         }
 
 
+def test_a_dry_run_repair_says_what_it_would_repair_and_changes_nothing(endpoint: Endpoint, aws: Clients) -> None:
+    # given a stack with counted downloads, and one count drifted by hand
+    with stack(endpoint, "dry-run", batch_size=10) as (_, outputs):
+        table = outputs["table_name"]
+        truth = {"kept-song": 2, "drifted-song": 3}
+        write_items(aws.dynamodb, table, [d.as_item() for d in downloads_of(truth, "dry")])
+        poll_until(lambda: stored(aws, table, sorted(truth)) == truth, timeout=180, interval=3, describe="counts")
+        aws.dynamodb.update_item(
+            TableName=table,
+            Key={"songID": {"S": "drifted-song"}, "SK": {"S": MONTH}},
+            UpdateExpression="SET DownloadCount = :nine",
+            ExpressionAttributeValues={":nine": {"N": "9"}},
+        )
+        before = aws.dynamodb.get_item(
+            TableName=table, Key={"songID": {"S": "drifted-song"}, "SK": {"S": MONTH}}, ConsistentRead=True
+        )["Item"]
+        # when reconcile --repair runs with --dry-run
+        dry = cli("reconcile", "--table", table, "--month", MONTH, "--repair", "--dry-run", "--json", *EMULATOR_MARGIN)
+        # then it reports the difference it would repair, exits 3, and the aggregate is exactly as it was
+        assert dry.returncode == 3, (dry.returncode, dry.stdout, dry.stderr)
+        report = json.loads(dry.stdout)
+        assert {d["songID"]: (d["stored"], d["recounted"], d["state"]) for d in report["differences"]} == {
+            "drifted-song": (9, 3, "would_repair")
+        }, report
+        after = aws.dynamodb.get_item(
+            TableName=table, Key={"songID": {"S": "drifted-song"}, "SK": {"S": MONTH}}, ConsistentRead=True
+        )["Item"]
+        assert after == before
+        # and the same command without --dry-run repairs it
+        repair = cli("reconcile", "--table", table, "--month", MONTH, "--repair", "--json", *EMULATOR_MARGIN)
+        assert repair.returncode == 0, (repair.returncode, repair.stdout, repair.stderr)
+        assert stored(aws, table, sorted(truth)) == truth
+
+
 def test_a_repair_while_the_stream_lags_leaves_what_is_in_flight_and_every_count_ends_exact(
     endpoint: Endpoint, aws: Clients
 ) -> None:
