@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 LEADERBOARD_SHARDS = range(1, 65)
@@ -33,6 +34,30 @@ def _number(text: str, kind: type[int] | type[float]) -> int | float:
     if isinstance(value, float) and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     return value
+
+
+def whole_number(least: int, most: int) -> Callable[[str], int]:
+    """A whole number from `least` to `most` (a limit of the module's or of the function's)."""
+
+    def parse(text: str) -> int:
+        value = int(_number(text, int))
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from {least:,} to {most:,}")
+        return value
+
+    return parse
+
+
+def number_within(least: float, most: float) -> Callable[[str], float]:
+    """A finite number from `least` to `most`."""
+
+    def parse(text: str) -> float:
+        value = float(_number(text, float))
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least {least:,g} and at most {most:,g}")
+        return value
+
+    return parse
 
 
 def positive_int(text: str) -> int:

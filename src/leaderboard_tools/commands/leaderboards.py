@@ -43,7 +43,7 @@ from typing import Any, TextIO
 
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIODS, is_bucket_key
-from leaderboard_tools.argument_types import UsageError
+from leaderboard_tools.argument_types import UsageError, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.commands.operator_common import add_command
 from leaderboard_tools.commands.reconcile import month_argument
@@ -74,21 +74,6 @@ _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
 
 
 # ---------------------------------------------------------------- flags, checked as they are parsed
-
-
-def bounded(low: int, high: int) -> Callable[[str], int]:
-    """An integer flag within the function's limits."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not within {low}-{high}")
-        return value
-
-    return parse
 
 
 def key_argument(text: str) -> str:
@@ -534,13 +519,13 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
     if name == "top":
         command.add_argument(
             "--limit",
-            type=bounded(1, MAX_LIMIT),
+            type=whole_number(1, MAX_LIMIT),
             default=10,
             help=f"entries (default 10; 1-{MAX_LIMIT}, with --last 1-{MAX_WINDOW_LIMIT})",
         )
         command.add_argument(
             "--last",
-            type=bounded(*LAST_BUCKETS),
+            type=whole_number(*LAST_BUCKETS),
             help="a rolling window: the sum of the last N buckets to --key (2-48)",
         )
     elif name in ("rank", "score"):
@@ -548,7 +533,7 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
         if name == "rank":
             command.add_argument(
                 "--around",
-                type=bounded(0, MAX_AROUND),
+                type=whole_number(0, MAX_AROUND),
                 help=f"also list N entries above and N below it (0-{MAX_AROUND})",
             )
     if name == "range":
@@ -556,12 +541,12 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
             "--from-rank",
             "--from",
             dest="from_rank",
-            type=bounded(1, MAX_RANK),
+            type=whole_number(1, MAX_RANK),
             default=1,
             help="the first rank, 1-based",
         )
         command.add_argument(
-            "--to-rank", "--to", dest="to_rank", type=bounded(1, MAX_RANK), help="the last rank (default: the end)"
+            "--to-rank", "--to", dest="to_rank", type=whole_number(1, MAX_RANK), help="the last rank (default: the end)"
         )
     elif name == "range-by-count":
         command.add_argument(
@@ -574,11 +559,13 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
         paging = command.add_argument_group("paging (as the AWS CLI's)")
         paging.add_argument(
             "--page-size",
-            type=bounded(1, MAX_LIMIT),
+            type=whole_number(1, MAX_LIMIT),
             default=ALL_PAGE_SIZE,
             help=f"entries per invocation of the function (1-{MAX_LIMIT}, default {ALL_PAGE_SIZE})",
         )
         paging.add_argument(
-            "--max-items", type=bounded(1, 10**12), help="entries to print in all; then the NextToken to resume from"
+            "--max-items",
+            type=whole_number(1, 10**12),
+            help="entries to print in all; then the NextToken to resume from",
         )
         paging.add_argument("--starting-token", help="a NextToken printed before: resume the listing there")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable
 from typing import Any
 
 from leaderboard_core.buckets import PERIODS, periods_from_text
+from leaderboard_tools.argument_types import number_within, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.output_format import add_output_argument, chosen_format
 from leaderboard_tools.prices import LOOKED_UP, PRICES, REGION, price_table
@@ -83,14 +83,14 @@ def register(commands: Any) -> None:
     )
     load.add_argument(
         "--zipf-exponent",
-        type=bounded_number(0, ZIPF_EXPONENT_MOST),
+        type=number_within(0, ZIPF_EXPONENT_MOST),
         default=1.1,
         metavar="S",
         help=f"the catalogue's Zipf exponent s (0-{ZIPF_EXPONENT_MOST:g}; 0: every song alike; default 1.1)",
     )
     load.add_argument(
         "--queries-per-second",
-        type=bounded_number(0, RATE_MOST),
+        type=number_within(0, RATE_MOST),
         default=0.0,
         metavar="Q",
         help="top-10 pages the query function answers a second, for the read side of the cost (default 0)",
@@ -156,37 +156,14 @@ def register(commands: Any) -> None:
 
 
 def positive_number(text: str) -> float:
-    value = _number(text)
+    value = number_within(-math.inf, math.inf)(text)
     if not 0 < value <= RATE_MOST:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most {RATE_MOST:,}")
     return value
 
 
-def bounded_number(least: float, most: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        value = _number(text)
-        if not least <= value <= most:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least {least:,g} and at most {most:,g}")
-        return value
-
-    return parse
-
-
-def whole_number(least: int, most: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not least <= value <= most:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from {least:,} to {most:,}")
-        return value
-
-    return parse
-
-
 def share_argument(text: str) -> float:
-    value = _number(text)
+    value = number_within(-math.inf, math.inf)(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share above 0 and at most 1 (0.5 is half the limit)")
     return value
@@ -199,16 +176,6 @@ def periods_argument(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a comma-separated list of distinct periods from {', '.join(PERIODS)}"
         ) from None
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
 
 
 # ------------------------------------------------------------------------------------------------------- the run
