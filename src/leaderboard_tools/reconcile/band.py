@@ -220,6 +220,7 @@ class RepairBand:
         for band in bands:
             if band.closed:
                 continue
+            self._closing = band
             try:
                 self._close(band, caught_up=False)
             except Exception as error:  # the original error is what the operator must see: this one is noted

@@ -6,6 +6,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,6 +97,10 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._on_progress = on_progress
         self._phase = phase_reporter(on_progress)
         self._stream_phase: str | None = None
+        self._repair_point: RepairPoint | None = None
+        self._closing: OpenBand | None = None
+        """The band `_close_at_once` was closing last: a second Ctrl-C may have come after its write landed."""
+        """Where the repair of one aggregate stands, while it is between its band's record and its write's answer."""
         """Set while the stream is read as a phase of its own (`_in_flight_reported`), not for a band's close."""
 
     def report_phase(
@@ -214,23 +219,25 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         recount_end = math.ceil(self._dynamodb_latest())  # this machine's clock checked against DynamoDB's
         in_flight, report.stream = self._in_flight_reported(set(differing), recount_end)
         bands: list[OpenBand] = []
+        opened: list[OpenBand] = []
         first_opened = 0.0
-        writing: AggregateId | None = None
+        self._repair_point = None
+        self._closing = None
         left = sum(len(differences) for differences in differing.values())
         self._phase(REPAIRING, left, unit="aggregates")
         try:
             for board, differences in differing.items():
                 for difference in differences:
                     snapshot = snapshots.get((difference.entity_id, board), ABSENT)
-                    writing = (difference.entity_id, board)
                     band = self._settle(board, difference, snapshot, in_flight)
-                    writing = None
+                    self._repair_point = None
                     left -= 1
                     self._on_progress(1)
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()
                     bands.append(band)
+                    opened.append(band)
                     report.fence = max(report.fence or 0, band.fence)
                     too_long = self._monotonic() - first_opened > self._band_seconds / 2
                     if too_long or sum(len(open_band.seen) for open_band in bands) >= BAND_ID_BUDGET:
@@ -242,18 +249,19 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         except BaseException as error:
             again = False
             try:
-                self._close_at_once(bands)
+                # Every band of the run, those an earlier close round could not close too.
+                self._close_at_once(opened)
             except KeyboardInterrupt:  # a second Ctrl-C: the bands not closed yet stay open until their deadlines
                 again = True
             if (isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted)) or again:
-                raise Interrupted(self._interrupted_outcome(differing, bands, writing, again)) from error
+                raise Interrupted(self._interrupted_outcome(differing, opened, self._repair_point, again)) from error
             raise
 
     def _interrupted_outcome(
         self,
         differing: dict[str, list[Difference]],
         bands: list[OpenBand],
-        writing: AggregateId | None,
+        point: RepairPoint | None,
         again: bool,
     ) -> str:
         """What an interrupted repair leaves, truthfully: what it repaired, bands it could not close, the write the
@@ -284,21 +292,44 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 )
         else:
             parts.append("the repair had changed no aggregate")
-        if left_open:
-            why = "a second Ctrl-C stopped their close" if again else "their close failed"
-            until = max(band.deadline for band in left_open)
-            parts.append(
-                f"the bands of {_listed([f'{b.difference.entity_id} in {b.board}' for b in left_open])} stay open "
-                f"({why}) until their deadline, {_utc(until)}: then the aggregator reports them to the failure queue "
-                "and `leaderboard-tools recover` repairs them"
+        # A second Ctrl-C may have come after the write of the close it cut landed: that band may be closed.
+        uncertain = [band for band in left_open if again and band is self._closing]
+        certain = [band for band in left_open if band not in uncertain]
+        for group, stay in (
+            (certain, "stay open (a second Ctrl-C stopped their close)" if again else "stay open (their close failed)"),
+            (uncertain, "may stay open (a second Ctrl-C came while its close was being written)"),
+        ):
+            if group:
+                parts.append(
+                    f"the bands of {_listed([f'{b.difference.entity_id} in {b.board}' for b in group])} {stay} "
+                    f"until their deadline, {_utc(max(band.deadline for band in group))}: then the aggregator reports "
+                    "them to the failure queue and `leaderboard-tools recover` repairs them"
+                )
+        never_opened = [
+            f"{difference.entity_id} in {board}"
+            for board, differences in differing.items()
+            for difference in differences
+            if difference.state == "conflict"
+        ]
+        if point is not None and point.stage == "recorded":
+            never_opened.append(f"{point.entity_id} in {point.board}")
+        if point is not None and point.stage == "recording":
+            never_opened.append(f"{point.entity_id} in {point.board} (if the interrupt came after its send)")
+        if never_opened:
+            settled = (
+                "the aggregator discards it at its deadline"
+                if self._deployment.recount_band_queue_url
+                else "it becomes visible at its deadline, and `leaderboard-tools recover` deletes it"
             )
-        if writing is not None:
-            entity, board = writing
-            bound = math.ceil(2 * self._band_seconds + 2 * self._margin + self._band_settle + self._band_poll + 1)
             parts.append(
-                f"the interrupt came while the repair of {entity} in {board} was being written: if that write landed, "
-                f"its band stays open until its deadline (within {bound} s), then `leaderboard-tools recover` "
-                "repairs it"
+                f"the {self._band_queue_name} holds the record of a band never opened for {_listed(never_opened)}: "
+                f"{settled}"
+            )
+        if point is not None and point.stage == "writing":
+            parts.append(
+                f"the interrupt came while the repair of {point.entity_id} in {point.board} was being written: if that "
+                f"write landed, its band stays open until its deadline, {_utc(point.deadline)}, then the aggregator "
+                "reports it to the failure queue and `leaderboard-tools recover` repairs it"
             )
         parts.append("no other aggregate was changed: run the same command again to repair the rest")
         return "; ".join(parts)
@@ -404,7 +435,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 fence + 1 + 2 * self._band_seconds + self._margin + self._band_settle + self._band_poll
             )
             value = f"{uuid.uuid4().hex}|{deadline}"
+            self._repair_point = RepairPoint("recording", difference.entity_id, board, deadline)
             self._record_band(board, difference.entity_id, value, deadline)
+            self._repair_point = RepairPoint("recorded", difference.entity_id, board, deadline)
         except DateMissing as error:
             difference.state = "unclocked"
             difference.reason = f"{error.reason}: its band was not opened, not repaired; run again"
@@ -415,6 +448,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                 f"its band could not be recorded in the {self._band_queue_name} ({error}): not repaired, run again"
             )
             return None
+        self._repair_point = RepairPoint("writing", difference.entity_id, board, deadline)
         if not self._repair(board, difference.entity_id, snapshot, recounted, fence, value):
             difference.state = "conflict"
             difference.reason = "the aggregator wrote it meanwhile: run again"
@@ -422,6 +456,18 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         difference.state = "repaired"
         difference.recounted = recounted
         return OpenBand(board, difference, value, fence, deadline, recount.ids or set())
+
+
+@dataclass(frozen=True)
+class RepairPoint:
+    """One aggregate's repair between its band's record and its write's answer: `recording` (the record being sent),
+    `recorded` (the record sent, nothing written), `writing` (its conditional write sent; whether it landed is not
+    known)."""
+
+    stage: str
+    entity_id: str
+    board: str
+    deadline: int
 
 
 def _listed(names: list[str], shown: int = 10) -> str:

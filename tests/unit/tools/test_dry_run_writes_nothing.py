@@ -1,4 +1,4 @@
-"""REVIEW-29 (adversarial review of --dry-run): `reconcile --repair --dry-run` and `rekey --dry-run` on every path
+"""`reconcile --repair --dry-run` and `rekey --dry-run` on every path
 that could still write, every request counted at botocore's level (a `before-call` handler in every client created
 after the fixture) against an allowlist of read-only operations, not a denylist of known writes."""
 
@@ -75,7 +75,7 @@ def dry_run(stack: Any, calls: list[str], argv: list[str]) -> tuple[Any, set[str
 
 @pytest.mark.parametrize("band_queue", [False, True])
 @pytest.mark.parametrize("output", ["json", "table", "text"])
-def test_review29_dry_run_repair_of_a_drift_makes_only_reads(
+def test_dry_run_repair_of_a_drift_makes_only_reads(
     aws: None, calls: list[str], band_queue: bool, output: str
 ) -> None:
     stack = drifted_song(band_queue=band_queue)
@@ -87,7 +87,7 @@ def test_review29_dry_run_repair_of_a_drift_makes_only_reads(
     assert stored_count(stack, "song1", MONTH) == 5
 
 
-def test_review29_dry_run_repair_with_downloads_in_flight_absent_aggregates_and_a_left_open_band(
+def test_dry_run_repair_with_downloads_in_flight_absent_aggregates_and_a_left_open_band(
     aws: None, calls: list[str]
 ) -> None:
     # given song1 drifted, a band left open by a killed repair, song2 counted then drifted, song3 never counted (in
@@ -110,7 +110,7 @@ def test_review29_dry_run_repair_with_downloads_in_flight_absent_aggregates_and_
         assert made <= READ_ONLY, (argv, made - READ_ONLY)
 
 
-def test_review29_dry_run_rekey_with_unordered_and_moved_aggregates_makes_only_reads(aws: None, calls: list[str]) -> None:
+def test_dry_run_rekey_with_unordered_and_moved_aggregates_makes_only_reads(aws: None, calls: list[str]) -> None:
     stack = deploy(shards=4, previous_shards=1)
     for n in range(12):
         write_download(stack, f"song{n}", f"d{n}")

@@ -1,10 +1,9 @@
-"""REVIEW-29 (adversarial review of the interrupted repair's message, Reconciler._interrupted_outcome): a Ctrl-C at
+"""The interrupted repair's message (Reconciler._interrupted_outcome): a Ctrl-C at
 points of `_repair_all` the shipped tests do not reach, each message checked against the state it left."""
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import boto3
@@ -13,9 +12,9 @@ from botocore.awsrequest import AWSResponse
 
 import leaderboard_tools.reconcile.reconciler as reconciler_module
 from leaderboard_tools.interruption import Interrupted
+from leaderboard_tools.reconcile.reconciler import _utc
 from tests.unit.tools.operator_stack import (
     MONTH,
-    QUICK_BANDS,
     REGION,
     DynamoDBTime,
     ModelAggregator,
@@ -39,7 +38,7 @@ def two_drifted_songs() -> Any:
     return stack
 
 
-def test_review29_a_band_left_open_by_an_earlier_close_round_is_not_said_closed(
+def test_a_band_left_open_by_an_earlier_close_round_is_not_said_closed(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given two drifted songs; the repair closes its bands after each one opens (the band-id budget; in production
@@ -74,9 +73,7 @@ def test_review29_a_band_left_open_by_an_earlier_close_round_is_not_said_closed(
     assert "the bands of song1 in 2018-03 are closed" not in message, message
 
 
-def test_review29_the_cut_writes_band_deadline_is_within_the_bound_the_message_gives(
-    aws: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cut_write_is_said_with_its_bands_own_deadline(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # given a drifted song, DynamoDB's time fixed (no time passes between a request and its answer), and Ctrl-C the
     # moment the repair's UpdateItem has landed (its response parsed, not yet returned to the repair)
     stack = two_drifted_songs()
@@ -92,26 +89,18 @@ def test_review29_the_cut_writes_band_deadline_is_within_the_bound_the_message_g
     message = interrupted.value.outcome
     band = (aggregate_item(stack, "song1", MONTH) or {})["RecountBand"]["S"]
     deadline = int(band.split("|")[1])
-    settings = QUICK_BANDS | {"band_seconds": 1}
-    bound = math.ceil(
-        2 * settings["band_seconds"] + 2 * settings["clock_margin_seconds"] + settings["band_settle_seconds"]
-        + settings["band_poll_seconds"] + 1
-    )
-    assert f"within {bound} s" in message, message
-    # then the band stays open no longer than the message says, from the moment it is said
-    assert deadline - time.now <= bound, (deadline, time.now, bound)
+    # then the message names the band's own deadline, past which the aggregator reports it
+    assert "was being written" in message, message
+    assert f"until its deadline, {_utc(deadline)}" in message, (message, deadline, time.now)
 
 
-def test_review29_a_second_ctrl_c_after_the_close_landed_does_not_say_the_band_stays_open(
+def test_a_second_ctrl_c_after_the_close_landed_does_not_say_the_band_stays_open(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given a drifted song; Ctrl-C while the repair waits to close its band, and a second Ctrl-C the moment the close
     # that the first one started (_close_at_once) has landed
     stack = two_drifted_songs()
     closes: list[str] = []
-
-    def after_close(parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        pass
 
     def before_update(params: dict[str, Any], **_: Any) -> None:
         body = json.loads(params.get("body") or b"{}")
@@ -139,13 +128,15 @@ def test_review29_a_second_ctrl_c_after_the_close_landed_does_not_say_the_band_s
     # then song1's band is closed ...
     assert "landed" in closes
     assert "RecountBand" not in (aggregate_item(stack, "song1", MONTH) or {})
-    # ... and the message must not say that it stays open
-    assert "the bands of song1 in 2018-03" not in message or "stay open" not in message.split(
-        "the bands of song1 in 2018-03"
-    )[1].split(";")[0], message
+    # ... and the message does not say that it stays open: at most that it may (the cut close's answer never came)
+    said = [part for part in message.split("; ") if part.startswith("the bands of") and "song1 in 2018-03" in part]
+    assert all("may stay open" in part for part in said), message
+    # and song2's band, whose close never began, is open and said to stay open
+    assert "RecountBand" in (aggregate_item(stack, "song2", MONTH) or {})
+    assert any(part.startswith("the bands of song2 in 2018-03 stay open") for part in message.split("; ")), message
 
 
-def test_review29_ctrl_c_during_the_first_songs_recount_says_nothing_was_written(
+def test_ctrl_c_during_the_first_songs_recount_says_nothing_was_written(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given a drifted song and Ctrl-C during the repair's recount of it (_settle's _recount_songs: a read of the
@@ -169,7 +160,7 @@ def test_review29_ctrl_c_during_the_first_songs_recount_says_nothing_was_written
     assert "was being written" not in message, message
 
 
-def test_review29_ctrl_c_between_the_band_record_and_the_repair_says_the_queue_holds_a_record(
+def test_ctrl_c_between_the_band_record_and_the_repair_says_the_queue_holds_a_record(
     aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given a deployment without a band queue (the band's record goes to the failure queue, visible at its deadline

@@ -1,4 +1,4 @@
-"""REVIEW-29 (adversarial review of the Redis verbs): ranges by rank, by count, sizes and scores checked against an
+"""The Redis verbs against an independent oracle: ranges by rank, by count, sizes and scores checked against an
 independent oracle (sort every aggregate by value desc, id asc by UTF-8 bytes, and slice), on distributions the
 skip's "expected share plus a margin" does not expect: every top entity in one shard, skewed counts, ties across
 shards, ids sharing their 10-byte (8-byte for sums) tie-breaker, sums with decimals, zeros and negatives, ranges past
@@ -100,7 +100,7 @@ def every_page(deployment: Deployment, event: dict[str, Any], allow_unavailable:
     step=st.sampled_from([1, 3, rank_range.SKIP_STEP]),
     budget=st.sampled_from([None, 6, 10]),
 )
-def test_review29_rank_range_is_the_oracles_slice_on_adversarial_boards(
+def test_rank_range_is_the_oracles_slice_on_adversarial_boards(
     aws: None, monkeypatch: pytest.MonkeyPatch, board: Any, first: int, span: Any, limit: int, step: int, budget: Any
 ) -> None:
     values, shards, summed = board
@@ -148,7 +148,7 @@ def check_rank_range(
     high=st.one_of(st.none(), st.sampled_from([-3, "-3.000001", 0, "2.5", "2.500001", 4, "7.0", 101, "1000", "999999.999999"])),
     limit=st.sampled_from([1, 3, 1000]),
 )
-def test_review29_count_range_is_the_oracles_filter(
+def test_count_range_is_the_oracles_filter(
     aws: None, board: Any, low: Any, high: Any, limit: int
 ) -> None:
     values, shards, summed = board
@@ -195,7 +195,7 @@ def _one_tie_group() -> dict[str, Any]:
         ("tied", 4, 6, 6, 1),
     ],
 )
-def test_review29_rank_range_on_large_skewed_and_tied_boards(
+def test_rank_range_on_large_skewed_and_tied_boards(
     dynamodb: Any, name: str, shards: int, first: int, last: Any, limit: int
 ) -> None:
     values = _skewed() if name == "skewed" else _one_tie_group()
@@ -213,7 +213,7 @@ def test_review29_rank_range_on_large_skewed_and_tied_boards(
     assert deployment.ask({"month": MONTH, "size": True})["size"] == len(values)
 
 
-def test_review29_tokens_replayed_in_another_kind_or_range_are_refused_and_scores_are_per_board(
+def test_tokens_replayed_in_another_kind_or_range_are_refused_and_scores_are_per_board(
     dynamodb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     values = {f"song{n:02d}": 1 + n % 3 for n in range(20)}
