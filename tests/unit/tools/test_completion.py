@@ -21,11 +21,9 @@ def script(shell: str, capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def the_commands() -> dict[str, argparse.ArgumentParser]:
-    """Every command as `cli.main` registers it, independently of completion.py's own walk."""
-    parser = argparse.ArgumentParser(prog="leaderboard-tools")
-    commands = parser.add_subparsers(dest="command")
-    for command in cli.COMMANDS:
-        command.register(commands)
+    """Every command as `cli.main` builds it (the connection options included), independently of completion.py's
+    own walk."""
+    _, commands = cli.build_parser()
     return dict(commands.choices)
 
 
@@ -46,7 +44,9 @@ def test_the_bash_script_names_every_command_and_its_flags(capsys: pytest.Captur
     assert listed is not None
     assert set(listed.group(1).split()) == set(commands)
     for name, command in commands.items():
-        options = re.search(rf"^_shtab_leaderboard_tools_{name}_option_strings=\((.*)\)$", text, flags=re.MULTILINE)
+        options = re.search(
+            rf"^_shtab_leaderboard_tools_{name.replace('-', '_')}_option_strings=\((.*)\)$", text, flags=re.MULTILINE
+        )
         assert options is not None, name
         assert set(options.group(1).split()) == flags(command), name
     # and the choices of a flag (size --output) are completed too
