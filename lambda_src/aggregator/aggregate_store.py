@@ -122,6 +122,7 @@ class AggregateStore:
         self._progress = progress
         self._clock = clock
         self._shards = leaderboard_shards
+        self._schema = schema
         self._writes = AggregateWrites(table_name, schema, leaderboard_shards, clock)
 
     def _read(self, key: AggregateKey) -> dict[str, Any]:
@@ -178,6 +179,8 @@ class AggregateStore:
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
+            if any(contribution.amount < 0 for contribution in remaining):
+                self._after_retraction(key, written or self._read(key), outcome)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -337,6 +340,26 @@ class AggregateStore:
             outcome.writes += 1
             if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
+
+    def _after_retraction(self, key: AggregateKey, item: dict[str, Any], outcome: ApplyOutcome) -> None:
+        """A count back at 0 leaves the index; a count below 0 took back a download never counted here (older than the
+        stream and any backfill): reported against the aggregate, for `recover` to recount."""
+        count = number(item.get(self._schema.count))
+        if count is None:
+            return
+        if count == 0 and self._schema.period in item:
+            outcome.writes += 1
+            try:
+                self._client.update_item(**self._writes.leave_index(key))
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+        elif count < 0 and self._schema.amount is None and outcome.written:
+            reason = (
+                f"counted; but the count is {count}: a retraction took back a download never counted here (older "
+                "than the stream and any backfill), recount"
+            )
+            outcome.refused.append((outcome.written[-1], reason))
 
     def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
         """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody

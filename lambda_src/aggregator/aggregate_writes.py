@@ -37,6 +37,8 @@ class Contribution:
     amount: int | Decimal = 1
     download_id: str | None = None
     """Which download of the song it is: what a repair's band holds it by."""
+    value_after: int | Decimal | None = None
+    """The download's part in the aggregate once this record applies (0 once taken back); None: `amount`."""
 
 
 def watermark_value(sequence: str, created: int, shard: ShardRef) -> str:
@@ -130,8 +132,10 @@ class AggregateWrites:
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
             values[":count"] = {"N": number_text(known_count)}
         else:
+            # A count back at 0 left the index (`leave_index`): its order is then rebuilt from the tie-breaker.
             order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
-            order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count))"
+            order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count) OR #count = :zero)"
+            values[":zero"] = {"N": "0"}
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
             values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
         additions = "#count :addition, #held :held" if held else "#count :addition"
@@ -143,6 +147,22 @@ class AggregateWrites:
             "UpdateExpression": update,
             "ConditionExpression": condition,
             **_used_placeholders(names, values, update, condition),
+        }
+
+    def leave_index(self, key: AggregateKey) -> dict[str, Any]:
+        """Take an aggregate whose count is back at 0 out of the sparse index, only while it is still 0: its count
+        (0) and watermarks stay, and the next write that adds to it puts it back with its order rebuilt."""
+        return {
+            "TableName": self._table,
+            "Key": self.item_key(key),
+            "UpdateExpression": "REMOVE #period, #order",
+            "ConditionExpression": "#count = :zero AND attribute_exists(#period)",
+            "ExpressionAttributeNames": {
+                "#count": self._schema.count,
+                "#period": self._schema.period,
+                "#order": self._schema.order,
+            },
+            "ExpressionAttributeValues": {":zero": {"N": "0"}},
         }
 
     def prune(self, key: AggregateKey, stale: dict[str, str], genesis: str) -> dict[str, Any]:

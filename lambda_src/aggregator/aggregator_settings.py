@@ -15,6 +15,8 @@ GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
+RETRACTIONS_VARIABLE = "RETRACTIONS"
+"""`true`: deletions and edits of downloads are followed (the module's `retractions`)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Settings:
                 amount=environ.get("SUM_ATTRIBUTE") or None,
                 aggregates_beside=aggregates_table == environ["TABLE_NAME"],
                 marker=marker_from_environment(environ),
+                retractions=environ.get(RETRACTIONS_VARIABLE, "false") == "true",
             ),
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,

@@ -85,6 +85,8 @@ def catch_up(
         parsed = parse_record(record, settings.schema)
         if isinstance(parsed, Download):
             downloads.append(parsed)
+            if parsed.rejection is not None:
+                rejected.append(parsed.rejection)
         elif isinstance(parsed, Rejected):
             rejected.append(parsed)
         else:
@@ -104,9 +106,11 @@ def catch_up(
     report.rejected.extend(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
     for download in downloads:
-        contribution = Contribution(download.sequence, download.created, download.amount, download.download_id)
-        for key in download.keys:
-            groups.setdefault(key, []).append(contribution)
+        for change in download.changes:
+            contribution = Contribution(
+                download.sequence, download.created, change.amount, download.download_id, change.value_after
+            )
+            groups.setdefault(change.key, []).append(contribution)
     report.distinct_aggregates += len(groups)
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
     report.refused.extend(refused)

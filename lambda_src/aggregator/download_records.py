@@ -36,6 +36,13 @@ class Schema(AttributeNames):
     """Aggregates share the downloads' table (the guide's layout), so their writes come back on its stream."""
     marker: DownloadMarker | None = None
     """Which items of a shared table are downloads (source_item_filter); None: every item."""
+    retractions: bool = False
+    """Deletions and edits of downloads are followed (MODIFY and REMOVE move counts); else only INSERTs count."""
+
+    def is_aggregate(self, image: dict[str, Any]) -> bool:
+        """An aggregate's image, where aggregates share the table: it carries the period, or (its count back at 0, out
+        of the index) the count. Downloads carry neither."""
+        return self.aggregates_beside and (self.period in image or self.count in image)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,25 @@ class AggregateKey:
     entity_id: str
     board: str
     """The board id: `2018-01`, or `2018-01@rock` for a category's board."""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A record that looks like a download but cannot be counted; it must be reported, never dropped silently."""
+
+    reason: str
+    raw_sequence: str | None
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one stream record does to one aggregate: adds `amount` (negative: takes it back)."""
+
+    key: AggregateKey
+    amount: int | Decimal
+    value_after: int | Decimal
+    """The download's part in the aggregate once the record applies (0: no longer counted there)."""
 
 
 @dataclass(frozen=True)
@@ -62,24 +88,27 @@ class Download:
     """Which download of its song this is (`download_identity` of its primary key): what a repair's band holds."""
     item_key: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
     """The item's primary key (the record's Keys): what a claim names while a backfill runs."""
+    moves: tuple[Change, ...] | None = None
+    """A MODIFY's or REMOVE's changes (retractions): out of the old image's boards, into the new one's. None: an
+    INSERT, which adds `amount` to each of `keys`."""
+    rejection: Rejected | None = None
+    """A MODIFY whose new image cannot be counted: its old contribution is taken back, and this is reported."""
 
     @property
     def keys(self) -> tuple[AggregateKey, ...]:
-        return (self.key, *self.also)
+        return tuple(change.key for change in self.changes)
 
-
-@dataclass(frozen=True)
-class Rejected:
-    """A record that looks like a download but cannot be counted; it must be reported, never dropped silently."""
-
-    reason: str
-    raw_sequence: str | None
-    record: dict[str, Any]
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        if self.moves is not None:
+            return self.moves
+        return tuple(Change(key, self.amount, self.amount) for key in (self.key, *self.also))
 
 
 @dataclass(frozen=True)
 class Ignored:
-    """Not a new download (an aggregate write, a MODIFY, a REMOVE); the stream filter normally drops these."""
+    """Nothing to count: an aggregate write, an item that is not a download, a change that moves no count, an expiry
+    by TTL (and without retractions any MODIFY or REMOVE); the stream filter drops most of these."""
 
     reason: str
     raw_sequence: str
@@ -121,6 +150,18 @@ def _key_of(stream: dict[str, Any]) -> dict[str, Any] | None:
     return keys if isinstance(keys, dict) and keys else None
 
 
+TTL_DELETER = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+"""The userIdentity of a stream record of an item TTL deleted (DynamoDB Streams and Time to Live)."""
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What one image of a download contributes: its amount to each of its boards."""
+
+    keys: tuple[AggregateKey, ...]
+    amount: int | Decimal
+
+
 def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     """Classify one stream record; never raises on bad input."""
     if not isinstance(record, dict):
@@ -131,11 +172,84 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     raw_sequence = stream.get("SequenceNumber")
     if not isinstance(raw_sequence, str) or not _DIGITS.match(raw_sequence):
         return Rejected("SequenceNumber is missing or not 1-40 digits", None, record)
-    if record.get("eventName") != "INSERT":
-        return Ignored(f"eventName {record.get('eventName')!r} is not a new download", raw_sequence)
+    event = record.get("eventName")
+    if event in ("MODIFY", "REMOVE") and schema.retractions:
+        return _change_of(record, stream, raw_sequence, schema, event)
+    if event != "INSERT":
+        return Ignored(f"eventName {event!r} is not a new download", raw_sequence)
     image = stream.get("NewImage")
     if not isinstance(image, dict):
         return Rejected("INSERT without NewImage (stream view type must include new images)", raw_sequence, record)
+    counted = _counted(image, schema, raw_sequence, record)
+    if not isinstance(counted, _Counted):
+        return counted
+    return Download(
+        counted.keys[0],
+        pad_sequence(raw_sequence),
+        raw_sequence,
+        creation_second(stream),
+        counted.amount,
+        counted.keys[1:],
+        download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
+        item_key,
+    )
+
+
+def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str, schema: Schema, event: str) -> Parsed:
+    """A MODIFY or REMOVE, retractions on: the old image's contribution taken back, the new image's added, net per
+    aggregate. An old image that was never counted (not a download, malformed and reported then) takes nothing back."""
+    if event == "REMOVE" and record.get("userIdentity") == TTL_DELETER:
+        return Ignored("expired by TTL: an expiry never changes a count", raw_sequence)
+    old = stream.get("OldImage")
+    if not isinstance(old, dict):
+        reason = f"{event} without OldImage (retractions need the stream view type NEW_AND_OLD_IMAGES)"
+        return Rejected(reason, raw_sequence, record)
+    new: dict[str, Any] | None = None
+    if event == "MODIFY":
+        new = stream.get("NewImage")
+        if not isinstance(new, dict):
+            return Rejected(
+                "MODIFY without NewImage (stream view type must be NEW_AND_OLD_IMAGES)", raw_sequence, record
+            )
+    if schema.is_aggregate(old) or (new is not None and schema.is_aggregate(new)):
+        return Ignored("aggregate item", raw_sequence)
+    before = _counted(old, schema, raw_sequence, record)
+    after = _counted(new, schema, raw_sequence, record) if new is not None else None
+    parts: dict[AggregateKey, list[int | Decimal]] = {}
+    if isinstance(before, _Counted):
+        for key in before.keys:
+            parts.setdefault(key, [0, 0])[0] = before.amount
+    if isinstance(after, _Counted):
+        for key in after.keys:
+            parts.setdefault(key, [0, 0])[1] = after.amount
+    moves = tuple(
+        Change(key, new_part - old_part, new_part)
+        for key, (old_part, new_part) in parts.items()
+        if new_part != old_part
+    )
+    rejection = after if isinstance(after, Rejected) else None
+    if not moves:
+        return rejection or Ignored(f"a {event} that moves no count", raw_sequence)
+    item_key = _key_of(stream)
+    return Download(
+        moves[0].key,
+        pad_sequence(raw_sequence),
+        raw_sequence,
+        creation_second(stream),
+        moves[0].amount,
+        tuple(move.key for move in moves[1:]),
+        download_identity(item_key, schema.entity) if item_key else None,
+        item_key,
+        moves=moves,
+        rejection=rejection,
+    )
+
+
+def _counted(
+    image: dict[str, Any], schema: Schema, raw_sequence: str, record: dict[str, Any]
+) -> _Counted | Rejected | Ignored:
+    """The boards one image of an item counts in and its amount; Ignored if it is no download, Rejected if it is one
+    that cannot be counted."""
     if schema.aggregates_beside and schema.period in image:
         return Ignored("aggregate item", raw_sequence)
     if schema.marker is not None and not schema.marker.marks(image):
@@ -168,17 +282,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     if category is not None and not fits_sort_key(boards):
         reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
         return Rejected(reason, raw_sequence, record)
-    keys = [AggregateKey(entity_id, board) for board in boards]
-    return Download(
-        keys[0],
-        pad_sequence(raw_sequence),
-        raw_sequence,
-        creation_second(stream),
-        amount,
-        tuple(keys[1:]),
-        download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
-        item_key,
-    )
+    return _Counted(tuple(AggregateKey(entity_id, board) for board in boards), amount)
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:
