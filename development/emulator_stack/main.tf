@@ -60,6 +60,7 @@ module "leaderboard" {
   source_item_filter                 = var.source_item_filter
   entity_attribute_name              = var.entity_attribute_name
   backfill_claims                    = var.backfill_claims
+  retractions                        = var.retractions
   create_alarms                      = var.create_alarms
   create_alarm_sns_topic             = var.create_alarm_sns_topic
   tags                               = var.tags

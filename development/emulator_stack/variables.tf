@@ -165,3 +165,9 @@ variable "backfill_claims" {
   type        = bool
   default     = false
 }
+
+variable "retractions" {
+  description = "Follow deletions and edits of downloads (the stream then carries old and new images)."
+  type        = bool
+  default     = false
+}

@@ -94,12 +94,27 @@ class Recount:
             (board_id(key, category), product): total
             for (_, key, category), sums in self.boards.items()
             for product, total in sums.items()
+            if total != 0
         }
+
+    def retract(self, item: dict[str, Any]) -> None:
+        """A purchase refunded (deleted) or about to be corrected: its revenue taken back from every board."""
+        product, category, revenue, moment = purchase_of(item)
+        self.add(product, category, -revenue, moment)
+        self.purchases -= 2
+
+
+def purchase_of(item: dict[str, Any]) -> tuple[str, str | None, Decimal, datetime]:
+    """A purchase item's product, category, revenue and moment (its offset kept: `add` counts it in UTC)."""
+    moment = datetime.fromisoformat(item[PURCHASED_AT]["S"].replace("Z", "+00:00"))
+    return item[ENTITY]["S"], item.get(CATEGORY, {}).get("S"), Decimal(item[REVENUE]["N"]), moment
 
 
 def ranking(sums: dict[str, Decimal]) -> list[tuple[str, Decimal]]:
     """The listing order: the sum descending, then the product id by its UTF-8 bytes."""
-    return sorted(sums.items(), key=lambda entry: (-entry[1], entry[0].encode()))
+    return sorted(
+        ((p, total) for p, total in sums.items() if total != 0), key=lambda entry: (-entry[1], entry[0].encode())
+    )
 
 
 def purchase(
@@ -420,6 +435,48 @@ def test_the_cli_names_the_products(
     assert all(product in table and f"{total.normalize():f}" in table for product, total in expected)
 
 
+def refund_and_correct(aws: Clients, table: str, items: list[dict[str, Any]], recount: Recount, seed: int) -> None:
+    """Refund (delete) a few of `items` and correct the revenue of a few others, keeping `recount` the truth."""
+    chance = random.Random(seed)
+    chosen = chance.sample(items, 5)
+    for item in chosen[:3]:
+        aws.dynamodb.delete_item(TableName=table, Key={ENTITY: item[ENTITY], "SK": item["SK"]})
+        recount.retract(item)
+        items.remove(item)
+    for item in chosen[3:]:
+        corrected = f"{chance.randrange(0, 900)}.{chance.randrange(100):02d}"
+        aws.dynamodb.update_item(
+            TableName=table,
+            Key={ENTITY: item[ENTITY], "SK": item["SK"]},
+            UpdateExpression="SET #revenue = :revenue",
+            ExpressionAttributeNames={"#revenue": REVENUE},
+            ExpressionAttributeValues={":revenue": {"N": corrected}},
+        )
+        recount.retract(item)
+        item[REVENUE] = {"N": corrected}
+        product, category, revenue, moment = purchase_of(item)
+        recount.add(product, category, revenue, moment)
+
+
+def test_refunds_and_corrections_take_revenue_back_from_every_board(purchased: Trending, aws: Clients) -> None:
+    # given the example's purchases counted, with retractions on (refunds)
+    table = purchased.outputs["table_name"]
+    items = scan_all(
+        aws,
+        TableName=table,
+        FilterExpression="attribute_exists(#at) AND attribute_type(#revenue, :number)",
+        ExpressionAttributeNames={"#at": PURCHASED_AT, "#revenue": REVENUE},
+        ExpressionAttributeValues={":number": {"S": "N"}},
+        ConsistentRead=True,
+    )
+    items = [item for item in items if not item["SK"]["S"].startswith("malformed")]
+    # when three purchases are refunded (deleted) and two have their revenue corrected
+    refund_and_correct(aws, table, items, purchased.recount, seed=28)
+    # then every aggregate is the recount of the purchases as they now are, and so is every board
+    wait_until_exact(aws, table, purchased.recount, timeout=180)
+    every_board_is_its_recount(aws, purchased.outputs["query_function_name"], purchased.recount, limit=1000)
+
+
 # ---------------------------------------------------------------- sums under faults
 
 
@@ -440,6 +497,7 @@ def test_every_sum_is_exact_under_injected_faults_and_adversarial_retries(
     with adversarial_retries(switch_directory, function, policy):
         # when more purchases arrive in eight bursts, each delivered in two or more first deliveries (short batches):
         # 16 or more invocations with records, none failing once in 3,500 runs (0.6^16)
+        written: list[dict[str, Any]] = []
         for burst in range(8):
             more = purchases(
                 seed=160 + burst, first=1000 + 100 * burst, count=30, start=START, days=11, recount=recount
@@ -447,6 +505,10 @@ def test_every_sum_is_exact_under_injected_faults_and_adversarial_retries(
             # the last burst's records are created after this moment, so the window holding them ends after it
             last_burst_started = time.time()
             write_items(aws.dynamodb, table, more)
+            # and refunds and corrections of earlier bursts' purchases ride the same faults and retries
+            if written:
+                refund_and_correct(aws, table, written, recount, seed=280 + burst)
+            written += more
             time.sleep(2)
 
         def played() -> str:
