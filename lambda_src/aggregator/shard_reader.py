@@ -215,10 +215,20 @@ def _created(record: dict[str, Any]) -> int | None:
     return None
 
 
+_LAMBDA_IDENTITY_FIELDS = {"Type": "type", "PrincipalId": "principalId"}
+"""GetRecords' Identity shape names its fields Type and PrincipalId; Lambda events (and their filters, "DynamoDB
+Streams and Time to Live") name them type and principalId."""
+
+
 def _as_lambda_record(record: dict[str, Any], shard: ShardRef) -> dict[str, Any]:
-    """GetRecords omits eventSourceARN and returns creation times as datetimes; Lambda events carry both as data."""
+    """GetRecords omits eventSourceARN, returns creation times as datetimes and names userIdentity's fields as its
+    Identity shape does; Lambda events carry all three as data, with the field names a TTL deletion is known by."""
     stream = dict(record.get("dynamodb") or {})
     created = stream.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
         stream["ApproximateCreationDateTime"] = created.timestamp()
-    return {**record, "dynamodb": stream, "eventSourceARN": shard.stream_arn}
+    converted = {**record, "dynamodb": stream, "eventSourceARN": shard.stream_arn}
+    identity = record.get("userIdentity")
+    if isinstance(identity, dict):
+        converted["userIdentity"] = {_LAMBDA_IDENTITY_FIELDS.get(name, name): value for name, value in identity.items()}
+    return converted

@@ -24,7 +24,7 @@ from leaderboard_dev.file_lock import locked
 
 EXECUTOR_NAME = "process"
 HOOKS_DISTRIBUTION = "leaderboard-tools-localstack-hooks"
-# What LocalStack imports of leaderboard_dev: the stream delivery engine and its LocalStack plugin.
+# What LocalStack imports of leaderboard_dev: the stream delivery engine, TTL's userIdentity, their LocalStack plugin.
 HOOK_MODULES = (
     "__init__.py",
     "emulators/__init__.py",
@@ -32,6 +32,7 @@ HOOK_MODULES = (
     "emulators/delivery_rules.py",
     "emulators/adversarial_retries.py",
     "emulators/localstack_stream_mapping.py",
+    "emulators/ttl_expiry.py",
 )
 HOOKS_PYPROJECT = f"""[build-system]
 requires = ["setuptools>=70"]
@@ -40,12 +41,13 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "{HOOKS_DISTRIBUTION}"
 version = "0.1.0"
-description = "Tumbling windows for LocalStack's DynamoDB-stream event source mappings, by leaderboard-tools."
+description = "Tumbling windows and TTL's userIdentity for LocalStack's DynamoDB streams, by leaderboard-tools."
 requires-python = ">=3.12"
 dependencies = []
 
 [project.entry-points."localstack.hooks.on_infra_start"]
 deliver_tumbling_windows = "leaderboard_dev.emulators.localstack_stream_mapping:deliver_tumbling_windows"
+mark_ttl_expiries = "leaderboard_dev.emulators.localstack_stream_mapping:mark_ttl_expiries"
 
 [tool.setuptools.packages.find]
 where = ["src"]

@@ -5,7 +5,9 @@ LocalStack 4.14.0 stores TumblingWindowInSeconds and ignores it. This LocalStack
 own venv, gives such mappings a DynamoDB poller that hands each shard's filtered records to
 ``stream_mapping.ShardDelivery``, with the function's adversarial retries switch
 (``adversarial_retries.SwitchFiles``, off unless a test writes its file); mappings without a
-window keep LocalStack's own poller.
+window keep LocalStack's own poller. A second hook gives the REMOVE records of the items LocalStack's TTL
+emulation deletes TTL's userIdentity (``ttl_expiry``), and the windowed poller carries it into the events
+before the mapping's filter criteria are applied.
 It runs inside LocalStack's interpreter only.
 """
 
@@ -35,9 +37,11 @@ from leaderboard_dev.emulators.stream_mapping import (
     insertion_time_within_the_minute,
     sequence_number,
 )
+from leaderboard_dev.emulators.ttl_expiry import ExpiryLedger, carry_user_identity, note_expiries, stamp_expiries
 
 LOG = logging.getLogger(__name__)
 RETRY_INTERVAL_SECONDS = 0.5
+EXPIRIES = ExpiryLedger()
 
 
 @hooks.on_infra_start()
@@ -65,6 +69,20 @@ def deliver_tumbling_windows() -> None:
     get_esm_worker.delivers_tumbling_windows = True  # type: ignore[attr-defined]
     EsmWorkerFactory.get_esm_worker = get_esm_worker  # type: ignore[method-assign]
     LOG.info("DynamoDB-stream mappings with TumblingWindowInSeconds are delivered by leaderboard-tools")
+
+
+@hooks.on_infra_start()
+def mark_ttl_expiries() -> None:
+    """Make the stream records of LocalStack's TTL deletions carry TTL's userIdentity, as on AWS.
+
+    The v2 providers, which ``launch_spec`` selects: DynamoDB Local's own streams.
+    """
+    from localstack.services.dynamodb.v2 import provider as dynamodb_provider
+    from localstack.services.dynamodbstreams.v2.provider import DynamoDBStreamsProvider
+
+    note_expiries(dynamodb_provider, EXPIRIES)
+    stamp_expiries(DynamoDBStreamsProvider, EXPIRIES)
+    LOG.info("the REMOVE records of items deleted by TTL carry TTL's userIdentity, by leaderboard-tools")
 
 
 def _close_poller_when_stopped(worker: EsmWorker) -> None:
@@ -127,8 +145,13 @@ class WindowedDynamoDBPoller(DynamoDBPoller):
         elif len(records) < self.stream_parameters["BatchSize"]:
             delivery.tick()
 
+    def transform_into_events(self, records: list[dict[str, Any]], shard_id: str) -> list[dict[str, Any]]:
+        """LocalStack's events, with the userIdentity that Lambda's events carry (a TTL deletion's)."""
+        return carry_user_identity(records, super().transform_into_events(records, shard_id))
+
     def _matching_events(self, shard_id: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The steps of LocalStack's ``forward_events_to_target`` up to its invocation."""
+        """The steps of LocalStack's ``forward_events_to_target`` up to its invocation: filtered after the events
+        carry their userIdentity."""
         events = self.transform_into_events(records, shard_id)
         matching = self.post_filter(self.filter_events(self.pre_filter(events)))
         return self.add_source_metadata(matching)
