@@ -21,7 +21,11 @@ from tests.unit.conftest import create_table
 from tests.unit.query.aggregates_on_moto import MONTH, load_boards
 from tests.unit.query.test_query_verbs import Deployment
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("R29_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("R29_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 def oracle(values: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -144,13 +148,16 @@ def check_rank_range(
 @SETTINGS
 @given(
     board=boards(),
-    low=st.one_of(st.none(), st.sampled_from([-4, "-3.000001", "-3.0000005", 0, "0.0", "2.5", "2.5000001", 3, 7, 100, "1000.000001"])),
-    high=st.one_of(st.none(), st.sampled_from([-3, "-3.000001", 0, "2.5", "2.500001", 4, "7.0", 101, "1000", "999999.999999"])),
+    low=st.one_of(
+        st.none(),
+        st.sampled_from([-4, "-3.000001", "-3.0000005", 0, "0.0", "2.5", "2.5000001", 3, 7, 100, "1000.000001"]),
+    ),
+    high=st.one_of(
+        st.none(), st.sampled_from([-3, "-3.000001", 0, "2.5", "2.500001", 4, "7.0", 101, "1000", "999999.999999"])
+    ),
     limit=st.sampled_from([1, 3, 1000]),
 )
-def test_count_range_is_the_oracles_filter(
-    aws: None, board: Any, low: Any, high: Any, limit: int
-) -> None:
+def test_count_range_is_the_oracles_filter(aws: None, board: Any, low: Any, high: Any, limit: int) -> None:
     values, shards, summed = board
     if low is not None and high is not None and Decimal(low) > Decimal(high):
         return
@@ -222,7 +229,8 @@ def test_tokens_replayed_in_another_kind_or_range_are_refused_and_scores_are_per
     monkeypatch.setattr(rank_range, "request_budget", lambda partitions: 6)
     deployment = Deployment(dynamodb, Layout(2))
     skipping = deployment.ask({"month": MONTH, "fromRank": 15})
-    assert skipping["items"] == [] and skipping["next_token"], skipping  # a token issued mid-skip
+    assert skipping["items"] == [], skipping
+    assert skipping["next_token"], skipping  # a token issued mid-skip
     size = board_size_token(deployment, monkeypatch)
     counts = deployment.ask({"month": MONTH, "minCount": 1, "limit": 1})["next_token"]
     page = deployment.ask({"month": MONTH, "limit": 1})["next_token"]
@@ -245,7 +253,8 @@ def test_tokens_replayed_in_another_kind_or_range_are_refused_and_scores_are_per
         assert deployment.ask(event)["error"]["code"] == "InvalidRequest", event
     # the skip's token resumed with another limit is the same range
     resumed = deployment.every_page({"month": MONTH, "fromRank": 15, "limit": 2, "next_token": skipping["next_token"]})
-    assert [i["rank"] for i in resumed][-1] == 20 and resumed[0]["rank"] <= 15
+    assert [i["rank"] for i in resumed][-1] == 20
+    assert resumed[0]["rank"] <= 15
     assert deployment.ask({"month": MONTH, "songID": "only-feb", "score": True})["onBoard"] is False
     assert deployment.ask({"month": "2018-02", "songID": "only-feb", "score": True})["downloadCount"] == 4
 
@@ -257,5 +266,6 @@ def board_size_token(deployment: Deployment, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(board_size, "partition_budget", lambda partitions: 1)
     answer = deployment.ask({"month": MONTH, "size": True})
     monkeypatch.undo()
-    assert answer["size"] is None and answer["next_token"], answer
+    assert answer["size"] is None, answer
+    assert answer["next_token"], answer
     return str(answer["next_token"])

@@ -26,10 +26,26 @@ from tests.unit.tools.operator_stack import (
 )
 
 READ_ONLY = {
-    "DescribeTable", "GetItem", "Query", "Scan", "BatchGetItem", "DescribeTimeToLive", "DescribeStream",
-    "GetShardIterator", "GetRecords", "ListStreams", "GetFunctionConfiguration", "GetFunction",
-    "ListEventSourceMappings", "GetEventSourceMapping", "GetQueueAttributes", "GetQueueUrl", "ListTables",
-    "GetCallerIdentity", "DescribeContinuousBackups", "ListTagsOfResource",
+    "DescribeTable",
+    "GetItem",
+    "Query",
+    "Scan",
+    "BatchGetItem",
+    "DescribeTimeToLive",
+    "DescribeStream",
+    "GetShardIterator",
+    "GetRecords",
+    "ListStreams",
+    "GetFunctionConfiguration",
+    "GetFunction",
+    "ListEventSourceMappings",
+    "GetEventSourceMapping",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "ListTables",
+    "GetCallerIdentity",
+    "DescribeContinuousBackups",
+    "ListTagsOfResource",
 }
 
 
@@ -50,16 +66,23 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def snapshot(stack: Any) -> Any:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     items = []
-    for table in {stack.table, stack.aggregates_table, *( [stack.progress_table] if stack.progress_table else [])}:
-        items += sorted(json.dumps(i, sort_keys=True) for i in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"])
+    for table in {stack.table, stack.aggregates_table, *([stack.progress_table] if stack.progress_table else [])}:
+        items += sorted(
+            json.dumps(i, sort_keys=True) for i in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+        )
     sqs = boto3.client("sqs", region_name=REGION)
     queues = []
     for url in filter(None, (stack.queue_url, stack.band_queue_url)):
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         queues.append(  # a delayed record becoming visible is time passing, not a write: the total
-            sum(int(attributes[name]) for name in (
-                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed",
-                "ApproximateNumberOfMessagesNotVisible"))
+            sum(
+                int(attributes[name])
+                for name in (
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesDelayed",
+                    "ApproximateNumberOfMessagesNotVisible",
+                )
+            )
         )
     return items, queues
 
@@ -75,12 +98,12 @@ def dry_run(stack: Any, calls: list[str], argv: list[str]) -> tuple[Any, set[str
 
 @pytest.mark.parametrize("band_queue", [False, True])
 @pytest.mark.parametrize("output", ["json", "table", "text"])
-def test_dry_run_repair_of_a_drift_makes_only_reads(
-    aws: None, calls: list[str], band_queue: bool, output: str
-) -> None:
+def test_dry_run_repair_of_a_drift_makes_only_reads(aws: None, calls: list[str], band_queue: bool, output: str) -> None:
     stack = drifted_song(band_queue=band_queue)
     code, made = dry_run(
-        stack, calls, ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--dry-run", "--output", output]
+        stack,
+        calls,
+        ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--dry-run", "--output", output],
     )
     assert code == 3
     assert made <= READ_ONLY, made - READ_ONLY
@@ -101,9 +124,32 @@ def test_dry_run_repair_with_downloads_in_flight_absent_aggregates_and_a_left_op
     set_count(stack, "song4", MONTH, 4)
     for argv in (
         ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--dry-run", "--json"],
-        ["reconcile", "--table", stack.table, "--board", MONTH, "--repair", "--dry-run", "--songs", "song1,song3,song4"],
-        ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--dry-run", "--shards", "1",
-         "--queue-url", stack.queue_url, "--output", "text"],
+        [
+            "reconcile",
+            "--table",
+            stack.table,
+            "--board",
+            MONTH,
+            "--repair",
+            "--dry-run",
+            "--songs",
+            "song1,song3,song4",
+        ],
+        [
+            "reconcile",
+            "--table",
+            stack.table,
+            "--month",
+            MONTH,
+            "--repair",
+            "--dry-run",
+            "--shards",
+            "1",
+            "--queue-url",
+            stack.queue_url,
+            "--output",
+            "text",
+        ],
     ):
         code, made = dry_run(stack, calls, argv)
         assert not isinstance(code, BaseException), code
@@ -125,7 +171,9 @@ def test_dry_run_rekey_with_unordered_and_moved_aggregates_makes_only_reads(aws:
             ExpressionAttributeValues={":old": {"S": MONTH}},
         )
     for output in ("json", "table", "text"):
-        code, made = dry_run(stack, calls, ["rekey", "--table", stack.table, "--shards", "4", "--dry-run", "--output", output])
+        code, made = dry_run(
+            stack, calls, ["rekey", "--table", stack.table, "--shards", "4", "--dry-run", "--output", output]
+        )
         assert code == 0, code
         assert made <= READ_ONLY, made - READ_ONLY
     assert (aggregate_item(stack, "song1", MONTH) or {})["Month"]["S"] == MONTH
