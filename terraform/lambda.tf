@@ -38,6 +38,7 @@ resource "aws_lambda_function" "aggregator" {
       AGGREGATES_TABLE_NAME        = local.aggregates_table_name
       SOURCE_ITEM_ATTRIBUTE        = var.source_item_filter == null ? "" : var.source_item_filter.attribute
       SOURCE_ITEM_VALUE            = var.source_item_filter == null ? "" : var.source_item_filter.value
+      RETRACTIONS                  = var.retractions ? "true" : "false"
       PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
       CLAIMS_TABLE_NAME            = var.backfill_claims ? aws_dynamodb_table.claims[0].name : ""
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
@@ -98,6 +99,11 @@ resource "aws_lambda_function" "aggregator" {
     }
 
     precondition {
+      condition     = !(var.backfill_claims && var.retractions)
+      error_message = "backfill_claims with retractions: a backfill's claims name who counted a download, not which image of it was counted, so an edit during the backfill could move its contribution twice. Run the backfill with retractions = false, then turn retractions on once backfill_claims is off again."
+    }
+
+    precondition {
       condition     = !local.source_table_given || var.download_ttl_attribute_name == null
       error_message = "download_ttl_attribute_name sets TTL on the table the module creates; with source_table_name the module changes nothing of that table: set TTL where the table is defined (the operator tools read it from the table)."
     }
@@ -145,8 +151,12 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
   parallelization_factor             = var.parallelization_factor
 
   filter_criteria {
-    filter {
-      pattern = local.new_raw_event_filter
+    dynamic "filter" {
+      for_each = local.event_filters
+
+      content {
+        pattern = filter.value
+      }
     }
   }
 

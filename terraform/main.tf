@@ -32,9 +32,10 @@ locals {
     var.count_attribute_name, var.order_attribute_name, var.download_ttl_attribute_name == null ? "" : var.download_ttl_attribute_name,
   ])
 
-  # Only new downloads reach the aggregator: INSERTs, which, where aggregates share the table, carry no period
-  # attribute (aggregate writes never pass, so they cannot re-invoke it), and which match source_item_filter.
-  # A download that is malformed still passes, so the aggregator reports it instead of the filter dropping it unseen.
+  # New downloads reach the aggregator (with retractions, the changes below too): INSERTs, which, where aggregates
+  # share the table, carry no period attribute (aggregate writes never pass, so they cannot re-invoke it), and which
+  # match source_item_filter. A download that is malformed still passes, so the aggregator reports it instead of the
+  # filter dropping it unseen.
   new_download_conditions = merge(
     local.separate_aggregates ? {} : { (var.period_attribute_name) = { S = [{ exists = false }] } },
     var.source_item_filter == null ? {} : { (var.source_item_filter.attribute) = { S = [var.source_item_filter.value] } },
@@ -43,6 +44,38 @@ locals {
     { eventName = ["INSERT"] },
     { for section, image in { dynamodb = { NewImage = local.new_download_conditions } } : section => image if length(local.new_download_conditions) > 0 },
   ))
+
+  # With retractions, the MODIFYs and REMOVEs that can move a count pass too (filters are ORed, five at most by
+  # default; these make five at most): those whose old image is no aggregate (where aggregates share the table: it has
+  # neither the period nor the count, which an aggregate back at 0 keeps), with source_item_filter those whose old or
+  # new image is marked, and no REMOVE by TTL, whose userIdentity names dynamodb.amazonaws.com (anything-but needs the
+  # field present: a REMOVE passes with no principalId or another one). The filter only decides which records invoke
+  # the aggregator; it reads every record of the shard, and ignores expiries and changes that move no count.
+  not_aggregate_conditions = local.separate_aggregates ? {} : {
+    (var.period_attribute_name) = { S = [{ exists = false }] }
+    (var.count_attribute_name)  = { N = [{ exists = false }] }
+  }
+  marker_conditions = var.source_item_filter == null ? {} : { (var.source_item_filter.attribute) = { S = [var.source_item_filter.value] } }
+  removed_by = [
+    { principalId = [{ exists = false }] },
+    { principalId = [{ anything-but = ["dynamodb.amazonaws.com"] }] },
+  ]
+  retraction_filters = concat(
+    [{ eventName = ["MODIFY"], images = { OldImage = merge(local.not_aggregate_conditions, local.marker_conditions) } }],
+    var.source_item_filter == null ? [] : [
+      { eventName = ["MODIFY"], images = { OldImage = local.not_aggregate_conditions, NewImage = local.marker_conditions } },
+    ],
+    [for identity in local.removed_by : {
+      eventName    = ["REMOVE"]
+      userIdentity = identity
+      images       = { OldImage = merge(local.not_aggregate_conditions, local.marker_conditions) }
+    }],
+  )
+  retraction_event_filters = [for filter in local.retraction_filters : jsonencode(merge(
+    { for key, value in filter : key => value if key != "images" },
+    { for section, images in { dynamodb = { for image, conditions in filter.images : image => conditions if length(conditions) > 0 } } : section => images if length(images) > 0 },
+  ))]
+  event_filters = concat([local.new_raw_event_filter], var.retractions ? local.retraction_event_filters : [])
 
   # The sparse leaderboard index, on whichever table holds the aggregates. Only aggregates carry the period
   # attribute. Sorted by the order (count, then id), with the count projected, so that a page needs nothing but
@@ -76,7 +109,7 @@ resource "aws_dynamodb_table" "this" {
   hash_key         = var.entity_attribute_name
   range_key        = var.sort_key_attribute_name
   stream_enabled   = true
-  stream_view_type = "NEW_IMAGE"
+  stream_view_type = var.retractions ? "NEW_AND_OLD_IMAGES" : "NEW_IMAGE"
 
   deletion_protection_enabled = var.deletion_protection_enabled
 
@@ -107,9 +140,9 @@ resource "aws_dynamodb_table" "this" {
     enabled = var.point_in_time_recovery_enabled
   }
 
-  # Expired downloads are removed by DynamoDB (a REMOVE stream record each, which the mapping's
-  # filter never passes: only INSERTs reach the aggregator), so counts never change. Aggregates
-  # carry no TTL attribute and stay.
+  # Expired downloads are removed by DynamoDB (a REMOVE stream record each, by the DynamoDB service,
+  # which the mapping's filter never passes and the aggregator ignores, retractions or not), so
+  # counts never change. Aggregates carry no TTL attribute and stay.
   dynamic "ttl" {
     for_each = var.download_ttl_attribute_name == null ? [] : [var.download_ttl_attribute_name]
 

@@ -16,6 +16,11 @@ data "aws_dynamodb_table" "source" {
       error_message = "The stream of ${var.source_table_name} carries ${self.stream_view_type == "" ? "no" : self.stream_view_type} images, and the aggregator reads each download from its new image: set stream_view_type = \"NEW_IMAGE\" or \"NEW_AND_OLD_IMAGES\" where the table is defined (changing it replaces the stream)."
     }
 
+    postcondition {
+      condition     = !var.retractions || self.stream_view_type == "NEW_AND_OLD_IMAGES"
+      error_message = "retractions = true, but the stream of ${var.source_table_name} has the view type ${self.stream_view_type == "" ? "none" : self.stream_view_type}, without old images: to take back what a deletion or an edit removes, the aggregator reads each record's old image. Set stream_view_type = \"NEW_AND_OLD_IMAGES\" where the table is defined (changing it replaces the stream: what the old one held unread is not counted; `leaderboard-tools reconcile --repair` recounts), or keep retractions = false."
+    }
+
     # Each replica of a global table has a stream of its own, and aggregates written from two regions would
     # conflict (last writer wins): one region aggregates, named on purpose.
     postcondition {

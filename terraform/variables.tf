@@ -59,6 +59,13 @@ variable "source_item_filter" {
   }
 }
 
+variable "retractions" {
+  description = "Whether deletions and edits of downloads are followed. false (the default): downloads are immutable; the mapping passes INSERTs only, a deleted or edited download stays counted as it was first written, and `leaderboard-tools reconcile` is how a count catches up. true: a deletion by anyone but TTL takes its download's contribution back and an edit moves it (out of the old image's boards and amount, into the new image's); expiries by TTL still change no count. The stream must then carry old images: the module's own table gets stream_view_type NEW_AND_OLD_IMAGES (false keeps NEW_IMAGE), and a source_table_name table must have it already. Changing the view type gives the table a new stream (the provider disables the old one and enables another): what the old stream held unread and what is written in between are not counted, so switch while no download is written, or run `leaderboard-tools reconcile --repair` afterwards. Not with backfill_claims."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
 variable "global_table_aggregating_region" {
   description = "For a source table with replicas (a global table): the one region whose stream the module reads, which must be the region this module is applied in. Each replica has a stream of its own, and aggregates written from two regions would conflict (last writer wins), so apply the module in this region only. null: a source table with replicas is refused."
   type        = string
@@ -113,7 +120,7 @@ variable "deletion_protection_enabled" {
 }
 
 variable "download_ttl_attribute_name" {
-  description = "Attribute of a download holding its expiry (epoch seconds): enables the table's TTL on it, so that DynamoDB deletes expired downloads. Counts are unaffected (the aggregator receives only INSERTs); aggregates never expire. null: no TTL. Setting it back to null leaves TTL as it is on the table (the provider does not turn it off)."
+  description = "Attribute of a download holding its expiry (epoch seconds): enables the table's TTL on it, so that DynamoDB deletes expired downloads. Counts are unaffected (an expiry is a REMOVE by the DynamoDB service, which the mapping's filter drops and the aggregator ignores, with retractions too); aggregates never expire. null: no TTL. Setting it back to null leaves TTL as it is on the table (the provider does not turn it off)."
   type        = string
   default     = null
 

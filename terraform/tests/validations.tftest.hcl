@@ -996,3 +996,137 @@ run "no_claims_by_default" {
     error_message = "without backfill_claims the aggregator claims nothing"
   }
 }
+
+run "without_retractions_the_stream_carries_new_images_and_only_inserts_pass" {
+  command = plan
+
+  assert {
+    condition     = aws_dynamodb_table.this[0].stream_view_type == "NEW_IMAGE" && aws_lambda_function.aggregator[0].environment[0].variables["RETRACTIONS"] == "false"
+    error_message = "by default the stream keeps its view type and the aggregator follows no deletion or edit"
+  }
+
+  assert {
+    condition     = length(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter) == 1
+    error_message = "by default the mapping has the one INSERT filter"
+  }
+}
+
+run "retractions_pass_the_changes_of_downloads_but_not_of_aggregates" {
+  command = plan
+
+  variables {
+    retractions = true
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.this[0].stream_view_type == "NEW_AND_OLD_IMAGES" && aws_lambda_function.aggregator[0].environment[0].variables["RETRACTIONS"] == "true"
+    error_message = "with retractions the stream carries old images and the aggregator takes them back"
+  }
+
+  assert {
+    condition     = length(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter) == 4
+    error_message = "the INSERT filter, one for MODIFYs and two for REMOVEs"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName = ["INSERT"]
+      dynamodb  = { NewImage = { Month = { S = [{ exists = false }] } } }
+    }])
+    error_message = "the INSERT filter stays as it is"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName = ["MODIFY"]
+      dynamodb  = { OldImage = { Month = { S = [{ exists = false }] }, DownloadCount = { N = [{ exists = false }] } } }
+    }])
+    error_message = "a MODIFY passes when its old image carries neither the period nor the count"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName    = ["REMOVE"]
+      userIdentity = { principalId = [{ exists = false }] }
+      dynamodb     = { OldImage = { Month = { S = [{ exists = false }] }, DownloadCount = { N = [{ exists = false }] } } }
+    }])
+    error_message = "a REMOVE of a download by no named principal passes"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName    = ["REMOVE"]
+      userIdentity = { principalId = [{ anything-but = ["dynamodb.amazonaws.com"] }] }
+      dynamodb     = { OldImage = { Month = { S = [{ exists = false }] }, DownloadCount = { N = [{ exists = false }] } } }
+    }])
+    error_message = "a REMOVE of a download by any principal but DynamoDB's TTL passes"
+  }
+}
+
+run "retractions_on_a_source_table_pass_changes_into_and_out_of_the_marker" {
+  command = plan
+
+  variables {
+    source_table_name  = "platform"
+    source_item_filter = { attribute = "type", value = "DOWNLOAD" }
+    retractions        = true
+  }
+
+  assert {
+    condition     = length(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter) == 5
+    error_message = "five filters: AWS's default quota per mapping"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName = ["MODIFY"]
+      dynamodb  = { OldImage = { type = { S = ["DOWNLOAD"] } } }
+    }])
+    error_message = "a MODIFY of a marked item passes"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName = ["MODIFY"]
+      dynamodb  = { NewImage = { type = { S = ["DOWNLOAD"] } } }
+    }])
+    error_message = "a MODIFY that marks an item passes"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName    = ["REMOVE"]
+      userIdentity = { principalId = [{ anything-but = ["dynamodb.amazonaws.com"] }] }
+      dynamodb     = { OldImage = { type = { S = ["DOWNLOAD"] } } }
+    }])
+    error_message = "a REMOVE of a marked item by any principal but DynamoDB's TTL passes"
+  }
+}
+
+run "retractions_on_a_source_table_whose_stream_has_no_old_images_are_refused" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+    retractions       = true
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_IMAGE", replica = [] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
+}
+
+run "retractions_beside_backfill_claims_are_refused" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+    backfill_claims   = true
+    retractions       = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}

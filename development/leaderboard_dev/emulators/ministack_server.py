@@ -3,8 +3,10 @@
 MiniStack 1.5.33 evaluates `{"NewImage": {"Month": {"S": [{"exists": false}]}}}` as false
 when `Month` is absent, so it drops exactly the records the pattern selects. AWS matches
 patterns on leaf paths: an absent parent means every leaf below it is absent, and
-`exists: false` holds. This wrapper gives MiniStack those semantics before it starts;
-the module keeps the pattern AWS documents.
+`exists: false` holds. MiniStack also lets an absent field match `anything-but` (and `null`),
+where "the event must contain all the field names listed in the event pattern" (EventBridge,
+whose syntax Lambda's filters use): an absent leaf matches `exists: false` only. This wrapper
+gives MiniStack those semantics before it starts; the module keeps the patterns AWS documents.
 
 Its DynamoDB-stream mappings are delivered by the project's emulation of Lambda's stream
 delivery (tumbling windows, retries, bisection, partial batch responses, record age, failure
@@ -26,10 +28,17 @@ _original_match = lambda_svc._match_esm_filter
 
 def match_with_absent_parents(record: Any, pattern: Any) -> bool:
     if isinstance(record, dict) and isinstance(pattern, dict):
-        absent = [key for key, sub_pattern in pattern.items() if isinstance(sub_pattern, dict) and key not in record]
-        if absent:
-            record = {**record, **{key: {} for key in absent}}
+        absent = {key: sub_pattern for key, sub_pattern in pattern.items() if key not in record}
+        if any(isinstance(rules, list) and not _matches_absence(rules) for rules in absent.values()):
+            return False
+        parents = [key for key, sub_pattern in absent.items() if isinstance(sub_pattern, dict)]
+        if parents:
+            record = {**record, **{key: {} for key in parents}}
     return _original_match(record, pattern)
+
+
+def _matches_absence(rules: list[Any]) -> bool:
+    return any(isinstance(rule, dict) and rule.get("exists") is False for rule in rules)
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 # Trending products on AWS: the module's attribute names are enough for any entity. The raw
 # records are purchases (productID, SK = the purchase id, Category, Revenue, PurchasedAt); the
 # aggregator sums their Revenue into a board per day and per ISO week, overall and per category,
-# and the query function answers the top products, a product's rank and its neighbours, and
-# rolling windows ("the last 7 days"). The release's zips come from S3, as in ../minimal.
+# following refunds (a purchase deleted or corrected), and the query function answers the top
+# products, a product's rank and its neighbours, and rolling windows ("the last 7 days"). The
+# release's zips come from S3, as in ../minimal.
 
 provider "aws" {
   region = var.region
@@ -32,6 +33,10 @@ module "trending_products" {
   order_attribute_name   = "RevenueOrder"
   leaderboard_index_name = "TrendingProductsIndex"
   leaderboard_periods    = ["day", "week"]
+
+  # Refunds: a purchase deleted takes its revenue back from its boards, and a purchase whose Revenue (or
+  # Category, or PurchasedAt) is corrected moves it. The table's stream then carries old images too.
+  retractions = true
 
   create_alarms = true
 }

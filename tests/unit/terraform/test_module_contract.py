@@ -71,6 +71,7 @@ def test_the_aggregators_defaults_are_the_modules_defaults() -> None:
         variable_default("order_attribute_name"),
     )
     assert settings.leaderboard_shards == variable_default("leaderboard_shards")
+    assert settings.schema.retractions is variable_default("retractions")
 
 
 def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
@@ -93,3 +94,13 @@ def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch
     assert not [name for name in names if name.startswith("test") or "fault" in name]
     for function in ("aggregator", "query"):
         assert not [name for name in function_environment(function) if "TEST" in name or "FAULT" in name]
+
+
+def test_the_aggregator_follows_retractions_exactly_when_the_module_says_true() -> None:
+    # given the two values lambda.tf can give RETRACTIONS
+    expression = function_environment("aggregator")["RETRACTIONS"]
+    assert expression == '${var.retractions ? "true" : "false"}'
+    base = {"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"}
+    # when the aggregator reads each, then only "true" turns retractions on
+    assert Settings.from_environment({**base, "RETRACTIONS": "true"}).schema.retractions is True
+    assert Settings.from_environment({**base, "RETRACTIONS": "false"}).schema.retractions is False

@@ -22,7 +22,7 @@ from leaderboard_dev.terraform_stack import terraform_environment
 from tests.streams import aggregate_record, download_record, expired_download_record
 from tests.terraform_cli import terraform
 
-RENDERED: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+RENDERED: dict[tuple[Any, ...], Any] = {}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,9 @@ def module_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
-def rendered_pattern(module_copy: Path, **variables: str) -> dict[str, Any]:
-    """The pattern lambda.tf gives the mapping, as Terraform renders it for these variables."""
-    key = tuple(sorted(variables.items()))
+def rendered(module_copy: Path, expression: str, **variables: str) -> Any:
+    """An expression of the module, as Terraform renders it for these variables (JSON-decoded once)."""
+    key = (expression, *sorted(variables.items()))
     if key not in RENDERED:
         arguments = [
             argument
@@ -48,7 +48,7 @@ def rendered_pattern(module_copy: Path, **variables: str) -> dict[str, Any]:
             ["terraform", "console", *arguments],
             cwd=module_copy,
             env=terraform_environment(None),
-            input="local.new_raw_event_filter\n",
+            input=f"jsonencode({expression})\n",
             capture_output=True,
             text=True,
             check=False,
@@ -57,6 +57,16 @@ def rendered_pattern(module_copy: Path, **variables: str) -> dict[str, Any]:
         assert result.returncode == 0, result.stderr
         RENDERED[key] = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
     return RENDERED[key]
+
+
+def rendered_pattern(module_copy: Path, **variables: str) -> dict[str, Any]:
+    """The INSERT pattern lambda.tf gives the mapping, as Terraform renders it for these variables."""
+    return json.loads(rendered(module_copy, "local.new_raw_event_filter", **variables))
+
+
+def rendered_filters(module_copy: Path, **variables: str) -> list[str]:
+    """Every pattern lambda.tf gives the mapping, as the strings the mapping is given."""
+    return rendered(module_copy, "local.event_filters", **variables)
 
 
 CASES = [
@@ -139,3 +149,200 @@ def test_with_a_separate_aggregates_table_every_insert_passes(module_copy: Path)
     )
     assert not EventPattern.load(json.dumps(pattern)).matches_event(download_record(2, "song1", event_name="MODIFY"))
     assert pattern == {"eventName": ["INSERT"]}
+
+
+# ---------------------------------------------------------------- retractions
+
+TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+"""The userIdentity of a REMOVE by TTL (DynamoDB Developer Guide, "DynamoDB Streams and Time to Live")."""
+DOWNLOAD = {"songID": {"S": "song1"}, "SK": {"S": "download-1"}, "Timestamp": {"S": "2018-01-15T10:00:00Z"}}
+AGGREGATE = {"songID": {"S": "song1"}, "SK": {"S": "2018-01"}, "Month": {"S": "2018-01"}, "DownloadCount": {"N": "2"}}
+AGGREGATE_AT_ZERO = {"songID": {"S": "song1"}, "SK": {"S": "2018-01"}, "DownloadCount": {"N": "0"}}
+DEFAULT_INSERT_FILTER = '{"dynamodb":{"NewImage":{"Month":{"S":[{"exists":false}]}}},"eventName":["INSERT"]}'
+"""Today's filter, byte for byte: retractions off must leave the mapping as it is."""
+MARKER_VARIABLE = '{attribute="type",value="DOWNLOAD"}'
+
+
+def change_record(
+    event_name: str,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None = None,
+    identity: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A record of a stream with the view type NEW_AND_OLD_IMAGES: a REMOVE has no new image, an INSERT no old one."""
+    record = download_record(1, "song1", event_name=event_name)
+    del record["dynamodb"]["NewImage"]
+    images = {"OldImage": old, "NewImage": new}
+    record["dynamodb"].update({name: image for name, image in images.items() if image is not None})
+    record["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES"
+    return record if identity is None else {**record, "userIdentity": identity}
+
+
+def passes(patterns: list[str], record: dict[str, Any]) -> bool:
+    """AWS's matcher over the mapping's filters, which are ORed."""
+    return any(EventPattern.load(pattern).matches_event(record) for pattern in patterns)
+
+
+def test_without_retractions_the_mapping_keeps_todays_one_filter(module_copy: Path) -> None:
+    assert rendered_filters(module_copy) == [DEFAULT_INSERT_FILTER]
+    assert rendered_filters(module_copy, retractions="false") == [DEFAULT_INSERT_FILTER]
+
+
+def test_with_retractions_the_filters_are_todays_and_three_for_changes(module_copy: Path) -> None:
+    # given the guide's layout (aggregates beside the downloads) with retractions
+    filters = rendered_filters(module_copy, retractions="true")
+    # then today's INSERT filter comes first, unchanged, and the changes of non-aggregates follow
+    not_aggregate = {"Month": {"S": [{"exists": False}]}, "DownloadCount": {"N": [{"exists": False}]}}
+    assert filters[0] == DEFAULT_INSERT_FILTER
+    assert [json.loads(pattern) for pattern in filters[1:]] == [
+        {"eventName": ["MODIFY"], "dynamodb": {"OldImage": not_aggregate}},
+        {
+            "eventName": ["REMOVE"],
+            "userIdentity": {"principalId": [{"exists": False}]},
+            "dynamodb": {"OldImage": not_aggregate},
+        },
+        {
+            "eventName": ["REMOVE"],
+            "userIdentity": {"principalId": [{"anything-but": ["dynamodb.amazonaws.com"]}]},
+            "dynamodb": {"OldImage": not_aggregate},
+        },
+    ]
+
+
+def test_with_retractions_and_a_marker_the_filters_follow_items_into_and_out_of_it(module_copy: Path) -> None:
+    # given a source table whose downloads carry type = DOWNLOAD, with retractions
+    filters = rendered_filters(
+        module_copy, source_table_name="platform", source_item_filter=MARKER_VARIABLE, retractions="true"
+    )
+    # then five filters, AWS's default quota: the marked INSERT, a MODIFY from or into the marker, the marked REMOVEs
+    marked = {"type": {"S": ["DOWNLOAD"]}}
+    assert [json.loads(pattern) for pattern in filters] == [
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": marked}},
+        {"eventName": ["MODIFY"], "dynamodb": {"OldImage": marked}},
+        {"eventName": ["MODIFY"], "dynamodb": {"NewImage": marked}},
+        {
+            "eventName": ["REMOVE"],
+            "userIdentity": {"principalId": [{"exists": False}]},
+            "dynamodb": {"OldImage": marked},
+        },
+        {
+            "eventName": ["REMOVE"],
+            "userIdentity": {"principalId": [{"anything-but": ["dynamodb.amazonaws.com"]}]},
+            "dynamodb": {"OldImage": marked},
+        },
+    ]
+
+
+LAYOUTS = {
+    "the guide's": {},
+    "a separate aggregates table": {"separate_aggregates_table": "true"},
+    "a source table": {"source_table_name": "platform"},
+}
+
+
+@pytest.mark.parametrize("marker", [None, MARKER_VARIABLE], ids=["no marker", "a marker"])
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_with_retractions_the_filters_stay_within_the_default_quota(
+    layout: dict[str, str], marker: str | None, module_copy: Path
+) -> None:
+    """ "By default, you can define up to five different filters for a single event source mapping" (Lambda guide)."""
+    variables = {**layout, "retractions": "true", **({"source_item_filter": marker} if marker else {})}
+    assert 1 < len(rendered_filters(module_copy, **variables)) <= 5
+
+
+RETRACTION_CASES = [
+    ("new download", change_record("INSERT", None, DOWNLOAD), True),
+    (
+        "download edited",
+        change_record("MODIFY", DOWNLOAD, {**DOWNLOAD, "Timestamp": {"S": "2018-02-01T00:00:00Z"}}),
+        True,
+    ),
+    ("download deleted", change_record("REMOVE", DOWNLOAD), True),
+    ("download deleted by a named principal", change_record("REMOVE", DOWNLOAD, identity={"principalId": "x"}), True),
+    ("download expired by TTL", change_record("REMOVE", DOWNLOAD, identity=TTL), False),
+    ("aggregate created", change_record("INSERT", None, AGGREGATE), False),
+    ("aggregate updated", change_record("MODIFY", AGGREGATE, {**AGGREGATE, "DownloadCount": {"N": "3"}}), False),
+    ("aggregate back at 0 leaves the index", change_record("MODIFY", AGGREGATE, AGGREGATE_AT_ZERO), False),
+    ("aggregate at 0 counted again", change_record("MODIFY", AGGREGATE_AT_ZERO, AGGREGATE), False),
+    ("aggregate at 0 deleted", change_record("REMOVE", AGGREGATE_AT_ZERO), False),
+    ("item with the period edited", change_record("MODIFY", {**DOWNLOAD, "Month": {"S": "x"}}, DOWNLOAD), False),
+]
+
+
+@pytest.mark.parametrize(("case", "record", "passes_"), RETRACTION_CASES, ids=[case for case, _, _ in RETRACTION_CASES])
+def test_with_retractions_changes_of_downloads_pass_and_those_of_aggregates_and_expiries_do_not(
+    case: str, record: dict[str, Any], passes_: bool, monkeypatch: pytest.MonkeyPatch, module_copy: Path
+) -> None:
+    monkeypatch.setattr(lambda_svc, "_match_esm_filter", match_with_absent_parents)
+    # given the guide's layout with retractions
+    filters = rendered_filters(module_copy, retractions="true")
+    # when a record of its stream meets the mapping's filters, then AWS's matcher and the patched MiniStack's agree
+    assert passes(filters, record) is passes_
+    assert any(match_with_absent_parents(record, json.loads(pattern)) for pattern in filters) is passes_
+
+
+UNMARKED = {**DOWNLOAD, "type": {"S": "USER"}}
+MARKED = {**DOWNLOAD, "type": {"S": "DOWNLOAD"}}
+MARKED_CASES = [
+    ("marked download edited", change_record("MODIFY", MARKED, MARKED), True),
+    ("item marked", change_record("MODIFY", UNMARKED, MARKED), True),
+    ("item unmarked", change_record("MODIFY", MARKED, UNMARKED), True),
+    ("other item edited", change_record("MODIFY", UNMARKED, UNMARKED), False),
+    ("marked download deleted", change_record("REMOVE", MARKED), True),
+    ("other item deleted", change_record("REMOVE", UNMARKED), False),
+    ("marked download expired by TTL", change_record("REMOVE", MARKED, identity=TTL), False),
+]
+
+
+@pytest.mark.parametrize(("case", "record", "passes_"), MARKED_CASES, ids=[case for case, _, _ in MARKED_CASES])
+def test_with_retractions_and_a_marker_changes_into_and_out_of_the_marker_pass(
+    case: str, record: dict[str, Any], passes_: bool, monkeypatch: pytest.MonkeyPatch, module_copy: Path
+) -> None:
+    monkeypatch.setattr(lambda_svc, "_match_esm_filter", match_with_absent_parents)
+    # given a source table whose downloads carry type = DOWNLOAD, with retractions
+    filters = rendered_filters(
+        module_copy, source_table_name="platform", source_item_filter=MARKER_VARIABLE, retractions="true"
+    )
+    assert passes(filters, record) is passes_
+    assert any(match_with_absent_parents(record, json.loads(pattern)) for pattern in filters) is passes_
+
+
+@pytest.mark.parametrize(
+    ("case", "record"),
+    [(case, record) for case, record, _ in RETRACTION_CASES + MARKED_CASES],
+    ids=[case for case, _, _ in RETRACTION_CASES + MARKED_CASES],
+)
+def test_the_patched_ministack_matcher_agrees_with_aws_on_each_retraction_filter(
+    case: str, record: dict[str, Any], monkeypatch: pytest.MonkeyPatch, module_copy: Path
+) -> None:
+    """Filter by filter, not only ORed: a REMOVE with no userIdentity must not match `anything-but`."""
+    monkeypatch.setattr(lambda_svc, "_match_esm_filter", match_with_absent_parents)
+    for variables in ({}, {"source_table_name": "platform", "source_item_filter": MARKER_VARIABLE}):
+        for pattern in rendered_filters(module_copy, retractions="true", **variables):
+            expected = EventPattern.load(pattern).matches_event(record)
+            assert match_with_absent_parents(record, json.loads(pattern)) is expected, pattern
+
+
+@pytest.mark.parametrize(
+    ("rules", "matches"),
+    [
+        ([{"anything-but": ["dynamodb.amazonaws.com"]}], False),
+        ([None], False),
+        (["x"], False),
+        ([{"prefix": "x"}], False),
+        ([{"exists": True}], False),
+        ([{"exists": False}], True),
+        ([{"anything-but": ["x"]}, {"exists": False}], True),
+    ],
+    ids=["anything-but", "null", "a value", "prefix", "exists", "does not exist", "either"],
+)
+def test_in_the_patched_ministack_an_absent_field_matches_only_exists_false(
+    rules: list[Any], matches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "For an event pattern to match an event, the event must contain all the field names listed in the event
+    pattern" (EventBridge User Guide, "Event pattern syntax"); "Does not exist" is `"exists": false` (Lambda guide)."""
+    monkeypatch.setattr(lambda_svc, "_match_esm_filter", match_with_absent_parents)
+    record = {"eventName": "REMOVE", "dynamodb": {}}
+    for pattern in ({"userIdentity": {"principalId": rules}}, {"eventName": ["REMOVE"], "principalId": rules}):
+        assert match_with_absent_parents(record, pattern) is matches
+        assert EventPattern.load(json.dumps(pattern)).matches_event(record) is matches
