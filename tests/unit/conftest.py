@@ -36,8 +36,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
-    """The module's table in moto: songID/SK keys, a NEW_IMAGE stream, the sparse (Month, LeaderboardOrder) index."""
+def create_table(table_name: str = TABLE, fresh: bool = False, stream_view_type: str | None = "NEW_IMAGE") -> Any:
+    """The module's table in moto: songID/SK keys, a NEW_IMAGE stream (another view type, or None: no stream yet), the
+    sparse (Month, LeaderboardOrder) index."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     if fresh and table_name in client.list_tables()["TableNames"]:
         client.delete_table(TableName=table_name)
@@ -61,7 +62,11 @@ def create_table(table_name: str = TABLE, fresh: bool = False) -> Any:
                 "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["DownloadCount"]},
             }
         ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        StreamSpecification=(
+            {"StreamEnabled": True, "StreamViewType": stream_view_type}
+            if stream_view_type
+            else {"StreamEnabled": False}
+        ),
     )
     return client
 
