@@ -155,8 +155,11 @@ class AggregateStore:
                     outcome.refused.extend((contribution, str(error)) for contribution in [*remaining, *held])
                     return outcome
                 if not remaining and not held:
-                    # A retry of records already written: a report its first send lost is made again here.
+                    # A retry of records already written: a report its first send lost is made again here, and a
+                    # count at 0 whose leaving the index failed leaves it.
                     self._report_orphaned_band(known.item, contributions[-1], outcome)
+                    if self._schema.retractions:
+                        self._after_retraction(key, known.item, contributions[-1], outcome)
                     return outcome
             try:
                 if known is not None and self._needs_proof(known, shard):
@@ -179,8 +182,8 @@ class AggregateStore:
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
-            if any(contribution.amount < 0 for contribution in remaining):
-                self._after_retraction(key, written or self._read(key), outcome)
+            if self._schema.retractions and any(contribution.amount < 0 for contribution in remaining):
+                self._after_retraction(key, written or self._read(key), outcome.written[-1], outcome)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -341,9 +344,11 @@ class AggregateStore:
             if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
 
-    def _after_retraction(self, key: AggregateKey, item: dict[str, Any], outcome: ApplyOutcome) -> None:
+    def _after_retraction(
+        self, key: AggregateKey, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome
+    ) -> None:
         """A count back at 0 leaves the index; a count below 0 took back a download never counted here (older than the
-        stream and any backfill): reported against the aggregate, for `recover` to recount."""
+        stream and any backfill): reported against the aggregate (by `record`), for `recover` to recount."""
         count = number(item.get(self._schema.count))
         if count is None:
             return
@@ -354,12 +359,12 @@ class AggregateStore:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-        elif count < 0 and self._schema.amount is None and outcome.written:
+        elif count < 0 and self._schema.amount is None:
             reason = (
                 f"counted; but the count is {count}: a retraction took back a download never counted here (older "
                 "than the stream and any backfill), recount"
             )
-            outcome.refused.append((outcome.written[-1], reason))
+            outcome.refused.append((record, reason))
 
     def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
         """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody
