@@ -182,8 +182,11 @@ class AggregateStore:
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
-            if self._schema.retractions and any(contribution.amount < 0 for contribution in remaining):
-                self._after_retraction(key, written or self._read(key), outcome.written[-1], outcome)
+            if self._schema.retractions:
+                taken_back = any(contribution.amount < 0 for contribution in remaining)
+                after = written if written is not None else self._read(key) if taken_back else None
+                if after is not None:
+                    self._after_retraction(key, after, outcome.written[-1], outcome)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -347,8 +350,10 @@ class AggregateStore:
     def _after_retraction(
         self, key: AggregateKey, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome
     ) -> None:
-        """A count back at 0 leaves the index; a count below 0 took back a download never counted here (older than the
-        stream and any backfill): reported against the aggregate (by `record`), for `recover` to recount."""
+        """With retractions, after a write: a count at 0 leaves the index (whichever write brought it there: a
+        download's records may be counted from a child shard before its parent's); a count below 0 took back a
+        download never counted here (older than the stream and any backfill, or not yet counted from a parent shard):
+        reported against the aggregate (by `record`), for `recover` to recount."""
         count = number(item.get(self._schema.count))
         if count is None:
             return
