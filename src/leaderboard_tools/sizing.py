@@ -88,6 +88,12 @@ class Workload:
     batch_size: int = BATCH_SIZE_DEFAULT
     aggregate_writes: str = "per_batch"
     window_seconds: float = WINDOW_SECONDS_DEFAULT
+    edit_share: float = 0.0
+    """With `retractions`: the share of downloads later edited in what they count (their song, time, category or
+    sum): each edit is one more stream record, and writes the aggregate it leaves and the one it enters."""
+    delete_share: float = 0.0
+    """With `retractions`: the share of downloads later deleted (not by TTL): one more stream record each, and a
+    write of the aggregate it leaves."""
 
     def __post_init__(self) -> None:
         """The arithmetic's domain: what `size` refuses at its command line, refused here too (ValueError)."""
@@ -98,6 +104,8 @@ class Workload:
             (BATCH_SIZE_RANGE[0] <= self.batch_size <= BATCH_SIZE_RANGE[1], "batch_size 1-10000"),
             (self.aggregate_writes in ("per_batch", "per_window"), "aggregate_writes per_batch or per_window"),
             (WINDOW_SECONDS_RANGE[0] <= self.window_seconds <= WINDOW_SECONDS_RANGE[1], "window_seconds 1-900"),
+            (0 <= self.edit_share <= 1, "edit_share 0-1"),
+            (0 <= self.delete_share <= 1, "delete_share 0-1"),
         ]
         wrong = [wanted for holds, wanted in refusals if not holds]
         if wrong:
@@ -108,18 +116,35 @@ class Workload:
         total = sum(weights)
         return [weight / total for weight in weights]
 
+    @property
+    def records_per_second(self) -> float:
+        """Stream records of downloads: each download's INSERT, and one more record for each edit and deletion."""
+        return self.downloads_per_second * (1 + self.edit_share + self.delete_share)
+
     def updates_per_second(self) -> list[float]:
-        """Per song (most popular first): aggregate updates per second."""
+        """Per song (most popular first): aggregate updates per second.
+
+        A batch (or a window) writes each aggregate its records touch once. Each record is a download, a deletion or
+        an edit in their shares, of a song drawn by popularity: a download touches the song's current aggregate, a
+        deletion the one it leaves, an edit the one it leaves and the one it enters. Deletions and edits are taken to
+        touch other aggregates than the batch's downloads (older buckets) and each other: an edit writes two, a
+        deletion one, coalesced with the batch's other edits (deletions) of the song.
+        """
         if self.aggregate_writes == "per_window":
-            draws = self.downloads_per_second * self.window_seconds
-            return [(1 - (1 - p) ** draws) / self.window_seconds for p in self.popularity()]
-        batches_per_second = self.downloads_per_second / self.batch_size
-        return [batches_per_second * (1 - (1 - p) ** self.batch_size) for p in self.popularity()]
+            records, per_second = self.records_per_second * self.window_seconds, 1 / self.window_seconds
+        else:
+            records, per_second = self.batch_size, self.records_per_second / self.batch_size
+        total = 1 + self.edit_share + self.delete_share
+        kinds = [(1 / total, 1), (self.delete_share / total, 1), (self.edit_share / total, 2)]
+        return [
+            per_second * sum(writes * (1 - (1 - share * p) ** records) for share, writes in kinds if share)
+            for p in self.popularity()
+        ]
 
     @property
     def invocations_per_second(self) -> float:
         """The aggregator's invocations with records, batches full (a window's final invocation left out)."""
-        return self.downloads_per_second / self.batch_size
+        return self.records_per_second / self.batch_size
 
 
 @dataclass(frozen=True)
@@ -208,6 +233,7 @@ class BoardPressure:
     """The most popular song's table partition: its downloads plus its aggregates' updates, every board included
     (with the aggregates in a table of their own, the busier of the two partitions)."""
     hottest_entity_downloads_per_second: float = 0.0
+    """The application's writes of its download items: downloads, edits and deletions."""
     hottest_entity_aggregate_updates_per_second: float = 0.0
     separate_aggregates_table: bool = False
 
@@ -235,7 +261,7 @@ def board_pressure(
         for rank, (placement, rate) in enumerate(zip(_placements(workload.songs), updates, strict=True)):
             per_partition[(rank % boards.categories, placement % shards)] += rate
         category_busiest = INDEX_WRITES_PER_UPDATE * max(per_partition.values())
-    top_downloads = workload.downloads_per_second * workload.popularity()[0]
+    top_downloads = workload.records_per_second * workload.popularity()[0]
     top_updates = updates[0] * boards.per_download
     return BoardPressure(
         overall_board=overall,
@@ -385,5 +411,11 @@ def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
         CostLine("query requests", queries_per_second, LAMBDA_REQUEST),
         CostLine("query GB-seconds", queries_per_second * query_seconds * QUERY_MEMORY_MB / 1024, LAMBDA_GB_SECOND),
         CostLine("downloads written (the application's)", workload.downloads_per_second, WRITE_REQUEST_UNIT, False),
+        CostLine(
+            "downloads edited and deleted (the application's)",
+            workload.records_per_second - workload.downloads_per_second,
+            WRITE_REQUEST_UNIT,
+            False,
+        ),
     ]
     return Cost(lines, aggregator_seconds_per_invocation=seconds, query_seconds_per_page=query_seconds)

@@ -41,6 +41,8 @@ from leaderboard_tools.sizing import (
 
 QUERY_SIDE = ("index reads", "query ")
 """The cost lines of the query function's reads: shown in the table when --queries-per-second asks for them."""
+OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted")
+"""Cost lines shown in the table only when the load has them."""
 EXIT_DOES_NOT_FIT = EXIT_ERROR
 """No number of shards keeps every partition under its limit (the figures and the cost are printed all the same)."""
 
@@ -54,6 +56,11 @@ writes a second per partition. The most popular song's table partition (its down
 aggregate of it) must stay under the limit too: no number of shards spreads it, so when it is over,
 no number fits. Then the cost a month in {REGION}, on demand (DynamoDB writes and reads, stream reads,
 Lambda), from a price table printed with its sources (looked up {LOOKED_UP}; `--output json` has it in full).
+
+With retractions = true, --edit-share and --delete-share model downloads edited or deleted later:
+each is one more stream record (more invocations, stream reads and progress writes); an edit writes
+the aggregate it leaves and the one it enters, a deletion the one it leaves, in every board, taken
+as other aggregates than the batch's new downloads write.
 
 Exit codes: 0 a number of shards fits; 1 none does (the reasons and the cost are printed); 2 a
 flag outside what the module accepts. The arithmetic: docs/sizing.md."""
@@ -87,6 +94,23 @@ def register(commands: Any) -> None:
         default=1.1,
         metavar="S",
         help=f"the catalogue's Zipf exponent s (0-{ZIPF_EXPONENT_MOST:g}; 0: every song alike; default 1.1)",
+    )
+    load.add_argument(
+        "--edit-share",
+        type=number_within(0, 1),
+        default=0.0,
+        metavar="SHARE",
+        help="with retractions = true: the share of downloads later edited in what they count (song, time, category, "
+        "sum), 0-1 (default 0). Each edit is one more stream record and writes two aggregates per board: the one it "
+        "leaves and the one it enters",
+    )
+    load.add_argument(
+        "--delete-share",
+        type=number_within(0, 1),
+        default=0.0,
+        metavar="SHARE",
+        help="with retractions = true: the share of downloads later deleted (TTL's expiries aside), 0-1 (default 0). "
+        "Each deletion is one more stream record and writes one aggregate per board, the one it leaves",
     )
     load.add_argument(
         "--queries-per-second",
@@ -190,6 +214,8 @@ def run(arguments: argparse.Namespace) -> int:
         batch_size=arguments.batch_size,
         aggregate_writes=arguments.aggregate_writes,
         window_seconds=arguments.window,
+        edit_share=arguments.edit_share,
+        delete_share=arguments.delete_share,
     )
     boards = Boards(periods=len(arguments.periods), categories=arguments.categories)
     sizing = recommend(workload, boards, arguments.target_share, arguments.separate_aggregates_table)
@@ -225,7 +251,8 @@ def verdict(sizing: Sizing) -> list[str]:
             remedies.append("larger batches or per_window, or fewer boards (fewer aggregate updates)")
         else:
             remedies.append(
-                f"its downloads alone are {top:,.0f}/s: a table keyed by song cannot take them on one partition key "
+                f"its {download_writes(sizing.workload)} alone are {top:,.0f}/s: a table keyed by song cannot take "
+                "them on one partition key "
                 "(DynamoDB may split a hot partition by sort key, split for heat, but does not promise it; size does "
                 "not count on it)"
             )
@@ -238,10 +265,25 @@ def verdict(sizing: Sizing) -> list[str]:
     return lines
 
 
+def changes(workload: Workload) -> str:
+    """The edits and deletions a load models, as a title or a sentence names them ("" without)."""
+    parts = [
+        f"{share:.0%} {kind}"
+        for share, kind in ((workload.edit_share, "edited"), (workload.delete_share, "deleted"))
+        if share
+    ]
+    return f", {' and '.join(parts)} later," if parts else ""
+
+
+def download_writes(workload: Workload) -> str:
+    """What the application writes of its download items, in the load."""
+    return "downloads, edits and deletions" if changes(workload) else "downloads"
+
+
 def hottest_partition(sizing: Sizing) -> str:
     pressure = sizing.pressure
     boards = sizing.boards.per_download
-    downloads = f"{pressure.hottest_entity_downloads_per_second:,.0f} downloads/s"
+    downloads = f"{pressure.hottest_entity_downloads_per_second:,.0f} {download_writes(sizing.workload)}/s"
     updates = f"{pressure.hottest_entity_aggregate_updates_per_second:,.0f} aggregate updates/s" + (
         f" over its {boards} boards" if boards > 1 else ""
     )
@@ -263,7 +305,7 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
     console = Console()
     workload, boards, pressure = sizing.workload, sizing.boards, sizing.pressure
     table = Table(
-        title=f"{workload.downloads_per_second:,g} downloads/s over {workload.songs:,} songs "
+        title=f"{workload.downloads_per_second:,g} downloads/s{changes(workload)} over {workload.songs:,} songs "
         f"(Zipf {workload.zipf_exponent:g}, {workload.aggregate_writes}, "
         + (
             f"batch {workload.batch_size:,}"
@@ -307,7 +349,7 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
     )
     for column, justify in (("item", "left"), ("a second", "right"), ("a month", "right"), ("$ a month", "right")):
         costs.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    shown = [line for line in bill.lines if line.per_second or not line.item.startswith(QUERY_SIDE)]
+    shown = [line for line in bill.lines if line.per_second or not line.item.startswith(OPTIONAL_LINES)]
     for line in shown:
         if line.module:
             costs.add_row(*_cost_cells(line))
@@ -366,6 +408,9 @@ def size_json(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> dict
             "batch_size": workload.batch_size,
             "aggregate_writes": workload.aggregate_writes,
             "window_seconds": workload.window_seconds,
+            "edit_share": workload.edit_share,
+            "delete_share": workload.delete_share,
+            "records_per_second": workload.records_per_second,
         },
         "target_share": sizing.target_share,
         "leaderboard_shards": sizing.leaderboard_shards,

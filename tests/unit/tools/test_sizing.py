@@ -7,6 +7,7 @@ import argparse
 import json
 import random
 import re
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -356,3 +357,135 @@ def test_size_has_a_description_and_every_flag_a_help_text() -> None:
     assert "Exit codes" in command.description
     for action in command._actions:
         assert action.help, action.option_strings
+
+
+# ------------------------------------------------------------------------------- edits and deletions (retractions)
+
+
+def simulated_writes_per_batch(workload: Workload, batches: int, seed: int) -> float:
+    """Batches drawn record by record: a download, a deletion or an edit in their shares, of a song by popularity; a
+    batch writes each distinct aggregate once: a song's current one for its downloads, the one its deletions leave,
+    and the ones its edits leave and enter (other buckets than the current one)."""
+    rng = random.Random(seed)
+    kinds = ["download", "deletion", "edit"]
+    weights = [1, workload.delete_share, workload.edit_share]
+    songs = range(workload.songs)
+    popularity = list(accumulate(workload.popularity()))
+    written = 0
+    for _ in range(batches):
+        aggregates = set()
+        records = zip(
+            rng.choices(kinds, weights=weights, k=workload.batch_size),
+            rng.choices(songs, cum_weights=popularity, k=workload.batch_size),
+            strict=True,
+        )
+        for kind, song in records:
+            if kind == "download":
+                aggregates.add((song, "current"))
+            elif kind == "deletion":
+                aggregates.add((song, "left by a deletion"))
+            else:
+                aggregates |= {(song, "left by an edit"), (song, "entered by an edit")}
+        written += len(aggregates)
+    return written / batches
+
+
+@pytest.mark.parametrize(("edits", "deletions"), [(0.1, 0.05), (0.5, 0.0), (0.0, 0.3), (1.0, 1.0)])
+def test_aggregate_writes_with_edits_and_deletions_match_a_simulation_of_the_batches(
+    edits: float, deletions: float
+) -> None:
+    # given 100 downloads a second over 1,000 songs, some later edited or deleted, in batches of 100 records
+    workload = Workload(downloads_per_second=100, songs=1000, batch_size=100, edit_share=edits, delete_share=deletions)
+    batches_per_second = 100 * (1 + edits + deletions) / 100
+    # when the formula's writes per batch are compared with 2,000 batches drawn record by record
+    expected_per_batch = partition_load(workload, 1).aggregate_updates_per_second / batches_per_second
+    simulated = simulated_writes_per_batch(workload, 2000, seed=28)
+    # then they agree within 2 %
+    assert simulated == pytest.approx(expected_per_batch, rel=0.02)
+
+
+def test_with_batches_of_one_record_an_edit_writes_two_aggregates_and_a_deletion_one() -> None:
+    # given one song, every record its own batch: nothing coalesces
+    workload = Workload(downloads_per_second=1000, songs=1, batch_size=1, edit_share=0.1, delete_share=0.05)
+    # then a second's 1,000 downloads, 100 edits and 50 deletions write 1,000 + 2 x 100 + 50 aggregates
+    assert partition_load(workload, 1).aggregate_updates_per_second == pytest.approx(1250)
+
+
+def test_without_edits_or_deletions_the_load_is_the_downloads_alone() -> None:
+    plain = Workload(downloads_per_second=5000, songs=100_000)
+    explicit = Workload(downloads_per_second=5000, songs=100_000, edit_share=0.0, delete_share=0.0)
+    assert partition_load(explicit, 19) == partition_load(plain, 19)
+    assert explicit.invocations_per_second == pytest.approx(50)
+
+
+def test_each_edit_and_deletion_is_one_more_stream_record_to_invoke_on_read_and_checkpoint(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given 1,000 downloads a second, 10 % later edited and 5 % deleted, in batches of 100 records
+    code, out, _ = size_command(
+        [
+            "--downloads-per-second",
+            "1000",
+            "--songs",
+            "100000",
+            "--edit-share",
+            "0.1",
+            "--delete-share",
+            "0.05",
+            "--json",
+        ],
+        capsys,
+    )
+    answer = json.loads(out)
+    assert code == 0
+    lines = {line["item"]: line["per_second"] for line in answer["cost"]["lines"]}
+    # then 1,150 records a second make 11.5 invocations, each a progress write and read and one GetRecords
+    assert answer["workload"]["records_per_second"] == pytest.approx(1150)
+    for item in ("progress table writes", "progress table reads", "stream reads (the aggregator's GetRecords)"):
+        assert lines[item] == pytest.approx(11.5)
+    assert lines["aggregator requests"] == pytest.approx(11.5)
+    # and the application's edits and deletions are its writes, shown apart from the module's
+    assert lines["downloads edited and deleted (the application's)"] == pytest.approx(150)
+    # and the aggregate writes are more than the downloads alone make
+    code, out, _ = size_command(["--downloads-per-second", "1000", "--songs", "100000", "--json"], capsys)
+    alone = {line["item"]: line["per_second"] for line in json.loads(out)["cost"]["lines"]}
+    assert lines["aggregate writes"] > alone["aggregate writes"]
+    assert alone["downloads edited and deleted (the application's)"] == 0
+
+
+def test_the_hottest_partition_takes_the_applications_edits_and_deletions_of_its_downloads() -> None:
+    # given one song, 1,000 downloads a second, a fifth of them later edited and a tenth deleted, in batches of 100
+    workload = Workload(downloads_per_second=1000, songs=1, batch_size=100, edit_share=0.2, delete_share=0.1)
+    pressure = board_pressure(workload, Boards(), 1)
+    # then its partition takes 1,300 item writes and, in 13 batches a second, 4 aggregate writes each
+    assert pressure.hottest_entity_downloads_per_second == pytest.approx(1300)
+    # (a batch of 100 holds a deletion and an edit but for about one chance in 3,000)
+    assert pressure.hottest_entity_writes_per_second == pytest.approx(1300 + 13 * 4, rel=1e-3)
+
+
+@pytest.mark.parametrize("flag", ["--edit-share", "--delete-share"])
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "nan", "ten percent"])
+def test_a_share_outside_0_to_1_is_a_usage_error_naming_the_flag(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = size_command(["--downloads-per-second", "100", "--songs", "100", flag, value], capsys)
+    assert (code, out) == (2, "")
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert flag in errors[0]
+
+
+def test_the_workload_refuses_a_share_outside_0_to_1() -> None:
+    for wrong in ({"edit_share": -0.1}, {"delete_share": 2.0}, {"edit_share": float("nan")}):
+        with pytest.raises(ValueError, match="not a workload"):
+            Workload(downloads_per_second=10, songs=10, **wrong)  # type: ignore[arg-type]
+
+
+def test_the_help_says_what_edits_and_deletions_model(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = size_command(["--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    assert "--edit-share" in text
+    assert "--delete-share" in text
+    assert "retractions = true" in text
+    assert "one more stream record" in text
