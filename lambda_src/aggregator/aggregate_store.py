@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from aggregate_writes import MAX_HELD, AggregateWrites, Contribution, number
+from aggregate_writes import AggregateWrites, Contribution, number
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import (
@@ -258,14 +258,37 @@ class AggregateStore:
             outcome.refused.extend((contribution, reason) for contribution in fenced)
             return []
         already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
+        if self._schema.retractions:
+            return self._hold_records(len(already), fenced, counted, outcome)
+        limit = self._writes.held_limit
         held: list[Contribution] = []
         for contribution in fenced:
             if contribution.download_id is None:
                 outcome.refused.append((contribution, f"{counted}, and it has no sort key to hold it by"))
-            elif len(already) >= MAX_HELD and contribution.download_id not in already:
-                outcome.refused.append((contribution, f"{counted}, and its repair's band holds {MAX_HELD} already"))
+            elif len(already) >= limit and contribution.download_id not in already:
+                outcome.refused.append((contribution, f"{counted}, and its repair's band holds {limit} already"))
             else:
                 already.add(contribution.download_id)
+                held.append(contribution)
+        return held
+
+    def _hold_records(
+        self, entries: int, fenced: list[Contribution], counted: str, outcome: ApplyOutcome
+    ) -> list[Contribution]:
+        """With retractions: a write adds one entry per download it holds (its last record's), so a download is held
+        whole or refused whole, and a full band refuses every download it holds no entry of from this write."""
+        limit = self._writes.held_limit
+        taken: set[str] = set()
+        held: list[Contribution] = []
+        for contribution in fenced:
+            download = contribution.download_id
+            if download is None:
+                outcome.refused.append((contribution, f"{counted}, and it has no sort key to hold it by"))
+            elif download not in taken and entries + len(taken) >= limit:
+                full = f"{counted}, and its repair's band holds {limit} records already"
+                outcome.refused.append((contribution, full))
+            else:
+                taken.add(download)
                 held.append(contribution)
         return held
 
@@ -364,12 +387,18 @@ class AggregateStore:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-        elif count < 0 and self._schema.amount is None:
+        elif count < 0 and self._schema.amount is None and not self._band_open(item):
             reason = (
                 f"counted; but the count is {count}: a retraction took back a download never counted here (older "
                 "than the stream and any backfill), recount"
             )
             outcome.refused.append((record, reason))
+
+    def _band_open(self, item: dict[str, Any]) -> bool:
+        """A repair's band is open on the aggregate: its close settles every download it holds, so a count below 0
+        meanwhile (a retraction after the fence of a download held before it) is the band's to settle."""
+        deadline = _band_deadline(item.get(RECOUNT_BAND))
+        return deadline is not None and deadline >= self._clock()
 
     def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
         """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody

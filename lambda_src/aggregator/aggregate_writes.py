@@ -12,6 +12,8 @@ from typing import Any
 
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
+from leaderboard_core.band_holds import MAX_HELD, MAX_HELD_RECORDS, held_entry, shard_tag
+from leaderboard_core.band_holds import value_text as number_text
 from leaderboard_core.bookkeeping import (
     APPLIED_SEQUENCE,
     RECOUNT_BAND,
@@ -20,11 +22,7 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of, order_tiebreak
-
-MAX_HELD = 4000
-"""About 23 bytes each: the item stays under about 92 KB while a band is open (every write of it then costs that many
-write units, for the minute or two a band lasts); a song with more records by the fence than this gets refusals."""
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
 
 
 @dataclass(frozen=True)
@@ -39,6 +37,10 @@ class Contribution:
     """Which download of the song it is: what a repair's band holds it by."""
     value_after: int | Decimal | None = None
     """The download's part in the aggregate once this record applies (0 once taken back); None: `amount`."""
+
+    @property
+    def part_after(self) -> int | Decimal:
+        return self.amount if self.value_after is None else self.value_after
 
 
 def watermark_value(sequence: str, created: int, shard: ShardRef) -> str:
@@ -119,12 +121,12 @@ class AggregateWrites:
             else:
                 fence = "attribute_not_exists(#fence)"
             if held:
-                ids = sorted({c.download_id for c in held if c.download_id is not None})
+                entries = self.held_entries(shard, held)
                 already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
                 fence += " AND #band = :band AND (attribute_not_exists(#held) OR size(#held) <= :room)"
                 values[":band"] = item[RECOUNT_BAND]
-                values[":held"] = {"SS": ids}
-                values[":room"] = {"N": str(MAX_HELD - len(set(ids) - already))}
+                values[":held"] = {"SS": entries}
+                values[":room"] = {"N": str(self.held_limit - len(set(entries) - already))}
         known_count = number(item.get(self._schema.count)) if item is not None else None
         if item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
@@ -149,21 +151,23 @@ class AggregateWrites:
             **_used_placeholders(names, values, update, condition),
         }
 
+    @property
+    def held_limit(self) -> int:
+        """How many entries a band's held set may reach (band_holds.py)."""
+        return MAX_HELD_RECORDS if self._schema.retractions else MAX_HELD
+
+    def held_entries(self, shard: ShardRef, held: list[Contribution]) -> list[str]:
+        """What a write adds to the band's held set: the download ids; with retractions, one entry per download for
+        its last record of the write (one shard's, ascending), saying what that record leaves of its part."""
+        if not self._schema.retractions:
+            return sorted({c.download_id for c in held if c.download_id is not None})
+        tag = shard_tag(shard.stream_arn, shard.shard_id)
+        last = {c.download_id: c for c in sorted(held, key=lambda c: c.sequence) if c.download_id is not None}
+        return sorted(held_entry(download_id, tag, c.sequence, c.part_after) for download_id, c in last.items())
+
     def leave_index(self, key: AggregateKey) -> dict[str, Any]:
-        """Take an aggregate whose count is back at 0 out of the sparse index, only while it is still 0: its count
-        (0) and watermarks stay, and the next write that adds to it puts it back with its order rebuilt."""
-        return {
-            "TableName": self._table,
-            "Key": self.item_key(key),
-            "UpdateExpression": "REMOVE #period, #order",
-            "ConditionExpression": "#count = :zero AND attribute_exists(#period)",
-            "ExpressionAttributeNames": {
-                "#count": self._schema.count,
-                "#period": self._schema.period,
-                "#order": self._schema.order,
-            },
-            "ExpressionAttributeValues": {":zero": {"N": "0"}},
-        }
+        schema = self._schema
+        return leave_index(self._table, self.item_key(key), schema.count, schema.period, schema.order)
 
     def prune(self, key: AggregateKey, stale: dict[str, str], genesis: str) -> dict[str, Any]:
         """Remove the watermarks `stale` names (name -> value read), only if they are still what was read."""
@@ -206,9 +210,3 @@ def number(value: Any) -> Decimal | None:
             return None
         return number if number.is_finite() else None
     return None
-
-
-def number_text(value: Decimal | int) -> str:
-    """As DynamoDB takes a number: no exponent, so 10^26-scaled orders stay exact integers."""
-    number = Decimal(value)
-    return str(int(number)) if number == number.to_integral_value() else format(number.normalize(), "f")

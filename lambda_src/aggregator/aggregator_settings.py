@@ -9,14 +9,12 @@ from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
 from leaderboard_core.buckets import periods_from_text
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
-from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, marker_from_environment
+from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, RETRACTIONS_VARIABLE, marker_from_environment
 
 GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
-RETRACTIONS_VARIABLE = "RETRACTIONS"
-"""`true`: deletions and edits of downloads are followed (the module's `retractions`)."""
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,11 @@ table's stream is refused here, loudly, before anything is counted.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaderboard_core.band_holds import shard_digest
 from leaderboard_core.bookkeeping import WATERMARK_PREFIX, pad_sequence
 
 
@@ -40,8 +39,7 @@ class ShardRef:
 @functools.lru_cache(maxsize=1024)
 def watermark_name(stream_arn: str, shard_id: str) -> str:
     """The aggregate attribute holding a shard's watermark: short, and distinct per stream and shard."""
-    digest = hashlib.sha256(f"{stream_arn}\n{shard_id}".encode()).digest()
-    return WATERMARK_PREFIX + base64.b32encode(digest[:10]).decode().rstrip("=")
+    return WATERMARK_PREFIX + shard_digest(stream_arn, shard_id)
 
 
 @dataclass(frozen=True)

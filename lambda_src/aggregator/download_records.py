@@ -15,7 +15,7 @@ from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
 from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
-from leaderboard_core.source_items import DownloadMarker, download_identity
+from leaderboard_core.source_items import DownloadMarker, download_identity, expired_by_ttl
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
 
@@ -150,10 +150,6 @@ def _key_of(stream: dict[str, Any]) -> dict[str, Any] | None:
     return keys if isinstance(keys, dict) and keys else None
 
 
-TTL_DELETER = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-"""The userIdentity of a stream record of an item TTL deleted (DynamoDB Streams and Time to Live)."""
-
-
 @dataclass(frozen=True)
 class _Counted:
     """What one image of a download contributes: its amount to each of its boards."""
@@ -198,7 +194,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
 def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str, schema: Schema, event: str) -> Parsed:
     """A MODIFY or REMOVE, retractions on: the old image's contribution taken back, the new image's added, net per
     aggregate. An old image that was never counted (not a download, malformed and reported then) takes nothing back."""
-    if event == "REMOVE" and record.get("userIdentity") == TTL_DELETER:
+    if expired_by_ttl(record):
         return Ignored("expired by TTL: an expiry never changes a count", raw_sequence)
     old = stream.get("OldImage")
     if not isinstance(old, dict):

@@ -59,4 +59,4 @@ RECOUNT_BAND = "RecountBand"
 """Set by a repair while it is sure to come back ("<token>|<deadline epoch second>"): until then a record created
 at or before RecountedThrough is held on the aggregate, not refused, and the repair counts those its recount missed."""
 RECOUNT_HELD = "RecountHeld"
-"""The held downloads, a string set of `download_id`s."""
+"""The held downloads, a string set of `download_id`s; with retractions one entry per held record (band_holds.py)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
+from typing import Any
 
 ORDER_SCALE = 10**26
 """count x ORDER_SCALE + tie-breaker stays within DynamoDB's 38 digits for counts below 10^12."""
@@ -58,3 +59,17 @@ def order_tiebreak(entity_id: str, summed: bool = False) -> int:
 def order_of(value: int | Decimal, entity_id: str, summed: bool = False) -> int:
     """Exact for counts below 10^12, and for sums with at most 6 decimals below 10^12 (38 digits)."""
     return int(value * ORDER_SCALE) + order_tiebreak(entity_id, summed)
+
+
+def leave_index(table: str, key: dict[str, Any], count: str, period: str, order: str) -> dict[str, Any]:
+    """The UpdateItem taking an aggregate whose count is back at 0 out of the sparse index, only while it is still 0:
+    its count (0) and bookkeeping stay, and the next write adding to it puts it back with its order rebuilt from the
+    tie-breaker. The aggregator sends it after a retraction, a repair after its band's close."""
+    return {
+        "TableName": table,
+        "Key": key,
+        "UpdateExpression": "REMOVE #period, #order",
+        "ConditionExpression": "#count = :zero AND attribute_exists(#period)",
+        "ExpressionAttributeNames": {"#count": count, "#period": period, "#order": order},
+        "ExpressionAttributeValues": {":zero": {"N": "0"}},
+    }

@@ -17,6 +17,11 @@ from leaderboard_core.bookkeeping import download_id
 ITEM_ATTRIBUTE_VARIABLE = "SOURCE_ITEM_ATTRIBUTE"
 ITEM_VALUE_VARIABLE = "SOURCE_ITEM_VALUE"
 AGGREGATES_TABLE_VARIABLE = "AGGREGATES_TABLE_NAME"
+RETRACTIONS_VARIABLE = "RETRACTIONS"
+"""`true`: deletions and edits of downloads are followed (the module's `retractions`)."""
+TTL_SERVICE = ("Service", "dynamodb.amazonaws.com")
+"""The type and principal of a stream record's userIdentity when Time to Live deleted the item (DynamoDB Streams API,
+*Identity*: "For Time To Live, the type is "Service"", "the principalId is "dynamodb.amazonaws.com""): no retraction."""
 
 
 @dataclass(frozen=True)
@@ -62,3 +67,14 @@ def download_identity(key: Mapping[str, Any], entity: str) -> str:
         if isinstance(value, Mapping) and isinstance(value.get("S"), str):
             return download_id(value["S"])
     return download_id(json.dumps(_plain(rest), sort_keys=True, separators=(",", ":")))
+
+
+def expired_by_ttl(record: Mapping[str, Any]) -> bool:
+    """A REMOVE that Time to Live made. A Lambda event spells the identity `type`/`principalId`; GetRecords, which the
+    aggregator and the tools read the shard with, `Type`/`PrincipalId` (the API's Identity shape): both are read."""
+    identity = record.get("userIdentity")
+    if not isinstance(identity, Mapping):
+        return False
+    kind = identity.get("type", identity.get("Type"))
+    principal = identity.get("principalId", identity.get("PrincipalId"))
+    return record.get("eventName") == "REMOVE" and (kind, principal) == TTL_SERVICE

@@ -19,7 +19,12 @@ from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
-from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, DownloadMarker, marker_from_environment
+from leaderboard_core.source_items import (
+    AGGREGATES_TABLE_VARIABLE,
+    RETRACTIONS_VARIABLE,
+    DownloadMarker,
+    marker_from_environment,
+)
 
 NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VARIABLES}
 AGGREGATOR_SUFFIX = "-aggregator"
@@ -78,6 +83,9 @@ class Deployment:
     claims_table: str | None = None
     """CLAIMS_TABLE_NAME (backfill_claims): where the aggregator claims each download before counting it, and where
     `backfill` claims what it counts; None: the aggregator claims nothing, and no backfill can run."""
+    retractions: bool = False
+    """RETRACTIONS (the module's `retractions`): the aggregator follows edits and deletions of downloads, so a repair's
+    band holds their records too and a count may go down (and back to 0, out of the index)."""
 
     @property
     def aggregates(self) -> str:
@@ -299,6 +307,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         ),
         marker=marker_from_environment(environment),
         claims_table=environment.get(CLAIMS_TABLE_VARIABLE) or None,
+        retractions=environment.get(RETRACTIONS_VARIABLE) == "true",
     )
 
 

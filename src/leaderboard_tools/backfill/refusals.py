@@ -28,6 +28,14 @@ def claims_table_of(deployment: Deployment) -> str:
             f"the deployment sums {deployment.sum_attribute} (SUM_ATTRIBUTE): the backfill counts downloads, a "
             "backfill of sums is not supported yet; nothing was written"
         )
+    if deployment.retractions:
+        raise BackfillRefused(
+            "the aggregator follows edits and deletions of downloads (RETRACTIONS=true): a claim names who counts a "
+            "download, not which image of it was counted, so an edit or deletion while the backfill runs could be "
+            "counted twice or lost. Apply retractions = false, run the backfill to its end, apply "
+            "backfill_claims = false and retractions = true, then `leaderboard-tools reconcile --repair` the boards "
+            "the edits and deletions made meanwhile touched; nothing was written"
+        )
     if not deployment.progress_table:
         raise BackfillRefused(
             "the aggregator keeps no progress table (PROGRESS_TABLE_NAME): not a module this backfill knows; "

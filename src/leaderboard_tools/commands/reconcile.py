@@ -117,14 +117,17 @@ def run(arguments: argparse.Namespace) -> int:
             print(f"  refused: {report.refused}")
         for difference in report.differences:
             state = difference.state + (f": {difference.reason}" if difference.reason else "")
-            if difference.added_at_close:
+            if difference.added_at_close > 0:
                 state += f"; {difference.added_at_close} more held by its band, added at the close"
+            elif difference.added_at_close < 0:
+                state += f"; {-difference.added_at_close} taken back at the close (retractions its band held)"
             print(f"  {difference.entity_id}: stored {difference.stored}, recounted {difference.recounted} ({state})")
     return reconcile_exit_code(report.differences, report.refused is not None)
 
 
 def reconcile_exit_code(differences: list[Any], refused: bool) -> int:
-    if refused or any(d.state in ("differs", "ttl", "unrecorded", "unclocked", "would_repair") for d in differences):
+    left = ("differs", "ttl", "unrecorded", "unclocked", "would_repair", "unsettled")
+    if refused or any(d.state in left for d in differences):
         return EXIT_DIFFERENCES
     if any(not d.repaired for d in differences):
         return EXIT_PENDING

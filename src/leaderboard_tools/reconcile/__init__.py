@@ -37,7 +37,9 @@ in flight before it writes:
    watermark) instead of counting it. The repair waits until F has passed and no record of the
    aggregate created at or before F is left above the aggregator's checkpoints, then closes the
    band: it adds the held downloads its recount did not see, conditioned on the band and the held
-   set being what it read.
+   set being what it read. With retractions a held record may take a download back or move it:
+   the close moves each held download from what the recount counted of it to what its last held
+   record leaves (leaderboard_core.band_holds).
 
 A download the recount saw is never counted again: its record is created at or before F, so the
 aggregator holds it (and the close knows it was seen) or, once the band is closed, refuses it.

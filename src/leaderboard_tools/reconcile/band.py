@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leaderboard_core.band_holds import held_by_download, settle, shard_lineage, spans_shards
 from leaderboard_core.bookkeeping import (
     APPLIED_SEQUENCE,
     RECOUNT_BAND,
@@ -17,9 +19,10 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
 from leaderboard_tools.reconcile.progress import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
 from leaderboard_tools.reconcile.report import Difference, Snapshot
+from leaderboard_tools.stream_reading import stream_shards
 
 CLOSED_ATTRIBUTE = "RecountClosed"
 """The last band a close removed and what it added ("<token>|<deadline>|<added>"): the repair's own, written by its
@@ -106,8 +109,10 @@ class RepairBand:
             ":fence": {"N": str(max(fence, snapshot.fence or 0))},
             ":band": {"S": band},
         }
+        retractions = self._deployment.retractions
         if snapshot.exists:
-            conditions = ["attribute_exists(#period)", "#count = :stored"]
+            # With retractions an aggregate back at 0 left the index: its count says it is one.
+            conditions = ["#count = :stored"] if retractions else ["attribute_exists(#period)", "#count = :stored"]
             values[":stored"] = {"N": str(snapshot.count)}
         else:
             conditions = ["attribute_not_exists(#count)"]
@@ -132,9 +137,21 @@ class RepairBand:
             values[":held_read"] = {"N": str(snapshot.held)}
         else:
             conditions.append("attribute_not_exists(#held)")
+        # A band or held set another repair left is superseded: this recount counts what it held.
+        update = (
+            "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence, #band = :band"
+            " REMOVE #pruned, #pruned_under, #applied, #held"
+        )
+        if retractions and recounted == 0:
+            # As the aggregator leaves it: a count of 0 is out of the index until a download adds to it.
+            update = (
+                "SET #count = :recounted, #fence = :fence, #band = :band"
+                " REMOVE #pruned, #pruned_under, #applied, #held, #order, #period"
+            )
+            del values[":order"], values[":partition"]
         for _ in range(CLOSE_ROUNDS):
             try:
-                return self._repair_write(board, entity_id, conditions, attribute_names, values, band)
+                return self._repair_write(board, entity_id, update, conditions, attribute_names, values, band)
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") not in RETRIED_CONFLICTS:
                     raise
@@ -145,6 +162,7 @@ class RepairBand:
         self,
         board: str,
         entity_id: str,
+        update: str,
         conditions: list[str],
         attribute_names: dict[str, str],
         values: dict[str, Any],
@@ -158,11 +176,7 @@ class RepairBand:
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 # The fence now guards every shard without a watermark: what a pruning or release 0.1.0 left
                 # (a progress table that can no longer vouch for it) stops refusing new records.
-                # A band or held set another repair left is superseded: this recount counts what it held.
-                UpdateExpression=(
-                    "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence, #band = :band"
-                    " REMOVE #pruned, #pruned_under, #applied, #held"
-                ),
+                UpdateExpression=update,
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=attribute_names,
                 ExpressionAttributeValues=values,
@@ -253,7 +267,13 @@ class RepairBand:
                 difference.reason = "another repair replaced its band: that repair's report counts what it held"
                 return
             held = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
-            missed = len(held - band.seen)
+            records, malformed = held_by_download(held)
+            settlement = settle(
+                records,
+                lambda download: 1 if download in band.seen else 0,
+                self._shard_lineage() if spans_shards(records) else {},
+            )
+            missed = settlement.change
             attribute_names = {
                 "#count": names.count,
                 "#order": names.order,
@@ -267,6 +287,18 @@ class RepairBand:
                 ":missed": {"N": str(missed)},
                 ":scaled": {"N": str(missed * ORDER_SCALE)},
             }
+            update = "ADD #count :missed SET #order = #order + :scaled, #closed = :closed REMOVE #band, #held"
+            if self._deployment.retractions:
+                # A count that went back to 0 meanwhile left the index: the close puts it back, rebuilding its order.
+                update = (
+                    "ADD #count :missed SET #order = if_not_exists(#order, :tiebreak) + :scaled, #period = :partition,"
+                    " #closed = :closed REMOVE #band, #held"
+                )
+                attribute_names["#period"] = names.period
+                values[":tiebreak"] = {"N": str(order_tiebreak(difference.entity_id))}
+                values[":partition"] = {
+                    "S": leaderboard_partition(band.board, difference.entity_id, self._deployment.shards())
+                }
             if held:
                 values[":size"] = {"N": str(len(held))}
                 unchanged = "size(#held) = :size"
@@ -274,16 +306,15 @@ class RepairBand:
                 unchanged = "attribute_not_exists(#held)"
             band.close_sent = True
             try:
-                self._dynamodb.update_item(
+                written = self._dynamodb.update_item(
                     TableName=self._aggregates_table,
                     Key=key,
                     # The held set only grows while the band is open: the same size is the same set.
-                    UpdateExpression=(
-                        "ADD #count :missed SET #order = #order + :scaled, #closed = :closed REMOVE #band, #held"
-                    ),
+                    UpdateExpression=update,
                     ConditionExpression=f"#band = :band AND {unchanged}",
                     ExpressionAttributeNames=attribute_names,
                     ExpressionAttributeValues=values,
+                    **({"ReturnValues": "ALL_NEW"} if self._deployment.retractions else {}),
                 )
             except ClientError as error:
                 code = error.response.get("Error", {}).get("Code")
@@ -293,9 +324,42 @@ class RepairBand:
                     self._sleep(self._band_poll)
                     continue
                 raise
-            self._closed(band, missed, caught_up)
+            if self._deployment.retractions:
+                self._leave_index_at_zero(key, written.get("Attributes") or {})
+            self._closed(band, int(missed), caught_up)
+            if settlement.unsettled or malformed:
+                difference.state = "unsettled"
+                difference.reason = "; ".join(
+                    [
+                        f"its band held records of {len(settlement.unsettled) + len(malformed)} downloads whose last "
+                        "record it could not tell (records of shards the stream's description does not order, or "
+                        "entries it does not read): their part is left as recounted; run `reconcile --repair` again",
+                        *([difference.reason] if difference.reason else []),
+                    ]
+                )
             return
         difference.reason = f"its band kept changing for {CLOSE_ROUNDS} reads: left open, it expires and is reported"
+
+    def _shard_lineage(self) -> dict[str, frozenset[str]]:
+        """Each shard's tag -> its ancestors' tags, from the stream's description: which of a download's held records
+        of different shards came last (a parent's records come before its child's)."""
+        arn = self._deployment.stream_arn or ""
+        return shard_lineage(
+            arn, [(shard["ShardId"], shard.get("ParentShardId")) for shard in stream_shards(self._streams, arn)]
+        )
+
+    def _leave_index_at_zero(self, key: dict[str, Any], item: dict[str, Any]) -> None:
+        """A count the close left at 0 leaves the index, as the aggregator's does."""
+        names = self._names
+        if names.period not in item or Decimal((item.get(names.count) or {}).get("N", "1")) != 0:
+            return
+        try:
+            self._dynamodb.update_item(
+                **leave_index(self._aggregates_table, key, names.count, names.period, names.order)
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def _closed(self, band: OpenBand, missed: int, caught_up: bool) -> None:
         band.difference.added_at_close = missed

@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from leaderboard_core.source_items import expired_by_ttl
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.progress import READING_STREAM
 from leaderboard_tools.reconcile.recount import boards_of_download
@@ -109,12 +110,44 @@ class InFlightCheck:
 
 
 def download_aggregates(record: Any, deployment: Deployment) -> list[AggregateId]:
-    """The aggregates a stream record counts in, as the aggregator parses it: none for anything but a download."""
-    if not isinstance(record, dict) or record.get("eventName") != "INSERT":
+    """The aggregates a stream record moves a count in, as the aggregator parses it: an INSERT's; with retractions,
+    a MODIFY's or REMOVE's whose old and new images count differently (not an expiry by TTL, nor an aggregate's
+    write); none for anything else."""
+    if not isinstance(record, dict):
         return []
-    image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    if not isinstance(image, dict) or (deployment.aggregates_beside and deployment.names.period in image):
+    stream = record.get("dynamodb") or {}
+    if not isinstance(stream, dict):
         return []
+    event = record.get("eventName")
+    if event == "INSERT":
+        image = stream.get("NewImage")
+        return [] if _is_aggregate(image, deployment) else list(_image_parts(image, deployment))
+    if not deployment.retractions or event not in ("MODIFY", "REMOVE") or expired_by_ttl(record):
+        return []
+    images = [stream.get("OldImage"), stream.get("NewImage") if event == "MODIFY" else {}]
+    # Without both images the aggregator rejects the record (reported, nothing moved).
+    if not all(isinstance(image, dict) for image in images) or any(_is_aggregate(i, deployment) for i in images):
+        return []
+    old, new = (_image_parts(image, deployment) for image in images)
+    return sorted(aggregate for aggregate in old.keys() | new.keys() if old.get(aggregate) != new.get(aggregate))
+
+
+def _is_aggregate(image: Any, deployment: Deployment) -> bool:
+    """An aggregate's image where aggregates share the table: it carries the period; with retractions, one back at 0
+    (out of the index) carries only its count. Downloads carry neither."""
+    names = deployment.names
+    return (
+        isinstance(image, dict)
+        and deployment.aggregates_beside
+        and (names.period in image or (deployment.retractions and names.count in image))
+    )
+
+
+def _image_parts(image: Any, deployment: Deployment) -> dict[AggregateId, Any]:
+    """The aggregates one image of a download counts in, each with what it adds there (its sum's value, or 1)."""
+    if not isinstance(image, dict):
+        return {}
     if deployment.marker is not None and not deployment.marker.marks(image):
-        return []
-    return [(image[deployment.names.entity]["S"], board) for board in boards_of_download(image, deployment)]
+        return {}
+    amount = image.get(deployment.sum_attribute) if deployment.sum_attribute else 1
+    return {(image[deployment.names.entity]["S"], board): amount for board in boards_of_download(image, deployment)}

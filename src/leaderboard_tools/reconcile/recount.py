@@ -64,9 +64,15 @@ class TableRecount:
                 ConsistentRead=True,
             ).get("Item")
             self._on_progress(1)
-            if item and names.period in item:
+            if item and self._is_aggregate(item):
                 snapshots[(entity_id, board)] = self._snapshot_of(item)
         return snapshots
+
+    def _is_aggregate(self, item: Mapping[str, Any]) -> bool:
+        """An aggregate carries the period; with retractions, one whose count came back to 0 left the index and
+        carries only its count (downloads carry neither)."""
+        names = self._names
+        return names.period in item or (self._deployment.retractions and names.count in item)
 
     def _scan_aggregates(self, boards: list[str] | None) -> Iterator[dict[str, Any]]:
         names = self._names
@@ -74,6 +80,9 @@ class TableRecount:
             "FilterExpression": "attribute_exists(#period)",
             "ExpressionAttributeNames": {"#period": names.period},
         }
+        if self._deployment.retractions:
+            parameters["FilterExpression"] = "(attribute_exists(#period) OR attribute_exists(#count))"
+            parameters["ExpressionAttributeNames"]["#count"] = names.count
         if boards:
             values = {f":m{index}": {"S": board} for index, board in enumerate(boards)}
             parameters["FilterExpression"] += f" AND #sk IN ({', '.join(values)})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-OPENED_STATES = ("repaired", "unknown")
+OPENED_STATES = ("repaired", "unknown", "unsettled")
 """The states of an aggregate whose band this run opened (written)."""
 
 AggregateId = tuple[str, str]
@@ -38,7 +38,8 @@ class Difference:
     ttl (a lower count while the table has TTL), unrecorded (its band's record could not be sent: not repaired),
     unclocked (DynamoDB's time could not be read for its band: not repaired), unknown (its band was closed, or replaced
     by another repair's, and which is not known: recount), would_repair (--dry-run: the repair would set it; nothing
-    was written)."""
+    was written), unsettled (repaired, but its band held records of a download whose last one its close could not tell:
+    that download's part is left as recounted; repair again)."""
     reason: str | None = None
     added_at_close: int = 0
     """Downloads the repair's recount missed that the aggregator held in its band: added when the band closed."""
@@ -55,7 +56,7 @@ class Difference:
             "repaired": self.repaired,
             "state": self.state,
         }
-        if self.repaired:
+        if self.repaired or self.state == "unsettled":
             entry["addedAtClose"] = self.added_at_close
         return entry | ({"reason": self.reason} if self.reason else {})
 

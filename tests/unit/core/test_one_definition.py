@@ -339,11 +339,14 @@ TIMESTAMPS = st.builds(
 # ---------------------------------------------------------------- what the recount counts
 
 
-def _deployment(periods: tuple[str, ...] = ("month",), category: str | None = None) -> deployment.Deployment:
+def _deployment(
+    periods: tuple[str, ...] = ("month",), category: str | None = None, retractions: bool = False
+) -> deployment.Deployment:
     return deployment.Deployment(
         *("t", "arn", None, AttributeNames(), 1, 1, None, None, 5, None, None, None, None, None, None),
         periods=periods,
         category_attribute=category,
+        retractions=retractions,
     )
 
 
@@ -423,6 +426,49 @@ def test_the_recount_files_a_download_in_every_board_the_aggregator_counts_it_in
     deployed = _deployment(tuple(periods), "Genre")
     assert reconcile.download_aggregates(record, deployed) == counted
     assert [("song1", board) for board in reconcile.boards_of_download(image, deployed)] == counted
+
+
+IMAGES = st.none() | st.fixed_dictionaries(
+    {"songID": st.just({"S": "song1"}), "SK": st.just({"S": "d1"})},
+    optional={
+        "Timestamp": st.sampled_from(["2018-12-31T23:30:00Z", "2019-01-01T00:30:00Z", "2018-12-31T23:45:00Z", "x"]).map(
+            lambda text: {"S": text}
+        ),
+        "Genre": st.sampled_from([{"S": "rock"}, {"S": "jazz"}, {"N": "7"}]),
+        "Month": st.just({"S": "2018-12"}),
+        "DownloadCount": st.just({"N": "0"}),
+    },
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    event_name=st.sampled_from(["MODIFY", "REMOVE"]),
+    old=IMAGES,
+    new=IMAGES,
+    identity=st.sampled_from(
+        [None, {"type": "Service", "principalId": "dynamodb.amazonaws.com"}, {"Type": "Service", "PrincipalId": "x"}]
+    ),
+    periods=st.lists(st.sampled_from(PERIODS), min_size=1, unique=True),
+)
+def test_the_repair_s_look_at_the_stream_waits_for_every_aggregate_a_retraction_moves(
+    event_name: str,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    identity: dict[str, str] | None,
+    periods: list[str],
+) -> None:
+    # given a MODIFY or REMOVE of an item (a download, an aggregate, malformed, or expired by TTL) under retractions
+    stream: dict[str, Any] = {"SequenceNumber": "1"}
+    stream |= {} if old is None else {"OldImage": old}
+    stream |= {} if new is None or event_name == "REMOVE" else {"NewImage": new}
+    record = {"eventName": event_name, "dynamodb": stream} | ({} if identity is None else {"userIdentity": identity})
+    # when the aggregator parses it and the repair's look at the stream files it
+    parsed = parse_record(record, Schema(periods=tuple(periods), category="Genre", retractions=True))
+    moved = sorted((key.entity_id, key.board) for key in parsed.keys) if isinstance(parsed, Download) else []
+    # then the look waits for exactly the aggregates whose counts the aggregator moves
+    deployed = _deployment(tuple(periods), "Genre", retractions=True)
+    assert reconcile.download_aggregates(record, deployed) == moved
 
 
 # ---------------------------------------------------------------- the failure queue's messages and the query's answers

@@ -111,15 +111,18 @@ def deploy(
     aggregator_settings: dict[str, str] | None = None,
     band_queue: bool = False,
     single_table: SingleTable | None = None,
+    retractions: bool = False,
 ) -> MotoStack:
     """The module's resources in moto; `band_queue`: with the queue of the repairs' band records, as the module has;
     `single_table`: attached to that platform table (created with its stream unless it exists already, as a platform
-    brings it), the aggregates in `<name>-aggregates`."""
+    brings it), the aggregates in `<name>-aggregates`; `retractions`: the module's `retractions` (RETRACTIONS=true,
+    its table's stream NEW_AND_OLD_IMAGES)."""
     names = names or AttributeNames()
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     if single_table is None:
         table = aggregates_table = f"{name}-downloads"
-        description = _leaderboard_table(dynamodb, table, names, stream=True)
+        view_type = "NEW_AND_OLD_IMAGES" if retractions else "NEW_IMAGE"
+        description = _leaderboard_table(dynamodb, table, names, stream=True, view_type=view_type)
     else:
         table, aggregates_table = single_table.table, f"{name}-aggregates"
         if table not in dynamodb.list_tables()["TableNames"]:
@@ -164,6 +167,8 @@ def deploy(
         aggregator_environment["PROGRESS_TABLE_NAME"] = progress_table
     if band_queue_url:
         aggregator_environment["RECOUNT_BAND_QUEUE_URL"] = band_queue_url
+    if retractions:
+        aggregator_environment["RETRACTIONS"] = "true"
     aggregator_environment |= aggregator_settings or {}
     query_environment = {
         "TABLE_NAME": table,
@@ -214,7 +219,9 @@ def deploy(
     )
 
 
-def _leaderboard_table(dynamodb: Any, table: str, names: AttributeNames, stream: bool) -> dict[str, Any]:
+def _leaderboard_table(
+    dynamodb: Any, table: str, names: AttributeNames, stream: bool, view_type: str = "NEW_IMAGE"
+) -> dict[str, Any]:
     """A table keyed by the entity and the board with the sparse leaderboard index: the guide's downloads table (its
     stream on), or `<name>-aggregates` (aggregates_table.tf: no stream)."""
     return dynamodb.create_table(
@@ -240,7 +247,7 @@ def _leaderboard_table(dynamodb: Any, table: str, names: AttributeNames, stream:
                 "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [names.count]},
             }
         ],
-        **({"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}} if stream else {}),
+        **({"StreamSpecification": {"StreamEnabled": True, "StreamViewType": view_type}} if stream else {}),
     )["TableDescription"]
 
 
@@ -390,6 +397,8 @@ class ModelAggregator:
     """(song, board, sequence) of records refused by a recount fence."""
     held: int = 0
     """Records a repair's open band held."""
+    refusals: list[str] = field(default_factory=list)
+    """The reason of each refusal in `refused` (and of a count the store reports gone below 0)."""
     rejected: list[Rejected] = field(default_factory=list)
     """Records the shipped parse rejects: reported by the aggregator (failure queue), never counted."""
     ignored: list[str] = field(default_factory=list)
@@ -469,10 +478,15 @@ class ModelAggregator:
         # parse_record with the Schema of the deployed Settings (marker, aggregates beside the downloads or not).
         parsed = parse_record(_as_lambda_record(record, shard), self.settings.schema)
         if isinstance(parsed, Download):
-            contribution = Contribution(parsed.sequence, parsed.created, parsed.amount, parsed.download_id)
-            for key in parsed.keys:
-                outcome = self._store().apply(key, shard, [contribution])
-                self.refused += [(key.entity_id, key.board, sequence) for _ in outcome.refused]
+            # As catch_up.py hands a record to the store: one contribution per aggregate it changes (a MODIFY's or
+            # REMOVE's moves, with retractions, each saying what it leaves of the download's part there).
+            for change in parsed.changes:
+                contribution = Contribution(
+                    parsed.sequence, parsed.created, change.amount, parsed.download_id, change.value_after
+                )
+                outcome = self._store().apply(change.key, shard, [contribution])
+                self.refused += [(change.key.entity_id, change.key.board, sequence) for _ in outcome.refused]
+                self.refusals += [reason for _, reason in outcome.refused]
                 self.held += outcome.held
         elif isinstance(parsed, Rejected):
             self.rejected.append(parsed)

@@ -741,6 +741,38 @@ def test_a_deployment_that_sums_is_refused(aws: None, capsys: pytest.CaptureFixt
     assert (stored(stack), claims_of(stack)) == ({}, {})
 
 
+def test_a_deployment_following_retractions_is_refused(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # given a stack whose aggregator follows edits and deletions (retractions) and claims downloads
+    stack = stack_with_claims(settings={"RETRACTIONS": "true"})
+    write_history(stack, 5)
+    # when the backfill is run
+    code = run(["backfill", "--table", stack.table])
+    # then it is refused, saying why and what to do instead, and nothing was written
+    assert code == 1
+    error = capsys.readouterr().err
+    assert "RETRACTIONS=true" in error
+    assert "Apply retractions = false" in error
+    assert (stored(stack), claims_of(stack)) == ({}, {})
+
+
+def test_a_history_edited_and_deleted_before_the_backfill_is_counted_as_its_items_are_now(aws: None) -> None:
+    # given a history whose downloads were edited across a month and across genres, some deleted, one deleted and
+    # written again under its key, before the backfill (retractions off while it runs, as the refusal above asks)
+    stack = stack_with_claims()
+    history = write_history(stack, 12)
+    moved = write(stack, history[0].song, history[0].sk, "2018-04-01T00:00:00Z", history[0].genre)
+    regenred = write(stack, history[1].song, history[1].sk, history[1].timestamp, "jazz")
+    for gone in history[2:6]:
+        dynamodb().delete_item(TableName=stack.table, Key=gone.key)
+    rewritten = write(stack, history[5].song, history[5].sk, history[5].timestamp, history[5].genre)
+    # when the backfill runs
+    report = backfill(stack).run()
+    # then every board holds the downloads as the table holds them now: the last image of each key left
+    now = {download.key["SK"]["S"]: download for download in [*history[6:], moved, regenred, rewritten]}
+    assert report.status == DONE
+    assert stored(stack) == stack.oracle(list(now.values()))
+
+
 def claims_created_later(stack: Stack, minutes: int) -> None:
     """The claims table as a later apply would have created it: `minutes` after the progress table."""
     from moto.backends import get_backend

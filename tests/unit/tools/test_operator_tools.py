@@ -350,6 +350,7 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "key_attributes": ["songID", "SK"],
         "marker": None,
         "claims_table": None,
+        "retractions": False,
     }
     assert found["stream_arn"] == stack.stream_arn
 
