@@ -155,8 +155,10 @@ class AggregateStore:
                     outcome.refused.extend((contribution, str(error)) for contribution in [*remaining, *held])
                     return outcome
                 if not remaining and not held:
-                    # A retry of records already written: a report its first send lost is made again here.
+                    # A retry of records already written: a report its first send lost is made again here, and so is
+                    # what a retraction's first attempt left undone after its write (killed, or its response lost).
                     self._report_orphaned_band(known.item, contributions[-1], outcome)
+                    self._after_retraction(key, known.item, contributions[-1], outcome, _takes_back(contributions))
                     return outcome
             try:
                 if known is not None and self._needs_proof(known, shard):
@@ -179,8 +181,9 @@ class AggregateStore:
             outcome.held += len(held)
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
-            if any(contribution.amount < 0 for contribution in remaining):
-                self._after_retraction(key, written or self._read(key), outcome)
+            if _takes_back(remaining) or self._below_one(written, known):
+                item = written or self._read(key)
+                self._after_retraction(key, item, outcome.written[-1], outcome, _takes_back(remaining))
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -341,9 +344,21 @@ class AggregateStore:
             if self._prune(key, stale):
                 outcome.pruned_watermarks += len(stale)
 
-    def _after_retraction(self, key: AggregateKey, item: dict[str, Any], outcome: ApplyOutcome) -> None:
-        """A count back at 0 leaves the index; a count below 0 took back a download never counted here (older than the
-        stream and any backfill): reported against the aggregate, for `recover` to recount."""
+    def _below_one(self, written: dict[str, Any] | None, known: _Known | None) -> bool:
+        """Whether an addition may have left the count at 0: it was below 0 (a retraction counted before its download,
+        which a parent shard not yet read to its end holds)."""
+        if written is not None:
+            after = number(written.get(self._schema.count))
+            return after is not None and after <= 0
+        before = number(known.item.get(self._schema.count)) if known is not None else None
+        return before is not None and before < 0
+
+    def _after_retraction(
+        self, key: AggregateKey, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome, took_back: bool
+    ) -> None:
+        """A count back at 0 leaves the index; a count a retraction took below 0 took back a download never counted
+        here (older than the stream and any backfill): reported against the aggregate (naming `record`), for `recover`
+        to recount."""
         count = number(item.get(self._schema.count))
         if count is None:
             return
@@ -354,12 +369,12 @@ class AggregateStore:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-        elif count < 0 and self._schema.amount is None and outcome.written:
+        elif count < 0 and took_back and self._schema.amount is None:
             reason = (
                 f"counted; but the count is {count}: a retraction took back a download never counted here (older "
                 "than the stream and any backfill), recount"
             )
-            outcome.refused.append((outcome.written[-1], reason))
+            outcome.refused.append((record, reason))
 
     def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
         """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody
@@ -388,6 +403,10 @@ class AggregateStore:
                 raise
             return False
         return True
+
+
+def _takes_back(contributions: list[Contribution]) -> bool:
+    return any(contribution.amount < 0 for contribution in contributions)
 
 
 def _refused_outright(error: ClientError) -> bool:

@@ -151,7 +151,11 @@ def _key_of(stream: dict[str, Any]) -> dict[str, Any] | None:
 
 
 TTL_DELETER = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-"""The userIdentity of a stream record of an item TTL deleted (DynamoDB Streams and Time to Live)."""
+"""The userIdentity of a stream record of an item TTL deleted, as Lambda delivers it (DynamoDB Streams and Time to
+Live)."""
+TTL_DELETER_READ = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+"""The same as GetRecords returns it, in the API's member names (DynamoDB Streams API Reference, Identity): how the
+aggregator reads every record it counts."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
 def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str, schema: Schema, event: str) -> Parsed:
     """A MODIFY or REMOVE, retractions on: the old image's contribution taken back, the new image's added, net per
     aggregate. An old image that was never counted (not a download, malformed and reported then) takes nothing back."""
-    if event == "REMOVE" and record.get("userIdentity") == TTL_DELETER:
+    if event == "REMOVE" and record.get("userIdentity") in (TTL_DELETER, TTL_DELETER_READ):
         return Ignored("expired by TTL: an expiry never changes a count", raw_sequence)
     old = stream.get("OldImage")
     if not isinstance(old, dict):
