@@ -155,11 +155,11 @@ class AggregateStore:
                     outcome.refused.extend((contribution, str(error)) for contribution in [*remaining, *held])
                     return outcome
                 if not remaining and not held:
-                    # A retry of records already written: a report its first send lost is made again here, and a
-                    # count at 0 whose leaving the index failed leaves it.
+                    # A retry of records already written: a report its first send lost is made again here, and so is
+                    # what a retraction's first attempt left undone after its write (killed, or its response lost).
                     self._report_orphaned_band(known.item, contributions[-1], outcome)
                     if self._schema.retractions:
-                        self._after_retraction(key, known.item, contributions[-1], outcome)
+                        self._after_retraction(key, known.item, contributions[-1], outcome, _takes_back(contributions))
                     return outcome
             try:
                 if known is not None and self._needs_proof(known, shard):
@@ -183,10 +183,9 @@ class AggregateStore:
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
             if self._schema.retractions:
-                taken_back = any(contribution.amount < 0 for contribution in remaining)
-                after = written if written is not None else self._read(key) if taken_back else None
-                if after is not None:
-                    self._after_retraction(key, after, outcome.written[-1], outcome)
+                # A transaction returns no item: the count it left is read back (transactions are rare).
+                after = written if written is not None else self._read(key)
+                self._after_retraction(key, after, outcome.written[-1], outcome, _takes_back(remaining))
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
@@ -371,12 +370,12 @@ class AggregateStore:
                 outcome.pruned_watermarks += len(stale)
 
     def _after_retraction(
-        self, key: AggregateKey, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome
+        self, key: AggregateKey, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome, took_back: bool
     ) -> None:
         """With retractions, after a write: a count at 0 leaves the index (whichever write brought it there: a
-        download's records may be counted from a child shard before its parent's); a count below 0 took back a
-        download never counted here (older than the stream and any backfill, or not yet counted from a parent shard):
-        reported against the aggregate (by `record`), for `recover` to recount."""
+        download's records may be counted from a child shard before its parent's); a count a retraction took below 0
+        took back a download never counted here (older than the stream and any backfill, or not yet counted from a
+        parent shard): reported against the aggregate (naming `record`), for `recover` to recount."""
         count = number(item.get(self._schema.count))
         if count is None:
             return
@@ -387,7 +386,7 @@ class AggregateStore:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-        elif count < 0 and self._schema.amount is None and not self._band_open(item):
+        elif count < 0 and took_back and self._schema.amount is None and not self._band_open(item):
             reason = (
                 f"counted; but the count is {count}: a retraction took back a download never counted here (older "
                 "than the stream and any backfill), recount"
@@ -427,6 +426,10 @@ class AggregateStore:
                 raise
             return False
         return True
+
+
+def _takes_back(contributions: list[Contribution]) -> bool:
+    return any(contribution.amount < 0 for contribution in contributions)
 
 
 def _refused_outright(error: ClientError) -> bool:

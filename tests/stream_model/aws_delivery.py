@@ -4,10 +4,12 @@ It allows everything AWS's documentation allows and nothing it rules out, and le
 (`tests/stream_model/histories.py`) choose among the allowed behaviours adversarially: several
 shards that split, roll over and split for heat, children with lower sequence numbers, creation
 times that do not follow sequence order, the aggregator's own writes in the stream, malformed
-downloads; and a mapping that retries out of order, smaller or larger, with the last state or a
-fresh one, ends windows early, gives windows and batches up (retries, record age), discards old
-records without invoking, while operators invoke the function directly ahead of it and behind
-it. Every rule names the sentence it encodes (`DOCS`). The emulators do none of this.
+downloads, downloads edited and deleted (both images, by the application or by Time to Live, each
+item's records in one lineage in the order they were made); and a mapping that retries out of
+order, smaller or larger, with the last state or a fresh one, ends windows early, gives windows
+and batches up (retries, record age), discards old records without invoking, while operators
+invoke the function directly ahead of it and behind it. Every rule names the sentence it encodes
+(`DOCS`). The emulators do none of this.
 
 The rules it shares with the emulators' engine (a record's window, what a batch holds, the windowed event, whether an
 invocation succeeded, the retry quota, the on-failure record) are defined once, with their citations, in
@@ -57,6 +59,23 @@ DOCS: dict[str, tuple[str, str]] = {
         DYNAMODB_STREAMS,
         "For each item that is modified in a DynamoDB table, the stream records appear in the same sequence as the "
         "actual modifications to the item.",
+    ),
+    "images": (
+        "DynamoDB API Reference, 'StreamSpecification'",
+        "StreamViewType: NEW_IMAGE - The entire item, as it appears after it was modified, is written to the stream. "
+        "NEW_AND_OLD_IMAGES - Both the new and the old item images of the item are written to the stream.",
+    ),
+    "event-names": (
+        f"{STREAMS_API}, 'Record'",
+        "eventName: INSERT - a new item was added to the table. MODIFY - one or more of an existing item's attributes "
+        "were modified. REMOVE - the item was deleted from the table",
+    ),
+    "ttl-identity": (
+        "DynamoDB Developer Guide, 'DynamoDB Streams and Time to Live'",
+        "Items that are deleted by the Time to Live process after expiration have the following fields: "
+        'Records[<index>].userIdentity.type "Service"; Records[<index>].userIdentity.principalId '
+        '"dynamodb.amazonaws.com". (As Lambda delivers it; GetRecords answers with the API\'s own member names, '
+        "DynamoDB Streams API Reference, 'Identity': PrincipalId, Type.)",
     ),
     "shards-split": (
         DYNAMODB_STREAMS,
@@ -273,6 +292,43 @@ class Written:
     """The category attribute as written (a DynamoDB value), when the history's boards have categories."""
     plays: dict[str, str] | None = None
     """The summed attribute as written (a DynamoDB value), when the history's boards sum."""
+    user: str = "user1"
+    """UserID: an attribute no board counts (an edit of it moves nothing)."""
+    kind: str | None = None
+    """The marker attribute `Type` (source_item_filter): DOWNLOAD for a download, another value for other items; None
+    where the table holds downloads only."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.song_id, self.download_id
+
+
+MARKER = ("Type", "DOWNLOAD")
+"""source_item_filter of histories whose table holds other items too."""
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+"""ttl-identity: as Lambda delivers it."""
+TTL_IDENTITY_API = {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
+"""ttl-identity: as GetRecords returns it (the API's Identity shape, as boto3 parses it)."""
+
+
+def image_of(written: Written) -> Item:
+    """The item a download is stored as; `malformed` 1-3 spoil its timestamp (4, 5 are spoilt by the caller)."""
+    image: Item = {"songID": {"S": written.song_id}, "SK": {"S": written.download_id}, "UserID": {"S": written.user}}
+    if written.malformed == 1:
+        pass  # no Timestamp at all
+    elif written.malformed == 2:
+        image["Timestamp"] = {"S": "2018-13-45T99:00:00Z"}
+    elif written.malformed == 3:
+        image["Timestamp"] = {"N": "1514764800"}
+    else:
+        image["Timestamp"] = {"S": written.timestamp}
+    if written.genre is not None:
+        image["Genre"] = written.genre
+    if written.plays is not None:
+        image["Plays"] = written.plays
+    if written.kind is not None:
+        image[MARKER[0]] = {"S": written.kind}
+    return image
 
 
 @dataclass
@@ -287,11 +343,23 @@ class StreamRecord:
     keys: Item
     image: Item
     written: Written | None
-    """The download this record carries; None for the aggregator's own writes."""
+    """The download this record carries (its new image); None for the aggregator's own writes and for REMOVEs."""
+    old_image: Item | None = None
+    """The item before a MODIFY or REMOVE; the record carries it where the view type has old images (images)."""
+    old_written: Written | None = None
+    """The download a MODIFY or REMOVE changed (its old image); None for INSERTs and the aggregator's own writes."""
+    by_ttl: bool = False
+    """A REMOVE by Time to Live: the record names DynamoDB's service in userIdentity (ttl-identity)."""
+    view_type: str = "NEW_IMAGE"
+    passes: bool | None = None
+    """What the module's filter decided when the record was appended (StreamOfTable.passes); None: INSERTs only."""
 
     @property
     def passes_filter(self) -> bool:
-        """The module's filter: INSERTs whose new image has no Month (the aggregates' attribute)."""
+        """The module's filter: INSERTs whose new image has no Month (the aggregates' attribute), and with retractions
+        the MODIFYs and REMOVEs of downloads (StreamOfTable.passes)."""
+        if self.passes is not None:
+            return self.passes
         return self.event_name == "INSERT" and "Month" not in self.image
 
     @property
@@ -300,28 +368,36 @@ class StreamRecord:
 
     def lambda_form(self) -> dict[str, Any]:
         """As the event source mapping delivers it: creation time a number, eventSourceARN present."""
-        return {
+        stream: dict[str, Any] = {
+            "ApproximateCreationDateTime": float(self.created),
+            "Keys": copy.deepcopy(self.keys),
+        }
+        if self.event_name != "REMOVE":
+            stream["NewImage"] = copy.deepcopy(self.image)
+        if self.view_type == "NEW_AND_OLD_IMAGES" and self.old_image is not None:
+            stream["OldImage"] = copy.deepcopy(self.old_image)
+        stream.update({"SequenceNumber": str(self.sequence), "SizeBytes": 100, "StreamViewType": self.view_type})
+        record = {
             "eventID": f"{self.sequence:x}",
             "eventName": self.event_name,
             "eventVersion": "1.1",
             "eventSource": "aws:dynamodb",
             "awsRegion": "us-east-1",
-            "dynamodb": {
-                "ApproximateCreationDateTime": float(self.created),
-                "Keys": copy.deepcopy(self.keys),
-                "NewImage": copy.deepcopy(self.image),
-                "SequenceNumber": str(self.sequence),
-                "SizeBytes": 100,
-                "StreamViewType": "NEW_IMAGE",
-            },
+            "dynamodb": stream,
             "eventSourceARN": STREAM_ARN,
         }
+        if self.by_ttl:
+            record["userIdentity"] = dict(TTL_IDENTITY)
+        return record
 
     def api_form(self) -> dict[str, Any]:
-        """As boto3 returns it from GetRecords: creation time a datetime, no eventSourceARN."""
+        """As boto3 returns it from GetRecords: creation time a datetime, no eventSourceARN, userIdentity in the API's
+        member names."""
         record = self.lambda_form()
         del record["eventSourceARN"]
         record["dynamodb"]["ApproximateCreationDateTime"] = parse_timestamp(self.created)
+        if self.by_ttl:
+            record["userIdentity"] = dict(TTL_IDENTITY_API)
         return record
 
 
@@ -372,11 +448,24 @@ class StreamOfTable:
     """Leaf partition -> its open shard."""
     splits: dict[str, tuple[str, str | None, list[str]]] = field(default_factory=dict)
     """Partition -> (kind: key, heat or rollover; the hot song; child partitions)."""
+    retractions: bool = False
+    """The table's stream carries old images too (NEW_AND_OLD_IMAGES), and the module's filter passes the MODIFYs and
+    REMOVEs of downloads."""
+    marker: tuple[str, str] | None = None
+    """source_item_filter: the attribute and value that mark a download (None: every item is one)."""
+    homes: dict[tuple[str, str], str] = field(default_factory=dict)
+    """Item key -> the partition its first record went to: every later record of the item goes to that partition's
+    lineage (per-item-order)."""
     _counter: int = 0
 
-    def route(self, song_id: str, sort_key: str) -> str:
-        """The leaf partition of an item: songs by hash of the partition key, a hot song's items by sort key."""
-        partition = f"p{stable_hash(song_id) % 2}"
+    @property
+    def view_type(self) -> str:
+        return "NEW_AND_OLD_IMAGES" if self.retractions else "NEW_IMAGE"
+
+    def route(self, song_id: str, sort_key: str, partition: str | None = None) -> str:
+        """The leaf partition of an item: songs by hash of the partition key, a hot song's items by sort key; from
+        `partition` down its splits when the item's records began there."""
+        partition = partition or f"p{stable_hash(song_id) % 2}"
         while partition in self.splits:
             kind, hot_song, children = self.splits[partition]
             if kind == "key":
@@ -409,42 +498,76 @@ class StreamOfTable:
         return self.shards[self.open_shard[partition]]
 
     def append(
-        self, event_name: str, keys: Item, image: Item, written: Written | None, into: Shard | None = None
+        self,
+        event_name: str,
+        keys: Item,
+        image: Item,
+        written: Written | None,
+        into: Shard | None = None,
+        old: Item | None = None,
     ) -> StreamRecord:
         """One change of one item: one record in the open shard of the item's partition (exactly-once-in-stream).
 
-        `into`: a new item's only record in that open shard instead (nothing says which partition a key hashes to).
+        `into`: a new item's first record in that open shard instead (nothing says which partition a key hashes to);
+        the item's later records follow it there, down that shard's lineage (per-item-order).
         """
-        shard = into or self.shard_of(self.route(keys["songID"]["S"], keys["SK"]["S"]))
+        item_key = (keys["songID"]["S"], keys["SK"]["S"])
+        if into is not None:
+            self.homes[item_key] = into.partition
+        shard = into or self.shard_of(self.route(*item_key, partition=self.homes.get(item_key)))
         shard.next_sequence += self.rng.randint(1, 50)
         now = self.clock()
         created = math.floor(now) - self.rng.randint(0, self.creation_jitter)
         if shard.records and created < shard.records[-1].created:
             self.hazards.add("non-monotonic creation times")
         record = StreamRecord(shard.shard_id, shard.next_sequence, now, created, event_name, keys, image, written)
+        if self.retractions or self.marker is not None:
+            record.old_image, record.view_type = old, self.view_type
+            record.passes = self.passes(event_name, image if event_name != "REMOVE" else None, old)
         shard.records.append(record)
         shard.inserted.append(now)
         return record
 
+    def passes(self, event_name: str, new: Item | None, old: Item | None) -> bool:
+        """The module's filter, as patterns can say it (filter): INSERTs of downloads, and with retractions the
+        MODIFYs and REMOVEs of items whose old image is no aggregate (no Month, no count) and, with a marker, one of
+        whose images is marked. Patterns cannot compare images, nor does the model's filter read userIdentity: TTL
+        expiries and changes that move nothing pass, and the aggregator ignores them."""
+        marked = [image for image in (new, old) if image is not None and self._marked(image)]
+        if event_name == "INSERT":
+            return new is not None and "Month" not in new and bool(marked)
+        aggregate = old is None or "Month" in old or "DownloadCount" in old
+        return self.retractions and not aggregate and bool(marked)
+
+    def _marked(self, image: Item) -> bool:
+        return self.marker is None or image.get(self.marker[0]) == {"S": self.marker[1]}
+
     def write_download(self, written: Written, into: Shard | None = None) -> StreamRecord:
         """One PutItem of a new download item: one INSERT record."""
-        image: Item = {"songID": {"S": written.song_id}, "SK": {"S": written.download_id}, "UserID": {"S": "user1"}}
-        if written.malformed == 1:
-            pass  # no Timestamp at all
-        elif written.malformed == 2:
-            image["Timestamp"] = {"S": "2018-13-45T99:00:00Z"}
-        elif written.malformed == 3:
-            image["Timestamp"] = {"N": "1514764800"}
-        else:
-            image["Timestamp"] = {"S": written.timestamp}
-        if written.genre is not None:
-            image["Genre"] = written.genre
-        if written.plays is not None:
-            image["Plays"] = written.plays
+        image = image_of(written)
         if written.malformed:
             self.hazards.add("malformed record")
         keys = {"songID": image["songID"], "SK": image["SK"]}
         return self.append("INSERT", keys, image, written, into)
+
+    def modify_download(self, old: Written, new: Written) -> StreamRecord:
+        """One UpdateItem of a download that changes it: one MODIFY record with both images (event-names, images)."""
+        image = image_of(new)
+        if new.malformed:
+            self.hazards.add("malformed record")
+        keys = {"songID": image["songID"], "SK": image["SK"]}
+        record = self.append("MODIFY", keys, image, new, old=image_of(old))
+        record.old_written = old
+        return record
+
+    def remove_download(self, old: Written, by_ttl: bool) -> StreamRecord:
+        """One DeleteItem of a download, or Time to Live's: one REMOVE record with the old image (event-names,
+        ttl-identity)."""
+        image = image_of(old)
+        keys = {"songID": image["songID"], "SK": image["SK"]}
+        record = self.append("REMOVE", keys, {}, None, old=image)
+        record.old_written, record.by_ttl = old, by_ttl
+        return record
 
     def on_table_change(self, table: str, key: Item, old: Item | None, new: Item | None) -> None:
         """FakeDynamoDB's listener: the aggregator's writes to the main table are records of the stream too."""
@@ -453,7 +576,7 @@ class StreamOfTable:
         if old is not None and any(name.startswith("Watermark_") and name not in new for name in old):
             self.hazards.add("pruning")
         self.hazards.add("own writes in the stream")
-        self.append("INSERT" if old is None else "MODIFY", key, new, None)
+        self.append("INSERT" if old is None else "MODIFY", key, new, None, old=old)
 
     def reshard(self, shard: Shard, children: int, lower: bool) -> None:
         """shards-split: an open shard ends; one child (rollover) or two (split by partition key) take over."""
@@ -611,6 +734,17 @@ class World:
         self.design = design_factory(self.env)
         self.lanes: dict[str, Lane] = {}
         self.written: list[tuple[Written, StreamRecord]] = []
+        """Every INSERT of a download, with its record."""
+        self.table: dict[tuple[str, str], Written] = {}
+        """The downloads in the table now, by key (song, download id), in the order they were first written."""
+        self.expired: list[Written] = []
+        """Downloads Time to Live deleted, as they were: an expiry never changes a count."""
+        self.deleted: dict[tuple[str, str], None] = {}
+        """Keys deleted (by the application or TTL), in order: what a rewrite writes again."""
+        self.changes: list[StreamRecord] = []
+        """Every record of a download (INSERT, MODIFY, REMOVE), in the order the application wrote them."""
+        self.retraction_kinds: set[str] = set()
+        """What the history's edits and deletions did (a deletion, a move across a year...): the suite asks for each."""
         self.invocations = 0
         self.delivered_high: dict[str, int] = {}
         """Per shard, the highest sequence the mapping has handed the function (for the oracle only)."""
@@ -1107,7 +1241,15 @@ class World:
                 keys = {"songID": image["songID"], "SK": image["SK"]}
                 claims.append(
                     StreamRecord(
-                        lane.shard.shard_id, sequence, self.now, int(self.now), "INSERT", keys, image, None
+                        lane.shard.shard_id,
+                        sequence,
+                        self.now,
+                        int(self.now),
+                        "INSERT",
+                        keys,
+                        image,
+                        None,
+                        view_type=self.stream.view_type,
                     ).lambda_form()
                 )
             if not claims:
@@ -1130,6 +1272,24 @@ class World:
     def write(self, written: Written, into: Shard | None = None) -> None:
         record = self.stream.write_download(written, into)
         self.written.append((written, record))
+        self.table[written.key] = written
+        self.changes.append(record)
+        self.now += 0.25
+
+    def modify(self, new: Written) -> None:
+        """The application updates a download still in the table (same key): one MODIFY."""
+        old = self.table[new.key]
+        self.changes.append(self.stream.modify_download(old, new))
+        self.table[new.key] = new
+        self.now += 0.25
+
+    def remove(self, key: tuple[str, str], by_ttl: bool) -> None:
+        """The application, or Time to Live, deletes a download: one REMOVE; what TTL deletes stays counted."""
+        old = self.table.pop(key)
+        self.changes.append(self.stream.remove_download(old, by_ttl))
+        if by_ttl:
+            self.expired.append(old)
+        self.deleted[key] = None
         self.now += 0.25
 
     def wait(self, seconds: float) -> None:

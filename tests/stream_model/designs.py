@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from dataclasses import replace
 from typing import Any
 
 import aggregator
@@ -19,7 +20,10 @@ from delivery import parse_delivery
 from dependencies import Dependencies
 from download_records import Schema
 from failure_messages import send_to_failure_queue
+from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.source_items import DownloadMarker
 from shard_progress import ProgressStore
+from tests.stream_model.aws_delivery import MARKER
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 from tests.stream_model.histories import BOARDS
 
@@ -44,6 +48,7 @@ class ShardWatermarkDesign(Design):
     uses_windows = True
     reports_rejected = True
     sweeps_on_schedule = True
+    keeps_index = True
 
     def __init__(
         self, env: Environment, aggregate_writes: str = PER_BATCH, leaderboard_shards: int = 1, schema: Schema = SCHEMA
@@ -63,6 +68,7 @@ class ShardWatermarkDesign(Design):
         )
         self.leaderboard_shards = leaderboard_shards
         self.name = f"shipped, {aggregate_writes}" + ("" if schema == SCHEMA else f", {schema.periods}")
+        self.name += ", retractions" if schema.retractions else ""
         self.restart()
 
     def restart(self) -> None:
@@ -113,9 +119,39 @@ class ShardWatermarkDesign(Design):
         elif message.get("kind") == "records_trimmed":
             recount(None)
 
+    def recount(self, env: Environment, counts: dict[tuple[str, str], int]) -> None:
+        """The operator's recount as reconcile writes it: each aggregate set to its count with its order in the
+        index, or out of the index at 0."""
+        summed = self.schema.amount is not None
+        for (entity, board), count in counts.items():
+            names = {"#count": self.schema.count, "#period": self.schema.period, "#order": self.schema.order}
+            values: dict[str, Any] = {":count": {"N": str(count)}}
+            if count:
+                update = "SET #count = :count, #period = :period, #order = :order"
+                values[":period"] = {"S": leaderboard_partition(board, entity, self.leaderboard_shards)}
+                values[":order"] = {"N": str(order_of(count, entity, summed))}
+            else:
+                update = "SET #count = :count REMOVE #period, #order"
+            env.dynamodb.update_item(
+                TableName=TABLE,
+                Key={self.schema.entity: {"S": entity}, self.schema.sort_key: {"S": board}},
+                UpdateExpression=update,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
 
-def shipped(env: Environment, config: Any) -> Design:
-    """The model's factory: the shipped aggregator in the history's write mode, window and boards."""
+
+def schema_of(config: Any, retractions: bool | None = None) -> Schema:
+    """The aggregator's schema for a history: its boards, marker and retractions (the history's unless given)."""
     periods, category, summed = BOARDS[config.boards]
     schema = Schema(periods=periods, category=category, amount=summed) if periods else SCHEMA
-    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema)
+    return replace(
+        schema,
+        retractions=config.retractions if retractions is None else retractions,
+        marker=DownloadMarker(*MARKER) if config.marker else None,
+    )
+
+
+def shipped(env: Environment, config: Any) -> Design:
+    """The model's factory: the shipped aggregator in the history's write mode, window, boards and retractions."""
+    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config))

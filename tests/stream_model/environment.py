@@ -79,6 +79,8 @@ class Design:
     """Whether the design promises a `rejected_download` message for every malformed download."""
     sweeps_on_schedule: bool = False
     """Whether the design has a scheduled invocation (`{"lineageSweep": ...}`) that the world fires."""
+    keeps_index: bool = False
+    """Whether the design keeps the sparse leaderboard index (period and order attributes) the oracle checks."""
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         raise NotImplementedError

@@ -113,7 +113,7 @@ class FakeStreams:
             "StreamArn": STREAM_ARN,
             "StreamLabel": STREAM_ARN.rsplit("/", 1)[-1],
             "StreamStatus": "ENABLED",
-            "StreamViewType": "NEW_IMAGE",
+            "StreamViewType": self.stream.view_type,
             "CreationRequestDateTime": datetime(2018, 1, 1, tzinfo=UTC),
             "TableName": TABLE,
             "KeySchema": [

@@ -1,12 +1,14 @@
 """Histories of deliveries as lists of steps, drawn by hypothesis, played on the model, judged by an oracle.
 
 A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`, `Pause`,
-`Reshard`, `Heat`, `Land`). Any list is a valid history: a step that does not apply is a no-op,
-so hypothesis can shrink a failing history to a short story of deliveries, which prints as
-Python and is kept as a regression test. After the steps, Lambda catches up without faults
-(`World.drain`), the oracle checks that nothing is missing without a durable failure record,
-the operator's `recover` acts on every failure record, and then every aggregate must equal the
-recount of the downloads written (by the oracle's own month parser, not the aggregator's).
+`Reshard`, `Heat`, `Land`; with `retractions`, also `Delete`, `Edit` and `Rewrite`). Any list is a valid history: a
+step that does not apply is a no-op, so hypothesis can shrink a failing history to a short story of deliveries, which
+prints as Python and is kept as a regression test. After the steps, Lambda catches up without faults
+(`World.drain`), the oracle checks that nothing is missing (or, for a retraction, left over) without a durable failure
+record, the operator's `recover` acts on every failure record, and then every aggregate must equal the recount of the
+table's downloads as they are at the end, plus those Time to Live deleted as they were (an expiry never changes a
+count), by the oracle's own parser, not the aggregator's; an aggregate the shipped design keeps must sit in the
+index as that recount ranks it, and out of it at 0.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from urllib.parse import quote
 
 from hypothesis import strategies as st
 
-from tests.stream_model.aws_delivery import FAULTS, SCHEDULE_SECONDS, Delivery, MappingSettings, World, Written
+from tests.stream_model.aws_delivery import (
+    FAULTS,
+    MARKER,
+    SCHEDULE_SECONDS,
+    Delivery,
+    MappingSettings,
+    StreamRecord,
+    World,
+    Written,
+)
 from tests.stream_model.environment import TABLE, Design, Environment
 
 TIMESTAMPS = (
@@ -37,6 +48,15 @@ TIMESTAMPS = (
     "2019-01-01T00:30:00+02:00",
 )
 """Near month ends, some with offsets that move the UTC month; the last two in ISO week 2019-W01 of 2018."""
+EDIT_TIMESTAMPS = (
+    *TIMESTAMPS,
+    "2019-01-01T00:30:00Z",
+    "2018-01-01T00:30:00+02:00",
+    "2018-12-31T22:00:00-05:00",
+    "2019-01-01T01:30:00+03:00",
+)
+"""What an edit or a rewrite may set: TIMESTAMPS, and four across a year boundary: UTC 2019, 2017 by its offset, 2019
+by its offset, and 2018 (ISO week 2019-W01) though written in 2019."""
 
 BOARDS = {
     "month": ((), None, None),
@@ -74,6 +94,62 @@ class Write(Step):
     song: int = 1
     when: int = 0
     malformed: int = 0
+    genre: int = 0
+    plays: int = 0
+    other: bool = False
+    """An item of another type (its marker not DOWNLOAD), where the history's table has a marker."""
+
+
+@dataclass(frozen=True, repr=False)
+class Delete(Step):
+    """The application deletes the pick-th download still in the table (one REMOVE); with `ttl`, Time to Live does."""
+
+    pick: int = 0
+    ttl: bool = False
+
+
+EDITS = ("when", "genre", "plays", "song", "user", "marker", "malformed", "back")
+"""What an Edit changes: the timestamp (to another of EDIT_TIMESTAMPS), the category (another of GENRES), the summed
+amount (another of PLAYS), the entity (song: the partition key, which no update changes, so the application deletes
+the item and writes it under the other song), the UserID (nothing counted), the marker (DOWNLOAD or not), the
+timestamp spoilt (malformed), or back to the image before the item's last edit. One that does not apply to the
+history's table and boards makes the next one that does."""
+RETRACTION_KINDS = (
+    "deletion",
+    "expiry",
+    "moved across a month",
+    "moved across a year",
+    "category changed",
+    "amount changed",
+    "entity changed",
+    "left the downloads",
+    "became a download",
+    "nothing counted changed",
+    "spoilt",
+    "mended",
+    "edited back",
+    "rewritten under its key",
+    "a count back at 0",
+)
+"""What histories with retractions do, as the oracle sees it (Outcome.board_kinds): the suite asks for each."""
+
+
+@dataclass(frozen=True, repr=False)
+class Edit(Step):
+    """The application updates the pick-th download still in the table (for `back`, the pick-th of those last
+    edited): one MODIFY with both images."""
+
+    pick: int = 0
+    change: str = "when"
+    to: int = 0
+
+
+@dataclass(frozen=True, repr=False)
+class Rewrite(Step):
+    """The application writes again, under its key, the pick-th download deleted (by it or by TTL): one INSERT."""
+
+    pick: int = 0
+    when: int = 0
     genre: int = 0
     plays: int = 0
 
@@ -192,6 +268,10 @@ class Config:
     """Writes use TIMESTAMPS[when % timestamps]: with one, every download lands in one month."""
     boards: str = "month"
     """A name of BOARDS: the periods, category and summed attribute the aggregator keeps."""
+    retractions: bool = False
+    """Deletions and edits are followed (the stream has both images; the module's retractions)."""
+    marker: bool = False
+    """The table holds other items too: downloads carry MARKER (source_item_filter)."""
 
     def mapping(self, windowed: bool) -> MappingSettings:
         return MappingSettings(
@@ -235,9 +315,18 @@ class Outcome:
     over_before: int = 0
     uncovered: int = 0
     """Downloads missing before recover that no durable failure record covers."""
+    over_uncovered: int = 0
+    """Over-counted before recover beyond what retractions named by a durable failure record would take back."""
     lost: int = 0
     over: int = 0
     unreported_malformed: int = 0
+    retractions: int = 0
+    """Records of deletions and edits (MODIFY, REMOVE) of downloads."""
+    index: list[str] = field(default_factory=list)
+    """How the sparse index differs from the recount: a count below 0, a 0 still in it, a count out of it, ranks."""
+    false_alarms: int = 0
+    """Reports that a retraction took a count below 0 (a download never counted) where every download was read: the
+    retraction was counted before its download, which an ancestor shard holds (tracked, not yet a problem)."""
     hazards: set[str] = field(default_factory=set)
     invocations: int = 0
     writes: int = 0
@@ -248,7 +337,7 @@ class Outcome:
 
     def problems(self) -> list[str]:
         found = []
-        if self.over_before or self.over:
+        if self.over_uncovered or self.over:
             found.append(f"over-counted {max(self.over_before, self.over)}")
         if self.uncovered:
             found.append(f"{self.uncovered} lost without a durable failure record")
@@ -256,11 +345,12 @@ class Outcome:
             found.append(f"{self.lost} lost after recover")
         if self.unreported_malformed:
             found.append(f"{self.unreported_malformed} malformed downloads never reported")
-        return found
+        return found + [f"index: {problem}" for problem in self.index]
 
     def summary(self) -> str:
         return (
-            f"{self.design}: {self.downloads} downloads, lost {self.lost_before} before recover "
+            f"{self.design}: {self.downloads} downloads, {self.retractions} edits and deletions, lost "
+            f"{self.lost_before} before recover "
             f"({self.uncovered} uncovered), {self.lost} after, over-counted {max(self.over_before, self.over)}, "
             f"{self.invocations} invocations, {self.failure_records} failure records, hazards {sorted(self.hazards)}"
         )
@@ -295,13 +385,36 @@ def amount_of(written: Written) -> Decimal:
     return Decimal(written.plays["N"]) if written.plays is not None else Decimal(1)
 
 
+def counts(written: Written | None) -> bool:
+    """A download that counts: well-formed and, where the table holds other items, marked as one."""
+    return written is not None and not written.malformed and written.kind in (None, MARKER[1])
+
+
+def contribution(written: Written | None, boards: str) -> dict[tuple[str, str], Decimal]:
+    """What one image of an item adds to each aggregate (nothing when it does not count)."""
+    if not counts(written):
+        return {}
+    assert written is not None
+    return {(written.song_id, board): amount_of(written) for board in boards_of(written, boards)}
+
+
+def delta_of(record: StreamRecord, boards: str) -> dict[tuple[str, str], Decimal]:
+    """What a record of a download changes, per aggregate: the new image's part less the old one's; an expiry by TTL
+    changes nothing."""
+    if record.by_ttl:
+        return {}
+    delta = dict(contribution(record.written, boards))
+    for key, amount in contribution(record.old_written, boards).items():
+        delta[key] = delta.get(key, Decimal(0)) - amount
+    return {key: amount for key, amount in delta.items() if amount}
+
+
 def truth_of(world: World) -> Counter[tuple[str, str]]:
-    boards = world.config.boards
+    """The recount: the table's downloads as they are now, and those TTL deleted as they were."""
     truth: Counter[tuple[str, str]] = Counter()
-    for written, _ in world.written:
-        if not written.malformed:
-            for board in boards_of(written, boards):
-                truth[(written.song_id, board)] += amount_of(written)
+    for written in [*world.table.values(), *world.expired]:
+        for key, amount in contribution(written, world.config.boards).items():
+            truth[key] += amount
     return truth
 
 
@@ -363,15 +476,53 @@ def failure_coverage(world: World) -> Callable[[Any], bool]:
     return covers
 
 
-def covered_by_failure_records(world: World) -> Counter[tuple[str, str]]:
-    """Per aggregate, how many of its downloads a durable failure record names."""
+def covered_by_failure_records(world: World) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """Per aggregate, what the records a durable failure record names add (downloads) and take back (retractions)."""
     covers = failure_coverage(world)
-    covered: Counter[tuple[str, str]] = Counter()
-    for written, record in world.written:
-        if not written.malformed and covers(record):
-            for board in boards_of(written, world.config.boards):
-                covered[(written.song_id, board)] += amount_of(written)
-    return covered
+    added: Counter[tuple[str, str]] = Counter()
+    taken: Counter[tuple[str, str]] = Counter()
+    for record in world.changes:
+        if covers(record):
+            for key, amount in delta_of(record, world.config.boards).items():
+                added[key] += max(amount, 0)
+                taken[key] += max(-amount, 0)
+    return added, taken
+
+
+def index_problems(world: World, truth: Counter[tuple[str, str]]) -> list[str]:
+    """Where the sparse index differs from the recount: every aggregate with a count above 0 in it under its board,
+    none at 0 or below (a count is never below 0), and each board's entries ranked as docs/leaderboard-shards.md says,
+    count descending then id ascending, by the order attribute alone (the model's ids never share a tie-breaker)."""
+    problems = []
+    listed: dict[str, list[tuple[int, str]]] = {}
+    for (table, key), item in world.dynamodb.items.items():
+        if table != TABLE or "DownloadCount" not in item:
+            continue
+        entry = dict(key)
+        song, board = entry.get("songID", ""), entry.get("SK", "")
+        count = Decimal(item["DownloadCount"]["N"])
+        if count < 0:
+            problems.append(f"{song} {board}: count {count} below 0")
+        elif count == 0 and "Month" in item:
+            problems.append(f"{song} {board}: count 0 still in the index")
+        elif count > 0 and item.get("Month") != {"S": board}:
+            problems.append(f"{song} {board}: count {count} not in the index under its board")
+        if "Month" in item and "LeaderboardOrder" not in item:
+            problems.append(f"{song} {board}: in the index without an order")
+        elif "Month" in item:
+            listed.setdefault(item["Month"]["S"], []).append((int(Decimal(item["LeaderboardOrder"]["N"])), song))
+    for board in sorted(set(listed) | {board for (_, board), amount in truth.items() if amount > 0}):
+        entries = listed.get(board, [])
+        if len({order for order, _ in entries}) < len(entries):
+            problems.append(f"{board}: two entries share an order (the model's ids differ in their first bytes)")
+        ranked = [song for _, song in sorted(entries, key=lambda entry: -entry[0])]
+        recounted = sorted(
+            (song for (song, other), amount in truth.items() if other == board and amount > 0),
+            key=lambda song: (-truth[(song, board)], song),
+        )
+        if ranked != recounted:
+            problems.append(f"{board} ranks {ranked}, the recount {recounted}")
+    return problems
 
 
 def recount(world: World, keys: set[tuple[str, str]] | None) -> None:
@@ -424,31 +575,45 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
 
     world = World(factory, config.mapping(windowed=True), seed=config.seed)
     world.config = config
+    world.stream.retractions = config.retractions
+    world.stream.marker = MARKER if config.marker else None
     counter = 0
     for step in history.steps:
         counter = apply(world, step, counter)
     world.drain()
-    outcome = Outcome(history, world.design.name, downloads=sum(1 for w, _ in world.written if not w.malformed))
+    outcome = Outcome(history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w)))
+    outcome.retractions = sum(1 for record in world.changes if record.event_name != "INSERT")
     truth = truth_of(world)
     counted = counted_of(world)
     outcome.lost_before, outcome.over_before = differences(truth, counted)
-    covered = covered_by_failure_records(world)
-    outcome.uncovered = sum(max(0, max(0, truth[key] - counted.get(key, 0)) - covered.get(key, 0)) for key in truth)
+    added, taken = covered_by_failure_records(world)
+    keys = set(truth) | set(counted)
+    outcome.uncovered = sum(max(0, max(0, truth[key] - counted.get(key, 0)) - added[key]) for key in keys)
+    outcome.over_uncovered = sum(max(0, max(0, counted.get(key, 0) - truth[key]) - taken[key]) for key in keys)
     outcome.failure_records = len(world.queue.messages)
     outcome.drain_failures = world.drain_discards
+    if not world.queue.of_kind("records_trimmed"):
+        below = [message for message in world.queue.of_kind("refused_record") if "count is -" in message["reason"]]
+        outcome.false_alarms = len(below)
     recover(world)
     world.dynamodb.land_delayed()
     outcome.lost, outcome.over = differences(truth, counted_of(world))
+    if world.design.keeps_index:
+        outcome.index = index_problems(world, truth)
     if world.design.reports_rejected:
         reported = {str(m.get("sequenceNumber")) for m in world.queue.of_kind("rejected_download")}
         covers = failure_coverage(world)
         outcome.unreported_malformed = sum(
             1
-            for written, record in world.written
-            if written.malformed and str(record.sequence) not in reported and not covers(record)
+            for record in world.changes
+            if record.written is not None
+            and record.written.malformed
+            and record.written.kind in (None, MARKER[1])
+            and str(record.sequence) not in reported
+            and not covers(record)
         )
     outcome.hazards = set(world.hazards)
-    outcome.board_kinds = {
+    outcome.board_kinds = world.retraction_kinds | {
         kind
         for (_, board), value in truth.items()
         for kind, present in (
@@ -458,6 +623,8 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
         )
         if present
     }
+    if any(value == 0 for value in counted_of(world).values()):
+        outcome.board_kinds.add("a count back at 0")
     outcome.invocations = world.invocations
     outcome.writes = world.dynamodb.writes
     return outcome
@@ -467,6 +634,9 @@ def apply(world: World, step: Step, counter: int) -> int:
     if isinstance(step, Write):
         world.write(_written(world, step, counter))
         return counter + 1
+    if isinstance(step, Delete | Edit | Rewrite):
+        _retract(world, step)
+        return counter
     return _apply_other(world, step, counter)
 
 
@@ -484,7 +654,148 @@ def _written(world: World, step: Write, counter: int) -> Written:
     if summed:
         plays = {"S": "12"} if step.malformed == 4 else {"N": PLAYS[step.plays % len(PLAYS)]}
         malformed = malformed or (4 if step.malformed == 4 else 0)
-    return Written(song, f"download-{counter:05d}", timestamp, malformed, genre, plays)
+    kind = None if not config.marker else "PLAY" if step.other else MARKER[1]
+    return Written(song, f"download-{counter:05d}", timestamp, malformed, genre, plays, kind=kind)
+
+
+# ---------------------------------------------------------------------------------------------- deletions and edits
+
+
+def _retract(world: World, step: Delete | Edit | Rewrite) -> None:
+    """A deletion, an edit or a rewrite as the application (or TTL) makes it; a no-op when nothing applies."""
+    if isinstance(step, Rewrite):
+        _rewrite(world, step)
+        return
+    if not world.table:
+        return
+    keys = list(world.table)
+    if isinstance(step, Edit) and step.change == "back":
+        keys = [key for key in keys if _previous(world, world.table[key]) is not None] or keys
+    old = world.table[keys[step.pick % len(keys)]]
+    key = old.key
+    if isinstance(step, Delete):
+        world.remove(key, by_ttl=step.ttl)
+        if counts(old):
+            world.retraction_kinds.add("expiry" if step.ttl else "deletion")
+        return
+    change = _applicable(world, step.change, old)
+    if change == "song":
+        _move_to_song(world, old, step.to)
+        return
+    new = _edited(world, old, change, step.to)
+    if new == old:
+        return  # an update that changes nothing writes no stream record
+    world.modify(new)
+    world.retraction_kinds |= _kinds_of_edit(world, old, new, change)
+
+
+def _applicable(world: World, change: str, old: Written) -> str:
+    """The change itself or, where it does not apply to the history's table and boards, the next one in EDITS that
+    does (so that every history edits what its boards count)."""
+    _, category, summed = BOARDS[world.config.boards]
+    unavailable = {
+        "genre": not category,
+        "plays": not summed,
+        "marker": not world.config.marker,
+        "song": world.config.songs == 1,
+        "back": _previous(world, old) is None,
+    }
+    start = EDITS.index(change)
+    return next(other for other in EDITS[start:] + EDITS[:start] if not unavailable.get(other, False))
+
+
+def _previous(world: World, current: Written) -> Written | None:
+    """The image before the item's last edit, if its last record was an edit."""
+    for record in reversed(world.changes):
+        if (record.keys["songID"]["S"], record.keys["SK"]["S"]) == current.key:
+            return record.old_written if record.event_name == "MODIFY" else None
+    return None
+
+
+def _other(values: list[Any], current: Any, to: int) -> Any:
+    """The to-th of the values other than the current one: an edit always changes what it names."""
+    others = [value for value in values if value != current]
+    return others[to % len(others)]
+
+
+def _edited(world: World, old: Written, change: str, to: int) -> Written:
+    if change == "when":
+        timestamp = _other(list(EDIT_TIMESTAMPS), old.timestamp, to)
+        return dataclasses.replace(old, timestamp=timestamp, malformed=0 if old.malformed <= 3 else old.malformed)
+    if change == "genre":
+        genre = _other([_genre(index) for index in range(len(GENRES))], old.genre, to)
+        return dataclasses.replace(old, genre=genre, malformed=0 if old.malformed == 5 else old.malformed)
+    if change == "plays":
+        plays = _other([{"N": amount} for amount in PLAYS], old.plays, to)
+        return dataclasses.replace(old, plays=plays, malformed=0 if old.malformed == 4 else old.malformed)
+    if change == "marker":
+        return dataclasses.replace(old, kind="PLAY" if old.kind == MARKER[1] else MARKER[1])
+    if change == "malformed":
+        return dataclasses.replace(old, malformed=1 + to % 3)
+    if change == "back":
+        previous = _previous(world, old)
+        assert previous is not None
+        return previous
+    user = f"user{to + 2}"
+    return dataclasses.replace(old, user=user if user != old.user else f"user{to + 3}")
+
+
+def _move_to_song(world: World, old: Written, to: int) -> None:
+    """The entity is the table's partition key: the application deletes the item and writes it under the other song
+    (two items, maybe in two shards: no order between their records)."""
+    songs = [f"song{index + 1}" for index in range(world.config.songs) if f"song{index + 1}" != old.song_id]
+    new = dataclasses.replace(old, song_id=songs[to % len(songs)])
+    if new.key in world.table:
+        return
+    world.remove(old.key, by_ttl=False)
+    world.write(new)
+    if counts(old) or counts(new):
+        world.retraction_kinds.add("entity changed")
+
+
+def _kinds_of_edit(world: World, old: Written, new: Written, change: str) -> set[str]:
+    """What the oracle sees an edit do (its own parser): which boards it leaves and enters."""
+    before = contribution(old, world.config.boards)
+    after = contribution(new, world.config.boards)
+    kinds = {"edited back"} if change == "back" else set()
+    if before and after:
+        moved = {board for _, board in set(before) ^ set(after)}
+        if before.keys() == after.keys() and before != after:
+            kinds.add("amount changed")
+        if any("@" in board for board in moved):
+            kinds.add("category changed")
+        if utc_buckets(old.timestamp, ("year",)) != utc_buckets(new.timestamp, ("year",)):
+            kinds.add("moved across a year")
+        elif utc_month(old.timestamp) != utc_month(new.timestamp):
+            kinds.add("moved across a month")
+    elif before or after:
+        if old.kind != new.kind:
+            kinds.add("left the downloads" if before else "became a download")
+        else:
+            kinds.add("spoilt" if before else "mended")
+    elif old.malformed == new.malformed and old.kind == new.kind:
+        kinds.add("nothing counted changed")
+    if before and before == after:
+        kinds.add("nothing counted changed")
+    return kinds
+
+
+def _rewrite(world: World, step: Rewrite) -> None:
+    deleted = [key for key in world.deleted if key not in world.table]
+    if not deleted:
+        return
+    song, download_id = deleted[step.pick % len(deleted)]
+    _, category, summed = BOARDS[world.config.boards]
+    written = Written(
+        song,
+        download_id,
+        EDIT_TIMESTAMPS[step.when % len(EDIT_TIMESTAMPS)],
+        genre=_genre(step.genre) if category else None,
+        plays={"N": PLAYS[step.plays % len(PLAYS)]} if summed else None,
+        kind=MARKER[1] if world.config.marker else None,
+    )
+    world.write(written)
+    world.retraction_kinds.add("rewritten under its key")
 
 
 def _apply_other(world: World, step: Step, counter: int) -> int:
@@ -558,8 +869,10 @@ def configs(
     aggregate_writes: tuple[str, ...] = ("per_batch", "per_window"),
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
+    retractions: bool = False,
 ) -> st.SearchStrategy[Config]:
-    """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate."""
+    """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate; with
+    `retractions`, deletions and edits are followed, and in some histories the table holds other items too."""
     return st.builds(
         Config,
         window_seconds=st.sampled_from([5, 1, 60]),
@@ -571,6 +884,8 @@ def configs(
         songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
         timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
         boards=st.sampled_from(boards),
+        retractions=st.just(retractions),
+        marker=st.booleans() if retractions else st.just(False),
     )
 
 
@@ -654,6 +969,31 @@ FOCUSED_WEIGHTS = WEIGHTS + ("reshard", "heat", "direct", "resume") * 3
 invocations paused and resumed, so that readers overtake one another around a prune."""
 STEPS = st.sampled_from(WEIGHTS).flatmap(STRATEGIES.__getitem__)
 FOCUSED_STEPS = st.sampled_from(FOCUSED_WEIGHTS).flatmap(STRATEGIES.__getitem__)
+RETRACTION_STRATEGIES = {
+    **STRATEGIES,
+    "write": st.builds(
+        Write,
+        song=st.integers(1, 4),
+        when=st.integers(0, len(TIMESTAMPS) - 1),
+        malformed=st.sampled_from((0,) * 20 + (1, 2, 3, 4, 5)),
+        genre=st.integers(0, len(GENRES) - 1),
+        plays=st.integers(0, len(PLAYS) - 1),
+        other=st.sampled_from((False, False, True)),
+    ),
+    "delete": st.builds(Delete, pick=st.integers(0, 15), ttl=st.sampled_from((False, False, True))),
+    "edit": st.builds(Edit, pick=st.integers(0, 15), change=st.sampled_from(EDITS), to=st.integers(0, 10)),
+    "rewrite": st.builds(
+        Rewrite,
+        pick=st.integers(0, 5),
+        when=st.integers(0, len(EDIT_TIMESTAMPS) - 1),
+        genre=st.integers(0, len(GENRES) - 1),
+        plays=st.integers(0, len(PLAYS) - 1),
+    ),
+}
+RETRACTIONS = ("delete",) * 4 + ("edit",) * 4 + ("rewrite",)
+"""With retractions: about one step in four deletes, edits or rewrites a download, so that counts often end at 0."""
+RETRACTION_STEPS = st.sampled_from(WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
+FOCUSED_RETRACTION_STEPS = st.sampled_from(FOCUSED_WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
 
 
 def histories(
@@ -662,12 +1002,18 @@ def histories(
     chunks_max: int = 12,
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
+    retractions: bool = False,
 ) -> st.SearchStrategy[History]:
     """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
 
-    `focused` histories feed one aggregate from many shards: where watermark pruning happens.
+    `focused` histories feed one aggregate from many shards: where watermark pruning happens (and, with retractions,
+    where a count most often ends back at 0). With `retractions`, downloads are also deleted, edited and written again,
+    and Time to Live deletes some.
     """
-    steps = FOCUSED_STEPS if focused else STEPS
+    if retractions:
+        steps = FOCUSED_RETRACTION_STEPS if focused else RETRACTION_STEPS
+    else:
+        steps = FOCUSED_STEPS if focused else STEPS
     parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
-    config = configs(aggregate_writes, focused, boards)
+    config = configs(aggregate_writes, focused, boards, retractions)
     return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))

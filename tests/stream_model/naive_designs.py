@@ -16,7 +16,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.stream_model.designs import ShardWatermarkDesign
+from download_records import Download, parse_record
+from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
+from tests.stream_model.designs import ShardWatermarkDesign, schema_of
 from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Environment
 from tests.stream_model.histories import utc_month
 from tests.stream_model.reference_design import CheckpointReader, Guards
@@ -485,12 +487,100 @@ def _parent_only(deps: Any, settings: Any, shard: Any, progress: Any, remaining:
         drain(deps, settings, parent, remaining, keep, report)
 
 
+# ---------------------------------------------------------------------------------------------- retractions, naively
+
+
+class SubtractsEveryDeliveredRetraction(ShardWatermarkDesign):
+    """Counts downloads as the shipped aggregator does, but moves what each delivered MODIFY or REMOVE moves with a
+    plain ADD (a leaderboard's ZINCRBY with a negative increment): no watermark, no idempotence for retractions.
+
+    Broken by a retraction delivered twice (a retry after a lost response or a failure, a retry out of order, a direct
+    invocation behind the mapping): it takes the download back twice.
+    """
+
+    takes_config = True
+    keeps_index = False
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config.aggregate_writes, schema=schema_of(config, retractions=False))
+        self.moves = schema_of(config, retractions=True)
+        self.name = f"subtracts every delivered retraction, {config.aggregate_writes}"
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        for record in event.get("Records") or []:
+            if record.get("eventName") in ("MODIFY", "REMOVE"):
+                parsed = parse_record(record, self.moves)
+                for change in parsed.changes if isinstance(parsed, Download) else ():
+                    self._add(change.key.entity_id, change.key.board, change.amount)
+        return super().invoke(event, remaining_ms)
+
+    def _add(self, entity: str, board: str, amount: Any) -> None:
+        summed = self.moves.amount is not None
+        self.env.dynamodb.update_item(
+            TableName=TABLE,
+            Key={"songID": {"S": entity}, "SK": {"S": board}},
+            UpdateExpression="ADD #count :amount SET #period = :board, #order = if_not_exists(#order, :tie) + :scaled",
+            ExpressionAttributeNames={"#count": "DownloadCount", "#period": "Month", "#order": "LeaderboardOrder"},
+            ExpressionAttributeValues={
+                ":amount": {"N": str(amount)},
+                ":board": {"S": board},
+                ":tie": {"N": str(order_tiebreak(entity, summed))},
+                ":scaled": {"N": str(int(amount * ORDER_SCALE))},
+            },
+        )
+
+
+class CountsAnEditAsANewDownload(ShardWatermarkDesign):
+    """Follows REMOVEs exactly once, as the shipped aggregator does, but takes a MODIFY of a download for a new
+    download: it counts the new image again and never takes the old image's part back. Broken by any edit of a
+    counted download, hazards or not."""
+
+    takes_config = True
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config.aggregate_writes, schema=schema_of(config))
+        self.name = f"counts an edit as a new download, {config.aggregate_writes}"
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        import catch_up
+
+        parse = catch_up.parse_record
+        schema = self.schema
+
+        def as_insert(record: Any, settings_schema: Any) -> Any:
+            stream = record.get("dynamodb") if isinstance(record, dict) else None
+            images = [stream.get(name) or {} for name in ("OldImage", "NewImage")] if isinstance(stream, dict) else []
+            if record.get("eventName") == "MODIFY" and images and not any(map(schema.is_aggregate, images)):
+                record = {**record, "eventName": "INSERT"}
+            return parse(record, settings_schema)
+
+        catch_up.parse_record = as_insert
+        try:
+            return super().invoke(event, remaining_ms)
+        finally:
+            catch_up.parse_record = parse
+
+
+class FollowsInsertsOnly(ShardWatermarkDesign):
+    """The shipped aggregator with retractions off (downloads taken for immutable) on a table whose downloads are
+    deleted and edited: a deletion is never taken back, an edit never moves. Broken by any of them."""
+
+    takes_config = True
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config.aggregate_writes, schema=schema_of(config, retractions=False))
+        self.name = f"follows inserts only, {config.aggregate_writes}"
+
+
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
-    """The model's factory for a design class: with the history's write mode when the design has modes."""
+    """The model's factory for a design class: with the history's write mode when the design has modes, with the
+    whole configuration when it takes it."""
 
     def make(env: Environment, config: Any) -> Design:
         if design in (GuideDesign, PreviousDesign):
             return design(env)  # type: ignore[call-arg]
+        if getattr(design, "takes_config", False):
+            return design(env, config)  # type: ignore[call-arg]
         return design(env, config.aggregate_writes)  # type: ignore[call-arg]
 
     make.__name__ = design.__name__
@@ -508,3 +598,9 @@ NAIVE = (
     BlindIncrement,
     OneLevelOfAncestry,
 )
+NAIVE_RETRACTIONS = {
+    SubtractsEveryDeliveredRetraction: "lost",
+    CountsAnEditAsANewDownload: "over-counted",
+    FollowsInsertsOnly: "over-counted",
+}
+"""Naive designs of retractions, each with what it gets wrong: the suite breaks them on histories with retractions."""

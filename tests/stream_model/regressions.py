@@ -4,15 +4,18 @@
 (the model's own mistakes and the reference's); `FINDINGS` are the ones it found in the shipped
 aggregator; `HIGH_MARK_COUNTEREXAMPLES` are the four counterexamples to the high-mark design;
 `NAIVE_STORIES` show each naive design failing for the reason its docstring names. Every one
-must be exact on the shipped design and on the reference.
+must be exact on the shipped design and on the reference. `RETRACTION_FINDINGS` and `RETRACTION_STORIES` are the
+same for deletions and edits: they must be exact on the shipped design (the reference counts INSERTs only).
 """
 
 from __future__ import annotations
 
 from tests.stream_model.histories import (
     Config,
+    Delete,
     Deliver,
     Direct,
+    Edit,
     Heat,
     History,
     Land,
@@ -385,3 +388,79 @@ GUARD_WITNESSES: dict[str, History] = {
 watermark pruned while its shard's checkpoint is held back by a throttled progress write; a slow direct invocation
 paused while its shard is read on, ended and its watermark pruned, resumed after (and, for the checkpoint, a
 replay behind it)."""
+
+
+RETRACTIONS = Config(retractions=True)
+DELETED_AFTER_ITS_COUNT = (Write(), Deliver(), Delete())
+
+RETRACTION_FINDINGS: dict[str, History] = {
+    # The aggregator reads every record it counts with GetRecords, whose userIdentity has the API's member names
+    # (PrincipalId, Type); it compared it with Lambda's spelling (type, principalId) and took the expiry back.
+    "an expiry by Time to Live read from the shard takes nothing back": History(
+        RETRACTIONS, (Write(), Delete(ttl=True))
+    ),
+    # The write that brought the count to 0 was applied, but the invocation did not go on to take the aggregate out of
+    # the index; the retry found its records counted and returned, leaving a 0 in the index.
+    "a count a deletion brought to 0 leaves the index though the write's response was lost": History(
+        Config(retractions=True, seed=1), (*DELETED_AFTER_ITS_COUNT, Deliver(fault="write_timeout"))
+    ),
+    "a count a deletion brought to 0 leaves the index though the function was killed after the write": History(
+        Config(retractions=True, seed=1), (*DELETED_AFTER_ITS_COUNT, Deliver(fault="killed", at=4))
+    ),
+    "a count a deletion brought to 0 leaves the index though its write landed late": History(
+        RETRACTIONS, (*DELETED_AFTER_ITS_COUNT, Deliver(fault="late_write"))
+    ),
+    # Shrunk from random histories: the parent's drain stopped at a run of empty pages (the tip, for a read without
+    # bound) and the child was read on; its deletion took the count to -1, and the parent's download, read later,
+    # brought it back to 0 with an addition, after which nothing took it out of the index.
+    "a count an addition brings back to 0 from below leaves the index": History(
+        Config(
+            maximum_retry_attempts=3,
+            aggregate_writes="per_window",
+            seed=1,
+            songs=1,
+            timestamps=1,
+            boards="periods and a category",
+            retractions=True,
+        ),
+        (
+            Write(),
+            Write(),
+            Write(genre=1),
+            Heat(),
+            Delete(),
+            Delete(),
+            Write(),
+            Write(),
+            Write(),
+            Write(),
+            Wait(seconds=3700),
+            Delete(),
+        ),
+    ),
+}
+"""Deletions and edits: what the model found in the shipped aggregator (each failed on 19f7ed2)."""
+
+RETRACTION_STORIES: dict[str, tuple[str, History, str]] = {
+    "a deletion retried after a lost response is taken back twice": (
+        "SubtractsEveryDeliveredRetraction",
+        History(RETRACTIONS, (*DELETED_AFTER_ITS_COUNT, Deliver(fault="lost_response"), Deliver())),
+        "lost",
+    ),
+    "a deletion a direct invocation replays behind the mapping is taken back again": (
+        "SubtractsEveryDeliveredRetraction",
+        History(RETRACTIONS, (*DELETED_AFTER_ITS_COUNT, Deliver(), Direct(kind="behind", pick=1))),
+        "lost",
+    ),
+    "an edit into the next month is counted there again and never leaves its month": (
+        "CountsAnEditAsANewDownload",
+        History(RETRACTIONS, (Write(), Deliver(), Edit(change="when", to=1), Deliver())),
+        "over-counted",
+    ),
+    "a deletion is never taken back by a design that follows inserts only": (
+        "FollowsInsertsOnly",
+        History(RETRACTIONS, (Write(), Delete())),
+        "over-counted",
+    ),
+}
+"""Naive retraction design -> a story it gets wrong (what it gets wrong), and the shipped aggregator does not."""

@@ -267,3 +267,38 @@ def test_a_timestamp_whose_utc_moment_is_past_the_calendar_is_rejected_not_raise
     # then it is a rejected download: reported, never counted, and the shard goes on
     assert isinstance(parsed, Rejected)
     assert "outside the years 1 to 9999" in parsed.reason
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [
+        {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
+        {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"},
+    ],
+    ids=["as Lambda delivers it", "as GetRecords returns it"],
+)
+def test_an_expiry_by_ttl_takes_nothing_back_in_either_spelling_of_its_identity(identity: dict[str, str]) -> None:
+    # given the REMOVE of a counted download by Time to Live, its userIdentity as the Developer Guide's JSON spells it
+    # (what Lambda delivers) or in the API's Identity members (what GetRecords returns, and the aggregator reads)
+    record = download_record(7, "song1")
+    record["eventName"] = "REMOVE"
+    record["dynamodb"]["OldImage"] = record["dynamodb"].pop("NewImage")
+    record["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES"
+    record["userIdentity"] = identity
+    # when it is parsed with retractions on
+    parsed = parse_record(record, Schema(retractions=True))
+    # then nothing is taken back: an expiry never changes a count
+    assert isinstance(parsed, Ignored)
+
+
+def test_a_deletion_by_the_application_takes_the_download_back() -> None:
+    # given the REMOVE of a counted download by anyone but Time to Live
+    record = download_record(7, "song1")
+    record["eventName"] = "REMOVE"
+    record["dynamodb"]["OldImage"] = record["dynamodb"].pop("NewImage")
+    record["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES"
+    # when it is parsed with retractions on
+    parsed = parse_record(record, Schema(retractions=True))
+    # then its month's count is taken back by one
+    assert isinstance(parsed, Download)
+    assert [(change.key, change.amount) for change in parsed.changes] == [(AggregateKey("song1", "2018-01"), -1)]

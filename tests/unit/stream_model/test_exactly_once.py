@@ -6,7 +6,8 @@ download and checks that nothing is missing without a durable failure record, th
 operator's recover and checks that every aggregate is exact. A failing history is shrunk to a
 short story of deliveries and printed as Python: keep it in regressions.py. MODEL_HISTORIES
 (default 1000) is the number of histories of the shipped design, split between its two write
-modes and MODEL_CHUNKS chunks (`make test-model` runs 20,000 on two workers).
+modes and MODEL_CHUNKS chunks (`make test-model` runs 20,000 on two workers); three in ten of that number again
+are histories whose downloads are also deleted, edited, written again and expired (retractions).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model.aws_delivery import HAZARDS
 from tests.stream_model.designs import shipped
-from tests.stream_model.histories import BOARDS, History, histories, play
+from tests.stream_model.histories import BOARDS, RETRACTION_KINDS, History, histories, play
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import (
@@ -31,6 +33,8 @@ from tests.stream_model.regressions import (
     GUARD_WITNESSES,
     HIGH_MARK_COUNTEREXAMPLES,
     NAIVE_STORIES,
+    RETRACTION_FINDINGS,
+    RETRACTION_STORIES,
 )
 
 HISTORIES = int(os.environ.get("MODEL_HISTORIES", "1000"))
@@ -39,14 +43,28 @@ MODES = (PER_BATCH, PER_WINDOW)
 NOT_REQUIRED = {"expired iterator", "timed out"}
 """Hazards only a design that holds an iterator 15 minutes, or overruns its timeout, meets: tracked, not required."""
 REFERENCE = factory(CheckpointReader)
+RARE_AMONG_RETRACTIONS = {"larger retry", "direct behind the mapping", "failure queue refused a send"}
+"""Hazards the fewer histories with retractions may miss: the histories without them require each."""
 
 
 def explore(
-    make_design: Any, modes: tuple[str, ...], examples: int, chunk: int, boards: tuple[str, ...] = ("month",)
+    make_design: Any,
+    modes: tuple[str, ...],
+    examples: int,
+    chunk: int,
+    boards: tuple[str, ...] = ("month",),
+    retractions: bool = False,
 ) -> Counter[str]:
     """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
-    (and the kinds of boards counted)."""
+    (and the kinds of boards counted, and of retractions). With `retractions`, half the histories feed one
+    aggregate, where counts most often end back at 0."""
     seen: Counter[str] = Counter()
+    drawn = histories(modes, boards=boards)
+    if retractions:
+        drawn = st.one_of(
+            histories(modes, boards=boards, retractions=True),
+            histories(modes, focused=True, boards=boards, retractions=True),
+        )
 
     @settings(
         max_examples=examples,
@@ -56,7 +74,7 @@ def explore(
         suppress_health_check=list(HealthCheck),
     )
     @seed(chunk)
-    @given(history=histories(modes, boards=boards))
+    @given(history=drawn)
     def every_history_is_exact(history: History) -> None:
         outcome = play(history, make_design)
         seen.update(outcome.hazards | outcome.board_kinds)
@@ -92,6 +110,25 @@ def test_several_periods_a_category_and_sums_are_exact_under_every_history(board
     assert expected - set(seen) == set()
 
 
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+@pytest.mark.parametrize("mode", MODES)
+def test_deletions_edits_rewrites_and_expiries_are_counted_exactly_once_under_every_history(
+    mode: str, chunk: int
+) -> None:
+    # given seeded random histories with the hazards AWS documents, in one write mode, on every kind of board, whose
+    # downloads are also deleted, edited (across months and a year, category, amount, entity, marker, back again, or
+    # nothing counted), written again under their key and expired by Time to Live; half of them on one aggregate
+    examples = max(1, 3 * HISTORIES // (10 * len(MODES) * CHUNKS))
+    # when each is played against the shipped aggregator with retractions, then recovered
+    seen = explore(
+        shipped, (mode,), examples, chunk=32 + 100 * MODES.index(mode) + chunk, boards=tuple(BOARDS), retractions=True
+    )
+    # then every board equals the recount of the table's last items and of those TTL deleted, no count is below 0,
+    # none at 0 is in the index and every board ranks as the recount does; and every kind of retraction occurred
+    assert set(RETRACTION_KINDS) - set(seen) == set()
+    assert set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS - set(seen) == set()
+
+
 def test_the_reference_design_is_exact_under_every_history() -> None:
     # given seeded random histories in both write modes
     examples = max(1, HISTORIES // 4)
@@ -119,6 +156,34 @@ def test_a_kept_counterexample_is_exact_on_the_shipped_aggregator(name: str) -> 
     outcome = play(history, shipped)
     # then nothing is lost or over-counted
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+RETRACTION_REGRESSIONS = {**RETRACTION_FINDINGS, **{name: story[1] for name, story in RETRACTION_STORIES.items()}}
+
+
+@pytest.mark.parametrize("name", list(RETRACTION_REGRESSIONS))
+def test_a_kept_history_of_deletions_and_edits_is_exact_on_the_shipped_aggregator(name: str) -> None:
+    # given a history of deletions and edits that once broke a design
+    history = RETRACTION_REGRESSIONS[name]
+    # when the shipped aggregator plays it with retractions
+    outcome = play(history, shipped)
+    # then every board equals the recount, and the index holds exactly the counts above 0, ranked as the recount
+    assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the drain of a closed parent ends at three empty pages in a row (an unbounded read takes them for the "
+    "tip) and the child is counted on: its deletion takes the count below 0 before the parent's download is counted, "
+    "and is reported as a retraction of a download never counted",
+)
+def test_a_deletion_read_in_a_child_before_its_download_in_the_parent_is_not_reported_as_never_counted() -> None:
+    # given a download in a parent shard whose drain stops at a run of empty pages, and its deletion in a child
+    history = RETRACTION_FINDINGS["a count an addition brings back to 0 from below leaves the index"]
+    # when the shipped aggregator plays it
+    outcome = play(history, shipped)
+    # then no failure message says a retraction took back a download never counted: the stream held every download
+    assert outcome.false_alarms == 0
 
 
 @pytest.mark.parametrize("name", list(REGRESSIONS))

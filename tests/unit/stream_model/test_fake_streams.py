@@ -12,7 +12,9 @@ record per modification).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 import boto3
@@ -328,3 +330,89 @@ def test_the_fake_reads_what_moto_reads_for_the_same_writes(aws: None, writes: l
             assert type(mine["dynamodb"][field]) is type(theirs["dynamodb"][field])
     sequences = [int(record["dynamodb"]["SequenceNumber"]) for record in on_fake]
     assert sequences == sorted(set(sequences))
+
+
+def test_edits_and_deletions_come_with_both_images_and_ttls_identity_as_boto3_returns_them() -> None:
+    # given a stream with both images (images): a download written, edited, then deleted; another expired by TTL
+    clock = Clock()
+    stream = StreamOfTable(random.Random(0), clock, set(), retractions=True)
+    first = Written("song1", "download-1", "2018-01-15T12:30:00Z")
+    second = Written("song1", "download-2", "2018-02-15T12:30:00Z")
+    edited = replace(first, timestamp="2018-03-01T00:30:00Z")
+    stream.write_download(first)
+    stream.write_download(second)
+    stream.modify_download(first, edited)
+    stream.remove_download(edited, by_ttl=False)
+    stream.remove_download(second, by_ttl=True)
+    shard_id = only_shard(stream)
+    stream.reshard(stream.shards[shard_id], 1, False)
+    streams = FakeStreams(stream, clock, random.Random(1), ReadBehaviour.faithful())
+    # when the shard is read through the fake
+    records = read_all(streams, shard_id)
+    # then (event-names) the MODIFY carries the old and the new image, each REMOVE the old one only, every field is
+    # one of the API's; TTL's REMOVE names the service in userIdentity by the API's Identity members (ttl-identity),
+    # as boto3's model of the API spells them, and the application's names nobody
+    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "MODIFY", "REMOVE", "REMOVE"]
+    modified, removed, expired = records[2:]
+    assert modified["dynamodb"]["OldImage"]["Timestamp"] == {"S": "2018-01-15T12:30:00Z"}
+    assert modified["dynamodb"]["NewImage"]["Timestamp"] == {"S": "2018-03-01T00:30:00Z"}
+    assert removed["dynamodb"]["OldImage"]["Timestamp"] == {"S": "2018-03-01T00:30:00Z"}
+    assert "NewImage" not in removed["dynamodb"]
+    assert "NewImage" not in expired["dynamodb"]
+    assert "userIdentity" not in removed
+    assert expired["userIdentity"] == {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}
+    assert set(expired["userIdentity"]) == set(API.shape_for("Identity").members)
+    for record in records:
+        assert set(record) <= set(API.shape_for("Record").members)
+        assert set(record["dynamodb"]) <= set(API.shape_for("StreamRecord").members)
+        assert record["dynamodb"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    # and the mapping hands the expiry over as the Developer Guide's JSON shows it
+    lambda_form = stream.shards[shard_id].records[-1].lambda_form()
+    assert lambda_form["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    assert "ttl-identity" in DOCS
+    assert "images" in DOCS
+
+
+def _descends(stream: StreamOfTable, shard_id: str, ancestor_id: str) -> bool:
+    shard = stream.shards[shard_id]
+    while shard.parent_id is not None:
+        if shard.parent_id == ancestor_id:
+            return True
+        shard = stream.shards[shard.parent_id]
+    return False
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 1000),
+    changes=st.lists(st.sampled_from(["split", "rollover", "heat"]), min_size=1, max_size=4),
+)
+def test_every_record_of_an_item_lies_down_the_lineage_of_the_one_before_it(seed: int, changes: list[str]) -> None:
+    # given items of three songs written to a stream, the last one into a shard its key does not hash to (as the
+    # application writes on after a paused mapping), and between edits of every item the shards split, roll over or
+    # split for heat
+    clock = Clock()
+    stream = StreamOfTable(random.Random(seed), clock, set(), retractions=True)
+    items = [Written(f"song{number % 3 + 1}", f"download-{number}", "2018-01-15T12:30:00Z") for number in range(6)]
+    written = {item.key: [stream.write_download(item)] for item in items[:-1]}
+    elsewhere = next(partition for partition in ("p0", "p1") if partition != stream.route(*items[-1].key))
+    written[items[-1].key] = [stream.write_download(items[-1], into=stream.shard_of(elsewhere))]
+    current = {item.key: item for item in items}
+    for step, change in enumerate(changes):
+        open_shards = [shard for shard in stream.shards.values() if not shard.closed]
+        if change == "heat":
+            stream.heat("song1")
+        else:
+            stream.reshard(open_shards[step % len(open_shards)], 2 if change == "split" else 1, lower=step % 2 == 1)
+        for key, item in current.items():
+            edited = replace(item, user=f"user{step + 2}")
+            written[key].append(stream.modify_download(item, edited))
+            current[key] = edited
+    for key, item in current.items():
+        written[key].append(stream.remove_download(item, by_ttl=False))
+    # then (per-item-order, parent-before-child) each record of an item is in the shard of the one before it, later
+    # in it, or in a descendant of that shard: a reader of the lineage meets them in the order they were written
+    for records in written.values():
+        for before, after in pairwise(records):
+            same = after.shard_id == before.shard_id and after.sequence > before.sequence
+            assert same or _descends(stream, after.shard_id, before.shard_id), (before, after)

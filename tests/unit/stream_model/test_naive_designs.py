@@ -5,6 +5,8 @@ short story of deliveries shows it failing for that reason while the reference d
 keeps that guard, stays exact; and random histories break each of them too, so the hazards
 are not only in the hand-written stories. Four counterexamples against the high-mark design
 (naive_designs.HighMarkDesign, regressions.HIGH_MARK_COUNTEREXAMPLES) are kept with the numbers first reported for them.
+The naive ways of following deletions and edits (naive_designs.NAIVE_RETRACTIONS) break on histories with retractions,
+on which the shipped aggregator is exact.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
+from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model import naive_designs as naive
-from tests.stream_model.histories import History, Outcome, histories, play
+from tests.stream_model.designs import shipped
+from tests.stream_model.histories import BOARDS, History, Outcome, histories, play
 from tests.stream_model.reference_design import CheckpointReader
-from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, NAIVE_STORIES
+from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, NAIVE_STORIES, RETRACTION_STORIES
 
 REFERENCE = naive.factory(CheckpointReader)
 
@@ -57,6 +61,47 @@ def test_random_histories_break_every_naive_design(design: type[Any]) -> None:
     )
     found = find(histories(), broken, settings=generate_only, random=random.Random(14))
     assert play(found, make).problems()
+
+
+@pytest.mark.parametrize("name", list(RETRACTION_STORIES))
+def test_a_naive_retraction_design_breaks_on_its_story_and_the_shipped_aggregator_does_not(name: str) -> None:
+    # given a naive way of following deletions and edits, and a story of deliveries that shows what it ignores
+    design_name, history, expected = RETRACTION_STORIES[name]
+    # when the naive design and the shipped aggregator play it
+    broken = play(history, naive.factory(getattr(naive, design_name)))
+    exact = play(history, shipped)
+    # then the naive design loses or over-counts as its docstring says, and the shipped aggregator is exact
+    assert any(expected in problem for problem in broken.problems()), broken.summary()
+    assert exact.problems() == [], exact.summary()
+
+
+SHARDS_MOVED = {"shard split", "rollover", "split for heat"}
+
+
+@pytest.mark.parametrize("mode", [PER_BATCH, PER_WINDOW])
+@pytest.mark.parametrize("design", list(naive.NAIVE_RETRACTIONS), ids=lambda design: design.__name__)
+def test_random_histories_with_retractions_break_every_naive_retraction_design(design: type[Any], mode: str) -> None:
+    # given seeded random histories in one write mode whose downloads are deleted, edited and expired too
+    make = naive.factory(design)
+    expected = naive.NAIVE_RETRACTIONS[design]
+
+    def broken_across_shards(history: History) -> bool:
+        outcome = play(history, make)
+        return bool(outcome.hazards & SHARDS_MOVED) and any(expected in problem for problem in outcome.problems())
+
+    # when they are played against the naive design, then one whose shards split or rolled over breaks it as its
+    # docstring says
+    generate_only = settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    drawn = histories((mode,), boards=tuple(BOARDS), retractions=True)
+    found = find(drawn, broken_across_shards, settings=generate_only, random=random.Random(28))
+    # and the shipped aggregator plays the same history exactly
+    assert play(found, shipped).problems() == [], repr(found)
 
 
 def test_the_high_mark_design_loses_half_of_a_reordered_retry_silently() -> None:
