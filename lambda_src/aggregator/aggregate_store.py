@@ -183,10 +183,10 @@ class AggregateStore:
             outcome.written = sorted([*remaining, *held], key=lambda c: c.sequence)
             outcome.index_partition = leaderboard_partition(key.board, key.entity_id, self._shards)
             if self._schema.retractions:
-                taken_back = any(contribution.amount < 0 for contribution in remaining)
-                after = written if written is not None else self._read(key) if taken_back else None
-                if after is not None:
-                    self._after_retraction(key, after, outcome.written[-1], outcome)
+                # A transaction returns no item: read it, whatever the records did (an add from a parent shard may
+                # bring a count below 0, a child's deletion counted first, back to 0).
+                after = written if written is not None else self._read(key)
+                self._after_retraction(key, after, outcome.written[-1], outcome)
             if written is not None:
                 self._after_write(key, shard, written, outcome)
             return outcome
