@@ -179,6 +179,11 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
     counted = _counted(image, schema, raw_sequence, record)
     if not isinstance(counted, _Counted):
         return counted
+    if schema.retractions and schema.is_aggregate(image):
+        # Its MODIFYs and REMOVEs would be taken for an aggregate's (out of the index, known by its count): never
+        # taken back, so it is never counted either.
+        reason = f"carries {schema.count}, the aggregates' count attribute: downloads must not (retractions)"
+        return Rejected(reason, raw_sequence, record)
     return Download(
         counted.keys[0],
         pad_sequence(raw_sequence),

@@ -324,3 +324,16 @@ def test_a_download_edited_back_and_forth_ends_where_its_last_image_says(
         if last["genre"]:
             expected[(last["song"], f"{month}@{last['genre']}")] = Decimal(last["revenue"])
     assert {key: total for key, total in totals.items() if total != 0} == expected
+
+
+def test_a_download_carrying_the_count_attribute_is_reported_when_written_never_counted_for_good() -> None:
+    # given a download that carries the aggregates' count attribute (docs/exactly-once.md: "downloads must carry
+    # neither"): its MODIFYs and REMOVEs are taken for an aggregate's, passed over by the filter and the aggregator
+    carrying = image(DownloadCount={"N": "7"})
+    taken_back = parse_record(removed(carrying), RETRACTING)
+    assert isinstance(taken_back, Ignored)
+    assert taken_back.reason == "aggregate item"
+    # when it is written, then it is reported, never counted: a count nothing would ever take back
+    parsed = parse_record(stream_record(40, "INSERT", KEYS, carrying), RETRACTING)
+    assert isinstance(parsed, Rejected), parsed
+    assert "DownloadCount" in parsed.reason

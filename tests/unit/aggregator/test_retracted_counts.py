@@ -16,7 +16,7 @@ from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
-from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.bookkeeping import WATERMARKS_PRUNED, WATERMARKS_PRUNED_UNDER, pad_sequence
 from leaderboard_core.index_layout import order_of
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
@@ -318,6 +318,36 @@ def test_a_deletion_counted_from_a_child_shard_before_its_download_from_the_pare
     # when the parent's INSERT is counted
     store(dynamodb).apply(KEY, parent, contributions(900))
     # then the count is 0, and the board does not list it
+    stored = aggregate(dynamodb)
+    assert stored["DownloadCount"] == {"N": "0"}
+    assert ("Month" in stored, "LeaderboardOrder" in stored) == (False, False)
+
+
+def test_a_download_added_by_a_proven_write_that_brings_a_count_back_to_0_leaves_it_out_of_the_index(
+    dynamodb: Any,
+) -> None:
+    # given an aggregate whose watermarks were pruned, at -1 and listed: a deletion counted from a child shard before
+    # its download from the parent (the parent never wrote it: no watermark of the parent, so its write needs the
+    # proof, a transaction with the parent's checkpoint)
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: NOW)
+    parent = ShardRef(STREAM_ARN, "shardId-p")
+    progress.first_seen(parent, "100", None)
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "songID": {"S": "song1"},
+            "SK": {"S": "2018-01"},
+            "Month": {"S": "2018-01"},
+            "DownloadCount": {"N": "-1"},
+            "LeaderboardOrder": {"N": str(order_of(-1, "song1"))},
+            WATERMARKS_PRUNED: {"N": "1"},
+            WATERMARKS_PRUNED_UNDER: {"S": progress.genesis()},
+        },
+    )
+    # when the parent's INSERT is counted
+    outcome = store(dynamodb).apply(KEY, parent, contributions(900))
+    assert (outcome.added, outcome.transactions) == (1, 1)
+    # then the count is 0 and the board does not list it, as after a plain update
     stored = aggregate(dynamodb)
     assert stored["DownloadCount"] == {"N": "0"}
     assert ("Month" in stored, "LeaderboardOrder" in stored) == (False, False)
