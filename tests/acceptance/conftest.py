@@ -39,6 +39,7 @@ LONGEST_FIRST = (
     "test_consumer_stack.py",
     "test_existing_table.py",
     "test_leaderboard.py",
+    "test_retractions.py",
     "test_alarms.py",
     "test_retention.py",
     "test_emulated_stream_mapping.py",
