@@ -22,7 +22,7 @@ from leaderboard_dev.leaderboard import poll_until
 from leaderboard_dev.loadgen import write_items
 from leaderboard_dev.observe import log_lines
 from leaderboard_dev.settings import REPOSITORY, Endpoint
-from tests.acceptance.conftest import FaultBuilds, differences, downloads, recount, stack, stored
+from tests.acceptance.conftest import FaultBuilds, differences, downloads, recount, stack, stored, stream_records
 
 
 def failure_queue(aws: Clients, queue_url: str) -> list[dict[str, Any]]:
@@ -47,29 +47,30 @@ def given_up(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [body for body in bodies if "DDBStreamBatchInfo" in body]
 
 
-def windows_given_up(bodies: list[dict[str, Any]], downloads_written: int) -> list[dict[str, Any]] | None:
-    """The on-failure records of the windows given up, once they name every download written, else None.
+def windows_given_up(bodies: list[dict[str, Any]], sequences: list[int], namings: int) -> list[dict[str, Any]] | None:
+    """The on-failure records of the windows given up, once each download written is named `namings` times, else None.
 
     The downloads are written in one BatchWriteItem at the start of a window, but "all records have an
     approximate timestamp available that Lambda uses in boundary determinations": read in two polls
-    across a boundary, they fall into two windows, each given up with its own record. A batch given up
-    (per_batch) is named again by its window's record, which spans it: only the widest spans are kept.
+    across a boundary, they fall into two windows, each given up with its own record. In per_batch
+    each download is named twice, by its batch's record and then by its window's, which spans it:
+    only the widest spans are the windows.
     """
 
     def span(body: dict[str, Any]) -> tuple[int, int]:
         info = body["DDBStreamBatchInfo"]
         return int(info["startSequenceNumber"]), int(info["endSequenceNumber"])
 
-    exhausted = {
-        span(body): body for body in given_up(bodies) if body["requestContext"]["condition"] == "RetryAttemptsExhausted"
-    }
-    widest = [
+    exhausted = [body for body in given_up(bodies) if body["requestContext"]["condition"] == "RetryAttemptsExhausted"]
+    spans = [span(body) for body in exhausted]
+    if any(sum(first <= sequence <= last for first, last in spans) < namings for sequence in sequences):
+        return None
+    by_span = {span(body): body for body in exhausted}
+    return [
         body
-        for (first, last), body in exhausted.items()
-        if not any(other != (first, last) and other[0] <= first and last <= other[1] for other in exhausted)
+        for (first, last), body in by_span.items()
+        if not any(other != (first, last) and other[0] <= first and last <= other[1] for other in by_span)
     ]
-    named = sum(body["DDBStreamBatchInfo"]["batchSize"] for body in widest)
-    return widest if named >= downloads_written else None
 
 
 def start_of_a_window(seconds: int) -> None:
@@ -138,8 +139,17 @@ def test_a_window_given_up_is_made_exact_by_recover(
         written = downloads(f"given-up-{aggregate_writes}", count, seed=1403)
         start_of_a_window(window)
         write_items(aws.dynamodb, table, [download.as_item() for download in written])
+
+        def inserted() -> list[int]:
+            _, stream = stream_records(aws, outputs["table_stream_arn"])
+            return [int(record["dynamodb"]["SequenceNumber"]) for record in stream if record["eventName"] == "INSERT"]
+
+        sequences = poll_until(
+            lambda: len(found := inserted()) == count and found, timeout=60, describe="the downloads in the stream"
+        )
+        namings = 2 if aggregate_writes == "per_batch" else 1
         records = poll_until(
-            lambda: windows_given_up(failure_queue(aws, queue_url), count),
+            lambda: windows_given_up(failure_queue(aws, queue_url), sequences, namings),
             timeout=180,
             interval=3,
             describe="the windows given up, their on-failure records in the failure queue naming every download",
