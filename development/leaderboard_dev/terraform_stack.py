@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
 import os
 import queue
 import re
-import signal
+import shutil
 import subprocess
 import threading
 import warnings
@@ -174,14 +173,13 @@ class SharedProvider:
         # HTTPClient"); an emulator at an http:// endpoint needs none.
         environment = {name: value for name, value in environment.items() if name != "AWS_CA_BUNDLE"}
         process = subprocess.Popen(
-            [str(binary), "-debug"],
+            [*_DIE_WITH_PARENT, str(binary), "-debug"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             env=environment,
             cwd=working_dir,
             text=True,
-            preexec_fn=_die_with_parent,
         )
         try:
             reattach = json.loads(_reattach_line(process, PROVIDER_START_TIMEOUT))
@@ -222,8 +220,10 @@ def _reattach_line(process: subprocess.Popen[str], timeout: float) -> str:
     return value
 
 
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+"""The provider ends with the process that started it (PR_SET_PDEATHSIG), set by util-linux's setpriv before it
+execs the provider: a `preexec_fn` would run Python in a child forked from a process holding gRPC threads, which
+aborts it at times (SIGABRT, "Other threads are currently calling into gRPC, skipping fork() handlers")."""
 
 
 def installed_provider(working_dir: Path) -> Path | None:
