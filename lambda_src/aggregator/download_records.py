@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.attributes import AttributeNames, carries_aggregate_attributes
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
 from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
@@ -40,9 +40,8 @@ class Schema(AttributeNames):
     """Deletions and edits of downloads are followed (MODIFY and REMOVE move counts); else only INSERTs count."""
 
     def is_aggregate(self, image: dict[str, Any]) -> bool:
-        """An aggregate's image, where aggregates share the table: it carries the period, or (its count back at 0, out
-        of the index) the count. Downloads carry neither."""
-        return self.aggregates_beside and (self.period in image or self.count in image)
+        """An aggregate's image, where aggregates share the table (attributes.carries_aggregate_attributes)."""
+        return self.aggregates_beside and carries_aggregate_attributes(image, self, self.retractions)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,12 @@ class AttributeNames:
     count: str = "DownloadCount"
     order: str = "LeaderboardOrder"
     """The sparse index's sort key: the count and a tie-breaker (index_layout.py)."""
+
+
+def carries_aggregate_attributes(image: Mapping[str, Any], names: AttributeNames, retractions: bool) -> bool:
+    """An aggregate's item: it carries the period; with retractions, one whose count came back to 0 left the index and
+    carries only its count. Downloads carry neither."""
+    return names.period in image or (retractions and names.count in image)
 
 
 GUIDE_NAMES = AttributeNames()

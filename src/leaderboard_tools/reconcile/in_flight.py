@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from leaderboard_core.attributes import carries_aggregate_attributes
 from leaderboard_core.source_items import expired_by_ttl
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.progress import READING_STREAM
@@ -133,13 +134,11 @@ def download_aggregates(record: Any, deployment: Deployment) -> list[AggregateId
 
 
 def _is_aggregate(image: Any, deployment: Deployment) -> bool:
-    """An aggregate's image where aggregates share the table: it carries the period; with retractions, one back at 0
-    (out of the index) carries only its count. Downloads carry neither."""
-    names = deployment.names
+    """An aggregate's image where aggregates share the table (attributes.carries_aggregate_attributes)."""
     return (
         isinstance(image, dict)
         and deployment.aggregates_beside
-        and (names.period in image or (deployment.retractions and names.count in image))
+        and carries_aggregate_attributes(image, deployment.names, deployment.retractions)
     )
 
 

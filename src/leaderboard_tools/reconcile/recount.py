@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from leaderboard_core.attributes import carries_aggregate_attributes
 from leaderboard_core.bookkeeping import (
     RECOUNT_BAND,
     RECOUNT_HELD,
@@ -64,15 +65,9 @@ class TableRecount:
                 ConsistentRead=True,
             ).get("Item")
             self._on_progress(1)
-            if item and self._is_aggregate(item):
+            if item and carries_aggregate_attributes(item, names, self._deployment.retractions):
                 snapshots[(entity_id, board)] = self._snapshot_of(item)
         return snapshots
-
-    def _is_aggregate(self, item: Mapping[str, Any]) -> bool:
-        """An aggregate carries the period; with retractions, one whose count came back to 0 left the index and
-        carries only its count (downloads carry neither)."""
-        names = self._names
-        return names.period in item or (self._deployment.retractions and names.count in item)
 
     def _scan_aggregates(self, boards: list[str] | None) -> Iterator[dict[str, Any]]:
         names = self._names
