@@ -1,4 +1,4 @@
-"""Run MiniStack in the foreground with a fix for its stream filter matching and Lambda's stream delivery.
+"""Run MiniStack in the foreground with fixes for its stream filters, Lambda's stream delivery and TTL's records.
 
 MiniStack 1.5.33 evaluates `{"NewImage": {"Month": {"S": [{"exists": false}]}}}` as false
 when `Month` is absent, so it drops exactly the records the pattern selects. AWS matches
@@ -10,7 +10,8 @@ gives MiniStack those semantics before it starts; the module keeps the patterns 
 
 Its DynamoDB-stream mappings are delivered by the project's emulation of Lambda's stream
 delivery (tumbling windows, retries, bisection, partial batch responses, record age, failure
-records): see ``ministack_stream_mapping``.
+records): see ``ministack_stream_mapping``. Its TTL expiry writes the REMOVE records AWS writes, with TTL's
+userIdentity, and it answers ``DELETE /_aws/dynamodb/expired`` as LocalStack does: see ``ministack_ttl``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from ministack import app
 from ministack.services import lambda_svc
 
-from leaderboard_dev.emulators import ministack_stream_mapping
+from leaderboard_dev.emulators import ministack_stream_mapping, ministack_ttl
 
 _original_match = lambda_svc._match_esm_filter
 
@@ -44,6 +45,7 @@ def _matches_absence(rules: list[Any]) -> bool:
 def main() -> None:
     lambda_svc._match_esm_filter = match_with_absent_parents
     ministack_stream_mapping.install()
+    ministack_ttl.install()
     sys.argv = [sys.argv[0]]
     app.main()
 
