@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 from shard_reader import EMPTY_PAGES_AT_THE_TIP
+from stream_description import ShardFacts
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import count_of
 
@@ -94,5 +95,30 @@ def test_a_closed_parent_is_read_past_a_run_of_empty_pages_before_its_childs_del
     event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
     deployed.invoke({**event, "shardId": CHILD}, lambda_context)
     # then the parent's download was counted first: the count is back at 0 and no retraction is reported as uncounted
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
+    assert [message["kind"] for message in deployed.failure_messages()] == []
+
+
+def test_a_parent_this_instance_last_saw_open_is_described_again_and_read_to_its_end(
+    deployed: Deployed, lambda_context: Any
+) -> None:
+    # given a download behind empty pages in a parent this function instance listed while it was still open (its
+    # child listed already), and lineages swept since (the next sweep, which lists every shard anew, not yet due)
+    deployed.with_schema(retractions=True)
+    deployed.write("song1", 1)
+    iterator = deployed.streams.get_shard_iterator(
+        StreamArn=deployed.stream_arn, ShardId=deployed.shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    download = deployed.streams.get_records(ShardIterator=iterator)["Records"][0]
+    split = SplitStream(deployed.streams, deployed.shard_id, download, empty=EMPTY_PAGES_AT_THE_TIP + 1)
+    deployed.use_streams(split)
+    listed = deployed.dependencies.shards
+    listed[deployed.shard_id] = ShardFacts(None, download["dynamodb"]["SequenceNumber"])
+    listed[CHILD] = ShardFacts(deployed.shard_id, split.removal["dynamodb"]["SequenceNumber"])
+    deployed.dependencies.lineages_swept_at = deployed.dependencies.clock()
+    # when, the parent closed since, the mapping delivers its child's first window: the download's deletion
+    event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
+    deployed.invoke({**event, "shardId": CHILD}, lambda_context)
+    # then the parent was read to its end first: the count is back at 0 and nothing is reported
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
     assert [message["kind"] for message in deployed.failure_messages()] == []
