@@ -57,8 +57,10 @@ def catch_up(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
+    closed: bool = False,
 ) -> Catchup:
-    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted."""
+    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted; a shard known
+    `closed` is read to its end, not to a few empty pages."""
     read = read_shard(
         deps.streams,
         shard,
@@ -67,6 +69,7 @@ def catch_up(
         keep_reading,
         deps.sleep,
         nothing_counted=progress.checkpoint is None,
+        closed=closed,
     )
     if read.start_contradicted:
         logger.error(

@@ -13,7 +13,7 @@ from delivery import ShardRef
 from dependencies import Dependencies
 from failure_messages import gap_message, lost_ancestor_message
 from progress_item import Progress
-from stream_description import GONE_FACTS, ShardFacts, shard_facts
+from stream_description import GONE_FACTS, ShardFacts, is_closed, shard_facts
 from telemetry import logger
 
 ANCESTRY_LIMIT = 1000
@@ -109,18 +109,22 @@ def drain(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
+    closed: bool | None = None,
 ) -> bool:
     """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
     Returns whether nothing is left to do there (read to its end, or to the tip of one still open; or reported gone).
 
-    A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
+    One DescribeStream calls closed (`closed`, or described again) is read to its null NextShardIterator: a run of
+    empty pages is no end there, and a child counted on before its parent's records may take back a download not yet
+    counted. A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
     reported like trimmed records and marked ended: it must never block its child.
     """
     progress = deps.progress.read(parent)
     if progress.ended:
         return True
     try:
-        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report)
+        closed = is_closed(deps, parent) if closed is None else closed
+        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report, closed)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") not in GONE:
             logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})

@@ -26,7 +26,8 @@ PAGE_LIMIT = 1000
 EMPTY_PAGES_AT_THE_TIP = 3
 """An unbounded read of an open shard stops after this many empty pages in a row: any prefix is correct."""
 MAX_EMPTY_PAGES = 1000
-"""A bounded read gives up after this many empty pages in a row (a bound beyond the tip was claimed, not delivered)."""
+"""A bounded read, or one of a closed shard, gives up after this many empty pages in a row (a bound beyond the tip was
+claimed, not delivered; a closed shard's end is its null NextShardIterator, not a run of empty pages)."""
 THROTTLE_RETRIES = 5
 """LimitExceededException: more than two readers of one shard, or too many requests; retried with backoff."""
 THROTTLED = ("LimitExceededException", "ProvisionedThroughputExceededException", "ThrottlingException")
@@ -77,6 +78,7 @@ def read_shard(
     keep_reading: Callable[[int, int], bool],
     sleep: Callable[[float], None] = time.sleep,
     nothing_counted: bool = False,
+    closed: bool = False,
 ) -> ShardRead:
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
@@ -88,7 +90,9 @@ def read_shard(
     when no bound is given, or when `keep_reading(records so far, their bytes)` says so: asked before
     every page ("a maximum of 1 MB of data or 1000 stream records"), it bounds memory whatever the
     backlog. Empty pages in the middle of a shard are read through: "it might take multiple calls
-    to get to a portion of the shard that contains stream records". A start older than the trim
+    to get to a portion of the shard that contains stream records"; of a shard known `closed`
+    (DescribeStream gave it an EndingSequenceNumber), up to its null NextShardIterator, never taken for a tip
+    after a few. A start older than the trim
     point is reported (`trimmed`) and reading goes on from the trim horizon.
     """
     result = ShardRead()
@@ -149,7 +153,7 @@ def read_shard(
             result.shard_ended = True
             result.reached_bound = True
             return _with_gap(result, pending)
-        if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None else MAX_EMPTY_PAGES):
+        if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None and not closed else MAX_EMPTY_PAGES):
             result.at_tip = True
             return _with_gap(result, pending)
     return _with_gap(result, pending)

@@ -92,3 +92,16 @@ def listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts] 
         if len(listed) == known:
             return None  # a page that lists nothing new does not move on: the listing cannot be finished
     return None
+
+
+def is_closed(deps: Dependencies, shard: ShardRef) -> bool:
+    """Whether DescribeStream gives the shard an EndingSequenceNumber ("that shard is closed and can no longer receive
+    more data"). Closed stays closed, so only a shard last seen open is described again."""
+    known = deps.shards.get(shard.shard_id)
+    if known is not None and known.closed:
+        return True
+    deps.shards.pop(shard.shard_id, None)
+    facts = shard_facts(deps, shard)
+    if not facts.listed and known is not None:
+        deps.shards[shard.shard_id] = known
+    return facts.closed

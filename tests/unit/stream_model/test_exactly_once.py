@@ -176,14 +176,8 @@ def test_a_kept_history_of_deletions_and_edits_is_exact_on_the_shipped_aggregato
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the drain of a closed parent ends at three empty pages in a row (an unbounded read takes them for the "
-    "tip) and the child is counted on: its deletion takes the count below 0 before the parent's download is counted, "
-    "and is reported as a retraction of a download never counted",
-)
 def test_a_deletion_read_in_a_child_before_its_download_in_the_parent_is_not_reported_as_never_counted() -> None:
-    # given a download in a parent shard whose drain stops at a run of empty pages, and its deletion in a child
+    # given a download in a closed parent shard behind a run of empty pages, and its deletion in a child
     history = RETRACTION_FINDINGS["a count an addition brings back to 0 from below leaves the index"]
     # when the shipped aggregator plays it
     outcome = play(history, shipped)
