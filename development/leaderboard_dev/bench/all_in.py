@@ -206,6 +206,9 @@ class Usage:
     read_units: Counter[str] = field(default_factory=Counter)
     index_writes: Counter[str] = field(default_factory=Counter)
     index_write_units: Counter[str] = field(default_factory=Counter)
+    changed_counts: Counter[str] = field(default_factory=Counter)
+    """Writes that changed an aggregate's count in the index (the entry there before and after), by index."""
+    changed_count_index_writes: Counter[str] = field(default_factory=Counter)
     stream_records: int = 0
     parallel_writes: int = 0
     backend_seconds: float = 0.0
@@ -262,9 +265,10 @@ class SdkMeter:
         raw = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
         body = json.loads(raw) if raw.startswith("{") else {}
         service = "dynamodbstreams" if "Streams" in prefix else "dynamodb" if prefix.startswith("DynamoDB") else "sqs"
-        tables = sorted({body.get("TableName", ""), *body.get("RequestItems", {})} - {""}) or [
-            action["TableName"] for entry in body.get("TransactItems", []) for action in entry.values()
-        ][:1]
+        tables = (
+            sorted({body.get("TableName", ""), *body.get("RequestItems", {})} - {""})
+            or [action["TableName"] for entry in body.get("TransactItems", []) for action in entry.values()][:1]
+        )
         self.usage.requests[" ".join([service, operation or "unknown", *tables])] += 1
         touched = self.touched(operation, body) if service == "dynamodb" else []
         before = [self.image(table, key) for table, key in touched]
@@ -278,6 +282,9 @@ class SdkMeter:
                 writes, units = index_writes(index, self.tables[table].keys, old, new)
                 self.usage.index_writes[index.name] += writes
                 self.usage.index_write_units[index.name] += units
+                if writes and old is not None and new is not None and all(k in old and k in new for k in index.keys):
+                    self.usage.changed_counts[index.name] += 1
+                    self.usage.changed_count_index_writes[index.name] += writes
         if operation in ("UpdateItem", "TransactWriteItems") and tables == [self.aggregates_table] and self.parallel:
             self.usage.parallel_writes += 1
         if succeeded and response[2]:
@@ -343,12 +350,36 @@ class Batch:
     edited: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[dict[str, Any]] = field(default_factory=list)
 
+    def moves(self) -> Counter[tuple[str, str]]:
+        """What the batch does to each (song, month) count, read from the generated items themselves."""
+        moves: Counter[tuple[str, str]] = Counter()
+        for item in self.items:
+            moves[(item["songID"]["S"], item["Timestamp"]["S"][:7])] += 1
+        for item in [*self.edited, *self.deleted]:
+            moves[(item["songID"]["S"], item["Timestamp"]["S"][:7])] -= 1
+        for item in self.edited:
+            moves[(item["songID"]["S"], moved(item)[:7])] += 1
+        return moves
+
     def touched_aggregates(self) -> set[tuple[str, str]]:
-        """The oracle's bound: every (song, month) the batch moves, read from the generated items themselves."""
+        """Every (song, month) the batch names: a write each, at most."""
         keys = {(item["songID"]["S"], item["Timestamp"]["S"][:7]) for item in [*self.items, *self.deleted]}
         for item in self.edited:
             keys |= {(item["songID"]["S"], item["Timestamp"]["S"][:7]), (item["songID"]["S"], moved(item)[:7])}
         return keys
+
+
+def write_bound(warm_up: Batch, measured: list[Batch], retractions: bool) -> int:
+    """Aggregate writes at most: one per aggregate a batch names; with retractions one more for each count the batch
+    leaves at 0 (it leaves the index), from the oracle's own running counts."""
+    counts: Counter[tuple[str, str]] = Counter()
+    counts.update(warm_up.moves())
+    bound = 0
+    for batch in measured:
+        counts.update(batch.moves())
+        touched = batch.touched_aggregates()
+        bound += len(touched) + (sum(1 for key in touched if counts[key] == 0) if retractions else 0)
+    return bound
 
 
 def moved(item: dict[str, Any]) -> str:
@@ -421,6 +452,7 @@ def measure(case: AllInCase, measured_downloads: int, window_downloads: int) -> 
             run = Run(case, meter, tail, invoke, dynamodb, passes_filter(case))
             warm_up = batches(case, 1, 0, 100, None)[0] if case.batch_size <= WARM_UP else None
             warm_up = warm_up or Batch(realtime_downloads(WARM_UP, START, WARM_UP / RATE, seed=100))
+            run.warm_up = warm_up
             with meter.metered():
                 run.window(0, [warm_up], weight=None)
                 size = window_downloads if case.aggregate_writes == "per_window" else measured_downloads
@@ -448,6 +480,7 @@ class Run:
         self.invocations: list[dict[str, Any]] = []
         self.ingested = Usage()
         self.batches: list[Batch] = []
+        self.warm_up = Batch([])
 
     def window(self, number: int, batches: list[Batch], weight: float | None) -> None:
         """weight None: a warm-up, not kept. Else the final invocation counts for `weight` of itself."""
@@ -526,6 +559,7 @@ def summarise(case: AllInCase, run: Run, window_downloads: int) -> dict[str, Any
     requests = weighted(lambda usage: usage.requests)
     write_units, read_units = weighted(lambda u: u.write_units), weighted(lambda u: u.read_units)
     index_writes, index_units = weighted(lambda u: u.index_writes), weighted(lambda u: u.index_write_units)
+    changed, changed_writes = weighted(lambda u: u.changed_counts), weighted(lambda u: u.changed_count_index_writes)
     aggregate_writes = sum(
         count
         for key, count in requests.items()
@@ -539,7 +573,7 @@ def summarise(case: AllInCase, run: Run, window_downloads: int) -> dict[str, Any
     if case.aggregate_writes == "per_window":
         bound = len(set().union(*(batch.touched_aggregates() for batch in run.batches)))
     else:
-        bound = sum(len(batch.touched_aggregates()) for batch in run.batches)
+        bound = write_bound(run.warm_up, run.batches, case.retractions)
     per_million = 1e6 / downloads
     dollars = {
         "aggregate_writes": write_units[aggregates] * per_million * WRITE_REQUEST_UNIT.per_unit,
@@ -571,6 +605,9 @@ def summarise(case: AllInCase, run: Run, window_downloads: int) -> dict[str, Any
             "index_writes_per_aggregate_write": round(sum(index_writes.values()) / aggregate_writes, 3)
             if aggregate_writes
             else None,
+            "index_writes_per_changed_count": {
+                name: round(changed_writes[name] / count, 3) for name, count in sorted(changed.items()) if count
+            },
             "stream_read_request_units": round(stream_reads * per_100, 3),
             "stream_records_read": round(total(lambda i: i["usage"].stream_records) * per_100, 3),
             "lambda_invocations": round(invocations * per_100, 3),

@@ -32,7 +32,14 @@ SQS_REQUEST = Price(
     note="2026-03-14, 'All prices are for US East (N. Virginia) as of March 2026': Standard $0.40/M (first 100B); "
     "AWS's page https://aws.amazon.com/sqs/pricing/ showed no figure through the search index",
 )
-PRICES = (WRITE_REQUEST_UNIT, READ_REQUEST_UNIT, STREAMS_READ_REQUEST_UNIT, LAMBDA_REQUEST, LAMBDA_GB_SECOND, SQS_REQUEST)
+PRICES = (
+    WRITE_REQUEST_UNIT,
+    READ_REQUEST_UNIT,
+    STREAMS_READ_REQUEST_UNIT,
+    LAMBDA_REQUEST,
+    LAMBDA_GB_SECOND,
+    SQS_REQUEST,
+)
 
 SIZE_RULES = (
     {
