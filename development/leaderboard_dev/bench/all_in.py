@@ -131,6 +131,10 @@ def tables_of(case: AllInCase) -> dict[str, Table]:
     return {table.name: table for table in tables}
 
 
+def key_schema(keys: tuple[str, ...]) -> list[dict[str, str]]:
+    return [{"AttributeName": key, "KeyType": kind} for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)]
+
+
 def create_tables(dynamodb: Any, tables: dict[str, Table]) -> str:
     for table in tables.values():
         named = {*table.keys, *(key for index in table.indexes for key in index.keys)}
@@ -138,13 +142,13 @@ def create_tables(dynamodb: Any, tables: dict[str, Table]) -> str:
             "TableName": table.name,
             "BillingMode": "PAY_PER_REQUEST",
             "AttributeDefinitions": [{"AttributeName": n, "AttributeType": KEY_TYPES[n]} for n in sorted(named)],
-            "KeySchema": [{"AttributeName": k, "KeyType": t} for k, t in zip(table.keys, ("HASH", "RANGE"))],
+            "KeySchema": key_schema(table.keys),
         }
         if table.indexes:
             arguments["GlobalSecondaryIndexes"] = [
                 {
                     "IndexName": index.name,
-                    "KeySchema": [{"AttributeName": k, "KeyType": t} for k, t in zip(index.keys, ("HASH", "RANGE"))],
+                    "KeySchema": key_schema(index.keys),
                     "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.projected)}
                     if index.projected
                     else {"ProjectionType": "KEYS_ONLY"},
@@ -310,7 +314,7 @@ class SdkMeter:
 
     @contextlib.contextmanager
     def metered(self) -> Iterator[None]:
-        """moto's time answering, and this meter's own, are added to backend_seconds: the handler's CPU leaves them out."""
+        """moto's time answering, and this meter's own, go to backend_seconds: the handler's CPU leaves them out."""
         from moto.core.botocore_stubber import BotocoreStubber
 
         original = BotocoreStubber.process_request

@@ -43,17 +43,17 @@ PRICES = (
 
 SIZE_RULES = (
     {
-        "rule": "an item's size is the sum of its attribute names and values: a string its UTF-8 bytes, a number about "
-        "1 byte per two significant digits plus 1 byte, a Boolean or null 1 byte, a list or map 3 bytes plus 1 byte per "
-        "element plus its elements",
-        "quote": "The size of a number is approximately (number of UTF-8-encoded bytes of attribute name) + (1 byte per "
-        "two significant digits) + (1 byte).",
+        "rule": "an item's size is the sum of its attribute names and values: a string its UTF-8 bytes, a number "
+        "about 1 byte per two significant digits plus 1 byte, a Boolean or null 1 byte, a list or map 3 bytes plus 1 "
+        "byte per element plus its elements",
+        "quote": "The size of a number is approximately (number of UTF-8-encoded bytes of attribute name) + (1 byte "
+        "per two significant digits) + (1 byte).",
         "source": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html",
         "confirmed": "aws",
     },
     {
-        "rule": "reads round each item up to 4 KB: one read unit strongly consistent, half eventually consistent; a read "
-        "of an item that does not exist consumes the same",
+        "rule": "reads round each item up to 4 KB: one read unit strongly consistent, half eventually consistent; a "
+        "read of an item that does not exist consumes the same",
         "quote": "If you perform a read operation on an item that doesn't exist, DynamoDB will still consume read "
         "throughput as outlined above.",
         "source": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html",
