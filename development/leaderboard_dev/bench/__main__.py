@@ -3,7 +3,8 @@
 Parts: `all` (default: the handler's CPU, then side by side, boards, reads and freshness, then
 the report), `side-by-side`, `boards` (writes per 100 downloads by the boards kept: boards.json),
 `handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json),
-`catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
+`all-in` (every request of each configuration counted at the SDK and priced, without the emulator:
+all_in.json), `catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
 emulator: catch_up_memory.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
 index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
@@ -27,6 +28,7 @@ from typing import Any
 
 from leaderboard_dev.aws import clients
 from leaderboard_dev.bench import index_layout
+from leaderboard_dev.bench.all_in import run_all_in
 from leaderboard_dev.bench.boards import run_configuration
 from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
@@ -42,11 +44,12 @@ RESULTS = REPOSITORY / "development" / "benchmark-results"
 FIGURES = REPOSITORY / "docs" / "benchmark-results"
 """What a reader looks at: summary.md and the plots, linked from docs/benchmark.md."""
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
-PARTS = ("all", "side-by-side", "boards", "handler-cpu", "catch-up-memory", "reads", "index-layout", "report")
+PARTS = ("all", "side-by-side", "boards", "handler-cpu", "all-in", "catch-up-memory", "reads", "index-layout", "report")
 ALONE = {
     "reads": "reads_freshness.json",
     "boards": "boards.json",
     "handler-cpu": "handler_cpu.json",
+    "all-in": "all_in.json",
     "catch-up-memory": "catch_up_memory.json",
 }
 """Parts rerun on their own, beside the full run's results.json; `report` merges them."""
@@ -54,6 +57,7 @@ RESULT_KEYS = {
     "reads": "reads_freshness",
     "boards": "boards",
     "handler-cpu": "handler_cpu",
+    "all-in": "all_in",
     "catch-up-memory": "catch_up_memory",
 }
 
@@ -66,6 +70,8 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         # First, beside the stacks: moto answers in process, and thread CPU time leaves the other processes out.
         measured = cases(plan.batch_sizes, plan.guide_batch_sizes or plan.batch_sizes, plan.board_batch_sizes)
         jobs.append(("handler_cpu", run_handler_cpu, (measured,)))
+    if parts & {"all", "all-in"}:
+        jobs.append(("all_in", run_all_in, (plan.all_in_downloads, plan.all_in_window_downloads)))
     if parts & {"all", "catch-up-memory"}:
         jobs.append(("catch_up_memory", run_catch_up_memory, (plan.catch_up_backlogs, plan.catch_up_item_bytes)))
     if parts & {"all", "reads"}:

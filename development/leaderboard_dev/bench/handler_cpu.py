@@ -278,6 +278,11 @@ def create_tables(dynamodb: Any) -> str:
     return dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
 
 
+def is_new_download(record: dict[str, Any]) -> bool:
+    """The mapping's filter where aggregates share the table: INSERTs without the period attribute."""
+    return record["eventName"] == "INSERT" and "Month" not in record["dynamodb"].get("NewImage", {})
+
+
 class StreamTail:
     """The downloads the stream holds beyond what was delivered before, shaped as Lambda delivers them."""
 
@@ -288,7 +293,8 @@ class StreamTail:
             StreamArn=stream_arn, ShardId=self.shard_id, ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
 
-    def downloads(self) -> list[dict[str, Any]]:
+    def downloads(self, passes: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+        """The new records that pass the mapping's filter: `passes`, by default new downloads only."""
         records: list[dict[str, Any]] = []
         while True:
             page = self.streams.get_records(ShardIterator=self.iterator, Limit=1000)
@@ -298,9 +304,8 @@ class StreamTail:
                 break
         delivered = []
         for record in records:
-            image = record["dynamodb"].get("NewImage", {})
-            if record["eventName"] != "INSERT" or "Month" in image:
-                continue  # the mapping's filter: new downloads only
+            if not (passes or is_new_download)(record):
+                continue
             record["eventSourceARN"] = self.stream_arn
             created = record["dynamodb"].get("ApproximateCreationDateTime")
             if isinstance(created, datetime):
@@ -308,14 +313,20 @@ class StreamTail:
             delivered.append(record)
         return delivered
 
-    def event(self, records: list[dict[str, Any]], state: dict[str, Any]) -> dict[str, Any]:
+    def event(
+        self,
+        records: list[dict[str, Any]],
+        state: dict[str, Any],
+        window: tuple[str, str] = ("2024-03-14T12:00:00Z", "2024-03-14T12:01:00Z"),
+        final: bool = False,
+    ) -> dict[str, Any]:
         return {
             "Records": records,
-            "window": {"start": "2024-03-14T12:00:00Z", "end": "2024-03-14T12:01:00Z"},
+            "window": {"start": window[0], "end": window[1]},
             "state": state,
             "shardId": self.shard_id,
             "eventSourceARN": self.stream_arn,
-            "isFinalInvokeForWindow": False,
+            "isFinalInvokeForWindow": final,
             "isWindowTerminatedEarly": False,
         }
 

@@ -139,6 +139,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     summary["boards"] = boards
     summary["handler_cpu"] = handler_cpu_rows(handler_cpu)
     summary["catch_up_memory"] = results.get("catch_up_memory")
+    summary["all_in"] = results.get("all_in")
     summary["cost_per_million_downloads"] = {
         "prices": PRICES,
         "lambda_duration": (
@@ -277,7 +278,8 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"| {step['load']:,} at {step['share_of_highest']:.0%} of the highest rate | {step['ingest_rate']} "
             f"| {step['freshness_seconds']} |"
         )
-    lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _catch_up_lines(summary)
+    lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _all_in_lines(summary)
+    lines += _catch_up_lines(summary)
     lines += _failure_lines(summary)
     lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
     return "\n".join(lines) + "\n"
@@ -350,6 +352,76 @@ def _pressure_lines(summary: dict[str, Any]) -> list[str]:
             )
             + ".",
         ]
+    return lines
+
+
+ALL_IN_COMPONENTS = (
+    ("aggregate_writes", "aggregates"),
+    ("index_writes", "index"),
+    ("progress_reads", "progress reads"),
+    ("progress_writes", "progress writes"),
+    ("stream_reads", "stream reads"),
+    ("lambda_requests", "Lambda requests"),
+    ("lambda_duration", "Lambda duration"),
+    ("sqs", "SQS"),
+)
+
+
+def _all_in_lines(summary: dict[str, Any]) -> list[str]:
+    """Every request counted at the SDK, per 100 downloads, and dollars per million by component."""
+    measured = summary.get("all_in")
+    if not measured:
+        return []
+    origin = summary.get("separate_runs", {}).get("all_in", {}).get("provenance")
+    measured_at = f" (measured alone at commit `{origin['commit'][:12]}` on {origin['date']})" if origin else ""
+    lines = [
+        "",
+        f"All in{measured_at}: the shipped handler and the guide's on moto, in process, every request counted where "
+        f"moto answers it, its units from the items' images (bench/all_in.py). {measured['downloads_per_second']:,} "
+        f"downloads/s, {measured['window_seconds']} s windows ({measured['window_downloads']:,} downloads); per_batch "
+        f"measures {measured['measured_downloads']:,} downloads of a window and its final invocation for their share, "
+        f"per_window the whole window. Lambda at {measured['memory_gb']:g} GB: the handler's CPU plus "
+        f"{measured['latency']['milliseconds_per_call']:g} ms per call waited for. Prices: "
+        + ", ".join(
+            f"{p['item']} ${p['usd']:g} per {p['unit']} ({p['confirmed']})" for p in measured["prices"]["prices"]
+        )
+        + ".",
+        "",
+        "| configuration | aggregate writes / 100 | bound / 100 | index writes / 100 | index writes per changed count "
+        "| progress reads / writes per 100 | GetRecords / 100 | stream records read / 100 | invocations / 100 "
+        "| GB-s / 100 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for case in measured["cases"]:
+        per_100 = case["per_100_downloads"]
+        progress = [
+            sum(v for k, v in per_100["requests"].items() if k.startswith(f"dynamodb {op} ") and "progress" in k)
+            for op in ("GetItem", "UpdateItem")
+        ]
+        changed = ", ".join(f"{v:g}" for v in per_100["index_writes_per_changed_count"].values()) or "-"
+        lines.append(
+            f"| {case['name']} | {per_100['aggregate_writes']} | {_fmt(per_100['aggregate_write_bound'])} | "
+            f"{sum(per_100['index_writes'].values()):.2f} | {changed} | {progress[0]:.3f} / {progress[1]:.3f} | "
+            f"{per_100['stream_read_request_units']} | {per_100['stream_records_read']} | "
+            f"{per_100['lambda_invocations']} | {per_100['lambda_gb_seconds']} |"
+        )
+    lines += [
+        "",
+        "Dollars per million downloads, by component; the total without the ingest write of the download, then "
+        "with it.",
+        "",
+        "| configuration | " + " | ".join(label for _, label in ALL_IN_COMPONENTS) + " | **total** | ingest "
+        "| total with ingest |",
+        "|---|" + "---|" * (len(ALL_IN_COMPONENTS) + 3),
+    ]
+    for case in measured["cases"]:
+        dollars = case["dollars_per_million"]
+        lines.append(
+            f"| {case['name']} | "
+            + " | ".join(f"{dollars[key]:.4f}" for key, _ in ALL_IN_COMPONENTS)
+            + f" | **{case['dollars_per_million_total']:.4f}** | {case['dollars_per_million_ingest']:.4f} | "
+            f"{case['dollars_per_million_total_with_ingest']:.4f} |"
+        )
     return lines
 
 

@@ -103,6 +103,10 @@ class Plan:
     catch_up_backlogs: tuple[int, ...] = (10_000,)
     """Backlogs (records behind the checkpoint) whose catch-up memory is measured (bench/catch_up_memory.py)."""
     catch_up_item_bytes: tuple[int, ...] = (100, 4096)
+    all_in_downloads: int = 2_000
+    """Downloads each per_batch configuration of the all-in part measures (bench/all_in.py), after a warm-up."""
+    all_in_window_downloads: int = 6_000
+    """Downloads of a 60-second window at the all-in part's rate: what per_window measures, whole."""
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
@@ -140,6 +144,8 @@ FULL = Plan(
     handler_cpu=True,
     catch_up_backlogs=(10_000, 100_000, 1_000_000),
     catch_up_item_bytes=(100, 1024, 4096),
+    all_in_downloads=3_000,
+    all_in_window_downloads=60_000,
 )
 SMOKE = Plan(
     batch_sizes=(100,),
