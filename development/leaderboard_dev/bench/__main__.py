@@ -5,7 +5,8 @@ the report), `side-by-side`, `boards` (writes per 100 downloads by the boards ke
 `handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json),
 `all-in` (every request of each configuration counted at the SDK and priced, without the emulator:
 all_in.json), `catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
-emulator: catch_up_memory.json), `reads`
+emulator: catch_up_memory.json), `backfill` (what `leaderboard-tools backfill` asks of DynamoDB per item of
+history, on moto: backfill.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
 index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
 results.json and the parts measured on their own, without an emulator). The full run writes its raw
@@ -29,6 +30,7 @@ from typing import Any
 from leaderboard_dev.aws import clients
 from leaderboard_dev.bench import index_layout
 from leaderboard_dev.bench.all_in import run_all_in
+from leaderboard_dev.bench.backfill_cost import run_backfill_cost
 from leaderboard_dev.bench.boards import run_configuration
 from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
@@ -45,12 +47,14 @@ FIGURES = REPOSITORY / "docs" / "benchmark-results"
 """What a reader looks at: summary.md and the plots, linked from docs/benchmark.md."""
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PARTS = ("all", "side-by-side", "boards", "handler-cpu", "all-in", "catch-up-memory", "reads", "index-layout", "report")
+PARTS = (*PARTS, "backfill")
 ALONE = {
     "reads": "reads_freshness.json",
     "boards": "boards.json",
     "handler-cpu": "handler_cpu.json",
     "all-in": "all_in.json",
     "catch-up-memory": "catch_up_memory.json",
+    "backfill": "backfill.json",
 }
 """Parts rerun on their own, beside the full run's results.json; `report` merges them."""
 RESULT_KEYS = {
@@ -59,6 +63,7 @@ RESULT_KEYS = {
     "handler-cpu": "handler_cpu",
     "all-in": "all_in",
     "catch-up-memory": "catch_up_memory",
+    "backfill": "backfill",
 }
 
 
@@ -74,6 +79,8 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         jobs.append(("all_in", run_all_in, (plan.all_in_downloads, plan.all_in_window_downloads)))
     if parts & {"all", "catch-up-memory"}:
         jobs.append(("catch_up_memory", run_catch_up_memory, (plan.catch_up_backlogs, plan.catch_up_item_bytes)))
+    if parts & {"all", "backfill"}:
+        jobs.append(("backfill", run_backfill_cost, (plan.backfill_downloads,)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:

@@ -107,6 +107,8 @@ class Plan:
     """Downloads each per_batch configuration of the all-in part measures (bench/all_in.py), after a warm-up."""
     all_in_window_downloads: int = 6_000
     """Downloads of a 60-second window at the all-in part's rate: what per_window measures, whole."""
+    backfill_downloads: int = 500
+    """Items of history the backfill part counts (bench/backfill_cost.py)."""
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
@@ -146,6 +148,7 @@ FULL = Plan(
     catch_up_item_bytes=(100, 1024, 4096),
     all_in_downloads=3_000,
     all_in_window_downloads=60_000,
+    backfill_downloads=20_000,
 )
 SMOKE = Plan(
     batch_sizes=(100,),
