@@ -140,6 +140,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     summary["handler_cpu"] = handler_cpu_rows(handler_cpu)
     summary["catch_up_memory"] = results.get("catch_up_memory")
     summary["all_in"] = results.get("all_in")
+    summary["backfill"] = results.get("backfill")
     summary["cost_per_million_downloads"] = {
         "prices": PRICES,
         "lambda_duration": (
@@ -279,7 +280,7 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"| {step['freshness_seconds']} |"
         )
     lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _all_in_lines(summary)
-    lines += _catch_up_lines(summary)
+    lines += _catch_up_lines(summary) + _backfill_lines(summary)
     lines += _failure_lines(summary)
     lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
     return "\n".join(lines) + "\n"
@@ -452,6 +453,79 @@ def _catch_up_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+BACKFILL_COMPONENTS = (
+    ("scan_reads", "Scan reads"),
+    ("claims_table_reads", "claims table reads"),
+    ("claims_table_writes", "claims table writes"),
+    ("aggregate_writes", "aggregate writes"),
+    ("index_writes", "index writes"),
+)
+
+
+def _backfill_lines(summary: dict[str, Any]) -> list[str]:
+    """What `leaderboard-tools backfill` asks of DynamoDB per item of history, and what that costs."""
+    measured = summary.get("backfill")
+    if not measured:
+        return []
+    origin = summary.get("separate_runs", {}).get("backfill", {}).get("provenance")
+    measured_at = f" (measured alone at commit `{origin['commit'][:12]}` on {origin['date']})" if origin else ""
+    count = measured["downloads"]
+    exact = (
+        "every aggregate equals the recount of the generated downloads"
+        if measured["exact"]
+        else (f"NOT exact: {measured['wrong_aggregates']} aggregates differ from the recount")
+    )
+    lines = [
+        "",
+        f"The backfill{measured_at}: `leaderboard_tools.backfill.Backfill` itself on moto, in process, over a table of "
+        f"{count:,} downloads (Zipf 1.1 over {measured['songs']:,} songs, {len(measured['months'])} months, "
+        f"{measured['mean_item_bytes']:g} B an item; aggregates in a table of their own, as with `source_table_name`), "
+        f"{measured['segments']} segments, pages of {measured['page_size']}, unpaced; every request counted where moto "
+        f"answers it (bench/backfill_cost.py); {exact}. Read units: the strongly consistent Scan charged for the full "
+        "size of the items each page evaluated, rounded up to 4 KB (moto's ConsumedCapacity is a constant per "
+        "request, not used); write units from the items' images, a transactional write twice. A transaction is listed "
+        "under its first action's table (a claim); it also updates the aggregates, whose units are below.",
+        "",
+        "| request | count | per 1,000 items |",
+        "|---|---|---|",
+    ]
+    for key, requests in measured["requests"].items():
+        lines.append(f"| {key} | {requests:,} | {1000 * requests / count:.2f} |")
+    scan = measured["scan"]
+    lines += [
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| Scan pages, items read, bytes read | {scan['pages']:,}, {scan['items_evaluated']:,}, "
+        f"{scan['bytes_evaluated']:,} |",
+        f"| read units (Scan; the claims table's own items) | {scan['read_units']:g}; "
+        f"{sum(measured['read_units'].values()) - scan['read_units']:g} |",
+        f"| read units per item (Scan) | {measured['read_units_per_item']:g} |",
+        "| write units ("
+        + ", ".join(f"{t} {u:,}" for t, u in measured["write_units"].items())
+        + "; index "
+        + ", ".join(f"{u:,}" for u in measured["index_write_units"].values())
+        + ") | "
+        f"{measured['write_units_per_item']:g} per item |",
+        f"| downloads per transaction | {_fmt(measured['downloads_per_transaction'])} |",
+        f"| items per second, this machine (moto answering, meter included) | "
+        f"{measured['items_per_second_this_machine']:,} |",
+        f"| CPU ms per item, this machine (moto's share) | {measured['cpu_ms_per_item_this_machine']} "
+        f"({measured['moto_cpu_ms_per_item_this_machine']}) |",
+        f"| items per second the default pace allows on AWS ({measured['max_read_units_per_second']:g} read units/s) "
+        f"| {_fmt(measured['items_per_second_at_default_pace'])} |",
+        "",
+        "Dollars per million items of history, by component:",
+        "",
+        "| " + " | ".join(label for _, label in BACKFILL_COMPONENTS) + " | **total** |",
+        "|" + "---|" * (len(BACKFILL_COMPONENTS) + 1),
+        "| "
+        + " | ".join(f"{measured['dollars_per_million_items'][key]:.4f}" for key, _ in BACKFILL_COMPONENTS)
+        + f" | **{measured['dollars_per_million_items_total']:.4f}** |",
+    ]
+    return lines
+
+
 def _boards_lines(summary: dict[str, Any]) -> list[str]:
     rows = summary.get("boards") or []
     if not rows:
@@ -595,6 +669,7 @@ def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> d
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     paths["writes per 100 downloads against batch size"] = _save(figure, directory / "writes_per_100.png", plt)
+    paths |= _cost_plot(summary, directory, plt) | _memory_plot(summary, directory, plt)
 
     if not summary["reads"]:  # the reads were not measured: no read or freshness plot
         return {title: Path(path).name for title, path in paths.items()}
@@ -633,6 +708,65 @@ def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> d
     figure.suptitle("Freshness of the leaderboard against load (ours, batch size 100)")
     paths["freshness against load"] = _save(figure, directory / "freshness.png", plt)
     return {title: path.name for title, path in ((t, Path(p)) for t, p in paths.items())}
+
+
+def _cost_plot(summary: dict[str, Any], directory: Path, plt: Any) -> dict[str, str]:
+    """Dollars per million downloads by component, stacked, per all-in configuration: without the ingest write of
+    the download, and with it."""
+    measured = summary.get("all_in")
+    if not measured:
+        return {}
+    cases = measured["cases"]
+    names = [case["name"].replace("_", " ") for case in cases]
+    figure, panels = plt.subplots(1, 2, figsize=(13, 5))
+    colours = plt.get_cmap("tab10").colors
+    for panel, with_ingest in zip(panels, (False, True), strict=True):
+        bottoms = [0.0] * len(cases)
+        components = [*ALL_IN_COMPONENTS, *((("ingest", "ingest write"),) if with_ingest else ())]
+        for number, (key, label) in enumerate(components):
+            values = [
+                case["dollars_per_million_ingest"] if key == "ingest" else case["dollars_per_million"][key]
+                for case in cases
+            ]
+            panel.bar(names, values, bottom=bottoms, label=label, color=colours[number % len(colours)])
+            bottoms = [bottom + value for bottom, value in zip(bottoms, values, strict=True)]
+        for x, total in enumerate(bottoms):
+            panel.annotate(f"{total:.2f}", (x, total), ha="center", va="bottom", fontsize=8)
+        panel.set_ylim(0, 1.12 * max(bottoms))
+        panel.set_title("with the ingest write" if with_ingest else "without the ingest write")
+        panel.set_ylabel("$ per million downloads")
+        panel.tick_params(axis="x", labelrotation=35)
+        for tick in panel.get_xticklabels():
+            tick.set_horizontalalignment("right")
+        panel.grid(True, axis="y", alpha=0.3)
+    handles, labels = panels[1].get_legend_handles_labels()
+    panels[1].legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    figure.suptitle(f"Cost per million downloads by component (all in, {measured['downloads_per_second']:,}/s)")
+    return {"cost per million downloads by component": _save(figure, directory / "cost_by_component.png", plt)}
+
+
+def _memory_plot(summary: dict[str, Any], directory: Path, plt: Any) -> dict[str, str]:
+    """Peak memory of one catch-up invocation against the backlog, one line per item size."""
+    measured = summary.get("catch_up_memory")
+    if not measured or not measured.get("runs"):
+        return {}
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for size in sorted({run["item_bytes"] for run in measured["runs"]}):
+        runs = sorted(
+            (run for run in measured["runs"] if run["item_bytes"] == size), key=lambda r: r["backlog_records"]
+        )
+        axes.plot([r["backlog_records"] for r in runs], [r["peak_mib"] for r in runs], "o-", label=f"{size:,} B items")
+    axes.set_xscale("log")
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("backlog (stream records behind the checkpoint)")
+    axes.set_ylabel("peak per invocation (MiB, tracemalloc)")
+    budget = measured["budget"]
+    axes.set_title(
+        f"Catch-up memory against backlog (budget {budget['records']:,} records or {budget['bytes'] / 2**20:.0f} MiB)"
+    )
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    return {"peak memory against backlog": _save(figure, directory / "catch_up_memory.png", plt)}
 
 
 def _save(figure: Any, path: Path, plt: Any) -> str:
