@@ -432,9 +432,11 @@ def _catch_up_lines(summary: dict[str, Any]) -> list[str]:
     if not measured:
         return []
     budget = measured["budget"]
+    origin = summary.get("separate_runs", {}).get("catch_up_memory", {}).get("provenance")
+    measured_at = f", measured alone at commit `{origin['commit'][:12]}` on {origin['date']}" if origin else ""
     lines = [
         "",
-        f"Catching up a lagging checkpoint (the shipped handler in process, tracemalloc; the first "
+        f"Catching up a lagging checkpoint (the shipped handler in process, tracemalloc{measured_at}; the first "
         f"{measured['measured_invocations']} invocations of each backlog measured, each through the backlog's end). "
         f"Read budget per invocation: {budget['records']:,} records or {budget['bytes'] / 2**20:.0f} MiB of "
         "stream records, a page more at most. Invocations to drain: counted where the measured invocations "
