@@ -18,6 +18,8 @@ invocation succeeded, the retry quota, the on-failure record) are defined once, 
 
 from __future__ import annotations
 
+import os
+
 import copy
 import hashlib
 import math
@@ -727,7 +729,13 @@ class World:
         self.settings = settings
         self.stream = StreamOfTable(self.rng, self.clock, self.hazards)
         self.dynamodb = FakeDynamoDB(on_change=self.stream.on_table_change)
-        behaviour = ReadBehaviour(empty_pages=0.25, limit_exceeded=0.04, max_page=self.rng.choice([2, 7, 1000]))
+        behaviour = ReadBehaviour(
+            empty_pages=0.25,
+            limit_exceeded=0.04,
+            max_page=self.rng.choice([2, 7, 1000]),
+            closed_tail=float(os.environ.get("REVIEW_CLOSED_TAIL", "0")),
+            closed_tail_runs=int(os.environ.get("REVIEW_CLOSED_TAIL_RUNS", "0")),
+        )
         self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
         self.queue = FakeQueue()
         self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock, self.wait)
