@@ -18,11 +18,10 @@ invocation succeeded, the retry quota, the on-failure record) are defined once, 
 
 from __future__ import annotations
 
-import os
-
 import copy
 import hashlib
 import math
+import os
 import random
 import threading
 from bisect import bisect_left, bisect_right
@@ -733,8 +732,8 @@ class World:
             empty_pages=0.25,
             limit_exceeded=0.04,
             max_page=self.rng.choice([2, 7, 1000]),
-            closed_tail=float(os.environ.get("REVIEW_CLOSED_TAIL", "0")),
-            closed_tail_runs=int(os.environ.get("REVIEW_CLOSED_TAIL_RUNS", "0")),
+            closed_tail=float(os.environ.get("MODEL_CLOSED_EMPTY_TAIL", "0")),
+            closed_tail_runs=int(os.environ.get("MODEL_CLOSED_EMPTY_TAIL_RUNS", "0")),
         )
         self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
         self.queue = FakeQueue()

@@ -215,7 +215,10 @@ class FakeStreams:
         if iterator.tail > 0:
             self.hazards.add("empty pages at a closed shard's end")
             left = iterator.tail - 1
-            return {"Records": [], "NextShardIterator": self._issue(shard.shard_id, iterator.position, now, tail=left or -1)}
+            return {
+                "Records": [],
+                "NextShardIterator": self._issue(shard.shard_id, iterator.position, now, tail=left or -1),
+            }
         available = len(shard.records) - iterator.position
         size = 0
         if available > 0 and self._empty_page():
