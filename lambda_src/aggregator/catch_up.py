@@ -57,10 +57,10 @@ def catch_up(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
-    closed: bool = False,
+    ending: str | None = None,
 ) -> Catchup:
-    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted; a shard known
-    `closed` is read to its end, not to a few empty pages."""
+    """Read the shard from its checkpoint, write every aggregate, report what cannot be counted; a closed shard to
+    its `ending` record or null iterator, not to a few empty pages."""
     read = read_shard(
         deps.streams,
         shard,
@@ -69,7 +69,7 @@ def catch_up(
         keep_reading,
         deps.sleep,
         nothing_counted=progress.checkpoint is None,
-        closed=closed,
+        ending=ending,
     )
     if read.start_contradicted:
         logger.error(

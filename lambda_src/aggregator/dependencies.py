@@ -28,6 +28,8 @@ class Dependencies:
     sleep: Callable[[float], None] = time.sleep
     shards: dict[str, ShardFacts] = field(default_factory=dict)
     """Shard id -> what DescribeStream said of it (per instance: shards never change parents or first records)."""
+    unlisted_at: dict[str, float] = field(default_factory=dict)
+    """Shard id -> when DescribeStream last did not list it (per instance): not searched for again soon."""
     lineages_swept_at: float | None = None
     claims: StreamClaims | None = None
     """While a backfill may count the table's history (CLAIMS_TABLE_NAME): each download is claimed before it counts."""

@@ -93,7 +93,7 @@ def sweep_lineages(
             walked = count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
             finished = walked and finished
             if to_read:
-                finished = drain(deps, settings, shard, remaining_ms, keep_reading, report, facts.closed) and finished
+                finished = drain(deps, settings, shard, remaining_ms, keep_reading, report, facts) and finished
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
         if after_this is not None:

@@ -32,6 +32,10 @@ NEXT_SHARD = "NextShardId"
 CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
 """When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
 sweep's interval later reads it to its end, whichever function instance runs it."""
+EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
+"""When (epoch seconds) a read of the closed shard last met only empty pages after its checkpoint and did not reach
+its EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's
+interval later, whichever function instance drains it."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Progress:
     lineage_unknown: bool = False
     closed_unread_since: int | None = None
     gap_reported_from: str | None = None
+    empty_tail_walked_at: int | None = None
     exists: bool = False
 
     @property
@@ -81,6 +86,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
     delivered = item.get(DELIVERED_HIGH, {}).get("S")
     since = item.get(CLOSED_UNREAD_SINCE, {}).get("N")
     gap = item.get(GAP_REPORTED_FROM, {}).get("S")
+    walked = item.get(EMPTY_TAIL_WALKED_AT, {}).get("N")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
@@ -93,6 +99,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
         closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
         gap_reported_from=gap if isinstance(gap, str) else None,
+        empty_tail_walked_at=int(walked) if isinstance(walked, str) and walked.isdigit() else None,
         exists=True,
     )
 

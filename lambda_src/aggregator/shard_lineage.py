@@ -12,12 +12,19 @@ from catch_up import GONE, advance, catch_up
 from delivery import ShardRef
 from dependencies import Dependencies
 from failure_messages import gap_message, lost_ancestor_message
+from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
-from stream_description import GONE_FACTS, ShardFacts, is_closed, shard_facts
+from stream_description import GONE_FACTS, ShardFacts, described_ending, shard_facts
 from telemetry import logger
 
 ANCESTRY_LIMIT = 1000
 """Ancestors one invocation walks up at most before it stops and says so (a lineage of 1,000 rollovers is months)."""
+ANCESTORS_SHARE = 4
+"""Ancestors are read in at most a quarter of the time left (as the lineage sweep beside a shard's reading): the
+shard's own read, which follows, always gets its time, whatever an ancestor holds."""
+EMPTY_TAIL_SECONDS = 900.0
+"""A closed parent whose read met only empty pages short of its EndingSequenceNumber is drained again only this long
+after (the lineage sweep's interval), not by every invocation of its child."""
 
 
 def count_ancestry(
@@ -51,8 +58,11 @@ def count_ancestry(
             report.trimmed, report.ancestor_lost, lost_reported = gap, lost.shard_id, True
         else:
             report.unreported += 1
+    share = _ancestors_budget(settings, remaining_ms, keep_reading)
     for ancestor, _ in reversed(chain):
-        drain(deps, settings, ancestor, remaining_ms, keep_reading, report)
+        if not share(0, 0):
+            break
+        drain(deps, settings, ancestor, remaining_ms, share, report)
     if unfinished or not lost_reported:
         return False
     for ancestor, walked in reversed(chain):
@@ -61,6 +71,15 @@ def count_ancestry(
         deps.progress.mark_lineage_counted(ancestor)
     deps.progress.mark_lineage_counted(shard)
     return True
+
+
+def _ancestors_budget(
+    settings: Settings, remaining_ms: Callable[[], int], keep_reading: Callable[[int, int], bool]
+) -> Callable[[int, int], bool]:
+    """`keep_reading`, within ANCESTORS_SHARE of the time left now: a parent's drain never starves its child."""
+    left_ms = remaining_ms()
+    until_ms = left_ms - max(0, left_ms - settings.deadline_margin_ms) // ANCESTORS_SHARE
+    return lambda records, size: keep_reading(records, size) and remaining_ms() > until_ms
 
 
 def _ancestry(
@@ -109,22 +128,31 @@ def drain(
     remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
-    closed: bool | None = None,
+    facts: ShardFacts | None = None,
 ) -> bool:
     """Read a parent shard to its end: what the mapping gave up on there is counted before the child moves on.
     Returns whether nothing is left to do there (read to its end, or to the tip of one still open; or reported gone).
 
-    One DescribeStream calls closed (`closed`, or described again) is read to its null NextShardIterator: a run of
-    empty pages is no end there, and a child counted on before its parent's records may take back a download not yet
-    counted. A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
-    reported like trimmed records and marked ended: it must never block its child.
+    One DescribeStream calls closed (`facts`, or described again) is read to its EndingSequenceNumber's record and
+    marked ended there, without the empty pages that may follow it: a run of empty pages is no end, and a child
+    counted on before its parent's records may take back a download not yet counted. Where that record is not met
+    (trimmed, or none there), the read goes on to the null NextShardIterator, and a read that meets only empty pages
+    is made again only EMPTY_TAIL_SECONDS later. A parent that can no longer be read (DynamoDB deletes shards past
+    the stream's retention) is reported like trimmed records and marked ended: it must never block its child.
     """
     progress = deps.progress.read(parent)
     if progress.ended:
         return True
+    ending = described_ending(deps, parent) if facts is None else facts.ending_sequence
+    if ending is not None and progress.checkpoint is not None and progress.checkpoint >= pad_sequence(ending):
+        deps.progress.mark_ended(parent)  # every record through the last one is counted or reported
+        return True
+    now = deps.clock()
+    walked = progress.empty_tail_walked_at
+    if ending is not None and walked is not None and now - walked < EMPTY_TAIL_SECONDS:
+        return False
     try:
-        closed = is_closed(deps, parent) if closed is None else closed
-        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report, closed)
+        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report, ending)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") not in GONE:
             logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})
@@ -138,4 +166,7 @@ def drain(
         return True
     advance(deps, catchup)
     report.parent_drained = parent.shard_id
-    return catchup.held_back_from is None and (catchup.read.shard_ended or catchup.read.at_tip)
+    read = catchup.read
+    if ending is not None and not read.shard_ended and (read.at_tip or (read.empty_pages and not read.records)):
+        deps.progress.note_empty_tail(parent, now)
+    return catchup.held_back_from is None and (read.shard_ended or read.at_tip)

@@ -31,6 +31,7 @@ from leaderboard_core.bookkeeping import (
 from progress_item import (
     CLOSED_UNREAD_SINCE,
     DELIVERED_HIGH,
+    EMPTY_TAIL_WALKED_AT,
     FIRST_SEEN,
     GAP_REPORTED_FROM,
     GENESIS,
@@ -321,6 +322,20 @@ class ProgressStore:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
+        self._cache.pop(shard_key(shard), None)
+
+    def note_empty_tail(self, shard: ShardRef, walked_at: float) -> None:
+        """A read of the closed shard met only empty pages after its checkpoint, short of its EndingSequenceNumber."""
+        self._client.update_item(
+            TableName=self._table,
+            Key=self.key(shard),
+            UpdateExpression="SET #walked = :walked, UpdatedAt = :now",
+            ExpressionAttributeNames={"#walked": EMPTY_TAIL_WALKED_AT},
+            ExpressionAttributeValues={
+                ":walked": {"N": str(int(walked_at))},
+                ":now": {"N": str(int(self._clock()))},
+            },
+        )
         self._cache.pop(shard_key(shard), None)
 
     def mark_lost(self, shard: ShardRef) -> None:

@@ -49,7 +49,8 @@ class ShardRead:
     """Every record after the starting position, in sequence order, as Lambda events carry them."""
     reached_bound: bool = False
     shard_ended: bool = False
-    """GetRecords returned NextShardIterator null: the shard is closed and every record after the start was read."""
+    """GetRecords returned NextShardIterator null, or the read met the closed shard's EndingSequenceNumber: every
+    record after the start was read."""
     trimmed: TrimmedGap | None = None
     at_tip: bool = False
     """Stopped after empty pages in a row: everything the shard holds now was read (within the bound)."""
@@ -78,7 +79,7 @@ def read_shard(
     keep_reading: Callable[[int, int], bool],
     sleep: Callable[[float], None] = time.sleep,
     nothing_counted: bool = False,
-    closed: bool = False,
+    ending: str | None = None,
 ) -> ShardRead:
     """Records of `shard` from `start` = (AT this sequence, AFTER this one), as the stream spells them, through `bound`.
 
@@ -90,12 +91,14 @@ def read_shard(
     when no bound is given, or when `keep_reading(records so far, their bytes)` says so: asked before
     every page ("a maximum of 1 MB of data or 1000 stream records"), it bounds memory whatever the
     backlog. Empty pages in the middle of a shard are read through: "it might take multiple calls
-    to get to a portion of the shard that contains stream records"; of a shard known `closed`
-    (DescribeStream gave it an EndingSequenceNumber), up to its null NextShardIterator, never taken for a tip
-    after a few. A start older than the trim
-    point is reported (`trimmed`) and reading goes on from the trim horizon.
+    to get to a portion of the shard that contains stream records". A closed shard's `ending` (DescribeStream's
+    EndingSequenceNumber, "the last sequence number for the stream records contained within a shard") ends the read
+    at that record, as a null NextShardIterator does, without the empty pages that may come after it; where it is
+    not met, the read goes on to the null iterator, never taken for a tip after a few empty pages. A start older than
+    the trim point is reported (`trimmed`) and reading goes on from the trim horizon.
     """
     result = ShardRead()
+    last = pad_sequence(ending) if ending is not None else None
     at, after = start
     pending = _PendingGap(None, certain=False) if at is None and after is None else None
     iterator, pending = _iterator(streams, shard, at, after, pending)
@@ -145,6 +148,10 @@ def read_shard(
             result.records.append(_as_lambda_record(record, shard))
             result.bytes_read += record_bytes(record)
             at, after = None, record["dynamodb"]["SequenceNumber"]
+            if sequence == last:
+                result.shard_ended = True
+                result.reached_bound = True
+                return _with_gap(result, pending)
             if bound is not None and sequence == bound:
                 result.reached_bound = True
                 return result
@@ -153,7 +160,7 @@ def read_shard(
             result.shard_ended = True
             result.reached_bound = True
             return _with_gap(result, pending)
-        if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None and not closed else MAX_EMPTY_PAGES):
+        if empty_in_a_row >= (EMPTY_PAGES_AT_THE_TIP if bound is None and ending is None else MAX_EMPTY_PAGES):
             result.at_tip = True
             return _with_gap(result, pending)
     return _with_gap(result, pending)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from delivery import ShardRef
+from telemetry import logger
 
 if TYPE_CHECKING:
     from dependencies import Dependencies
@@ -15,6 +18,9 @@ DESCRIBE_PAGES = 100
 and function instance. 1,000 pages made LocalStack's first invocations time out (its DescribeStream pages on past a
 shard it lists under another id). A stream of more than 10,000 shards is not searched whole: a shard past them is
 read from its trim horizon, its parent unknown, and says so in the log."""
+UNLISTED_SECONDS = 900.0
+"""A parent DescribeStream did not list is not searched for again (up to DESCRIBE_PAGES pages) before this long, per
+function instance: it is read as an open shard meanwhile, as when DescribeStream refuses."""
 
 
 @dataclass(frozen=True)
@@ -27,8 +33,13 @@ class ShardFacts:
     """False: DescribeStream did not list the shard."""
     described_whole: bool = True
     """With `listed` False: every page of the description was read (the shard is gone), or the search gave up."""
-    closed: bool = False
-    """DescribeStream gave the shard an EndingSequenceNumber: it takes no more records."""
+    ending_sequence: str | None = None
+    """DescribeStream's EndingSequenceNumber, "the last sequence number for the stream records contained within a
+    shard": present, the shard is closed ("can no longer receive more data")."""
+
+    @property
+    def closed(self) -> bool:
+        return self.ending_sequence is not None
 
 
 GONE_FACTS = ShardFacts(None, None, listed=False, described_whole=True)
@@ -54,7 +65,7 @@ def shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:
                 deps.shards[described["ShardId"]] = ShardFacts(
                     described.get("ParentShardId"),
                     sequence_range.get("StartingSequenceNumber"),
-                    closed="EndingSequenceNumber" in sequence_range,
+                    ending_sequence=sequence_range.get("EndingSequenceNumber"),
                 )
             start = description.get("LastEvaluatedShardId")
             if shard.shard_id in deps.shards:
@@ -83,7 +94,7 @@ def listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts] 
             facts = ShardFacts(
                 described.get("ParentShardId"),
                 sequence_range.get("StartingSequenceNumber"),
-                closed="EndingSequenceNumber" in sequence_range,
+                ending_sequence=sequence_range.get("EndingSequenceNumber"),
             )
             listed[described["ShardId"]] = deps.shards[described["ShardId"]] = facts
         start = description.get("LastEvaluatedShardId")
@@ -94,14 +105,27 @@ def listed_shards(deps: Dependencies, stream_arn: str) -> dict[str, ShardFacts] 
     return None
 
 
-def is_closed(deps: Dependencies, shard: ShardRef) -> bool:
-    """Whether DescribeStream gives the shard an EndingSequenceNumber ("that shard is closed and can no longer receive
-    more data"). Closed stays closed, so only a shard last seen open is described again."""
+def described_ending(deps: Dependencies, shard: ShardRef) -> str | None:
+    """The shard's EndingSequenceNumber, or None: open, not listed, or DescribeStream refused (LimitExceededException:
+    10 calls a second). None reads the shard as before (an open one's tip is a few empty pages), never not at all.
+    Closed stays closed, so only a shard last seen open is described again; one not listed, after UNLISTED_SECONDS."""
     known = deps.shards.get(shard.shard_id)
     if known is not None and known.closed:
-        return True
+        return known.ending_sequence
+    unlisted = deps.unlisted_at.get(shard.shard_id)
+    if unlisted is not None and deps.clock() - unlisted < UNLISTED_SECONDS:
+        return None
     deps.shards.pop(shard.shard_id, None)
-    facts = shard_facts(deps, shard)
+    try:
+        facts = shard_facts(deps, shard)
+    except (ClientError, BotoCoreError) as error:
+        logger.warning(
+            "DescribeStream refused; the shard read as an open one", extra={"shard": shard, "error": str(error)}
+        )
+        facts = GONE_FACTS
+    else:
+        if not facts.listed:
+            deps.unlisted_at[shard.shard_id] = deps.clock()
     if not facts.listed and known is not None:
         deps.shards[shard.shard_id] = known
-    return facts.closed
+    return facts.ending_sequence

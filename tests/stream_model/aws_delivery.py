@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import os
 import random
 import threading
 from bisect import bisect_left, bisect_right
@@ -727,7 +728,13 @@ class World:
         self.settings = settings
         self.stream = StreamOfTable(self.rng, self.clock, self.hazards)
         self.dynamodb = FakeDynamoDB(on_change=self.stream.on_table_change)
-        behaviour = ReadBehaviour(empty_pages=0.25, limit_exceeded=0.04, max_page=self.rng.choice([2, 7, 1000]))
+        behaviour = ReadBehaviour(
+            empty_pages=0.25,
+            limit_exceeded=0.04,
+            max_page=self.rng.choice([2, 7, 1000]),
+            closed_tail=float(os.environ.get("MODEL_CLOSED_EMPTY_TAIL", "0")),
+            closed_tail_runs=int(os.environ.get("MODEL_CLOSED_EMPTY_TAIL_RUNS", "0")),
+        )
         self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
         self.queue = FakeQueue()
         self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock, self.wait)

@@ -43,6 +43,13 @@ class ReadBehaviour:
     """Chance that the page reaching a closed shard's end still carries a NextShardIterator (then [] and null)."""
     describe_page: int = 3
     describe_empty_last: float = 0.3
+    closed_tail: float = 0.0
+    """Chance that a closed shard read to its last record answers empty pages, with a NextShardIterator, before its
+    null one: "If there are no stream records available in the portion of the shard that the iterator points to,
+    GetRecords returns an empty list" (GetRecords); nothing says the portion after the last record is crossed in one
+    call."""
+    closed_tail_runs: int = 0
+    """Such a tail holds 1 to this many empty pages."""
 
     def calm(self) -> ReadBehaviour:
         """No throttling: what a reader sees when nothing else is reading (the model's drain)."""
@@ -62,6 +69,8 @@ class _Iterator:
     issued: float
     ends_next: bool = False
     """Already at a closed shard's end: the next GetRecords returns [] and no NextShardIterator."""
+    tail: int = 0
+    """Empty pages still to answer at a closed shard's end (0: none drawn yet; -1: the tail is behind)."""
 
 
 def _error(code: str, operation: str, message: str) -> ClientError:
@@ -171,9 +180,9 @@ class FakeStreams:
             position = shard.index_at_or_after(sequence + (1 if kind == "AFTER_SEQUENCE_NUMBER" else 0))
         return {"ShardIterator": self._issue(shard.shard_id, position, now)}
 
-    def _issue(self, shard_id: str, position: int, now: float, ends_next: bool = False) -> str:
+    def _issue(self, shard_id: str, position: int, now: float, ends_next: bool = False, tail: int = 0) -> str:
         token = f"{shard_id}|{position}|{len(self._iterators)}|{self.rng.getrandbits(64):016x}"
-        self._iterators[token] = _Iterator(shard_id, position, now, ends_next)
+        self._iterators[token] = _Iterator(shard_id, position, now, ends_next, tail)
         return token
 
     # ------------------------------------------------------------------ GetRecords
@@ -203,6 +212,13 @@ class FakeStreams:
             )
         if iterator.ends_next:
             return {"Records": []}
+        if iterator.tail > 0:
+            self.hazards.add("empty pages at a closed shard's end")
+            left = iterator.tail - 1
+            return {
+                "Records": [],
+                "NextShardIterator": self._issue(shard.shard_id, iterator.position, now, tail=left or -1),
+            }
         available = len(shard.records) - iterator.position
         size = 0
         if available > 0 and self._empty_page():
@@ -212,6 +228,10 @@ class FakeStreams:
         position = iterator.position + size
         page = {"Records": [record.api_form() for record in shard.records[iterator.position : position]]}
         if shard.closed and position == len(shard.records):
+            if self.behaviour.closed_tail and iterator.tail == 0 and self.rng.random() < self.behaviour.closed_tail:
+                run = self.rng.randint(1, max(1, self.behaviour.closed_tail_runs))
+                page["NextShardIterator"] = self._issue(shard.shard_id, position, now, tail=run)
+                return page
             if self.rng.random() < self.behaviour.null_late:
                 page["NextShardIterator"] = self._issue(shard.shard_id, position, now, ends_next=True)
             return page  # shard-end: no NextShardIterator once a closed shard is read to its end

@@ -7,10 +7,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from shard_reader import EMPTY_PAGES_AT_THE_TIP
-from stream_description import ShardFacts
+import pytest
+from botocore.exceptions import ClientError
+
+from aggregator import AggregatesNotWritten
+from delivery import ShardRef
+from shard_reader import EMPTY_PAGES_AT_THE_TIP, MAX_EMPTY_PAGES
+from stream_description import ShardFacts, described_ending
 from tests.unit.aggregator.handler_on_moto import Deployed
-from tests.unit.conftest import count_of
+from tests.unit.conftest import FakeLambdaContext, count_of
 
 CHILD = "shardId-00000002000000000000-c0ffee00"
 
@@ -122,3 +127,216 @@ def test_a_parent_this_instance_last_saw_open_is_described_again_and_read_to_its
     # then the parent was read to its end first: the count is back at 0 and nothing is reported
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
     assert [message["kind"] for message in deployed.failure_messages()] == []
+
+
+PAGE_SECONDS = 0.03
+"""A GetRecords call's latency on the virtual clock: DynamoDB Streams answers in tens of milliseconds."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+class VirtualContext(FakeLambdaContext):
+    """Lambda's remaining time on the virtual clock: only the stream's calls take time."""
+
+    def __init__(self, clock: Clock, remaining_ms: int = 60_000) -> None:
+        super().__init__(remaining_ms)
+        self._clock = clock
+        self._ends = clock.now + remaining_ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, round((self._ends - self._clock.now) * 1000))
+
+
+class TailStream:
+    """moto's shard closed after its one download, `tail` empty pages after it before the null NextShardIterator,
+    and a child that holds the download's REMOVE; each GetRecords takes PAGE_SECONDS on a virtual clock.
+
+    AWS allows the tail: *GetRecords*: "If there are no stream records available in the portion of the shard that the
+    iterator points to, GetRecords returns an empty list. Note that it might take multiple calls to get to a portion of
+    the shard that contains stream records." Nothing bounds those calls; the end is told by "NextShardIterator ... If
+    set to null, the shard has been closed", and by DescribeStream's EndingSequenceNumber, "The last sequence number
+    for the stream records contained within a shard" (`ending`: that record, or, past it, a number no read meets).
+    """
+
+    def __init__(
+        self, streams: Any, parent: str, download: dict[str, Any], tail: int, clock: Clock, past_the_end: bool
+    ) -> None:
+        self._streams = streams
+        self.parent = parent
+        self.download = download
+        self.end = download["dynamodb"]["SequenceNumber"]
+        self.ending = str(int(self.end) + 1) if past_the_end else self.end
+        self.tail = tail
+        self.clock = clock
+        self.parent_pages = 0
+        self.described = 0
+        removal = copy.deepcopy(download)
+        removal["eventName"] = "REMOVE"
+        removal["dynamodb"]["OldImage"] = removal["dynamodb"].pop("NewImage")
+        removal["dynamodb"]["StreamViewType"] = "NEW_AND_OLD_IMAGES"
+        removal["dynamodb"]["SequenceNumber"] = str(int(self.end) + 1000)
+        self.removal = removal
+
+    def describe_stream(self, **parameters: Any) -> Any:
+        self.described += 1
+        description = self._streams.describe_stream(StreamArn=parameters["StreamArn"])["StreamDescription"]
+        closed = {"StartingSequenceNumber": self.end, "EndingSequenceNumber": self.ending}
+        child = {"StartingSequenceNumber": self.removal["dynamodb"]["SequenceNumber"]}
+        description["Shards"] = [
+            {"ShardId": self.parent, "SequenceNumberRange": closed},
+            {"ShardId": CHILD, "ParentShardId": self.parent, "SequenceNumberRange": child},
+        ]
+        description.pop("LastEvaluatedShardId", None)
+        return {"StreamDescription": description}
+
+    def get_shard_iterator(self, **parameters: Any) -> Any:
+        if parameters["ShardId"] == CHILD:
+            passed = parameters["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER"
+            return {"ShardIterator": f"child|{1 if passed else 0}"}
+        if parameters["ShardIteratorType"] == "AFTER_SEQUENCE_NUMBER":
+            return {"ShardIterator": f"tail|{self.tail}"}
+        return {"ShardIterator": "parent|head"}
+
+    def get_records(self, **parameters: Any) -> Any:
+        self.clock.now += PAGE_SECONDS
+        iterator = parameters["ShardIterator"]
+        if iterator.startswith("child|"):
+            return {"Records": [self.removal][int(iterator.split("|")[1]) :], "NextShardIterator": "child|1"}
+        self.parent_pages += 1
+        if iterator == "parent|head":
+            return {"Records": [self.download], "NextShardIterator": f"tail|{self.tail}"}
+        left = int(iterator.split("|")[1])
+        if left > 0:
+            return {"Records": [], "NextShardIterator": f"tail|{left - 1}"}
+        return {"Records": []}  # NextShardIterator null: the closed shard's end
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._streams, name)
+
+
+class DescribeRefused(TailStream):
+    """DescribeStream refused (LimitExceededException: "You can call DescribeStream at a maximum rate of 10 times per
+    second", after the SDK's own retries); GetRecords answers as ever."""
+
+    def describe_stream(self, **parameters: Any) -> Any:
+        raise ClientError({"Error": {"Code": "LimitExceededException", "Message": "Rate exceeded"}}, "DescribeStream")
+
+
+def _split(deployed: Deployed, tail: int, clock: Clock, past_the_end: bool = False) -> TailStream:
+    deployed.with_schema(retractions=True)
+    deployed.write("song1", 1)
+    iterator = deployed.streams.get_shard_iterator(
+        StreamArn=deployed.stream_arn, ShardId=deployed.shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    download = deployed.streams.get_records(ShardIterator=iterator)["Records"][0]
+    split = TailStream(deployed.streams, deployed.shard_id, download, tail, clock, past_the_end)
+    deployed.use_streams(split)
+    return split
+
+
+ENDINGS = pytest.mark.parametrize(
+    "past_the_end", [False, True], ids=["ending at the last record", "ending no read meets"]
+)
+
+
+def test_a_closed_parent_read_to_its_ending_sequence_number_is_ended_without_its_empty_tail(
+    deployed: Deployed,
+) -> None:
+    # given a closed parent whose download, its EndingSequenceNumber, is followed by 5,000 empty pages (the lineage
+    # sweep, which probes the parent's first page, not due)
+    clock = Clock()
+    split = _split(deployed, tail=5000, clock=clock)
+    deployed.dependencies.lineages_swept_at = deployed.dependencies.clock()
+    event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
+    # when the mapping delivers the child's window
+    deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock))
+    # then the parent was read through its last record only, marked ended, and its download counted before the deletion
+    assert split.parent_pages == 1
+    assert deployed.dependencies.progress.read(ShardRef(deployed.stream_arn, deployed.shard_id)).ended
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
+    assert [message["kind"] for message in deployed.failure_messages()] == []
+
+
+@ENDINGS
+def test_a_closed_parents_empty_tail_longer_than_the_budget_does_not_block_its_child(
+    deployed: Deployed, past_the_end: bool
+) -> None:
+    # given a closed parent whose download is followed by 950 empty pages (under MAX_EMPTY_PAGES) at 30 ms a page:
+    # more than the 27.5 s read budget of a 60 s invocation with the default 5 s margin
+    clock = Clock()
+    split = _split(deployed, tail=950, clock=clock, past_the_end=past_the_end)
+    deployed.configure(deadline_margin_ms=5000)
+    event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
+    # when the mapping delivers the child's final window, and retries it twice
+    failures = 0
+    for _ in range(3):
+        try:
+            deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock))
+        except AggregatesNotWritten:
+            failures += 1
+    # then the child's deletion is counted at last (the count back at 0) and some invocation succeeded
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
+    assert failures < 3
+
+
+@ENDINGS
+def test_a_closed_parents_long_empty_tail_is_walked_once_not_by_every_invocation_of_its_child(
+    deployed: Deployed, past_the_end: bool
+) -> None:
+    # given a closed parent whose download is followed by 5,000 empty pages, on a clock that gives the walk its time
+    clock = Clock()
+    split = _split(deployed, tail=5000, clock=clock, past_the_end=past_the_end)
+    event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
+    # when the mapping delivers the child's window three times (three windows, or retries)
+    for _ in range(3):
+        clock.now += 1
+        deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock, remaining_ms=900_000))
+    # then the parent was not walked 1,000 pages by each of them
+    assert split.parent_pages < 2 * MAX_EMPTY_PAGES + 10, split.parent_pages
+
+
+def test_a_refused_describe_stream_does_not_leave_a_parent_unread_before_its_child(deployed: Deployed) -> None:
+    # given a parent whose download is followed at once by its end (no empty page), a child holding its deletion, both
+    # already known to the progress table, and a fresh function instance (nothing described yet, the sweep not due)
+    clock = Clock()
+    split = _split(deployed, tail=0, clock=clock)
+    split.__class__ = DescribeRefused
+    deps = deployed.dependencies
+    deps.progress.first_seen(ShardRef(deployed.stream_arn, deployed.shard_id), split.end, None, lineage_counted=True)
+    deps.progress.first_seen(
+        ShardRef(deployed.stream_arn, CHILD), split.removal["dynamodb"]["SequenceNumber"], deployed.shard_id
+    )
+    deps.shards.clear()
+    deps.lineages_swept_at = deps.clock()
+    # when the mapping delivers the child's final window while DescribeStream refuses
+    event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
+    deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock))
+    # then the parent's download was counted before its deletion: back at 0, nothing reported
+    assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
+    assert [message["kind"] for message in deployed.failure_messages()] == []
+
+
+class ListsNothing:
+    """DescribeStream lists no shard: the parent was deleted, or lies past the pages searched."""
+
+    def __init__(self) -> None:
+        self.described = 0
+
+    def describe_stream(self, **parameters: Any) -> Any:
+        self.described += 1
+        return {"StreamDescription": {"StreamArn": parameters["StreamArn"], "Shards": []}}
+
+
+def test_a_parent_describe_stream_does_not_list_is_not_searched_for_at_every_drain(deployed: Deployed) -> None:
+    # given a stream whose DescribeStream does not list the parent
+    streams = ListsNothing()
+    deployed.use_streams(streams)
+    parent = ShardRef(deployed.stream_arn, deployed.shard_id)
+    # when two drains ask whether the parent is closed
+    endings = [described_ending(deployed.dependencies, parent) for _ in range(2)]
+    # then it is read as an open shard both times, and described once
+    assert endings == [None, None]
+    assert streams.described == 1
