@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from aggregator_settings import PER_WINDOW, Settings
 from band_records import is_band_record_event, settle
 from batch_report import BatchReport, publish
-from catch_up import GONE, advance, catch_up, reading_budget
+from catch_up import GONE, Catchup, advance, catch_up, reading_budget
 from delivery import Delivery, Refused, ShardRef, parse_delivery
 from dependencies import Dependencies
 from download_records import Ignored, Schema, parse_record
@@ -116,10 +116,7 @@ def process_delivery(
         report.caught_up = True
         return _response(delivery, shard, bound, report), report
 
-    started_ms = remaining_ms()
-    write_reserve_ms = max(2000, (started_ms - settings.deadline_margin_ms) // 2)
-
-    keep_reading = reading_budget(settings, remaining_ms, settings.deadline_margin_ms + write_reserve_ms)
+    keep_reading = _step_budget(settings, remaining_ms)
 
     try:
         progress = _progress_of(deps, shard, delivery)
@@ -144,17 +141,14 @@ def process_delivery(
         _report_unconfirmed(deps, delivery, progress, None, report)
         return _response(delivery, shard, bound, report), report
     try:
-        catchup = catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+        catchup = _catch_up_in_steps(
+            deps, settings, delivery, shard, progress, bound, remaining_ms, keep_reading, report
+        )
     except ClientError as error:
         if not delivery.is_direct or error.response.get("Error", {}).get("Code") not in GONE:
             raise
         return _gone(deps, delivery, shard, progress, report), report
-    _report_unconfirmed(deps, delivery, progress, catchup.read, report)
-    report.checkpoint_after = advance(deps, catchup)
-    report.shard_ended = catchup.read.shard_ended
-    reached = catchup.read.reached_bound or (
-        report.checkpoint_after is not None and bound is not None and report.checkpoint_after >= bound
-    )
+    reached = _reached(catchup, bound, report.checkpoint_after)
     report.caught_up = catchup.held_back_from is None and (bound is None or reached)
     if not report.caught_up and highest_delivered is not None:
         deps.progress.note_delivered(shard, highest_delivered)
@@ -165,6 +159,48 @@ def process_delivery(
             report,
         )
     return _response(delivery, shard, bound, report), report
+
+
+def _step_budget(settings: Settings, remaining_ms: Callable[[], int]) -> Callable[[int, int], bool]:
+    """One step's read budget, leaving the deadline margin and half the time then left (2 s at least) to write."""
+    write_reserve_ms = max(2000, (remaining_ms() - settings.deadline_margin_ms) // 2)
+    return reading_budget(settings, remaining_ms, settings.deadline_margin_ms + write_reserve_ms)
+
+
+def _reached(catchup: Catchup, bound: str | None, checkpoint: str | None) -> bool:
+    return catchup.read.reached_bound or (checkpoint is not None and bound is not None and checkpoint >= bound)
+
+
+def _catch_up_in_steps(
+    deps: Dependencies,
+    settings: Settings,
+    delivery: Delivery,
+    shard: ShardRef,
+    progress: Progress,
+    bound: str | None,
+    remaining_ms: Callable[[], int],
+    keep_reading: Callable[[int, int], bool],
+    report: BatchReport,
+) -> Catchup:
+    """Read, write and advance the checkpoint in bounded steps, each step's records released before the next, until
+    the bound (or the shard's tip or end), a step held back or without progress, or no time for another step.
+
+    A window longer than one step is then counted by one invocation instead of failing once per step (rule 9)."""
+    while True:
+        catchup = catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+        _report_unconfirmed(deps, delivery, progress, catchup.read, report)
+        report.checkpoint_after = advance(deps, catchup)
+        report.shard_ended = catchup.read.shard_ended
+        read = catchup.read
+        finished = _reached(catchup, bound, report.checkpoint_after) or read.shard_ended or read.at_tip
+        progressed = report.checkpoint_after is not None and report.checkpoint_after != progress.checkpoint
+        if finished or catchup.held_back_from is not None or not progressed:
+            return catchup
+        keep_reading = _step_budget(settings, remaining_ms)
+        if not keep_reading(0, 0):
+            return catchup
+        del catchup, read  # the step's records, released before the next step reads
+        progress = deps.progress.read(shard)
 
 
 def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Progress:

@@ -263,6 +263,12 @@ PAUSED_ACROSS_TWO_ROLLOVERS = History(
 """A pause across rollovers: shard G counted in part, then the mapping disabled while G rolls over to P and P to
 Q, and enabled again more than 24 hours later: G's tail and all of P are gone, Q's records are fresh."""
 
+FRESH_STATE_FINAL_WITHOUT_RECORDS = History(
+    Config(aggregate_writes="per_window"),
+    (*(Write() for _ in range(9)), Deliver(fault="killed"), Deliver(part=2), Deliver(fresh=True)),
+)
+"""A window's batch killed, two batches delivered, then its final retried with a fresh state and no records."""
+
 NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
     "the guide counts a retried batch twice": (
         "GuideDesign",
@@ -319,6 +325,11 @@ NAIVE_STORIES: dict[str, tuple[str, History, str]] = {
         PAUSED_ACROSS_TWO_ROLLOVERS,
         "lost without a durable failure record",
     ),
+    "a final trusting its state loses what the window delivered when it is retried with a fresh one": (
+        "TrustsTheWindowState",
+        FRESH_STATE_FINAL_WITHOUT_RECORDS,
+        "lost",
+    ),
 }
 """Story -> (the naive design it breaks, the history, the problem it shows)."""
 
@@ -329,10 +340,7 @@ FIVE_SHARDS_FEED_ONE_AGGREGATE = tuple(
 """Rollover after rollover, a download each: one aggregate carries five watermarks and the ended shards' are pruned."""
 
 GUARD_WITNESSES: dict[str, History] = {
-    "finals read what was delivered": History(
-        Config(aggregate_writes="per_window"),
-        (*(Write() for _ in range(9)), Deliver(fault="killed"), Deliver(part=2), Deliver(fresh=True)),
-    ),
+    "finals read what was delivered": FRESH_STATE_FINAL_WITHOUT_RECORDS,
     "a gone shard asks for a recount": FINDINGS["a given-up range of a shard deleted since is recounted"],
     "prune only behind the checkpoint": History(
         Config(maximum_retry_attempts=0, songs=1, timestamps=1),

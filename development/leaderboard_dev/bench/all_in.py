@@ -88,6 +88,7 @@ class AllInCase:
 CASES = (
     AllInCase("ours_per_batch_100", "ours", 100),
     AllInCase("ours_per_batch_1000", "ours", 1000),
+    AllInCase("ours_per_window_100", "ours", 100, aggregate_writes="per_window"),
     AllInCase("ours_per_window_1000", "ours", 1000, aggregate_writes="per_window"),
     AllInCase("guide_100", "guide", 100),
     AllInCase("ours_separate_aggregates_table_100", "ours", 100, separate_aggregates_table=True),

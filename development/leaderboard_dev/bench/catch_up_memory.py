@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +39,8 @@ class BacklogStream:
         self.item_bytes = item_bytes
         self.songs = songs
         self.get_records_calls = 0
+        self.iterators = 0
+        """GetShardIterator calls: one per read of the shard, so one per step of an invocation."""
 
     def sequence(self, index: int) -> int:
         return FIRST_SEQUENCE + index * SEQUENCE_STEP
@@ -52,6 +54,7 @@ class BacklogStream:
         return {"StreamDescription": {"StreamArn": STREAM_ARN, "StreamStatus": "ENABLED", "Shards": [shard]}}
 
     def get_shard_iterator(self, **parameters: Any) -> dict[str, Any]:
+        self.iterators += 1
         kind = parameters["ShardIteratorType"]
         if kind == "TRIM_HORIZON":
             return {"ShardIterator": "0"}
@@ -109,10 +112,19 @@ class Invocation:
 
 
 def catch_up(
-    aggregator: Any, dynamodb: Any, stream: BacklogStream, invocations: int, table: str, progress_table: str
+    aggregator: Any,
+    dynamodb: Any,
+    stream: BacklogStream,
+    invocations: int,
+    table: str,
+    progress_table: str,
+    pages_per_invocation: int | None = None,
 ) -> Iterator[Invocation]:
     """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
-    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it)."""
+    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
+
+    An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
+    pages (None: no end), after which it has only the time to write what its step read."""
     from aggregate_store import AggregateStore
     from aggregator_settings import PER_BATCH, Settings
     from delivery import parse_delivery
@@ -149,9 +161,10 @@ def catch_up(
         for _ in range(invocations):
             tracemalloc.reset_peak()
             baseline = tracemalloc.get_traced_memory()[0]
+            remaining_ms = _invocation_time(stream, pages_per_invocation, settings.deadline_margin_ms)
             try:
                 _, report = aggregator.process_delivery(
-                    parse_delivery(event, table_arn), dependencies, settings, lambda: 900_000
+                    parse_delivery(event, table_arn), dependencies, settings, remaining_ms
                 )
             except aggregator.AggregatesNotWritten as not_yet:
                 report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
@@ -166,6 +179,15 @@ def catch_up(
             tracemalloc.stop()
 
 
+def _invocation_time(stream: BacklogStream, pages: int | None, deadline_margin_ms: int) -> Callable[[], int]:
+    """An invocation's remaining time: ample until it has read `pages` pages, then only enough to write (no step
+    more: the aggregator keeps 2 s at least beyond its deadline margin for writing)."""
+    first = stream.get_records_calls
+    return lambda: 900_000 if pages is None or stream.get_records_calls - first < pages else deadline_margin_ms + 2000
+
+
+INVOCATION_PAGES = 60
+"""GetRecords pages a measured invocation has time for: several steps (a step is 20,000 records or 32 MiB)."""
 BACKLOGS = (10_000, 100_000, 1_000_000)
 ITEM_BYTES = (100, 1024, 4096)
 MEASURED_INVOCATIONS = 3
@@ -209,7 +231,17 @@ def run_catch_up_memory(
                     dynamodb = boto3.client("dynamodb", region_name="us-east-1")
                     create_tables(dynamodb)
                     stream = BacklogStream(backlog, size)
-                    measured = list(catch_up(aggregator, dynamodb, stream, MEASURED_INVOCATIONS, TABLE, PROGRESS_TABLE))
+                    measured = list(
+                        catch_up(
+                            aggregator,
+                            dynamodb,
+                            stream,
+                            MEASURED_INVOCATIONS,
+                            TABLE,
+                            PROGRESS_TABLE,
+                            INVOCATION_PAGES,
+                        )
+                    )
                 per_invocation = max(item.records_read for item in measured)
                 rows.append(
                     {
@@ -229,5 +261,6 @@ def run_catch_up_memory(
     return {
         "budget": {"records": settings.read_budget_records, "bytes": settings.read_budget_bytes},
         "measured_invocations": MEASURED_INVOCATIONS,
+        "pages_per_invocation": INVOCATION_PAGES,
         "runs": rows,
     }

@@ -438,9 +438,11 @@ def _catch_up_lines(summary: dict[str, Any]) -> list[str]:
         "",
         f"Catching up a lagging checkpoint (the shipped handler in process, tracemalloc{measured_at}; the first "
         f"{measured['measured_invocations']} invocations of each backlog measured, each through the backlog's end). "
-        f"Read budget per invocation: {budget['records']:,} records or {budget['bytes'] / 2**20:.0f} MiB of "
-        "stream records, a page more at most. Invocations to drain: counted where the measured invocations "
-        "drained the backlog, else the backlog over the records one invocation read.",
+        f"Read budget per step: {budget['records']:,} records or {budget['bytes'] / 2**20:.0f} MiB of "
+        "stream records, a page more at most, each step written and released before the next; an invocation "
+        f"reads steps while its time lasts (here {_fmt(measured.get('pages_per_invocation'))} GetRecords pages). "
+        "Invocations to drain: counted where the measured invocations drained the backlog, else the backlog over "
+        "the records one invocation read.",
         "",
         "| backlog (records) | item size (B) | peak per invocation (MiB) | records per invocation "
         "| invocations to drain |",

@@ -17,14 +17,24 @@ from tests.stream_model.fake_dynamodb import FakeDynamoDB
 TABLE, PROGRESS_TABLE = "memory-downloads", "memory-progress"
 
 
-def test_an_invocation_catching_up_100000_records_of_4_kb_peaks_under_256_mib() -> None:
+def test_an_invocation_catching_up_100000_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
+    # given a shard whose checkpoint lags 100,000 downloads of 4 KB (400 MB) behind the bound
+    stream = BacklogStream(records=100_000, item_bytes=4096)
+    # when the aggregator is invoked through the backlog's end, with time enough to read it all
+    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE)
+    # then that one invocation reads the whole backlog in several steps and peaks under 256 MiB
+    assert invocation.caught_up
+    assert invocation.records_read == 100_000
+    assert stream.iterators > 1
+    assert invocation.peak_mib < 256, invocation
+
+
+def test_an_invocation_short_of_time_reads_a_bounded_step_and_the_next_goes_on_from_its_checkpoint() -> None:
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
-    # when the aggregator is invoked twice through the backlog's end
-    first, second = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE)
-    # then each invocation peaks under 256 MiB, reads a bounded step and moves the checkpoint on
-    assert first.peak_mib < 256, first
-    assert second.peak_mib < 256, second
+    # when each invocation has time for ten pages of the stream only
+    first, second = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE, pages_per_invocation=10)
+    # then each reads a bounded step, moves the checkpoint on, and is not caught up
     assert 0 < first.records_read < 100_000
     assert second.records_read > 0
     assert first.checkpoint_after is not None
@@ -33,16 +43,16 @@ def test_an_invocation_catching_up_100000_records_of_4_kb_peaks_under_256_mib() 
     assert not first.caught_up
 
 
-def test_a_backlog_drains_over_successive_invocations_each_step_exact() -> None:
+def test_a_backlog_of_several_read_budgets_drains_in_one_invocation_each_step_exact() -> None:
     # given a backlog several read budgets long
     records = Settings.read_budget_records * 2 + 777
     stream, dynamodb = BacklogStream(records=records, item_bytes=100, songs=7), FakeDynamoDB()
-    # when the aggregator is invoked until it reports the bound reached
+    # when the aggregator is invoked through its end
     invocations = list(catch_up(aggregator, dynamodb, stream, 10, TABLE, PROGRESS_TABLE))
-    # then it took more than one step, each step counted what it read, and every download is counted once
-    assert len(invocations) == 3
-    assert invocations[-1].caught_up
-    assert sum(step.downloads for step in invocations) == records
+    # then one invocation read it (in steps of at most a budget and a page), and every download is counted once
+    assert len(invocations) == 1
+    assert invocations[0].caught_up
+    assert invocations[0].downloads == records
     expected = Counter(f"song-{index % 7:04d}" for index in range(records))
     stored = {
         item["songID"]["S"]: int(item["DownloadCount"]["N"])
