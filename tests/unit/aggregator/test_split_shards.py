@@ -398,7 +398,8 @@ def test_a_parent_drain_cut_short_by_its_share_is_not_put_off_for_fifteen_minute
     # when the child's first final window (no record yet) comes with 10 s left: the parent's share is ~40 pages
     deployed.invoke({**deployed.window_event([], final=True), "shardId": CHILD}, VirtualContext(clock, 10_000))
     parent = deployed.dependencies.progress.read(ShardRef(deployed.stream_arn, deployed.shard_id))
-    assert parent.checkpoint is None and split.parent_pages < 100
+    assert parent.checkpoint is None
+    assert split.parent_pages < 100
     # and a minute later its next window, with a whole minute, delivers the deletion of the parent's download
     clock.now += 60
     split.child_records = [split.removal]
