@@ -33,9 +33,9 @@ CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
 """When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
 sweep's interval later reads it to its end, whichever function instance runs it."""
 EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
-"""When (epoch seconds) a read of the closed shard last met only empty pages after its checkpoint and did not reach
-its EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's
-interval later, whichever function instance drains it."""
+"""When (epoch seconds) a read of the closed shard last gave up after MAX_EMPTY_PAGES in a row without reaching its
+EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's interval
+later, whichever function instance drains it."""
 
 
 @dataclass(frozen=True)

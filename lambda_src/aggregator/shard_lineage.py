@@ -20,11 +20,11 @@ from telemetry import logger
 ANCESTRY_LIMIT = 1000
 """Ancestors one invocation walks up at most before it stops and says so (a lineage of 1,000 rollovers is months)."""
 ANCESTORS_SHARE = 4
-"""Ancestors are read in at most a quarter of the time left (as the lineage sweep beside a shard's reading): the
-shard's own read, which follows, always gets its time, whatever an ancestor holds."""
+"""Ancestors are read and written in at most a quarter of the time left (as the lineage sweep beside a shard's
+reading): the shard's own read, which follows, always gets its time, whatever an ancestor holds."""
 EMPTY_TAIL_SECONDS = 900.0
-"""A closed parent whose read met only empty pages short of its EndingSequenceNumber is drained again only this long
-after (the lineage sweep's interval), not by every invocation of its child."""
+"""A closed parent whose read gave up after MAX_EMPTY_PAGES in a row short of its EndingSequenceNumber is drained again
+only this long after (the lineage sweep's interval), not by every invocation of its child."""
 
 
 def count_ancestry(
@@ -58,11 +58,11 @@ def count_ancestry(
             report.trimmed, report.ancestor_lost, lost_reported = gap, lost.shard_id, True
         else:
             report.unreported += 1
-    share = _ancestors_budget(settings, remaining_ms, keep_reading)
+    within_share_ms, share = _ancestors_budget(settings, remaining_ms, keep_reading)
     for ancestor, _ in reversed(chain):
         if not share(0, 0):
             break
-        drain(deps, settings, ancestor, remaining_ms, share, report)
+        drain(deps, settings, ancestor, within_share_ms, share, report)
     if unfinished or not lost_reported:
         return False
     for ancestor, walked in reversed(chain):
@@ -75,11 +75,19 @@ def count_ancestry(
 
 def _ancestors_budget(
     settings: Settings, remaining_ms: Callable[[], int], keep_reading: Callable[[int, int], bool]
-) -> Callable[[int, int], bool]:
-    """`keep_reading`, within ANCESTORS_SHARE of the time left now: a parent's drain never starves its child."""
+) -> tuple[Callable[[], int], Callable[[int, int], bool]]:
+    """The ancestors' `remaining_ms` and `keep_reading` within ANCESTORS_SHARE of the time left now, its first half to
+    read, the rest to write: their writes, which stop at the deadline margin of the time they are given, end with the
+    share as their reads do, so they never starve the child (a write cut off holds its checkpoint back, rule 10)."""
     left_ms = remaining_ms()
-    until_ms = left_ms - max(0, left_ms - settings.deadline_margin_ms) // ANCESTORS_SHARE
-    return lambda records, size: keep_reading(records, size) and remaining_ms() > until_ms
+    share_ms = max(0, left_ms - settings.deadline_margin_ms) // ANCESTORS_SHARE
+    until_ms = left_ms - share_ms
+    read_until_ms = until_ms + share_ms // 2
+
+    def within_share_ms() -> int:
+        return remaining_ms() - until_ms + settings.deadline_margin_ms
+
+    return within_share_ms, lambda records, size: keep_reading(records, size) and remaining_ms() > read_until_ms
 
 
 def _ancestry(
@@ -136,15 +144,16 @@ def drain(
     One DescribeStream calls closed (`facts`, or described again) is read to its EndingSequenceNumber's record and
     marked ended there, without the empty pages that may follow it: a run of empty pages is no end, and a child
     counted on before its parent's records may take back a download not yet counted. Where that record is not met
-    (trimmed, or none there), the read goes on to the null NextShardIterator, and a read that meets only empty pages
-    is made again only EMPTY_TAIL_SECONDS later. A parent that can no longer be read (DynamoDB deletes shards past
-    the stream's retention) is reported like trimmed records and marked ended: it must never block its child.
+    (trimmed, or none there), the read goes on to the null NextShardIterator, and one that gives up after
+    MAX_EMPTY_PAGES in a row is made again only EMPTY_TAIL_SECONDS later (one its budget or throttling stopped sooner
+    is not put off). A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
+    reported like trimmed records and marked ended: it must never block its child.
     """
     progress = deps.progress.read(parent)
     if progress.ended:
         return True
     ending = described_ending(deps, parent) if facts is None else facts.ending_sequence
-    if ending is not None and progress.checkpoint is not None and progress.checkpoint >= pad_sequence(ending):
+    if ending is not None and progress.checkpoint == pad_sequence(ending):
         deps.progress.mark_ended(parent)  # every record through the last one is counted or reported
         return True
     now = deps.clock()
@@ -167,6 +176,6 @@ def drain(
     advance(deps, catchup)
     report.parent_drained = parent.shard_id
     read = catchup.read
-    if ending is not None and not read.shard_ended and (read.at_tip or (read.empty_pages and not read.records)):
-        deps.progress.note_empty_tail(parent, now)
+    if ending is not None and not read.shard_ended and read.at_tip:
+        deps.progress.note_empty_tail(parent, now)  # MAX_EMPTY_PAGES walked: not a read its share or throttling cut
     return catchup.held_back_from is None and (read.shard_ended or read.at_tip)

@@ -325,7 +325,7 @@ class ProgressStore:
         self._cache.pop(shard_key(shard), None)
 
     def note_empty_tail(self, shard: ShardRef, walked_at: float) -> None:
-        """A read of the closed shard met only empty pages after its checkpoint, short of its EndingSequenceNumber."""
+        """A read of the closed shard gave up after MAX_EMPTY_PAGES in a row, short of its EndingSequenceNumber."""
         self._client.update_item(
             TableName=self._table,
             Key=self.key(shard),

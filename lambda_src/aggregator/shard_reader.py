@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
+from telemetry import logger
 
 PAGE_LIMIT = 1000
 """GetRecords: "The upper limit is 1000." """
@@ -94,8 +95,9 @@ def read_shard(
     to get to a portion of the shard that contains stream records". A closed shard's `ending` (DescribeStream's
     EndingSequenceNumber, "the last sequence number for the stream records contained within a shard") ends the read
     at that record, as a null NextShardIterator does, without the empty pages that may come after it; where it is
-    not met, the read goes on to the null iterator, never taken for a tip after a few empty pages. A start older than
-    the trim point is reported (`trimmed`) and reading goes on from the trim horizon.
+    not met, the read goes on to the null iterator, never taken for a tip after a few empty pages. Records after it
+    in its page contradict it: they are kept, the error logged, and the read goes on as if it were not met. A start
+    older than the trim point is reported (`trimmed`) and reading goes on from the trim horizon.
     """
     result = ShardRead()
     last = pad_sequence(ending) if ending is not None else None
@@ -136,6 +138,16 @@ def read_shard(
             empty_in_a_row += 1
         else:
             empty_in_a_row = 0
+        if last is not None and last in [pad_sequence(record["dynamodb"]["SequenceNumber"]) for record in records[:-1]]:
+            logger.error(
+                "records after the shard's EndingSequenceNumber; read on as if it were not met",
+                extra={
+                    "shard": shard.shard_id,
+                    "ending": ending,
+                    "last_sequence": records[-1]["dynamodb"]["SequenceNumber"],
+                },
+            )
+            last = None
         for record in records:
             sequence = pad_sequence(record["dynamodb"]["SequenceNumber"])
             if pending is not None:

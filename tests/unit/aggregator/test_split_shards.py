@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from delivery import ShardRef
-from shard_reader import EMPTY_PAGES_AT_THE_TIP, MAX_EMPTY_PAGES
+from shard_reader import EMPTY_PAGES_AT_THE_TIP, MAX_EMPTY_PAGES, read_shard
 from stream_description import ShardFacts, described_ending
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
@@ -343,9 +344,6 @@ def test_a_parent_describe_stream_does_not_list_is_not_searched_for_at_every_dra
     assert streams.described == 1
 
 
-# --- review-drain2 -------------------------------------------------------------------------------------------------
-
-
 class HeadStream(TailStream):
     """A closed parent whose one download lies behind `head` empty pages (GetRecords: "it might take multiple calls to
     get to a portion of the shard that contains stream records"), its EndingSequenceNumber that download, and a child
@@ -376,12 +374,6 @@ class HeadStream(TailStream):
         return {"Records": [self.download] if kind == "at" else []}  # then NextShardIterator null
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-drain2: a drain cut short by its share (or throttled) after a few empty pages writes "
-    "EmptyTailWalkedAt as if it had walked a tail: for 15 minutes no invocation drains the parent, though the next one "
-    "has the time to reach its download; the child's deletion is counted first and reported",
-)
 def test_a_parent_drain_cut_short_by_its_share_is_not_put_off_for_fifteen_minutes(deployed: Deployed) -> None:
     # given a closed parent whose download lies behind 100 empty pages, and its child
     clock = Clock()
@@ -395,7 +387,7 @@ def test_a_parent_drain_cut_short_by_its_share_is_not_put_off_for_fifteen_minute
     deployed.use_streams(split)
     deployed.configure(deadline_margin_ms=5000)
     deployed.dependencies.lineages_swept_at = deployed.dependencies.clock()
-    # when the child's first final window (no record yet) comes with 10 s left: the parent's share is ~40 pages
+    # when the child's first final window (no record yet) comes with 10 s left: the parent's share reads ~20 pages
     deployed.invoke({**deployed.window_event([], final=True), "shardId": CHILD}, VirtualContext(clock, 10_000))
     parent = deployed.dependencies.progress.read(ShardRef(deployed.stream_arn, deployed.shard_id))
     assert parent.checkpoint is None
@@ -405,14 +397,14 @@ def test_a_parent_drain_cut_short_by_its_share_is_not_put_off_for_fifteen_minute
     split.child_records = [split.removal]
     event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
     deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock, 60_000))
-    # then the parent was drained to its download first (~450 pages of share): back at 0, nothing reported
+    # then the parent was drained to its download first (~225 pages of share to read): back at 0, nothing reported
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
     assert [message["kind"] for message in deployed.failure_messages()] == []
 
 
 class SlowParentWrites:
-    """The aggregate store, whose writes of the parent's downloads take `seconds` on the virtual clock (a throttled
-    table, or a backlog of 20,000 downloads: the read budget, read in well under the ancestors' share)."""
+    """The aggregate store, whose writes of the parent's downloads take `seconds` each on the virtual clock, one at a
+    time (a throttled table: a backlog the read budget takes in well under the ancestors' share)."""
 
     def __init__(self, store: Any, parent: str, clock: Clock, seconds: float) -> None:
         self._store, self._parent, self._clock, self._seconds = store, parent, clock, seconds
@@ -426,23 +418,84 @@ class SlowParentWrites:
         return getattr(self._store, name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-drain2: the ancestors' share bounds their reads only; catch_up writes the parent's downloads with "
-    "the invocation's whole remaining time, so a parent whose writes take more than a quarter leaves the child's read "
-    "no time and the child's final window fails (docs: 'no ancestor, however its reading ends, keeps a child from "
-    "being read')",
-)
+class BacklogStream(TailStream):
+    """A closed parent holding `downloads` in one page, its EndingSequenceNumber the last; the child holds the first
+    one's REMOVE."""
+
+    def __init__(self, streams: Any, parent: str, downloads: list[dict[str, Any]], clock: Clock) -> None:
+        super().__init__(streams, parent, downloads[0], 0, clock, False)
+        self.downloads = downloads
+        self.ending = downloads[-1]["dynamodb"]["SequenceNumber"]
+        self.removal["dynamodb"]["SequenceNumber"] = str(int(self.ending) + 1000)
+
+    def get_records(self, **parameters: Any) -> Any:
+        if parameters["ShardIterator"] != "parent|head":
+            return super().get_records(**parameters)
+        self.clock.now += PAGE_SECONDS
+        self.parent_pages += 1
+        return {"Records": self.downloads, "NextShardIterator": "tail|0"}
+
+
 def test_a_parents_writes_stay_within_the_ancestors_share(deployed: Deployed) -> None:
-    # given a closed parent whose download's write takes 30 s of a 60 s invocation, and its child holding the deletion
+    # given a closed parent holding six downloads whose writes take 5 s each, one at a time (30 s of a 60 s invocation),
+    # and its child holding the deletion of the first
     clock = Clock()
-    split = _split(deployed, tail=0, clock=clock)
+    deployed.with_schema(retractions=True)
+    for number in range(1, 7):
+        deployed.write(f"song{number}", 1)
+    iterator = deployed.streams.get_shard_iterator(
+        StreamArn=deployed.stream_arn, ShardId=deployed.shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    downloads = deployed.streams.get_records(ShardIterator=iterator)["Records"]
+    split = BacklogStream(deployed.streams, deployed.shard_id, downloads, clock)
+    deployed.use_streams(split)
     deployed.configure(deadline_margin_ms=5000)
     deployed.dependencies.lineages_swept_at = deployed.dependencies.clock()
-    slow = SlowParentWrites(deployed.dependencies.store, deployed.shard_id, clock, 30.0)
-    deployed.dependencies = dataclasses.replace(deployed.dependencies, store=slow)
+    slow = SlowParentWrites(deployed.dependencies.store, deployed.shard_id, clock, 5.0)
+    deployed.dependencies = dataclasses.replace(
+        deployed.dependencies, store=slow, executor=ThreadPoolExecutor(max_workers=1)
+    )
     event = deployed.window_event([_as_delivered(split.removal, deployed.stream_arn)], final=True)
     # when the mapping delivers the child's final window
     deployed.invoke({**event, "shardId": CHILD}, VirtualContext(clock))
-    # then the child's own read had its time: the window succeeded
+    # then the parent's writes stopped within its share (the first counted, the last left to a later invocation), and
+    # the child's own read had its time: the window succeeded, the deletion counted after its download
     assert count_of(deployed.dynamodb, "song1", "2018-01") == 0
+    assert count_of(deployed.dynamodb, "song6", "2018-01") is None
+    assert [message["kind"] for message in deployed.failure_messages()] == []
+
+
+class PastItsEnding:
+    """A closed shard whose first page holds records after its EndingSequenceNumber's record (AWS says none are: "The
+    last sequence number for the stream records contained within a shard"), then only empty pages."""
+
+    def __init__(self, sequences: list[int]) -> None:
+        self.pages = 0
+        self.records = [
+            {"eventName": "INSERT", "dynamodb": {"SequenceNumber": str(sequence), "SizeBytes": 100}}
+            for sequence in sequences
+        ]
+
+    def get_shard_iterator(self, **_parameters: Any) -> Any:
+        return {"ShardIterator": "first"}
+
+    def get_records(self, **parameters: Any) -> Any:
+        self.pages += 1
+        return {"Records": self.records if parameters["ShardIterator"] == "first" else [], "NextShardIterator": "next"}
+
+
+def test_records_after_a_shards_ending_in_its_page_are_kept_and_the_shard_not_ended(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given a closed shard whose EndingSequenceNumber's record is followed in its page by two more
+    streams = PastItsEnding([100, 200, 300, 400])
+    shard = ShardRef("arn:aws:dynamodb:us-east-1:000000000000:table/songs/stream/x", "shardId-1")
+    # when its drain reads it (three pages allowed)
+    read = read_shard(streams, shard, ("100", None), None, lambda _records, _bytes: streams.pages < 3, ending="200")
+    # then every record of the page is kept, the read went on past the page, the shard is not taken for ended, and the
+    # contradiction is logged naming the shard
+    assert [record["dynamodb"]["SequenceNumber"] for record in read.records] == ["100", "200", "300", "400"]
+    assert streams.pages == 3
+    assert not read.shard_ended
+    errors = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert [getattr(record, "shard", None) for record in errors] == ["shardId-1"]
