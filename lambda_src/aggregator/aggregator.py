@@ -147,7 +147,7 @@ def process_delivery(
     except ClientError as error:
         if not delivery.is_direct or error.response.get("Error", {}).get("Code") not in GONE:
             raise
-        return _gone(deps, delivery, shard, progress, report), report
+        return _gone(deps, delivery, shard, deps.progress.read(shard), report), report  # where its last step left it
     reached = _reached(catchup, bound, report.checkpoint_after)
     report.caught_up = catchup.held_back_from is None and (bound is None or reached)
     if not report.caught_up and highest_delivered is not None:
@@ -186,6 +186,7 @@ def _catch_up_in_steps(
     the bound (or the shard's tip or end), a step held back or without progress, or no time for another step.
 
     A window longer than one step is then counted by one invocation instead of failing once per step (rule 9)."""
+    step_began_ms = remaining_ms()
     while True:
         catchup = catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
         _report_unconfirmed(deps, delivery, progress, catchup.read, report)
@@ -196,11 +197,20 @@ def _catch_up_in_steps(
         progressed = report.checkpoint_after is not None and report.checkpoint_after != progress.checkpoint
         if finished or catchup.held_back_from is not None or not progressed:
             return catchup
-        keep_reading = _step_budget(settings, remaining_ms)
-        if not keep_reading(0, 0):
+        step_ended_ms = remaining_ms()
+        if not _time_for_another_step(settings, step_ended_ms, step_began_ms - step_ended_ms):
             return catchup
+        keep_reading = _step_budget(settings, remaining_ms)
         del catchup, read  # the step's records, released before the next step reads
         progress = deps.progress.read(shard)
+        step_began_ms = step_ended_ms
+
+
+def _time_for_another_step(settings: Settings, left_ms: int, last_step_ms: int) -> bool:
+    """Another step may take as long as the last one did (its reports too): it starts only if that much time, and
+    more than 2 s, is left before the deadline margin."""
+    spare_ms = left_ms - settings.deadline_margin_ms
+    return spare_ms > 2000 and spare_ms >= last_step_ms
 
 
 def _progress_of(deps: Dependencies, shard: ShardRef, delivery: Delivery) -> Progress:

@@ -41,7 +41,8 @@ class BatchReport:
     unclaimed: int = 0
     """Downloads whose claim failed: not counted now, the checkpoint stays below the first of them."""
     distinct_aggregates: int = 0
-    """(entity, board) pairs among the downloads read: the fewest writes that could count them."""
+    """(entity, board) pairs among each read's downloads (a step's, an ancestor's), summed over the invocation's
+    reads: the fewest writes that could count them read by read. One read (a batch within one step) is distinct."""
     added: int = 0
     already_applied: int = 0
     held: int = 0
@@ -56,7 +57,8 @@ class BatchReport:
     """Records read from the shard and skipped, by reason: the aggregator reads its own aggregate writes too."""
     ignored_delivered: dict[str, int] = field(default_factory=dict)
     """Records the event carried and that are no download, by reason: the mapping's filter leaves none."""
-    rejected: list[Rejected] = field(default_factory=list)
+    rejected: int = 0
+    """Records that are no countable download: each logged as it is met (`note_rejected`), only counted here."""
     refused: list[Refused] = field(default_factory=list)
     trimmed: dict[str, Any] | None = None
     failed_keys: list[tuple[AggregateKey, str]] = field(default_factory=list)
@@ -66,6 +68,16 @@ class BatchReport:
     state_ignored: str | None = None
     unreported: int = 0
     """Rejected or refused records the failure queue did not take: the checkpoint waits before them."""
+
+    def note_rejected(self, rejected: list[Rejected]) -> None:
+        """Log a step's rejected records now, keeping only their number: an invocation of many steps holds one step's
+        records at a time (docs/exactly-once.md rule 9), whatever its steps reject."""
+        for item in rejected:
+            logger.warning(
+                "rejected download record",
+                extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
+            )
+        self.rejected += len(rejected)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -102,7 +114,7 @@ class BatchReport:
             "index_partition_writes": self.index_partition_writes,
             "ignored": self.ignored,
             "ignored_delivered": self.ignored_delivered,
-            "rejected": len(self.rejected),
+            "rejected": self.rejected,
             "refused": len(self.refused),
             "records_trimmed": self.trimmed is not None,
             "failed_aggregates": len(self.failed_keys),
@@ -113,11 +125,6 @@ class BatchReport:
 
 
 def publish(report: BatchReport, started: float, succeeded: bool) -> None:
-    for item in report.rejected:
-        logger.warning(
-            "rejected download record",
-            extra={"reason": item.reason, "sequence_number": item.raw_sequence, "record": item.record},
-        )
     for item in report.refused:
         logger.error(
             "refused record",
@@ -146,7 +153,7 @@ def publish(report: BatchReport, started: float, succeeded: bool) -> None:
     metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=report.writes)
     metrics.add_metric(name="RecordsRead", unit=MetricUnit.Count, value=report.records_read)
     metrics.add_metric(name="ThrottledStreamReads", unit=MetricUnit.Count, value=report.throttled_reads)
-    metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=len(report.rejected))
+    metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=report.rejected)
     metrics.add_metric(name="RefusedRecords", unit=MetricUnit.Count, value=len(report.refused))
     metrics.add_metric(name="TrimmedRecords", unit=MetricUnit.Count, value=1 if report.trimmed else 0)
     metrics.add_metric(

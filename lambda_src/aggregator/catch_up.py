@@ -106,7 +106,7 @@ def catch_up(
             unclaimed = [min(download.sequence for download in claimed.unclaimed)]
             downloads = [download for download in downloads if download.sequence < unclaimed[0]]
     report.downloads += len(downloads)
-    report.rejected.extend(rejected)
+    report.note_rejected(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
     for download in downloads:
         for change in download.changes:
@@ -118,24 +118,48 @@ def catch_up(
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
     report.refused.extend(refused)
     unhandled = [groups[key][0].sequence for key in unwritten] + unclaimed
-    messages = [rejected_message(item, shard) for item in rejected] + [refused_message(item) for item in refused]
+    reports: list[tuple[str | None, dict[str, Any]]] = [
+        (_held_from(item.raw_sequence), rejected_message(item, shard)) for item in rejected
+    ] + [(_held_from(item.raw_sequence), refused_message(item)) for item in refused]
     if read.trimmed is not None:
         report.trimmed = gap_message(
             shard, progress, read.trimmed.first_readable_sequence, read.trimmed.first_readable_created
         )
-        messages.append(report.trimmed)
-    if messages and not deps.send_failures(messages):
-        # Unreported, they must not be passed: the next reader meets them again and reports them.
-        report.unreported += len(messages)
-        unhandled += [pad_sequence(item.raw_sequence) for item in [*rejected, *refused] if item.raw_sequence]
-        if read.trimmed is not None:
-            unhandled.append("")
-    elif read.trimmed is not None and read.trimmed.first_readable_sequence is not None:
+        reports.append(("", report.trimmed))  # unsent, it holds the checkpoint before the whole read
+    reports.sort(key=lambda held_message: held_message[0] or "")
+    sent = _send_before_deadline(deps, settings, remaining_ms, [message for _, message in reports])
+    # Unreported, they must not be passed: the next reader meets them again and reports them.
+    report.unreported += len(reports) - sent
+    unhandled += [held for held, _ in reports[sent:] if held is not None]
+    gap_sent = any(message is report.trimmed for _, message in reports[:sent])
+    if read.trimmed is not None and gap_sent and read.trimmed.first_readable_sequence is not None:
         deps.progress.resume_after_gap(shard, read.trimmed.first_readable_sequence)
-    elif read.trimmed is not None and progress.exists:
+    elif read.trimmed is not None and gap_sent and progress.exists:
         deps.progress.note_gap_reported(shard, progress.start_token)
     catchup.held_back_from = min(unhandled) if unhandled else None
     return catchup
+
+
+def _held_from(raw_sequence: str | None) -> str | None:
+    return pad_sequence(raw_sequence) if raw_sequence else None
+
+
+REPORTS_PER_SEND = 10
+"""One SendMessageBatch's worth: the deadline is asked before each."""
+
+
+def _send_before_deadline(
+    deps: Dependencies, settings: Settings, remaining_ms: Callable[[], int], messages: list[dict[str, Any]]
+) -> int:
+    """How many of the messages, from the first, the failure queue took: ten at a time until the deadline margin or a
+    refused send, so that a step's reports, however many, end by the deadline (rule 10) and hold what they leave."""
+    sent = 0
+    while sent < len(messages) and remaining_ms() >= settings.deadline_margin_ms:
+        batch = messages[sent : sent + REPORTS_PER_SEND]
+        if not deps.send_failures(batch):
+            break
+        sent += len(batch)
+    return sent
 
 
 def _write_all(

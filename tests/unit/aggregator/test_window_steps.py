@@ -1,17 +1,26 @@
-"""A final invocation reads a window longer than one read budget in bounded steps, within the one invocation.
+"""An invocation reads its shard in bounded steps, within the one invocation: a window longer than one read budget,
+a backlog of rejected records held one step at a time, and steps that end before the invocation's timeout.
 
 The handler on moto's stream, read through pages of two records (GetRecords' `Limit`) and a read
-budget of five records, so that a window of fifteen downloads is three budgets long.
+budget of five records, so that a window of fifteen downloads is three budgets long; and the shipped
+`process_delivery` on the stream model's DynamoDB and `BacklogStream`, as in test_catch_up_memory.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+import aggregator
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
+from leaderboard_dev.bench.catch_up_memory import BacklogStream, catch_up
+from telemetry import logger
+from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
 
@@ -90,3 +99,165 @@ def test_a_final_invocation_out_of_time_mid_window_fails_and_its_retry_counts_th
     # then it fails, and its retry, with time to spare, counts every download of the window once
     deployed.invoke(final, lambda_context)
     assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (9, 6)
+
+
+MEMORY_TABLE, MEMORY_PROGRESS_TABLE = "memory-downloads", "memory-progress"
+
+
+class MalformedBacklog(BacklogStream):
+    """The same backlog, every download's Timestamp malformed (a producer's bug, a wrong TIMESTAMP attribute):
+    each record is Rejected, reported to the failure queue (which takes it) and passed by the checkpoint."""
+
+    def record(self, index: int) -> dict[str, Any]:
+        record = super().record(index)
+        record["dynamodb"]["NewImage"]["Timestamp"] = {"S": "not a timestamp"}
+        return record
+
+
+@contextlib.contextmanager
+def logged_to_stdout_only() -> Iterator[None]:
+    """The function's log as on Lambda, written out and kept by nobody: pytest's log capture would keep every record
+    (the harness's memory, measured by tracemalloc with the function's)."""
+    function_logger = logging.getLogger(logger.name)
+    propagate, function_logger.propagate = function_logger.propagate, False
+    try:
+        yield
+    finally:
+        function_logger.propagate = propagate
+
+
+def test_an_invocation_passing_100000_rejected_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
+    # given a shard whose checkpoint lags 100,000 malformed downloads of 4 KB (400 MB) behind the bound
+    stream = MalformedBacklog(records=100_000, item_bytes=4096)
+    # when the aggregator is invoked through the backlog's end, with time enough to read it all
+    with logged_to_stdout_only():
+        (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, MEMORY_TABLE, MEMORY_PROGRESS_TABLE)
+    # then that one invocation reads the whole backlog in several steps (every record rejected and reported)...
+    assert invocation.caught_up
+    assert invocation.records_read == 100_000
+    assert invocation.downloads == 0
+    assert stream.iterators > 1
+    # ...and, as for counted downloads, peaks under 256 MiB: one step's records at a time
+    assert invocation.peak_mib < 256, invocation
+
+
+class Clock:
+    """Simulated time of one invocation: each call to the stream or the failure queue costs what it costs on AWS."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.elapsed_ms = 0.0
+
+    def remaining_ms(self) -> int:
+        return int(self.timeout_ms - self.elapsed_ms)
+
+    def spend(self, ms: float) -> None:
+        self.elapsed_ms += ms
+
+
+class TimedMalformedBacklog(MalformedBacklog):
+    """GetShardIterator 20 ms, GetRecords (a page of up to 1,000 records) 50 ms."""
+
+    def __init__(self, clock: Clock, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+
+    def get_shard_iterator(self, **parameters: Any) -> dict[str, Any]:
+        self.clock.spend(20)
+        return super().get_shard_iterator(**parameters)
+
+    def get_records(self, **parameters: Any) -> dict[str, Any]:
+        self.clock.spend(50)
+        return super().get_records(**parameters)
+
+
+class TimedFailureQueue:
+    """The failure queue: `batch_ms` per SendMessageBatch of ten; what it took, by sequence number."""
+
+    def __init__(self, clock: Clock, batch_ms: float) -> None:
+        self.clock, self.batch_ms = clock, batch_ms
+        self.sequences: list[int] = []
+
+    def __call__(self, messages: list[Any]) -> bool:
+        self.clock.spend(self.batch_ms * -(-len(messages) // 10))
+        self.sequences += [int(message["sequenceNumber"]) for message in messages]
+        return True
+
+
+def invoke_through_the_backlog(
+    stream: BacklogStream, clock: Clock, queue: TimedFailureQueue, dynamodb: FakeDynamoDB
+) -> dict[str, Any] | None:
+    """A direct invocation through the backlog's end, deadline margin 5 s (the default); None if it raised (retried)."""
+    from aggregate_store import AggregateStore
+    from aggregator_settings import PER_BATCH, Settings
+    from delivery import parse_delivery
+    from dependencies import Dependencies
+    from download_records import Schema
+    from leaderboard_dev.bench.catch_up_memory import SHARD_ID, STREAM_ARN
+    from leaderboard_dev.bench.handler_cpu import InlineExecutor
+    from shard_progress import ProgressStore
+
+    table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
+    settings = Settings(
+        aggregates_table_name=MEMORY_TABLE,
+        table_arn=table_arn,
+        progress_table_name=MEMORY_PROGRESS_TABLE,
+        schema=Schema(),
+        leaderboard_shards=1,
+        failure_queue_url=None,
+        aggregate_writes=PER_BATCH,
+        write_concurrency=1,
+        deadline_margin_ms=5000,
+    )
+    progress = ProgressStore(dynamodb, MEMORY_PROGRESS_TABLE)
+    dependencies = Dependencies(
+        store=AggregateStore(dynamodb, MEMORY_TABLE, settings.schema, progress),
+        progress=progress,
+        streams=stream,
+        executor=InlineExecutor(),
+        send_failures=queue,
+    )
+    event = {"shardId": SHARD_ID, "eventSourceARN": STREAM_ARN, "throughSequenceNumber": stream.last_sequence}
+    try:
+        response, _ = aggregator.process_delivery(
+            parse_delivery(event, table_arn), dependencies, settings, clock.remaining_ms
+        )
+    except aggregator.AggregatesNotWritten:  # out of time before its bound: retried
+        return None
+    return response
+
+
+def test_an_invocation_through_60000_rejected_records_ends_before_its_timeout() -> None:
+    # given a 60-second invocation, a backlog of 60,000 rejected records (three read budgets) behind its bound,
+    # GetRecords at 50 ms a page and SendMessageBatch at 10 ms per batch of ten (a step's reports: 20 s)
+    clock = Clock(timeout_ms=60_000)
+    stream = TimedMalformedBacklog(clock, records=60_000, item_bytes=100)
+    queue = TimedFailureQueue(clock, batch_ms=10)
+    # when it is invoked through the backlog's end
+    invoke_through_the_backlog(stream, clock, queue, FakeDynamoDB())
+    # then it handed its answer back before Lambda's timeout: no step began that could not end within it
+    assert clock.remaining_ms() > 0, (clock.elapsed_ms, len(queue.sequences))
+
+
+def test_reports_that_outlast_the_invocation_stop_at_the_deadline_and_the_retry_sends_the_rest_once() -> None:
+    # given a backlog of 20,000 rejected records (one read budget) and a failure queue at 50 ms per batch of ten,
+    # so that one step's reports take 100 s of a 60-second invocation
+    dynamodb = FakeDynamoDB()
+    clock = Clock(timeout_ms=60_000)
+    stream = TimedMalformedBacklog(clock, records=20_000, item_bytes=100)
+    queue = TimedFailureQueue(clock, batch_ms=50)
+    # when it is invoked through the backlog's end, and retried until it answers
+    answers = []
+    for _ in range(3):
+        clock.elapsed_ms = 0
+        answers.append(invoke_through_the_backlog(stream, clock, queue, dynamodb))
+        # then each invocation stops sending at its deadline margin, before its timeout...
+        assert clock.remaining_ms() > 0, clock.elapsed_ms
+        if answers[-1] is not None:
+            break
+    # ...the first fails (its reports unsent hold the checkpoint before them) and a retry reaches the bound,
+    # every rejected record reported exactly once
+    assert answers[0] is None
+    assert answers[-1] is not None
+    assert answers[-1]["reachedBound"]
+    assert sorted(queue.sequences) == [stream.sequence(index) for index in range(20_000)]
