@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from aggregate_writes import AggregateWrites, Contribution, number
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
+from leaderboard_core.band_holds import parse_held
 from leaderboard_core.bookkeeping import (
     APPLIED_SEQUENCE,
     RECOUNT_BAND,
@@ -232,16 +233,38 @@ class AggregateStore:
             floor = progress_of_item(known.progress).checkpoint
         elif APPLIED_SEQUENCE in known.item:
             floor = known.item[APPLIED_SEQUENCE].get("S")
+        passed: list[Contribution] = []
         if floor is not None:
             above = [c for c in remaining if c.sequence > floor]
-            outcome.already_applied += len(remaining) - len(above)
+            passed = [c for c in remaining if c.sequence <= floor]
+            outcome.already_applied += len(passed)
             remaining = above
         fence = number(known.item.get(RECOUNTED_THROUGH))
         if fence is None:
             return remaining, []
+        self._refuse_again(known.item, fence, passed, outcome)
         fenced = [c for c in remaining if c.created is None or c.created <= fence]
         after = [c for c in remaining if c.created is not None and c.created > fence]
         return after, self._hold(known.item, fence, fenced, outcome)
+
+    def _refuse_again(
+        self, item: dict[str, Any], fence: Decimal, passed: list[Contribution], outcome: ApplyOutcome
+    ) -> None:
+        """Records at or below the watermark, created by the fence of an open band that holds no entry of theirs, were
+        refused when first met (a full band, no sort key), and the write of a later record passed them: refused again,
+        so that a report the first reader could not send (the deadline, the queue) is made by this one. A duplicate
+        report costs a recount; a lost one, a count nobody repairs."""
+        band = _band_deadline(item.get(RECOUNT_BAND))
+        if band is None or band < self._clock() or not passed:
+            return
+        held = {
+            record.download_id for record in map(parse_held, (item.get(RECOUNT_HELD) or {}).get("SS") or []) if record
+        }
+        counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
+        for contribution in passed:
+            if (contribution.created is None or contribution.created <= fence) and contribution.download_id not in held:
+                outcome.already_applied -= 1
+                outcome.refused.append((contribution, f"{counted}, and its repair's band does not hold it (met again)"))
 
     def _hold(
         self, item: dict[str, Any], fence: Decimal, fenced: list[Contribution], outcome: ApplyOutcome

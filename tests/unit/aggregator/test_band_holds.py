@@ -11,7 +11,7 @@ from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Download, Ignored, Schema, parse_record
-from leaderboard_core.band_holds import MAX_HELD_RECORDS, shard_tag
+from leaderboard_core.band_holds import MAX_HELD, MAX_HELD_RECORDS, shard_tag
 from leaderboard_core.bookkeeping import download_id, pad_sequence
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN, download_record
@@ -147,3 +147,18 @@ def test_a_deletion_by_ttl_is_no_retraction_however_the_record_spells_its_identi
     parsed = [parse_record(each, schema) for each in (event_spelling, api_spelling, removal)]
     # then the expiries change no count; the application's REMOVE takes the download back
     assert [type(each) for each in parsed] == [Ignored, Ignored, Download]
+
+
+def test_a_refusal_whose_report_went_unsent_is_made_again_by_the_reader_that_rereads_it(dynamodb: Any) -> None:
+    # given an aggregate under a repair's open band that already holds as many downloads as it may (MAX_HELD)
+    counted_with_an_open_band(dynamodb, 0, [f"id{number}" for number in range(MAX_HELD)])
+    aggregates = store(dynamodb, Schema())
+    contributions = [record(101, "d1", 1, 1, created=NOW), record(102, "d2", 1, 1, created=FENCE + 1)]
+    # when a step writes d1 (created by the fence: refused, the band is full) and d2 (after the fence: added) ...
+    first = aggregates.apply(KEY, SHARD, contributions)
+    assert ([c.sequence for c, _ in first.refused], first.added) == ([pad_sequence("101")], 1)
+    # ... the step's report of d1 is not sent (the deadline margin, or a SendMessageBatch with d1 among its Failed),
+    # so catch_up holds the checkpoint before 101, and the next reader reads 101 and 102 again
+    again = aggregates.apply(KEY, SHARD, contributions)
+    # then that reader refuses d1 again, so that its report is made (d1 is counted nowhere: the band does not hold it)
+    assert [c.sequence for c, _ in again.refused] == [pad_sequence("101")], (again.already_applied, again.refused)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 import aggregator
 from aggregator import AggregatesNotWritten
@@ -261,3 +262,93 @@ def test_reports_that_outlast_the_invocation_stop_at_the_deadline_and_the_retry_
     assert answers[-1] is not None
     assert answers[-1]["reachedBound"]
     assert sorted(queue.sequences) == [stream.sequence(index) for index in range(20_000)]
+
+
+# A gap met mid-read after reports left unsent: the gap report covers them.
+
+MALFORMED, TRIMMED_FROM, TRIMMED_TO, RECORDS = 12, 12, 20, 30
+
+
+def _error(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, "GetRecords")
+
+
+class TrimmedMidRead(BacklogStream):
+    """Thirty downloads, the first twelve malformed (rejected). The first read gets a page of those twelve; before its
+    next GetRecords, DynamoDB trims records 12..19 (24 hours old: "a stream record in the shard exceeds the 24 hour
+    period and is trimmed", TrimmedDataAccessException), so the iterator after record 11 is refused and the read
+    goes on from the trim horizon, record 20: a gap *after* records it has read."""
+
+    def __init__(self) -> None:
+        super().__init__(records=RECORDS, item_bytes=100, songs=3)
+        self.trimmed = False
+
+    def record(self, index: int) -> dict[str, Any]:
+        record = super().record(index)
+        if index < MALFORMED:
+            record["dynamodb"]["NewImage"]["Timestamp"] = {"S": "not a timestamp"}
+        return record
+
+    def _index_of(self, parameters: dict[str, Any]) -> int:
+        offset = int(parameters["SequenceNumber"]) - 10**20
+        return offset // 100 + (0 if parameters["ShardIteratorType"] == "AT_SEQUENCE_NUMBER" else 1)
+
+    def get_shard_iterator(self, **parameters: Any) -> dict[str, Any]:
+        if self.trimmed:
+            if parameters["ShardIteratorType"] == "TRIM_HORIZON":
+                self.iterators += 1
+                return {"ShardIterator": str(TRIMMED_TO)}
+            if self._index_of(parameters) < TRIMMED_TO:
+                raise _error("TrimmedDataAccessException")
+        return super().get_shard_iterator(**parameters)
+
+    def get_records(self, **parameters: Any) -> dict[str, Any]:
+        position = int(parameters["ShardIterator"])
+        if not self.trimmed and position == TRIMMED_FROM:
+            self.trimmed = True  # records 12..19 trimmed between two GetRecords of one read
+            raise _error("ExpiredIteratorException")
+        if not self.trimmed and position == 0:
+            parameters = {**parameters, "Limit": MALFORMED}
+        return super().get_records(**parameters)
+
+
+class TakesFirstSendOnly:
+    """The failure queue: takes one SendMessageBatch, refuses the next (throttled), then takes everything."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+        self.refuse_second = True
+        self.messages: list[dict[str, Any]] = []
+
+    def __call__(self, messages: list[dict[str, Any]]) -> bool:
+        self.sends += 1
+        if self.sends == 2 and self.refuse_second:
+            return False
+        self.messages += messages
+        return True
+
+
+def test_reports_left_unsent_before_a_gap_met_mid_read_are_covered_by_a_gap_report_from_before_them() -> None:
+    # given twelve malformed downloads, then eight trimmed between two pages of the read, then ten good ones
+    dynamodb = FakeDynamoDB()
+    stream = TrimmedMidRead()
+    queue = TakesFirstSendOnly()
+    # when the first invocation's queue takes the first batch of ten (the gap report, the first nine rejected)
+    # and refuses the second (records 9, 10 and 11), and the retry's queue takes everything
+    answers = []
+    for _ in range(3):
+        answers.append(invoke_through_the_backlog(stream, Clock(timeout_ms=60_000), queue, dynamodb))  # type: ignore[arg-type]
+        if answers[-1] is not None and answers[-1]["reachedBound"]:
+            break
+    # then the reports the queue took are the gap and the first nine rejected; records 9..11, read before the gap, are
+    # older than the trimmed records and so trimmed too: no reader can meet them again, and resume_after_gap skipping
+    # them loses nothing readable. They are covered by a records_trimmed report whose range starts before them (the
+    # first gap's from the step's start, the retry's from the checkpoint held before record 9): recover recounts
+    # every board. Only their rejected_download messages (the malformed items' keys) are not in the queue.
+    reported = {int(message["sequenceNumber"]) for message in queue.messages if message["kind"] == "rejected_download"}
+    assert reported == {stream.sequence(index) for index in range(9)}
+    gaps = [message for message in queue.messages if message["kind"] == "records_trimmed"]
+    assert gaps
+    assert all(gap["checkpoint"] is None or int(gap["checkpoint"]) < stream.sequence(9) for gap in gaps), gaps
+    assert answers[-1] is not None
+    assert answers[-1]["reachedBound"]
