@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from aggregate_writes import AggregateWrites, Contribution, number
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
-from leaderboard_core.band_holds import parse_held
+from leaderboard_core.band_holds import parse_held, shard_tag
 from leaderboard_core.bookkeeping import (
     APPLIED_SEQUENCE,
     RECOUNT_BAND,
@@ -242,29 +242,41 @@ class AggregateStore:
         fence = number(known.item.get(RECOUNTED_THROUGH))
         if fence is None:
             return remaining, []
-        self._refuse_again(known.item, fence, passed, outcome)
+        self._refuse_again(known.item, fence, shard, passed, outcome)
         fenced = [c for c in remaining if c.created is None or c.created <= fence]
         after = [c for c in remaining if c.created is not None and c.created > fence]
         return after, self._hold(known.item, fence, fenced, outcome)
 
     def _refuse_again(
-        self, item: dict[str, Any], fence: Decimal, passed: list[Contribution], outcome: ApplyOutcome
+        self, item: dict[str, Any], fence: Decimal, shard: ShardRef, passed: list[Contribution], outcome: ApplyOutcome
     ) -> None:
-        """Records at or below the watermark, created by the fence of an open band that holds no entry of theirs, were
-        refused when first met (a full band, no sort key), and the write of a later record passed them: refused again,
-        so that a report the first reader could not send (the deadline, the queue) is made by this one. A duplicate
-        report costs a recount; a lost one, a count nobody repairs."""
+        """A record at or below the watermark, created by the fence of an open band that holds no entry of it, was
+        refused when first met (a full band, no sort key), and the write of a later record passed it: the lowest such
+        record is refused again, so that a report the first reader could not send (the deadline, the queue) is made
+        by this one (`recover` recounts by aggregate: one report is enough). A duplicate costs a recount; a lost one,
+        a count nobody repairs."""
         band = _band_deadline(item.get(RECOUNT_BAND))
         if band is None or band < self._clock() or not passed:
             return
-        held = {
-            record.download_id for record in map(parse_held, (item.get(RECOUNT_HELD) or {}).get("SS") or []) if record
-        }
-        counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
-        for contribution in passed:
-            if (contribution.created is None or contribution.created <= fence) and contribution.download_id not in held:
-                outcome.already_applied -= 1
-                outcome.refused.append((contribution, f"{counted}, and its repair's band does not hold it (met again)"))
+        entries = [record for record in map(parse_held, (item.get(RECOUNT_HELD) or {}).get("SS") or []) if record]
+        tag = shard_tag(shard.stream_arn, shard.shard_id)
+
+        def held(contribution: Contribution) -> bool:
+            if not self._schema.retractions:
+                return any(entry.download_id == contribution.download_id for entry in entries)
+            return any(
+                entry.download_id == contribution.download_id
+                and entry.shard_tag == tag
+                and entry.sequence >= int(contribution.sequence)
+                for entry in entries
+            )
+
+        unheld = [c for c in passed if (c.created is None or c.created <= fence) and not held(c)]
+        if unheld:
+            lowest = min(unheld, key=lambda contribution: contribution.sequence)
+            counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
+            outcome.already_applied -= 1
+            outcome.refused.append((lowest, f"{counted}, and its repair's band does not hold it (met again)"))
 
     def _hold(
         self, item: dict[str, Any], fence: Decimal, fenced: list[Contribution], outcome: ApplyOutcome
