@@ -132,12 +132,14 @@ def _outcome(future: Future[Any]) -> dict[str, Any]:
 
 
 def with_separate_parts(results: dict[str, Any], directory: Path) -> dict[str, Any]:
-    """The results, with each part a separate run measured (ALONE) where the full run has none of it."""
+    """The results, with each part a separate run measured (ALONE) where the full run has none of it; a part merged
+    from a separate run before is taken again from its file, which a later run of that part rewrote."""
     merged = dict(results)
     for part, name in ALONE.items():
         alone = directory / name
         key = RESULT_KEYS[part]
-        if merged.get(key) or not alone.is_file():
+        from_the_full_run = merged.get(key) and key not in merged.get("separate_runs", {})
+        if from_the_full_run or not alone.is_file():
             continue
         separate = json.loads(alone.read_text())
         merged[key] = separate[key]
