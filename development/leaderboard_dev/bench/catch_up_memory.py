@@ -111,20 +111,16 @@ class Invocation:
     caught_up: bool
 
 
-def catch_up(
-    aggregator: Any,
+def backlog_invocation(
     dynamodb: Any,
     stream: BacklogStream,
-    invocations: int,
     table: str,
     progress_table: str,
-    pages_per_invocation: int | None = None,
-) -> Iterator[Invocation]:
-    """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
-    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
-
-    An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
-    pages (None: no end), after which it has only the time to write what its step read."""
+    deadline_margin_ms: int,
+    send_failures: Callable[[list[Any]], bool],
+) -> tuple[Any, Any, Any]:
+    """The shipped aggregator's settings and dependencies over `stream` and `dynamodb` (one leaderboard shard, months,
+    writes one at a time), and a direct invocation through the backlog's end."""
     from aggregate_store import AggregateStore
     from aggregator_settings import PER_BATCH, Settings
     from delivery import parse_delivery
@@ -143,7 +139,7 @@ def catch_up(
         failure_queue_url=None,
         aggregate_writes=PER_BATCH,
         write_concurrency=1,
-        deadline_margin_ms=1000,
+        deadline_margin_ms=deadline_margin_ms,
     )
     progress = ProgressStore(dynamodb, progress_table)
     dependencies = Dependencies(
@@ -151,9 +147,29 @@ def catch_up(
         progress=progress,
         streams=stream,
         executor=InlineExecutor(),
-        send_failures=lambda _messages: True,
+        send_failures=send_failures,
     )
     event = {"shardId": SHARD_ID, "eventSourceARN": STREAM_ARN, "throughSequenceNumber": stream.last_sequence}
+    return settings, dependencies, parse_delivery(event, table_arn)
+
+
+def catch_up(
+    aggregator: Any,
+    dynamodb: Any,
+    stream: BacklogStream,
+    invocations: int,
+    table: str,
+    progress_table: str,
+    pages_per_invocation: int | None = None,
+) -> Iterator[Invocation]:
+    """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
+    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
+
+    An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
+    pages (None: no end), after which it has only the time to write what its step read."""
+    settings, dependencies, delivery = backlog_invocation(
+        dynamodb, stream, table, progress_table, deadline_margin_ms=1000, send_failures=lambda _messages: True
+    )
     started = tracemalloc.is_tracing()
     if not started:
         tracemalloc.start()
@@ -163,9 +179,7 @@ def catch_up(
             baseline = tracemalloc.get_traced_memory()[0]
             remaining_ms = _invocation_time(stream, pages_per_invocation, settings.deadline_margin_ms)
             try:
-                _, report = aggregator.process_delivery(
-                    parse_delivery(event, table_arn), dependencies, settings, remaining_ms
-                )
+                _, report = aggregator.process_delivery(delivery, dependencies, settings, remaining_ms)
             except aggregator.AggregatesNotWritten as not_yet:
                 report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
             peak = tracemalloc.get_traced_memory()[1] - baseline

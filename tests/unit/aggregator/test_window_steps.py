@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 import aggregator
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
-from leaderboard_dev.bench.catch_up_memory import BacklogStream, catch_up
+from leaderboard_dev.bench.catch_up_memory import BacklogStream, backlog_invocation, catch_up
 from telemetry import logger
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed
@@ -189,40 +189,11 @@ def invoke_through_the_backlog(
     stream: BacklogStream, clock: Clock, queue: TimedFailureQueue, dynamodb: FakeDynamoDB
 ) -> dict[str, Any] | None:
     """A direct invocation through the backlog's end, deadline margin 5 s (the default); None if it raised (retried)."""
-    from aggregate_store import AggregateStore
-    from aggregator_settings import PER_BATCH, Settings
-    from delivery import parse_delivery
-    from dependencies import Dependencies
-    from download_records import Schema
-    from leaderboard_dev.bench.catch_up_memory import SHARD_ID, STREAM_ARN
-    from leaderboard_dev.bench.handler_cpu import InlineExecutor
-    from shard_progress import ProgressStore
-
-    table_arn = STREAM_ARN.rsplit("/stream/", 1)[0]
-    settings = Settings(
-        aggregates_table_name=MEMORY_TABLE,
-        table_arn=table_arn,
-        progress_table_name=MEMORY_PROGRESS_TABLE,
-        schema=Schema(),
-        leaderboard_shards=1,
-        failure_queue_url=None,
-        aggregate_writes=PER_BATCH,
-        write_concurrency=1,
-        deadline_margin_ms=5000,
+    settings, dependencies, delivery = backlog_invocation(
+        dynamodb, stream, MEMORY_TABLE, MEMORY_PROGRESS_TABLE, deadline_margin_ms=5000, send_failures=queue
     )
-    progress = ProgressStore(dynamodb, MEMORY_PROGRESS_TABLE)
-    dependencies = Dependencies(
-        store=AggregateStore(dynamodb, MEMORY_TABLE, settings.schema, progress),
-        progress=progress,
-        streams=stream,
-        executor=InlineExecutor(),
-        send_failures=queue,
-    )
-    event = {"shardId": SHARD_ID, "eventSourceARN": STREAM_ARN, "throughSequenceNumber": stream.last_sequence}
     try:
-        response, _ = aggregator.process_delivery(
-            parse_delivery(event, table_arn), dependencies, settings, clock.remaining_ms
-        )
+        response, _ = aggregator.process_delivery(delivery, dependencies, settings, clock.remaining_ms)
     except aggregator.AggregatesNotWritten:  # out of time before its bound: retried
         return None
     return response
