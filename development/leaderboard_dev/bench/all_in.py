@@ -70,7 +70,7 @@ EDITED, DELETED = 0.10, 0.05
 """The retraction workload: of each batch's downloads, this share is edited (moved a month on) and this deleted,
 in the next batch."""
 RETRIES = 10
-"""Invocations of one event at most: a final one that reads more than its budget fails, and Lambda retries it."""
+"""Invocations of one event at most: a final one that fails (out of time before its bound) is retried, as on AWS."""
 START = datetime(2024, 3, 14, 12, tzinfo=UTC)
 
 
