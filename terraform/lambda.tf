@@ -142,7 +142,7 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
   event_source_arn                   = local.table_stream_arn
   function_name                      = aws_lambda_function.aggregator[0].arn
   starting_position                  = var.starting_position
-  batch_size                         = var.batch_size
+  batch_size                         = local.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
   tumbling_window_in_seconds         = var.tumbling_window_in_seconds
   maximum_retry_attempts             = var.maximum_retry_attempts

@@ -6,6 +6,8 @@ locals {
   table_name            = local.source_table_given ? var.source_table_name : "${var.name}-downloads"
   aggregates_table_name = local.separate_aggregates ? "${var.name}-aggregates" : local.table_name
   aggregator_name       = "${var.name}-aggregator"
+  default_batch_size    = { per_batch = 100, per_window = 1000 }
+  batch_size            = coalesce(var.batch_size, local.default_batch_size[var.aggregate_writes])
   query_name            = "${var.name}-query"
   failure_queue_name    = "${var.name}-aggregator-failures"
   band_queue_name       = "${var.name}-recount-bands"

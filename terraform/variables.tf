@@ -452,13 +452,13 @@ variable "reserved_concurrent_executions" {
 ################################################################################
 
 variable "batch_size" {
-  description = "Most stream records per aggregator invocation. Always set explicitly: emulators differ in their default."
+  description = "Most stream records per aggregator invocation. null: 100 with aggregate_writes = per_batch, 1000 with per_window (whose invocations before a window's last each note what they were handed in the progress table, so fewer and larger ones cost less). The mapping is always given it: emulators differ in their default."
   type        = number
-  default     = 100
+  default     = null
 
   validation {
-    condition     = var.batch_size >= 1 && var.batch_size <= 10000
-    error_message = "batch_size must be 1-10000."
+    condition     = var.batch_size == null || try(var.batch_size >= 1 && var.batch_size <= 10000, false)
+    error_message = "batch_size must be 1-10000 (or null for the default of aggregate_writes)."
   }
 }
 

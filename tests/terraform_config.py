@@ -43,3 +43,14 @@ def resources(directory: Path, kind: str = "resource") -> dict[str, dict[str, An
                 for name, body in instances.items():
                     found[f"{unquoted(resource_type)}.{unquoted(name)}"] = body
     return found
+
+
+def local_values(directory: Path) -> dict[str, Any]:
+    """Every `locals` value of the directory's .tf files, by name (as hcl2 reads it: expressions stay text)."""
+    found: dict[str, Any] = {}
+    for path in sorted(directory.glob("*.tf")):
+        with path.open() as handle:
+            document = hcl2.load(handle)
+        for block in document.get("locals", []):
+            found.update(block)
+    return found

@@ -15,6 +15,12 @@ GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
+MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
+"""Set by Lambda in every function: "The amount of memory available to the function in MB"."""
+READ_RECORDS_PER_MB = 128
+"""Records one step reads per MB of the function's memory: 65,536 at 512 MB, a 60-second window at 1,000 a second."""
+READ_BYTES_PER_MB = 64 * 1024
+"""Stream record bytes one step reads per MB of the function's memory: 32 MiB at 512 MB."""
 
 
 @dataclass(frozen=True)
@@ -33,10 +39,10 @@ class Settings:
     claims_table_name: str | None = None
     """CLAIMS_TABLE_NAME: while a backfill may count the table's history, every download is claimed there first."""
     read_budget_records: int = 20_000
-    """Records one invocation reads at most (a page more at most); the rest waits for the next invocation."""
+    """Records one step reads at most (a page more at most); the rest waits for the next step or invocation."""
     read_budget_bytes: int = 32 * 1024 * 1024
-    """Stream record bytes (`SizeBytes`) one invocation reads at most (a page, 1 MB, more at most): with the
-    record budget, what bounds the invocation's memory whatever the backlog and the items' size."""
+    """Stream record bytes (`SizeBytes`) one step reads at most (a page, 1 MB, more at most): with the record
+    budget, what bounds the invocation's memory whatever the backlog and the items' size."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -64,4 +70,18 @@ class Settings:
             write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
             claims_table_name=environ.get(CLAIMS_TABLE_VARIABLE) or None,
+            **read_budget(environ),
         )
+
+
+def read_budget(environ: Mapping[str, str]) -> dict[str, int]:
+    """One step's read budget in proportion to the function's memory, so that a window a larger function can hold
+    is read, written and checkpointed once (per_window: one write per aggregate and window, not one per step);
+    without the memory named, the defaults."""
+    memory_mb = environ.get(MEMORY_SIZE_VARIABLE, "")
+    if not memory_mb.isdigit() or int(memory_mb) == 0:
+        return {}
+    return {
+        "read_budget_records": int(memory_mb) * READ_RECORDS_PER_MB,
+        "read_budget_bytes": int(memory_mb) * READ_BYTES_PER_MB,
+    }

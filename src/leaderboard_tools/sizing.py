@@ -42,7 +42,8 @@ SHARDS_MOST = 64
 """leaderboard_shards: a whole number from 1 to 64."""
 BATCH_SIZE_RANGE = (1, 10_000)
 """batch_size: 1-10000 records per invocation."""
-BATCH_SIZE_DEFAULT = 100
+BATCH_SIZE_DEFAULTS = {"per_batch": 100, "per_window": 1000}
+"""batch_size's default by aggregate_writes (terraform/main.tf, local.default_batch_size)."""
 WINDOW_SECONDS_RANGE = (1, 900)
 """tumbling_window_in_seconds: 1-900 (the aggregator needs window events, so never 0)."""
 WINDOW_SECONDS_DEFAULT = 60
@@ -85,7 +86,7 @@ class Workload:
     downloads_per_second: float
     songs: int
     zipf_exponent: float = 1.1
-    batch_size: int = BATCH_SIZE_DEFAULT
+    batch_size: int = BATCH_SIZE_DEFAULTS["per_batch"]
     aggregate_writes: str = "per_batch"
     window_seconds: float = WINDOW_SECONDS_DEFAULT
     edit_share: float = 0.0

@@ -251,6 +251,52 @@ run "per_window_writes_plan" {
   }
 }
 
+run "per_batch_defaults_to_batches_of_100" {
+  command = plan
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].batch_size == 100
+    error_message = "per_batch's default batch is 100 records"
+  }
+}
+
+run "per_window_defaults_to_batches_of_1000" {
+  command = plan
+
+  variables {
+    aggregate_writes = "per_window"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].batch_size == 1000
+    error_message = "per_window's default batch is 1000 records: its invocations before a window's last each write the progress table"
+  }
+}
+
+run "a_batch_size_given_is_the_mappings" {
+  command = plan
+
+  variables {
+    aggregate_writes = "per_window"
+    batch_size       = 250
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].batch_size == 250
+    error_message = "a batch_size given overrides the write mode's default"
+  }
+}
+
+run "a_batch_size_above_10000_is_refused" {
+  command = plan
+
+  variables {
+    batch_size = 10001
+  }
+
+  expect_failures = [var.batch_size]
+}
+
 run "a_parallelization_factor_above_one_is_refused" {
   command = plan
 

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB
+
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/backlog-downloads/stream/2018-01-01T00:00:00.000"
 SHARD_ID = "shardId-00000001600000000000-backlog0"
 FIRST_SEQUENCE = 10**20
@@ -118,11 +120,13 @@ def backlog_invocation(
     progress_table: str,
     deadline_margin_ms: int,
     send_failures: Callable[[list[Any]], bool],
+    memory_mb: int | None = None,
 ) -> tuple[Any, Any, Any]:
     """The shipped aggregator's settings and dependencies over `stream` and `dynamodb` (one leaderboard shard, months,
-    writes one at a time), and a direct invocation through the backlog's end."""
+    writes one at a time; the read budget of a function of `memory_mb`, None: the settings' defaults), and a direct
+    invocation through the backlog's end."""
     from aggregate_store import AggregateStore
-    from aggregator_settings import PER_BATCH, Settings
+    from aggregator_settings import MEMORY_SIZE_VARIABLE, PER_BATCH, Settings, read_budget
     from delivery import parse_delivery
     from dependencies import Dependencies
     from download_records import Schema
@@ -140,6 +144,7 @@ def backlog_invocation(
         aggregate_writes=PER_BATCH,
         write_concurrency=1,
         deadline_margin_ms=deadline_margin_ms,
+        **read_budget({MEMORY_SIZE_VARIABLE: str(memory_mb)} if memory_mb else {}),
     )
     progress = ProgressStore(dynamodb, progress_table)
     dependencies = Dependencies(
@@ -161,6 +166,7 @@ def catch_up(
     table: str,
     progress_table: str,
     pages_per_invocation: int | None = None,
+    memory_mb: int | None = None,
 ) -> Iterator[Invocation]:
     """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
     times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
@@ -168,7 +174,13 @@ def catch_up(
     An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
     pages (None: no end), after which it has only the time to write what its step read."""
     settings, dependencies, delivery = backlog_invocation(
-        dynamodb, stream, table, progress_table, deadline_margin_ms=1000, send_failures=lambda _messages: True
+        dynamodb,
+        stream,
+        table,
+        progress_table,
+        deadline_margin_ms=1000,
+        send_failures=lambda _messages: True,
+        memory_mb=memory_mb,
     )
     started = tracemalloc.is_tracing()
     if not started:
@@ -200,8 +212,11 @@ def _invocation_time(stream: BacklogStream, pages: int | None, deadline_margin_m
     return lambda: 900_000 if pages is None or stream.get_records_calls - first < pages else deadline_margin_ms + 2000
 
 
-INVOCATION_PAGES = 60
-"""GetRecords pages a measured invocation has time for: several steps (a step is 20,000 records or 32 MiB)."""
+INVOCATION_PAGES = 200
+"""GetRecords pages a measured invocation has time for: several steps (at 512 MB a step is 65,536 records or
+32 MiB)."""
+MEMORY_MB = AGGREGATOR_MEMORY_MB
+"""The function's memory measured: `aggregator_memory_size`'s default, which sets the read budget."""
 BACKLOGS = (10_000, 100_000, 1_000_000)
 ITEM_BYTES = (100, 1024, 4096)
 MEASURED_INVOCATIONS = 3
@@ -236,9 +251,9 @@ def run_catch_up_memory(
     rows = []
     try:
         aggregator = load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
-        from aggregator_settings import Settings
+        from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings
 
-        settings = Settings.from_environment(dict(os.environ))
+        settings = Settings.from_environment({**os.environ, MEMORY_SIZE_VARIABLE: str(MEMORY_MB)})
         for size in item_bytes:
             for backlog in backlogs:
                 with mock_aws():
@@ -254,6 +269,7 @@ def run_catch_up_memory(
                             TABLE,
                             PROGRESS_TABLE,
                             INVOCATION_PAGES,
+                            MEMORY_MB,
                         )
                     )
                 per_invocation = max(item.records_read for item in measured)
@@ -274,6 +290,7 @@ def run_catch_up_memory(
         os.environ.update(saved)
     return {
         "budget": {"records": settings.read_budget_records, "bytes": settings.read_budget_bytes},
+        "memory_mb": MEMORY_MB,
         "measured_invocations": MEASURED_INVOCATIONS,
         "pages_per_invocation": INVOCATION_PAGES,
         "runs": rows,

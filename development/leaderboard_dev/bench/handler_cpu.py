@@ -46,6 +46,7 @@ from leaderboard_dev.bench.boards import BY_NAME, CATEGORY_ATTRIBUTE, realtime_d
 from leaderboard_dev.bench.workload import say
 from leaderboard_dev.fault_builds import BASELINES
 from leaderboard_dev.settings import REPOSITORY
+from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB
 
 AGGREGATOR_SOURCE = REPOSITORY / "lambda_src" / "aggregator"
 TABLE = "cpu-downloads"
@@ -224,6 +225,7 @@ def function_environment(case: CpuCase) -> Iterator[dict[str, str]]:
             "LEADERBOARD_PERIODS": ",".join(configuration.periods),
             "CATEGORY_ATTRIBUTE": CATEGORY_ATTRIBUTE if configuration.category else "",
             "WRITE_CONCURRENCY": str(WRITE_CONCURRENCY),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(AGGREGATOR_MEMORY_MB),
             "POWERTOOLS_SERVICE_NAME": "cpu-aggregator",
             "POWERTOOLS_METRICS_NAMESPACE": "MaterializedAggregation",
         }

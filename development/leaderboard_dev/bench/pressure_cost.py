@@ -26,12 +26,18 @@ from typing import Any
 from leaderboard_core.index_layout import leaderboard_shard
 from leaderboard_dev.bench.workload import SONGS
 from leaderboard_tools.prices import LAMBDA_GB_SECOND, LAMBDA_REQUEST, WRITE_REQUEST_UNIT
-from leaderboard_tools.sizing import INDEX_WRITES_PER_UPDATE, PARTITION_WRITE_LIMIT, Workload, partition_load
+from leaderboard_tools.sizing import (
+    AGGREGATOR_MEMORY_MB,
+    INDEX_WRITES_PER_UPDATE,
+    PARTITION_WRITE_LIMIT,
+    Workload,
+    partition_load,
+)
 
 DOWNLOAD_RATES = (1000, 5000, 10_000)
 SHARDS_SUPPORTED = tuple(range(1, 65))
-AGGREGATOR_MEMORY_GB = 0.5
-"""The module's default aggregator_memory_size, 512 MB; the guide's handler deployed through it gets the same."""
+AGGREGATOR_MEMORY_GB = AGGREGATOR_MEMORY_MB / 1024
+"""The module's default aggregator_memory_size; the guide's handler deployed through it gets the same."""
 
 PRICES: dict[str, Any] = {
     "region": "us-east-1",

@@ -19,7 +19,7 @@ from leaderboard_tools.output_format import add_output_argument, chosen_format
 from leaderboard_tools.prices import LOOKED_UP, PRICES, REGION, price_table
 from leaderboard_tools.sizing import (
     AGGREGATOR_MEMORY_MB,
-    BATCH_SIZE_DEFAULT,
+    BATCH_SIZE_DEFAULTS,
     BATCH_SIZE_RANGE,
     INDEX_TOO_HOT,
     PARTITION_KEY_TOO_HOT,
@@ -123,10 +123,11 @@ def register(commands: Any) -> None:
     module.add_argument(
         "--batch-size",
         type=whole_number(*BATCH_SIZE_RANGE),
-        default=BATCH_SIZE_DEFAULT,
+        default=None,
         metavar="B",
         help=f"batch_size: records per aggregator invocation ({BATCH_SIZE_RANGE[0]}-{BATCH_SIZE_RANGE[1]}; "
-        f"default {BATCH_SIZE_DEFAULT})",
+        f"default {BATCH_SIZE_DEFAULTS['per_batch']} with per_batch, {BATCH_SIZE_DEFAULTS['per_window']} with "
+        "per_window, as the module's)",
     )
     module.add_argument(
         "--aggregate-writes",
@@ -211,7 +212,7 @@ def run(arguments: argparse.Namespace) -> int:
         downloads_per_second=arguments.downloads_per_second,
         songs=arguments.songs,
         zipf_exponent=arguments.zipf_exponent,
-        batch_size=arguments.batch_size,
+        batch_size=arguments.batch_size or BATCH_SIZE_DEFAULTS[arguments.aggregate_writes],
         aggregate_writes=arguments.aggregate_writes,
         window_seconds=arguments.window,
         edit_share=arguments.edit_share,

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 import aggregator
-from aggregator_settings import Settings
+from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
 from leaderboard_dev.bench.catch_up_memory import BacklogStream, catch_up
+from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
 TABLE, PROGRESS_TABLE = "memory-downloads", "memory-progress"
@@ -60,3 +63,40 @@ def test_a_backlog_of_several_read_budgets_drains_in_one_invocation_each_step_ex
         if table == TABLE and item.get("Month", {}).get("S") == "2018-01"
     }
     assert stored == dict(expected)
+
+
+def test_the_read_budget_grows_with_the_functions_memory_and_is_the_default_without_it() -> None:
+    # given the memory Lambda names in the function's environment
+    at = {memory: read_budget({MEMORY_SIZE_VARIABLE: str(memory)}) for memory in (128, 512, 1024)}
+    # then a step reads 128 records and 64 KiB of stream records per MB, and the defaults where no memory is named
+    assert at[512] == {"read_budget_records": 65_536, "read_budget_bytes": 32 * 2**20}
+    assert at[1024] == {"read_budget_records": 131_072, "read_budget_bytes": 64 * 2**20}
+    assert at[128] == {"read_budget_records": 16_384, "read_budget_bytes": 8 * 2**20}
+    assert read_budget({}) == {}
+    assert read_budget({MEMORY_SIZE_VARIABLE: "lots"}) == {}
+    environ = {"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p", MEMORY_SIZE_VARIABLE: "512"}
+    assert Settings.from_environment(environ).read_budget_records == 65_536
+
+
+def test_a_function_of_the_default_memory_reads_a_default_window_at_1000_downloads_a_second_in_one_step() -> None:
+    # given the module's default memory and tumbling window, and 1,000 downloads a second of 100 B
+    budget = read_budget({MEMORY_SIZE_VARIABLE: str(AGGREGATOR_MEMORY_MB)})
+    window_records = WINDOW_SECONDS_DEFAULT * 1000
+    # then one step holds the whole window: per_window writes each aggregate once per window, not once per step
+    assert budget["read_budget_records"] >= window_records
+    assert budget["read_budget_bytes"] >= window_records * 300
+
+
+@pytest.mark.parametrize("item_bytes", [100, 4096])
+def test_a_512_mb_function_catching_up_a_backlog_of_two_steps_peaks_under_half_its_memory(item_bytes: int) -> None:
+    # given a 512 MB function whose shard lags two read budgets (records or bytes, whichever binds) behind the bound
+    budget = read_budget({MEMORY_SIZE_VARIABLE: "512"})
+    records = min(budget["read_budget_records"], budget["read_budget_bytes"] // item_bytes) * 2
+    stream = BacklogStream(records=records, item_bytes=item_bytes)
+    # when the aggregator is invoked through the backlog's end
+    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE, memory_mb=512)
+    # then one invocation reads it all in steps, and peaks under 256 MiB
+    assert invocation.caught_up
+    assert invocation.records_read == records
+    assert stream.iterators > 1
+    assert invocation.peak_mib < 256, invocation

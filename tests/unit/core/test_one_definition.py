@@ -529,9 +529,11 @@ def test_sizes_limits_and_defaults_are_the_modules_own() -> None:
         return int(low.group(1)), int(high.group(1))
 
     assert bounds("leaderboard_shards") == (1, sizing.SHARDS_MOST)
-    assert bounds("batch_size") == sizing.BATCH_SIZE_RANGE
+    batch_size = declared["batch_size"]["validation"][0]["condition"]
+    assert re.findall(r"var\.batch_size [<>]= (\d+)", batch_size) == [str(end) for end in sizing.BATCH_SIZE_RANGE]
     assert bounds("tumbling_window_in_seconds") == sizing.WINDOW_SECONDS_RANGE
-    assert declared["batch_size"]["default"] == sizing.BATCH_SIZE_DEFAULT
+    assert declared["batch_size"]["default"] is None
+    assert terraform_config.local_values(TERRAFORM)["default_batch_size"] == sizing.BATCH_SIZE_DEFAULTS
     assert declared["tumbling_window_in_seconds"]["default"] == sizing.WINDOW_SECONDS_DEFAULT
     assert declared["aggregator_memory_size"]["default"] == sizing.AGGREGATOR_MEMORY_MB
     assert declared["query_memory_size"]["default"] == sizing.QUERY_MEMORY_MB

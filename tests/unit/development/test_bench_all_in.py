@@ -78,3 +78,10 @@ def test_retractions_write_within_their_bound(cases: dict[str, dict[str, Any]]) 
     assert 0 < per_100["aggregate_writes"] <= per_100["aggregate_write_bound"]
     assert per_100["ingest_requests"]["dynamodb UpdateItem cpu-downloads"] == pytest.approx(10.0)
     assert per_100["ingest_requests"]["dynamodb DeleteItem cpu-downloads"] == pytest.approx(5.0)
+
+
+def test_per_window_writes_each_aggregate_of_its_window_once(cases: dict[str, dict[str, Any]]) -> None:
+    # given per_window at its default batch size, over one window of the workload
+    per_100 = cases["ours_per_window_1000"]["per_100_downloads"]
+    # when / then it writes the window's distinct aggregates, the bound drawn from the generated downloads
+    assert per_100["aggregate_writes"] == pytest.approx(per_100["aggregate_write_bound"], abs=1e-3)

@@ -121,6 +121,19 @@ def size_command(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[i
     return code, captured.out, captured.err
 
 
+@pytest.mark.parametrize(("aggregate_writes", "batch_size"), [("per_batch", 100), ("per_window", 1000)])
+def test_without_a_batch_size_size_takes_the_modules_default_for_the_write_mode(
+    aggregate_writes: str, batch_size: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a load sized without --batch-size
+    flags = ["--downloads-per-second", "1000", "--songs", "1000", "--aggregate-writes", aggregate_writes, "--json"]
+    # when size runs
+    code, out, _ = size_command(flags, capsys)
+    # then it sizes the batches the module would give the mapping for that write mode
+    assert code == 0
+    assert json.loads(out)["workload"]["batch_size"] == batch_size
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
