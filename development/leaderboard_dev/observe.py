@@ -43,7 +43,8 @@ def aggregator_invocations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with the same request id: it failed, and its records were not checkpointed. The guide's
     baseline logs one `guide invocation` line. Each entry: records, succeeded, aggregate_writes,
     distinct_aggregates, duration_ms, final, already_applied (downloads a write found counted already:
-    redelivered work), window_start and the first and last sequence numbers (ours only).
+    redelivered work), records_read (stream records the aggregator read itself), window_start and the first and
+    last sequence numbers (ours only).
     """
     faults = {
         line.get("function_request_id"): line for line in lines if line.get("message") == "test-only fault injected"
@@ -70,6 +71,7 @@ def _invocation(line: dict[str, Any], records: int, succeeded: bool) -> dict[str
         "duration_ms": line.get("duration_ms", 0),
         "final": bool(line.get("final_invocation")),
         "already_applied": line.get("already_applied", 0),
+        "records_read": line.get("records_read", 0),
         "window_start": line.get("window_start"),
         "first_sequence": line.get("first_sequence"),
         "last_sequence": line.get("last_sequence"),

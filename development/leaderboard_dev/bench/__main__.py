@@ -35,7 +35,7 @@ from leaderboard_dev.bench.boards import run_configuration
 from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
 from leaderboard_dev.bench.reads_freshness import run_reads_and_freshness
-from leaderboard_dev.bench.report import DOCUMENT, provenance, write_results
+from leaderboard_dev.bench.report import DOCUMENT, parts_older_than_the_aggregator, provenance, write_results
 from leaderboard_dev.bench.side_by_side import FULL, SMOKE, Plan, run_contender
 from leaderboard_dev.bench.workload import say
 from leaderboard_dev.emulators.lifecycle import identify
@@ -193,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     directory = SMOKE_RESULTS if arguments.smoke else RESULTS
     if arguments.part == "report":
         results = with_separate_parts(json.loads((directory / "results.json").read_text()), directory)
+        stale = [] if arguments.smoke else parts_older_than_the_aggregator(results)
+        if stale:
+            say("refused: the figures would mix code that no longer ships; measure again (make bench, or the part):")
+            for part in stale:
+                say(f"  {part}")
+            return 1
         write_results(results, directory, *((None, None) if arguments.smoke else (DOCUMENT, FIGURES)))
         return 0
     endpoint = endpoint_from_environment()

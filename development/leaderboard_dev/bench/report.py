@@ -54,6 +54,39 @@ def provenance(command: str, emulator: str | None) -> dict[str, Any]:
     }
 
 
+MEASURED_CODE = ("lambda_src",)
+"""What the figures describe: a part measured before a later change to it describes code that no longer ships."""
+
+
+def parts_older_than_the_aggregator(results: dict[str, Any], repository: Path = REPOSITORY) -> list[str]:
+    """Each part of the results (the full run, and every part merged from a run of its own) measured on a work tree
+    with uncommitted changes, or at a commit the aggregator has changed since: what `report` refuses to publish."""
+    measured = [("the full run", results.get("provenance") or {})]
+    measured += [(part, run["provenance"]) for part, run in sorted(results.get("separate_runs", {}).items())]
+    stale = []
+    for part, origin in measured:
+        commit = origin.get("commit") or ""
+        at = commit[:12] or "an unknown commit"
+        if not origin.get("work_tree_clean", False):
+            stale.append(f"{part}: measured with uncommitted changes at {at}")
+        elif not _unchanged_since(commit, repository):
+            stale.append(f"{part}: measured at {at}, before the aggregator's last change")
+    return stale
+
+
+def _unchanged_since(commit: str, repository: Path) -> bool:
+    """Whether the measured code is the same at `commit` as at HEAD; an unknown commit proves nothing."""
+    if not commit:
+        return False
+    diff = subprocess.run(
+        ["git", "diff", "--quiet", commit, "HEAD", "--", *MEASURED_CODE],
+        cwd=repository,
+        capture_output=True,
+        check=False,
+    )
+    return diff.returncode == 0
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -95,6 +128,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             "mean_batch": clean["mean_batch"],
             "ingest_rate": clean["ingest_rate"],
             "count_error_without_faults": clean["count_error"]["absolute"],
+            "stream_records_read_per_100": clean.get("stream_records_read_per_100"),
         }
     reads = results.get("reads_freshness") or {"ladder": [], "rates": []}
     summary = {
@@ -223,6 +257,33 @@ def headline(aggregators: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def one_table_against_two_lines(summary: dict[str, Any]) -> list[str]:
+    """`ours_per_batch` (aggregates in the downloads' table, so their writes come back on its stream) beside
+    `ours_separate_table` (a table of their own), at the batch sizes both ran: the same clean load."""
+    aggregators = summary["aggregators"]
+    one, two = aggregators.get("ours_per_batch", {}), aggregators.get("ours_separate_table", {})
+    batches = sorted(set(one) & set(two), key=int)
+    if not batches:
+        return []
+    lines = [
+        "",
+        "One table against two (`separate_aggregates_table`), the same clean load: stream records the aggregator "
+        "read itself per 100 downloads (its bound is 100: each download once), aggregate writes per 100, its "
+        "throughput and freshness.",
+        "",
+        "| batch size | layout | stream records read / 100 | aggregate writes / 100 | records / s | freshness (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for batch in batches:
+        for layout, figures in (("one table", one[batch]), ("two tables", two[batch])):
+            lines.append(
+                f"| {int(batch):,} | {layout} | {_fmt(figures.get('stream_records_read_per_100'))} | "
+                f"{figures['writes_per_100']} | {_fmt(figures['records_per_second'])} | "
+                f"{_fmt(figures['freshness_seconds'])} |"
+            )
+    return lines
+
+
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return round(numerator / denominator, 2) if numerator and denominator else None
 
@@ -251,6 +312,7 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"{_unsettled(row['guide_settled'])} | "
             f"{_fmt(row['ours_freshness_seconds'])} / {_fmt(row['guide_freshness_seconds'])} |"
         )
+    lines += one_table_against_two_lines(summary)
     lines += [
         "",
         "Reads: top 10 of a month, median of repeated reads from this client" + _reads_origin(summary) + ".",
@@ -695,7 +757,7 @@ def plot(summary: dict[str, Any], results: dict[str, Any], directory: Path) -> d
     paths: dict[str, str] = {}
     aggregators = summary["aggregators"]
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    styles = {"ours_per_batch": "o-", "ours_per_window": "s-", "guide": "^-"}
+    styles = {"ours_per_batch": "o-", "ours_per_window": "s-", "guide": "^-", "ours_separate_table": "d:"}
     for name, by_batch in aggregators.items():
         batches = sorted(by_batch, key=int)
         axes.plot([int(b) for b in batches], [by_batch[b]["writes_per_100"] for b in batches], styles[name], label=name)

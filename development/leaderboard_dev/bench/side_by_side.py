@@ -54,16 +54,19 @@ class Contender:
     name: str
     aggregate_writes: str
     guide: bool = False
+    separate_aggregates_table: bool = False
+    """separate_aggregates_table: the aggregates in a table of their own, the stream holding downloads only."""
 
     @property
     def short(self) -> str:
-        return {"ours_per_batch": "ob", "ours_per_window": "ow", "guide": "gd"}[self.name]
+        return {"ours_per_batch": "ob", "ours_per_window": "ow", "guide": "gd", "ours_separate_table": "os"}[self.name]
 
 
 CONTENDERS = (
     Contender("ours_per_batch", "per_batch"),
     Contender("ours_per_window", "per_window"),
     Contender("guide", "per_batch", guide=True),
+    Contender("ours_separate_table", "per_batch", separate_aggregates_table=True),
 )
 BY_NAME = {contender.name: contender for contender in CONTENDERS}
 
@@ -92,6 +95,8 @@ class Plan:
     guide_batch_sizes: tuple[int, ...] | None = None
     """The batch sizes the guide's handler runs at (None: all). On the emulator, a batch of 10,000 single ADDs
     outlasts the module's 60-second aggregator timeout: every such invocation times out and is retried."""
+    separate_table_batch_sizes: tuple[int, ...] = ()
+    """The batch sizes `ours_separate_table` runs at, beside `ours_per_batch` (one table against two)."""
     board_configurations: tuple[str, ...] = ()
     """The boards part (bench/boards.py): the module's configurations of periods and category it deploys."""
     board_batch_sizes: tuple[int, ...] = ()
@@ -112,7 +117,12 @@ class Plan:
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
-        return tuple(contender for contender in CONTENDERS if guide_runs or not contender.guide)
+        separate_runs = batch_size in self.separate_table_batch_sizes
+        return tuple(
+            contender
+            for contender in CONTENDERS
+            if (guide_runs or not contender.guide) and (separate_runs or not contender.separate_aggregates_table)
+        )
 
     def settle_timeout(self, downloads: int) -> float:
         """Generous: on two shared cores the emulator's aggregator takes up to 50 ms a download, plus a window."""
@@ -139,6 +149,7 @@ FULL = Plan(
     read_repeats=3,
     workers=5,
     guide_batch_sizes=(100, 1000),
+    separate_table_batch_sizes=(100,),
     board_configurations=("month", "day_month_all", "day_month_all_category"),
     board_batch_sizes=(100, 1000),
     board_batching_windows=(1, 5),
@@ -195,6 +206,7 @@ def run_contender(endpoint: Endpoint, name: str, batch_size: int, plan: Plan, di
         "tumbling_window_in_seconds": plan.tumbling_window_seconds,
         "aggregate_writes": contender.aggregate_writes,
         "aggregator_package_path": str(package(contender, first_rate, directory)),
+        "separate_aggregates_table": contender.separate_aggregates_table,
     }
     label = f"{name}, batch size {batch_size}"
     say(f"{label}: deploying")
@@ -229,6 +241,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
     every record checkpointed once (the logs), and for ours at least every download counted.
     """
     table, log_group = outputs["table_name"], outputs["aggregator_log_group_name"]
+    aggregates = outputs.get("aggregates_table_name") or table
     downloads = downloads_for(load.downloads, load.month, load.seed)
     truth = truth_of(downloads)
     keys = candidate_keys(truth, load.month)
@@ -238,7 +251,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
     freshness = None
     if not load.fault_rate:
         settled_at = wait_for(
-            lambda: sum(read_aggregates(aws, table, keys).values()) >= total,
+            lambda: sum(read_aggregates(aws, aggregates, keys).values()) >= total,
             timeout=plan.settle_timeout(total),
             interval=1.0,
             describe=f"{contender.name}: {total} downloads counted",
@@ -250,7 +263,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
         state["invocations"] = aggregator_invocations(log_lines(aws, log_group, since_ms))
         if delivered(state["invocations"]) < total:
             return False
-        observed = read_aggregates(aws, table, keys)
+        observed = read_aggregates(aws, aggregates, keys)
         if contender.aggregate_writes == "per_window" and total_writes(state["invocations"]) < len(observed):
             return False  # the window's final invocation has not logged its writes yet
         return contender.guide or sum(observed.values()) >= total
@@ -261,7 +274,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
     except NotSettled:
         settled = False
     invocations = state["invocations"]
-    observed = read_aggregates(aws, table, keys)
+    observed = read_aggregates(aws, aggregates, keys)
     stream = None if contender.guide else read_stream(aws, outputs["table_stream_arn"])
     failed = [invocation for invocation in invocations if not invocation["succeeded"]]
     succeeded = [invocation for invocation in invocations if invocation["succeeded"]]
@@ -317,6 +330,7 @@ def write_figures(
     bound = figures["bound_from_stream_per_window"] if contender.aggregate_writes == "per_window" else recorded_bound
     figures.update(
         bound=bound,
+        stream_records_read_per_100=round(100 * sum(i["records_read"] for i in invocations) / downloads, 2),
         writes_per_100=round(100 * writes / downloads, 2),
         bound_per_100=round(100 * bound / downloads, 2),
         writes_over_bound=round(writes / bound, 4) if bound else None,
