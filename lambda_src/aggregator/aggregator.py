@@ -200,9 +200,9 @@ def _catch_up_in_steps(
         step_ended_ms = remaining_ms()
         if not _time_for_another_step(settings, step_ended_ms, step_began_ms - step_ended_ms):
             return catchup
-        keep_reading = _step_budget(settings, remaining_ms)
-        del catchup, read  # the step's records, released before the next step reads
+        del catchup, read  # the step's records, released before the next step reads and measures its memory
         progress = deps.progress.read(shard)
+        keep_reading = _step_budget(settings, remaining_ms)
         step_began_ms = step_ended_ms
 
 

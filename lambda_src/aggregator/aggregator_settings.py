@@ -21,6 +21,8 @@ READ_RECORDS_PER_MB = 128
 """Records one step reads per MB of the function's memory: 65,536 at 512 MB, a 60-second window at 1,000 a second."""
 READ_BYTES_PER_MB = 64 * 1024
 """Stream record bytes one step reads per MB of the function's memory: 32 MiB at 512 MB."""
+MEMORY_CEILING_SHARE = 0.6
+"""The share of the function's memory the process may hold resident before a step reads no further page."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,13 @@ class Settings:
     """Records one step reads at most (a page more at most); the rest waits for the next step or invocation."""
     read_budget_bytes: int = 32 * 1024 * 1024
     """Stream record bytes (`SizeBytes`) one step reads at most (a page, 1 MB, more at most): with the record
-    budget, what bounds the invocation's memory whatever the backlog and the items' size."""
+    budget, what bounds the invocation's memory whatever the backlog."""
+    memory_ceiling_bytes: int | None = None
+    """Resident memory at which a step reads no further page (measured before each page after its first, so that
+    every step moves on): MEMORY_CEILING_SHARE of the function's memory. The record and byte budgets assume narrow
+    items; a record's Python objects grow with its attributes and nesting, which `SizeBytes` does not show (a list of
+    small numbers takes far more than its bytes), so what the process holds is measured, not modelled. None: not
+    measured."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -84,4 +92,5 @@ def read_budget(environ: Mapping[str, str]) -> dict[str, int]:
     return {
         "read_budget_records": int(memory_mb) * READ_RECORDS_PER_MB,
         "read_budget_bytes": int(memory_mb) * READ_BYTES_PER_MB,
+        "memory_ceiling_bytes": int(int(memory_mb) * 2**20 * MEMORY_CEILING_SHARE),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
@@ -36,16 +37,35 @@ class Catchup:
 
 
 def reading_budget(settings: Settings, remaining_ms: Callable[[], int], leave_ms: int) -> Callable[[int, int], bool]:
-    """Whether a read may take another page: within the record and byte budgets, with `leave_ms` still to spare."""
+    """Whether a read may take another page: within the record and byte budgets, with `leave_ms` still to spare, and
+    (after its first page, so that every step moves on) with the process's resident memory under the ceiling."""
 
     def keep_reading(records_so_far: int, bytes_so_far: int) -> bool:
         return (
             records_so_far < settings.read_budget_records
             and bytes_so_far < settings.read_budget_bytes
             and remaining_ms() > leave_ms
+            and (records_so_far == 0 or not _at_ceiling(settings.memory_ceiling_bytes))
         )
 
     return keep_reading
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory (Linux's /proc/self/statm, as in Lambda's execution environment); None where it
+    cannot be read, and then no step is held back by it."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _at_ceiling(ceiling: int | None) -> bool:
+    if ceiling is None:
+        return False
+    resident = resident_bytes()
+    return resident is not None and resident >= ceiling
 
 
 def catch_up(
