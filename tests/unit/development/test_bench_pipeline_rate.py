@@ -35,3 +35,16 @@ def test_the_pipelines_rate_is_called_its_own_only_where_the_load_generator_outr
     sentence = report.pipeline_sentence(freshness)
     # then a backlog that grew names the pipeline's limit; a load it kept up with names none
     assert said in sentence
+
+
+def test_the_latency_the_pipeline_has_when_it_keeps_up_is_not_taken_for_a_backlog() -> None:
+    # given paced loads whose least freshness is 30 s, and a large load written in 100 s, fresh 30 s after its end
+    rates = [{"freshness_seconds": 45.0}, {"freshness_seconds": 30.0}]
+    step = {"load": 80_000, "ingest_rate": 800.0, "freshness_seconds": 30.0}
+    # when the pipeline's rate is taken less that latency
+    counted = report.pipeline_rate(step, report.latency_floor(rates))
+    # then it kept pace with the writes: 800 a second, not 80,000 over 130 s
+    assert report.latency_floor(rates) == 30.0
+    assert counted == pytest.approx(800.0)
+    sentence = report.pipeline_sentence({"by_load": [{**step, "pipeline_rate": counted}], "latency_floor_seconds": 30})
+    assert "kept pace with the load generator" in sentence
