@@ -315,7 +315,7 @@ variable "lambda_runtime" {
 }
 
 variable "aggregator_memory_size" {
-  description = "Memory (MB) of the aggregator."
+  description = "Memory (MB) of the aggregator. A catch-up step reads up to 128 stream records and 64 KiB of them per MB, and no further page once the process holds 60 % of it (docs/exactly-once.md, rule 9); a table whose items hold long lists of small numbers or booleans needs 1024."
   type        = number
   default     = 512
 

@@ -412,7 +412,7 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
 
     aggregator = sys.modules.get("aggregator") or load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
     # Each case's periods and category, and the read budget of the function's memory; not its memory ceiling, which
-    # would measure moto's tables too (they share this process): bench/catch_up_memory.py measures memory alone.
+    # would measure moto's tables too (they share this process).
     settings = replace(Settings.from_environment(environment), memory_ceiling_bytes=None)
     dynamodb = boto3.client("dynamodb", region_name=REGION, config=aggregator._SDK_CONFIG)
     streams = boto3.client("dynamodbstreams", region_name=REGION, config=aggregator._SDK_CONFIG)
