@@ -22,6 +22,15 @@ from tests.stream_model.fake_dynamodb import FakeDynamoDB
 TABLE, PROGRESS_TABLE = "memory-downloads", "memory-progress"
 
 
+def january_counts(dynamodb: FakeDynamoDB) -> dict[str, int]:
+    """The month's aggregates as stored: the backlog's downloads are all of January 2018."""
+    return {
+        item["songID"]["S"]: int(item["DownloadCount"]["N"])
+        for (table, _), item in dynamodb.items.items()
+        if table == TABLE and item.get("Month", {}).get("S") == "2018-01"
+    }
+
+
 def test_an_invocation_catching_up_100000_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB (400 MB) behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
@@ -58,13 +67,7 @@ def test_a_backlog_of_several_read_budgets_drains_in_one_invocation_each_step_ex
     assert len(invocations) == 1
     assert invocations[0].caught_up
     assert invocations[0].downloads == records
-    expected = Counter(f"song-{index % 7:04d}" for index in range(records))
-    stored = {
-        item["songID"]["S"]: int(item["DownloadCount"]["N"])
-        for (table, _), item in dynamodb.items.items()
-        if table == TABLE and item.get("Month", {}).get("S") == "2018-01"
-    }
-    assert stored == dict(expected)
+    assert january_counts(dynamodb) == dict(Counter(f"song-{index % 7:04d}" for index in range(records)))
 
 
 def test_the_read_budget_and_memory_ceiling_grow_with_the_functions_memory_and_are_the_defaults_without_it() -> None:
@@ -164,10 +167,4 @@ def test_a_process_at_its_memory_ceiling_reads_a_page_a_step_and_still_counts_th
     assert report.caught_up
     assert report.records_read == records
     assert stream.iterators >= 6  # a step (a shard iterator) per page of 1,000
-    expected = Counter(f"song-{index % 7:04d}" for index in range(records))
-    stored = {
-        item["songID"]["S"]: int(item["DownloadCount"]["N"])
-        for (table, _), item in dynamodb.items.items()
-        if table == TABLE and item.get("Month", {}).get("S") == "2018-01"
-    }
-    assert stored == dict(expected)
+    assert january_counts(dynamodb) == dict(Counter(f"song-{index % 7:04d}" for index in range(records)))
