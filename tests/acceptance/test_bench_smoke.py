@@ -132,3 +132,22 @@ def test_ours_writes_at_the_bound_or_above_it_only_by_retries(smoke_run: tuple[d
     guide = runs["guide"]
     assert guide["aggregate_writes"] >= guide["downloads"]
     assert guide["writes_per_100"] > runs["ours_per_batch"]["writes_per_100"]
+
+
+def test_the_all_in_part_prices_every_component_ours_at_its_bound_and_the_guide_at_two_index_writes(
+    smoke_run: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    # given the smoke's all-in part: every request counted at the SDK and priced
+    _, results = smoke_run
+    cases = {case["name"]: case for case in results["all_in"]["cases"]}
+    # then ours pays each component of its design, and writes each distinct aggregate of a batch once
+    ours = cases["ours_per_batch_100"]
+    for component in ("aggregate_writes", "index_writes", "progress_reads", "progress_writes", "stream_reads"):
+        assert ours["dollars_per_million"][component] > 0, component
+    assert ours["per_100_downloads"]["aggregate_writes"] == pytest.approx(
+        ours["per_100_downloads"]["aggregate_write_bound"], abs=1e-3
+    )
+    # and the guide, its index on (Month, DownloadCount), pays two index writes for every count it moves
+    guide = cases["guide_100"]["per_100_downloads"]
+    assert set(guide["index_writes_per_changed_count"].values()) == {2.0}
+    assert cases["ours_separate_aggregates_table_100"]["per_100_downloads"]["stream_records_read"] == 100.0
