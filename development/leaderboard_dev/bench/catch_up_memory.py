@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import tracemalloc
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,12 +167,16 @@ def catch_up(
     progress_table: str,
     pages_per_invocation: int | None = None,
     memory_mb: int | None = None,
+    memory_ceiling: bool = True,
 ) -> Iterator[Invocation]:
     """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
     times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
 
     An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
-    pages (None: no end), after which it has only the time to write what its step read."""
+    pages (None: no end), after which it has only the time to write what its step read. With `memory_ceiling`
+    False the settings hold no memory ceiling: tracemalloc's own bookkeeping is resident memory too, so under it
+    the ceiling would cut steps that in Lambda it leaves whole.
+    """
     settings, dependencies, delivery = backlog_invocation(
         dynamodb,
         stream,
@@ -182,6 +186,8 @@ def catch_up(
         send_failures=lambda _messages: True,
         memory_mb=memory_mb,
     )
+    if not memory_ceiling:
+        settings = replace(settings, memory_ceiling_bytes=None)
     started = tracemalloc.is_tracing()
     if not started:
         tracemalloc.start()
@@ -270,6 +276,7 @@ def run_catch_up_memory(
                             PROGRESS_TABLE,
                             INVOCATION_PAGES,
                             MEMORY_MB,
+                            memory_ceiling=False,
                         )
                     )
                 per_invocation = max(item.records_read for item in measured)
