@@ -68,10 +68,11 @@ CALLS_IN_LINE_BESIDE_GET_RECORDS = 3
 """Per invocation, one after another: GetItem and UpdateItem of its shard's progress, and GetShardIterator."""
 RECORDS_PER_GET_RECORDS = 1000
 """GetRecords returns up to 1,000 records: measured 1, 2 and 11 calls at batches of 100, 1,000 and 10,000."""
-CPU_MS_PER_RECORD = 0.122
-CPU_MS_PER_AGGREGATE_WRITE = 1.40
-"""The handler's CPU, fitted (least squares) to the seven ours_per_batch cases the benchmark measured (three batch
-sizes, three board configurations): each within -24 % .. +10 % of its measurement."""
+CPU_MS_PER_RECORD = 0.151
+CPU_MS_PER_AGGREGATE_WRITE = 1.57
+"""The handler's CPU, fitted (least largest relative error) to the seven ours_per_batch cases the benchmark measured
+(three batch sizes, three board configurations; make bench at 76e1831): each within -13 % .. +13 % of its
+measurement."""
 CALL_LATENCY_SECONDS = 0.010
 """The benchmark's stated latency of a DynamoDB or Streams call: the upper end of AWS's "single-digit
 milliseconds" for single-item operations (docs/benchmark.md, figure 8)."""
