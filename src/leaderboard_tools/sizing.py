@@ -63,7 +63,7 @@ ZIPF_EXPONENT_MOST = 10.0
 """Popularity 1 / rank^s: past s = 10 the first song holds all but a thousandth of the downloads."""
 
 # The aggregator's calls and CPU per invocation, as the benchmark measured them (docs/benchmark.md, "The handler's CPU
-# per download"; development/benchmark-results/handler_cpu.json, ours_per_batch).
+# per download"; development/benchmark-results/results.json, handler_cpu, ours_per_batch).
 CALLS_IN_LINE_BESIDE_GET_RECORDS = 3
 """Per invocation, one after another: GetItem and UpdateItem of its shard's progress, and GetShardIterator."""
 RECORDS_PER_GET_RECORDS = 1000
