@@ -131,6 +131,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             "stream_records_read_per_100": clean.get("stream_records_read_per_100"),
         }
     reads = results.get("reads_freshness") or {"ladder": [], "rates": []}
+    latency = latency_floor(reads["rates"])
     summary = {
         "provenance": results["provenance"],
         "plan": results["plan"],
@@ -149,12 +150,12 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             "by_load": [
                 {
                     **{key: step[key] for key in ("load", "data_size", "ingest_rate", "freshness_seconds")},
-                    "pipeline_rate": pipeline_rate(step, latency_floor(reads["rates"])),
+                    "pipeline_rate": pipeline_rate(step, latency),
                 }
                 for step in reads["ladder"]
             ],
             "by_rate": reads["rates"],
-            "latency_floor_seconds": latency_floor(reads["rates"]),
+            "latency_floor_seconds": latency,
             "highest_ingest_rate": reads["ladder"][-1]["ingest_rate"] if reads["ladder"] else None,
             "over_downloads": reads["ladder"][-1]["load"] if reads["ladder"] else None,
         },
