@@ -6,7 +6,7 @@ them from the registered subparsers) and the exit codes.
 Every command ends with one line on stderr when it cannot do what was asked, and an exit code from one table (below,
 and docs/operations.md, "Exit codes"): no traceback on any input, on a closed pipe or on Ctrl-C. The AWS CLI's
 connection options (`--cli-connect-timeout`, `--cli-read-timeout`, `--debug`) are taken before the command or after
-it, by every command that reaches AWS.
+it, by every command. A usage error is three lines: a one-line usage, the error, and where the whole usage is.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import textwrap
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -56,6 +56,17 @@ DEBUG_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer", "leaderboard_tool
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; a closed stdout (`| head`), wherever it is met, ends the command with 141."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         with stopping_workers():
             parser, commands = build_parser()
@@ -67,23 +78,44 @@ def main(argv: list[str] | None = None) -> int:
                 connect_timeout=arguments.cli_connect_timeout, read_timeout=arguments.cli_read_timeout
             )
             with connection(settings), debug_logging(arguments.debug):
-                code = run_command(arguments)
-            sys.stdout.flush()
-            return code
-    except SystemExit:  # argparse: --help, --version, a usage error (2)
-        _flush_stdout()
+                return run_command(arguments)
+    except SystemExit:  # argparse: --help, --version, a usage error (2); what --help printed may meet a closed pipe
+        sys.stdout.flush()
         raise
-    except BrokenPipeError:
-        _drop_stdout()
-        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:  # while the command line was read, before any command ran
         _say("interrupted: nothing was run")
         return EXIT_INTERRUPTED
 
 
+class ToolsParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage error is three lines: a one-line usage (what the command requires), the error,
+    and where the whole usage is (`--help`), with argparse's exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.short_usage()}\n{self.prog}: error: {message}\n{help_hint(self.prog)}\n")
+
+    def print_help(self, file: IO[str] | None = None) -> None:
+        """argparse's, but a closed stdout is not ignored: main ends the command with 141 as any other."""
+        (file or sys.stdout).write(self.format_help())
+
+    def short_usage(self) -> str:
+        """`usage: PROG [options] REQUIRED...`: the flags and arguments the command cannot run without, on one line."""
+        groups = [group for group in self._mutually_exclusive_groups if group.required]
+        grouped = {id(action) for group in groups for action in group._group_actions}
+        required = [action for action in self._actions if action.required or id(action) in grouped]
+        formatter = argparse.HelpFormatter(self.prog, width=1_000_000)
+        formatter.add_usage(None, required, groups, prefix="")
+        shown = " ".join(formatter.format_help().split())
+        return f"usage: {self.prog} [options]{shown[len(self.prog) :]}"
+
+
+def help_hint(prog: str) -> str:
+    return f"'{prog} --help' describes every flag"
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The top-level parser and its subcommands, each AWS-reaching one with the AWS CLI's connection options."""
-    parser = argparse.ArgumentParser(
+    parser = ToolsParser(
         prog="leaderboard-tools", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action=VersionAction, help="the installed leaderboard-tools' version, and exit")
@@ -94,8 +126,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     named = DESCRIPTION.format(commands=", ".join(commands.choices))
     parser.description = textwrap.fill(" ".join(named.split()), width=100, break_on_hyphens=False)
     for command_parser in commands.choices.values():
-        if _reaches_aws(command_parser):
-            add_connection_arguments(command_parser, top_level=False)
+        add_connection_arguments(command_parser, top_level=False)
     return parser, commands
 
 
@@ -138,11 +169,6 @@ def add_connection_arguments(parser: argparse.ArgumentParser, top_level: bool) -
     for flag, settings in options:
         if flag not in taken:
             group.add_argument(flag, **settings)
-
-
-def _reaches_aws(parser: argparse.ArgumentParser) -> bool:
-    """A command that takes --region reaches AWS (`size` does not)."""
-    return "--region" in parser._option_string_actions
 
 
 class VersionAction(argparse.Action):
@@ -250,13 +276,6 @@ def _prog(arguments: argparse.Namespace) -> str:
 def _say(line: str) -> None:
     with contextlib.suppress(BrokenPipeError, ValueError):  # stderr closed as well: nothing left to tell
         print(line, file=sys.stderr, flush=True)
-
-
-def _flush_stdout() -> None:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _drop_stdout()
 
 
 def _drop_stdout() -> None:

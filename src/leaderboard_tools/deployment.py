@@ -36,6 +36,16 @@ class DeploymentError(RuntimeError):
     """The deployment cannot be read, is not the module's, or contradicts a flag: nothing was changed."""
 
 
+class NoDeployment(DeploymentError):
+    """No deployment of the module around the table: no such table, or no aggregator of the module reads its stream."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        super().__init__(
+            f"no deployment of the module found for table {table}: {reason} "
+            "(--table takes either table of a deployment: the downloads' or its aggregates')"
+        )
+
+
 @dataclass(frozen=True)
 class Overrides:
     """What the operator passed on the command line; None: read it from the deployment."""
@@ -202,6 +212,10 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         description = dynamodb.describe_table(TableName=table)["Table"]
         ttl = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     except ClientError as error:
+        if _code(error) == "ResourceNotFoundException":
+            raise NoDeployment(
+                table, "there is no such table (check --table, and --region or --endpoint-url)"
+            ) from error
         raise DeploymentError(f"cannot read table {table}: {error}") from error
     keys = {key["KeyType"]: key["AttributeName"] for key in description["KeySchema"]}
     stream_enabled = (description.get("StreamSpecification") or {}).get("StreamEnabled", False)
@@ -210,6 +224,8 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
     mapping, environment = found if found else ({}, {})
     aggregator = mapping.get("FunctionArn")
     source = f"the aggregator {aggregator}" if aggregator else "the deployment"
+    if not aggregator and not overrides.names:
+        raise NoDeployment(table, "no aggregator of the module reads its stream" if stream_arn else "it has no stream")
 
     names: dict[str, str] = {}
     for name, variable in NAME_VARIABLES.items():

@@ -1,6 +1,7 @@
 """The deployed query function as a client sees it: its name, invoking it, and following its pages.
 
-The function is the module's `<name>-query` beside the table `<name>-downloads`, or named outright:
+The function is the module's `<name>-query` beside either table of a deployment (`<name>-downloads`,
+`<name>-aggregates`, or a platform's own table it is attached to), or named outright:
 invoking it is all a person needs the permission for. The client is the operator tools'
 (`operator_aws.py`): boto3's standard session, an endpoint only when one is given (or the SDKs'
 own `AWS_ENDPOINT_URL`), so the same request reads a stack on AWS or on an emulator.
@@ -13,7 +14,7 @@ operator_aws's OperatorSetupError), and cli.py says it as for every command, in 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from leaderboard_tools.deployment import AGGREGATES_SUFFIX, QUERY_SUFFIX
@@ -46,15 +47,39 @@ class AnswerError(RuntimeError):
         self.answer = answer
 
 
-def query_function_of(table: str) -> str:
-    """`<name>-query` for the module's tables: `<name>-downloads`, or `<name>-aggregates` (beside a source table)."""
+def query_function_named(table: str) -> str | None:
+    """`<name>-query` for the module's tables named as it names them: `<name>-downloads`, `<name>-aggregates`;
+    None for another name (a platform's own table, attached with source_table_name)."""
     for suffix in (TABLE_SUFFIX, AGGREGATES_SUFFIX):
         if table.endswith(suffix) and len(table) > len(suffix):
             return table[: -len(suffix)] + QUERY_SUFFIX
-    raise CommandError(
-        f"{table} is not named like the module's tables (<name>{TABLE_SUFFIX}, <name>{AGGREGATES_SUFFIX}): "
-        "pass the aggregates table, or name the function with --function"
-    )
+    return None
+
+
+def query_function_of(table: str, clients: Callable[[], Any] | None = None) -> str:
+    """The query function of a deployment, from either of its tables: by the module's names, else (a platform's own
+    table, attached with source_table_name) from the deployment read around it with `clients()` (deployment.discover:
+    the aggregator reading its stream, and `<name>-query` beside it). CommandError when neither finds one."""
+    named = query_function_named(table)
+    if named is not None:
+        return named
+    from leaderboard_tools.deployment import DeploymentError, discover
+
+    unnamed = f"not named like the module's tables (<name>{TABLE_SUFFIX}, <name>{AGGREGATES_SUFFIX})"
+    if clients is None:
+        raise CommandError(
+            f"{table} is {unnamed}: pass either table of a deployment, or name the function with --function"
+        )
+    try:
+        deployment = discover(clients(), table)
+    except DeploymentError as error:
+        raise CommandError(f"{error}. {table} is {unnamed}: name its query function with --function") from error
+    if deployment.query_function is None:
+        raise CommandError(
+            f"no query function of the module found for table {table}: none serves {deployment.aggregates} beside "
+            f"the aggregator {deployment.aggregator_function}: name it with --function"
+        )
+    return deployment.query_function
 
 
 def lambda_client(profile: str | None, region: str | None, endpoint_url: str | None) -> Any:

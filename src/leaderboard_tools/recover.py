@@ -43,6 +43,7 @@ from leaderboard_tools.failed_batches import BatchAnswerer
 from leaderboard_tools.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 from leaderboard_tools.interruption import Interrupted
+from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
     ClockDisagrees,
@@ -176,8 +177,8 @@ def _interrupted_outcome(error: KeyboardInterrupt, report: RecoveryReport, visib
     """What a run stopped by Ctrl-C did: the messages it deleted, its repair's state, and that the rest come back."""
     invoked = sum(1 for batch in report.batches if "aggregates" in batch)
     parts = [
-        f"recover had deleted {report.deleted} of the {report.messages} messages it received (each only once "
-        "everything it named was exact)"
+        f"recover had deleted {report.deleted} of the {counted(report.messages, 'message')} it received (each only "
+        "once everything it named was exact)"
     ]
     if invoked:
         parts.append(

@@ -11,7 +11,7 @@ from typing import Any
 from leaderboard_tools.argument_types import positive_float, positive_int, scan_segments
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT, EXIT_INTERRUPTED, EXIT_PENDING
 from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, progress_of
-from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 BOARDS_LISTED = 50
 """Boards the table report lists; --output json lists every one."""
@@ -139,8 +139,8 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
         verdict = "a shard could not be read far enough to tell: run this again; keep backfill_claims on"
     elif release.waiting:
         verdict = (
-            f"{release.waiting} download records created before the backfill's end are not yet counted by the "
-            "aggregator: run this again later; keep backfill_claims on"
+            f"{counted(release.waiting, 'download record')} created before the backfill's end are not yet "
+            "counted by the aggregator: run this again later; keep backfill_claims on"
         )
     else:
         verdict = "the aggregator has counted past the backfill's end: apply backfill_claims = false"
@@ -165,8 +165,8 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
 
 def _text(report: dict[str, Any], already: bool) -> str:
     lines = [
-        f"backfill of {report['table']}: {report['status']} ({report['segmentsDone']} of {report['segments']} "
-        "segments done)"
+        f"backfill of {report['table']}: {report['status']} ({report['segmentsDone']} of "
+        f"{counted(report['segments'], 'segment')} done)"
     ]
     if already:
         lines.append(f"  the backfill finished at {report['endedAt']} (DynamoDB's clock): this run changed nothing")
@@ -175,13 +175,14 @@ def _text(report: dict[str, Any], already: bool) -> str:
         lines += [
             f"  read units consumed: {report['readUnits']}",
             f"  items scanned: {report['itemsScanned']} (downloads read: {report['downloadsRead']})",
-            f"  downloads counted: {report['counted']} ({report['transactions']} transactions, "
+            f"  downloads counted: {report['counted']} ({counted(report['transactions'], 'transaction')}, "
             f"{report['retries']} sent again)",
         ]
         boards = list(report["countedPerBoard"].items())
         lines += [f"    {board}: {count}" for board, count in boards[:BOARDS_LISTED]]
         if len(boards) > BOARDS_LISTED:
-            lines.append(f"    ... and {len(boards) - BOARDS_LISTED} more boards (--output json lists them all)")
+            more = counted(len(boards) - BOARDS_LISTED, "more board")
+            lines.append(f"    ... and {more} (--output json lists them all)")
         lines.append(
             f"  already claimed, not counted again: {claimed['stream']} by the stream, {claimed['backfill']} by an "
             f"earlier backfill run" + (f", {claimed['unknown']} by an unknown owner" if claimed["unknown"] else "")
@@ -191,8 +192,8 @@ def _text(report: dict[str, Any], already: bool) -> str:
     if report["total"] is not None:
         total = report["total"]
         lines.append(
-            f"  every run: {total['counted']} counted, {total['itemsScanned']} items scanned, "
-            f"{total['rejected']} rejected, {total['readUnits']} read units"
+            f"  every run: {total['counted']} counted, {counted(total['itemsScanned'], 'item')} scanned, "
+            f"{total['rejected']} rejected, {counted(total['readUnits'], 'read unit')}"
         )
     if report["endedAt"]:
         lines.append(f"  scan ended by {report['endedAt']} (DynamoDB's clock)")

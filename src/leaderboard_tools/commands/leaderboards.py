@@ -48,7 +48,7 @@ from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.commands.operator_common import add_command
 from leaderboard_tools.commands.reconcile import month_argument
 from leaderboard_tools.interruption import Interrupted
-from leaderboard_tools.output_format import OutputFormat, add_output_argument, chosen_format
+from leaderboard_tools.output_format import OutputFormat, add_output_argument, chosen_format, counted
 from leaderboard_tools.query_client import (
     AnswerError,
     NoSuchFunction,
@@ -374,7 +374,7 @@ def show_card(call: Call) -> None:
     else:
         print(f"card · {board_title(answer)}", file=call.out)
         size = answer.get("size")
-        print(f"{size} {'entry' if size == 1 else 'entries'}", file=call.out)
+        print(counted(size, "entry", "entries"), file=call.out)
 
 
 def show_listing(call: Call) -> None:
@@ -435,8 +435,8 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
         raise
     listed = Listed()
     try:
-        function = arguments.function or query_function_of(arguments.table)
         client = client or lambda_client(arguments.profile, arguments.region, arguments.endpoint_url)
+        function = arguments.function or query_function_of(arguments.table, lambda: _clients(arguments))
         SHOWN_BY[arguments.command](Call(arguments, client, function, request, out, output, listed))
         return EXIT_EXACT
     except NoSuchFunction as error:
@@ -460,9 +460,16 @@ def run(arguments: argparse.Namespace, client: Any | None = None, out: TextIO | 
         raise  # before any answer: the command's on_interrupt
 
 
+def _clients(arguments: argparse.Namespace) -> Any:
+    """The operator tools' clients, to read the deployment around a --table not named like the module's."""
+    from leaderboard_tools.operator_aws import operator_clients
+
+    return operator_clients(arguments.profile, arguments.region, arguments.endpoint_url)
+
+
 def _where_it_stopped(listed: Listed) -> str:
     """What cli.py's one line says of an interrupted listing: how far it got, and the token to resume from."""
-    where = f"after {listed.entries} entries"
+    where = f"after {counted(listed.entries, 'entry', 'entries')}"
     if listed.resume is None:
         return where
     return f"{where}: resume with --starting-token {listed.resume} (and the same flags)"
@@ -488,7 +495,11 @@ def register(commands: Any) -> None:
     for name, summary in SUMMARIES.items():
         command = add_command(commands, name, summary)
         target = command.add_mutually_exclusive_group(required=True)
-        target.add_argument("--table", help="the module's table, <name>-downloads: its query function is <name>-query")
+        target.add_argument(
+            "--table",
+            help="either table of a deployment: the downloads' (<name>-downloads, or source_table_name) or "
+            "<name>-aggregates; its query function is <name>-query beside it",
+        )
         target.add_argument("--function", help="the query function's name or ARN")
         board = command.add_argument_group("board")
         board.add_argument(

@@ -19,6 +19,7 @@ from leaderboard_tools.argument_types import (
 )
 from leaderboard_tools.commands import EXIT_CODES
 from leaderboard_tools.deployment import NAME_FLAGS, NAME_VARIABLES
+from leaderboard_tools.output_format import rich_console
 
 
 def add_command(commands: Any, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -154,7 +155,6 @@ def progress_of(
     One line: the phase (a run names each as it starts it, through the yielded object's `phase`), the count, the
     rate, the time elapsed and, where a total is known, the bar, "of ~N" for an approximate total (such as
     DescribeTable's ItemCount) and the time remaining."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
     from rich.progress_bar import ProgressBar as Bar
     from rich.text import Text
@@ -207,7 +207,9 @@ def progress_of(
         TimeElapsedColumn(),
         Remaining(),
     )
-    with Progress(*columns, console=console or Console(stderr=True), transient=True, disable=not shown) as progress:
+    with Progress(
+        *columns, console=console or rich_console(stderr=True), transient=True, disable=not shown
+    ) as progress:
         yield ProgressBar(progress, description, total, approximate)
 
 

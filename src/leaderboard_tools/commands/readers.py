@@ -13,7 +13,7 @@ from typing import Any
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT
 from leaderboard_tools.commands.operator_common import add_command, add_table_arguments, operator_setup
 from leaderboard_tools.deployment import DeploymentError
-from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 STATE_NOTES = {
     "Disabled": " (it reads again once enabled)",
@@ -74,7 +74,7 @@ def _text(report: dict[str, Any]) -> str:
     for reader in report["readers"]:
         lines.append(f"  {reader['readers']}  {_described(reader)}")
     lines.append(
-        f"  {report['total']} readers; a shard allows {report['allowed']}"
+        f"  {counted(report['total'], 'reader')}; a shard allows {report['allowed']}"
         + (": too many, DynamoDB Streams throttles them" if report["tooMany"] else "")
     )
     lines.append(

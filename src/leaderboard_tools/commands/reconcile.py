@@ -19,7 +19,7 @@ from leaderboard_tools.commands.operator_common import (
     operator_setup,
     progress_of,
 )
-from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 DESCRIPTION = """Recount a board's aggregates from the download items and report every difference. With --repair, set
 right each aggregate whose downloads are all counted (none still in the stream), each with a conditional write and a
@@ -109,8 +109,8 @@ def run(arguments: argparse.Namespace) -> int:
             )
     else:
         print(
-            f"{board}: {report.aggregates} aggregates, {report.downloads} downloads recounted "
-            f"(count in {deployment.names.count}, {deployment.leaderboard_shards} leaderboard shards)"
+            f"{board}: {counted(report.aggregates, 'aggregate')}, {counted(report.downloads, 'download')} recounted "
+            f"(count in {deployment.names.count}, {counted(deployment.leaderboard_shards, 'leaderboard shard')})"
             + (" [dry run: nothing written]" if arguments.dry_run else "")
         )
         if report.refused:

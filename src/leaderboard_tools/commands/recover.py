@@ -17,7 +17,7 @@ from leaderboard_tools.commands.operator_common import (
     progress_of,
 )
 from leaderboard_tools.deployment import DeploymentError
-from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
+from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 DESCRIPTION = """Answer the failure queue (and the band queue): count the batches the event source mapping gave up on,
 recount and repair the aggregates a refused record or an expired band names, report the malformed downloads with their
@@ -95,7 +95,8 @@ def _text(answer: dict[str, Any]) -> list[str]:
 def _table(answer: dict[str, Any]) -> str:
     """For a person: what was answered, what is kept and why, and the keys of the items to fix."""
     lines = [
-        f"recover: {answer['messages']} messages received, {answer['deleted']} deleted, {len(answer['kept'])} kept"
+        f"recover: {counted(answer['messages'], 'message')} received, {answer['deleted']} deleted, "
+        f"{len(answer['kept'])} kept"
     ]
     if answer["rejected_downloads"]:
         lines.append("  malformed downloads (never counted; fix these items, a rewrite is counted as a new download):")

@@ -15,7 +15,7 @@ from typing import Any
 from leaderboard_core.buckets import PERIODS, periods_from_text
 from leaderboard_tools.argument_types import number_within, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
-from leaderboard_tools.output_format import add_output_argument, chosen_format
+from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, rich_console
 from leaderboard_tools.prices import LOOKED_UP, PRICES, REGION, price_table
 from leaderboard_tools.sizing import (
     AGGREGATOR_MEMORY_MB,
@@ -300,10 +300,9 @@ def hottest_partition(sizing: Sizing) -> str:
 
 def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> None:
     """The load at 1, 2, 4, ... shards and at the number recommended (or the most), then the verdict and the cost."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = rich_console()
     workload, boards, pressure = sizing.workload, sizing.boards, sizing.pressure
     table = Table(
         title=f"{workload.downloads_per_second:,g} downloads/s{changes(workload)} over {workload.songs:,} songs "
@@ -344,7 +343,7 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
         console.print(line, style="bold" if sizing.fits else "bold red")
 
     costs = Table(
-        title=f"What it costs a month ({REGION}, on demand, at {sizing.shown} leaderboard shards"
+        title=f"What it costs a month ({REGION}, on demand, at {counted(sizing.shown, 'leaderboard shard')}"
         + (f", {arguments.queries_per_second:,g} top-10 pages/s" if arguments.queries_per_second else "")
         + ")"
     )

@@ -20,6 +20,7 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED_UNDER,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
+from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile.progress import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
 from leaderboard_tools.reconcile.report import Difference, Snapshot
 from leaderboard_tools.stream_reading import stream_shards
@@ -331,8 +332,9 @@ class RepairBand:
                 difference.state = "unsettled"
                 difference.reason = "; ".join(
                     [
-                        f"its band held records of {len(settlement.unsettled) + len(malformed)} downloads whose last "
-                        "record it could not tell (records of shards the stream's description does not order, or "
+                        f"its band held records of "
+                        f"{counted(len(settlement.unsettled) + len(malformed), 'download')} whose last record"
+                        " it could not tell (records of shards the stream's description does not order, or "
                         "entries it does not read): their part is left as recounted; run `reconcile --repair` again",
                         *([difference.reason] if difference.reason else []),
                     ]
