@@ -109,8 +109,12 @@ class ToolsParser(argparse.ArgumentParser):
         return f"usage: {self.prog} [options]{shown[len(self.prog) :]}"
 
 
+HELP_HINT_END = " --help' describes every flag"
+
+
 def help_hint(prog: str) -> str:
-    return f"'{prog} --help' describes every flag"
+    """A usage error's last line: where the whole usage is."""
+    return f"'{prog}{HELP_HINT_END}"
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:

@@ -16,6 +16,7 @@ from boards import Boards
 from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import cli, query_client
+from leaderboard_tools.cli import HELP_HINT_END
 from leaderboard_tools.commands import EXIT_AWS, EXIT_ERROR, leaderboards
 from leaderboard_tools.operator_aws import CREDENTIALS_FIX
 from tests.unit.conftest import TABLE, FakeLambdaContext
@@ -77,9 +78,13 @@ def command(argv: list[str], client: Any, capsys: pytest.CaptureFixture[str]) ->
 
 
 def one_line(text: str) -> str:
-    """stderr holds exactly one line (argparse's usage lines aside), and no traceback."""
+    """stderr holds exactly one line (a usage error's usage line and --help hint aside), and no traceback."""
     assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.strip() and not line.startswith(("usage:", " ")) and not line.endswith(HELP_HINT_END)
+    ]
     assert len(lines) == 1, text
     return lines[0]
 
@@ -188,7 +193,7 @@ def test_a_rolling_window_shows_its_reads(stub: StubLambda, capsys: pytest.Captu
     assert "Queries" in out
 
 
-def test_a_table_not_named_like_the_modules_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_table_not_named_like_the_modules_says_what_to_give(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = command(["top", "--table", "music", "--month", "2018-01"], FailingLambda(payload={}), capsys)
     assert code == 1
     assert "not named like the module's table" in err

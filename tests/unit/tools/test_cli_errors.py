@@ -29,7 +29,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from leaderboard_tools.argument_types import LEADERBOARD_SHARDS
-from leaderboard_tools.cli import build_parser
+from leaderboard_tools.cli import HELP_HINT_END, build_parser
 from leaderboard_tools.commands import EXIT_AWS, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE, leaderboards
 from leaderboard_tools.interruption import WORKERS_STOP, WorkerStopped
 from leaderboard_tools.operator_aws import CREDENTIALS_FIX, operator_clients
@@ -92,9 +92,13 @@ def operations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def one_line(text: str) -> str:
-    """stderr holds exactly one line (argparse's usage lines aside), and no traceback."""
+    """stderr holds exactly one line (a usage error's usage line and --help hint aside), and no traceback."""
     assert "Traceback" not in text, text
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(("usage:", " "))]
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.strip() and not line.startswith(("usage:", " ")) and not line.endswith(HELP_HINT_END)
+    ]
     assert len(lines) == 1, text
     return lines[0]
 
@@ -250,7 +254,7 @@ def test_ctrl_c_during_recover_says_what_it_deleted_and_that_the_rest_comes_back
     code = run(["recover", "--table", stack.table])
     line = one_line(capsys.readouterr().err)
     assert code == EXIT_INTERRUPTED
-    assert "recover had deleted 0 of the 1 messages" in line
+    assert "recover had deleted 0 of the 1 message it received" in line
     assert "visible again within 120 s" in line
     assert "run `leaderboard-tools recover` again" in line
 
