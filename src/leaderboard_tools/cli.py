@@ -1,5 +1,5 @@
 """The operator tools' command line, `leaderboard-tools COMMAND`: every command the modules of `COMMANDS` register, the
-board commands top, rank, all, range, range-by-count, card and score (commands/leaderboards.py), size, rekey,
+board commands top, rank, all, range, range-by-count, card and score (the package commands/leaderboards), size, rekey,
 reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description lists
 them from the registered subparsers) and the exit codes.
 

@@ -6,7 +6,7 @@ has to say and returns the exit code. `top`, `rank`, `all`, `range`, `range-by-c
 `score` share one module (`leaderboards`): they share their flags and their run, and differ by a flag
 or two. `cli.py` lists the modules and
 dispatches to them; the work itself is in the domain modules beside this package (`sizing`,
-`rekey`, `reconcile`, `recover`, `query_client`, `stream_readers`).
+`rekey`, `reconcile`, `recover`, `query_client`, `reader_count`).
 
 The exit codes are one table for every command (docs/operations.md, *Exit codes*; `EXIT_CODES` below is what `--help`
 prints): scripts rely on 0, 1, 3 and 4 as they always were.

@@ -1,4 +1,4 @@
-"""`readers`: who reads the table's stream, against the two readers a shard allows (the work is `stream_readers.py`).
+"""`readers`: who reads the table's stream, against the two readers a shard allows (the work is `reader_count.py`).
 
 Run it before attaching the module to a platform's table (docs/attaching.md): with no aggregator of the module on the
 stream yet, it counts the two readers the module will add."""
@@ -44,7 +44,7 @@ def register(commands: Any) -> None:
 def run(arguments: argparse.Namespace) -> int:
     """0: at most two readers of each shard; 3: more (DynamoDB Streams throttles them), with what to do."""
     from leaderboard_tools.operator_aws import operator_clients
-    from leaderboard_tools.stream_readers import stream_readers
+    from leaderboard_tools.reader_count import stream_readers
 
     try:
         aws, deployment = operator_setup(arguments)

@@ -55,8 +55,9 @@ has TTL.
 from leaderboard_tools.reconcile.band import BAND_MESSAGE_KIND, CLOSED_ATTRIBUTE
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS, ClockDisagrees, DateMissing, interval_clock
 from leaderboard_tools.reconcile.in_flight import download_aggregates
-from leaderboard_tools.reconcile.reconciler import Reconciler, RecountUnsupported, RepairUnavailable
+from leaderboard_tools.reconcile.reconciler import Reconciler
 from leaderboard_tools.reconcile.recount import board_refusal, boards_of_download
+from leaderboard_tools.reconcile.refusals import RecountUnsupported, RepairUnavailable
 from leaderboard_tools.reconcile.report import (
     AggregateId,
     Difference,

@@ -12,7 +12,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile.band import (
@@ -34,6 +33,10 @@ from leaderboard_tools.reconcile.clock import (
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
 from leaderboard_tools.reconcile.progress import REPAIRING, phase_reporter
 from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
+from leaderboard_tools.reconcile.refusals import (
+    check_repairable,
+    check_supported,
+)
 from leaderboard_tools.reconcile.report import (
     ABSENT,
     OPENED_STATES,
@@ -43,15 +46,6 @@ from leaderboard_tools.reconcile.report import (
     RunReport,
     Snapshot,
 )
-
-
-class RepairUnavailable(RuntimeError):
-    """The deployment gives the repair nothing to prove settlement with (no stream, no progress table)."""
-
-
-class RecountUnsupported(RuntimeError):
-    """The deployment keeps aggregates this recount does not compute (sums), or its boards are unknown: nothing is
-    read."""
 
 
 class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
@@ -140,9 +134,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         `dry_run` (with `repair`): the repair's checks, recount and in-flight check, and what it would repair
         (`would_repair`), with nothing written: no band recorded, no aggregate changed.
         """
-        self._check_supported()
+        check_supported(self._deployment, self._table)
         if repair:
-            self._check_repairable()
+            check_repairable(self._deployment, self._table, self._dynamodb)
         refused = {
             board: reason for board in sorted(targets or {}) if (reason := board_refusal(board, self._deployment))
         }
@@ -347,46 +341,6 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     f"--dry-run: the repair would set it to its recount ({difference.recounted} now) and close its "
                     "band; nothing was written"
                 )
-
-    def _check_supported(self) -> None:
-        deployment = self._deployment
-        if deployment.aggregator_function is None:
-            raise RecountUnsupported(
-                f"no aggregator of this module reads the stream of {self._table}, so the boards it keeps "
-                "(LEADERBOARD_PERIODS, CATEGORY_ATTRIBUTE, SUM_ATTRIBUTE) are unknown: nothing was read or written; "
-                "run it again once the aggregator's event source mapping exists"
-            )
-        if deployment.sum_attribute:
-            raise RecountUnsupported(
-                f"the aggregator sums {deployment.sum_attribute} (SUM_ATTRIBUTE): this recount counts downloads "
-                "and would replace every sum by a count; nothing was read or written"
-            )
-
-    def _check_repairable(self) -> None:
-        if not self._deployment.stream_arn:
-            raise RepairUnavailable(f"{self._table} has no stream: nothing can show that no download is in flight")
-        if not self._deployment.progress_table:
-            raise RepairUnavailable(
-                "the deployed aggregator keeps no progress table (PROGRESS_TABLE_NAME): this release cannot show "
-                "which downloads are still in flight, so --repair would race the stream; deploy the current "
-                "aggregator, or pass --progress-table"
-            )
-        if not self._deployment.recount_band_queue_url and not self._deployment.failure_queue_url:
-            raise RepairUnavailable(
-                "the deployment names no queue for the bands' records (RECOUNT_BAND_QUEUE_URL, or FAILURE_QUEUE_URL): "
-                "a repair records each band before opening it, so that recover finds a band its repair never closed; "
-                "pass --queue-url"
-            )
-        claims = self._deployment.claims_table
-        if claims and not self._dynamodb.get_item(
-            TableName=claims, Key={CLAIM_KEY: {"S": BACKFILL_DONE}}, ConsistentRead=True
-        ).get("Item"):
-            raise RepairUnavailable(
-                f"a backfill may be counting the history of {self._table} (the aggregator claims downloads in "
-                f"{claims}) and has not finished: a repair's recount would count what the backfill counts as well. "
-                "Run `leaderboard-tools backfill` to its end first; nothing was written"
-            )
-        self._deployment.shards()
 
     def _left_alone(self, board: str, difference: Difference, in_flight: set[AggregateId] | None) -> bool:
         """Pending (a download in flight, or the stream not read far enough) or left for TTL: said, not repaired."""

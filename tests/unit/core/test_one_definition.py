@@ -47,7 +47,8 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
 from leaderboard_dev.bench.pressure_cost import PRICES as BENCH_PRICES
-from leaderboard_tools import deployment, failure_messages, prices, reconcile, sizing, stream_reading
+from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
+from leaderboard_tools.recover import failure_messages
 from tests import terraform_config
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
 

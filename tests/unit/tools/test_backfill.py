@@ -49,7 +49,8 @@ from leaderboard_tools.backfill import (
 from leaderboard_tools.backfill.release import release_check
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
-from leaderboard_tools.reconcile.reconciler import Reconciler, RepairUnavailable
+from leaderboard_tools.reconcile.reconciler import Reconciler
+from leaderboard_tools.reconcile.refusals import RepairUnavailable
 from tests.unit.tools.operator_stack import REGION, ModelAggregator, MotoStack, deploy, run
 
 ORDER_SCALE = 10**26

@@ -17,7 +17,8 @@ from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_tools import cli, query_client
 from leaderboard_tools.cli import HELP_HINT_END
-from leaderboard_tools.commands import EXIT_AWS, EXIT_ERROR, leaderboards
+from leaderboard_tools.commands import EXIT_AWS, EXIT_ERROR
+from leaderboard_tools.commands.leaderboards import verbs
 from leaderboard_tools.operator_aws import CREDENTIALS_FIX
 from tests.unit.conftest import TABLE, FakeLambdaContext
 from tests.unit.query.aggregates_on_moto import load_boards
@@ -67,12 +68,12 @@ def stub(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> StubLambda:
 def command(argv: list[str], client: Any, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """Run the CLI on argv (`cli.main`, as the console script: its handling of AWS failures, a closed pipe and
     Ctrl-C included), the query function reached through `client`."""
-    original = leaderboards.lambda_client
-    leaderboards.lambda_client = lambda *_: client  # type: ignore[assignment]
+    original = verbs.lambda_client
+    verbs.lambda_client = lambda *_: client  # type: ignore[assignment]
     try:
         code = cli.main(argv)
     finally:
-        leaderboards.lambda_client = original  # type: ignore[assignment]
+        verbs.lambda_client = original  # type: ignore[assignment]
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -11,10 +11,10 @@ import boto3
 import pytest
 
 from leaderboard_tools.deployment import discover
-from leaderboard_tools.failure_queue import VisibilityKeeper
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
+from leaderboard_tools.recover.failure_queue import VisibilityKeeper
 from leaderboard_tools.stream_reading import ShardReader
 from tests.unit.tools.operator_stack import (
     MONTH,
@@ -311,7 +311,7 @@ def test_the_visibility_of_held_messages_is_renewed_while_recover_works() -> Non
             self.renewals.append(Entries)
 
     sqs = Sqs()
-    from leaderboard_tools.failure_messages import Message
+    from leaderboard_tools.recover.failure_messages import Message
 
     with VisibilityKeeper(sqs, "queue", visibility_seconds=0.06) as keeper:  # type: ignore[arg-type]
         keeper.hold([Message("m1", "handle-1", {}), Message("m2", "handle-2", {})])

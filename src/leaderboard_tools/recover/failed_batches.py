@@ -8,11 +8,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.failure_messages import Message
 from leaderboard_tools.reconcile import (
     AggregateId,
     download_aggregates,
 )
+from leaderboard_tools.recover.failure_messages import Message
 from leaderboard_tools.stream_reading import (
     ShardReader,
     is_open,

@@ -1,33 +1,5 @@
-"""Answer the failure queue: make exact what each message names, then delete it; keep what is not exact yet.
-
-The failure queue holds five kinds of messages:
-- the mapping's on-failure record (`DDBStreamBatchInfo`: stream, shard, sequence range; no data),
-  for a batch or window it gave up on. Those records stay in the stream (24 hours) behind the
-  shard's checkpoint, and the aggregator counts from its checkpoint: recover reads the range
-  (through empty pages, to the range's end or the shard's end) to name the aggregates it touches,
-  invokes the deployed aggregator directly with `throughSequenceNumber` = the range's end unless the
-  shard's progress `Checkpoint` already passed it, and deletes the message only once the
-  checkpoint is at or past the end (everything at or below it is counted);
-- `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
-  records' downloads could be of any board (their timestamps are the writers'), so every board of
-  the table is recounted and repaired;
-- `refused_record`: its aggregate (when the message or its record names one) is recounted;
-- `rejected_download`: a malformed download, never countable: reported with the item's key (the stream record the
-  message holds names it), so that the item can be fixed, then deleted;
-- `recount_band`, a band whose repair never closed it: a repair records each band in the band queue,
-  delayed toward its deadline, and the aggregator meets the record there then and copies it here if
-  the band is still open (without the band queue, the repair records it here itself; recover reads
-  the band queue too, and answers its records the same way). Deleted with nothing to do once the
-  aggregate no longer carries that band (closed, or replaced by a later repair, which recorded its
-  own); kept while the band is open and its deadline has not passed on DynamoDB's clock; past it
-  (the repair was killed), the aggregate is recounted and repaired, which replaces the band with
-  one this run closes.
-
-All recounts of a run happen at once, in one `reconcile --repair` pass over every board the
-messages name. A message is deleted only when everything it names is exact; an aggregate with
-downloads still in flight is pending, and its messages wait for the next run. While recover works
-it keeps its messages invisible to other consumers, renewing their visibility timeout.
-"""
+"""recover's run: the failure queue's messages (and the band queue's records) read, answered and deleted once exact
+(the package's docstring says how each kind is answered)."""
 
 from __future__ import annotations
 
@@ -39,9 +11,6 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.failed_batches import BatchAnswerer
-from leaderboard_tools.failure_messages import Message, answer_band, board_of, classify
-from leaderboard_tools.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile import (
@@ -53,6 +22,9 @@ from leaderboard_tools.reconcile import (
     RunReport,
 )
 from leaderboard_tools.reconcile.progress import ANSWERING_MESSAGES, READING_QUEUE
+from leaderboard_tools.recover.failed_batches import BatchAnswerer
+from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
+from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 
 
 @dataclass

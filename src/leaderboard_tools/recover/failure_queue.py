@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.failure_messages import Message
+from leaderboard_tools.recover.failure_messages import Message
 
 VISIBILITY_SECONDS = 120
 """Renewed every third of it while recover runs: a crashed run frees its messages within two minutes."""

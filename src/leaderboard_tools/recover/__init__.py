@@ -1,0 +1,34 @@
+"""Answer the failure queue: make exact what each message names, then delete it; keep what is not exact yet.
+
+The failure queue holds five kinds of messages:
+- the mapping's on-failure record (`DDBStreamBatchInfo`: stream, shard, sequence range; no data),
+  for a batch or window it gave up on. Those records stay in the stream (24 hours) behind the
+  shard's checkpoint, and the aggregator counts from its checkpoint: recover reads the range
+  (through empty pages, to the range's end or the shard's end) to name the aggregates it touches,
+  invokes the deployed aggregator directly with `throughSequenceNumber` = the range's end unless the
+  shard's progress `Checkpoint` already passed it, and deletes the message only once the
+  checkpoint is at or past the end (everything at or below it is counted);
+- `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
+  records' downloads could be of any board (their timestamps are the writers'), so every board of
+  the table is recounted and repaired;
+- `refused_record`: its aggregate (when the message or its record names one) is recounted;
+- `rejected_download`: a malformed download, never countable: reported with the item's key (the stream record the
+  message holds names it), so that the item can be fixed, then deleted;
+- `recount_band`, a band whose repair never closed it: a repair records each band in the band queue,
+  delayed toward its deadline, and the aggregator meets the record there then and copies it here if
+  the band is still open (without the band queue, the repair records it here itself; recover reads
+  the band queue too, and answers its records the same way). Deleted with nothing to do once the
+  aggregate no longer carries that band (closed, or replaced by a later repair, which recorded its
+  own); kept while the band is open and its deadline has not passed on DynamoDB's clock; past it
+  (the repair was killed), the aggregate is recounted and repaired, which replaces the band with
+  one this run closes.
+
+All recounts of a run happen at once, in one `reconcile --repair` pass over every board the
+messages name. A message is deleted only when everything it names is exact; an aggregate with
+downloads still in flight is pending, and its messages wait for the next run. While recover works
+it keeps its messages invisible to other consumers, renewing their visibility timeout.
+"""
+
+from leaderboard_tools.recover.recovery import RecoveryReport, recover
+
+__all__ = ["RecoveryReport", "recover"]
