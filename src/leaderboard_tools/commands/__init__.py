@@ -1,12 +1,12 @@
-"""The commands of `leaderboard-tools`, a module per command, all alike.
+"""The commands of `leaderboard-tools`, a module (or a package, where it is more than one) per command, all alike.
 
 A command module has `register(subparsers)`, which declares its parser (help, description, flags)
 and binds `run` as its handler, and `run(arguments) -> int`, which does the work, prints what it
 has to say and returns the exit code. `top`, `rank`, `all`, `range`, `range-by-count`, `card` and
-`score` share one module (`leaderboards`): they share their flags and their run, and differ by a flag
-or two. `cli.py` lists the modules and
-dispatches to them; the work itself is in the domain modules beside this package (`sizing`,
-`rekey`, `reconcile`, `recover`, `query_client`, `reader_count`).
+`score` share one package (`leaderboards`: their flags, their printing, their runs): they differ by
+a flag or two. `size` is a package too (its parser and run; what it prints in `size.report`).
+`cli.py` lists them and dispatches to them; the work itself is in the domain modules beside this
+package (`sizing`, `rekey`, `reconcile`, `recover`, `backfill`, `query_client`, `reader_count`).
 
 The exit codes are one table for every command (docs/operations.md, *Exit codes*; `EXIT_CODES` below is what `--help`
 prints): scripts rely on 0, 1, 3 and 4 as they always were.
