@@ -30,21 +30,34 @@ def command_up(arguments: argparse.Namespace) -> int:
 
 
 def command_down(arguments: argparse.Namespace) -> int:
+    """Only at the endpoint AWS_ENDPOINT_URL names, and only once it answers: a mistyped port must not cost the demo's
+    state or another emulator."""
     from leaderboard_dev.demo import demo_stack
     from leaderboard_dev.terraform_stack import TerraformError
 
     endpoint = endpoint_from_environment()
+    if not lifecycle.endpoint_answers(endpoint):
+        raise lifecycle.EmulatorError(lifecycle.not_answering(endpoint))
     stack = demo_stack(endpoint)
-    if stack.exists():
-        if lifecycle.endpoint_answers(endpoint):
-            try:
-                stack.destroy()
-                print("destroyed the demo stack")
-            except TerraformError as error:
-                print(f"could not destroy the demo stack: {error}", file=sys.stderr)
-                return 1
+    deployed_at = stack.deployed_at()
+    if not stack.exists():
+        print(f"no demo stack to destroy at {endpoint.url}")
+    elif deployed_at is None:
+        print(
+            "left the demo stack alone: its state does not say which emulator holds it; `make demo` with the "
+            "AWS_ENDPOINT_URL it was deployed at notes it, and `make down` there then destroys it"
+        )
+    elif not endpoint.is_at(deployed_at):
+        print(f"left the demo stack alone: it is deployed at {deployed_at}, not {endpoint.url}")
+    else:
+        try:
+            stack.destroy()
+        except TerraformError as error:
+            print(f"could not destroy the demo stack at {endpoint.url}: {error}", file=sys.stderr)
+            return 1
         stack.delete_workspace(force=True)
-    print(lifecycle.down())
+        print(f"destroyed the demo stack at {endpoint.url}")
+    print(lifecycle.stop(endpoint))
     return 0
 
 
