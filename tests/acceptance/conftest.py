@@ -43,6 +43,7 @@ LONGEST_FIRST = (
     "test_alarms.py",
     "test_retention.py",
     "test_emulated_stream_mapping.py",
+    "test_emulator_down.py",
 )
 """The acceptance files by their duration on MiniStack with the shared provider (pytest --durations), longest first."""
 
