@@ -1,11 +1,12 @@
 """Local development's command line: `python -m leaderboard_dev <command>`.
 
-Commands: up, down, demo, leaderboard, check-terraform, provider-schema, release."""
+Commands: up, down, demo, leaderboard, terraform-config, check-terraform, provider-schema, release."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -80,6 +81,19 @@ def command_leaderboard(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def command_terraform_config(arguments: argparse.Namespace) -> int:
+    """For `eval`: the CLI config the project's own Terraform runs use, so that `terraform init` of any root
+    configuration installs hashicorp/aws from this machine's mirror, offline."""
+    from leaderboard_dev.terraform_stack import MIRROR_VARIABLE, cli_config, provider_mirror
+
+    mirror = provider_mirror()
+    if mirror is None:
+        print(f"# no filesystem mirror of hashicorp/aws here ({MIRROR_VARIABLE}): terraform init uses the registry")
+        return 0
+    print(f"export TF_CLI_CONFIG_FILE={shlex.quote(str(cli_config(mirror)))}")
+    return 0
+
+
 def command_release(arguments: argparse.Namespace) -> int:
     from leaderboard_dev.release import read_manifest, release, verify
 
@@ -145,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("month")
     board.add_argument("--limit", type=int, default=10)
     board.set_defaults(handler=command_leaderboard)
+
+    config = commands.add_parser(
+        "terraform-config",
+        help='the CLI config that installs hashicorp/aws from the local mirror: eval "$(... terraform-config)"',
+    )
+    config.set_defaults(handler=command_terraform_config)
 
     checks = commands.add_parser(
         "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"
