@@ -50,8 +50,9 @@ def provider_mirror() -> Path | None:
     return None
 
 
-def cli_config(mirror: Path, directory: Path = STATE_DIR) -> Path:
-    """A CLI config taking hashicorp/aws from the mirror and anything else from the registry."""
+def cli_config(mirror: Path, directory: Path | None = None) -> Path:
+    """A CLI config taking hashicorp/aws from the mirror and anything else from the registry (in .emulator/)."""
+    directory = directory or STATE_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "terraform-cli.tfrc"
     text = (
