@@ -116,7 +116,10 @@ def not_answering(endpoint: Endpoint) -> str:
     said = f"nothing answers at {endpoint.url}: nothing was destroyed or stopped"
     record = started_by_us(endpoint)
     if record is not None:
-        return f"{said}; `make up` started {record['name']} there (pid {record['pid']}), which no longer answers"
+        pid = record["pid"]
+        return (
+            f"{said}; `make up` started {record['name']} there (pid {pid}), which no longer answers: `kill -- -{pid}`"
+        )
     return f"{said}; is AWS_ENDPOINT_URL the address `make up` printed?"
 
 

@@ -239,3 +239,25 @@ def test_an_applied_stack_notes_the_endpoint_it_was_applied_at(tmp_path: Path) -
     assert noted == "http://localhost:4573"
     assert Endpoint("http://127.0.0.1:4573", "us-east-1").is_at(noted)
     assert not Endpoint("http://127.0.0.1:4699", "us-east-1").is_at(noted)
+
+
+def test_down_where_the_emulator_up_started_no_longer_answers_names_it_and_leaves_it(
+    started_by_up: Started, demo_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given an emulator `up` started that no longer answers at its port, and the demo deployed there
+    silent = silent_endpoint()
+    note = note_started(silent, started_by_up)
+    deploy_demo(demo_folder, silent.url)
+    before = snapshot(demo_folder)
+    # when `down` is pointed at it
+    code = down(silent, monkeypatch)
+    # then it refuses, names the process and how to stop it, and stops, destroys and deletes nothing
+    said = capsys.readouterr().err
+    assert code == 1
+    assert f"nothing answers at {silent.url}: nothing was destroyed or stopped" in said
+    assert f"`make up` started ministack there (pid {started_by_up.group}), which no longer answers" in said
+    assert f"`kill -- -{started_by_up.group}`" in said
+    assert started_by_up.running()
+    assert note.exists()
+    assert snapshot(demo_folder) == before
+    assert DemoStack.destroyed == []
