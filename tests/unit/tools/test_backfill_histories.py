@@ -63,6 +63,8 @@ from tests.stream_model.aws_delivery import DOCS as DELIVERY_DOCS
 from tests.unit.aggregator.handler_on_moto import Deployed, TrimmedStream, client_error, sequence_of, wire
 from tests.unit.conftest import INDEX, TABLE, FakeLambdaContext, create_progress_table
 
+pytestmark = pytest.mark.slow  # hypothesis histories at length: CI runs them, make check does not
+
 REGION = "us-east-1"
 CLAIMS = "test-claims"
 AGGREGATES_APART = "test-aggregates"

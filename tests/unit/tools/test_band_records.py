@@ -99,6 +99,7 @@ def test_a_repair_records_its_band_in_the_band_queue_delayed_and_nothing_in_the_
     assert queue_counts(stack) == (0, 0)
 
 
+@pytest.mark.slow  # waits out the band queue's delay in real time (about a minute)
 def test_the_record_of_a_band_its_repair_closed_is_done_at_the_deadline_without_a_report(aws: None) -> None:
     # given a song repaired normally, its band closed
     stack = drifted_song(band_queue=True)
@@ -113,6 +114,7 @@ def test_the_record_of_a_band_its_repair_closed_is_done_at_the_deadline_without_
     assert failure_bodies(stack) == []
 
 
+@pytest.mark.slow  # waits out the band queue's delay in real time (about a minute)
 def test_a_killed_repair_s_band_reaches_the_failure_queue_at_its_deadline_and_recover_alone_settles_it(
     aws: None,
 ) -> None:

@@ -38,6 +38,8 @@ from tests.unit.tools.operator_stack import (
     write_download,
 )
 
+pytestmark = pytest.mark.slow  # hypothesis histories at length: CI runs them, make check does not
+
 
 class Mapping:
     """The mapping, delivering the shard's download records in order, as far as a history says."""
