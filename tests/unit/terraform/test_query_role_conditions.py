@@ -322,6 +322,7 @@ def test_the_functions_get_items_are_allowed_with_renamed_attributes(reading: st
     import rolling_window
     from boards import Board
     from entity_rank import RankRequest, answer
+    from read_context import ReadContext
 
     # given a deployment that renames the entity, count and order attributes: its query role, and the function's
     # schema from the environment lambda.tf gives it for those variables
@@ -336,7 +337,7 @@ def test_the_functions_get_items_are_allowed_with_renamed_attributes(reading: st
     policy = query_policy(variables=RENAMED)
     # when the function reads one aggregate for a rank and one for a rolling window's point read
     client = StubClient()
-    answer(client, TABLE, schema, query.LAYOUT, RankRequest(Board.month("2018-01"), "track1"))
+    answer(ReadContext(client, TABLE, schema, query.LAYOUT), RankRequest(Board.month("2018-01"), "track1"))
     rolling_window.read_aggregate(client, TABLE, schema, "2018-01-12", "track1")
     # then both GetItems name only the renamed keys and count, and are allowed
     assert [operation for operation, _ in client.requests] == ["GetItem", "GetItem"]
