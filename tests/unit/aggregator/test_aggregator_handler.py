@@ -121,7 +121,7 @@ def test_a_direct_invocation_ahead_of_the_mapping_counts_everything_before_its_r
 
 
 def test_a_direct_invocation_counts_only_records_the_stream_holds(deployed: Deployed, lambda_context: Any) -> None:
-    # given three downloads in the stream and a claimed record with an invented sequence number beyond them
+    # given three downloads in the stream and a named record with an invented sequence number beyond them
     deployed.write("song1", 3)
     records = deployed.stream_records()
     invented = json.loads(json.dumps(records[1]))
