@@ -33,9 +33,9 @@ def sorted_as_third_party(modules: list[str], folder: Path) -> list[str]:
     """
     for module in modules:
         (folder / f"probe_{module}.py").write_text(f"import json\n\nimport boto3\n\nimport {module}\n")
+    settings = ["--config", str(REPOSITORY / "pyproject.toml"), "--select", "I", "--no-cache", "--exit-zero"]
     checked = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--config", str(REPOSITORY / "pyproject.toml")]
-        + ["--select", "I", "--output-format", "json", "--no-cache", "--exit-zero", str(folder)],
+        [sys.executable, "-m", "ruff", "check", *settings, "--output-format", "json", str(folder)],
         cwd=REPOSITORY,  # with --config, ruff resolves `src` from the working directory
         capture_output=True,
         text=True,
