@@ -6,22 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from delivery import ShardRef
-from leaderboard_core.bookkeeping import (
-    CHECKPOINT,
-    CHECKPOINT_CREATED,
-    CHECKPOINT_SEQUENCE,
-    CLOSED_UNREAD_SINCE,
-    DELIVERED_HIGH,
-    EMPTY_TAIL_WALKED_AT,
-    GAP_REPORTED_FROM,
-    GENESIS,
-    LINEAGE_COUNTED,
-    LINEAGE_UNKNOWN,
-    PARENT_SHARD,
-    RESUME_AT,
-    SHARD_ENDED,
-    pad_sequence,
-)
+from leaderboard_core import bookkeeping
+from leaderboard_core.bookkeeping import pad_sequence
 
 
 @dataclass(frozen=True)
@@ -51,7 +37,7 @@ class Progress:
 
     @property
     def start_token(self) -> str:
-        """Where the next read begins, as GAP_REPORTED_FROM spells it."""
+        """Where the next read begins, as bookkeeping.GAP_REPORTED_FROM spells it."""
         at, after = self.start
         return f"at:{at}" if at is not None else f"after:{after}"
 
@@ -63,26 +49,26 @@ def shard_key(shard: ShardRef) -> str:
 def progress_of_item(item: dict[str, Any] | None) -> Progress:
     if not item:
         return Progress()
-    checkpoint = item.get(CHECKPOINT, {}).get("S")
-    sequence = item.get(CHECKPOINT_SEQUENCE, {}).get("S")
-    created = item.get(CHECKPOINT_CREATED, {}).get("N")
+    checkpoint = item.get(bookkeeping.CHECKPOINT, {}).get("S")
+    sequence = item.get(bookkeeping.CHECKPOINT_SEQUENCE, {}).get("S")
+    created = item.get(bookkeeping.CHECKPOINT_CREATED, {}).get("N")
     if isinstance(checkpoint, str) and not isinstance(sequence, str):
         sequence = checkpoint.lstrip("0") or "0"
-    resume = item.get(RESUME_AT, {}).get("S")
-    delivered = item.get(DELIVERED_HIGH, {}).get("S")
-    since = item.get(CLOSED_UNREAD_SINCE, {}).get("N")
-    gap = item.get(GAP_REPORTED_FROM, {}).get("S")
-    walked = item.get(EMPTY_TAIL_WALKED_AT, {}).get("N")
+    resume = item.get(bookkeeping.RESUME_AT, {}).get("S")
+    delivered = item.get(bookkeeping.DELIVERED_HIGH, {}).get("S")
+    since = item.get(bookkeeping.CLOSED_UNREAD_SINCE, {}).get("N")
+    gap = item.get(bookkeeping.GAP_REPORTED_FROM, {}).get("S")
+    walked = item.get(bookkeeping.EMPTY_TAIL_WALKED_AT, {}).get("N")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
         checkpoint_created=int(created) if isinstance(created, str) and created.isdigit() else None,
         resume_at=resume if isinstance(resume, str) else None,
         delivered_high=delivered if isinstance(delivered, str) else None,
-        ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
-        parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
-        lineage_counted=bool(item.get(LINEAGE_COUNTED, {}).get("BOOL")),
-        lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
+        ended=bool(item.get(bookkeeping.SHARD_ENDED, {}).get("BOOL")),
+        parent_shard_id=item.get(bookkeeping.PARENT_SHARD, {}).get("S"),
+        lineage_counted=bool(item.get(bookkeeping.LINEAGE_COUNTED, {}).get("BOOL")),
+        lineage_unknown=bool(item.get(bookkeeping.LINEAGE_UNKNOWN, {}).get("BOOL")),
         closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
         gap_reported_from=gap if isinstance(gap, str) else None,
         empty_tail_walked_at=int(walked) if isinstance(walked, str) and walked.isdigit() else None,
@@ -91,5 +77,5 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
 
 
 def genesis_of(item: dict[str, Any] | None) -> str | None:
-    value = (item or {}).get(GENESIS, {}).get("S")
+    value = (item or {}).get(bookkeeping.GENESIS, {}).get("S")
     return value if isinstance(value, str) else None

@@ -116,12 +116,6 @@ def parse_kind_and_request(
     return kind, request
 
 
-def parse_request(
-    event: Any,
-    schema: IndexSchema,
-    layout: Layout,
-    boards: Boards = Boards(),  # noqa: B008 - frozen: the default months-only deployment
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> Request:
-    """The request alone, whatever its kind."""
-    return parse_kind_and_request(event, schema, layout, boards, now)[1]
+def parse_request(event: Any, *deployment: Any, **named: Any) -> Request:
+    """The request alone, whatever its kind (the deployment as parse_kind_and_request takes it)."""
+    return parse_kind_and_request(event, *deployment, **named)[1]
