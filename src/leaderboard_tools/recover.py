@@ -51,7 +51,7 @@ from leaderboard_tools.reconcile import (
     RepairUnavailable,
     RunReport,
 )
-from leaderboard_tools.reconcile.progress import ANSWERING_MESSAGES, READING_QUEUE
+from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 
 
 @dataclass
