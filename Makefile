@@ -14,9 +14,10 @@ export EMULATOR
 DEV := $(BIN)/python -m leaderboard_dev
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean provider-schema provider-schema-package
+.PHONY: help check venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean provider-schema provider-schema-package
 
 help:
+	@echo "make check     the fast loop: lint, then the unit tier on two workers without its slow runs (no emulator, no build)"
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
 	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
@@ -70,12 +71,20 @@ provider-schema-package: $(PROVIDER_SCHEMA_PACKAGE)
 provider-schema: $(PROVIDER_SCHEMA_PACKAGE)
 	$(DEV) provider-schema
 
-UNIT_TESTS := tests/unit development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
+# Everything that needs no emulator: the unit tier, the benchmark's own tests, the embedded LocalStack executor's.
+UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
-test-unit: build $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
-	$(BIN)/python -m pytest $(UNIT_TESTS)
+# The fast loop for whoever changes the code: lint, then the unit tier on two workers, leaving out the runs marked slow
+# (the stream model and the property searches at length: `make test-unit` and CI run them). Needs only the venv:
+# the tests that read a zip build their own, and the provider-schema check skips without its package.
+check: $(STAMP) $(CHECKOV)
+	$(MAKE) --no-print-directory lint
+	$(BIN)/python -m pytest -n 2 -q -m "not slow" $(UNIT_TESTS)
+
+test-unit: $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
+	$(BIN)/python -m pytest -n 2 $(UNIT_TESTS)
 
 # The stream model at length: 20,000 histories of the shipped aggregator in 8 chunks over two workers,
 # and a longer search for each guard's breaking history.

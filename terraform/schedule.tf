@@ -2,7 +2,7 @@
 # mapping paused past the stream's retention, shards deleted unread would be reported only when the next
 # download came. EventBridge Scheduler invokes the aggregator with {"lineageSweep": {"streamArn": ...}},
 # and that invocation reads every closed shard not yet read and reports every lineage whose ancestors
-# are gone (docs/exactly-once.md, rule 10). Scheduler, not a scheduled rule: AWS calls scheduled rules
+# are gone (docs/exactly-once-lineage-sweep.md). Scheduler, not a scheduled rule: AWS calls scheduled rules
 # legacy and recommends Scheduler (EventBridge User Guide, "Creating a scheduled rule (legacy)").
 locals {
   lineage_sweep_enabled = local.create && var.lineage_sweep_schedule != null

@@ -27,6 +27,7 @@ provider "aws" {
     kms            = local.endpoint
     lambda         = local.endpoint
     s3             = local.endpoint
+    scheduler      = local.endpoint
     sns            = local.endpoint
     sqs            = local.endpoint
     sts            = local.endpoint

@@ -1,11 +1,12 @@
 """Local development's command line: `python -m leaderboard_dev <command>`.
 
-Commands: up, down, demo, leaderboard, check-terraform, provider-schema, release."""
+Commands: up, down, demo, leaderboard, terraform-config, check-terraform, provider-schema, release."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -30,21 +31,34 @@ def command_up(arguments: argparse.Namespace) -> int:
 
 
 def command_down(arguments: argparse.Namespace) -> int:
+    """Only at the endpoint AWS_ENDPOINT_URL names, and only once it answers: a mistyped port must not cost the demo's
+    state or another emulator."""
     from leaderboard_dev.demo import demo_stack
     from leaderboard_dev.terraform_stack import TerraformError
 
     endpoint = endpoint_from_environment()
+    if not lifecycle.endpoint_answers(endpoint):
+        raise lifecycle.EmulatorError(lifecycle.not_answering(endpoint))
     stack = demo_stack(endpoint)
-    if stack.exists():
-        if lifecycle.endpoint_answers(endpoint):
-            try:
-                stack.destroy()
-                print("destroyed the demo stack")
-            except TerraformError as error:
-                print(f"could not destroy the demo stack: {error}", file=sys.stderr)
-                return 1
+    deployed_at = stack.deployed_at()
+    if not stack.exists():
+        print(f"no demo stack to destroy at {endpoint.url}")
+    elif deployed_at is None:
+        print(
+            "left the demo stack alone: its state does not say which emulator holds it; `make demo` with the "
+            "AWS_ENDPOINT_URL it was deployed at notes it, and `make down` there then destroys it"
+        )
+    elif not endpoint.is_at(deployed_at):
+        print(f"left the demo stack alone: it is deployed at {deployed_at}, not {endpoint.url}")
+    else:
+        try:
+            stack.destroy()
+        except TerraformError as error:
+            print(f"could not destroy the demo stack at {endpoint.url}: {error}", file=sys.stderr)
+            return 1
         stack.delete_workspace(force=True)
-    print(lifecycle.down())
+        print(f"destroyed the demo stack at {endpoint.url}")
+    print(lifecycle.stop(endpoint))
     return 0
 
 
@@ -64,6 +78,19 @@ def command_leaderboard(arguments: argparse.Namespace) -> int:
     outputs = demo_stack(endpoint).outputs()
     request = {"month": arguments.month, "limit": arguments.limit}
     print(json.dumps(invoke_function(clients(endpoint).lambda_, outputs["query_function_name"], request), indent=2))
+    return 0
+
+
+def command_terraform_config(arguments: argparse.Namespace) -> int:
+    """For `eval`: the CLI config the project's own Terraform runs use, so that `terraform init` of any root
+    configuration installs hashicorp/aws from this machine's mirror, offline."""
+    from leaderboard_dev.terraform_stack import MIRROR_VARIABLE, cli_config, provider_mirror
+
+    mirror = provider_mirror()
+    if mirror is None:
+        print(f"# no filesystem mirror of hashicorp/aws here ({MIRROR_VARIABLE}): terraform init uses the registry")
+        return 0
+    print(f"export TF_CLI_CONFIG_FILE={shlex.quote(str(cli_config(mirror)))}")
     return 0
 
 
@@ -132,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("month")
     board.add_argument("--limit", type=int, default=10)
     board.set_defaults(handler=command_leaderboard)
+
+    config = commands.add_parser(
+        "terraform-config",
+        help='the CLI config that installs hashicorp/aws from the local mirror: eval "$(... terraform-config)"',
+    )
+    config.set_defaults(handler=command_terraform_config)
 
     checks = commands.add_parser(
         "check-terraform", help="terraform fmt/validate on the module and examples, then checkov"

@@ -36,6 +36,12 @@ class Endpoint:
     def is_loopback(self) -> bool:
         return self.host in {"127.0.0.1", "localhost", "::1"}
 
+    def is_at(self, url: str) -> bool:
+        """The same listener as `url`: the port, and the host, where any loopback name is one host."""
+        other = Endpoint(url.rstrip("/"), self.region)
+        same_host = self.host == other.host or (self.is_loopback and other.is_loopback)
+        return same_host and self.port == other.port
+
 
 def endpoint_from_environment() -> Endpoint:
     """AWS_ENDPOINT_URL names the LocalStack-compatible endpoint; boto3, the AWS CLI and the tests all read it."""

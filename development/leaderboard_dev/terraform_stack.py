@@ -50,8 +50,9 @@ def provider_mirror() -> Path | None:
     return None
 
 
-def cli_config(mirror: Path, directory: Path = STATE_DIR) -> Path:
-    """A CLI config taking hashicorp/aws from the mirror and anything else from the registry."""
+def cli_config(mirror: Path, directory: Path | None = None) -> Path:
+    """A CLI config taking hashicorp/aws from the mirror and anything else from the registry (in .emulator/)."""
+    directory = directory or STATE_DIR
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "terraform-cli.tfrc"
     text = (
@@ -240,6 +241,7 @@ ALREADY_EXISTS = re.compile(
     r".*?^\s+with (?P<address>[^,\s]+),",
     re.MULTILINE | re.DOTALL,
 )
+ENDPOINT_NOTE = "endpoint.json"
 ORPHAN_ROUNDS = 3
 """Applies that may each adopt what the one before created without knowing it."""
 
@@ -320,6 +322,7 @@ class Stack:
         """Apply; a resource of this stack's that an earlier create left out of the state is imported (by its name)
         and the apply run again. Any other failure, or an import that fails, raises."""
         self.init()
+        self._note_endpoint()
         code, out, err = self._apply_once()
         for _ in range(ORPHAN_ROUNDS):
             found = orphans(err, self.name) if code != 0 else []
@@ -359,7 +362,25 @@ class Stack:
         self._run("destroy", input=False, auto_approve=IsFlagged, refresh="false", var=self.all_variables)
 
     def exists(self) -> bool:
-        return (self.working_dir / "terraform.tfstate.d" / self.name / "terraform.tfstate").is_file()
+        return (self._workspace_dir / "terraform.tfstate").is_file()
+
+    @property
+    def _workspace_dir(self) -> Path:
+        return self.working_dir / "terraform.tfstate.d" / self.name
+
+    def _note_endpoint(self) -> None:
+        """Beside the workspace's state, which `terraform workspace delete` removes with it: the state does not say
+        which emulator holds its resources, and `down` must destroy them there and nowhere else."""
+        if self.endpoint is not None:
+            self._workspace_dir.mkdir(parents=True, exist_ok=True)
+            (self._workspace_dir / ENDPOINT_NOTE).write_text(json.dumps({"url": self.endpoint.url}))
+
+    def deployed_at(self) -> str | None:
+        """The endpoint this stack was last applied at; None for a stack applied before it was noted."""
+        try:
+            return str(json.loads((self._workspace_dir / ENDPOINT_NOTE).read_text())["url"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def delete_workspace(self, force: bool = False) -> None:
         """force drops a state that still lists resources: for an emulator that is gone with everything in it."""

@@ -38,11 +38,13 @@ LONGEST_FIRST = (
     "test_query_verbs.py",
     "test_consumer_stack.py",
     "test_existing_table.py",
+    "test_existing_table_example.py",
     "test_leaderboard.py",
     "test_retractions.py",
     "test_alarms.py",
     "test_retention.py",
     "test_emulated_stream_mapping.py",
+    "test_emulator_down.py",
 )
 """The acceptance files by their duration on MiniStack with the shared provider (pytest --durations), longest first."""
 

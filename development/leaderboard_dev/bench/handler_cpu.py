@@ -36,12 +36,12 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from leaderboard_dev.backlog_stream import InlineExecutor
 from leaderboard_dev.bench.boards import BY_NAME, CATEGORY_ATTRIBUTE, realtime_downloads
 from leaderboard_dev.bench.workload import say
 from leaderboard_dev.fault_builds import BASELINES
@@ -193,18 +193,6 @@ def streams_as_aws() -> Iterator[None]:
         yield
     finally:
         StreamShard.add = original  # type: ignore[method-assign]
-
-
-class InlineExecutor(Executor):
-    """The aggregate writes one after another on the measuring thread."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as error:
-            future.set_exception(error)
-        return future
 
 
 @contextlib.contextmanager

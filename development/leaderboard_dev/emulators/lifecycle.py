@@ -15,12 +15,17 @@ from pathlib import Path
 from leaderboard_dev.settings import STATE_DIR, Endpoint
 
 BACKENDS = ("ministack", "localstack")
-PID_FILE = STATE_DIR / "emulator.json"
 HEALTH_PATHS = ("/_ministack/health", "/_localstack/health")
 
 
 class EmulatorError(RuntimeError):
     pass
+
+
+def record_path(endpoint: Endpoint) -> Path:
+    """Where `up` notes the emulator it started at this endpoint: one note per port, so that `down` at one endpoint
+    never stops what `up` started at another."""
+    return STATE_DIR / f"emulator-{endpoint.port}.json"
 
 
 def cache_root() -> Path:
@@ -85,28 +90,46 @@ def up(name: str, endpoint: Endpoint, timeout: float = 180.0) -> str:
     log_path = STATE_DIR / f"{name}.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(argv, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    PID_FILE.write_text(json.dumps({"name": name, "pid": process.pid, "url": endpoint.url, "log": str(log_path)}))
+    record_path(endpoint).write_text(
+        json.dumps({"name": name, "pid": process.pid, "url": endpoint.url, "log": str(log_path)})
+    )
     try:
         wait_until_ready(endpoint, process, log_path, timeout)
     except EmulatorError:
-        down()
+        stop(endpoint)
         raise
     return "started"
 
 
-def started_by_us() -> dict[str, object] | None:
+def started_by_us(endpoint: Endpoint) -> dict[str, object] | None:
+    """What `up` noted when it started the emulator at this endpoint, if that process still runs."""
     try:
-        return json.loads(PID_FILE.read_text())
-    except (OSError, ValueError):
+        record = json.loads(record_path(endpoint).read_text())
+        os.killpg(int(record["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return record if endpoint.is_loopback else None
 
 
-def down(timeout: float = 30.0) -> str:
-    """Stop the emulator only if `up` started it; an endpoint that was reused is left alone."""
-    record = started_by_us()
+def not_answering(endpoint: Endpoint) -> str:
+    """Why `down` refuses an endpoint that does not answer, and what the user may have meant."""
+    said = f"nothing answers at {endpoint.url}: nothing was destroyed or stopped"
+    record = started_by_us(endpoint)
+    if record is not None:
+        pid = record["pid"]
+        return (
+            f"{said}; `make up` started {record['name']} there (pid {pid}), which no longer answers: `kill -- -{pid}`"
+        )
+    return f"{said}; is AWS_ENDPOINT_URL the address `make up` printed?"
+
+
+def stop(endpoint: Endpoint, timeout: float = 30.0) -> str:
+    """Stop the emulator `up` started at this endpoint; one it did not start is left alone. Says which it was."""
+    record = started_by_us(endpoint)
+    record_path(endpoint).unlink(missing_ok=True)
     if record is None:
-        return "nothing started by make up"
-    pid = int(record["pid"])  # type: ignore[arg-type]
+        return f"left the emulator at {endpoint.url} running: `make up` did not start it"
+    pid = int(record["pid"])  # type: ignore[call-overload]
     try:
         os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
@@ -116,5 +139,4 @@ def down(timeout: float = 30.0) -> str:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    PID_FILE.unlink(missing_ok=True)
-    return f"stopped {record['name']} (pid {pid})"
+    return f"stopped {record['name']} (pid {pid}), which `make up` started at {endpoint.url}"

@@ -8,6 +8,11 @@ output "aggregates_table_name" {
   value       = module.leaderboard.aggregates_table_name
 }
 
+output "claims_table_name" {
+  description = "Name of the backfill's claims table, null once backfill_claims is false."
+  value       = module.leaderboard.claims_table_name
+}
+
 output "query_function_arn" {
   description = "ARN of the query function that answers leaderboard requests."
   value       = module.leaderboard.query_function_arn

@@ -10,6 +10,18 @@ variable "name" {
   default     = "music-leaderboards"
 }
 
+variable "source_table_name" {
+  description = "Name of the platform's table: keyed PK/SK, with a stream of new and old images."
+  type        = string
+  default     = "music-platform"
+}
+
+variable "backfill_claims" {
+  description = "Claims for `leaderboard-tools backfill --table <source_table_name>`, which counts the table's history. Apply false once `leaderboard-tools backfill --table <source_table_name> --release-check` exits 0."
+  type        = bool
+  default     = true
+}
+
 variable "package_s3_bucket" {
   description = "Bucket holding the release's zips, uploaded under dynamodb-materialized-aggregation/<version>/."
   type        = string

@@ -209,7 +209,7 @@ def test_a_refusal_whose_report_went_unsent_is_made_again_after_the_band_closed(
     )
     again = aggregates.apply(KEY, SHARD, contributions)
     # then the next reader still refuses d1, so that its report is made (after a close, a record created by the fence
-    # is refused and reported: docs/operations.md step 5)
+    # is refused and reported: docs/exactly-once-repair-band.md)
     assert [c.sequence for c, _ in again.refused] == [pad_sequence("101")], (again.already_applied, again.refused)
 
 
@@ -223,10 +223,10 @@ def fenced_without_a_band(client: Any) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known limit: the same loss as a refusal under an open band, for the refusal operations.md promises "
-    "once the band is closed ('a record created at or before F ... refused once the band is closed', a lagging "
-    "mapping): a later record of the same write passes it, its report goes unsent, and fenced_records.refuse_again, "
-    "which needs an open band, does not refuse it again",
+    reason="known limit: the same loss as a refusal under an open band, for the refusal exactly-once-repair-band.md "
+    "promises once the band is closed ('a record created at or before F ... refused once the band is closed', a "
+    "lagging mapping): a later record of the same write passes it, its report goes unsent, and "
+    "fenced_records.refuse_again, which needs an open band, does not refuse it again",
 )
 def test_a_refusal_under_a_closed_band_whose_report_went_unsent_is_made_again(dynamodb: Any) -> None:
     # given an aggregate whose repair closed its band (the fence stays)

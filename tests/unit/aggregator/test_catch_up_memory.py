@@ -1,7 +1,7 @@
 """A lagging checkpoint is caught up in bounded steps: one invocation's memory does not grow with the backlog.
 
 The shipped `process_delivery`, on the stream model's DynamoDB and a stream made on demand
-(`leaderboard_dev.bench.catch_up_memory.BacklogStream`), asked to count through the end of a backlog
+(`leaderboard_dev.backlog_stream.BacklogStream`), asked to count through the end of a backlog
 of 100,000 downloads of 4 KB (400 MB of records; the function has 512 MB by default).
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 import aggregator
 from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
-from leaderboard_dev.bench.catch_up_memory import BacklogStream, backlog_invocation, catch_up
+from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up
 from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 

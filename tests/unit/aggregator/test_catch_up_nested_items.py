@@ -17,7 +17,7 @@ import pytest
 from botocore.parsers import create_parser
 
 import aggregator
-from leaderboard_dev.bench.catch_up_memory import FIRST_SEQUENCE, SEQUENCE_STEP, BacklogStream, catch_up
+from leaderboard_dev.backlog_stream import FIRST_SEQUENCE, SEQUENCE_STEP, BacklogStream, catch_up
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
 TABLE, PROGRESS_TABLE = "nested-downloads", "nested-progress"

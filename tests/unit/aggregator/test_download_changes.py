@@ -327,8 +327,9 @@ def test_a_download_edited_back_and_forth_ends_where_its_last_image_says(
 
 
 def test_a_download_carrying_the_count_attribute_is_reported_when_written_never_counted_for_good() -> None:
-    # given a download that carries the aggregates' count attribute (docs/exactly-once.md: "downloads must carry
-    # neither"): its MODIFYs and REMOVEs are taken for an aggregate's, passed over by the filter and the aggregator
+    # given a download that carries the aggregates' count attribute (docs/exactly-once-retractions.md: "downloads
+    # must carry neither"): its MODIFYs and REMOVEs are taken for an aggregate's, passed over by the filter and the
+    # aggregator
     carrying = image(DownloadCount={"N": "7"})
     taken_back = parse_record(removed(carrying), RETRACTING)
     assert isinstance(taken_back, Ignored)

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 import aggregator
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
-from leaderboard_dev.bench.catch_up_memory import BacklogStream, backlog_invocation, catch_up
+from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up
 from telemetry import logger
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed

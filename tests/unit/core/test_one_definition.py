@@ -46,7 +46,6 @@ from leaderboard_core.bookkeeping import (
     pad_sequence,
 )
 from leaderboard_core.buckets import PERIODS, board_id, bucket_key
-from leaderboard_dev.bench.pressure_cost import PRICES as BENCH_PRICES
 from leaderboard_tools import deployment, failure_messages, prices, reconcile, sizing, stream_reading
 from tests import terraform_config
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
@@ -542,14 +541,11 @@ def test_sizes_limits_and_defaults_are_the_modules_own() -> None:
     assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIODS)
 
 
-def test_every_price_names_its_source_and_the_benchmark_uses_the_same() -> None:
+def test_every_price_names_its_source() -> None:
     for price in prices.PRICES:
         assert price.source.startswith("https://")
         assert price.confirmed in ("aws", "secondary", "unconfirmed")
         assert price.usd > 0
-    assert BENCH_PRICES["dynamodb_write_request_unit_per_million"] == prices.WRITE_REQUEST_UNIT.usd
-    assert BENCH_PRICES["lambda_request_per_million"] == prices.LAMBDA_REQUEST.usd
-    assert BENCH_PRICES["lambda_gb_second_x86"] == prices.LAMBDA_GB_SECOND.usd
 
 
 # ---------------------------------------------------------------- the list of copies

@@ -7,11 +7,12 @@ to Stack would fail only when it runs against an emulator; this finds it in the 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, TERRAFORM_MODULE, Endpoint
 from leaderboard_dev.terraform_stack import Stack
-from tests.terraform_config import outputs, variables
+from tests.terraform_config import outputs, resources, variables
 
 CALLERS = (REPOSITORY / "tests", REPOSITORY / "development" / "leaderboard_dev")
 STACK_FACTORIES = {"stack", "bench_stack", "Stack"}
@@ -76,3 +77,39 @@ def test_the_emulator_stack_declares_every_variable_its_callers_pass() -> None:
 
 def test_the_emulator_stack_outputs_everything_the_module_outputs() -> None:
     assert set(outputs(TERRAFORM_MODULE)) <= set(outputs(EMULATOR_STACK))
+
+
+SERVICE_OF_TYPE_PREFIX = {
+    "aws_cloudwatch_log_": "cloudwatchlogs",
+    "aws_cloudwatch_metric_": "cloudwatch",
+    "aws_dynamodb_": "dynamodb",
+    "aws_iam_role": "iam",
+    "aws_kms_": "kms",
+    "aws_lambda_": "lambda",
+    "aws_s3_": "s3",
+    "aws_scheduler_": "scheduler",
+    "aws_sns_": "sns",
+    "aws_sqs_": "sqs",
+    "aws_caller_identity": "sts",
+}
+"""The provider's endpoint name for each kind of resource or data source the module declares (aws_region and
+aws_iam_policy_document call nothing)."""
+LOCAL_ONLY = {"aws_region", "aws_iam_policy_document"}
+
+
+def test_the_emulator_stack_sends_every_service_the_module_calls_to_the_emulator() -> None:
+    # given the AWS services of every resource and data source the module declares
+    declared = {name.split(".")[0] for kind in ("resource", "data") for name in resources(TERRAFORM_MODULE, kind)}
+    unmapped = {
+        kind for kind in declared - LOCAL_ONLY if not any(kind.startswith(prefix) for prefix in SERVICE_OF_TYPE_PREFIX)
+    }
+    assert not unmapped, f"which service do {sorted(unmapped)} call? add them to SERVICE_OF_TYPE_PREFIX"
+    called = {
+        service for kind in declared for prefix, service in SERVICE_OF_TYPE_PREFIX.items() if kind.startswith(prefix)
+    }
+    assert {"dynamodb", "lambda", "scheduler", "sts"} <= called
+    # when compared with the endpoints the emulator stack's provider block sets
+    provider = (EMULATOR_STACK / "main.tf").read_text().split('provider "aws" {', 1)[1].split("\n}\n", 1)[0]
+    endpoints = set(re.findall(r"^\s+(\w+)\s+= local\.endpoint$", provider.split("endpoints {", 1)[1], re.MULTILINE))
+    # then each is sent to the emulator by the configuration itself, not only by an AWS_ENDPOINT_URL in the environment
+    assert called <= endpoints, f"development/emulator_stack/main.tf sends {sorted(called - endpoints)} to AWS"

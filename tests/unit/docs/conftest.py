@@ -1,3 +1,3 @@
-"""The documentation's tests: links, anchors, the README's layout and its Inputs and Outputs tables. No fixture of their
-own.
+"""The documentation's tests: links, anchors, page lengths, the README's layout and commands, the module's Inputs and
+Outputs tables. No fixture of their own.
 """

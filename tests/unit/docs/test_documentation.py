@@ -89,3 +89,31 @@ def test_the_layout_names_what_exists_and_a_home_for_every_tracked_file() -> Non
     assert missing == [], "the Layout names paths that do not exist"
     assert unnamed == [], "the Layout leaves out top-level folders"
     assert outside == [], "the Layout's first column leaves these files in no named folder"
+
+
+DOCS = sorted((REPOSITORY / "docs").glob("*.md"))
+README_LINES, PAGE_LINES = 300, 400
+"""The house's bars: past them a page holds more than one subject, and a section moves to a page of its own."""
+
+
+@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda page: str(page.relative_to(REPOSITORY)))
+def test_the_readme_stays_within_300_lines_and_every_docs_page_within_400(page: Path) -> None:
+    # given the page's bar
+    bar = README_LINES if page == README else PAGE_LINES
+
+    # when its lines are counted
+    lines = len(page.read_text().splitlines())
+
+    # then
+    assert lines <= bar, f"{page.name} has {lines} lines, over {bar}: move a section to a page of its own"
+
+
+def test_the_readme_s_documentation_table_links_every_docs_page() -> None:
+    # given the README's Documentation table
+    section = README.read_text().split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+
+    # when its links are resolved
+    linked = {(README.parent / target.partition("#")[0]).resolve() for target in LINK.findall(section)}
+
+    # then every page of docs/ is one of them
+    assert [page.name for page in DOCS if page.resolve() not in linked] == []

@@ -448,7 +448,7 @@ def test_a_ttl_attribute_that_is_not_a_number_does_not_stop_the_recount(aws: Non
 def test_a_count_at_0_out_of_the_index_whose_downloads_remain_is_repaired(aws: None) -> None:
     # given song1 with two downloads, counted, then its count brought to 0 and out of the index as retractions leave
     # it (each deletion of a download this deployment never counted takes one back: "the count understates, silently,
-    # until reconcile compares it with the items", docs/exactly-once.md)
+    # until reconcile compares it with the items", docs/exactly-once-retractions.md)
     stack = deploy(retractions=True)
     write_download(stack, "song1", "d1")
     write_download(stack, "song1", "d2")

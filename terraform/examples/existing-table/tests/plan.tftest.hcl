@@ -6,7 +6,7 @@ mock_provider "aws" {
     }
   }
 
-  # The platform's table as DynamoDB describes it once created: a stream of both images, no replicas.
+  # The platform's table as DynamoDB describes it: a stream of both images, no replicas.
   mock_data "aws_dynamodb_table" {
     defaults = {
       stream_enabled   = true
@@ -29,6 +29,11 @@ run "the_existing_table_example_plans" {
   assert {
     condition     = module.leaderboard.table_name == "music-platform" && module.leaderboard.aggregates_table_name == "music-leaderboards-aggregates"
     error_message = "the module reads the platform's table and keeps its aggregates in a table of its own"
+  }
+
+  assert {
+    condition     = module.leaderboard.claims_table_name == "music-leaderboards-claims"
+    error_message = "the example attaches with the claims `leaderboard-tools backfill` needs to count the table's history"
   }
 
   assert {

@@ -1,5 +1,5 @@
-"""The README's Inputs and Outputs tables and the module's variables.tf and outputs.tf agree; docs/security.md
-says what the module cannot do for its caller (a key policy, signing)."""
+"""docs/inputs-and-outputs.md's Inputs and Outputs tables and the module's variables.tf and outputs.tf agree;
+docs/security.md says what the module cannot do for its caller (a key policy, signing)."""
 
 from __future__ import annotations
 
@@ -9,41 +9,41 @@ from pathlib import Path
 from leaderboard_dev.settings import REPOSITORY, TERRAFORM_MODULE
 from tests.terraform_config import outputs, variables
 
-README = REPOSITORY / "README.md"
+INTERFACE = REPOSITORY / "docs" / "inputs-and-outputs.md"
 SECURITY = REPOSITORY / "docs" / "security.md"
 
 
-def section(title: str, document: Path = README) -> str:
+def section(title: str, document: Path = INTERFACE) -> str:
     return document.read_text().split(f"\n{title}\n", 1)[1].split("\n#", 1)[0]
 
 
 def documented_inputs() -> list[str]:
     """Every name in backticks in the first column of the Inputs table (a row may name several)."""
     names = []
-    for line in section("### Inputs").splitlines():
+    for line in section("## Inputs").splitlines():
         if line.startswith("| `"):
             names += re.findall(r"`([a-z0-9_]+)`", line.split("|")[1])
     return names
 
 
 def documented_outputs() -> list[str]:
-    return re.findall(r"`([a-z0-9_]+)`", section("### Outputs"))
+    return re.findall(r"`([a-z0-9_]+)`", section("## Outputs"))
 
 
 def test_every_variable_is_in_the_inputs_table_and_nothing_else() -> None:
     names = documented_inputs()
     assert len(names) == len(set(names)), "a variable is listed twice"
     declared = set(variables(TERRAFORM_MODULE))
-    assert set(names) - declared == set(), "the README lists inputs the module does not have"
-    assert declared - set(names) == set(), "the README's Inputs table lacks variables"
+    assert set(names) - declared == set(), "the Inputs table lists inputs the module does not have"
+    assert declared - set(names) == set(), "the Inputs table lacks variables"
 
 
 def test_every_output_is_in_the_outputs_list_and_nothing_else() -> None:
     names = documented_outputs()
     assert len(names) == len(set(names)), "an output is listed twice"
     declared = set(outputs(TERRAFORM_MODULE))
-    assert set(names) - declared == set(), "the README lists outputs the module does not have"
-    assert declared - set(names) == set(), "the README's Outputs list lacks outputs"
+    assert set(names) - declared == set(), "the Outputs list names outputs the module does not have"
+    assert declared - set(names) == set(), "the Outputs list lacks outputs"
 
 
 def test_the_security_page_states_the_key_policy_a_customer_key_needs() -> None:
