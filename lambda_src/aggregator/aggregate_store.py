@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -23,11 +22,9 @@ from botocore.exceptions import ClientError
 from aggregate_writes import AggregateWrites, Contribution, number
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
-from leaderboard_core.band_holds import parse_held, shard_tag
+from fenced_records import band_open, hold, refuse_again, report_orphaned_band
 from leaderboard_core.bookkeeping import (
     APPLIED_SEQUENCE,
-    RECOUNT_BAND,
-    RECOUNT_HELD,
     RECOUNTED_THROUGH,
     SEQUENCE_WIDTH,
     WATERMARK_PREFIX,
@@ -158,7 +155,7 @@ class AggregateStore:
                 if not remaining and not held:
                     # A retry of records already written: a report its first send lost is made again here, and so is
                     # what a retraction's first attempt left undone after its write (killed, or its response lost).
-                    self._report_orphaned_band(known.item, contributions[-1], outcome)
+                    report_orphaned_band(known.item, contributions[-1], self._clock(), outcome.refused)
                     if self._schema.retractions:
                         self._after_retraction(key, known.item, contributions[-1], outcome, _takes_back(contributions))
                     return outcome
@@ -167,7 +164,9 @@ class AggregateStore:
                     self._write_with_proof(key, shard, remaining, known, held)
                     outcome.transactions += 1
                     written: dict[str, Any] | None = None
-                    self._report_orphaned_band(known.item, max([*remaining, *held], key=lambda c: c.sequence), outcome)
+                    report_orphaned_band(
+                        known.item, max([*remaining, *held], key=lambda c: c.sequence), self._clock(), outcome.refused
+                    )
                 else:
                     written = self._write(key, shard, remaining, known, held)
             except ClientError as error:
@@ -242,89 +241,15 @@ class AggregateStore:
         fence = number(known.item.get(RECOUNTED_THROUGH))
         if fence is None:
             return remaining, []
-        self._refuse_again(known.item, fence, shard, passed, outcome)
+        counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
+        now, retractions = self._clock(), self._schema.retractions
+        met_again = refuse_again(known.item, fence, shard, passed, now, retractions)
+        if met_again is not None:
+            outcome.already_applied -= 1
+            outcome.refused.append((met_again, f"{counted}, and its repair's band does not hold it (met again)"))
         fenced = [c for c in remaining if c.created is None or c.created <= fence]
         after = [c for c in remaining if c.created is not None and c.created > fence]
-        return after, self._hold(known.item, fence, fenced, outcome)
-
-    def _refuse_again(
-        self, item: dict[str, Any], fence: Decimal, shard: ShardRef, passed: list[Contribution], outcome: ApplyOutcome
-    ) -> None:
-        """A record at or below the watermark, created by the fence of an open band that holds no entry of it, was
-        refused when first met (a full band, no sort key), and the write of a later record passed it: the lowest such
-        record is refused again, so that a report the first reader could not send (the deadline, the queue) is made
-        by this one (`recover` recounts by aggregate: one report is enough). A duplicate costs a recount; a lost one,
-        a count nobody repairs."""
-        band = _band_deadline(item.get(RECOUNT_BAND))
-        if band is None or band < self._clock() or not passed:
-            return
-        entries = [record for record in map(parse_held, (item.get(RECOUNT_HELD) or {}).get("SS") or []) if record]
-        tag = shard_tag(shard.stream_arn, shard.shard_id)
-
-        def held(contribution: Contribution) -> bool:
-            if not self._schema.retractions:
-                return any(entry.download_id == contribution.download_id for entry in entries)
-            return any(
-                entry.download_id == contribution.download_id
-                and entry.shard_tag == tag
-                and entry.sequence >= int(contribution.sequence)
-                for entry in entries
-            )
-
-        unheld = [c for c in passed if (c.created is None or c.created <= fence) and not held(c)]
-        if unheld:
-            lowest = min(unheld, key=lambda contribution: contribution.sequence)
-            counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
-            outcome.already_applied -= 1
-            outcome.refused.append((lowest, f"{counted}, and its repair's band does not hold it (met again)"))
-
-    def _hold(
-        self, item: dict[str, Any], fence: Decimal, fenced: list[Contribution], outcome: ApplyOutcome
-    ) -> list[Contribution]:
-        """What an open band can hold of the fenced records; the rest is refused, with the reason."""
-        counted = f"created at or before {RECOUNTED_THROUGH} {fence}: counted by a recount"
-        band = _band_deadline(item.get(RECOUNT_BAND))
-        if band is None:
-            outcome.refused.extend((contribution, counted) for contribution in fenced)
-            return []
-        if band < self._clock():
-            reason = f"{counted}, and its repair's band expired at {band} without closing: recount"
-            outcome.refused.extend((contribution, reason) for contribution in fenced)
-            return []
-        already = set((item.get(RECOUNT_HELD) or {}).get("SS") or [])
-        if self._schema.retractions:
-            return self._hold_records(len(already), fenced, counted, outcome)
-        limit = self._writes.held_limit
-        held: list[Contribution] = []
-        for contribution in fenced:
-            if contribution.download_id is None:
-                outcome.refused.append((contribution, f"{counted}, and it has no sort key to hold it by"))
-            elif len(already) >= limit and contribution.download_id not in already:
-                outcome.refused.append((contribution, f"{counted}, and its repair's band holds {limit} already"))
-            else:
-                already.add(contribution.download_id)
-                held.append(contribution)
-        return held
-
-    def _hold_records(
-        self, entries: int, fenced: list[Contribution], counted: str, outcome: ApplyOutcome
-    ) -> list[Contribution]:
-        """With retractions: a write adds one entry per download it holds (its last record's), so a download is held
-        whole or refused whole, and a full band refuses every download it holds no entry of from this write."""
-        limit = self._writes.held_limit
-        taken: set[str] = set()
-        held: list[Contribution] = []
-        for contribution in fenced:
-            download = contribution.download_id
-            if download is None:
-                outcome.refused.append((contribution, f"{counted}, and it has no sort key to hold it by"))
-            elif download not in taken and entries + len(taken) >= limit:
-                full = f"{counted}, and its repair's band holds {limit} records already"
-                outcome.refused.append((contribution, full))
-            else:
-                taken.add(download)
-                held.append(contribution)
-        return held
+        return after, hold(known.item, fenced, counted, now, retractions, self._writes.held_limit, outcome.refused)
 
     def _progress_item(self, shard: ShardRef) -> dict[str, Any]:
         return (
@@ -378,7 +303,7 @@ class AggregateStore:
         left open by a repair that never closed it."""
         now = int(self._clock())
         if outcome.written:
-            self._report_orphaned_band(item, outcome.written[-1], outcome)
+            report_orphaned_band(item, outcome.written[-1], now, outcome.refused)
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
         carried = sum(1 for name in item if name.startswith(WATERMARK_PREFIX))
@@ -421,34 +346,11 @@ class AggregateStore:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
-        elif count < 0 and took_back and self._schema.amount is None and not self._band_open(item):
+        elif count < 0 and took_back and self._schema.amount is None and not band_open(item, self._clock()):
             reason = (
                 f"counted; but the count is {count}: a retraction took back a download never counted here (older "
                 "than the stream and any backfill), recount"
             )
-            outcome.refused.append((record, reason))
-
-    def _band_open(self, item: dict[str, Any]) -> bool:
-        """A repair's band is open on the aggregate: its close settles every download it holds, so a count below 0
-        meanwhile (a retraction after the fence of a download held before it) is the band's to settle."""
-        deadline = _band_deadline(item.get(RECOUNT_BAND))
-        return deadline is not None and deadline >= self._clock()
-
-    def _report_orphaned_band(self, item: dict[str, Any], record: Contribution, outcome: ApplyOutcome) -> None:
-        """A band past its deadline still holding downloads: its repair was stopped before its close, and nobody
-        will count them. Every record of the aggregate that reaches a write or a retry reports it (a refused record
-        naming the aggregate, for `recover`) until a recount replaces the band: a report whose send failed holds the
-        checkpoint before `record`, whose retry reports it again."""
-        deadline = _band_deadline(item.get(RECOUNT_BAND))
-        held = (item.get(RECOUNT_HELD) or {}).get("SS") or []
-        if deadline is None or deadline >= self._clock() or not held:
-            return
-        reason = (
-            f"counted; but its aggregate holds {len(held)} downloads of a repair whose band expired at {deadline} "
-            "without closing (the repair was stopped): nobody counts them, recount"
-        )
-        expired = f"band expired at {deadline}"
-        if not any(expired in earlier for _, earlier in outcome.refused):
             outcome.refused.append((record, reason))
 
     def _prune(self, key: AggregateKey, stale: dict[str, Watermark]) -> bool:
@@ -482,10 +384,3 @@ def _refused_outright(error: ClientError) -> bool:
         and "overflow" in str(reason.get("Message", "")).lower()
         for reason in reasons
     )
-
-
-def _band_deadline(value: Any) -> int | None:
-    """The deadline of a repair's band ("<token>|<deadline>"), None when there is none or it is not one."""
-    text = value.get("S") if isinstance(value, dict) else None
-    parts = text.split("|") if isinstance(text, str) else []
-    return int(parts[1]) if len(parts) == 2 and parts[0] and parts[1].isdigit() else None

@@ -61,7 +61,8 @@ def _sequence(record: Any) -> str | None:
 
 
 def _bound_of(delivery: Delivery, state_high: str | None) -> str | None:
-    """The highest sequence number this invocation must count through: delivered, claimed or remembered."""
+    """The highest sequence number this invocation must count through: delivered, named (a direct invocation's records
+    and throughSequenceNumber) or remembered."""
     candidates = [sequence for sequence in (_sequence(record) for record in delivery.records) if sequence]
     if delivery.through_sequence:
         candidates.append(delivery.through_sequence)
@@ -152,8 +153,8 @@ def process_delivery(
     report.caught_up = catchup.held_back_from is None and (bound is None or reached)
     if not report.caught_up and highest_delivered is not None:
         deps.progress.note_delivered(shard, highest_delivered)
-    claimed_beyond_the_tip = delivery.is_direct and catchup.read.at_tip and catchup.held_back_from is None
-    if not report.caught_up and must_catch_up and not claimed_beyond_the_tip:
+    named_beyond_the_tip = delivery.is_direct and catchup.read.at_tip and catchup.held_back_from is None
+    if not report.caught_up and must_catch_up and not named_beyond_the_tip:
         raise AggregatesNotWritten(
             f"{shard.shard_id}: checkpoint {report.checkpoint_after} has not reached {bound}, retried",
             report,
@@ -183,7 +184,8 @@ def _catch_up_in_steps(
     report: BatchReport,
 ) -> Catchup:
     """Read, write and advance the checkpoint in bounded steps, each step's records released before the next, until
-    the bound (or the shard's tip or end), a step held back or without progress, or no time for another step.
+    the bound (or the shard's tip or end), a step held back or one that left the checkpoint where it was, or no time
+    for another step.
 
     A window longer than one step is then counted by one invocation instead of failing once per step (rule 9)."""
     step_began_ms = remaining_ms()
@@ -194,8 +196,8 @@ def _catch_up_in_steps(
         report.shard_ended = catchup.read.shard_ended
         read = catchup.read
         finished = _reached(catchup, bound, report.checkpoint_after) or read.shard_ended or read.at_tip
-        progressed = report.checkpoint_after is not None and report.checkpoint_after != progress.checkpoint
-        if finished or catchup.held_back_from is not None or not progressed:
+        moved = report.checkpoint_after is not None and report.checkpoint_after != progress.checkpoint
+        if finished or catchup.held_back_from is not None or not moved:
             return catchup
         step_ended_ms = remaining_ms()
         if not _time_for_another_step(settings, step_ended_ms, step_began_ms - step_ended_ms):
@@ -255,7 +257,7 @@ def _response(delivery: Delivery, shard: ShardRef | None, high: str | None, repo
 def _report_unconfirmed(
     deps: Dependencies, delivery: Delivery, progress: Progress, read: ShardRead | None, report: BatchReport
 ) -> None:
-    """Delivered or claimed records beyond the checkpoint, within what was read, that the shard does not hold."""
+    """Delivered or named records beyond the checkpoint, within what was read, that the shard does not hold."""
     unconfirmed = _unconfirmed(delivery, progress, read) if read is not None else []
     report.refused.extend(unconfirmed)
     if unconfirmed and not deps.send_failures([refused_message(item) for item in unconfirmed]):
@@ -273,16 +275,16 @@ def _unconfirmed(delivery: Delivery, progress: Progress, read: ShardRead) -> lis
         if sequence > last_read and not (read.shard_ended or read.reached_bound or read.at_tip):
             continue
         original = held.get(sequence)
-        claim = record.get("dynamodb", {})
+        named = record.get("dynamodb", {})
         if original is None:
             reason = f"no record {sequence.lstrip('0')} in {delivery.shard_id} of {_stream_of(delivery)}"
-        elif original.get("eventName") != record.get("eventName") or original["dynamodb"].get("Keys") != claim.get(
+        elif original.get("eventName") != record.get("eventName") or original["dynamodb"].get("Keys") != named.get(
             "Keys"
         ):
             reason = f"record {sequence.lstrip('0')} differs from the stream's record"
         else:
             continue
-        refused.append(Refused(reason, claim.get("SequenceNumber"), record, delivery.shard_id, _stream_of(delivery)))
+        refused.append(Refused(reason, named.get("SequenceNumber"), record, delivery.shard_id, _stream_of(delivery)))
     return refused
 
 

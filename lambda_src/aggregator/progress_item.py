@@ -1,4 +1,4 @@
-"""A shard's item in the progress table: its attributes, and what they say of the shard (`Progress`)."""
+"""A shard's item in the progress table, read: what its attributes (leaderboard_core.bookkeeping) say of the shard."""
 
 from __future__ import annotations
 
@@ -6,36 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from delivery import ShardRef
-from leaderboard_core.bookkeeping import CHECKPOINT, CHECKPOINT_SEQUENCE, RESUME_AT, SHARD_ENDED, pad_sequence
-
-DELIVERED_HIGH = "DeliveredHigh"
-"""The highest sequence number (padded) the mapping has delivered: a final invocation with a fresh state and no records
-reads through it, so a window whose state was lost is still read whole before Lambda moves on."""
-FIRST_SEEN = "FirstSeenAt"
-GENESIS = "Genesis"
-"""A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
-aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
-GENESIS_KEY = "#genesis"
-PARENT_SHARD = "ParentShardId"
-LINEAGE_COUNTED = "LineageCounted"
-"""Every ancestor of the shard is ended: counted through its end, or its loss reported to the failure queue."""
-LINEAGE_UNKNOWN = "LineageUnknown"
-"""DescribeStream did not list the shard when it was first seen: its parent, if any, is not known."""
-LOST_UNREAD = "LostUnread"
-"""The shard was gone from the stream before this deployment read it: its loss is reported, it is never read."""
-GAP_REPORTED_FROM = "GapReportedFrom"
-"""The start (`at:<sequence>` or `after:<sequence>`) from which a trimmed gap with no readable record after it was
-reported: an idle shard whose checkpoint aged past the retention is reported once, not at every sweep."""
-SWEEP_CURSOR_KEY = "#lineage-sweep"
-"""The progress table's item that keeps where the last lineage sweep cut short by its budget stopped."""
-NEXT_SHARD = "NextShardId"
-CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
-"""When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
-sweep's interval later reads it to its end, whichever function instance runs it."""
-EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
-"""When (epoch seconds) a read of the closed shard last gave up after MAX_EMPTY_PAGES in a row without reaching its
-EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's interval
-later, whichever function instance drains it."""
+from leaderboard_core import bookkeeping
+from leaderboard_core.bookkeeping import pad_sequence
 
 
 @dataclass(frozen=True)
@@ -65,7 +37,7 @@ class Progress:
 
     @property
     def start_token(self) -> str:
-        """Where the next read begins, as GAP_REPORTED_FROM spells it."""
+        """Where the next read begins, as bookkeeping.GAP_REPORTED_FROM spells it."""
         at, after = self.start
         return f"at:{at}" if at is not None else f"after:{after}"
 
@@ -77,26 +49,26 @@ def shard_key(shard: ShardRef) -> str:
 def progress_of_item(item: dict[str, Any] | None) -> Progress:
     if not item:
         return Progress()
-    checkpoint = item.get(CHECKPOINT, {}).get("S")
-    sequence = item.get(CHECKPOINT_SEQUENCE, {}).get("S")
-    created = item.get("CheckpointCreated", {}).get("N")
+    checkpoint = item.get(bookkeeping.CHECKPOINT, {}).get("S")
+    sequence = item.get(bookkeeping.CHECKPOINT_SEQUENCE, {}).get("S")
+    created = item.get(bookkeeping.CHECKPOINT_CREATED, {}).get("N")
     if isinstance(checkpoint, str) and not isinstance(sequence, str):
         sequence = checkpoint.lstrip("0") or "0"
-    resume = item.get(RESUME_AT, {}).get("S")
-    delivered = item.get(DELIVERED_HIGH, {}).get("S")
-    since = item.get(CLOSED_UNREAD_SINCE, {}).get("N")
-    gap = item.get(GAP_REPORTED_FROM, {}).get("S")
-    walked = item.get(EMPTY_TAIL_WALKED_AT, {}).get("N")
+    resume = item.get(bookkeeping.RESUME_AT, {}).get("S")
+    delivered = item.get(bookkeeping.DELIVERED_HIGH, {}).get("S")
+    since = item.get(bookkeeping.CLOSED_UNREAD_SINCE, {}).get("N")
+    gap = item.get(bookkeeping.GAP_REPORTED_FROM, {}).get("S")
+    walked = item.get(bookkeeping.EMPTY_TAIL_WALKED_AT, {}).get("N")
     return Progress(
         checkpoint=checkpoint if isinstance(checkpoint, str) else None,
         checkpoint_sequence=sequence if isinstance(checkpoint, str) else None,
         checkpoint_created=int(created) if isinstance(created, str) and created.isdigit() else None,
         resume_at=resume if isinstance(resume, str) else None,
         delivered_high=delivered if isinstance(delivered, str) else None,
-        ended=bool(item.get(SHARD_ENDED, {}).get("BOOL")),
-        parent_shard_id=item.get(PARENT_SHARD, {}).get("S"),
-        lineage_counted=bool(item.get(LINEAGE_COUNTED, {}).get("BOOL")),
-        lineage_unknown=bool(item.get(LINEAGE_UNKNOWN, {}).get("BOOL")),
+        ended=bool(item.get(bookkeeping.SHARD_ENDED, {}).get("BOOL")),
+        parent_shard_id=item.get(bookkeeping.PARENT_SHARD, {}).get("S"),
+        lineage_counted=bool(item.get(bookkeeping.LINEAGE_COUNTED, {}).get("BOOL")),
+        lineage_unknown=bool(item.get(bookkeeping.LINEAGE_UNKNOWN, {}).get("BOOL")),
         closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
         gap_reported_from=gap if isinstance(gap, str) else None,
         empty_tail_walked_at=int(walked) if isinstance(walked, str) and walked.isdigit() else None,
@@ -105,5 +77,5 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
 
 
 def genesis_of(item: dict[str, Any] | None) -> str | None:
-    value = (item or {}).get(GENESIS, {}).get("S")
+    value = (item or {}).get(bookkeeping.GENESIS, {}).get("S")
     return value if isinstance(value, str) else None

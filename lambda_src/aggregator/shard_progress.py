@@ -22,13 +22,8 @@ from botocore.exceptions import ClientError
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import (
     CHECKPOINT,
+    CHECKPOINT_CREATED,
     CHECKPOINT_SEQUENCE,
-    RESUME_AT,
-    SHARD_ENDED,
-    SHARD_KEY,
-    pad_sequence,
-)
-from progress_item import (
     CLOSED_UNREAD_SINCE,
     DELIVERED_HIGH,
     EMPTY_TAIL_WALKED_AT,
@@ -41,11 +36,16 @@ from progress_item import (
     LOST_UNREAD,
     NEXT_SHARD,
     PARENT_SHARD,
+    RESUME_AT,
+    SHARD_ENDED,
+    SHARD_ID,
+    SHARD_KEY,
+    STREAM_ARN,
     SWEEP_CURSOR_KEY,
-    Progress,
-    progress_of_item,
-    shard_key,
+    UPDATED_AT,
+    pad_sequence,
 )
+from progress_item import Progress, progress_of_item, shard_key
 
 CACHE_SECONDS = 60.0
 
@@ -70,7 +70,7 @@ class ProgressStore:
                 self._client.update_item(
                     TableName=self._table,
                     Key=key,
-                    UpdateExpression="SET #genesis = :token, UpdatedAt = :now",
+                    UpdateExpression=f"SET #genesis = :token, {UPDATED_AT} = :now",
                     ConditionExpression="attribute_not_exists(#genesis)",
                     ExpressionAttributeNames={"#genesis": GENESIS},
                     ExpressionAttributeValues={
@@ -121,10 +121,10 @@ class ProgressStore:
             ":genesis": {"S": self.genesis()},
         }
         assignments = [
-            "StreamArn = :stream",
-            "ShardId = :shard",
+            f"{STREAM_ARN} = :stream",
+            f"{SHARD_ID} = :shard",
             "#first = :now",
-            "UpdatedAt = :now",
+            f"{UPDATED_AT} = :now",
             "#genesis = :genesis",
         ]
         names = {"#first": FIRST_SEEN, "#key": SHARD_KEY, "#genesis": GENESIS}
@@ -178,12 +178,12 @@ class ProgressStore:
         assignments = [
             "#checkpoint = :checkpoint",
             "#sequence = :sequence",
-            "StreamArn = :stream",
-            "ShardId = :shard",
-            "UpdatedAt = :now",
+            f"{STREAM_ARN} = :stream",
+            f"{SHARD_ID} = :shard",
+            f"{UPDATED_AT} = :now",
         ]
         if created is not None:
-            assignments.append("CheckpointCreated = :created")
+            assignments.append(f"{CHECKPOINT_CREATED} = :created")
             values[":created"] = {"N": str(created)}
         if ended:
             names["#ended"] = SHARD_ENDED
@@ -233,7 +233,7 @@ class ProgressStore:
             self._client.update_item(
                 TableName=self._table,
                 Key=self.key(shard),
-                UpdateExpression="SET #resume = :resume, UpdatedAt = :now",
+                UpdateExpression=f"SET #resume = :resume, {UPDATED_AT} = :now",
                 ConditionExpression="attribute_not_exists(#checkpoint) OR #checkpoint < :padded",
                 ExpressionAttributeNames={"#resume": RESUME_AT, "#checkpoint": CHECKPOINT},
                 ExpressionAttributeValues={
@@ -252,7 +252,7 @@ class ProgressStore:
         self._client.update_item(
             TableName=self._table,
             Key=self.key(shard),
-            UpdateExpression="SET #ended = :ended, StreamArn = :stream, ShardId = :shard, UpdatedAt = :now",
+            UpdateExpression=f"SET #ended = :ended, {STREAM_ARN} = :stream, {SHARD_ID} = :shard, {UPDATED_AT} = :now",
             ExpressionAttributeNames={"#ended": SHARD_ENDED},
             ExpressionAttributeValues={
                 ":ended": {"BOOL": True},
@@ -269,7 +269,7 @@ class ProgressStore:
             self._client.update_item(
                 TableName=self._table,
                 Key=self.key(shard),
-                UpdateExpression="SET #lineage = :counted, UpdatedAt = :now",
+                UpdateExpression=f"SET #lineage = :counted, {UPDATED_AT} = :now",
                 ConditionExpression="attribute_exists(#key)",
                 ExpressionAttributeNames={"#lineage": LINEAGE_COUNTED, "#key": SHARD_KEY},
                 ExpressionAttributeValues={":counted": {"BOOL": True}, ":now": {"N": str(int(self._clock()))}},
@@ -284,7 +284,7 @@ class ProgressStore:
         self._client.update_item(
             TableName=self._table,
             Key=self.key(shard),
-            UpdateExpression="SET #gap = :start, UpdatedAt = :now",
+            UpdateExpression=f"SET #gap = :start, {UPDATED_AT} = :now",
             ExpressionAttributeNames={"#gap": GAP_REPORTED_FROM},
             ExpressionAttributeValues={":start": {"S": start_token}, ":now": {"N": str(int(self._clock()))}},
         )
@@ -300,7 +300,7 @@ class ProgressStore:
         self._client.update_item(
             TableName=self._table,
             Key={SHARD_KEY: {"S": SWEEP_CURSOR_KEY}},
-            UpdateExpression="SET #next = :next, UpdatedAt = :now",
+            UpdateExpression=f"SET #next = :next, {UPDATED_AT} = :now",
             ExpressionAttributeNames={"#next": NEXT_SHARD},
             ExpressionAttributeValues={":next": {"S": shard_id}, ":now": {"N": str(int(self._clock()))}},
         )
@@ -311,7 +311,7 @@ class ProgressStore:
             self._client.update_item(
                 TableName=self._table,
                 Key=self.key(shard),
-                UpdateExpression="SET #since = if_not_exists(#since, :since), UpdatedAt = :now",
+                UpdateExpression=f"SET #since = if_not_exists(#since, :since), {UPDATED_AT} = :now",
                 ConditionExpression="attribute_exists(#key)",
                 ExpressionAttributeNames={"#since": CLOSED_UNREAD_SINCE, "#key": SHARD_KEY},
                 ExpressionAttributeValues={
@@ -329,7 +329,7 @@ class ProgressStore:
         self._client.update_item(
             TableName=self._table,
             Key=self.key(shard),
-            UpdateExpression="SET #walked = :walked, UpdatedAt = :now",
+            UpdateExpression=f"SET #walked = :walked, {UPDATED_AT} = :now",
             ExpressionAttributeNames={"#walked": EMPTY_TAIL_WALKED_AT},
             ExpressionAttributeValues={
                 ":walked": {"N": str(int(walked_at))},
@@ -347,8 +347,8 @@ class ProgressStore:
             TableName=self._table,
             Key=self.key(shard),
             UpdateExpression=(
-                "SET #ended = :true, #lineage = :true, #lost = :true, StreamArn = :stream, ShardId = :shard, "
-                "UpdatedAt = :now"
+                f"SET #ended = :true, #lineage = :true, #lost = :true, {STREAM_ARN} = :stream, {SHARD_ID} = :shard, "
+                f"{UPDATED_AT} = :now"
             ),
             ExpressionAttributeNames={"#ended": SHARD_ENDED, "#lineage": LINEAGE_COUNTED, "#lost": LOST_UNREAD},
             ExpressionAttributeValues={

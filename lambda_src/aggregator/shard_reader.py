@@ -28,7 +28,8 @@ EMPTY_PAGES_AT_THE_TIP = 3
 """An unbounded read of an open shard stops after this many empty pages in a row: any prefix is correct."""
 MAX_EMPTY_PAGES = 1000
 """A bounded read, or one of a closed shard, gives up after this many empty pages in a row (a bound beyond the tip was
-claimed, not delivered; a closed shard's end is its null NextShardIterator, not a run of empty pages)."""
+named by a direct invocation, not delivered; a closed shard's end is its null NextShardIterator, not a run of empty
+pages)."""
 THROTTLE_RETRIES = 5
 """LimitExceededException: more than two readers of one shard, or too many requests; retried with backoff."""
 THROTTLED = ("LimitExceededException", "ProvisionedThroughputExceededException", "ThrottlingException")

@@ -29,6 +29,8 @@ def download_id(sort_key: str) -> str:
 
 
 # ---------------------------------------------------------------- the progress table: one item per stream shard
+# Every attribute the aggregator writes there (shard_progress.py writes them, progress_item.py reads them): the
+# names as stored, a contract with the operator tools and any table already deployed.
 
 SHARD_KEY = "ShardKey"
 """The progress table's hash key (terraform/progress.tf): `<stream ARN>|<shard id>`, or `#genesis`."""
@@ -41,6 +43,40 @@ RESUME_AT = "ResumeAt"
 first record before anything is counted, or the first record after a reported trimmed gap."""
 SHARD_ENDED = "ShardEnded"
 """The shard was read to a null iterator: closed, and counted to its end."""
+STREAM_ARN, SHARD_ID = "StreamArn", "ShardId"
+"""The shard the item is about, as the stream names it (its key hashes them together)."""
+UPDATED_AT = "UpdatedAt"
+"""When (epoch seconds) the aggregator last wrote the item."""
+CHECKPOINT_CREATED = "CheckpointCreated"
+"""The second of creation of the checkpoint's record (ApproximateCreationDateTime): how old the counted part is."""
+DELIVERED_HIGH = "DeliveredHigh"
+"""The highest sequence number (padded) the mapping has delivered: a final invocation with a fresh state and no records
+reads through it, so a window whose state was lost is still read whole before Lambda moves on."""
+FIRST_SEEN = "FirstSeenAt"
+GENESIS = "Genesis"
+"""A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
+aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
+GENESIS_KEY = "#genesis"
+PARENT_SHARD = "ParentShardId"
+LINEAGE_COUNTED = "LineageCounted"
+"""Every ancestor of the shard is ended: counted through its end, or its loss reported to the failure queue."""
+LINEAGE_UNKNOWN = "LineageUnknown"
+"""DescribeStream did not list the shard when it was first seen: its parent, if any, is not known."""
+LOST_UNREAD = "LostUnread"
+"""The shard was gone from the stream before this deployment read it: its loss is reported, it is never read."""
+GAP_REPORTED_FROM = "GapReportedFrom"
+"""The start (`at:<sequence>` or `after:<sequence>`) from which a trimmed gap with no readable record after it was
+reported: an idle shard whose checkpoint aged past the retention is reported once, not at every sweep."""
+SWEEP_CURSOR_KEY = "#lineage-sweep"
+"""The progress table's item that keeps where the last lineage sweep cut short by its budget stopped."""
+NEXT_SHARD = "NextShardId"
+CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
+"""When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
+sweep's interval later reads it to its end, whichever function instance runs it."""
+EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
+"""When (epoch seconds) a read of the closed shard last gave up after MAX_EMPTY_PAGES in a row without reaching its
+EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's interval
+later, whichever function instance drains it."""
 
 # ---------------------------------------------------------------- an aggregate's bookkeeping
 

@@ -22,7 +22,7 @@ CLAIM_OWNER = "Owner"
 STREAM = "stream"
 BACKFILL = "backfill"
 BACKFILL_ITEM_PREFIX = "backfill#"
-"""The backfill's own items in the claims table: its start, each scan segment's progress, its end."""
+"""The backfill's own items in the claims table: its start, each scan segment's place, its end."""
 BACKFILL_DONE = BACKFILL_ITEM_PREFIX + "done"
 """Written when a backfill has counted the whole table: until then `reconcile --repair` refuses."""
 

@@ -12,13 +12,13 @@ counted) and a `next_token`: the same request with it counts on from where each 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from boards import Board
-from index_reads import START, IndexSchema, Layout, PartitionQueries, Position, partition_budget
+from index_reads import START, IndexSchema, Layout, Position, partition_budget
 from page_tokens import FORGED, Scope, decode_scope, encode_token
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 SCOPE = "size"
@@ -46,23 +46,14 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     return SizeRequest(board, cursors, int(counted))
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: SizeRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: SizeRequest) -> dict[str, Any]:
     """The board's size, or the entries counted so far and the token to count on with."""
-    board = request.board.id
-    budget = partition_budget(len(layout.partitions(board)))
+    board, schema = request.board.id, reads.schema
+    budget = partition_budget(len(reads.layout.partitions(board)))
 
     def count(partition: str) -> tuple[int, Position | None, bool]:
         """The partition's entries after its cursor, as far as its budget and the clock allow; where it stopped."""
-        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time)
+        queries = reads.queries(partition, budget)
         after = request.cursors[partition]
         start_key = None if after is None else _start_key(schema, partition, board, after)
         counted = 0
@@ -80,14 +71,14 @@ def answer(
         return counted, Position(int(start_key[schema.order]["N"]), start_key[schema.entity]["S"]), False
 
     partitions = sorted(request.cursors)
-    counts = list(map_partitions(count, partitions))
+    counts = list(reads.map_partitions(count, partitions))
     total = request.counted + sum(counted for counted, _, _ in counts)
     remaining = {
         partition: position for partition, (_, position, done) in zip(partitions, counts, strict=True) if not done
     }
     if not remaining:
         return {**request.board.named(), "size": total, "next_token": None}
-    token = encode_token(board, layout, remaining, Scope(SCOPE, (str(total),)))
+    token = encode_token(board, reads.layout, remaining, Scope(SCOPE, (str(total),)))
     return {**request.board.named(), "size": None, "sizeAtLeast": total, "next_token": token}
 
 

@@ -14,17 +14,16 @@ page is read (leaderboard_page.py), and reads nothing outside them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 from typing import Any
 
 from boards import Board
-from index_reads import START, IndexSchema, Layout, Position, partition_budget, read_partition, value_of
-from leaderboard_core.attributes import COUNT_FIELD
+from index_reads import START, Layout, Position
 from leaderboard_core.index_layout import MAX_DECIMALS, ORDER_SCALE
-from leaderboard_page import PageRequest, merge_page, parse_limit
+from leaderboard_page import PageRequest, items_of, merge_page, parse_limit
 from page_tokens import Scope, decode_scope, encode_token
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 SCOPE = "counts"
@@ -100,27 +99,18 @@ def _canonical(value: Decimal) -> str:
     return "0" if text in ("-0", "0") else text
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: CountRangeRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: CountRangeRequest) -> dict[str, Any]:
     """The next `limit` entries within the bounds, and the token of the page after them (null: the range is done)."""
     board = request.board.id
-    low, high = request.orders(summed)
+    low, high = request.orders(reads.summed)
     response: dict[str, Any] = {**request.board.named(), **request.asked}
     if low > high:
         return response | {"items": [], "next_token": None}
-    budget = partition_budget(len(layout.partitions(board)))
-    reader = read_partition(client, table_name, schema, budget, out_of_time, floor=low, ceiling=high)
-    entries, cursors = merge_page(PageRequest(request.board, request.limit, request.cursors), reader, map_partitions)
+    reader = reads.reader(reads.budget(board), floor=low, ceiling=high)
+    page = PageRequest(request.board, request.limit, request.cursors)
+    entries, cursors = merge_page(page, reader, reads.map_partitions)
     scope = Scope(SCOPE, tuple(_canonical(request.bounds[f]) if f in request.bounds else "" for f in BOUND_FIELDS))
     return response | {
-        "items": [{schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed)} for entry in entries],
-        "next_token": encode_token(board, layout, cursors, scope) if cursors else None,
+        "items": items_of(reads, entries),
+        "next_token": encode_token(board, reads.layout, cursors, scope) if cursors else None,
     }

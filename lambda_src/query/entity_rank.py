@@ -7,26 +7,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from boards import Board
-from index_reads import (
-    Entry,
-    IndexSchema,
-    Layout,
-    PartitionQueries,
-    Position,
-    dynamodb_number,
-    partition_budget,
-    read_above,
-    read_aggregate,
-    read_partition,
-    value_of,
-)
+from index_reads import Entry, IndexSchema, Layout, PartitionQueries, Position, dynamodb_number, read_above
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_page import PageRequest, merge_page
+from read_context import ReadContext
 from request_parsing import MAX_ENTITY_ID_BYTES, InvalidRequest, utf8_bytes
 
 MAX_AROUND = 50
@@ -66,71 +54,47 @@ def entity_of(event: dict[str, Any], entity_field: str) -> str:
     return entity_id
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: RankRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: RankRequest) -> dict[str, Any]:
     """1 + the aggregates listed before this one: higher orders, and equal orders with smaller ids.
 
     Counting stops at the page budget or when `out_of_time()`, whichever comes first, in the count
     of higher orders and in the tie group alike: the answer is then a lower bound (`rankAtLeast`),
     never a timeout. With `around`, the answer also lists the entity's neighbours (`items`).
     """
-    board = request.board.id
-    item = read_aggregate(client, table_name, schema, board, request.entity_id, with_order=True)
+    board, schema = request.board.id, reads.schema
+    item = reads.aggregate(board, request.entity_id, with_order=True)
     response: dict[str, Any] = {**request.board.named(), schema.entity: request.entity_id}
     if not item or schema.order not in item or schema.count not in item:
-        response |= {COUNT_FIELD: value_of(0, summed), "rank": None}
+        response |= {COUNT_FIELD: reads.value(0), "rank": None}
         return response if request.around is None else {**response, "items": []}
     me = Entry.of(int(item[schema.order]["N"]), request.entity_id, dynamodb_number(item[schema.count]["N"]))
-    partitions = layout.partitions(board)
-    budget = partition_budget(len(partitions))
+    budget = reads.budget(board)
 
     def before(partition: str) -> tuple[int, bool]:
-        queries = PartitionQueries(client, table_name, schema, partition, budget, out_of_time)
-        return _count_before(queries, schema, me)
+        return _count_before(reads.queries(partition, budget), schema, me)
 
-    counted = list(map_partitions(before, partitions))
+    counted = list(reads.map_partitions(before, reads.layout.partitions(board)))
     ahead = sum(count for count, _ in counted)
     if all(complete for _, complete in counted):
-        response |= {COUNT_FIELD: value_of(me.count, summed), "rank": ahead + 1}
+        response |= {COUNT_FIELD: reads.value(me.count), "rank": ahead + 1}
     else:
-        response |= {COUNT_FIELD: value_of(me.count, summed), "rank": None, "rankAtLeast": ahead + 1}
+        response |= {COUNT_FIELD: reads.value(me.count), "rank": None, "rankAtLeast": ahead + 1}
     if request.around is None:
         return response
-    above, below = neighbours(
-        client, table_name, schema, layout, request.board, me, request.around, map_partitions, out_of_time
-    )
+    above, below = neighbours(reads, request.board, me, request.around)
     first = None if response["rank"] is None else response["rank"] - len(above)
-    listed = [*above, me, *below]
     response["items"] = [
         {
             schema.entity: entry.entity_id,
-            COUNT_FIELD: value_of(entry.count, summed),
+            COUNT_FIELD: reads.value(entry.count),
             "rank": None if first is None else first + place,
         }
-        for place, entry in enumerate(listed)
+        for place, entry in enumerate([*above, me, *below])
     ]
     return response
 
 
-def neighbours(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    board: Board,
-    me: Entry,
-    around: int,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-) -> tuple[list[Entry], list[Entry]]:
+def neighbours(reads: ReadContext, board: Board, me: Entry, around: int) -> tuple[list[Entry], list[Entry]]:
     """Up to `around` entries listed just before `me` and just after it, over every partition, ties in listing order.
 
     Below: a page from me's position in every partition (merge_page). Above: the nearest entries
@@ -138,14 +102,14 @@ def neighbours(
     """
     if around == 0:
         return [], []
-    partitions = layout.partitions(board.id)
-    budget = partition_budget(len(partitions))
-    upwards = read_above(client, table_name, schema, budget, out_of_time)
-    nearest = list(map_partitions(lambda partition: upwards(partition, me, around), partitions))
+    partitions = reads.layout.partitions(board.id)
+    budget = reads.budget(board.id)
+    upwards = read_above(reads.client, reads.table_name, reads.schema, budget, reads.out_of_time)
+    nearest = list(reads.map_partitions(lambda partition: upwards(partition, me, around), partitions))
     above = _distinct(sorted(entry for entries in nearest for entry in entries), me)[-around:]
     after = Position(me.order, me.entity_id)
     page = PageRequest(board, around, dict.fromkeys(partitions, after))
-    entries, _ = merge_page(page, read_partition(client, table_name, schema, budget, out_of_time), map_partitions)
+    entries, _ = merge_page(page, reads.reader(budget), reads.map_partitions)
     return above, [entry for entry in entries if entry.entity_id != me.entity_id]
 
 

@@ -12,14 +12,14 @@ counts the entries above it; this reads nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from boards import Board
 from entity_rank import entity_of
-from index_reads import IndexSchema, Layout, dynamodb_number, read_aggregate, value_of
+from index_reads import Layout, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 
@@ -37,22 +37,14 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     return ScoreRequest(board, entity_of(event, entity_field))
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: ScoreRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
-    item = read_aggregate(client, table_name, schema, request.board.id, request.entity_id, with_order=True) or {}
+def answer(reads: ReadContext, request: ScoreRequest) -> dict[str, Any]:
+    schema = reads.schema
+    item = reads.aggregate(request.board.id, request.entity_id, with_order=True) or {}
     listed = schema.order in item and schema.count in item
     value = dynamodb_number(item[schema.count]["N"]) if listed else 0
     return {
         **request.board.named(),
         schema.entity: request.entity_id,
-        COUNT_FIELD: value_of(value, summed),
+        COUNT_FIELD: reads.value(value),
         "onBoard": listed,
     }

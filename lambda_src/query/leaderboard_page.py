@@ -18,16 +18,13 @@ from boards import Board
 from index_reads import (
     START,
     Entry,
-    IndexSchema,
     Layout,
     PartitionReader,
     Position,
-    partition_budget,
-    read_partition,
-    value_of,
 )
 from leaderboard_core.attributes import COUNT_FIELD
 from page_tokens import decode_token, encode_token
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 DEFAULT_LIMIT = 100
@@ -92,24 +89,17 @@ def merge_page(
     return page, cursors
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: PageRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: PageRequest) -> dict[str, Any]:
     """The next `limit` entries of the board, and the token of the page after them (null: the listing is complete)."""
     board = request.board.id
-    budget = partition_budget(len(layout.partitions(board)))
-    reader = read_partition(client, table_name, schema, budget, out_of_time)
-    entries, cursors = merge_page(request, reader, map_partitions)
-    items = [{schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed)} for entry in entries]
+    entries, cursors = merge_page(request, reads.reader(reads.budget(board)), reads.map_partitions)
     return {
         **request.board.named(),
-        "items": items,
-        "next_token": encode_token(board, layout, cursors) if cursors else None,
+        "items": items_of(reads, entries),
+        "next_token": encode_token(board, reads.layout, cursors) if cursors else None,
     }
+
+
+def items_of(reads: ReadContext, entries: list[Entry]) -> list[dict[str, Any]]:
+    """A listing's items: each entity and its value."""
+    return [{reads.schema.entity: entry.entity_id, COUNT_FIELD: reads.value(entry.count)} for entry in entries]

@@ -36,6 +36,7 @@ from index_reads import IndexSchema, Layout, Unavailable
 from leaderboard_core.attributes import NAME_VARIABLES
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE
 from query_kinds import parse_kind_and_request
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 logger = Logger()
@@ -99,6 +100,19 @@ _dynamodb = boto3.client("dynamodb", config=client_config(_THREADS))
 _READERS = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="partition")
 
 
+def read_context(context: LambdaContext) -> ReadContext:
+    """This invocation's reads: the deployment's table, index and shards, the reader threads, the function's clock."""
+    return ReadContext(
+        _dynamodb,
+        AGGREGATES_TABLE_NAME,
+        SCHEMA,
+        LAYOUT,
+        _READERS.map,
+        lambda: context.get_remaining_time_in_millis() < DEADLINE_MARGIN_MS,
+        BOARDS.summed,
+    )
+
+
 @logger.inject_lambda_context
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
@@ -108,16 +122,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         return error_response("InvalidRequest", str(error))
     where = {"request": kind.name, "board": request.board.id, "period": request.board.period}
     try:
-        return kind.answer(
-            _dynamodb,
-            AGGREGATES_TABLE_NAME,
-            SCHEMA,
-            LAYOUT,
-            request,
-            _READERS.map,
-            lambda: context.get_remaining_time_in_millis() < DEADLINE_MARGIN_MS,
-            BOARDS.summed,
-        )
+        return kind.answer(read_context(context), request)
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "Unknown")
         logger.exception("leaderboard unavailable", extra={**where, "error_code": code})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any
 
 import board_size
@@ -21,103 +22,62 @@ import rank_range
 import rolling_window
 from board_size import SizeRequest
 from boards import Board, Boards
-from count_range import CountRangeRequest
+from count_range import BOUND_FIELDS, CountRangeRequest
 from entity_rank import RankRequest
 from entity_score import ScoreRequest
 from index_reads import IndexSchema, Layout
 from leaderboard_page import PageRequest
-from rank_range import RankRangeRequest
+from rank_range import RANK_FIELDS, RankRangeRequest
+from read_context import ReadContext
 from request_parsing import BOARD_FIELDS, InvalidRequest, parse_board, shown
 from rolling_window import WindowRequest
 
 Request = PageRequest | RankRequest | WindowRequest | RankRangeRequest | CountRangeRequest | SizeRequest | ScoreRequest
+Parse = Callable[[dict[str, Any], Board, str, Layout], Request]
+Answer = Callable[[ReadContext, Any], dict[str, Any]]
+PAGED = ("limit", "next_token")
+"""The fields of a request answered a page at a time."""
+
+
+def _of(kind: ModuleType) -> tuple[Parse, Answer]:
+    """A kind module's parse and answer."""
+    return kind.parse, kind.answer
 
 
 @dataclass(frozen=True)
 class QueryKind:
     name: str
     """The kind as logs and metrics name it (`request`)."""
-    asked: Callable[[Mapping[str, Any], str], bool]
-    """(event, the entity field) -> whether the request asks for this kind."""
+    marks: tuple[str, ...]
+    """The fields whose presence asks for this kind; none: the entity field does if the kind takes it, else nothing."""
     fields: tuple[str, ...]
     """The request's fields this kind takes besides the board's (and the entity field, if `entity`)."""
-    parse: Callable[[dict[str, Any], Board, str, Layout], Request]
-    answer: Callable[..., dict[str, Any]]
-    """(client, table_name, schema, layout, request, map_partitions, out_of_time, summed) -> the response."""
+    parse: Parse
+    answer: Answer
+    """(the read context, the request `parse` made) -> the response."""
+    described: str
+    """The kind as an error message names it."""
     entity: bool = False
     """Whether the kind takes the entity field (a rank, around-me, a score)."""
-    described: str = ""
-    """The kind as an error message names it."""
+
+    def asked(self, event: Mapping[str, Any], entity_field: str) -> bool:
+        """Whether the request asks for this kind (QUERY_KINDS' order decides between several)."""
+        if self.marks:
+            return any(mark in event for mark in self.marks)
+        return entity_field in event or not self.entity
 
 
 QUERY_KINDS: tuple[QueryKind, ...] = (
+    QueryKind("window", ("last",), ("last", "limit"), *_of(rolling_window), "a rolling window (last)"),
+    QueryKind("around", ("around",), ("around",), *_of(entity_rank), "a rank with its neighbours (around)", True),
+    QueryKind("ranks", RANK_FIELDS, (*RANK_FIELDS, *PAGED), *_of(rank_range), "a range by rank (fromRank, toRank)"),
     QueryKind(
-        "window",
-        lambda event, _: "last" in event,
-        ("last", "limit"),
-        rolling_window.parse,
-        rolling_window.answer,
-        described="a rolling window (last)",
+        "counts", BOUND_FIELDS, (*BOUND_FIELDS, *PAGED), *_of(count_range), "a range by count (minCount, maxCount)"
     ),
-    QueryKind(
-        "around",
-        lambda event, _: "around" in event,
-        ("around",),
-        entity_rank.parse,
-        entity_rank.answer,
-        entity=True,
-        described="a rank with its neighbours (around)",
-    ),
-    QueryKind(
-        "ranks",
-        lambda event, _: any(field in event for field in rank_range.RANK_FIELDS),
-        ("fromRank", "toRank", "limit", "next_token"),
-        rank_range.parse,
-        rank_range.answer,
-        described="a range by rank (fromRank, toRank)",
-    ),
-    QueryKind(
-        "counts",
-        lambda event, _: any(field in event for field in count_range.BOUND_FIELDS),
-        ("minCount", "maxCount", "limit", "next_token"),
-        count_range.parse,
-        count_range.answer,
-        described="a range by count (minCount, maxCount)",
-    ),
-    QueryKind(
-        "size",
-        lambda event, _: "size" in event,
-        ("size", "next_token"),
-        board_size.parse,
-        board_size.answer,
-        described="a board's size (size)",
-    ),
-    QueryKind(
-        "score",
-        lambda event, _: "score" in event,
-        ("score",),
-        entity_score.parse,
-        entity_score.answer,
-        entity=True,
-        described="a score (score)",
-    ),
-    QueryKind(
-        "rank",
-        lambda event, entity: entity in event,
-        (),
-        entity_rank.parse,
-        entity_rank.answer,
-        entity=True,
-        described="a rank",
-    ),
-    QueryKind(
-        "page",
-        lambda event, _: True,
-        ("limit", "next_token"),
-        leaderboard_page.parse,
-        leaderboard_page.answer,
-        described="a page",
-    ),
+    QueryKind("size", ("size",), ("size", "next_token"), *_of(board_size), "a board's size (size)"),
+    QueryKind("score", ("score",), ("score",), *_of(entity_score), "a score (score)", True),
+    QueryKind("rank", (), (), *_of(entity_rank), "a rank", True),
+    QueryKind("page", (), PAGED, *_of(leaderboard_page), "a page"),
 )
 """Every kind, in the order requests are recognised: the first whose `asked` holds parses the request.
 
@@ -156,12 +116,6 @@ def parse_kind_and_request(
     return kind, request
 
 
-def parse_request(
-    event: Any,
-    schema: IndexSchema,
-    layout: Layout,
-    boards: Boards = Boards(),  # noqa: B008 - frozen: the default months-only deployment
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> Request:
-    """The request alone, whatever its kind."""
-    return parse_kind_and_request(event, schema, layout, boards, now)[1]
+def parse_request(event: Any, *deployment: Any, **named: Any) -> Request:
+    """The request alone, whatever its kind (the deployment as parse_kind_and_request takes it)."""
+    return parse_kind_and_request(event, *deployment, **named)[1]

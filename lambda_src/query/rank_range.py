@@ -26,19 +26,15 @@ from index_reads import (
     START,
     BudgetedClient,
     Entry,
-    IndexSchema,
     Layout,
     PartitionReader,
     Position,
     Unavailable,
-    partition_budget,
-    read_partition,
     request_budget,
-    value_of,
 )
-from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_page import PageRequest, merge_page, parse_limit
+from leaderboard_page import PageRequest, items_of, merge_page, parse_limit
 from page_tokens import FORGED, Scope, decode_scope, encode_token
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 
 MAX_RANK = 2**53 - 1
@@ -87,41 +83,29 @@ def _range_text(first: int, last: int | None) -> tuple[str, str]:
     return str(first), "" if last is None else str(last)
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: RankRangeRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: RankRangeRequest) -> dict[str, Any]:
     """The next `limit` entries of the range, each with its rank, and the token of the page after them (null: done).
 
     Every Query counts against one budget for the request (request_budget) and the function's clock. A
     request that cannot skip a single entry, nor list one, is Unavailable; one that skipped some and ran
     out answers the entries it could list (none while skipping) and a token that continues from there.
     """
-    partitions = layout.partitions(request.board.id)
-    budgeted = BudgetedClient(client, request_budget(len(partitions)), out_of_time)
-    read = read_partition(budgeted, table_name, schema, partition_budget(len(partitions)), out_of_time)
+    partitions = reads.layout.partitions(request.board.id)
+    budgeted = reads.with_client(BudgetedClient(reads.client, request_budget(len(partitions)), reads.out_of_time))
+    read, map_partitions = budgeted.reader(reads.budget(request.board.id)), reads.map_partitions
     cursors, rank = dict(request.cursors), request.next_rank
 
     def response(entries: list[Entry], cursors: dict[str, Position | None], rank: int) -> dict[str, Any]:
         listed = rank + len(entries)
         done = not cursors or (request.last is not None and listed > request.last)
-        items = [
-            {schema.entity: entry.entity_id, COUNT_FIELD: value_of(entry.count, summed), "rank": rank + place}
-            for place, entry in enumerate(entries)
-        ]
+        items = [item | {"rank": rank + place} for place, item in enumerate(items_of(reads, entries))]
         scope = Scope(SCOPE, (*_range_text(request.first, request.last), str(listed)))
         return {
             **request.board.named(),
             "fromRank": request.first,
             "toRank": request.last,
             "items": items,
-            "next_token": None if done else encode_token(request.board.id, layout, cursors, scope),
+            "next_token": None if done else encode_token(request.board.id, reads.layout, cursors, scope),
         }
 
     skipped = 0

@@ -14,22 +14,12 @@ from decimal import Decimal
 from typing import Any
 
 from boards import Board
-from index_reads import (
-    START,
-    Entry,
-    IndexSchema,
-    Layout,
-    Position,
-    Unavailable,
-    dynamodb_number,
-    read_aggregate,
-    read_partition,
-    value_of,
-)
+from index_reads import START, Entry, Layout, Position, Unavailable, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, window_keys
+from read_context import ReadContext
 from request_parsing import InvalidRequest
-from rolling import Total, top_of_window
+from rolling import top_of_window
 
 MAX_LAST = 48
 """Buckets a rolling window may sum: two days of hours, seven weeks of days; longer windows take a longer period."""
@@ -118,16 +108,7 @@ class MeteredClient:
         return self._client.get_item(**parameters)
 
 
-def answer(
-    client: Any,
-    table_name: str,
-    schema: IndexSchema,
-    layout: Layout,
-    request: WindowRequest,
-    map_partitions: Callable[..., Any] = map,
-    out_of_time: Callable[[], bool] = lambda: False,
-    summed: bool = False,
-) -> dict[str, Any]:
+def answer(reads: ReadContext, request: WindowRequest) -> dict[str, Any]:
     """The exact top `limit` of the sum over the window's buckets (rolling.py), and the reads it took.
 
     Sorted access is read_partition over each bucket's partitions from a cursor kept here; point
@@ -135,9 +116,10 @@ def answer(
     WINDOW_QUERY_BUDGET Queries, WINDOW_GET_ITEM_BUDGET GetItems or the clock, the answer is
     the certain prefix of the top k with "complete": false, never a guess.
     """
-    meter = ReadMeter(WINDOW_QUERY_BUDGET, WINDOW_GET_ITEM_BUDGET, out_of_time)
-    metered = MeteredClient(client, meter)
-    reader = read_partition(metered, table_name, schema, WINDOW_QUERY_BUDGET, out_of_time)
+    meter = ReadMeter(WINDOW_QUERY_BUDGET, WINDOW_GET_ITEM_BUDGET, reads.out_of_time)
+    metered = reads.with_client(MeteredClient(reads.client, meter))
+    reader = metered.reader(WINDOW_QUERY_BUDGET)
+    layout, schema, map_partitions = reads.layout, reads.schema, reads.map_partitions
     buckets = {board.id: layout.partitions(board.id) for board in request.boards()}
     cursors: dict[str, Position | None] = dict.fromkeys((p for ps in buckets.values() for p in ps), START)
 
@@ -161,7 +143,7 @@ def answer(
         def one(pair: tuple[str, str]) -> tuple[tuple[str, str], int | Decimal | None]:
             bucket, entity = pair
             try:
-                item = read_aggregate(metered, table_name, schema, bucket, entity)
+                item = metered.aggregate(bucket, entity)
             except Unavailable:
                 return pair, None
             return pair, dynamodb_number(item[schema.count]["N"]) if item and schema.count in item else 0
@@ -176,7 +158,7 @@ def answer(
     response: dict[str, Any] = {
         **request.board.named(),
         "last": request.last,
-        "items": [_total(item, schema, summed) for item in answer.items],
+        "items": [{schema.entity: item.entity_id, COUNT_FIELD: reads.value(item.total)} for item in answer.items],
         "complete": answer.complete,
         "reads": dict(meter.made),
     }
@@ -186,7 +168,3 @@ def answer(
             f" time ran out: items are the first {len(answer.items)} places of the top {request.limit}, exact"
         )
     return response
-
-
-def _total(item: Total, schema: IndexSchema, summed: bool) -> dict[str, Any]:
-    return {schema.entity: item.entity_id, COUNT_FIELD: value_of(item.total, summed)}

@@ -323,10 +323,10 @@ class HighMarkDesign(Design):
                 known = True
         raise RuntimeError("watermark contention")
 
-    def _verified(self, stream_arn: str, shard_id: str, claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Direct invocations: the stream's own copies of the claimed records, the rest refused."""
-        claims = sorted((c for c in claims if _sequence(c).isdigit()), key=lambda c: int(_sequence(c)))
-        if not claims:
+    def _verified(self, stream_arn: str, shard_id: str, named_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Direct invocations: the stream's own copies of the named records, the rest refused."""
+        named_records = sorted((c for c in named_records if _sequence(c).isdigit()), key=lambda c: int(_sequence(c)))
+        if not named_records:
             return []
         found: dict[str, dict[str, Any]] = {}
         try:
@@ -334,7 +334,7 @@ class HighMarkDesign(Design):
                 StreamArn=stream_arn,
                 ShardId=shard_id,
                 ShardIteratorType="AT_SEQUENCE_NUMBER",
-                SequenceNumber=_sequence(claims[0]),
+                SequenceNumber=_sequence(named_records[0]),
             )["ShardIterator"]
             empty = 0
             for _ in range(50):
@@ -343,17 +343,17 @@ class HighMarkDesign(Design):
                 page = self.env.streams.get_records(ShardIterator=iterator, Limit=1000)
                 for record in page.get("Records", []):
                     found[_sequence(record)] = record
-                if found and max(int(s) for s in found) >= int(_sequence(claims[-1])):
+                if found and max(int(s) for s in found) >= int(_sequence(named_records[-1])):
                     break
                 empty = 0 if page.get("Records") else empty + 1
                 iterator = page.get("NextShardIterator")
         except (ClientError, BotoCoreError):
             found = {}
         accepted = []
-        for claim in claims:
-            original = found.get(_sequence(claim))
-            if original is None or original["dynamodb"].get("Keys") != claim["dynamodb"].get("Keys"):
-                self._report("refused_record", "not in the stream", claim, shard_id, stream_arn)
+        for named in named_records:
+            original = found.get(_sequence(named))
+            if original is None or original["dynamodb"].get("Keys") != named["dynamodb"].get("Keys"):
+                self._report("refused_record", "not in the stream", named, shard_id, stream_arn)
             else:
                 accepted.append({**original, "eventSourceARN": stream_arn})
         return accepted

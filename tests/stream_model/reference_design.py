@@ -97,28 +97,28 @@ class CheckpointReader(Design):
         shard_id = str(event.get("shardId"))
         stream_arn = str(event.get("eventSourceARN"))
         direct = "window" not in event
-        claimed = [r for r in event.get("Records") or [] if _sequence(r) is not None]
+        given = [r for r in event.get("Records") or [] if _sequence(r) is not None]
         state = {} if direct else dict(event.get("state") or {})
         final = bool(event.get("isFinalInvokeForWindow")) or bool(event.get("isWindowTerminatedEarly"))
-        bounds = [int(_sequence(r) or 0) for r in claimed]
+        bounds = [int(_sequence(r) or 0) for r in given]
         if direct and _DIGITS.match(str(event.get("throughSequenceNumber") or "")):
             bounds.append(int(event["throughSequenceNumber"]))
         if state.get("high"):
             bounds.append(int(state["high"]))
         bound = max(bounds) if bounds else None
         hint = {"high": str(bound)} if bound is not None else {}
-        if not direct and claimed:
-            self._note_delivered(stream_arn, shard_id, max(int(_sequence(r) or 0) for r in claimed))
+        if not direct and given:
+            self._note_delivered(stream_arn, shard_id, max(int(_sequence(r) or 0) for r in given))
         if not direct and self.aggregate_writes == "per_window" and not final:
             return {"state": hint}
         if not self.guards.read_from_checkpoint:
-            self._count_delivered(stream_arn, shard_id, claimed)
+            self._count_delivered(stream_arn, shard_id, given)
             return self._respond(direct, event, hint, shard_id, None, True)
         if self.guards.parent_first:
             self._parent_first(stream_arn, shard_id, remaining_ms)
         # A direct invocation (recover's) reads through what the mapping delivered too, as a final one does: a
         # given-up window's failure record names its last batch, which may end below an earlier one.
-        checkpoint, reached = self._catch_up(stream_arn, shard_id, bound, remaining_ms, claimed, final=final or direct)
+        checkpoint, reached = self._catch_up(stream_arn, shard_id, bound, remaining_ms, given, final=final or direct)
         if (direct or final) and not reached:
             raise NotReached(f"{shard_id}: checkpoint {checkpoint} short of {bound}")
         return self._respond(direct, event, hint, shard_id, checkpoint, reached)
@@ -312,7 +312,7 @@ class CheckpointReader(Design):
         shard_id: str,
         bound: int | None,
         remaining_ms: Callable[[], int],
-        claimed: list[dict[str, Any]],
+        given: list[dict[str, Any]],
         to_end: bool = False,
         final: bool = False,
     ) -> tuple[str | None, bool]:
@@ -343,7 +343,7 @@ class CheckpointReader(Design):
                 groups.setdefault(parsed, []).append(int(_sequence(record) or 0))
         failed_lowest = [min(seqs) for key, seqs in groups.items() if not self._write(key, stream_arn, shard_id, seqs)]
         read_sequences = [int(_sequence(r) or 0) for r in read.records]
-        self._refuse_unheld(stream_arn, shard_id, claimed, checkpoint, read_sequences)
+        self._refuse_unheld(stream_arn, shard_id, given, checkpoint, read_sequences)
         upto = len(read.records)
         if failed_lowest and self.guards.hold_checkpoint_on_failure:
             lowest = min(failed_lowest)
@@ -479,13 +479,13 @@ class CheckpointReader(Design):
         self,
         stream_arn: str,
         shard_id: str,
-        claimed: list[dict[str, Any]],
+        given: list[dict[str, Any]],
         checkpoint: str | None,
         read_sequences: list[int],
     ) -> None:
         held = set(read_sequences)
         last = read_sequences[-1] if read_sequences else -1
-        for record in claimed:
+        for record in given:
             sequence = int(_sequence(record) or 0)
             if (checkpoint is not None and sequence <= int(checkpoint)) or sequence in held or sequence > last:
                 continue

@@ -18,10 +18,10 @@ TransactionInProgressException, not this), so its reasons are read here.
 """
 
 from leaderboard_tools.backfill.backfiller import Backfill
-from leaderboard_tools.backfill.progress import DONE_ITEM
 from leaderboard_tools.backfill.refusals import BackfillRefused
 from leaderboard_tools.backfill.report import ALREADY_DONE, DONE, INTERRUPTED, STOPPED, UNFINISHED, BackfillReport
 from leaderboard_tools.backfill.scan import ReadPacer
+from leaderboard_tools.backfill.segments import DONE_ITEM
 from leaderboard_tools.backfill.transactions import (
     MAX_ATTEMPTS,
     BackfillStopped,

@@ -12,7 +12,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_tools.backfill.progress import ENDED_AT, SEGMENTS_ATTRIBUTE, DynamoTime, SegmentProgress
 from leaderboard_tools.backfill.refusals import claims_table_of
 from leaderboard_tools.backfill.report import (
     ALREADY_DONE,
@@ -25,11 +24,12 @@ from leaderboard_tools.backfill.report import (
     tally_of_item,
 )
 from leaderboard_tools.backfill.scan import MAX_READ_UNITS, PAGE_SIZE, SEGMENTS, ReadPacer, SegmentScan
+from leaderboard_tools.backfill.segments import ENDED_AT, SEGMENTS_ATTRIBUTE, DynamoTime, SegmentPlaces
 from leaderboard_tools.backfill.transactions import BackfillStopped, BackfillUnfinished, PageTransactions
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import WorkerStopped
 from leaderboard_tools.reconcile.clock import interval_clock
-from leaderboard_tools.reconcile.progress import (
+from leaderboard_tools.reconcile.phases import (
     BEGINNING_BACKFILL,
     ENDING_BACKFILL,
     SCANNING_HISTORY,
@@ -50,7 +50,7 @@ UNFINISHED_CODES = frozenset(
 """Errors botocore retried until it gave up: the run stops unfinished, and a later run goes on."""
 
 
-class Backfill(SegmentProgress, SegmentScan, PageTransactions):
+class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
     """One run of the backfill over `deployment`'s table; the clients, the clock and the pauses are injected."""
 
     def __init__(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from leaderboard_core.claims import CLAIM_KEY
-from leaderboard_tools.backfill.progress import DONE_ITEM, ENDED_AT
 from leaderboard_tools.backfill.refusals import claims_table_of
+from leaderboard_tools.backfill.segments import DONE_ITEM, ENDED_AT
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from leaderboard_tools.reconcile.reconciler import Reconciler

@@ -113,7 +113,7 @@ def operator_setup(
 
 class ProgressBar:
     """What `progress_of` yields. Called with a count, it advances the current phase; `phase(name, total, ...)` starts
-    the next one, on the same line (the reconcile package's `on_progress` protocol, reconcile/progress.py)."""
+    the next one, on the same line (the reconcile package's `on_progress` protocol, reconcile/phases.py)."""
 
     def __init__(self, progress: Any, description: str, total: int | None, approximate: bool) -> None:
         self._progress = progress

@@ -1,4 +1,4 @@
-"""`recover`: make exact what the failure queue's messages name, then delete them (the work is `recover.py`'s)."""
+"""`recover`: make exact what the failure queue's messages name, then delete them (`leaderboard_tools.recover`)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
 from leaderboard_tools.output_format import counted
-from leaderboard_tools.reconcile.progress import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
+from leaderboard_tools.reconcile.phases import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
 from leaderboard_tools.reconcile.report import Difference, Snapshot
 from leaderboard_tools.stream_reading import stream_shards
 

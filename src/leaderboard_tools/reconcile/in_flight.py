@@ -9,7 +9,7 @@ from typing import Any
 from leaderboard_core.attributes import carries_aggregate_attributes
 from leaderboard_core.source_items import expired_by_ttl
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.reconcile.progress import READING_STREAM
+from leaderboard_tools.reconcile.phases import READING_STREAM
 from leaderboard_tools.reconcile.recount import boards_of_download
 from leaderboard_tools.reconcile.report import AggregateId, StreamCheck
 from leaderboard_tools.stream_reading import (

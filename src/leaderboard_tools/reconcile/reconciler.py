@@ -31,7 +31,7 @@ from leaderboard_tools.reconcile.clock import (
     interval_clock,
 )
 from leaderboard_tools.reconcile.in_flight import InFlightCheck
-from leaderboard_tools.reconcile.progress import REPAIRING, phase_reporter
+from leaderboard_tools.reconcile.phases import REPAIRING, phase_reporter
 from leaderboard_tools.reconcile.recount import TableRecount, board_refusal
 from leaderboard_tools.reconcile.refusals import (
     check_repairable,
@@ -68,7 +68,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         on_progress: Callable[[int], None] = lambda scanned: None,
     ) -> None:
         """`on_progress(count)` advances the current phase; its `phase(name, total)`, where it has one, is told each
-        phase as it starts (reconcile/progress.py)."""
+        phase as it starts (reconcile/phases.py)."""
         self._dynamodb = clients.dynamodb
         self._streams = clients.dynamodbstreams
         self._deployment = deployment

@@ -25,7 +25,7 @@ from leaderboard_core.buckets import (
 )
 from leaderboard_core.source_items import download_identity
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.reconcile.progress import READING_AGGREGATES, RECOUNTING, item_count
+from leaderboard_tools.reconcile.phases import READING_AGGREGATES, RECOUNTING, item_count
 from leaderboard_tools.reconcile.report import AggregateId, Snapshot
 
 

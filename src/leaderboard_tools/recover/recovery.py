@@ -21,7 +21,7 @@ from leaderboard_tools.reconcile import (
     RepairUnavailable,
     RunReport,
 )
-from leaderboard_tools.reconcile.progress import ANSWERING_MESSAGES, READING_QUEUE
+from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all

@@ -121,7 +121,7 @@ def test_a_direct_invocation_ahead_of_the_mapping_counts_everything_before_its_r
 
 
 def test_a_direct_invocation_counts_only_records_the_stream_holds(deployed: Deployed, lambda_context: Any) -> None:
-    # given three downloads in the stream and a claimed record with an invented sequence number beyond them
+    # given three downloads in the stream and a named record with an invented sequence number beyond them
     deployed.write("song1", 3)
     records = deployed.stream_records()
     invented = json.loads(json.dumps(records[1]))
@@ -649,7 +649,7 @@ def test_an_orphaned_band_report_whose_send_failed_is_sent_by_the_next_reader(
     deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # then four downloads are in the table and three counted, so the orphaned band is reported for a recount
     # (docs/operations.md: "every write of that aggregate reports it ... a failed send is made up by the next write";
-    # aggregate_store._report_orphaned_band: "the report is repeated, never lost with a failed send").
+    # fenced_records.report_orphaned_band: "the report is repeated, never lost with a failed send").
     # It is not: the retry finds the record below its watermark and reports nothing.
     assert count_of(deployed.dynamodb, "song1", SONG_MONTH) == 3
     assert reports_naming(deployed, "song1") != []

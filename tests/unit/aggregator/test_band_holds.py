@@ -225,8 +225,8 @@ def fenced_without_a_band(client: Any) -> None:
     strict=True,
     reason="known limit: the same loss as a refusal under an open band, for the refusal exactly-once-repair-band.md "
     "promises once the band is closed ('a record created at or before F ... refused once the band is closed', a "
-    "lagging mapping): a later record of the same write passes it, its report goes unsent, and _refuse_again, which "
-    "needs an open band, does not refuse it again",
+    "lagging mapping): a later record of the same write passes it, its report goes unsent, and "
+    "fenced_records.refuse_again, which needs an open band, does not refuse it again",
 )
 def test_a_refusal_under_a_closed_band_whose_report_went_unsent_is_made_again(dynamodb: Any) -> None:
     # given an aggregate whose repair closed its band (the fence stays)

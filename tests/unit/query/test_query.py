@@ -28,6 +28,7 @@ from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_page import PageRequest, merge_page
 from page_tokens import decode_token, encode_token
 from query_kinds import parse_request
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, FailingClient, load_month
@@ -214,7 +215,7 @@ def pages_on(dynamodb: Any, layout: Layout, limit: int) -> list[tuple[str, int]]
     for _ in range(10_000):
         request = parse_request(event, SCHEMA, layout)
         assert isinstance(request, PageRequest)
-        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, layout, request)
+        page = leaderboard_page.answer(ReadContext(dynamodb, TABLE, SCHEMA, layout), request)
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
         if page["next_token"] is None:
             return listed
@@ -242,13 +243,13 @@ def test_pages_from_dynamodb_are_the_sorted_listing(dynamodb: Any, shards: int, 
 def test_the_rank_of_each_song_is_its_place_in_the_listing(dynamodb: Any, shards: int) -> None:
     load_month(dynamodb, TIED, shards)
     for place, (song, count) in enumerate(listing(TIED), start=1):
-        answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(shards), RankRequest(BOARD, song))
+        answer = entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(shards)), RankRequest(BOARD, song))
         assert answer == {"month": MONTH, "songID": song, "downloadCount": count, "rank": place}
 
 
 def test_a_song_without_downloads_has_no_rank(dynamodb: Any) -> None:
     load_month(dynamodb, TIED, 1)
-    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, "silence")) == {
+    assert entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), RankRequest(BOARD, "silence")) == {
         "month": MONTH,
         "songID": "silence",
         "downloadCount": 0,
@@ -267,7 +268,7 @@ def test_past_its_read_budget_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch
 
     monkeypatch.setattr(dynamodb, "query", one_item_pages)
     last = listing(TIED)[-1][0]
-    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last))
+    answer = entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), RankRequest(BOARD, last))
     assert (answer["rank"], answer["rankAtLeast"]) == (None, 2)
 
 
@@ -285,7 +286,7 @@ def test_near_its_timeout_a_rank_is_a_lower_bound(dynamodb: Any, monkeypatch: py
     last = listing(TIED)[-1][0]
     # when the rank of the last song is asked
     answer = entity_rank.answer(
-        dynamodb, TABLE, SCHEMA, Layout(1), RankRequest(BOARD, last), out_of_time=lambda: bool(pages)
+        ReadContext(dynamodb, TABLE, SCHEMA, Layout(1), out_of_time=lambda: bool(pages)), RankRequest(BOARD, last)
     )
     # then it stops after one page and answers the places it counted as a lower bound
     assert (answer["rank"], answer["rankAtLeast"], len(pages)) == (None, 2, 1)
@@ -443,7 +444,7 @@ def test_a_page_costs_a_few_queries_per_partition_whatever_the_ties(
         counting.queries = 0
         request = parse_request(event, SCHEMA, layout)
         assert isinstance(request, PageRequest)
-        page = leaderboard_page.answer(counting, TABLE, SCHEMA, layout, request)
+        page = leaderboard_page.answer(ReadContext(counting, TABLE, SCHEMA, layout), request)
         # then each costs at most four Queries per partition, and the listing stays exact
         assert counting.queries <= 4 * shards, counting.queries
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
@@ -464,12 +465,8 @@ def test_the_rank_stops_counting_a_tie_group_at_the_clock(dynamodb: Any) -> None
     counting.query = one_item_pages  # type: ignore[method-assign]
     # when its rank is asked with a clock that has run out after the first Query
     answer = entity_rank.answer(
-        counting,
-        TABLE,
-        SCHEMA,
-        Layout(1),
+        ReadContext(counting, TABLE, SCHEMA, Layout(1), out_of_time=lambda: counting.queries >= 1),
         RankRequest(BOARD, f"{TIED_PREFIX}0299"),
-        out_of_time=lambda: counting.queries >= 1,
     )
     # then it answers a lower bound after a bounded number of Queries instead of reading the whole group
     assert answer["rank"] is None
@@ -517,7 +514,7 @@ def test_a_rank_is_answered_for_an_id_of_2048_bytes(dynamodb: Any) -> None:
     longest = "é" * 1024  # 2,048 UTF-8 bytes
     load_month(dynamodb, {longest: 3, "song1": 5}, 1)
     request = parse_request({"month": MONTH, "songID": longest}, SCHEMA, Layout(1))
-    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)["rank"] == 2
+    assert entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), request)["rank"] == 2
 
 
 def test_pages_of_one_over_ids_of_2048_bytes_list_every_song(dynamodb: Any) -> None:
@@ -526,7 +523,7 @@ def test_pages_of_one_over_ids_of_2048_bytes_list_every_song(dynamodb: Any) -> N
     listed, event = [], {"month": MONTH, "limit": 1}
     for _ in range(10):
         request = parse_request(event, SCHEMA, Layout(4))
-        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, Layout(4), request)
+        page = leaderboard_page.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(4)), request)
         listed += [item["songID"] for item in page["items"]]
         if page["next_token"] is None:
             break

@@ -30,6 +30,7 @@ from leaderboard_core.index_layout import order_of
 from leaderboard_page import PageRequest
 from page_tokens import encode_token
 from query_kinds import parse_request
+from read_context import ReadContext
 from request_parsing import InvalidRequest
 from rolling_window import WindowRequest
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
@@ -236,7 +237,7 @@ def every_page(dynamodb: Any, event: dict[str, Any], layout: Layout, deployment:
     for _ in range(1000):
         request = parse_request(event, SCHEMA, layout, deployment)
         assert isinstance(request, PageRequest)
-        page = leaderboard_page.answer(dynamodb, TABLE, SCHEMA, layout, request, summed=deployment.summed)
+        page = leaderboard_page.answer(ReadContext(dynamodb, TABLE, SCHEMA, layout, summed=deployment.summed), request)
         listed += [(item["songID"], item["downloadCount"]) for item in page["items"]]
         if page["next_token"] is None:
             return listed
@@ -290,9 +291,9 @@ def test_answers_name_their_board_as_the_request_did(dynamodb: Any) -> None:
     def ask(event: dict[str, Any]) -> dict[str, Any]:
         request = parse_request(event, SCHEMA, Layout(1), EVERY_PERIOD)
         if isinstance(request, RankRequest):
-            return entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)
+            return entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), request)
         assert isinstance(request, PageRequest)
-        return leaderboard_page.answer(dynamodb, TABLE, SCHEMA, Layout(1), request)
+        return leaderboard_page.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), request)
 
     day = {"period": "day", "key": "2018-01-15", "category": "rock"}
     assert list(ask(day)) == ["period", "key", "category", "items", "next_token"]
@@ -328,7 +329,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
         {"period": "day", "key": "2018-01-15", "songID": song, "around": around}, SCHEMA, Layout(shards), EVERY_PERIOD
     )
     assert isinstance(request, RankRequest)
-    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(shards), request)
+    answer = entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(shards)), request)
     # then it is the song's rank, and the songs from `around` places above it to `around` below, with their ranks
     assert (answer["downloadCount"], answer["rank"]) == (ordered[place][1], place + 1)
     first = max(0, place - around)
@@ -342,7 +343,7 @@ def test_around_lists_the_song_and_its_neighbours_in_listing_order(
 def test_around_a_song_without_an_aggregate_lists_nothing(dynamodb: Any) -> None:
     load_boards(dynamodb, {"2018-01": {"song1": 3}}, 1)
     request = RankRequest(Board.month("2018-01"), "silence", around=2)
-    assert entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(1), request) == {
+    assert entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), request) == {
         "month": "2018-01",
         "songID": "silence",
         "downloadCount": 0,
@@ -363,10 +364,10 @@ def test_sums_are_exact_decimal_strings(dynamodb: Any) -> None:
     listed = every_page(dynamodb, {"period": "day", "key": "2018-01-15", "limit": 1}, Layout(2), summed)
     assert listed == [("p1", "1234.5"), ("p2", "17"), ("p4", "0.000001"), ("p3", "-3.000001")]
     request = RankRequest(Board("day", "2018-01-15"), "p3")
-    answer = entity_rank.answer(dynamodb, TABLE, SCHEMA, Layout(2), request, summed=True)
+    answer = entity_rank.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(2), summed=True), request)
     assert (answer["downloadCount"], answer["rank"]) == ("-3.000001", 4)
     absent = entity_rank.answer(
-        dynamodb, TABLE, SCHEMA, Layout(2), RankRequest(Board("day", "2018-01-15"), "p9"), summed=True
+        ReadContext(dynamodb, TABLE, SCHEMA, Layout(2), summed=True), RankRequest(Board("day", "2018-01-15"), "p9")
     )
     assert absent["downloadCount"] == "0"
 
@@ -407,7 +408,7 @@ def ask_window(
         {"period": "day", "key": DAYS[-1], "last": last, "limit": k}, SCHEMA, layout, Boards(("day",), summed=summed)
     )
     assert isinstance(request, WindowRequest)
-    answer = rolling_window.answer(dynamodb, TABLE, SCHEMA, layout, request, summed=summed)
+    answer = rolling_window.answer(ReadContext(dynamodb, TABLE, SCHEMA, layout, summed=summed), request)
     return answer, [(item["songID"], item["downloadCount"]) for item in answer["items"]]
 
 
@@ -526,7 +527,9 @@ def test_a_window_stops_at_the_functions_clock_with_a_certain_prefix(dynamodb: A
     request = parse_request({"period": "day", "key": DAYS[-1], "last": 7, "limit": 5}, SCHEMA, Layout(1), EVERY_PERIOD)
     assert isinstance(request, WindowRequest)
     # when the window is asked
-    answer = rolling_window.answer(dynamodb, TABLE, SCHEMA, Layout(1), request, out_of_time=lambda: len(calls) >= 7)
+    answer = rolling_window.answer(
+        ReadContext(dynamodb, TABLE, SCHEMA, Layout(1), out_of_time=lambda: len(calls) >= 7), request
+    )
     # then it made no read past the clock and answers what is certain, flagged
     assert len(calls) == 7
     assert answer["complete"] is False

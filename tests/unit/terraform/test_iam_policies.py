@@ -259,6 +259,7 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
     from boards import Board
     from entity_rank import RankRequest
     from index_reads import IndexSchema, Layout
+    from read_context import ReadContext
     from tests.unit.query.aggregates_on_moto import load_month
 
     # given the query role's GetItem statement and a month of aggregates
@@ -269,7 +270,7 @@ def test_the_query_functions_get_item_is_what_its_policy_allows(dynamodb: Any) -
     dynamodb.meta.events.register("provide-client-params.dynamodb.GetItem", lambda params, **_: requests.append(params))
     # when the function answers a rank
     january_rank = RankRequest(Board.month("2018-01"), "song1")
-    rank = entity_rank.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), january_rank)
+    rank = entity_rank.answer(ReadContext(dynamodb, "test-downloads", IndexSchema(), Layout(1)), january_rank)
     # then its GetItem names its attributes (a projection) and only allowed ones
     assert rank["rank"] == 2
     assert requests
@@ -284,6 +285,7 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
     from entity_rank import RankRequest
     from index_reads import IndexSchema, Layout
     from query_kinds import parse_request
+    from read_context import ReadContext
     from tests.unit.query.aggregates_on_moto import load_boards
 
     # given the query role's GetItem statement, and three days of 60 songs
@@ -303,11 +305,11 @@ def test_the_query_functions_point_reads_of_a_rolling_window_are_what_its_policy
         Layout(1),
         Boards(("day",)),
     )
-    window = rolling_window.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), request)
+    window = rolling_window.answer(ReadContext(dynamodb, "test-downloads", IndexSchema(), Layout(1)), request)
     assert window["complete"]
     assert window["reads"]["getItems"] > 0
     around = RankRequest(Board("day", "2018-01-12"), "song22", around=2)
-    entity_rank.answer(dynamodb, "test-downloads", IndexSchema(), Layout(1), around)
+    entity_rank.answer(ReadContext(dynamodb, "test-downloads", IndexSchema(), Layout(1)), around)
     # then every GetItem names its attributes (a projection) and only allowed ones
     assert requests
     assert all("ProjectionExpression" in request for request in requests)

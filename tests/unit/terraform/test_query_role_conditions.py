@@ -319,9 +319,9 @@ RENAMED = (("count_attribute_name", "Plays"), ("entity_attribute_name", "trackId
 @pytest.mark.parametrize("reading", READINGS)
 def test_the_functions_get_items_are_allowed_with_renamed_attributes(reading: str) -> None:
     import query
-    import rolling_window
     from boards import Board
     from entity_rank import RankRequest, answer
+    from read_context import ReadContext
 
     # given a deployment that renames the entity, count and order attributes: its query role, and the function's
     # schema from the environment lambda.tf gives it for those variables
@@ -336,8 +336,9 @@ def test_the_functions_get_items_are_allowed_with_renamed_attributes(reading: st
     policy = query_policy(variables=RENAMED)
     # when the function reads one aggregate for a rank and one for a rolling window's point read
     client = StubClient()
-    answer(client, TABLE, schema, query.LAYOUT, RankRequest(Board.month("2018-01"), "track1"))
-    rolling_window.read_aggregate(client, TABLE, schema, "2018-01-12", "track1")
+    reads = ReadContext(client, TABLE, schema, query.LAYOUT)
+    answer(reads, RankRequest(Board.month("2018-01"), "track1"))
+    reads.aggregate("2018-01-12", "track1")  # a rolling window's point read
     # then both GetItems name only the renamed keys and count, and are allowed
     assert [operation for operation, _ in client.requests] == ["GetItem", "GetItem"]
     decisions = [

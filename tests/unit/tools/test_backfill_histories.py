@@ -56,7 +56,7 @@ from leaderboard_core.claims import BACKFILL, BACKFILL_ITEM_PREFIX, CLAIM_KEY, C
 from leaderboard_core.index_layout import ORDER_SCALE
 from leaderboard_tools.backfill import ALREADY_DONE, DONE, Backfill, BackfillReport
 from leaderboard_tools.backfill import transactions as backfill_transactions
-from leaderboard_tools.backfill.progress import segment_item
+from leaderboard_tools.backfill.segments import segment_item
 from leaderboard_tools.deployment import Deployment
 from stream_claims import ClaimOutcome, StreamClaims
 from tests.stream_model.aws_delivery import DOCS as DELIVERY_DOCS

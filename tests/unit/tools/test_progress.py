@@ -14,7 +14,7 @@ from leaderboard_tools.backfill import DONE
 from leaderboard_tools.commands.operator_common import progress_of
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
-from leaderboard_tools.reconcile.progress import (
+from leaderboard_tools.reconcile.phases import (
     ANSWERING_MESSAGES,
     BEGINNING_BACKFILL,
     CLOSING_BANDS,

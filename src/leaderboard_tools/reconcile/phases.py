@@ -22,7 +22,7 @@ WAITING_FOR_STREAM = "Waiting for the stream to deliver what was written before 
 CLOSING_BANDS = "Closing the bands"
 READING_QUEUE = "Reading the failure queue"
 ANSWERING_MESSAGES = "Answering the messages"
-BEGINNING_BACKFILL = "Reading the backfill's progress"
+BEGINNING_BACKFILL = "Reading where the backfill's segments stand"
 SCANNING_HISTORY = "Scanning the table's history"
 ENDING_BACKFILL = "Recording the backfill's end"
 

@@ -44,7 +44,7 @@ class DynamoTime(DynamoClock):
         return self._dynamodb_latest()
 
 
-class SegmentProgress:
+class SegmentPlaces:
     """The Backfill's reads and writes of its own items: the run's start, each segment's place, the run's end."""
 
     def _get(self, name: str) -> dict[str, Any] | None:
