@@ -43,6 +43,11 @@ venv: $(STAMP)
 build: $(STAMP)
 	$(BIN)/python build.py
 
+# What the stacks deploy, rebuilt only when a function's sources change (so two suites started together share one build).
+LAMBDA_PACKAGES := dist/aggregator.zip dist/query.zip
+$(LAMBDA_PACKAGES) &: build.py $(wildcard lambda_src/*/*.py lambda_src/*/requirements.txt) $(STAMP)
+	$(BIN)/python build.py
+
 # What a platform repository consumes: see the README, "Using the module from another stack", and docs/releasing.md.
 release: $(STAMP)
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
@@ -54,7 +59,7 @@ up: $(STAMP)
 down: $(STAMP)
 	$(DEV) down
 
-demo: build up
+demo: $(LAMBDA_PACKAGES) up
 	$(DEV) demo
 
 # hashicorp/aws 6.x's published schema (development/provider-schema-requirements.txt): downloaded, never installed, into
@@ -73,6 +78,8 @@ provider-schema: $(PROVIDER_SCHEMA_PACKAGE)
 
 # Everything that needs no emulator: the unit tier, the benchmark's own tests, the embedded LocalStack executor's.
 UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
+# Two workers, a file each at a time: some files share a fixture folder or Terraform state among their tests.
+UNIT_WORKERS := -n 2 --dist loadfile
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
@@ -81,10 +88,10 @@ export MODEL_HISTORIES
 # the tests that read a zip build their own, and the provider-schema check skips without its package.
 check: $(STAMP) $(CHECKOV)
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -n 2 -q -m "not slow" $(UNIT_TESTS)
+	$(BIN)/python -m pytest $(UNIT_WORKERS) -q -m "not slow" $(UNIT_TESTS)
 
 test-unit: $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
-	$(BIN)/python -m pytest -n 2 $(UNIT_TESTS)
+	$(BIN)/python -m pytest $(UNIT_WORKERS) $(UNIT_TESTS)
 
 # The stream model at length: 20,000 histories of the shipped aggregator in 8 chunks over two workers,
 # and a longer search for each guard's breaking history.
@@ -93,18 +100,29 @@ test-model: $(STAMP)
 	MODEL_CHUNKS=4 MODEL_GUARD_HISTORIES=2000 $(BIN)/python -m pytest -q -n 2 --dist load --durations=10 \
 		tests/unit/stream_model/test_exactly_once.py tests/unit/stream_model/test_guard_mutations.py tests/unit/stream_model/test_naive_designs.py
 
-# The README's test command: unit tests, then the acceptance suite. Stops the emulator only if this run started it.
-test: build $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
-	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="$(UNIT_TESTS) tests/acceptance"
+# The README's test command: the acceptance suite against the emulator and, beside it at a lower priority, the unit
+# tier. The acceptance suite mostly waits (on the emulator, on Terraform, on stream delivery) and its waits are bounded,
+# so it gets the CPU first; the unit tier computes and takes what is left. Its report follows the acceptance suite's
+# (build/test-unit.log). Stops the emulator only if this run started it.
+test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
+	@mkdir -p build; \
+	nice -n 10 $(BIN)/python -m pytest $(UNIT_WORKERS) --durations=10 $(UNIT_TESTS) > build/test-unit.log 2>&1 & unit=$$!; \
+	trap 'kill $$unit 2>/dev/null' INT TERM; \
+	echo "the unit tier runs beside the acceptance suite: build/test-unit.log"; \
+	$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"; acceptance=$$?; \
+	wait $$unit; unit_status=$$?; \
+	echo "== the unit tier (build/test-unit.log)"; cat build/test-unit.log; \
+	echo "== acceptance suite: exit $$acceptance; unit tier: exit $$unit_status"; \
+	[ $$acceptance -eq 0 ] && [ $$unit_status -eq 0 ]
 
 # The acceptance suite alone, on the emulator EMULATOR names (CI runs the unit tier once).
-test-acceptance: build $(STAMP)
+test-acceptance: $(LAMBDA_PACKAGES) $(STAMP)
 	@$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"
 
-# Three workers on two cores, a test file each at a time: the suite waits on the emulator and on Terraform more than it
-# computes (with two workers the cores stood idle nearly half the time).
+# Four workers on two cores, a test file each at a time: the suite waits on the emulator and on Terraform far more than
+# it computes (with three workers, MiniStack and the tests together used under half of the two cores).
 # Files in collection order, which tests/acceptance/conftest.py makes longest first (xdist would order them by count).
-PYTEST_WORKERS ?= -n 3 --dist loadfile --no-loadscope-reorder
+PYTEST_WORKERS ?= -n 4 --dist loadfile --no-loadscope-reorder
 
 with-emulator:
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
@@ -114,12 +132,12 @@ with-emulator:
 # The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
 # The full run takes about half an hour on two cores; BENCH_ARGS picks a part (side-by-side, boards, handler-cpu, reads, index-layout, report).
 BENCH_ARGS ?=
-bench: build $(STAMP)
+bench: $(LAMBDA_PACKAGES) $(STAMP)
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
 	$(BIN)/python -m leaderboard_dev.bench $(BENCH_ARGS); status=$$?; \
 	case "$$started" in *started*) $(DEV) down >/dev/null ;; esac; exit $$status
 
-bench-smoke: build $(STAMP)
+bench-smoke: $(LAMBDA_PACKAGES) $(STAMP)
 	@$(MAKE) --no-print-directory bench BENCH_ARGS="--smoke $(BENCH_ARGS)"
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.

@@ -31,6 +31,7 @@ def january_counts(dynamodb: FakeDynamoDB) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
 def test_an_invocation_catching_up_100000_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB (400 MB) behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
@@ -98,6 +99,7 @@ def test_a_function_of_the_default_memory_reads_a_default_window_at_1000_downloa
     assert budget["read_budget_bytes"] >= window_records * 300
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
 @pytest.mark.parametrize("item_bytes", [100, 4096])
 def test_a_512_mb_function_catching_up_a_backlog_of_two_steps_peaks_under_half_its_memory(item_bytes: int) -> None:
     # given a 512 MB function whose shard lags two read budgets (records or bytes, whichever binds) behind the bound
@@ -131,6 +133,7 @@ class WideBacklog(BacklogStream):
         return record
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
 def test_a_512_mb_backlog_of_downloads_of_24_small_attributes_is_cut_into_shorter_steps_and_counted_whole() -> None:
     # given a 512 MB function whose shard lags one read budget of downloads of 24 small attributes (about 200 B of
     # SizeBytes each: the record budget binds, not the byte budget, and at about 9 KB of Python a download it would

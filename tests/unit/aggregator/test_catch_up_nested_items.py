@@ -63,6 +63,7 @@ class WireStream(BacklogStream):
         return json.dumps(record)
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
 @pytest.mark.xfail(
     strict=True,
     reason="the ceiling is asked before a page, never within one: a 1 MB page of small numbers in a list takes about "

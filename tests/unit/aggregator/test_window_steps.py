@@ -127,6 +127,7 @@ def logged_to_stdout_only() -> Iterator[None]:
         function_logger.propagate = propagate
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
 def test_an_invocation_passing_100000_rejected_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
     # given a shard whose checkpoint lags 100,000 malformed downloads of 4 KB (400 MB) behind the bound
     stream = MalformedBacklog(records=100_000, item_bytes=4096)

@@ -37,6 +37,8 @@ from tests.stream_model.regressions import (
     RETRACTION_STORIES,
 )
 
+pytestmark = pytest.mark.slow  # the stream model at its CI size: CI runs it, make check does not
+
 HISTORIES = int(os.environ.get("MODEL_HISTORIES", "1000"))
 CHUNKS = int(os.environ.get("MODEL_CHUNKS", "1"))
 MODES = (PER_BATCH, PER_WINDOW)

@@ -18,6 +18,8 @@ from tests.stream_model.guards import REFERENCE, SHIPPED, Guard, breaking_histor
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
 
+pytestmark = pytest.mark.slow  # the stream model at its CI size: CI runs it, make check does not
+
 EXAMPLES = int(os.environ.get("MODEL_GUARD_HISTORIES", "300"))
 
 SHIPPED_UNNEEDED = {

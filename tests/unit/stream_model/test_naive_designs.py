@@ -24,6 +24,8 @@ from tests.stream_model.histories import BOARDS, History, Outcome, histories, pl
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, NAIVE_STORIES, RETRACTION_STORIES
 
+pytestmark = pytest.mark.slow  # the stream model at its CI size: CI runs it, make check does not
+
 REFERENCE = naive.factory(CheckpointReader)
 
 
