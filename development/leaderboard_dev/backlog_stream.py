@@ -214,7 +214,8 @@ def _invocation_time(stream: BacklogStream, pages: int | None, deadline_margin_m
 
 
 class InlineExecutor(Executor):
-    """The aggregate writes one after another on the calling thread: what is measured is the handler, not a pool."""
+    """Runs each aggregate write at submission, on the calling thread: a measurement sees the handler, not a pool, and
+    the stream model replays a history exactly."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()

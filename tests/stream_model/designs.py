@@ -8,7 +8,6 @@ aggregator's signatures stays here. The naive designs the model must break are i
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
 from dataclasses import replace
 from typing import Any
 
@@ -22,24 +21,13 @@ from download_records import Schema
 from failure_messages import send_to_failure_queue
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_core.source_items import DownloadMarker
+from leaderboard_dev.backlog_stream import InlineExecutor
 from shard_progress import ProgressStore
 from tests.stream_model.aws_delivery import MARKER
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 from tests.stream_model.histories import BOARDS
 
 SCHEMA = Schema()
-
-
-class InlineExecutor(Executor):
-    """Runs each write at submission, one after another: the model's histories replay exactly."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as error:
-            future.set_exception(error)
-        return future
 
 
 class ShardWatermarkDesign(Design):
