@@ -21,7 +21,7 @@ help:
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
 	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
-	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop it"
+	@echo "make up|down   start the emulator (EMULATOR=ministack|localstack) / destroy the demo and stop the emulator, at AWS_ENDPOINT_URL only"
 	@echo "make build     build dist/aggregator.zip and dist/query.zip reproducibly"
 	@echo "make release VERSION=x.y.z  the version pyproject.toml and CHANGELOG.md give, from a clean tree: zips, the tools' wheel,"
 	@echo "              SHA256SUMS and manifest.json into dist/release/x.y.z, and the annotated tag vx.y.z (never pushed)"
