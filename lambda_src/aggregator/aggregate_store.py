@@ -303,7 +303,7 @@ class AggregateStore:
         left open by a repair that never closed it."""
         now = int(self._clock())
         if outcome.written:
-            report_orphaned_band(item, outcome.written[-1], now, outcome.refused)
+            report_orphaned_band(item, outcome.written[-1], self._clock(), outcome.refused)
         stale: dict[str, Watermark] = {}
         labels: set[str] = set()
         carried = sum(1 for name in item if name.startswith(WATERMARK_PREFIX))

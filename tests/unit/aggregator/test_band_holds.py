@@ -240,3 +240,17 @@ def test_a_refusal_under_a_closed_band_whose_report_went_unsent_is_made_again(dy
     again = aggregates.apply(KEY, SHARD, contributions)
     # then the next reader refuses d1 again, so that its report is made
     assert [c.sequence for c, _ in again.refused] == [pad_sequence("101")], (again.already_applied, again.refused)
+
+
+def test_a_band_past_its_deadline_by_less_than_a_second_is_reported_by_the_next_write(dynamodb: Any) -> None:
+    # given a repair stopped while its band, due at NOW + 600, held d1
+    deadline = NOW + 600
+    tag = shard_tag(STREAM_ARN, "shardId-a")
+    counted_with_an_open_band(dynamodb, 2, held=[f"{download_id('d1')}|{tag}|101|0"])
+    # when a download created after the fence is written half a second past the deadline
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: deadline + 0.5)
+    late = AggregateStore(dynamodb, TABLE, Schema(retractions=True), progress, clock=lambda: deadline + 0.5)
+    outcome = late.apply(KEY, SHARD, [record(104, "d4", 1, 1, created=FENCE + 1)])
+    # then it is counted, and the band nobody will close is reported with it (the deadline is not rounded down)
+    assert outcome.added == 1
+    assert [reason for _, reason in outcome.refused if f"band expired at {deadline}" in reason] != []
