@@ -102,17 +102,23 @@ test-model: $(STAMP)
 
 # The README's test command: the acceptance suite against the emulator and, beside it at a lower priority, the unit
 # tier. The acceptance suite mostly waits (on the emulator, on Terraform, on stream delivery) and its waits are bounded,
-# so it gets the CPU first; the unit tier computes and takes what is left. Its report follows the acceptance suite's
-# (build/test-unit.log). Stops the emulator only if this run started it.
+# so it gets the CPU first; the unit tier computes and takes what is left. ACCEPTANCE_EMULATORS runs the suite against
+# each emulator in turn (CI: "ministack localstack"), the unit tier once beside them all. Its report follows the
+# acceptance suites' (build/test-unit.log). Stops each emulator only if this run started it.
+ACCEPTANCE_EMULATORS ?= $(EMULATOR)
 test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	@mkdir -p build; \
 	nice -n 10 $(BIN)/python -m pytest $(UNIT_WORKERS) --durations=10 $(UNIT_TESTS) > build/test-unit.log 2>&1 & unit=$$!; \
 	trap 'kill $$unit 2>/dev/null' INT TERM; \
 	echo "the unit tier runs beside the acceptance suite: build/test-unit.log"; \
-	$(MAKE) --no-print-directory with-emulator PYTEST_PATHS="tests/acceptance"; acceptance=$$?; \
+	acceptance=0; \
+	for emulator in $(ACCEPTANCE_EMULATORS); do \
+		echo "== the acceptance suite on $$emulator"; \
+		$(MAKE) --no-print-directory with-emulator EMULATOR=$$emulator PYTEST_PATHS="tests/acceptance" || acceptance=1; \
+	done; \
 	wait $$unit; unit_status=$$?; \
 	echo "== the unit tier (build/test-unit.log)"; cat build/test-unit.log; \
-	echo "== acceptance suite: exit $$acceptance; unit tier: exit $$unit_status"; \
+	echo "== acceptance ($(ACCEPTANCE_EMULATORS)): exit $$acceptance; unit tier: exit $$unit_status"; \
 	[ $$acceptance -eq 0 ] && [ $$unit_status -eq 0 ]
 
 # The acceptance suite alone, on the emulator EMULATOR names (CI runs the unit tier once).
