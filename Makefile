@@ -78,8 +78,9 @@ provider-schema: $(PROVIDER_SCHEMA_PACKAGE)
 
 # Everything that needs no emulator: the unit tier, the benchmark's own tests, the embedded LocalStack executor's.
 UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
-# Two workers, a file each at a time: some files share a fixture folder or Terraform state among their tests.
-UNIT_WORKERS := -n 2 --dist loadfile
+# Two workers, a file each at a time (some files share a fixture folder or Terraform state among their tests), in
+# collection order, which tests/unit/conftest.py makes longest first.
+UNIT_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 

@@ -20,6 +20,31 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "UnitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "unit-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
+LONGEST_FIRST = (
+    "tests/unit/stream_model/test_exactly_once.py",
+    "tests/unit/aggregator/test_catch_up_memory.py",
+    "tests/bench/test_bench_all_in.py",
+    "tests/unit/tools/test_backfill_histories.py",
+    "tests/unit/tools/test_band_records.py",
+    "tests/unit/terraform/test_module_validations.py",
+    "tests/unit/aggregator/test_window_steps.py",
+    "tests/unit/stream_model/test_guard_mutations.py",
+    "tests/unit/query/test_query_verbs_adversarial.py",
+    "tests/unit/tools/test_backfill.py",
+    "tests/unit/tools/test_repair_band_histories.py",
+    "tests/unit/aggregator/test_catch_up_nested_items.py",
+)
+"""The unit tier's longest files (pytest --durations in `make test`), longest first: `--dist loadfile
+--no-loadscope-reorder` hands files to the workers in collection order, so these start first and the short files fill
+in, and the two workers finish together instead of one running a long file alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of LONGEST_FIRST first, in its order; every other file after them, in collection order."""
+    rank = {str(REPOSITORY / name): position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+
+
 TABLE = "test-downloads"
 PROGRESS_TABLE = "test-progress"
 INDEX = "MonthDownloadsIndex"
