@@ -26,6 +26,16 @@ BACKFILL_ITEM_PREFIX = "backfill#"
 BACKFILL_DONE = BACKFILL_ITEM_PREFIX + "done"
 """Written when a backfill has counted the whole table: until then `reconcile --repair` refuses."""
 
+LEDGER_VARIABLE = "LEDGER"
+"""The aggregator's environment: "true" in ledger mode, where the claims table is kept for good as the ledger."""
+STREAM_FROM = "StreamFrom"
+"""Ledger mode: the first record of a download the stream applied, `<stream label>|<shard id>|<padded sequence>`;
+set once, never changed."""
+BASE_ENTITY = "Entity"
+"""Ledger mode, on a download the backfill counted: the entity it counted it for."""
+BASE_CONTRIBUTION = "Contribution"
+"""Ledger mode, on a download the backfill counted: what it added, board id -> amount."""
+
 
 def claim_key(key: Mapping[str, Any]) -> str:
     """A download's claim, from every attribute of its primary key (a stream record's Keys, a scanned item's key)."""
