@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 .PHONY: help check venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean provider-schema provider-schema-package
 
 help:
-	@echo "make check     the fast loop: lint, then the unit tier on two workers without its slow runs (no emulator, no build)"
+	@echo "make check     the fast loop: lint, then the unit tier without its slow runs, properties on fewer examples (no emulator, no build)"
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
 	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
@@ -81,15 +81,18 @@ UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/local
 # Two workers, a file each at a time (some files share a fixture folder or Terraform state among their tests), in
 # collection order, which tests/unit/conftest.py makes longest first.
 UNIT_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
+# make check: four workers on two cores, since a quarter of the unit tier's time is waiting (a repair's fence is whole
+# seconds of real time, the CLI tests wait on subprocesses); the property tests draw a quarter of their examples.
+CHECK_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
-# The fast loop for whoever changes the code: lint, then the unit tier on two workers, leaving out the runs marked slow
+# The fast loop for whoever changes the code: lint, then the unit tier on four workers, leaving out the runs marked slow
 # (the stream model and the property searches at length: `make test-unit` and CI run them). Needs only the venv:
 # the tests that read a zip build their own, and the provider-schema check skips without its package.
 check: $(STAMP) $(CHECKOV)
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest $(UNIT_WORKERS) -q -m "not slow" $(UNIT_TESTS)
+	PROPERTY_EXAMPLES=quick $(BIN)/python -m pytest $(CHECK_WORKERS) -q -m "not slow" $(UNIT_TESTS)
 
 test-unit: $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	$(BIN)/python -m pytest $(UNIT_WORKERS) $(UNIT_TESTS)

@@ -9,6 +9,8 @@ import pytest
 from leaderboard_dev.bench import all_in
 from leaderboard_dev.bench.boards import realtime_downloads
 
+pytestmark = pytest.mark.slow  # the all-in pricing streams through every design: CI runs it, make check does not
+
 MEASURED, WINDOW = 200, 1000
 
 

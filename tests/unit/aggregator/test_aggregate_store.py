@@ -24,6 +24,7 @@ from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from shard_progress import ProgressStore
+from tests.property_examples import examples
 from tests.streams import STREAM_ARN, TABLE_ARN
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, count_of, create_progress_table, create_table
 
@@ -439,7 +440,7 @@ def fresh_tables() -> Any:
     return dynamodb
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=30))
 def test_any_interleaving_of_readers_late_writes_and_pruning_is_exact(aws: None, steps: list[Any]) -> None:
     # given two shards of one aggregate, records two hours old, and one store and progress table

@@ -31,6 +31,7 @@ from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
+from tests.property_examples import examples
 from tests.unit.aggregator.handler_on_moto import (
     Deployed,
     sequence_of,
@@ -301,7 +302,7 @@ STEP = st.one_of(
 TIMESTAMPS = ["2018-01-15T10:00:00Z", "2018-01-31T23:30:00-05:00", "2018-02-01T00:10:00+02:00"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=25), per_window=st.booleans())
 def test_any_order_any_subset_any_state_counts_each_download_once_and_never_more(
     aws: None, steps: list[Any], per_window: bool
@@ -396,7 +397,7 @@ def oracle_boards(timestamp: str, genre: str | None, periods: tuple[str, ...]) -
 MOMENTS = st.datetimes(min_value=datetime(2018, 12, 29), max_value=datetime(2019, 1, 3), timezones=st.just(UTC))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     downloads=st.lists(
         st.tuples(

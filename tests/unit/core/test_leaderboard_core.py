@@ -12,11 +12,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from leaderboard_core.buckets import BUCKET_KEY_LENGTH, MONTH_KEY, PERIODS, bucket_key, is_bucket_key, periods_from_text
+from tests.property_examples import examples
 
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(moment=MOMENTS, period=st.sampled_from(PERIODS))
 @example(moment=datetime(2019, 12, 30, tzinfo=UTC), period="week")
 @example(moment=datetime(2021, 1, 3, 23, tzinfo=UTC), period="week")

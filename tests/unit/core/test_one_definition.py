@@ -49,6 +49,7 @@ from leaderboard_core.buckets import PERIODS, board_id, bucket_key
 from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
 from leaderboard_tools.recover import failure_messages
 from tests import terraform_config
+from tests.property_examples import examples
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment
 
 TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
@@ -159,7 +160,7 @@ class _FakeDeployment:
 PERIOD_LISTS = st.lists(st.sampled_from([*PERIODS, "", "months", "Day", " day"]), max_size=4).map(",".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     environment=st.fixed_dictionaries(
         {"TABLE_NAME": st.just("t"), "TABLE_ARN": st.just("arn"), "PROGRESS_TABLE_NAME": st.just("p")},
@@ -223,7 +224,7 @@ def test_the_module_validates_leaderboard_periods_against_the_periods_the_functi
     assert _terraform_periods() == PERIODS
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(entity=st.text(min_size=1, max_size=30), shards=st.integers(1, 64), category=st.text(min_size=1, max_size=12))
 def test_the_query_function_reads_the_partition_the_aggregator_writes_an_entity_to(
     entity: str, shards: int, category: str
@@ -350,7 +351,7 @@ def _deployment(
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     category=st.one_of(
         st.text(min_size=0, max_size=400),
@@ -381,7 +382,7 @@ def test_the_recount_and_the_aggregator_agree_on_which_categories_count(
 STRINGS = st.one_of(st.text(max_size=12).map(lambda text: {"S": text}), st.just({"N": "1"}))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     event_name=st.sampled_from(["INSERT", "INSERT", "MODIFY", "REMOVE"]),
     entity=st.none() | STRINGS,
@@ -406,7 +407,7 @@ def test_the_recount_files_a_stream_record_where_the_aggregator_counts_it(
     assert reconcile.download_aggregates(record, _deployment()) == ([] if counted is None else [counted])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     timestamp=TIMESTAMPS,
     category=st.none() | st.text(max_size=40) | st.just("x" * 1020),
@@ -441,7 +442,7 @@ IMAGES = st.none() | st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     event_name=st.sampled_from(["MODIFY", "REMOVE"]),
     old=IMAGES,

@@ -41,6 +41,7 @@ from leaderboard_dev.emulators.stream_mapping import (
     ShardDelivery,
     insertion_time_within_the_minute,
 )
+from tests.property_examples import examples
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/songs/stream/2020-12-09T07:00:00.000"
 SHARD_ID = "shardId-00000001607497000000-0abc1234"
@@ -991,7 +992,7 @@ def test_every_liberty_is_taken_within_the_rules_when_all_are_switched_on() -> N
     assert played.dealt_with >= set(range(1, 61))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     policy=POLICIES,
     failure_seed=st.integers(0, 2**16),

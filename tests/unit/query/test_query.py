@@ -30,6 +30,7 @@ from page_tokens import decode_token, encode_token
 from query_kinds import parse_request
 from read_context import ReadContext
 from request_parsing import InvalidRequest
+from tests.property_examples import examples
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, FailingClient, load_month
 
@@ -85,7 +86,7 @@ SONG_IDS = st.one_of(
 CATALOGUES = st.dictionaries(SONG_IDS, st.integers(1, 6), max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(catalogue=CATALOGUES, shards=st.sampled_from([1, 2, 4, 7]), limit=st.sampled_from([1, 2, 3, 10, 1000]))
 def test_paging_through_any_number_of_shards_gives_the_one_sorted_listing(
     catalogue: Catalogue, shards: int, limit: int
@@ -97,7 +98,7 @@ def test_paging_through_any_number_of_shards_gives_the_one_sorted_listing(
     assert listed == listing(catalogue)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(catalogue=CATALOGUES, old=st.sampled_from([1, 3]), new=st.sampled_from([1, 4]), moved=st.floats(0, 1))
 def test_during_a_layout_change_every_song_is_listed_once_in_order(
     catalogue: Catalogue, old: int, new: int, moved: float
@@ -306,7 +307,7 @@ def test_the_handler_answers_pages_ranks_and_errors(dynamodb: Any, monkeypatch: 
     assert empty == {"month": "2019-01", "items": [], "next_token": None}
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(catalogue=CATALOGUES, shards=st.sampled_from([1, 3]), limit=st.sampled_from([1, 4]))
 def test_random_catalogues_page_exactly_on_moto(aws: None, catalogue: Catalogue, shards: int, limit: int) -> None:
 
@@ -317,10 +318,12 @@ def test_random_catalogues_page_exactly_on_moto(aws: None, catalogue: Catalogue,
 
 # ---------------------------------------------------------------- every request answered, bounded, any id
 
-ON_MOTO = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+ON_MOTO = settings(
+    max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(depth=st.integers(2_000, 40_000), opener=st.sampled_from(["[", '{"c":', '{"v":[']))
 def test_a_token_of_nested_brackets_is_an_invalid_request(depth: int, opener: str) -> None:
     # given a well-encoded token whose payload nests deeper than any parser's recursion limit
@@ -330,7 +333,7 @@ def test_a_token_of_nested_brackets_is_an_invalid_request(depth: int, opener: st
         parse_request({"month": MONTH, "limit": 10, "next_token": token}, SCHEMA, Layout(4))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     month=st.text(max_size=12)
     | st.sampled_from(["2018-01\n", "2018-01\r\n", " 2018-01", "\uff12\uff10\uff11\uff18-01", "2018-1"])
@@ -425,7 +428,7 @@ class CountingClient:
 TIED_PREFIX = "tied-song-"  # 10 bytes: the tie-breaker's whole width
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(group=st.integers(40, 300), shards=st.sampled_from([1, 3]), limit=st.sampled_from([1, 10]))
 def test_a_page_costs_a_few_queries_per_partition_whatever_the_ties(
     aws: None, group: int, shards: int, limit: int
@@ -479,7 +482,7 @@ IDS = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=2
 ) | st.sampled_from(["a" * 2048, "\u00e9" * 1024, "\U0001d11e" * 512, "\x01" * 2048, '"\\' * 1024])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     layout=st.sampled_from([Layout(1), Layout(4), Layout(64), Layout(64, 1), Layout(8, 64)]),
     data=st.data(),

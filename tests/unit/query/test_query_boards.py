@@ -33,13 +33,16 @@ from query_kinds import parse_request
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 from rolling_window import WindowRequest
+from tests.property_examples import examples
 from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import FailingClient, Values, load_boards
 
 SCHEMA = IndexSchema()
 EVERY_PERIOD = Boards(buckets.PERIODS, categories=True)
 NOON = datetime(2018, 1, 15, 12, 30, tzinfo=UTC)
-ON_MOTO = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+ON_MOTO = settings(
+    max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))
 
@@ -66,7 +69,7 @@ def first_moment(period: str, key: str) -> datetime | None:
         return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     period=st.sampled_from([p for p in buckets.PERIODS if p != "all"]),
     key=st.text(alphabet="0123456789-TW", max_size=14) | st.sampled_from(["2018-W53", "2020-W53", "2018-02-29T00"]),
@@ -83,7 +86,7 @@ def test_a_key_is_valid_exactly_when_it_is_the_bucket_of_some_moment(period: str
     assert buckets.is_bucket_key(period, key) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     moment=st.datetimes(min_value=datetime(100, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)),
     period=st.sampled_from(["hour", "day", "week", "month", "year"]),
@@ -206,7 +209,7 @@ def test_a_token_of_one_board_is_refused_for_another() -> None:
             parse_request({**ask, **other}, SCHEMA, Layout(1), EVERY_PERIOD)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     category=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=100),
     order=st.integers(-(10**38) + 1, 10**38 - 1),
@@ -372,7 +375,7 @@ def test_sums_are_exact_decimal_strings(dynamodb: Any) -> None:
     assert absent["downloadCount"] == "0"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     low=st.decimals(min_value=-1000, max_value=1000, places=6, allow_nan=False, allow_infinity=False),
     step=st.decimals(min_value=Decimal("0.000001"), max_value=1, places=6),
@@ -585,7 +588,7 @@ class InMemoryBoards:
         return {(board, entity): self.values.get(board, {}).get(entity, 0) for board, entity in pairs}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     values=st.dictionaries(
         st.sampled_from(DAYS), st.dictionaries(SONGS, st.integers(-2, 6), max_size=30), min_size=1, max_size=7
@@ -631,7 +634,7 @@ class Rationed:
         return self.source.read_points(allowed)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     values=st.dictionaries(
         st.sampled_from(DAYS), st.dictionaries(SONGS, st.integers(-1, 4), max_size=25), min_size=1, max_size=7
@@ -711,7 +714,7 @@ EVENTS = st.dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(event=EVENTS)
 @example(event={"period": "day", "key": "2018-01-15", "last": 7, "limit": 100})
 @example(event={"period": "hour", "songID": "song1", "around": 50, "category": "rock"})

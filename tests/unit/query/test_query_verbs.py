@@ -23,10 +23,13 @@ from boards import Board, Boards
 from index_reads import Layout
 from leaderboard_core.buckets import PERIODS
 from leaderboard_core.index_layout import leaderboard_partition, order_of
+from tests.property_examples import examples
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, load_boards, load_month
 
-ON_MOTO = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+ON_MOTO = settings(
+    max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 TIED = {
     **{f"song{n:02d}": 1 + n % 4 for n in range(30)},
@@ -492,7 +495,7 @@ EVENTS = st.dictionaries(
 ).map(lambda event: {"month": MONTH, **event})
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(event=EVENTS)
 def test_any_verb_however_malformed_gets_an_answer(aws: None, event: dict[str, Any]) -> None:
     dynamodb = create_table(fresh=True)

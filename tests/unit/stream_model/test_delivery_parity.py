@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, Phase, event, example, given, seed, settings
 from hypothesis import strategies as st
 
 from leaderboard_dev.emulators import stream_mapping as engine
+from tests.property_examples import examples
 from tests.stream_model import aws_delivery as model
 from tests.stream_model.environment import STREAM_ARN, Design, Environment
 from tests.stream_model.fake_dynamodb import Killed
@@ -483,7 +484,7 @@ def compared(model_trace: Trace, engine_trace: Trace, sequences: list[int]) -> s
 
 
 @settings(
-    max_examples=400,
+    max_examples=examples(400),
     deadline=None,
     database=None,
     phases=(Phase.explicit, Phase.generate, Phase.shrink),

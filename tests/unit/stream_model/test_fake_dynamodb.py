@@ -21,6 +21,7 @@ from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from leaderboard_core.bookkeeping import pad_sequence
 from shard_progress import ProgressStore
+from tests.property_examples import examples
 from tests.stream_model.environment import TABLE as MODEL_TABLE
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.stream_model.naive_designs import PreviousDesign
@@ -31,7 +32,7 @@ STREAMS = [
     "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads/stream/2019-06-01T00:00:00.000",
 ]
 SHARDS = [ShardRef(stream, shard) for stream in STREAMS for shard in ("shardId-1", "shardId-2")]
-SETTLE = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTLE = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite
@@ -261,7 +262,7 @@ def test_a_cancelled_transaction_names_each_failed_condition_and_changes_nothing
     assert fake.get_item(TableName=TABLE, Key=aggregate_key("song1")) == {}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     batches=st.lists(
         st.lists(st.integers(1, 40), min_size=1, max_size=6, unique=True).map(sorted), min_size=1, max_size=8

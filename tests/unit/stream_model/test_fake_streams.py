@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.property_examples import examples
 from tests.stream_model.aws_delivery import DOCS, START, StreamOfTable, Written
 from tests.stream_model.environment import STREAM_ARN
 from tests.stream_model.environment import TABLE as MODEL_TABLE
@@ -87,7 +88,7 @@ ADVERSARIAL = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(writes=st.integers(1, 40), seed=st.integers(0, 1000), behaviour=ADVERSARIAL)
 def test_a_closed_shard_reads_once_in_sequence_order_through_empty_pages_to_a_null_iterator(
     writes: int, seed: int, behaviour: ReadBehaviour
@@ -105,7 +106,7 @@ def test_a_closed_shard_reads_once_in_sequence_order_through_empty_pages_to_a_nu
     assert sequences == sorted(set(sequences))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(writes=st.integers(1, 20), seed=st.integers(0, 1000))
 def test_an_open_shard_never_answers_a_null_iterator(writes: int, seed: int) -> None:
     # given an open shard (shard-end: null only once the shard is closed and read to its end)
@@ -222,7 +223,7 @@ def test_get_records_is_throttled_now_and_then() -> None:
     assert set(codes) == {"ok", "LimitExceededException"}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 1000), splits=st.lists(st.tuples(st.integers(0, 9), st.sampled_from([1, 2])), max_size=6))
 def test_describe_stream_pages_list_every_shard_once_with_its_lineage(seed: int, splits: list[Any]) -> None:
     # given a stream whose shards split and roll over (shards-split), described in short pages (describe-pages)
@@ -308,7 +309,7 @@ def fake_reads(writes: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
     return read_all(streams, shard_id)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     writes=st.lists(
         st.tuples(st.just("song1"), st.sampled_from(["a", "b", "c"]), st.integers(0, 9)), min_size=1, max_size=8
@@ -382,7 +383,7 @@ def _descends(stream: StreamOfTable, shard_id: str, ancestor_id: str) -> bool:
     return False
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     seed=st.integers(0, 1000),
     changes=st.lists(st.sampled_from(["split", "rollover", "heat"]), min_size=1, max_size=4),

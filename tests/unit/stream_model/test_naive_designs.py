@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, settings
 
 from aggregator_settings import PER_BATCH, PER_WINDOW
+from tests.property_examples import examples
 from tests.stream_model import naive_designs as naive
 from tests.stream_model.designs import shipped
 from tests.stream_model.histories import BOARDS, History, Outcome, histories, play
@@ -55,7 +56,7 @@ def test_random_histories_break_every_naive_design(design: type[Any]) -> None:
 
     # when they are played against the naive design, then some history breaks it
     generate_only = settings(
-        max_examples=300,
+        max_examples=examples(300),
         deadline=None,
         database=None,
         phases=(Phase.generate,),
@@ -94,7 +95,7 @@ def test_random_histories_with_retractions_break_every_naive_retraction_design(d
     # when they are played against the naive design, then one whose shards split or rolled over breaks it as its
     # docstring says
     generate_only = settings(
-        max_examples=300,
+        max_examples=examples(300),
         deadline=None,
         database=None,
         phases=(Phase.generate,),

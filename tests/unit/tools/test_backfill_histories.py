@@ -59,6 +59,7 @@ from leaderboard_tools.backfill import transactions as backfill_transactions
 from leaderboard_tools.backfill.segments import segment_item
 from leaderboard_tools.deployment import Deployment
 from stream_claims import ClaimOutcome, StreamClaims
+from tests.property_examples import examples
 from tests.stream_model.aws_delivery import DOCS as DELIVERY_DOCS
 from tests.unit.aggregator.handler_on_moto import Deployed, TrimmedStream, client_error, sequence_of, wire
 from tests.unit.conftest import INDEX, TABLE, FakeLambdaContext, create_progress_table
@@ -1447,7 +1448,7 @@ def test_every_history_counts_each_download_once_in_every_board(credentials: Non
     drawn: Counter[str] = Counter()
 
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples(EXAMPLES),
         deadline=None,
         database=None,
         phases=(Phase.explicit, Phase.generate, Phase.shrink),
@@ -1480,7 +1481,7 @@ def test_the_histories_break_a_naive_design(credentials: None, design: str) -> N
         return bool(play(history, design).problems())
 
     generate_only = settings(
-        max_examples=EXAMPLES,
+        max_examples=examples(EXAMPLES),
         deadline=None,
         database=None,
         phases=(Phase.generate,),

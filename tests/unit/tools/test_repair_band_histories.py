@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler, StreamCheck
+from tests.property_examples import examples
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
@@ -98,7 +99,7 @@ def play(
     return 1 + before + during, stored_count(stack, "song1", MONTH) or 0, len(mapping.aggregator.refused), band_refusals
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(before=st.integers(0, 3), during=st.integers(0, 3), delivered_in_band=st.integers(0, 6))
 def test_every_history_counts_each_download_at_most_once_and_reports_every_one_missing(
     aws: None, monkeypatch: pytest.MonkeyPatch, before: int, during: int, delivered_in_band: int

@@ -37,6 +37,7 @@ from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.query_client import query_function_of
 from leaderboard_tools.reconcile import Reconciler
 from shard_reader import _as_lambda_record
+from tests.property_examples import examples
 from tests.unit.conftest import FakeLambdaContext
 from tests.unit.tools.operator_stack import (
     DOWNLOADS,
@@ -468,7 +469,7 @@ def test_the_aggregator_and_the_recount_give_a_moto_item_one_identity(aws: None,
     shard = ShardRef(stack.stream_arn, ModelAggregator(stack).shard_ids()[0])
     songs = (f"song{number}" for number in itertools.count())
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(partition=KEY_VALUES[key_types[0]], sort=KEY_VALUES[key_types[1]])
     def one_identity(partition: str, sort: str) -> None:
         # given a marked download under a random key, its song its own
@@ -535,7 +536,7 @@ def scanned_identities(page: dict[str, Any]) -> set[str]:
     return recount._count_pages(pages, None, keep_ids=True).ids or set()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     types=st.tuples(st.sampled_from("SNB"), st.sampled_from("SNB")),
     data=st.data(),
