@@ -20,7 +20,6 @@ import fnmatch
 import functools
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import hcl2
 import pytest
 
 from leaderboard_dev.settings import TERRAFORM_MODULE
-from leaderboard_dev.terraform_stack import terraform_environment
+from tests.terraform_cli import terraform
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-downloads"
@@ -72,30 +71,12 @@ DOWNLOAD_ONLY_ATTRIBUTES = {"UserID", "Timestamp", "ExpiresAt"}
 @functools.cache
 def evaluated_lists(module: Path, variables: tuple[tuple[str, str], ...] = ()) -> dict[str, list[str]]:
     """The module's list-valued locals for these variables, as Terraform computes them (no plan, no AWS)."""
-    assert (
-        subprocess.run(
-            ["terraform", "init", "-backend=false", "-input=false", "-no-color"],
-            cwd=module,
-            env=terraform_environment(None),
-            capture_output=True,
-            check=False,
-        ).returncode
-        == 0
-    )
+    assert terraform(module, "init", "-backend=false", "-input=false").returncode == 0
     text = "\n".join(path.read_text() for path in module.glob("*.tf"))
     declared = [name for name in EVALUATED_LISTS if re.search(rf"^\s*{name.removeprefix('local.')}\s*=", text, re.M)]
     expression = "jsonencode({" + ", ".join(f'"{name}" = {name}' for name in declared) + "})"
     arguments = [f"-var={name}={value}" for name, value in (("name", "app"), *variables)]
-    result = subprocess.run(
-        ["terraform", "console", "-no-color", *arguments],
-        cwd=module,
-        env=terraform_environment(None),
-        input=expression,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    result = terraform(module, "console", *arguments, input=expression, timeout=300)
     assert result.returncode == 0, result.stderr
     return dict(json.loads(json.loads(result.stdout.strip().splitlines()[-1])))
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from moto.events.models import EventPattern
 
 from leaderboard_dev.emulators.ministack_server import match_with_absent_parents
 from leaderboard_dev.settings import TERRAFORM_MODULE
-from leaderboard_dev.terraform_stack import terraform_environment
 from tests.streams import aggregate_record, download_record, expired_download_record
 from tests.terraform_cli import terraform
 
@@ -44,16 +42,7 @@ def rendered(module_copy: Path, expression: str, **variables: str) -> Any:
             for name, value in {"name": "filter", **variables}.items()
             for argument in ("-var", f"{name}={value}")
         ]
-        result = subprocess.run(
-            ["terraform", "console", *arguments],
-            cwd=module_copy,
-            env=terraform_environment(None),
-            input=f"jsonencode({expression})\n",
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
+        result = terraform(module_copy, "console", *arguments, input=f"jsonencode({expression})\n", timeout=300)
         assert result.returncode == 0, result.stderr
         RENDERED[key] = json.loads(json.loads(result.stdout.strip().splitlines()[-1]))
     return RENDERED[key]
