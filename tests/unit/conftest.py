@@ -10,6 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.botocore_models import share_parsed_models
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 # What the module gives the functions; read when the handler modules are imported.
@@ -19,6 +21,7 @@ os.environ.setdefault("PROGRESS_TABLE_NAME", "test-progress")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "UnitTests")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "unit-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+share_parsed_models()
 
 LONGEST_FIRST = (
     "tests/unit/stream_model/test_exactly_once.py",
