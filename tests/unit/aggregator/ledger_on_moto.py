@@ -169,8 +169,9 @@ class LedgerWorld:
             return None
         return str(self._record(shard_id, "REMOVE", key_of(song, number), old, None)["dynamodb"]["SequenceNumber"])
 
-    def split(self, parent: str, child: str, first_sequence: int) -> None:
-        """A child of `parent`; its sequence numbers start at `first_sequence` (lower than the parent's, if so chosen)."""
+    def split(self, parent: str | None, child: str, first_sequence: int) -> None:
+        """A child of `parent` (None: a shard of no lineage in common); its sequence numbers start at
+        `first_sequence`, lower than the parent's if so chosen."""
         self.shards[child] = ShardLog(parent, first_sequence)
 
     def history_before_the_stream(self, song: str, number: int, month: str) -> None:
@@ -223,13 +224,19 @@ class LedgerWorld:
     def progress(self, shard_id: str) -> Progress:
         return self.deployed.dependencies.progress.read(ShardRef(STREAM_ARN, shard_id))
 
+    def unread(self, shard_id: str) -> Progress:
+        """The shard's progress as a reader saw it before anything of the shard was counted."""
+        log = self.shards[shard_id]
+        return Progress(resume_at=log.records[0]["dynamodb"]["SequenceNumber"], parent_shard_id=log.parent, exists=True)
+
     def reread(self, shard_id: str, stale: Progress, through: str | None = None) -> BatchReport:
         """A reader that read the shard's progress earlier (`stale`): it reads again what others counted since."""
         report = BatchReport()
         deps, settings = self.deployed.dependencies, self.deployed.settings
         remaining: Callable[[], int] = FakeLambdaContext().get_remaining_time_in_millis
         shard = ShardRef(STREAM_ARN, shard_id)
-        caught = catch_up(deps, settings, shard, stale, through or self.last(shard_id), remaining, lambda *_: True, report)
+        bound = through or self.last(shard_id)
+        caught = catch_up(deps, settings, shard, stale, bound, remaining, lambda *_: True, report)
         advance(deps, caught)
         return report
 
