@@ -1,7 +1,7 @@
 """The aggregator's side of the claims (leaderboard_core.claims): while a backfill may count a table's history, every
 download it reads is claimed before it is counted, and a download the backfill claimed first is left to it.
 
-A claim names the first stream record it was made for (its eventID, as StreamFrom). An INSERT whose claim names another
+A claim names the first stream record it was made for (its eventID, as FirstWrite). An INSERT whose claim names another
 record is the same key written again after a deletion: a claim says who counted the key, not which of its writes, so
 that write is counted nowhere and reported (`refused_record`: recover recounts its board); ledger mode counts it where
 its last image says."""
