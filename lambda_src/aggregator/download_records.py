@@ -92,7 +92,7 @@ class Download:
     INSERT, which adds `amount` to each of `keys`."""
     rejection: Rejected | None = None
     """A MODIFY whose new image cannot be counted: its old contribution is taken back, and this is reported."""
-    event_id: str | None = None
+    event_id: str | None = field(default=None, compare=False, hash=False, repr=False)
     """The record's eventID ("A globally unique identifier for the event that was recorded in this stream record"):
     what a claim names its first write by, so that a key written again is told from a retry of the same record."""
     image_after: tuple[Change, ...] | None = None
