@@ -14,7 +14,7 @@ from aggregator_settings import Settings
 from batch_report import BatchReport
 from delivery import Refused, ShardRef
 from dependencies import Dependencies
-from download_records import AggregateKey, Download, Rejected, parse_record
+from download_records import AggregateKey, Download, Ignored, Rejected, parse_expiry, parse_record
 from failure_messages import gap_message, refused_contribution, refused_message, rejected_message
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
@@ -107,6 +107,8 @@ def catch_up(
     rejected: list[Rejected] = []
     for record in read.records:
         parsed = parse_record(record, settings.schema)
+        if deps.ledger is not None and isinstance(parsed, Ignored):
+            parsed = parse_expiry(record, settings.schema) or parsed
         if isinstance(parsed, Download):
             downloads.append(parsed)
             if parsed.rejection is not None:

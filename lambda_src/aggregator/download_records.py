@@ -88,8 +88,8 @@ class Download:
     item_key: dict[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
     """The item's primary key (the record's Keys): what a claim names while a backfill runs."""
     moves: tuple[Change, ...] | None = None
-    """A MODIFY's or REMOVE's changes (retractions): out of the old image's boards, into the new one's. None: an
-    INSERT, which adds `amount` to each of `keys`."""
+    """A MODIFY's or REMOVE's changes (retractions): out of the old image's boards, into the new one's; none for an
+    expiry (ledger mode, parse_expiry). None: an INSERT, which adds `amount` to each of `keys`."""
     rejection: Rejected | None = None
     """A MODIFY whose new image cannot be counted: its old contribution is taken back, and this is reported."""
     event_id: str | None = field(default=None, compare=False, hash=False, repr=False)
@@ -209,6 +209,38 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
         item_key,
         event_id=_event_id(record),
+    )
+
+
+def parse_expiry(record: dict[str, Any], schema: Schema) -> Download | None:
+    """Ledger mode: an expiry by TTL (S12) of a counted download, as a record of its download that moves nothing
+    itself but, placed first, freezes its old image as what the download counts (the ledger's rule). None: any other
+    record, or an expired image that counts nothing."""
+    stream = record.get("dynamodb")
+    if record.get("eventName") != "REMOVE" or not expired_by_ttl(record) or not isinstance(stream, dict):
+        return None
+    old = stream.get("OldImage")
+    raw_sequence = stream.get("SequenceNumber")
+    if not isinstance(old, dict) or not isinstance(raw_sequence, str) or not _DIGITS.match(raw_sequence):
+        return None
+    if schema.is_aggregate(old):
+        return None
+    before = _counted(old, schema, raw_sequence, record)
+    if not isinstance(before, _Counted):
+        return None
+    item_key = _key_of(stream)
+    return Download(
+        before.keys[0],
+        pad_sequence(raw_sequence),
+        raw_sequence,
+        creation_second(stream),
+        before.amount,
+        before.keys[1:],
+        download_identity(item_key, schema.entity) if item_key else None,
+        item_key,
+        moves=(),
+        event_id=_event_id(record),
+        image_after=tuple(Change(key, before.amount, before.amount) for key in before.keys),
     )
 
 

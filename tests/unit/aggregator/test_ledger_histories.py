@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from progress_item import Progress
+from tests.property_examples import examples
 from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld
 from tests.unit.conftest import create_progress_table, create_table
 
@@ -89,7 +90,7 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     before=history_before,
     history=st.lists(steps, max_size=24),

@@ -263,3 +263,36 @@ def test_a_download_whose_ledger_claim_fails_holds_the_checkpoint_below_it_and_i
     world.read(ROOT)
     assert throttled.refused == 1
     assert world.boards() == world.recount()
+
+
+def expire(world: LedgerWorld, shard_id: str, song: str, number: int) -> None:
+    """DynamoDB's Time to Live deletes the item: its REMOVE names the service (S12)."""
+    world.delete(shard_id, song, number)
+    world.shards[shard_id].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+
+
+def test_a_backfilled_download_expired_by_ttl_keeps_its_count_when_its_key_is_written_again(world: LedgerWorld) -> None:
+    # given a download from before the stream, counted by the backfill, then expired by TTL: the stream's first record
+    # of its key is the expiry
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    expire(world, ROOT, "song1", 1)
+    # when a new download is written under the same key, in another month, and the shard is read
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then the expired download still counts as it was, and the new one counts too
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+    assert world.reports() == []
+
+
+def test_a_download_from_before_the_stream_expired_before_any_backfill_counts_as_it_was(world: LedgerWorld) -> None:
+    # given a download from before the stream that TTL deleted before a backfill could scan it
+    world.history_before_the_stream("song1", 1, "2018-01")
+    expire(world, ROOT, "song1", 1)
+    # when the shard is read, and a backfill runs afterwards
+    world.read(ROOT)
+    counted_by_the_backfill = world.backfill()
+    # then the expiry's old image is what it counted: once, as an expiry keeps every count (the item is gone)
+    assert counted_by_the_backfill == []
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert world.reports() == []
