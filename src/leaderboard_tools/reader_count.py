@@ -1,15 +1,15 @@
 """Who reads a table's stream, against the two readers a shard allows.
 
 DynamoDB Streams, LimitExceededException: "More than 2 processes are reading from the same streams
-shard at the same time. Exceeding this limit may result in request throttling" (S6 in docs/exactly-
-once.md). The module is both of them: its event source mapping and the aggregator's own GetRecords
-of the shard it was invoked for, in ledger mode too (the module's `ledger`: the watermarks still
-need each shard's records complete and in order, which the mapping's retries do not promise). Every
-other event source mapping of the stream is one more reader, whatever its state (a disabled one
-reads again once enabled, a deleting one until it is gone). A Kinesis streaming destination is not a
-reader of the stream (DynamoDB writes the changes to Kinesis itself), so it is neither listed nor
-counted; a process calling GetRecords itself (a DynamoDB Streams Kinesis Adapter application) cannot
-be listed: AWS names no such reader.
+shard at the same time. Exceeding this limit may result in request throttling" (S6 in
+docs/exactly-once.md). The module is both of them: its event source mapping and the aggregator's own
+GetRecords of the shard it was invoked for, in ledger mode too (the module's `ledger`: the
+watermarks still need each shard's records complete and in order, which the mapping's retries do not
+promise). Every other event source mapping of the stream is one more reader, whatever its state (a
+disabled one reads again once enabled, a deleting one until it is gone). A Kinesis streaming
+destination is not a reader of the stream (DynamoDB writes the changes to Kinesis itself), so it is
+neither listed nor counted; a process calling GetRecords itself (a DynamoDB Streams Kinesis Adapter
+application) cannot be listed: AWS names no such reader.
 
 Before the module is attached (no mapping of its aggregator yet), the aggregator counts as the two
 readers it will add, so the check can run against a source table before `terraform apply`.
