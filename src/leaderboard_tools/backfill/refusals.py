@@ -66,9 +66,9 @@ def check_history(dynamodb: Any, deployment: Deployment, claims: str) -> None:
                 f"the ledger {claims} was created at {claims_created.isoformat()}, later than the progress table "
                 f"{deployment.progress_table} ({progress_created.isoformat()}), and {deployment.aggregates} holds "
                 "aggregates: the aggregator counted downloads before the ledger recorded them, and the backfill "
-                "would count those again. Count the history with `leaderboard-tools reconcile --repair` (board by "
-                "board) instead; ledger mode is turned on in the apply that attaches the module (docs/attaching.md); "
-                "nothing was written"
+                "would count those again (nor can the ledger say what they contributed when they are edited). Ledger "
+                "mode is turned on in the apply that attaches the module: attach a new stack (another name) with "
+                "ledger = true and run the backfill there (docs/attaching.md); nothing was written"
             )
         raise BackfillRefused(
             f"the claims table {claims} was created at {claims_created.isoformat()}, later than the progress table "

@@ -242,4 +242,4 @@ def test_in_ledger_mode_a_ledger_newer_than_the_aggregator_that_counted_is_refus
     with pytest.raises(BackfillRefused, match="before the ledger recorded them"):
         backfill(stack).run()
     assert run(["backfill", "--table", stack.table]) == 1
-    assert "reconcile --repair" in capsys.readouterr().err
+    assert "attach a new stack (another name) with ledger = true" in capsys.readouterr().err
