@@ -8,7 +8,6 @@ The stack, the oracle and the stream's side are test_backfill.py's: the stream c
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections import Counter
 from typing import Any
@@ -23,7 +22,6 @@ from leaderboard_core.claims import (
     CLAIM_KEY,
     CLAIM_OWNER,
     STREAM,
-    backfill_claim,
     claim_key,
 )
 from leaderboard_tools.backfill import DONE, BackfillRefused
@@ -49,13 +47,6 @@ from tests.unit.tools.test_backfill import (
 
 LEDGER_SETTINGS = {"LEDGER": "true", "RETRACTIONS": "true"}
 """The aggregator's environment in ledger mode: the module refuses `ledger` without `retractions`."""
-
-LEDGER_CLAIMS_MERGED = {"entity", "contribution"} <= set(inspect.signature(backfill_claim).parameters)
-needs_ledger_claims = pytest.mark.skipif(
-    not LEDGER_CLAIMS_MERGED,
-    reason="leaderboard_core.claims.backfill_claim(table, key, entity=, contribution=) comes with the ledger-core "
-    "branch: the lead runs these once it is merged",
-)
 
 
 def ledger_stack(periods: str = "month,day", **settings: str) -> Stack:
@@ -94,7 +85,6 @@ def assert_each_download_counted_once_with_what_it_added(stack: Stack, streamed:
 # ------------------------------------------------------------------ what the ledger keeps of the backfill
 
 
-@needs_ledger_claims
 def test_in_ledger_mode_each_download_the_backfill_counts_keeps_its_entity_and_contribution(aws: None) -> None:
     # given a ledger-mode stack (retractions on) with 30 downloads over months, days and genres, 6 of which the
     # stream counted first
@@ -110,7 +100,6 @@ def test_in_ledger_mode_each_download_the_backfill_counts_keeps_its_entity_and_c
     assert_each_download_counted_once_with_what_it_added(stack, streamed)
 
 
-@needs_ledger_claims
 def test_in_ledger_mode_two_runs_at_once_one_killed_and_a_rerun_count_each_download_once(aws: None) -> None:
     # given a ledger-mode stack with 40 downloads, and a first run (one segment, pages of 5)
     stack = ledger_stack(periods="month")
@@ -140,7 +129,6 @@ def test_in_ledger_mode_two_runs_at_once_one_killed_and_a_rerun_count_each_downl
     assert Counter(item[CLAIM_OWNER]["S"] for item in ledger_items(stack).values()) == {BACKFILL: 40, STREAM: 1}
 
 
-@needs_ledger_claims
 def test_in_ledger_mode_a_run_killed_after_a_transaction_is_rerun_and_counts_nothing_twice(aws: None) -> None:
     # given a ledger-mode stack with 50 downloads, and a run killed just after its third transaction, before its
     # page's place was saved
@@ -188,7 +176,6 @@ def test_in_ledger_mode_the_release_check_says_there_is_nothing_to_release(
     assert (answer["ledger"], answer["releasable"], answer["verdict"]) == (True, False, LEDGER_VERDICT)
 
 
-@needs_ledger_claims
 def test_in_ledger_mode_a_finished_backfill_says_nothing_is_to_be_released(
     aws: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
