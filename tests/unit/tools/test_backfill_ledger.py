@@ -24,6 +24,7 @@ from leaderboard_core.claims import (
     STREAM,
     claim_key,
 )
+from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
 from leaderboard_tools.backfill import DONE, BackfillRefused
 from leaderboard_tools.backfill.release import LEDGER_VERDICT, release_check
 from leaderboard_tools.deployment import discover
@@ -230,3 +231,29 @@ def test_in_ledger_mode_a_ledger_newer_than_the_aggregator_that_counted_is_refus
         backfill(stack).run()
     assert run(["backfill", "--table", stack.table]) == 1
     assert "attach a new stack (another name) with ledger = true" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ beside retractions: a board back at 0
+
+
+def test_in_ledger_mode_a_board_whose_count_came_back_to_0_is_counted_into_and_returns_to_the_index(
+    aws: None,
+) -> None:
+    # given a ledger-mode stack (months) whose aggregate of song1 in 2018-03 came back to 0 after retractions took
+    # its downloads back, and so left the index: its count (0) kept, its period and order removed
+    stack = ledger_stack(periods="month")
+    dynamodb().put_item(
+        TableName=stack.aggregates,
+        Item={"songID": {"S": "song1"}, "SK": {"S": "2018-03"}, "DownloadCount": {"N": "0"}},
+    )
+    for n in range(3):
+        write(stack, "song1", f"h{n}", "2018-03-10T10:00:00Z")
+    # when the backfill counts the history
+    report = backfill(stack).run()
+    # then it counted into that board: back in the index, its order rebuilt from the count and the tie-breaker
+    assert report.status == DONE
+    assert stored(stack) == {("song1", "2018-03"): 3}
+    item = dynamodb().get_item(TableName=stack.aggregates, Key={"songID": {"S": "song1"}, "SK": {"S": "2018-03"}})
+    assert item["Item"]["Month"]["S"] == "2018-03"
+    assert int(item["Item"]["LeaderboardOrder"]["N"]) == 3 * ORDER_SCALE + order_tiebreak("song1")
+    assert_each_download_counted_once_with_what_it_added(stack, [])
