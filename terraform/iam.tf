@@ -137,11 +137,12 @@ data "aws_iam_policy_document" "aggregator" {
     resources = [aws_dynamodb_table.progress[0].arn]
   }
 
-  # While a backfill may run: a claim per download, its owner set only where none is (leaderboard_core.claims). The
-  # table holds claims only (a hash of each download's key and who counted it); the UpdateItem returns ALL_NEW,
-  # which an attribute condition (dynamodb:Attributes) would have to cover, so none is set.
+  # While a backfill may run, and for good in ledger mode: a claim per download, its owner (and in ledger mode the first
+  # stream record applied) set only where none is (leaderboard_core.claims). The table holds claims only (a hash of each
+  # download's key, who counted it, what the backfill counted); the UpdateItem returns ALL_NEW, which an attribute
+  # condition (dynamodb:Attributes) would have to cover, so none is set.
   dynamic "statement" {
-    for_each = var.backfill_claims ? [aws_dynamodb_table.claims[0].arn] : []
+    for_each = local.claims_table_enabled ? [aws_dynamodb_table.claims[0].arn] : []
 
     content {
       sid       = "ClaimDownloads"

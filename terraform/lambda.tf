@@ -40,7 +40,8 @@ resource "aws_lambda_function" "aggregator" {
       SOURCE_ITEM_VALUE            = var.source_item_filter == null ? "" : var.source_item_filter.value
       RETRACTIONS                  = var.retractions ? "true" : "false"
       PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
-      CLAIMS_TABLE_NAME            = var.backfill_claims ? aws_dynamodb_table.claims[0].name : ""
+      CLAIMS_TABLE_NAME            = local.claims_table_enabled ? aws_dynamodb_table.claims[0].name : ""
+      LEDGER                       = var.ledger ? "true" : "false"
       ENTITY_ATTRIBUTE             = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
@@ -99,8 +100,23 @@ resource "aws_lambda_function" "aggregator" {
     }
 
     precondition {
-      condition     = !(var.backfill_claims && var.retractions)
-      error_message = "backfill_claims with retractions: a backfill's claims name who counted a download, not which image of it was counted, so an edit during the backfill could move its contribution twice. Run the backfill with retractions = false, then turn retractions on once backfill_claims is off again."
+      condition     = !(var.backfill_claims && var.retractions && !var.ledger)
+      error_message = "backfill_claims with retractions: a backfill's claims name who counted a download, not which image of it was counted, so an edit during the backfill could move its contribution twice. Use ledger = true instead of backfill_claims (with retractions = true): the ledger records what the backfill counted of each download, so a backfill may run beside retractions at any time."
+    }
+
+    precondition {
+      condition     = !var.ledger || var.retractions
+      error_message = "ledger = true needs retractions = true: the ledger moves each download's contribution through its edits and deletions, which reach the aggregator (with the old images it reads) only with retractions. Set retractions = true, or ledger = false."
+    }
+
+    precondition {
+      condition     = !(var.ledger && var.backfill_claims)
+      error_message = "ledger with backfill_claims: ledger mode keeps the claims table for good as its ledger, in which the backfill counts at any time with nothing to release, so backfill_claims is redundant. Remove backfill_claims (or set it to false) and keep ledger = true."
+    }
+
+    precondition {
+      condition     = !(local.source_table_given && var.retractions && !var.ledger)
+      error_message = "retractions = true on the attached table ${coalesce(var.source_table_name, "-")} needs ledger = true: the table holds downloads written before its stream was read, and a deletion or an edit of one the aggregator never counted would take back or move another download's count, silently. Set ledger = true (with retractions = true): the ledger records what was counted of each download and takes back only that. Or keep retractions = false."
     }
 
     precondition {

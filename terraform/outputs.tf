@@ -156,11 +156,11 @@ output "aggregates_table_arn" {
 }
 
 output "claims_table_name" {
-  description = "Name of the backfill's claims table (backfill_claims); null without it."
+  description = "Name of the claims table: the backfill's claims (backfill_claims) or, in ledger mode (ledger), the ledger; null without either."
   value       = one(aws_dynamodb_table.claims[*].name)
 }
 
 output "claims_table_arn" {
-  description = "ARN of the backfill's claims table; null without it."
+  description = "ARN of the claims table (backfill_claims or ledger); null without either."
   value       = one(aws_dynamodb_table.claims[*].arn)
 }

@@ -27,5 +27,13 @@ data "aws_dynamodb_table" "source" {
       condition     = length(self.replica) == 0 || var.global_table_aggregating_region == data.aws_region.current[0].id
       error_message = "The source table ${var.source_table_name} has replicas (a global table): each replica has its own stream, and aggregates written from two regions would conflict. Apply the module in one region only and name it: global_table_aggregating_region = that region (this is ${data.aws_region.current[0].id})."
     }
+
+    # AWS, DynamoDB Developer Guide, "Working with expired items and time to live (TTL)": "TTL deletions that are
+    # replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is
+    # replicated to" (S13 in docs/exactly-once.md). Ledger mode does not tell them apart either.
+    postcondition {
+      condition     = !var.retractions || length(self.replica) == 0
+      error_message = "retractions = true on ${var.source_table_name}, a table with replicas (a global table), ledger or not: AWS says \"TTL deletions that are replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is replicated to\" (DynamoDB Developer Guide, Working with expired items and time to live), so an expiry in another region would reach this stream as a deletion and take its download's count back. Keep retractions = false (and ledger = false) on a global table."
+    }
   }
 }

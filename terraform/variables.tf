@@ -60,7 +60,7 @@ variable "source_item_filter" {
 }
 
 variable "retractions" {
-  description = "Whether deletions and edits of downloads are followed. false (the default): downloads are immutable; the mapping passes INSERTs only, a deleted or edited download stays counted as it was first written, and `leaderboard-tools reconcile` is how a count catches up. true: a deletion by anyone but TTL takes its download's contribution back and an edit moves it (out of the old image's boards and amount, into the new image's); expiries by TTL still change no count. The stream must then carry old images: the module's own table gets stream_view_type NEW_AND_OLD_IMAGES (false keeps NEW_IMAGE), and a source_table_name table must have it already. Changing the view type gives the table a new stream (the provider disables the old one and enables another): what the old stream held unread and what is written in between are not counted, so switch while no download is written, or run `leaderboard-tools reconcile --repair` afterwards. Not with backfill_claims."
+  description = "Whether deletions and edits of downloads are followed. false (the default): downloads are immutable; the mapping passes INSERTs only, a deleted or edited download stays counted as it was first written, and `leaderboard-tools reconcile` is how a count catches up. true: a deletion by anyone but TTL takes its download's contribution back and an edit moves it (out of the old image's boards and amount, into the new image's); expiries by TTL still change no count. The stream must then carry old images: the module's own table gets stream_view_type NEW_AND_OLD_IMAGES (false keeps NEW_IMAGE), and a source_table_name table must have it already. Changing the view type gives the table a new stream (the provider disables the old one and enables another): what the old stream held unread and what is written in between are not counted, so switch while no download is written, or run `leaderboard-tools reconcile --repair` afterwards. On a source_table_name table only with ledger = true (its history was never read from the stream), and never on a table with replicas (a replicated expiry by TTL is not told from a deletion). Not with backfill_claims."
   type        = bool
   default     = false
   nullable    = false
@@ -589,7 +589,14 @@ variable "alarm_iterator_age_threshold_seconds" {
 ################################################################################
 
 variable "backfill_claims" {
-  description = "Claims for `leaderboard-tools backfill`, which counts the downloads a table held before the module was attached (its history) exactly once beside the stream: a table <name>-claims, in which the aggregator claims every download before counting it (one conditional write each) and the backfill every download it counts. Turn it on in the apply that attaches the module, run the backfill, then off once the backfill says so (docs/attaching.md). false: no backfill can run."
+  description = "Claims for `leaderboard-tools backfill`, which counts the downloads a table held before the module was attached (its history) exactly once beside the stream: a table <name>-claims, in which the aggregator claims every download before counting it (one conditional write each) and the backfill every download it counts. Turn it on in the apply that attaches the module, run the backfill, then off once the backfill says so (docs/attaching.md). Not with ledger, which keeps the claims for good. false: no backfill can run (but in ledger mode)."
   type        = bool
   default     = false
+}
+
+variable "ledger" {
+  description = "Ledger mode: the claims table <name>-claims is kept for good as a ledger of the downloads, one item per download key, recording which stream record of it the aggregator applied first and what `leaderboard-tools backfill` counted of it. Every insert, edit and deletion then moves its download's contribution exactly once, from what the ledger says was counted to what the item's new image counts, whatever the table held before its stream was read; a deletion of a download never counted changes nothing; and the backfill may run at any time, be killed, run again or run twice at once, with nothing to release. Costs one conditional write per download key and aggregator step (about one per download: `leaderboard-tools size --ledger` prices it) and the ledger's storage. Requires retractions = true; replaces backfill_claims (not with it). Turn it on in the apply that attaches the module and keep it on: turned off, the ledger is deleted with its table (docs/attaching.md)."
+  type        = bool
+  default     = false
+  nullable    = false
 }

@@ -62,6 +62,7 @@ module "leaderboard" {
   entity_attribute_name              = var.entity_attribute_name
   backfill_claims                    = var.backfill_claims
   retractions                        = var.retractions
+  ledger                             = var.ledger
   create_alarms                      = var.create_alarms
   create_alarm_sns_topic             = var.create_alarm_sns_topic
   tags                               = var.tags

@@ -171,3 +171,9 @@ variable "retractions" {
   type        = bool
   default     = false
 }
+
+variable "ledger" {
+  description = "Ledger mode: the claims table kept for good as the ledger (with retractions)."
+  type        = bool
+  default     = false
+}

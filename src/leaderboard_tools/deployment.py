@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
-from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
+from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
 from leaderboard_core.source_items import (
     AGGREGATES_TABLE_VARIABLE,
     RETRACTIONS_VARIABLE,
@@ -96,6 +96,9 @@ class Deployment:
     retractions: bool = False
     """RETRACTIONS (the module's `retractions`): the aggregator follows edits and deletions of downloads, so a repair's
     band holds their records too and a count may go down (and back to 0, out of the index)."""
+    ledger: bool = False
+    """LEDGER (the module's `ledger`): the claims table is the ledger, kept for good; the backfill records what it
+    counts of each download there and may run at any time, and there is no release step."""
 
     @property
     def aggregates(self) -> str:
@@ -324,6 +327,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         marker=marker_from_environment(environment),
         claims_table=environment.get(CLAIMS_TABLE_VARIABLE) or None,
         retractions=environment.get(RETRACTIONS_VARIABLE) == "true",
+        ledger=environment.get(LEDGER_VARIABLE) == "true",
     )
 
 

@@ -2,12 +2,14 @@
 
 DynamoDB Streams, LimitExceededException: "More than 2 processes are reading from the same streams
 shard at the same time. Exceeding this limit may result in request throttling" (S6 in
-docs/exactly-once.md). The module is both of them: its event source mapping and the aggregator's
-own GetRecords of the shard it was invoked for. Every other event source mapping of the stream is
-one more reader, whatever its state (a disabled one reads again once enabled, a deleting one until
-it is gone). A Kinesis streaming destination is not a reader of the stream (DynamoDB writes the
-changes to Kinesis itself), so it is neither listed nor counted; a process calling GetRecords
-itself (a DynamoDB Streams Kinesis Adapter application) cannot be listed: AWS names no such reader.
+docs/exactly-once.md). The module is both of them: its event source mapping and the aggregator's own
+GetRecords of the shard it was invoked for, in ledger mode too (the module's `ledger`: the
+watermarks still need each shard's records complete and in order, which the mapping's retries do not
+promise). Every other event source mapping of the stream is one more reader, whatever its state (a
+disabled one reads again once enabled, a deleting one until it is gone). A Kinesis streaming
+destination is not a reader of the stream (DynamoDB writes the changes to Kinesis itself), so it is
+neither listed nor counted; a process calling GetRecords itself (a DynamoDB Streams Kinesis Adapter
+application) cannot be listed: AWS names no such reader.
 
 Before the module is attached (no mapping of its aggregator yet), the aggregator counts as the two
 readers it will add, so the check can run against a source table before `terraform apply`.
@@ -25,7 +27,7 @@ from leaderboard_tools.deployment import Deployment, DeploymentError, _source_of
 READERS_PER_SHARD = 2
 """What DynamoDB Streams allows a shard before it throttles (S6)."""
 AGGREGATOR_READERS = 2
-"""The module's aggregator: its event source mapping and its own reads of the shard."""
+"""The module's aggregator: its event source mapping and its own reads of the shard, with or without the ledger."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class Reader:
     mappings: tuple[Mapping, ...]
     note: str | None = None
     """Why it was taken for another consumer when that is not certain."""
+    ledger: bool = False
+    """The module's aggregator in ledger mode (LEDGER): it still reads its shard itself, so still two readers."""
 
     @property
     def readers(self) -> int:
@@ -62,13 +66,17 @@ class Reader:
         return (self.function or "").split(":function:")[-1]
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "kind": "aggregator" if self.aggregator else "mapping",
-            "function": self.function,
-            "attached": self.attached,
-            "readers": self.readers,
-            "mappings": [mapping.as_json() for mapping in self.mappings],
-        } | ({"note": self.note} if self.note else {})
+        return (
+            {
+                "kind": "aggregator" if self.aggregator else "mapping",
+                "function": self.function,
+                "attached": self.attached,
+                "readers": self.readers,
+                "mappings": [mapping.as_json() for mapping in self.mappings],
+            }
+            | ({"note": self.note} if self.note else {})
+            | ({"ledger": self.ledger} if self.aggregator else {})
+        )
 
 
 @dataclass(frozen=True)
@@ -148,7 +156,11 @@ def stream_readers(clients: Any, table: str, deployment: Deployment | None) -> S
             aggregators.setdefault(function, []).append(mapping)
         else:
             readers.append(Reader(aggregator=False, function=function, mappings=(mapping,), note=note))
-    found = [Reader(aggregator=True, function=function, mappings=tuple(of)) for function, of in aggregators.items()]
+    ledger = deployment is not None and deployment.ledger
+    found = [
+        Reader(aggregator=True, function=function, mappings=tuple(of), ledger=ledger)
+        for function, of in aggregators.items()
+    ]
     return StreamReaders(
         table=table,
         stream_arn=stream_arn,

@@ -96,6 +96,8 @@ class Workload:
     delete_share: float = 0.0
     """With `retractions`: the share of downloads later deleted (not by TTL): one more stream record each, and a
     write of the aggregate it leaves."""
+    ledger: bool = False
+    """Ledger mode (`ledger`, with `retractions`): one conditional write of the ledger per download key and step."""
 
     def __post_init__(self) -> None:
         """The arithmetic's domain: what `size` refuses at its command line, refused here too (ValueError)."""
@@ -142,6 +144,13 @@ class Workload:
             per_second * sum(writes * (1 - (1 - share * p) ** records) for share, writes in kinds if share)
             for p in self.popularity()
         ]
+
+    @property
+    def ledger_writes_per_second(self) -> float:
+        """Ledger mode: one conditional write per distinct download key in a step. A download's insert and its later
+        edits and deletions are taken to fall in different steps, so each stream record is a write of its own (the
+        most a step writes); 0 without the ledger."""
+        return self.records_per_second if self.ledger else 0.0
 
     @property
     def invocations_per_second(self) -> float:
@@ -374,13 +383,19 @@ def get_records_per_invocation(batch_size: int) -> int:
     return 1 + batch_size // RECORDS_PER_GET_RECORDS
 
 
-def aggregator_seconds_per_invocation(batch_size: int, aggregate_writes_per_invocation: float) -> float:
+def aggregator_seconds_per_invocation(
+    batch_size: int, aggregate_writes_per_invocation: float, ledger_writes_per_invocation: float = 0.0
+) -> float:
     """CPU (the benchmark's, fitted) plus the calls it waits for: those in line one after another, the aggregate
-    writes in rounds of `aggregator_write_concurrency`."""
-    cpu_ms = CPU_MS_PER_RECORD * batch_size + CPU_MS_PER_AGGREGATE_WRITE * aggregate_writes_per_invocation
+    writes in rounds of `aggregator_write_concurrency`. Ledger mode's writes are taken as an aggregate write each, in
+    rounds of their own before the aggregate writes (they decide what those write): an estimate until the benchmark
+    measures ledger mode."""
+    writes = aggregate_writes_per_invocation + ledger_writes_per_invocation
+    cpu_ms = CPU_MS_PER_RECORD * batch_size + CPU_MS_PER_AGGREGATE_WRITE * writes
     waits = (
         CALLS_IN_LINE_BESIDE_GET_RECORDS
         + get_records_per_invocation(batch_size)
+        + math.ceil(ledger_writes_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
         + math.ceil(aggregate_writes_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
     )
     return cpu_ms / 1000 + waits * CALL_LATENCY_SECONDS
@@ -391,11 +406,15 @@ def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
     workload = sizing.workload
     aggregate_writes = sizing.pressure.aggregate_updates_per_second
     invocations = workload.invocations_per_second
-    seconds = aggregator_seconds_per_invocation(workload.batch_size, aggregate_writes / invocations)
+    ledger_writes = workload.ledger_writes_per_second
+    seconds = aggregator_seconds_per_invocation(
+        workload.batch_size, aggregate_writes / invocations, ledger_writes / invocations
+    )
     query_seconds = math.ceil(sizing.shown / QUERY_READER_THREADS) * CALL_LATENCY_SECONDS
     lines = [
         CostLine("aggregate writes", aggregate_writes, WRITE_REQUEST_UNIT),
         CostLine("index writes", INDEX_WRITES_PER_UPDATE * aggregate_writes, WRITE_REQUEST_UNIT),
+        CostLine("ledger writes (one conditional write per download key and step)", ledger_writes, WRITE_REQUEST_UNIT),
         CostLine("progress table writes", invocations, WRITE_REQUEST_UNIT),
         CostLine("progress table reads", invocations, READ_REQUEST_UNIT),
         CostLine(

@@ -1041,6 +1041,11 @@ run "no_claims_by_default" {
     condition     = length(aws_dynamodb_table.claims) == 0 && aws_lambda_function.aggregator[0].environment[0].variables["CLAIMS_TABLE_NAME"] == ""
     error_message = "without backfill_claims the aggregator claims nothing"
   }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["LEDGER"] == "false" && output.claims_table_name == null
+    error_message = "no ledger by default"
+  }
 }
 
 run "without_retractions_the_stream_carries_new_images_and_only_inserts_pass" {
@@ -1116,6 +1121,7 @@ run "retractions_on_a_source_table_pass_changes_into_and_out_of_the_marker" {
     source_table_name  = "platform"
     source_item_filter = { attribute = "type", value = "DOWNLOAD" }
     retractions        = true
+    ledger             = true
   }
 
   assert {
@@ -1155,6 +1161,7 @@ run "retractions_on_a_source_table_whose_stream_has_no_old_images_are_refused" {
   variables {
     source_table_name = "platform"
     retractions       = true
+    ledger            = true
   }
 
   override_data {
@@ -1175,4 +1182,142 @@ run "retractions_beside_backfill_claims_are_refused" {
   }
 
   expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "retractions_beside_backfill_claims_on_the_modules_own_table_are_refused" {
+  command = plan
+
+  variables {
+    backfill_claims = true
+    retractions     = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "ledger_mode_keeps_the_claims_table_as_the_ledger_and_follows_changes" {
+  command = plan
+
+  variables {
+    source_table_name  = "platform"
+    source_item_filter = { attribute = "type", value = "DOWNLOAD" }
+    retractions        = true
+    ledger             = true
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.claims[0].name == "validation-claims" && aws_dynamodb_table.claims[0].hash_key == "ClaimKey"
+    error_message = "ledger mode creates <name>-claims, keyed by the claim: the ledger"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["LEDGER"] == "true" && aws_lambda_function.aggregator[0].environment[0].variables["CLAIMS_TABLE_NAME"] == "validation-claims" && aws_lambda_function.aggregator[0].environment[0].variables["RETRACTIONS"] == "true"
+    error_message = "the aggregator keeps its ledger in the claims table and follows edits and deletions"
+  }
+
+  assert {
+    condition     = anytrue([for statement in data.aws_iam_policy_document.aggregator[0].statement : statement.sid == "ClaimDownloads"])
+    error_message = "the aggregator may write the ledger"
+  }
+
+  assert {
+    condition     = length(one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter) == 5
+    error_message = "the INSERT filter and the four of retractions with a marker"
+  }
+
+  assert {
+    condition = anytrue([for filter in one(aws_lambda_event_source_mapping.aggregator[0].filter_criteria).filter : jsondecode(filter.pattern) == {
+      eventName    = ["REMOVE"]
+      userIdentity = { principalId = [{ anything-but = ["dynamodb.amazonaws.com"] }] }
+      dynamodb     = { OldImage = { type = { S = ["DOWNLOAD"] } } }
+    }])
+    error_message = "a REMOVE of a marked item by any principal but DynamoDB's TTL passes, as with retractions"
+  }
+
+  assert {
+    condition     = output.claims_table_name == "validation-claims"
+    error_message = "the claims table's output names the ledger"
+  }
+}
+
+run "ledger_mode_on_the_modules_own_table_plans" {
+  command = plan
+
+  variables {
+    retractions = true
+    ledger      = true
+  }
+
+  assert {
+    condition     = aws_dynamodb_table.claims[0].name == "validation-claims" && aws_dynamodb_table.this[0].stream_view_type == "NEW_AND_OLD_IMAGES" && aws_lambda_function.aggregator[0].environment[0].variables["LEDGER"] == "true"
+    error_message = "ledger mode on the module's own table: the ledger, and a stream with old images"
+  }
+}
+
+run "ledger_without_retractions_is_refused" {
+  command = plan
+
+  variables {
+    ledger = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "ledger_beside_backfill_claims_is_refused" {
+  command = plan
+
+  variables {
+    retractions     = true
+    ledger          = true
+    backfill_claims = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "retractions_on_an_attached_table_without_ledger_are_refused" {
+  command = plan
+
+  variables {
+    source_table_name = "platform"
+    retractions       = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "ledger_mode_on_a_global_source_table_is_refused" {
+  command = plan
+
+  variables {
+    source_table_name               = "platform"
+    global_table_aggregating_region = "eu-west-1"
+    retractions                     = true
+    ledger                          = true
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_AND_OLD_IMAGES", replica = [{ region_name = "us-east-1" }] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
+}
+
+run "retractions_without_ledger_on_a_global_source_table_are_refused" {
+  command = plan
+
+  variables {
+    source_table_name               = "platform"
+    global_table_aggregating_region = "eu-west-1"
+    retractions                     = true
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.source
+    values = { stream_enabled = true, stream_view_type = "NEW_AND_OLD_IMAGES", replica = [{ region_name = "us-east-1" }] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.source]
 }

@@ -82,7 +82,9 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         self._claims = ""
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._report = BackfillReport(deployment.table, segments, aggregator_function=deployment.aggregator_function)
+        self._report = BackfillReport(
+            deployment.table, segments, aggregator_function=deployment.aggregator_function, ledger=deployment.ledger
+        )
 
     def run(self) -> BackfillReport:
         """Scan every unfinished segment, or say the backfill is done. Refusals raise before anything is written;

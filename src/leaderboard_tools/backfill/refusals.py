@@ -21,20 +21,23 @@ def claims_table_of(deployment: Deployment) -> str:
         raise BackfillRefused(
             f"the aggregator {function} claims nothing (no CLAIMS_TABLE_NAME in its environment): a backfill beside "
             "it would count twice the downloads the stream also delivers. Apply the module with "
-            "backfill_claims = true, then run the backfill; nothing was written"
+            "backfill_claims = true (or, with retractions = true, ledger = true), then run the backfill; nothing was "
+            "written"
         )
     if deployment.sum_attribute:
         raise BackfillRefused(
             f"the deployment sums {deployment.sum_attribute} (SUM_ATTRIBUTE): the backfill counts downloads, a "
             "backfill of sums is not supported yet; nothing was written"
         )
-    if deployment.retractions:
+    if deployment.retractions and not deployment.ledger:
         raise BackfillRefused(
             "the aggregator follows edits and deletions of downloads (RETRACTIONS=true): a claim names who counts a "
             "download, not which image of it was counted, so an edit or deletion while the backfill runs could be "
             "counted twice or lost. Apply retractions = false, run the backfill to its end, apply "
             "backfill_claims = false and retractions = true, then `leaderboard-tools reconcile --repair` the boards "
-            "the edits and deletions made meanwhile touched; nothing was written"
+            "the edits and deletions made meanwhile touched (or apply ledger = true instead of backfill_claims: the "
+            "ledger records what the backfill counted of each download, and a backfill runs beside retractions); "
+            "nothing was written"
         )
     if not deployment.progress_table:
         raise BackfillRefused(
@@ -58,6 +61,15 @@ def check_history(dynamodb: Any, deployment: Deployment, claims: str) -> None:
     # The module creates the claims table before the progress table (depends_on): a newer claims table came with a
     # later apply than the aggregator's first, which may have counted downloads before it claimed them.
     if claims_created > progress_created and any_aggregate(dynamodb, deployment):
+        if deployment.ledger:
+            raise BackfillRefused(
+                f"the ledger {claims} was created at {claims_created.isoformat()}, later than the progress table "
+                f"{deployment.progress_table} ({progress_created.isoformat()}), and {deployment.aggregates} holds "
+                "aggregates: the aggregator counted downloads before the ledger recorded them, and the backfill "
+                "would count those again (nor can the ledger say what they contributed when they are edited). Ledger "
+                "mode is turned on in the apply that attaches the module: attach a new stack (another name) with "
+                "ledger = true and run the backfill there (docs/attaching.md); nothing was written"
+            )
         raise BackfillRefused(
             f"the claims table {claims} was created at {claims_created.isoformat()}, later than the progress table "
             f"{deployment.progress_table} ({progress_created.isoformat()}), and {deployment.aggregates} holds "

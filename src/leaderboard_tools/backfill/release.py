@@ -5,6 +5,9 @@ margin, docs/operations.md). Until the aggregator's checkpoint of every shard ha
 be counted by the stream: its claim says the backfill has it. Read from each shard's checkpoint, as `reconcile`'s
 in-flight check reads (the progress table, not IteratorAge, which says what the mapping delivered, not what the
 aggregator counted).
+
+In ledger mode (the module's `ledger`) the claims table is the ledger and is kept for good: there is nothing to
+release, at any time.
 """
 
 from __future__ import annotations
@@ -29,13 +32,22 @@ class Release:
     """Download records created before the end plus the margin that the aggregator has not counted past; None:
     unknown (a shard could not be read that far)."""
     stream: StreamCheck | None = None
+    ledger: bool = False
+    """Ledger mode: the ledger is permanent, and nothing is to be released."""
 
     @property
     def releasable(self) -> bool:
-        return self.ended_at is not None and self.waiting == 0
+        return not self.ledger and self.ended_at is not None and self.waiting == 0
+
+
+LEDGER_VERDICT = "ledger mode: the ledger is permanent, nothing to release"
+"""What a release check answers in ledger mode."""
 
 
 def release_check(clients: Any, deployment: Deployment, margin_seconds: float = CLOCK_MARGIN_SECONDS) -> Release:
+    """When the claims may go; in ledger mode at once, without a read: never (the ledger is permanent)."""
+    if deployment.ledger:
+        return Release(None, ledger=True)
     claims = claims_table_of(deployment)
     done = clients.dynamodb.get_item(TableName=claims, Key={CLAIM_KEY: {"S": DONE_ITEM}}, ConsistentRead=True)
     ended = ((done.get("Item") or {}).get(ENDED_AT) or {}).get("N")

@@ -108,6 +108,8 @@ class BackfillReport:
     the claims are on."""
     error: str | None = None
     aggregator_function: str | None = None
+    ledger: bool = False
+    """Ledger mode: the claims table is the ledger, kept for good; nothing is released after the backfill."""
 
     @property
     def finished(self) -> bool:
@@ -117,7 +119,12 @@ class BackfillReport:
         if not self.finished:
             return (
                 "run `leaderboard-tools backfill` again (same --segments): it goes on from each segment's saved place; "
-                "keep backfill_claims = true"
+                + ("keep ledger = true" if self.ledger else "keep backfill_claims = true")
+            )
+        if self.ledger:
+            return (
+                "nothing: ledger mode keeps the ledger for good, so there is nothing to release (keep ledger = true); "
+                "the stream moves each download the backfill counted from what the ledger says it counted"
             )
         end = iso(self.ended_at)
         return (

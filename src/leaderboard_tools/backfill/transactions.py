@@ -113,8 +113,10 @@ def aggregate_counts(chunk: list[ScannedDownload]) -> dict[tuple[str, str], int]
 
 def aggregate_update(deployment: Deployment, entity: str, board: str, added: int) -> dict[str, Any]:
     """The aggregator's own forms: count, index partition and order move together without a read. An aggregate
-    without an order but with a count (written before the order existed) or recounted by a repair (its count already
-    holds the table's history) fails the condition: the backfill stops rather than count it."""
+    without an order but with a count other than 0 (written before the order existed) or recounted by a repair (its
+    count already holds the table's history) fails the condition: the backfill stops rather than count it. One at 0
+    without an order left the index after retractions took its downloads back: it comes back with its order rebuilt
+    from the tie-breaker, as the aggregator's next write would bring it."""
     names = deployment.names
     return {
         "Update": {
@@ -124,7 +126,8 @@ def aggregate_update(deployment: Deployment, entity: str, board: str, added: int
                 "ADD #count :added SET #period = :partition, #order = if_not_exists(#order, :tiebreak) + :scaled"
             ),
             "ConditionExpression": (
-                "(attribute_exists(#order) OR attribute_not_exists(#count)) AND attribute_not_exists(#fence)"
+                "(attribute_exists(#order) OR attribute_not_exists(#count) OR #count = :zero) "
+                "AND attribute_not_exists(#fence)"
             ),
             "ExpressionAttributeNames": {
                 "#count": names.count,
@@ -137,20 +140,31 @@ def aggregate_update(deployment: Deployment, entity: str, board: str, added: int
                 ":partition": {"S": leaderboard_partition(board, entity, deployment.shards())},
                 ":tiebreak": {"N": str(order_tiebreak(entity))},
                 ":scaled": {"N": str(added * ORDER_SCALE)},
+                ":zero": {"N": "0"},
             },
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
 
 
+def contribution(download: ScannedDownload) -> dict[str, int]:
+    """Ledger mode: what the backfill adds for a download, board id -> amount (a count: 1 in each of its boards), kept
+    in its ledger item so that the stream's first record of it moves the count from there."""
+    return dict.fromkeys(download.boards, 1)
+
+
 def transaction_items(
     chunk: list[ScannedDownload], deployment: Deployment, claims_table: str
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The chunk's TransactItems: its claims first (in the chunk's order), then its aggregates' updates; and the
-    aggregates in the order of their actions."""
+    """The chunk's TransactItems: its claims first (in the chunk's order; in ledger mode each with what it adds),
+    then its aggregates' updates; and the aggregates in the order of their actions."""
     claims = []
     for download in chunk:
-        put = backfill_claim(claims_table, download.key)
+        put = (
+            backfill_claim(claims_table, download.key, entity=download.entity, contribution=contribution(download))
+            if deployment.ledger
+            else backfill_claim(claims_table, download.key)
+        )
         put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         claims.append(put)
     counts = aggregate_counts(chunk)

@@ -17,7 +17,8 @@ BOARDS_LISTED = 50
 """Boards the table report lists; --output json lists every one."""
 DESCRIPTION = """Count the downloads a table held before the module was attached, each exactly once beside the stream
 (the aggregator and the backfill claim each download; docs/attaching.md). It resumes where a run stopped, at the rate
---max-read-units allows; --release-check says when backfill_claims may be switched off."""
+--max-read-units allows; --release-check says when backfill_claims may be switched off. In ledger mode (ledger = true)
+it records what it counts of each download in the ledger, may run at any time, and has nothing to release."""
 ON_INTERRUPT = "the backfill resumes where its segments stopped: run the same command again"
 
 
@@ -26,7 +27,7 @@ def register(commands: Any) -> None:
         commands,
         "backfill",
         "count the table's history (downloads written before the module was attached) exactly once beside the "
-        "stream; needs backfill_claims = true",
+        "stream; needs backfill_claims = true or ledger = true",
         DESCRIPTION,
     )
     add_operator_arguments(command)
@@ -52,7 +53,7 @@ def register(commands: Any) -> None:
         "--release-check",
         action="store_true",
         help="only check whether backfill_claims may be switched off: 0 yes (the aggregator has counted past every "
-        "record created before the backfill's end), 4 not yet",
+        "record created before the backfill's end), 4 not yet; in ledger mode 0: nothing to release",
     )
     add_output_argument(command)
     command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
@@ -128,12 +129,15 @@ def _text_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _release_check(aws: Any, deployment: Any, output: str) -> int:
-    """0: the claims may go (apply backfill_claims = false); 4: not yet, or no backfill has finished."""
-    from leaderboard_tools.backfill.release import release_check
+    """0: the claims may go (apply backfill_claims = false), or ledger mode: nothing to release; 4: not yet, or no
+    backfill has finished."""
+    from leaderboard_tools.backfill.release import LEDGER_VERDICT, release_check
     from leaderboard_tools.backfill.report import iso
 
     release = release_check(aws, deployment)
-    if release.ended_at is None:
+    if release.ledger:
+        verdict = LEDGER_VERDICT
+    elif release.ended_at is None:
         verdict = "no backfill has finished: run `leaderboard-tools backfill` to its end first; keep backfill_claims on"
     elif release.waiting is None:
         verdict = "a shard could not be read far enough to tell: run this again; keep backfill_claims on"
@@ -154,13 +158,16 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
                     "endedAt": iso(release.ended_at),
                     "waiting": release.waiting,
                     "releasable": release.releasable,
+                    "ledger": release.ledger,
                     "verdict": verdict,
                 }
             )
         )
+    elif release.ledger:
+        print(f"backfill of {deployment.table}: {verdict}")
     else:
         print(f"backfill of {deployment.table}, ended {iso(release.ended_at) or 'never'}: {verdict}")
-    return EXIT_EXACT if release.releasable else EXIT_PENDING
+    return EXIT_EXACT if release.releasable or release.ledger else EXIT_PENDING
 
 
 def _text(report: dict[str, Any], already: bool) -> str:

@@ -23,9 +23,9 @@ STATE_NOTES = {
 """Why a mapping that is not reading now is counted."""
 
 
-DESCRIPTION = """Who reads the table's stream: the module's aggregator (its mapping and its own reads: 2) and every
-other event source mapping (1 each), against the 2 readers DynamoDB Streams allows a shard before it throttles. Run it
-before attaching the module to a platform's table too (docs/attaching.md); it writes nothing."""
+DESCRIPTION = """Who reads the table's stream: the module's aggregator (its mapping and its own reads: 2, in ledger mode
+too) and every other event source mapping (1 each), against the 2 readers DynamoDB Streams allows a shard before it
+throttles. Run it before attaching the module to a platform's table too (docs/attaching.md); it writes nothing."""
 
 
 def register(commands: Any) -> None:
@@ -94,6 +94,7 @@ def _described(reader: dict[str, Any]) -> str:
     if reader["kind"] == "aggregator" and not reader["attached"]:
         return "the module's aggregator, not attached yet: its mapping and its own reads of the shard, once applied"
     if reader["kind"] == "aggregator":
-        return f"the module's aggregator {function} ({mappings}) and its own reads of the shard"
+        mode = ", in ledger mode too" if reader.get("ledger") else ""
+        return f"the module's aggregator {function} ({mappings}) and its own reads of the shard{mode}"
     note = f"; {reader['note']}" if reader.get("note") else ""
     return f"{function} ({mappings}{note})"

@@ -56,7 +56,7 @@ EVALUATED_LISTS = ("local.query_item_attributes", "local.aggregate_attributes")
 CLAIMS_TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-claims"
 DYNAMIC_VALUES = {
     "${var.kms_key_arn == null ? [] : [var.kms_key_arn]}": [KMS_KEY_ARN],
-    "${var.backfill_claims ? [aws_dynamodb_table.claims[0].arn] : []}": [CLAIMS_TABLE_ARN],
+    "${local.claims_table_enabled ? [aws_dynamodb_table.claims[0].arn] : []}": [CLAIMS_TABLE_ARN],
     "${local.source_table_kms_key_arn == null ? [] : [local.source_table_kms_key_arn]}": [SOURCE_TABLE_KMS_KEY_ARN],
 }
 UNSCOPED_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}

@@ -351,6 +351,7 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "marker": None,
         "claims_table": None,
         "retractions": False,
+        "ledger": False,
     }
     assert found["stream_arn"] == stack.stream_arn
 

@@ -159,3 +159,41 @@ def test_json_lists_each_reader_with_its_mappings_and_the_total(aws: None, capsy
         "mappings": [{"uuid": uuid, "state": "Disabled", "batchSize": 50}],
     }
     assert indexer["function"].endswith(":function:search-indexer")
+
+
+def test_in_ledger_mode_the_aggregator_still_takes_both_readers_and_another_consumer_is_one_too_many(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the module attached in ledger mode (with retractions) to a platform's table whose stream feeds an indexer
+    deploy(
+        single_table=PLATFORM,
+        retractions=True,
+        aggregator_settings={"LEDGER": "true", "CLAIMS_TABLE_NAME": "music-claims"},
+    )
+    uuid = other_consumer(PLATFORM.table)
+    # when readers runs, as a table and as JSON
+    outcome, out, err = readers(PLATFORM.table, capsys)
+    json_outcome, json_out, _ = readers(PLATFORM.table, capsys, "--json")
+    # then the aggregator still counts two (its mapping and its own reads of the shard, in ledger mode too): three
+    # readers with the indexer, exit 3 and the warning
+    assert (outcome, json_outcome) == (EXIT_DIFFERENCES, EXIT_DIFFERENCES)
+    assert "  2  the module's aggregator music-aggregator (mapping " in out
+    assert "and its own reads of the shard, in ledger mode too" in out
+    assert f"  1  search-indexer (mapping {uuid} Enabled, batch size 50)" in out
+    assert "3 readers; a shard allows 2: too many" in out
+    assert "Move search-indexer off the stream" in err
+    aggregator, indexer = json.loads(json_out)["readers"]
+    assert (aggregator["kind"], aggregator["ledger"], aggregator["readers"]) == ("aggregator", True, 2)
+    assert "ledger" not in indexer
+
+
+def test_without_ledger_mode_the_aggregator_is_not_said_to_be_in_it(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the module on the guide's table, without ledger
+    deploy()
+    # when readers runs with --json, then its aggregator is two readers, not in ledger mode
+    outcome, out, _ = readers("music-downloads", capsys, "--json")
+    (aggregator,) = json.loads(out)["readers"]
+    assert outcome == EXIT_EXACT
+    assert (aggregator["ledger"], aggregator["readers"]) == (False, 2)

@@ -502,3 +502,56 @@ def test_the_help_says_what_edits_and_deletions_model(capsys: pytest.CaptureFixt
     assert "--delete-share" in text
     assert "retractions = true" in text
     assert "one more stream record" in text
+
+
+# ------------------------------------------------------------------------------------------------------ ledger mode
+
+LEDGER_LINE = "ledger writes (one conditional write per download key and step)"
+
+
+def test_ledger_mode_is_one_conditional_write_per_stream_record_at_the_write_price(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given 1,000 downloads a second, 10 % later edited and 5 % deleted, in batches of 100, with and without the ledger
+    load = ["--downloads-per-second", "1000", "--songs", "100000", "--edit-share", "0.1", "--delete-share", "0.05"]
+    code, out, _ = size_command([*load, "--ledger", "--json"], capsys)
+    ledger = json.loads(out)
+    _, out, _ = size_command([*load, "--json"], capsys)
+    plain = json.loads(out)
+    lines = {line["item"]: line for line in ledger["cost"]["lines"]}
+    plain_lines = {line["item"]: line for line in plain["cost"]["lines"]}
+    # then the ledger takes one write per stream record (1,150 a second), priced as a write request unit, the module's
+    assert code == 0
+    assert ledger["workload"]["ledger"] is True
+    assert lines[LEDGER_LINE]["per_second"] == pytest.approx(1150)
+    assert lines[LEDGER_LINE]["dollars_per_month"] == pytest.approx(1150 * prices.SECONDS_PER_MONTH * 0.625 / 1e6)
+    assert lines[LEDGER_LINE]["module"] is True
+    # and without it there is no ledger write; the rest of DynamoDB's bill is the same, the aggregator's time longer
+    assert plain_lines[LEDGER_LINE]["per_second"] == 0
+    for item in ("aggregate writes", "index writes", "progress table writes", "aggregator requests"):
+        assert lines[item]["per_second"] == pytest.approx(plain_lines[item]["per_second"])
+    assert lines["aggregator GB-seconds"]["per_second"] > plain_lines["aggregator GB-seconds"]["per_second"]
+    assert ledger["cost"]["module_dollars_per_month"] > (
+        plain["cost"]["module_dollars_per_month"] + lines[LEDGER_LINE]["dollars_per_month"]
+    )
+
+
+def test_a_million_downloads_in_ledger_mode_cost_0_625_dollars_more_in_ledger_writes() -> None:
+    # given a million downloads a second, none edited or deleted, with the ledger
+    workload = Workload(downloads_per_second=1e6, songs=1000, ledger=True)
+    lines = {line.item: line for line in cost(recommend(workload, Boards())).lines}
+    # then a second of them writes the ledger a million times: $0.625 at the price table's write request unit
+    line = lines[LEDGER_LINE]
+    assert line.per_second == pytest.approx(1e6)
+    assert line.per_second * line.price.per_unit == pytest.approx(0.625)
+
+
+def test_the_table_shows_the_ledger_line_only_in_ledger_mode(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    _, with_ledger, _ = size_command(["--downloads-per-second", "1000", "--songs", "1000", "--ledger"], capsys)
+    _, without, _ = size_command(["--downloads-per-second", "1000", "--songs", "1000"], capsys)
+    assert "ledger writes (one conditional write per download key and step)" in " ".join(with_ledger.split())
+    assert "ledger, per_batch" in " ".join(with_ledger.split())
+    assert "ledger writes" not in without

@@ -53,6 +53,9 @@ each is one more stream record (more invocations, stream reads and progress writ
 the aggregate it leaves and the one it enters, a deletion the one it leaves, in every board, taken
 as other aggregates than the batch's new downloads write.
 
+With ledger = true (--ledger), each step of the aggregator also writes the ledger once per download
+key it holds (one conditional write each, taken as one per stream record): priced beside the others.
+
 Exit codes: 0 a number of shards fits; 1 none does (the reasons and the cost are printed); 2 a
 flag outside what the module accepts. The arithmetic: docs/sizing.md."""
 
@@ -111,6 +114,12 @@ def register(commands: Any) -> None:
         help="top-10 pages the query function answers a second, for the read side of the cost (default 0)",
     )
     module = size.add_argument_group("the module's settings (terraform/variables.tf)")
+    module.add_argument(
+        "--ledger",
+        action="store_true",
+        help="ledger = true (with retractions = true): one conditional write of the ledger per download key and "
+        "aggregator step, taken as one per stream record (downloads, edits and deletions)",
+    )
     module.add_argument(
         "--batch-size",
         type=whole_number(*BATCH_SIZE_RANGE),
@@ -208,6 +217,7 @@ def run(arguments: argparse.Namespace) -> int:
         window_seconds=arguments.window,
         edit_share=arguments.edit_share,
         delete_share=arguments.delete_share,
+        ledger=arguments.ledger,
     )
     boards = Boards(periods=len(arguments.periods), categories=arguments.categories)
     sizing = recommend(workload, boards, arguments.target_share, arguments.separate_aggregates_table)

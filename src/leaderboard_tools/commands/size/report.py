@@ -21,7 +21,7 @@ from leaderboard_tools.sizing import (
 
 QUERY_SIDE = ("index reads", "query ")
 """The cost lines of the query function's reads: shown in the table when --queries-per-second asks for them."""
-OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted")
+OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted", "ledger writes")
 """Cost lines shown in the table only when the load has them."""
 
 
@@ -100,7 +100,7 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
     workload, boards, pressure = sizing.workload, sizing.boards, sizing.pressure
     table = Table(
         title=f"{workload.downloads_per_second:,g} downloads/s{changes(workload)} over {workload.songs:,} songs "
-        f"(Zipf {workload.zipf_exponent:g}, {workload.aggregate_writes}, "
+        f"(Zipf {workload.zipf_exponent:g}, {'ledger, ' if workload.ledger else ''}{workload.aggregate_writes}, "
         + (
             f"batch {workload.batch_size:,}"
             if workload.aggregate_writes == "per_batch"
@@ -204,6 +204,7 @@ def size_json(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> dict
             "window_seconds": workload.window_seconds,
             "edit_share": workload.edit_share,
             "delete_share": workload.delete_share,
+            "ledger": workload.ledger,
             "records_per_second": workload.records_per_second,
         },
         "target_share": sizing.target_share,
