@@ -33,6 +33,7 @@ from tests.stream_model.aws_delivery import (
     StreamRecord,
     World,
     Written,
+    image_of,
 )
 from tests.stream_model.environment import TABLE, Design, Environment
 
@@ -111,9 +112,10 @@ class Delete(Step):
 EDITS = ("when", "genre", "plays", "song", "user", "marker", "malformed", "back")
 """What an Edit changes: the timestamp (to another of EDIT_TIMESTAMPS), the category (another of GENRES), the summed
 amount (another of PLAYS), the entity (song: the partition key, which no update changes, so the application deletes
-the item and writes it under the other song), the UserID (nothing counted), the marker (DOWNLOAD or not), the
-timestamp spoilt (malformed), or back to the image before the item's last edit. One that does not apply to the
-history's table and boards makes the next one that does."""
+the item and writes it under the other song), the UserID (nothing counted), the marker (DOWNLOAD or not), one
+attribute spoilt (malformed: the timestamp, or the summed amount or the category where the boards read them), or back
+to the image before the item's last edit. One that does not apply to the history's table and boards makes the next
+one that does."""
 RETRACTION_KINDS = (
     "deletion",
     "expiry",
@@ -371,31 +373,86 @@ def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
     return [names[period] for period in periods]
 
 
-def boards_of(written: Written, boards: str) -> list[str]:
+@dataclass(frozen=True)
+class Reading:
+    """What the oracle reads in one image of a download: its UTC moment, category and amount."""
+
+    moment: datetime
+    genre: str | None
+    amount: Decimal
+
+
+def read_image(written: Written | None, boards: str) -> Reading | None:
+    """The oracle's own parse of the item as stored (image_of), never of how a step meant it: None when the item is
+    no download (another marker) or is malformed (Timestamp missing, not a string or no date with an offset; the
+    category present but not a non-empty string; the summed attribute missing or not a number). Read from the image,
+    so that any sequence of edits, each spoiling or mending one attribute, is judged by what the item holds."""
+    if written is None:
+        return None
+    image = image_of(written)
+    if image.get(MARKER[0], {"S": MARKER[1]}) != {"S": MARKER[1]}:
+        return None
+    _, category, summed = BOARDS[boards]
+    moment = _moment_of(image.get("Timestamp"))
+    genre = image.get(category) if category else None
+    amount = _amount_in(image.get(summed)) if summed else Decimal(1)
+    if moment is None or amount is None or (genre is not None and not _non_empty_string(genre)):
+        return None
+    return Reading(moment, genre["S"] if genre is not None else None, amount)
+
+
+def _moment_of(value: dict[str, str] | None) -> datetime | None:
+    if value is None or set(value) != {"S"}:
+        return None
+    try:
+        moment = datetime.fromisoformat(value["S"].replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None
+
+
+def _amount_in(value: dict[str, str] | None) -> Decimal | None:
+    if value is None or set(value) != {"N"}:
+        return None
+    try:
+        return Decimal(value["N"])
+    except ArithmeticError:
+        return None
+
+
+def _non_empty_string(value: dict[str, str]) -> bool:
+    return set(value) == {"S"} and bool(value["S"])
+
+
+def boards_of(reading: Reading, boards: str) -> list[str]:
     """The aggregates' sort keys a download counts in, as docs/leaderboard-shards.md names them: bucket[@category]."""
-    periods, category, _ = BOARDS[boards]
+    periods, _, _ = BOARDS[boards]
     if not periods:
-        return [utc_month(written.timestamp)]
-    buckets = utc_buckets(written.timestamp, periods)
-    genre = written.genre.get("S") if category and written.genre else None
+        return [reading.moment.strftime("%Y-%m")]
+    buckets = utc_buckets(reading.moment.isoformat(), periods)
+    genre = reading.genre
     return buckets + ([f"{bucket}@{quote(genre, safe='')}" for bucket in buckets] if genre else [])
 
 
-def amount_of(written: Written) -> Decimal:
-    return Decimal(written.plays["N"]) if written.plays is not None else Decimal(1)
+def counts(written: Written | None, boards: str) -> bool:
+    """A download that counts: well-formed by the oracle's reading and, where the table holds other items, marked."""
+    return read_image(written, boards) is not None
 
 
-def counts(written: Written | None) -> bool:
-    """A download that counts: well-formed and, where the table holds other items, marked as one."""
-    return written is not None and not written.malformed and written.kind in (None, MARKER[1])
+def rejected(written: Written | None, boards: str) -> bool:
+    """A download (marked as one where the table holds other items) the oracle reads as malformed."""
+    if written is None or written.kind not in (None, MARKER[1]):
+        return False
+    return read_image(written, boards) is None
 
 
 def contribution(written: Written | None, boards: str) -> dict[tuple[str, str], Decimal]:
     """What one image of an item adds to each aggregate (nothing when it does not count)."""
-    if not counts(written):
+    reading = read_image(written, boards)
+    if reading is None:
         return {}
     assert written is not None
-    return {(written.song_id, board): amount_of(written) for board in boards_of(written, boards)}
+    return {(written.song_id, board): reading.amount for board in boards_of(reading, boards)}
 
 
 def delta_of(record: StreamRecord, boards: str) -> dict[tuple[str, str], Decimal]:
@@ -581,7 +638,9 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
     for step in history.steps:
         counter = apply(world, step, counter)
     world.drain()
-    outcome = Outcome(history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w)))
+    outcome = Outcome(
+        history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w, config.boards))
+    )
     outcome.retractions = sum(1 for record in world.changes if record.event_name != "INSERT")
     truth = truth_of(world)
     counted = counted_of(world)
@@ -606,11 +665,7 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
         outcome.unreported_malformed = sum(
             1
             for record in world.changes
-            if record.written is not None
-            and record.written.malformed
-            and record.written.kind in (None, MARKER[1])
-            and str(record.sequence) not in reported
-            and not covers(record)
+            if rejected(record.written, config.boards) and str(record.sequence) not in reported and not covers(record)
         )
     outcome.hazards = set(world.hazards)
     outcome.board_kinds = world.retraction_kinds | {
@@ -675,7 +730,7 @@ def _retract(world: World, step: Delete | Edit | Rewrite) -> None:
     key = old.key
     if isinstance(step, Delete):
         world.remove(key, by_ttl=step.ttl)
-        if counts(old):
+        if counts(old, world.config.boards):
             world.retraction_kinds.add("expiry" if step.ttl else "deletion")
         return
     change = _applicable(world, step.change, old)
@@ -731,13 +786,27 @@ def _edited(world: World, old: Written, change: str, to: int) -> Written:
     if change == "marker":
         return dataclasses.replace(old, kind="PLAY" if old.kind == MARKER[1] else MARKER[1])
     if change == "malformed":
-        return dataclasses.replace(old, malformed=1 + to % 3)
+        return _spoilt(world, old, to)
     if change == "back":
         previous = _previous(world, old)
         assert previous is not None
         return previous
     user = f"user{to + 2}"
     return dataclasses.replace(old, user=user if user != old.user else f"user{to + 3}")
+
+
+def _spoilt(world: World, old: Written, to: int) -> Written:
+    """One attribute spoilt: the timestamp (1-3, as Write's malformed), or where the boards read them the summed
+    attribute (4) or the category (5). What else the item holds stays as it is, spoilt or not: the oracle reads the
+    image, so a download spoilt twice and mended once stays malformed."""
+    _, category, summed = BOARDS[world.config.boards]
+    ways = [1, 2, 3] + ([4] if summed else []) + ([5] if category else [])
+    way = ways[to % len(ways)]
+    if way == 4:
+        return dataclasses.replace(old, plays={"S": "12"}, malformed=old.malformed or 4)
+    if way == 5:
+        return dataclasses.replace(old, genre={"N": "5"}, malformed=old.malformed or 5)
+    return dataclasses.replace(old, malformed=way)
 
 
 def _move_to_song(world: World, old: Written, to: int) -> None:
@@ -749,7 +818,7 @@ def _move_to_song(world: World, old: Written, to: int) -> None:
         return
     world.remove(old.key, by_ttl=False)
     world.write(new)
-    if counts(old) or counts(new):
+    if counts(old, world.config.boards) or counts(new, world.config.boards):
         world.retraction_kinds.add("entity changed")
 
 

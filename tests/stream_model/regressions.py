@@ -4,8 +4,9 @@
 (the model's own mistakes and the reference's); `FINDINGS` are the ones it found in the shipped
 aggregator; `HIGH_MARK_COUNTEREXAMPLES` are the four counterexamples to the high-mark design;
 `NAIVE_STORIES` show each naive design failing for the reason its docstring names. Every one
-must be exact on the shipped design and on the reference. `RETRACTION_FINDINGS` and `RETRACTION_STORIES` are the
-same for deletions and edits: they must be exact on the shipped design (the reference counts INSERTs only).
+must be exact on the shipped design and on the reference. `RETRACTION_DEVELOPMENT` (the model's own mistakes),
+`RETRACTION_FINDINGS` and `RETRACTION_STORIES` are the same for deletions and edits: they must be exact on the shipped
+design (the reference counts INSERTs only).
 """
 
 from __future__ import annotations
@@ -448,6 +449,33 @@ RETRACTION_FINDINGS: dict[str, History] = {
     ),
 }
 """Deletions and edits: what the model found in the shipped aggregator (each failed on 19f7ed2)."""
+
+SUMMED = "periods, a category, summed"
+SPOILT_TWICE = (Write(malformed=4), Deliver(), Edit(change="malformed"), Deliver())
+"""A download whose Plays is not a number, its timestamp then spoilt too: two defects, one mended at a time."""
+
+RETRACTION_DEVELOPMENT: dict[str, History] = {
+    # The oracle took the download for well-formed once its timestamp was mended, though its Plays was still a string,
+    # and crashed summing it (KeyError: 'N' in amount_of): it judged the step's flag, not the item.
+    "a download whose timestamp is mended while its amount is still not a number counts nothing": History(
+        Config(boards=SUMMED, retractions=True), (*SPOILT_TWICE, Edit(change="when", to=1), Deliver())
+    ),
+    "a download mended of both its defects, one edit at a time, counts from its last edit": History(
+        Config(boards=SUMMED, retractions=True),
+        (*SPOILT_TWICE, Edit(change="when", to=1), Deliver(), Edit(change="plays"), Deliver()),
+    ),
+    # The same with the category: the oracle counted the download on its overall boards only, the aggregator rejected
+    # it (a category present but not a string), and the oracle called that a loss.
+    "a download whose timestamp is mended while its category is still not a string counts nothing": History(
+        Config(boards="periods and a category", retractions=True),
+        (Write(malformed=5), Deliver(), Edit(change="malformed"), Deliver(), Edit(change="when", to=1), Deliver()),
+    ),
+    "a counted download whose amount an edit spoils is taken back, and counted again once mended": History(
+        Config(boards=SUMMED, retractions=True),
+        (Write(), Deliver(), Edit(change="malformed", to=3), Deliver(), Edit(change="plays", to=2), Deliver()),
+    ),
+}
+"""Deletions and edits: the model's own mistakes (its oracle's), each a history it once judged wrongly."""
 
 RETRACTION_STORIES: dict[str, tuple[str, History, str]] = {
     "a deletion retried after a lost response is taken back twice": (

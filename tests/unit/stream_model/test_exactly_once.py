@@ -33,6 +33,7 @@ from tests.stream_model.regressions import (
     GUARD_WITNESSES,
     HIGH_MARK_COUNTEREXAMPLES,
     NAIVE_STORIES,
+    RETRACTION_DEVELOPMENT,
     RETRACTION_FINDINGS,
     RETRACTION_STORIES,
 )
@@ -165,7 +166,11 @@ def test_a_kept_counterexample_is_exact_on_the_shipped_aggregator(name: str) -> 
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
 
 
-RETRACTION_REGRESSIONS = {**RETRACTION_FINDINGS, **{name: story[1] for name, story in RETRACTION_STORIES.items()}}
+RETRACTION_REGRESSIONS = {
+    **RETRACTION_DEVELOPMENT,
+    **RETRACTION_FINDINGS,
+    **{name: story[1] for name, story in RETRACTION_STORIES.items()},
+}
 
 
 @pytest.mark.parametrize("name", list(RETRACTION_REGRESSIONS))
