@@ -1,7 +1,8 @@
 """Histories of deliveries as lists of steps, drawn by hypothesis, played on the model, judged by an oracle.
 
 A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`, `Pause`,
-`Reshard`, `Heat`, `Land`; with `retractions`, also `Delete`, `Edit` and `Rewrite`). Any list is a valid history: a
+`Reshard`, `Heat`, `Land`; with `retractions`, also `Delete`, `Edit` and `Rewrite`; in ledger mode, also `Backfill`,
+on a table with downloads from before its stream). Any list is a valid history: a
 step that does not apply is a no-op, so hypothesis can shrink a failing history to a short story of deliveries, which
 prints as Python and is kept as a regression test. After the steps, Lambda catches up without faults
 (`World.drain`), the oracle checks that nothing is missing (or, for a retraction, left over) without a durable failure
@@ -256,6 +257,18 @@ class Land(Step):
     index: int = 0
 
 
+@dataclass(frozen=True, repr=False)
+class Backfill(Step):
+    """Ledger mode: backfill run `run` (two may run at once) reads the next `items` downloads of its scan, each as the
+    table holds it at that moment, and counts each in one transaction with its ledger item (design.backfill). A run
+    that reaches the end of the table ends; `kill` ends it where it is. The run's next step starts it again from the
+    table's beginning (a rerun)."""
+
+    run: int = 0
+    items: int = 3
+    kill: bool = False
+
+
 @dataclass(frozen=True)
 class Config:
     window_seconds: int = 5
@@ -274,6 +287,11 @@ class Config:
     """Deletions and edits are followed (the stream has both images; the module's retractions)."""
     marker: bool = False
     """The table holds other items too: downloads carry MARKER (source_item_filter)."""
+    ledger: bool = False
+    """Ledger mode: the design keeps a ledger item per download, the table has downloads written before its stream
+    (`history`), Backfill steps count them, and an operator's backfill runs to its end once the steps are over."""
+    history: int = 0
+    """Downloads in the table before its stream was enabled: no record of them, until they are edited or deleted."""
 
     def mapping(self, windowed: bool) -> MappingSettings:
         return MappingSettings(
@@ -634,9 +652,11 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
     world.config = config
     world.stream.retractions = config.retractions
     world.stream.marker = MARKER if config.marker else None
-    counter = 0
+    counter = _write_history(world) if config.ledger else 0
     for step in history.steps:
         counter = apply(world, step, counter)
+    if config.ledger:
+        _backfill_to_the_end(world)
     world.drain()
     outcome = Outcome(
         history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w, config.boards))
@@ -686,6 +706,9 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
 
 
 def apply(world: World, step: Step, counter: int) -> int:
+    if isinstance(step, Backfill):
+        _backfill(world, step)
+        return counter
     if isinstance(step, Write):
         world.write(_written(world, step, counter))
         return counter + 1
@@ -729,6 +752,8 @@ def _retract(world: World, step: Delete | Edit | Rewrite) -> None:
     old = world.table[keys[step.pick % len(keys)]]
     key = old.key
     if isinstance(step, Delete):
+        if step.ttl and world.config.ledger and not _seen(world, key):
+            return  # expired before the stream or a backfill read it: nothing could count it, the recount neither
         world.remove(key, by_ttl=step.ttl)
         if counts(old, world.config.boards):
             world.retraction_kinds.add("expiry" if step.ttl else "deletion")
@@ -867,6 +892,63 @@ def _rewrite(world: World, step: Rewrite) -> None:
     world.retraction_kinds.add("rewritten under its key")
 
 
+# ---------------------------------------------------------------------------------------------- ledger mode
+
+
+def _write_history(world: World) -> int:
+    """The table's downloads from before its stream: in the table, in no shard; some malformed, some of other types."""
+    config = world.config
+    for index in range(config.history):
+        step = Write(
+            song=index % 4 + 1,
+            when=index * 5 % len(TIMESTAMPS),
+            malformed=5 if index % 7 == 6 else 2 if index % 5 == 4 else 0,
+            genre=index % len(GENRES),
+            plays=index % len(PLAYS),
+            other=index % 6 == 5,
+        )
+        written = _written(world, step, index)
+        world.table[written.key] = written
+    return config.history
+
+
+def _seen(world: World, key: tuple[str, str]) -> bool:
+    """Whether the stream holds a record of the key, or a backfill has read it."""
+    return key in world.backfill_read or any(
+        (record.keys["songID"]["S"], record.keys["SK"]["S"]) == key for record in world.changes
+    )
+
+
+def _backfill(world: World, step: Backfill) -> None:
+    """One page of a backfill run: the next downloads after its place in the scan (by key), as they are now."""
+    runs: dict[int, tuple[str, str] | None] = world.backfills
+    if step.kill:
+        if runs.pop(step.run, None) is not None:
+            world.hazards.add("backfill killed")
+        return
+    if any(run != step.run for run in runs):
+        world.hazards.add("two backfills at once")
+    place = runs.get(step.run)
+    keys = sorted(key for key in world.table if place is None or key > place)[: max(1, step.items)]
+    for key in keys:
+        world.design.backfill(image_of(world.table[key]))
+        world.backfill_read.add(key)
+        world.now += 0.05
+    if len(keys) < max(1, step.items):
+        runs.pop(step.run, None)
+    else:
+        runs[step.run] = keys[-1]
+
+
+def _backfill_to_the_end(world: World) -> None:
+    """The operator's backfill after attaching: one run over the whole table, to its end."""
+    world.backfills.pop(-1, None)
+    while True:
+        _backfill(world, Backfill(run=-1, items=10))
+        if -1 not in world.backfills:
+            return
+
+
 def _apply_other(world: World, step: Step, counter: int) -> int:
     if isinstance(step, Deliver):
         width = world.settings.window_seconds or 1
@@ -939,9 +1021,11 @@ def configs(
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
+    ledger: bool = False,
 ) -> st.SearchStrategy[Config]:
     """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate; with
-    `retractions`, deletions and edits are followed, and in some histories the table holds other items too."""
+    `retractions`, deletions and edits are followed, and in some histories the table holds other items too; with
+    `ledger`, retractions in ledger mode, most often on a table with downloads from before its stream."""
     return st.builds(
         Config,
         window_seconds=st.sampled_from([5, 1, 60]),
@@ -953,8 +1037,10 @@ def configs(
         songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
         timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
         boards=st.sampled_from(boards),
-        retractions=st.just(retractions),
-        marker=st.booleans() if retractions else st.just(False),
+        retractions=st.just(retractions or ledger),
+        marker=st.booleans() if retractions or ledger else st.just(False),
+        ledger=st.just(ledger),
+        history=st.sampled_from([6, 12, 0]) if ledger else st.just(0),
     )
 
 
@@ -1063,6 +1149,18 @@ RETRACTIONS = ("delete",) * 4 + ("edit",) * 4 + ("rewrite",)
 """With retractions: about one step in four deletes, edits or rewrites a download, so that counts often end at 0."""
 RETRACTION_STEPS = st.sampled_from(WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
 FOCUSED_RETRACTION_STEPS = st.sampled_from(FOCUSED_WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
+LEDGER_STRATEGIES = {
+    **RETRACTION_STRATEGIES,
+    "backfill": st.builds(
+        Backfill, run=st.integers(0, 1), items=st.sampled_from([3, 1, 10]), kill=st.sampled_from((False,) * 4 + (True,))
+    ),
+}
+LEDGER_EDITS = ("delete",) * 3 + ("edit",) * 6 + ("rewrite",) * 2 + ("backfill",) * 4
+"""Ledger mode: more edits (of the history too) and rewrites under one key, and backfill pages among them."""
+LEDGER_STEPS = st.sampled_from(WEIGHTS + LEDGER_EDITS).flatmap(LEDGER_STRATEGIES.__getitem__)
+FOCUSED_LEDGER_STEPS = st.sampled_from(FOCUSED_WEIGHTS + LEDGER_EDITS).flatmap(LEDGER_STRATEGIES.__getitem__)
+LEDGER_KINDS = ("backfill killed", "two backfills at once")
+"""What ledger histories do besides retractions (Outcome.hazards): the suite asks for each."""
 
 
 def histories(
@@ -1072,17 +1170,20 @@ def histories(
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
+    ledger: bool = False,
 ) -> st.SearchStrategy[History]:
     """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
 
     `focused` histories feed one aggregate from many shards: where watermark pruning happens (and, with retractions,
     where a count most often ends back at 0). With `retractions`, downloads are also deleted, edited and written again,
-    and Time to Live deletes some.
+    and Time to Live deletes some; with `ledger`, the same in ledger mode, with a history and backfills.
     """
-    if retractions:
+    if ledger:
+        steps = FOCUSED_LEDGER_STEPS if focused else LEDGER_STEPS
+    elif retractions:
         steps = FOCUSED_RETRACTION_STEPS if focused else RETRACTION_STEPS
     else:
         steps = FOCUSED_STEPS if focused else STEPS
     parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
-    config = configs(aggregate_writes, focused, boards, retractions)
+    config = configs(aggregate_writes, focused, boards, retractions, ledger)
     return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))
