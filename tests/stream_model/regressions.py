@@ -12,6 +12,7 @@ design (the reference counts INSERTs only).
 from __future__ import annotations
 
 from tests.stream_model.histories import (
+    Backfill,
     Config,
     Delete,
     Deliver,
@@ -23,6 +24,7 @@ from tests.stream_model.histories import (
     Pause,
     Reshard,
     Resume,
+    Rewrite,
     Wait,
     Write,
 )
@@ -518,3 +520,92 @@ RETRACTION_STORIES: dict[str, tuple[str, History, str]] = {
     ),
 }
 """Naive retraction design -> a story it gets wrong (what it gets wrong), and the shipped aggregator does not."""
+
+
+LEDGER = Config(retractions=True, ledger=True)
+HISTORY = Config(retractions=True, ledger=True, history=6)
+"""Ledger mode on a table with six downloads from before its stream (histories._write_history: song1..song4, the
+fifth malformed, Januaries and Februaries)."""
+
+LEDGER_HISTORIES: dict[str, History] = {
+    "two backfill runs at once, one killed midway, while downloads are written and the history edited": History(
+        HISTORY,
+        (
+            Backfill(items=2),
+            Backfill(run=1, items=1),
+            Write(),
+            Edit(pick=3, change="when", to=1),
+            Backfill(kill=True),
+            Deliver(),
+            Backfill(run=1, items=10),
+            Backfill(items=10),
+        ),
+    ),
+    "a rejected download of the history mended by an edit is counted": History(
+        HISTORY, (Edit(pick=4, change="when", to=2), Deliver(), Backfill(items=10))
+    ),
+    "a rejected download mended by an edit after the backfill counted the table is counted": History(
+        HISTORY, (Backfill(items=10), Write(malformed=2), Deliver(), Edit(pick=6, change="when"), Deliver())
+    ),
+    "a download deleted and written again under its key in another month counts once, in the new month": History(
+        HISTORY, (Backfill(items=1), Delete(pick=0), Rewrite(when=1), Deliver(), Backfill(items=10), Deliver())
+    ),
+    "a download of the history deleted in the read of a new download of its song and month": History(
+        HISTORY, (Delete(pick=0), Write(), Deliver(size=100), Backfill(items=10))
+    ),
+    "a download of the history edited from January to February before the backfill reads it": History(
+        HISTORY, (Edit(pick=0, change="when", to=1), Deliver(), Backfill(items=10))
+    ),
+    "edits across months and categories and back, a backfill between them": History(
+        Config(retractions=True, ledger=True, history=6, boards="periods, a category, summed"),
+        (
+            Edit(pick=1, change="genre", to=1),
+            Backfill(items=3),
+            Edit(pick=1, change="when", to=5),
+            Deliver(),
+            Edit(pick=1, change="back"),
+            Backfill(items=10),
+            Edit(pick=2, change="malformed", to=3),
+            Deliver(),
+            Edit(pick=2, change="back"),
+        ),
+    ),
+    # Shrunk from random ledger histories: with an expiry that claims nothing, the rewrite's INSERT was the key's
+    # first record the stream applied (new - Base): it took back the count of the expired download the backfill had
+    # counted, which an expiry never changes.
+    "a download the backfill counted, expired by TTL and written again under its key, counts twice": History(
+        HISTORY, (Write(), Backfill(), Direct(), Delete(ttl=True), Write(), Rewrite())
+    ),
+}
+"""Ledger mode: histories of the issue's findings in the model (a backfill killed while another runs, a rejected
+download mended, delete and re-put in another month, a history download deleted or edited before the backfill); each
+must be exact on every ledger design (the model's, and the shipped one once it has ledger mode)."""
+
+LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
+    "a MODIFY applied as a new download counts an edit into the next month in both months": (
+        "LedgerAppliesModifyAsNewDownload",
+        History(LEDGER, (Write(), Deliver(), Edit(change="when", to=1), Deliver())),
+        "over-counted",
+    ),
+    "a REMOVE of a download from before the stream, deleted before the backfill, takes back what was never counted": (
+        "LedgerSubtractsEveryRemove",
+        History(Config(retractions=True, ledger=True, history=1), (Delete(), Deliver())),
+        "lost",
+    ),
+    "an edit in a child numbered below its parent is taken for older than the parent's first record": (
+        "LedgerComparesSequencesAcrossShards",
+        History(LEDGER, (Write(), Deliver(), Reshard(lower=True), Edit(change="when", to=1), Deliver())),
+        "lost",
+    ),
+    "a deletion delivered twice is taken back twice, in ledger mode too": (
+        "SubtractsEveryDeliveredRetraction",
+        History(LEDGER, (Write(), Deliver(), Delete(), Deliver(fault="lost_response"), Deliver())),
+        "lost",
+    ),
+    "an expiry that claims nothing lets a rewrite under its key take back what the backfill counted": (
+        "LedgerExpiryClaimsNothing",
+        History(HISTORY, (Backfill(), Delete(ttl=True), Rewrite(), Deliver())),
+        "lost",
+    ),
+}
+"""Naive ledger design -> a ledger history it gets wrong (what it gets wrong), and every ledger design does not."""

@@ -7,7 +7,8 @@ operator's recover and checks that every aggregate is exact. A failing history i
 short story of deliveries and printed as Python: keep it in regressions.py. MODEL_HISTORIES
 (default 1000) is the number of histories of the shipped design, split between its two write
 modes and MODEL_CHUNKS chunks (`make test-model` runs 20,000 on two workers); three in ten of that number again
-are histories whose downloads are also deleted, edited, written again and expired (retractions).
+are histories whose downloads are also deleted, edited, written again and expired (retractions), and one in ten again,
+per ledger design, are the same in ledger mode, on tables with downloads from before their stream and backfills.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from hypothesis import strategies as st
 from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model.aws_delivery import HAZARDS
 from tests.stream_model.designs import shipped
-from tests.stream_model.histories import BOARDS, RETRACTION_KINDS, History, histories, play
+from tests.stream_model.histories import BOARDS, LEDGER_KINDS, RETRACTION_KINDS, History, histories, play
+from tests.stream_model.ledger_design import LEDGER_DESIGNS
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import (
@@ -32,6 +34,8 @@ from tests.stream_model.regressions import (
     FINDINGS,
     GUARD_WITNESSES,
     HIGH_MARK_COUNTEREXAMPLES,
+    LEDGER_HISTORIES,
+    LEDGER_STORIES,
     NAIVE_STORIES,
     RETRACTION_DEVELOPMENT,
     RETRACTION_FINDINGS,
@@ -57,16 +61,17 @@ def explore(
     chunk: int,
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
+    ledger: bool = False,
 ) -> Counter[str]:
     """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
-    (and the kinds of boards counted, and of retractions). With `retractions`, half the histories feed one
-    aggregate, where counts most often end back at 0."""
+    (and the kinds of boards counted, and of retractions). With `retractions` (or `ledger`), half the histories feed
+    one aggregate, where counts most often end back at 0."""
     seen: Counter[str] = Counter()
     drawn = histories(modes, boards=boards)
-    if retractions:
+    if retractions or ledger:
         drawn = st.one_of(
-            histories(modes, boards=boards, retractions=True),
-            histories(modes, focused=True, boards=boards, retractions=True),
+            histories(modes, boards=boards, retractions=True, ledger=ledger),
+            histories(modes, focused=True, boards=boards, retractions=True, ledger=ledger),
         )
 
     @settings(
@@ -137,6 +142,26 @@ def test_deletions_edits_rewrites_and_expiries_are_counted_exactly_once_under_ev
     assert set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS - set(seen) == set()
 
 
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("design", list(LEDGER_DESIGNS))
+def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_under_every_ledger_history(
+    design: str, mode: str, chunk: int
+) -> None:
+    # given seeded random histories with the hazards AWS documents, in one write mode, on every kind of board, on a
+    # table with downloads from before its stream, whose downloads are deleted, edited (across months and categories,
+    # spoilt and mended, back again), written again under their key and expired, while backfills count the table:
+    # two at once, killed midway, run again; half of them on one aggregate
+    examples = max(1, HISTORIES // (10 * len(MODES) * CHUNKS))
+    # when each is played against the ledger design, an operator's backfill run to its end after the steps, then
+    # recovered
+    first = 52 + 100 * MODES.index(mode) + chunk
+    seen = explore(LEDGER_DESIGNS[design], (mode,), examples, chunk=first, boards=tuple(BOARDS), ledger=True)
+    # then every board equals the recount of the table's last items and of those TTL deleted, and ranks as it does;
+    # and backfills ran two at once and were killed, and a child shard numbered below its parent held records
+    assert (set(LEDGER_KINDS) | {"child with lower sequence numbers"}) - set(seen) == set()
+
+
 def test_the_reference_design_is_exact_under_every_history() -> None:
     # given seeded random histories in both write modes
     examples = max(1, HISTORIES // 4)
@@ -198,4 +223,18 @@ def test_a_kept_counterexample_is_exact_on_the_reference_design(name: str) -> No
     # the reference keeps the month's boards only: a history of other boards is played on those
     history = History(replace(history.config, boards="month"), history.steps)
     outcome = play(history, REFERENCE)
+    assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+LEDGER_REGRESSIONS = {**LEDGER_HISTORIES, **{name: story[1] for name, story in LEDGER_STORIES.items()}}
+
+
+@pytest.mark.parametrize("name", list(LEDGER_REGRESSIONS))
+@pytest.mark.parametrize("design", list(LEDGER_DESIGNS))
+def test_a_kept_ledger_history_is_exact_on_every_ledger_design(design: str, name: str) -> None:
+    # given a ledger history kept for what it shows (an issue's finding, or a naive ledger design's story)
+    history = LEDGER_REGRESSIONS[name]
+    # when the ledger design plays it, an operator's backfill run to its end after the steps
+    outcome = play(history, LEDGER_DESIGNS[design])
+    # then every board equals the recount of the table's last items, and ranks as it does
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"

@@ -1,0 +1,280 @@
+"""Ledger mode (docs/exactly-once-model.md, "Ledger histories") in the model's own words, on the shipped watermark
+engine: what the shipped ledger design must match, and what its naive variants (naive_designs.py) change.
+
+Per download key K, a ledger item (the claims table's, `leaderboard_core.claims` names) holds `Owner`, `StreamFrom`
+(set once: the first record of K the stream applied) and, when a backfill counted K first, `Entity` and
+`Contribution` (its Base). A record r of K, classified against StreamFrom, moves:
+
+- r precedes StreamFrom (same shard, lower sequence; or r's shard is an ancestor of StreamFrom's): nothing;
+- r is StreamFrom: new(r) - Base;
+- r follows StreamFrom (same shard, higher sequence; or StreamFrom's shard is an ancestor of r's): new(r) - old(r);
+- r is an expiry by Time to Live: nothing, but it sets StreamFrom like any record. An expired download stays counted;
+  were the expiry to claim nothing, a download the backfill counted, expired and written again under its key would
+  take the backfill's Base back at its new INSERT (new - Base) and lose the expired download's count
+  (regressions.LEDGER_HISTORIES: "a download the backfill counted, expired by TTL and written again...").
+
+Every record's move is a function of the record and of two facts written once, so the watermarks, which apply each
+record to each aggregate at most once, and the checkpoint, at least once, make every board end where the items' last
+images say. The backfill counts an item in one transaction: the ledger item's Put, conditioned on its absence, with
+Entity and Contribution, and the aggregates' ADDs.
+
+The design swaps the record parse the shipped catch-up calls (as naive_designs.CountsAnEditAsANewDownload does) for
+one that claims each record's key and returns its ledger move; the shard being read comes from the catch-up call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+import aggregator
+import catch_up
+import shard_lineage
+from delivery import ShardRef
+from download_records import AggregateKey, Change, Download, Ignored, Parsed, Rejected, parse_record
+from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.claims import (
+    BACKFILL,
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    CLAIM_OWNER,
+    STREAM,
+    STREAM_FROM,
+    backfill_claim,
+    claim_key,
+)
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
+from leaderboard_core.source_items import expired_by_ttl
+from tests.stream_model.designs import ShardWatermarkDesign, schema_of
+from tests.stream_model.environment import TABLE, Environment
+
+LEDGER_TABLE = "model-downloads-claims"
+Moves = dict[AggregateKey, Decimal]
+
+
+class UnorderedShards(AssertionError):
+    """Two records of one key in shards neither of which descends from the other: the model never writes one key to
+    two lineages, so this is the model's mistake (the design would report it and count nothing)."""
+
+
+class LedgerDesign(ShardWatermarkDesign):
+    """The shipped aggregator's watermark engine, every record of a download moved as its ledger item says."""
+
+    takes_config = True
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config.aggregate_writes, schema=schema_of(config, retractions=True))
+        self.name = f"ledger (the model's), {config.aggregate_writes}"
+        self.shard: ShardRef | None = None
+
+    # ------------------------------------------------------------------ the aggregator
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        with self._ledger_parse():
+            return super().invoke(event, remaining_ms)
+
+    @contextmanager
+    def _ledger_parse(self) -> Iterator[None]:
+        """The swap, undone as it was found: an invocation may run inside another's call to AWS (interleave)."""
+        found = catch_up.parse_record, aggregator.catch_up, shard_lineage.catch_up
+
+        def reading(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
+            outer, self.shard = self.shard, shard
+            try:
+                return catch_up.catch_up(deps, settings, shard, *rest)
+            finally:
+                self.shard = outer
+
+        catch_up.parse_record = lambda record, schema: self.parse(record, schema)
+        aggregator.catch_up = shard_lineage.catch_up = reading
+        try:
+            yield
+        finally:
+            catch_up.parse_record, aggregator.catch_up, shard_lineage.catch_up = found
+
+    def parse(self, record: dict[str, Any], schema: Any) -> Parsed:
+        """A record of a download as its ledger move; anything else as the shipped parse says."""
+        parsed = parse_record(record, schema)
+        stream = record.get("dynamodb") or {}
+        keys = stream.get("Keys")
+        if not self._is_download_record(record, schema) or not keys:
+            return parsed
+        assert self.shard is not None, "a record parsed outside a catch-up: its shard is not known"
+        rejection = parsed if isinstance(parsed, Rejected) else getattr(parsed, "rejection", None)
+        sequence = pad_sequence(stream["SequenceNumber"])
+        ledger = self.claim(keys, f"{self.shard.stream_arn}|{self.shard.shard_id}|{sequence}")
+        if expired_by_ttl(record):
+            return parsed  # claims, moves nothing: what was counted of the key stays counted, Base included
+        moves = self.moves(record, schema, ledger, sequence)
+        changes = tuple(
+            Change(key, _number(amount), _number(self.image_part(stream.get("NewImage"), schema, key)))
+            for key, amount in moves.items()
+            if amount
+        )
+        if not changes:
+            return rejection or Ignored("ledger: the record moves nothing", stream["SequenceNumber"])
+        return Download(
+            changes[0].key,
+            sequence,
+            stream["SequenceNumber"],
+            parsed.created if isinstance(parsed, Download) else None,
+            changes[0].amount,
+            tuple(change.key for change in changes[1:]),
+            parsed.download_id if isinstance(parsed, Download) else None,
+            keys,
+            moves=changes,
+            rejection=rejection if isinstance(rejection, Rejected) else None,
+        )
+
+    @staticmethod
+    def _is_download_record(record: dict[str, Any], schema: Any) -> bool:
+        """An INSERT, MODIFY or REMOVE of an item (no aggregate), an expiry by TTL too: what the ledger orders."""
+        if record.get("eventName") not in ("INSERT", "MODIFY", "REMOVE"):
+            return False
+        stream = record.get("dynamodb") or {}
+        images = [stream.get(name) for name in ("NewImage", "OldImage") if isinstance(stream.get(name), dict)]
+        return bool(images) and not any(schema.is_aggregate(image) for image in images)
+
+    def claim(self, keys: dict[str, Any], first: str) -> dict[str, Any]:
+        """The ledger item of the key, StreamFrom set to `first` unless some record set it before."""
+        response = self.env.dynamodb.update_item(
+            TableName=LEDGER_TABLE,
+            Key={CLAIM_KEY: {"S": claim_key(keys)}},
+            UpdateExpression="SET #owner = if_not_exists(#owner, :stream), #from = if_not_exists(#from, :first)",
+            ExpressionAttributeNames={"#owner": CLAIM_OWNER, "#from": STREAM_FROM},
+            ExpressionAttributeValues={":stream": {"S": STREAM}, ":first": {"S": first}},
+            ReturnValues="ALL_NEW",
+        )
+        return response.get("Attributes") or {}
+
+    def moves(self, record: dict[str, Any], schema: Any, ledger: dict[str, Any], sequence: str) -> Moves:
+        """The lead's rule: nothing before StreamFrom, new - Base at it, new - old after it."""
+        stream = record.get("dynamodb") or {}
+        assert self.shard is not None
+        here = (self.shard.shard_id, sequence)
+        _, from_shard, from_sequence = ledger[STREAM_FROM]["S"].rsplit("|", 2)
+        order = self.order(here, (from_shard, from_sequence))
+        new = self.contribution(stream.get("NewImage"), schema)
+        if order < 0:
+            return {}
+        if order == 0:
+            return _less(new, self.base(ledger))
+        return _less(new, self.contribution(stream.get("OldImage"), schema))
+
+    def order(self, record: tuple[str, str], first: tuple[str, str]) -> int:
+        """-1: the record precedes StreamFrom; 0: it is StreamFrom; 1: it follows. Within a shard by sequence, across
+        shards by lineage only (a child's sequence numbers may be lower than its parent's)."""
+        if record[0] == first[0]:
+            return (record[1] > first[1]) - (record[1] < first[1])
+        if first[0] in self.ancestors(record[0]):
+            return 1
+        if record[0] in self.ancestors(first[0]):
+            return -1
+        raise UnorderedShards(f"records of one key in {record[0]} and {first[0]}")
+
+    def ancestors(self, shard_id: str) -> list[str]:
+        """The shard's ancestors, nearest first, from the progress table (each shard's item names its parent)."""
+        assert self.shard is not None
+        found: list[str] = []
+        parent = self.dependencies.progress.read(ShardRef(self.shard.stream_arn, shard_id)).parent_shard_id
+        while parent is not None and parent not in found:
+            found.append(parent)
+            parent = self.dependencies.progress.read(ShardRef(self.shard.stream_arn, parent)).parent_shard_id
+        return found
+
+    @staticmethod
+    def base(ledger: dict[str, Any]) -> Moves:
+        """What the backfill counted for the key (nothing when the stream claimed it first)."""
+        if ledger.get(CLAIM_OWNER) != {"S": BACKFILL}:
+            return {}
+        entity = ledger[BASE_ENTITY]["S"]
+        return {
+            AggregateKey(entity, board): Decimal(value["N"])
+            for board, value in ledger.get(BASE_CONTRIBUTION, {}).get("M", {}).items()
+        }
+
+    @staticmethod
+    def contribution(image: dict[str, Any] | None, schema: Any) -> Moves:
+        """What one image counts by the shipped parser: its amount on each of its boards (nothing if it cannot)."""
+        if not isinstance(image, dict):
+            return {}
+        parsed = parse_record({"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}, schema)
+        if not isinstance(parsed, Download):
+            return {}
+        return {change.key: Decimal(change.amount) for change in parsed.changes}
+
+    def image_part(self, image: dict[str, Any] | None, schema: Any, key: AggregateKey) -> Decimal:
+        return self.contribution(image, schema).get(key, Decimal(0))
+
+    # ------------------------------------------------------------------ the backfill
+
+    def backfill(self, image: dict[str, Any]) -> None:
+        """One item as the scan reads it: the ledger item and what it adds, in one transaction, or nothing if the key
+        has a ledger item already (the stream's, or another backfill's)."""
+        counted = self.contribution(image, self.schema)
+        keys = {name: image[name] for name in (self.schema.entity, self.schema.sort_key) if name in image}
+        if not counted and isinstance(parse_record(_insert(image), self.schema), Ignored):
+            return  # not a download: nothing to claim
+        claim = backfill_claim(LEDGER_TABLE, keys)
+        entity = image[self.schema.entity].get("S", "")
+        claim["Put"]["Item"][BASE_ENTITY] = {"S": entity}
+        claim["Put"]["Item"][BASE_CONTRIBUTION] = {
+            "M": {key.board: {"N": str(amount)} for key, amount in counted.items()}
+        }
+        try:
+            self.env.dynamodb.transact_write_items(
+                TransactItems=[claim, *(self._add(key, amount) for key, amount in counted.items())]
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+
+    def _add(self, key: AggregateKey, amount: Decimal) -> dict[str, Any]:
+        summed = self.schema.amount is not None
+        return {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {self.schema.entity: {"S": key.entity_id}, self.schema.sort_key: {"S": key.board}},
+                "UpdateExpression": "ADD #count :amount SET #period = :period, #order = if_not_exists(#order, :tie) "
+                "+ :scaled",
+                "ExpressionAttributeNames": {
+                    "#count": self.schema.count,
+                    "#period": self.schema.period,
+                    "#order": self.schema.order,
+                },
+                "ExpressionAttributeValues": {
+                    ":amount": {"N": str(amount)},
+                    ":period": {"S": leaderboard_partition(key.board, key.entity_id, self.leaderboard_shards)},
+                    ":tie": {"N": str(order_tiebreak(key.entity_id, summed))},
+                    ":scaled": {"N": str(int(amount * ORDER_SCALE))},
+                },
+            }
+        }
+
+
+def _insert(image: dict[str, Any]) -> dict[str, Any]:
+    return {"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}
+
+
+def _less(new: Moves, old: Moves) -> Moves:
+    return {key: new.get(key, Decimal(0)) - old.get(key, Decimal(0)) for key in new.keys() | old.keys()}
+
+
+def _number(amount: Decimal) -> int | Decimal:
+    """As the shipped parser gives amounts: a whole number as an int."""
+    return int(amount) if amount == amount.to_integral_value() else amount.normalize()
+
+
+def ledger(env: Environment, config: Any) -> LedgerDesign:
+    """The model's factory for ledger histories."""
+    return LedgerDesign(env, config)
+
+
+LEDGER_DESIGNS: dict[str, Callable[[Environment, Any], Any]] = {"the model's ledger": ledger}
+"""Every ledger design the suite holds to the ledger histories: the model's, and the shipped one once the aggregator
+has ledger mode (designs.py builds it)."""
