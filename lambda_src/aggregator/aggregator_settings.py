@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
 from leaderboard_core.buckets import periods_from_text
-from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE
+from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, RETRACTIONS_VARIABLE, marker_from_environment
 
 GUIDE_SCHEMA = Schema()
@@ -40,6 +40,9 @@ class Settings:
     deadline_margin_ms: int
     claims_table_name: str | None = None
     """CLAIMS_TABLE_NAME: while a backfill may count the table's history, every download is claimed there first."""
+    ledger: bool = False
+    """LEDGER: the claims table is kept for good as the ledger, and every INSERT, MODIFY and REMOVE of a download moves
+    its contribution by the ledger's rule (docs/exactly-once-ledger.md); it implies retractions' parse."""
     read_budget_records: int = 20_000
     """Records one step reads at most (a page more at most); the rest waits for the next step or invocation."""
     read_budget_bytes: int = 32 * 1024 * 1024
@@ -59,6 +62,13 @@ class Settings:
             raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
         periods = periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
         aggregates_table = environ.get(AGGREGATES_TABLE_VARIABLE) or environ["TABLE_NAME"]
+        ledger = environ.get(LEDGER_VARIABLE, "false") == "true"
+        claims_table = environ.get(CLAIMS_TABLE_VARIABLE) or None
+        if ledger and claims_table is None:
+            raise ValueError(
+                f"{LEDGER_VARIABLE} is true but {CLAIMS_TABLE_VARIABLE} is not set: ledger mode keeps each download's "
+                "ledger item in the claims table"
+            )
         return cls(
             aggregates_table_name=aggregates_table,
             table_arn=environ["TABLE_ARN"],
@@ -70,14 +80,15 @@ class Settings:
                 amount=environ.get("SUM_ATTRIBUTE") or None,
                 aggregates_beside=aggregates_table == environ["TABLE_NAME"],
                 marker=marker_from_environment(environ),
-                retractions=environ.get(RETRACTIONS_VARIABLE, "false") == "true",
+                retractions=ledger or environ.get(RETRACTIONS_VARIABLE, "false") == "true",
             ),
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,
             aggregate_writes=aggregate_writes,
             write_concurrency=int(environ.get("WRITE_CONCURRENCY", "8")),
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
-            claims_table_name=environ.get(CLAIMS_TABLE_VARIABLE) or None,
+            claims_table_name=claims_table,
+            ledger=ledger,
             **read_budget(environ),
         )
 

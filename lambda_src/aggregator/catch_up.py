@@ -115,8 +115,15 @@ def catch_up(
         else:
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
     unclaimed: list[str] = []
-    if deps.claims is not None and downloads:
-        claimed = deps.claims.sort(downloads, lambda: remaining_ms() < 2 * settings.deadline_margin_ms)
+    refused_by_ledger: list[Refused] = []
+
+    def late() -> bool:
+        return remaining_ms() < 2 * settings.deadline_margin_ms
+
+    if deps.ledger is not None and downloads:
+        downloads, unclaimed, refused_by_ledger = deps.ledger.step(shard, downloads, late, report)
+    elif deps.claims is not None and downloads:
+        claimed = deps.claims.sort(downloads, late)
         downloads = claimed.ours
         report.counted_by_backfill += len(claimed.backfilled)
         report.unclaimed += len(claimed.unclaimed)
@@ -136,6 +143,7 @@ def catch_up(
             groups.setdefault(change.key, []).append(contribution)
     report.distinct_aggregates += len(groups)
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
+    refused = refused_by_ledger + refused
     report.refused.extend(refused)
     unhandled = [groups[key][0].sequence for key in unwritten] + unclaimed
     reports: list[tuple[str | None, dict[str, Any]]] = [

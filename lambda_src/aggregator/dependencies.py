@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregate_store import AggregateStore
+from ledger import StreamLedger
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 from stream_description import ShardFacts
@@ -33,3 +34,5 @@ class Dependencies:
     lineages_swept_at: float | None = None
     claims: StreamClaims | None = None
     """While a backfill may count the table's history (CLAIMS_TABLE_NAME): each download is claimed before it counts."""
+    ledger: StreamLedger | None = None
+    """Ledger mode (LEDGER): each download key's ledger item places every record of it (and holds what it counted)."""

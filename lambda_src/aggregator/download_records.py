@@ -92,6 +92,14 @@ class Download:
     INSERT, which adds `amount` to each of `keys`."""
     rejection: Rejected | None = None
     """A MODIFY whose new image cannot be counted: its old contribution is taken back, and this is reported."""
+    image_after: tuple[Change, ...] | None = None
+    """What the record's new image counts, board by board (ledger mode's new(r), moved from the ledger's Base when the
+    record is the first the stream applied): empty for a REMOVE or an image that counts nothing. None: an INSERT,
+    whose new image is what `changes` adds."""
+
+    @property
+    def counted_after(self) -> tuple[Change, ...]:
+        return self.image_after if self.image_after is not None else self.changes
 
     @property
     def keys(self) -> tuple[AggregateKey, ...]:
@@ -231,6 +239,9 @@ def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str
     if not moves:
         return rejection or Ignored(f"a {event} that moves no count", raw_sequence)
     item_key = _key_of(stream)
+    image_after = (
+        tuple(Change(key, after.amount, after.amount) for key in after.keys) if isinstance(after, _Counted) else ()
+    )
     return Download(
         moves[0].key,
         pad_sequence(raw_sequence),
@@ -242,6 +253,7 @@ def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str
         item_key,
         moves=moves,
         rejection=rejection,
+        image_after=image_after,
     )
 
 

@@ -9,6 +9,7 @@ from aggregate_store import AggregateStore
 from aggregator_settings import Settings
 from dependencies import Dependencies
 from failure_messages import send_to_failure_queue
+from ledger import StreamLedger
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 
@@ -28,6 +29,8 @@ def dependencies_for(settings: Settings, dynamodb: Any, streams: Any, sqs: Any, 
         executor=executor,
         send_failures=lambda messages: send_to_failure_queue(sqs, settings.failure_queue_url, messages),
     )
-    if settings.claims_table_name:
+    if settings.ledger and settings.claims_table_name:
+        dependencies.ledger = StreamLedger(dynamodb, settings.claims_table_name, executor, progress)
+    elif settings.claims_table_name:
         dependencies.claims = StreamClaims(dynamodb, settings.claims_table_name, executor)
     return dependencies

@@ -11,6 +11,8 @@ counts the download as its own).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from leaderboard_core.source_items import download_identity
@@ -59,13 +61,78 @@ def owner_of(response: Mapping[str, Any]) -> str | None:
     return ((response.get("Attributes") or {}).get(CLAIM_OWNER) or {}).get("S")
 
 
-def backfill_claim(table: str, key: Mapping[str, Any]) -> dict[str, Any]:
-    """The backfill's claim, a transaction's Put: written only where nobody has claimed the download."""
+def backfill_claim(
+    table: str,
+    key: Mapping[str, Any],
+    entity: str | None = None,
+    contribution: Mapping[str, int | Decimal] | None = None,
+) -> dict[str, Any]:
+    """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. In ledger mode it
+    also records what the backfill counts (`entity`, board id -> amount): the Base the stream's first record of the
+    download moves from, so a later edit or deletion takes back exactly that."""
+    item: dict[str, Any] = {CLAIM_KEY: {"S": claim_key(key)}, CLAIM_OWNER: {"S": BACKFILL}}
+    if entity is not None:
+        item[BASE_ENTITY] = {"S": entity}
+    if contribution is not None:
+        item[BASE_CONTRIBUTION] = {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}}
     return {
         "Put": {
             "TableName": table,
-            "Item": {CLAIM_KEY: {"S": claim_key(key)}, CLAIM_OWNER: {"S": BACKFILL}},
+            "Item": item,
             "ConditionExpression": "attribute_not_exists(#key)",
             "ExpressionAttributeNames": {"#key": CLAIM_KEY},
         }
     }
+
+
+def stream_from(stream_label: str, shard_id: str, padded_sequence: str) -> str:
+    """StreamFrom's value for one stream record: where in the stream's order the download's ledger begins."""
+    return f"{stream_label}|{shard_id}|{padded_sequence}"
+
+
+def ledger_claim(table: str, key: Mapping[str, Any], first_record: str) -> dict[str, Any]:
+    """The aggregator's ledger claim for one download in one step: the owner and StreamFrom (`first_record`, the
+    step's first record of the download, from `stream_from`) each set only where none is, and the item returned
+    whole (ReturnValues ALL_NEW), so that every reader of any record learns the same two facts, written once."""
+    return {
+        "TableName": table,
+        "Key": {CLAIM_KEY: {"S": claim_key(key)}},
+        "UpdateExpression": "SET #owner = if_not_exists(#owner, :stream), #from = if_not_exists(#from, :first)",
+        "ExpressionAttributeNames": {"#owner": CLAIM_OWNER, "#from": STREAM_FROM},
+        "ExpressionAttributeValues": {":stream": {"S": STREAM}, ":first": {"S": first_record}},
+        "ReturnValues": "ALL_NEW",
+    }
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A download's ledger item, read: who counted it first, the first stream record applied, and the Base."""
+
+    owner: str | None
+    stream_label: str | None
+    shard_id: str | None
+    sequence: str | None
+    """Padded: StreamFrom's record, compared only with records of its own shard."""
+    base_entity: str | None = None
+    base: dict[str, int | Decimal] = field(default_factory=dict)
+    """Board id -> what the backfill counted there; empty when the stream owns the download."""
+
+
+def ledger_entry(response: Mapping[str, Any]) -> LedgerEntry:
+    """The ledger item from the claim's answer; parts it does not hold (or cannot be read) are None."""
+    item = response.get("Attributes") or {}
+    parts = ((item.get(STREAM_FROM) or {}).get("S") or "").split("|")
+    label, shard_id, sequence = parts if len(parts) == 3 and all(parts) else (None, None, None)
+    base: dict[str, int | Decimal] = {}
+    for board, value in ((item.get(BASE_CONTRIBUTION) or {}).get("M") or {}).items():
+        if isinstance(value, Mapping) and isinstance(value.get("N"), str):
+            amount = Decimal(value["N"])
+            base[board] = int(amount) if amount == amount.to_integral_value() else amount.normalize()
+    return LedgerEntry(
+        owner=(item.get(CLAIM_OWNER) or {}).get("S"),
+        stream_label=label,
+        shard_id=shard_id,
+        sequence=sequence,
+        base_entity=(item.get(BASE_ENTITY) or {}).get("S"),
+        base=base,
+    )

@@ -1,0 +1,293 @@
+"""Ledger mode's handler on moto's tables (aggregates, progress, ledger) and a stream the test writes itself.
+
+Helpers, not tests. `LedgerWorld` keeps the table's items as the test changes them, appends each change's stream record
+(INSERT, MODIFY, REMOVE with both images, as NEW_AND_OLD_IMAGES writes them) to the shard the test names, and lets the
+test choose what is read when: a direct invocation through a record (the handler as deployed), a reader whose progress
+read is stale (a re-read), or a backfill's transaction (its ledger Put with what it counts, and the counts). `recount`
+counts the items' last images independently of the aggregator's code.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from aggregator_settings import Settings
+from batch_report import BatchReport
+from catch_up import advance, catch_up
+from delivery import ShardRef
+from download_records import Schema
+from leaderboard_core.claims import CLAIM_KEY, backfill_claim
+from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
+from leaderboard_core.source_items import DownloadMarker
+from progress_item import Progress
+from tests.unit.aggregator.handler_on_moto import Deployed, aggregator_dependencies, aggregator_settings
+from tests.unit.conftest import FakeLambdaContext
+
+LEDGER_TABLE = "test-ledger"
+TABLE = "test-downloads"
+TABLE_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads"
+STREAM_ARN = TABLE_ARN + "/stream/2018-01-01T00:00:00.000"
+ROOT = "shardId-00000001000000000000-aaaa0000"
+MARKER = DownloadMarker("Type", "download")
+"""source_item_filter in these tests: downloads carry Type = download."""
+
+
+def key_of(song: str, number: int) -> dict[str, Any]:
+    return {"songID": {"S": song}, "SK": {"S": f"{song}-d{number}"}}
+
+
+def image(song: str, number: int, month: str, valid: bool = True, download: bool = True) -> dict[str, Any]:
+    """A download's item: in `month` (day 15), with an unreadable timestamp when not `valid`, and a Type that
+    source_item_filter passes only when `download`."""
+    timestamp = f"{month}-15T10:00:00Z" if valid else "not a time"
+    return {
+        **key_of(song, number),
+        "Timestamp": {"S": timestamp},
+        "Type": {"S": "download" if download else "playlist"},
+    }
+
+
+@dataclass
+class ShardLog:
+    parent: str | None
+    next_sequence: int
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeStreams:
+    """The stream as DynamoDB Streams answers for it: every shard open and listed with its parent, read in order."""
+
+    def __init__(self, shards: dict[str, ShardLog]) -> None:
+        self.shards = shards
+
+    def describe_stream(self, **parameters: Any) -> Any:
+        listed = []
+        for shard_id, log in self.shards.items():
+            first = log.records[0]["dynamodb"]["SequenceNumber"] if log.records else str(log.next_sequence)
+            entry: dict[str, Any] = {"ShardId": shard_id, "SequenceNumberRange": {"StartingSequenceNumber": first}}
+            if log.parent is not None:
+                entry["ParentShardId"] = log.parent
+            listed.append(entry)
+        description = {"StreamArn": STREAM_ARN, "StreamStatus": "ENABLED", "Shards": listed}
+        return {"StreamDescription": description}
+
+    def get_shard_iterator(self, **parameters: Any) -> Any:
+        records = self.shards[parameters["ShardId"]].records
+        kind, sequence = parameters["ShardIteratorType"], parameters.get("SequenceNumber")
+        position = 0
+        if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            after = kind == "AFTER_SEQUENCE_NUMBER"
+            position = next(
+                (
+                    index
+                    for index, record in enumerate(records)
+                    if int(record["dynamodb"]["SequenceNumber"]) > int(sequence) - (0 if after else 1)
+                ),
+                len(records),
+            )
+        return {"ShardIterator": f"{parameters['ShardId']}|{position}"}
+
+    def get_records(self, **parameters: Any) -> Any:
+        shard_id, position = parameters["ShardIterator"].rsplit("|", 1)
+        records = self.shards[shard_id].records[int(position) : int(position) + 1000]
+        return {
+            "Records": [_copy(record) for record in records],
+            "NextShardIterator": f"{shard_id}|{int(position) + len(records)}",
+        }
+
+
+def _copy(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "dynamodb": dict(record["dynamodb"])}
+
+
+class LedgerWorld:
+    """The table's items, its stream, and the aggregator in ledger mode reading it."""
+
+    def __init__(self, dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None) -> None:
+        dynamodb.create_table(
+            TableName=LEDGER_TABLE,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
+        )
+        self.dynamodb = dynamodb
+        self.items: dict[tuple[str, int], dict[str, Any]] = {}
+        self.shards: dict[str, ShardLog] = {ROOT: ShardLog(None, 1_000_000)}
+        self.streams = FakeStreams(self.shards)
+        settings = aggregator_settings(
+            aggregates_table_name=TABLE,
+            table_arn=TABLE_ARN,
+            progress_table_name="test-progress",
+            failure_queue_url=queue_url,
+            claims_table_name=LEDGER_TABLE,
+            ledger=True,
+            schema=schema or Schema(retractions=True, marker=MARKER),
+        )
+        self.settings = settings
+        dependencies = aggregator_dependencies(settings, dynamodb, self.streams, sqs)
+        dependencies.lineages_swept_at = float("inf")  # the shards here are open: nothing for a sweep to do
+        self.deployed = Deployed(dynamodb, self.streams, sqs, queue_url, STREAM_ARN, ROOT, settings, dependencies)
+        self.clock = 1_514_764_800
+
+    # the table's writers
+
+    def _record(self, shard_id: str, event: str, key: dict[str, Any], old: Any, new: Any) -> dict[str, Any]:
+        log = self.shards[shard_id]
+        stream: dict[str, Any] = {
+            "ApproximateCreationDateTime": datetime.datetime.fromtimestamp(self.clock, datetime.UTC),
+            "Keys": key,
+            "SequenceNumber": str(log.next_sequence),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        }
+        if old is not None:
+            stream["OldImage"] = old
+        if new is not None:
+            stream["NewImage"] = new
+        record = {"eventID": f"{shard_id}-{log.next_sequence}", "eventName": event, "dynamodb": stream}
+        log.records.append(record)
+        log.next_sequence += 100
+        self.clock += 1
+        return record
+
+    def put(self, shard_id: str, song: str, number: int, month: str, valid: bool = True, download: bool = True) -> str:
+        """PutItem (or an UpdateItem that leaves this image): an INSERT, or a MODIFY of the item that was there."""
+        old = self.items.get((song, number))
+        new = image(song, number, month, valid, download)
+        self.items[(song, number)] = new
+        record = self._record(shard_id, "MODIFY" if old else "INSERT", key_of(song, number), old, new)
+        return str(record["dynamodb"]["SequenceNumber"])
+
+    def delete(self, shard_id: str, song: str, number: int) -> str | None:
+        old = self.items.pop((song, number), None)
+        if old is None:
+            return None
+        return str(self._record(shard_id, "REMOVE", key_of(song, number), old, None)["dynamodb"]["SequenceNumber"])
+
+    def split(self, parent: str | None, child: str, first_sequence: int) -> None:
+        """A child of `parent` (None: a shard of no lineage in common); its sequence numbers start at
+        `first_sequence`, lower than the parent's if so chosen."""
+        self.shards[child] = ShardLog(parent, first_sequence)
+
+    def history_before_the_stream(self, song: str, number: int, month: str) -> None:
+        """An item written before the stream existed: in the table, on no shard."""
+        self.items[(song, number)] = image(song, number, month)
+
+    # the backfill
+
+    def backfill(self, keys: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+        """`leaderboard-tools backfill` in ledger mode, key by key: what the scan finds now, counted in one transaction
+        with its ledger Put (Entity, Contribution) where no ledger item exists. Returns the keys it counted."""
+        counted = []
+        for song, number in keys if keys is not None else sorted(self.items):
+            item = self.items.get((song, number))
+            month = counted_month(item)
+            if item is None or month is None:
+                continue
+            put = backfill_claim(LEDGER_TABLE, key_of(song, number), song, {month: 1})
+            try:
+                self.dynamodb.transact_write_items(TransactItems=[put, backfill_update(song, month, 1)])
+            except ClientError as error:
+                if error.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                continue
+            counted.append((song, number))
+        return counted
+
+    # the readers
+
+    def last(self, shard_id: str) -> str:
+        return str(self.shards[shard_id].records[-1]["dynamodb"]["SequenceNumber"])
+
+    def read(self, shard_id: str, through: str | None = None, skip_ancestors: bool = False) -> dict[str, Any]:
+        """A direct invocation of the shard through `through` (its last record by default), as `recover` makes one.
+        `skip_ancestors`: the shard's lineage taken as counted (its parents read later, by their own invocations)."""
+        if skip_ancestors:
+            log = self.shards[shard_id]
+            first = log.records[0]["dynamodb"]["SequenceNumber"] if log.records else None
+            self.deployed.dependencies.progress.first_seen(
+                ShardRef(STREAM_ARN, shard_id), first, log.parent, lineage_counted=True
+            )
+        event = {
+            "shardId": shard_id,
+            "eventSourceARN": STREAM_ARN,
+            "Records": [],
+            "throughSequenceNumber": through or self.last(shard_id),
+        }
+        return self.deployed.invoke(event, FakeLambdaContext())
+
+    def progress(self, shard_id: str) -> Progress:
+        return self.deployed.dependencies.progress.read(ShardRef(STREAM_ARN, shard_id))
+
+    def unread(self, shard_id: str) -> Progress:
+        """The shard's progress as a reader saw it before anything of the shard was counted."""
+        log = self.shards[shard_id]
+        return Progress(resume_at=log.records[0]["dynamodb"]["SequenceNumber"], parent_shard_id=log.parent, exists=True)
+
+    def reread(self, shard_id: str, stale: Progress, through: str | None = None) -> BatchReport:
+        """A reader that read the shard's progress earlier (`stale`): it reads again what others counted since."""
+        report = BatchReport()
+        deps, settings = self.deployed.dependencies, self.deployed.settings
+        remaining: Callable[[], int] = FakeLambdaContext().get_remaining_time_in_millis
+        shard = ShardRef(STREAM_ARN, shard_id)
+        bound = through or self.last(shard_id)
+        caught = catch_up(deps, settings, shard, stale, bound, remaining, lambda *_: True, report)
+        advance(deps, caught)
+        return report
+
+    def use_settings(self, settings: Settings) -> None:
+        self.deployed.settings = settings
+
+    # what the boards say, and the truth
+
+    def boards(self) -> dict[tuple[str, str], int]:
+        """Every aggregate's count but those at 0 (off the boards), read from the table."""
+        found = {}
+        for item in self.dynamodb.scan(TableName=TABLE)["Items"]:
+            if "DownloadCount" in item and int(item["DownloadCount"]["N"]) != 0:
+                found[(item["songID"]["S"], item["SK"]["S"])] = int(item["DownloadCount"]["N"])
+        return found
+
+    def recount(self) -> dict[tuple[str, str], int]:
+        """The items' last images counted by the test's own rule: a download (Type) with a readable month, once."""
+        truth: dict[tuple[str, str], int] = {}
+        for (song, _), item in self.items.items():
+            month = counted_month(item)
+            if month is not None:
+                truth[(song, month)] = truth.get((song, month), 0) + 1
+        return truth
+
+    def reports(self) -> list[dict[str, Any]]:
+        return self.deployed.failure_messages()
+
+
+def counted_month(item: dict[str, Any] | None) -> str | None:
+    """The month an item counts in by the test's own reading, or None: not a download, or no readable timestamp."""
+    if item is None or item.get("Type") != {"S": "download"}:
+        return None
+    timestamp = item["Timestamp"]["S"]
+    return timestamp[:7] if timestamp.endswith("-15T10:00:00Z") else None
+
+
+def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
+    """The backfill's aggregate update (leaderboard_tools.backfill.transactions): the count and the order it adds."""
+    return {
+        "Update": {
+            "TableName": TABLE,
+            "Key": {"songID": {"S": song}, "SK": {"S": month}},
+            "UpdateExpression": "ADD #count :added SET #period = :partition, "
+            "#order = if_not_exists(#order, :tiebreak) + :scaled",
+            "ExpressionAttributeNames": {"#count": "DownloadCount", "#period": "Month", "#order": "LeaderboardOrder"},
+            "ExpressionAttributeValues": {
+                ":added": {"N": str(added)},
+                ":partition": {"S": leaderboard_partition(month, song, 1)},
+                ":tiebreak": {"N": str(order_tiebreak(song))},
+                ":scaled": {"N": str(added * ORDER_SCALE)},
+            },
+        }
+    }
