@@ -15,8 +15,8 @@ Per download key K, a ledger item (the claims table's, `leaderboard_core.claims`
 
 Every record's move is a function of the record and of two facts written once, so the watermarks, which apply each
 record to each aggregate at most once, and the checkpoint, at least once, make every board end where the items' last
-images say. The backfill counts an item in one transaction: the ledger item's Put, conditioned on its absence, with
-Entity and Contribution, and the aggregates' ADDs.
+images say. The backfill counts an item in one transaction (ledger_backfill.py): the ledger item's Put, conditioned on
+its absence, with Entity and Contribution, and the aggregates' ADDs.
 
 The design swaps the record parse the shipped catch-up calls (as naive_designs.CountsAnEditAsANewDownload does) for
 one that claims each record's key and returns its ledger move; the shard being read comes from the catch-up call.
@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
-
-from botocore.exceptions import ClientError
 
 import aggregator
 import catch_up
@@ -45,15 +43,13 @@ from leaderboard_core.claims import (
     CLAIM_OWNER,
     STREAM,
     STREAM_FROM,
-    backfill_claim,
     claim_key,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
-from tests.stream_model.designs import ShardWatermarkDesign, schema_of
-from tests.stream_model.environment import TABLE, Environment
+from tests.stream_model.designs import ShardWatermarkDesign, schema_of, shipped_ledger
+from tests.stream_model.environment import Environment
+from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item
 
-LEDGER_TABLE = "model-downloads-claims"
 Moves = dict[AggregateKey, Decimal]
 
 
@@ -214,51 +210,7 @@ class LedgerDesign(ShardWatermarkDesign):
     # ------------------------------------------------------------------ the backfill
 
     def backfill(self, image: dict[str, Any]) -> None:
-        """One item as the scan reads it: the ledger item and what it adds, in one transaction, or nothing if the key
-        has a ledger item already (the stream's, or another backfill's)."""
-        counted = self.contribution(image, self.schema)
-        keys = {name: image[name] for name in (self.schema.entity, self.schema.sort_key) if name in image}
-        if not counted and isinstance(parse_record(_insert(image), self.schema), Ignored):
-            return  # not a download: nothing to claim
-        claim = backfill_claim(LEDGER_TABLE, keys)
-        entity = image[self.schema.entity].get("S", "")
-        claim["Put"]["Item"][BASE_ENTITY] = {"S": entity}
-        claim["Put"]["Item"][BASE_CONTRIBUTION] = {
-            "M": {key.board: {"N": str(amount)} for key, amount in counted.items()}
-        }
-        try:
-            self.env.dynamodb.transact_write_items(
-                TransactItems=[claim, *(self._add(key, amount) for key, amount in counted.items())]
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-
-    def _add(self, key: AggregateKey, amount: Decimal) -> dict[str, Any]:
-        summed = self.schema.amount is not None
-        return {
-            "Update": {
-                "TableName": TABLE,
-                "Key": {self.schema.entity: {"S": key.entity_id}, self.schema.sort_key: {"S": key.board}},
-                "UpdateExpression": "ADD #count :amount SET #period = :period, #order = if_not_exists(#order, :tie) "
-                "+ :scaled",
-                "ExpressionAttributeNames": {
-                    "#count": self.schema.count,
-                    "#period": self.schema.period,
-                    "#order": self.schema.order,
-                },
-                "ExpressionAttributeValues": {
-                    ":amount": {"N": str(amount)},
-                    ":period": {"S": leaderboard_partition(key.board, key.entity_id, self.leaderboard_shards)},
-                    ":tie": {"N": str(order_tiebreak(key.entity_id, summed))},
-                    ":scaled": {"N": str(int(amount * ORDER_SCALE))},
-                },
-            }
-        }
-
-
-def _insert(image: dict[str, Any]) -> dict[str, Any]:
-    return {"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}
+        backfill_item(self.env.dynamodb, self.schema, image, self.leaderboard_shards)
 
 
 def _less(new: Moves, old: Moves) -> Moves:
@@ -275,6 +227,6 @@ def ledger(env: Environment, config: Any) -> LedgerDesign:
     return LedgerDesign(env, config)
 
 
-LEDGER_DESIGNS: dict[str, Callable[[Environment, Any], Any]] = {"the model's ledger": ledger}
-"""Every ledger design the suite holds to the ledger histories: the model's, and the shipped one once the aggregator
-has ledger mode (designs.py builds it)."""
+LEDGER_DESIGNS: dict[str, Callable[[Environment, Any], Any]] = {"the model's ledger": ledger, "shipped": shipped_ledger}
+"""Every ledger design the suite holds to the ledger histories: the model's, and the shipped aggregator's ledger mode
+(designs.py), both with the model's backfill (ledger_backfill.py)."""

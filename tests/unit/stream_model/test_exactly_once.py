@@ -227,10 +227,26 @@ def test_a_kept_counterexample_is_exact_on_the_reference_design(name: str) -> No
 
 
 LEDGER_REGRESSIONS = {**LEDGER_HISTORIES, **{name: story[1] for name, story in LEDGER_STORIES.items()}}
+SHIPPED_LEDGER_LOSES = {
+    "a download the backfill counted, expired by TTL and written again under its key, counts twice",
+    "an expiry that claims nothing lets a rewrite under its key take back what the backfill counted",
+}
+"""Ledger histories on which the shipped ledger mode loses a count, silently: its expiries by TTL claim nothing
+(ledger.StreamLedger sees parsed downloads only), so a download the backfill counted, expired and written again under
+its key has its new INSERT for StreamFrom, which moves new - Base and takes the expired download's count back."""
 
 
-@pytest.mark.parametrize("name", list(LEDGER_REGRESSIONS))
-@pytest.mark.parametrize("design", list(LEDGER_DESIGNS))
+def _ledger_cases() -> list[Any]:
+    cases = []
+    for design in LEDGER_DESIGNS:
+        for name in LEDGER_REGRESSIONS:
+            loses = design == "shipped" and name in SHIPPED_LEDGER_LOSES
+            marks = [pytest.mark.xfail(strict=True, reason="an expiry claims nothing")] if loses else []
+            cases.append(pytest.param(design, name, marks=marks, id=f"{design}-{name}"))
+    return cases
+
+
+@pytest.mark.parametrize(("design", "name"), _ledger_cases())
 def test_a_kept_ledger_history_is_exact_on_every_ledger_design(design: str, name: str) -> None:
     # given a ledger history kept for what it shows (an issue's finding, or a naive ledger design's story)
     history = LEDGER_REGRESSIONS[name]
