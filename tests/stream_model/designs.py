@@ -151,6 +151,8 @@ class ShippedLedgerDesign(ShardWatermarkDesign):
     """The shipped aggregator in ledger mode (LEDGER, the claims table kept as the ledger), with the model's backfill
     (ledger_backfill.py: the lead's transaction, built with the shipped claim request)."""
 
+    takes_config = True
+
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config, retractions=True))
         self.settings = replace(self.settings, claims_table_name=LEDGER_TABLE, ledger=True)

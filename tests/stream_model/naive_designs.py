@@ -3,7 +3,8 @@
 The suite asserts that each of them fails, which shows that the model really produces the hazard
 named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `HighMarkDesign` are earlier
 designs of this project; the rest are the reference checkpoint reader with one guard removed, the shipped
-aggregator with one way of following retractions changed, or the model's ledger design with one rule changed.
+aggregator with one way of following retractions changed, or a ledger design (the model's or the shipped one) with
+one rule changed.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from download_records import Download, parse_record
 from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
-from tests.stream_model.designs import ShardWatermarkDesign, schema_of
+from ledger import StreamLedger
+from tests.stream_model.designs import ShardWatermarkDesign, ShippedLedgerDesign, schema_of
 from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Environment
 from tests.stream_model.histories import utc_month
+from tests.stream_model.ledger_backfill import LEDGER_TABLE
 from tests.stream_model.ledger_design import LedgerDesign, Moves
 from tests.stream_model.reference_design import CheckpointReader, Guards
 
@@ -656,6 +659,75 @@ class LedgerExpiryClaimsNothing(LedgerDesign):
         return super().parse(record, schema)
 
 
+class _ModifyAsNewLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if download.moves is not None and download.image_after:
+            download = replace(download, moves=download.image_after)
+        super()._apply(shard, download, entry, outcome)
+
+
+class _SubtractingLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if download.moves is not None and not download.image_after:
+            outcome.ours.append(download)
+            return
+        super()._apply(shard, download, entry, outcome)
+
+
+class ShippedLedgerAppliesModifyAsNewDownload(ShippedLedgerDesign):
+    """The shipped ledger mode with LedgerAppliesModifyAsNewDownload's rule: a MODIFY after StreamFrom adds its new
+    image (StreamLedger._apply swapped). Over-counted."""
+
+    ledger_class: type[StreamLedger] = _ModifyAsNewLedger
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger applying a MODIFY as a new download, {config.aggregate_writes}"
+
+    def restart(self) -> None:
+        super().restart()
+        deps = self.dependencies
+        deps.ledger = self.ledger_class(self.env.dynamodb, LEDGER_TABLE, deps.executor, deps.progress)
+
+
+class ShippedLedgerSubtractsEveryRemove(ShippedLedgerAppliesModifyAsNewDownload):
+    """The shipped ledger mode with LedgerSubtractsEveryRemove's rule: a REMOVE takes its old image back wherever it
+    stands against StreamFrom (StreamLedger._apply swapped). Lost."""
+
+    ledger_class = _SubtractingLedger
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger subtracting every REMOVE, {config.aggregate_writes}"
+
+
+class ShippedLedgerComparesSequencesAcrossShards(ShippedLedgerDesign):
+    """The shipped ledger mode with LedgerComparesSequencesAcrossShards's rule (ledger.place_of swapped for one that
+    compares sequence numbers across shards). Lost."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger comparing sequence numbers across shards, {config.aggregate_writes}"
+
+    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        import ledger
+
+        place_of = ledger.place_of
+
+        def by_sequence(entry: Any, shard: Any, sequence: str, lineage: Any) -> Any:
+            if entry.sequence is None:
+                return place_of(entry, shard, sequence, lineage)
+            if sequence == entry.sequence and shard.shard_id == entry.shard_id:
+                return ledger.Place.IS
+            return ledger.Place.PRECEDES if sequence < entry.sequence else ledger.Place.FOLLOWS
+
+        ledger.place_of = by_sequence
+        try:
+            return super().invoke(event, remaining_ms)
+        finally:
+            ledger.place_of = place_of
+
+
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
     """The model's factory for a design class: with the history's write mode when the design has modes, with the
     whole configuration when it takes it."""
@@ -694,6 +766,9 @@ NAIVE_LEDGERS = {
     LedgerAppliesModifyAsNewDownload: "over-counted",
     LedgerSubtractsEveryRemove: "lost",
     LedgerComparesSequencesAcrossShards: "lost",
+    ShippedLedgerAppliesModifyAsNewDownload: "over-counted",
+    ShippedLedgerSubtractsEveryRemove: "lost",
+    ShippedLedgerComparesSequencesAcrossShards: "lost",
 }
 """Naive ledger designs, each with what it gets wrong: the suite breaks them on random ledger histories
 (`LedgerExpiryClaimsNothing` only by its story: 300 random histories, seed 38, never expire a download the backfill

@@ -597,6 +597,21 @@ LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
         History(LEDGER, (Write(), Deliver(), Reshard(lower=True), Edit(change="when", to=1), Deliver())),
         "lost",
     ),
+    "the shipped ledger applying a MODIFY as a new download counts an edit into the next month in both months": (
+        "ShippedLedgerAppliesModifyAsNewDownload",
+        History(LEDGER, (Write(), Deliver(), Edit(change="when", to=1), Deliver())),
+        "over-counted",
+    ),
+    "the shipped ledger subtracting every REMOVE silently takes back a download from before the stream": (
+        "ShippedLedgerSubtractsEveryRemove",
+        History(Config(retractions=True, ledger=True, history=1), (Write(), Deliver(), Delete(), Deliver())),
+        "lost",
+    ),
+    "the shipped ledger comparing sequences across shards takes an edit in a lower child for older": (
+        "ShippedLedgerComparesSequencesAcrossShards",
+        History(LEDGER, (Write(), Deliver(), Reshard(lower=True), Edit(change="when", to=1), Deliver())),
+        "lost",
+    ),
     "a deletion delivered twice is taken back twice, in ledger mode too": (
         "SubtractsEveryDeliveredRetraction",
         History(LEDGER, (Write(), Deliver(), Delete(), Deliver(fault="lost_response"), Deliver())),

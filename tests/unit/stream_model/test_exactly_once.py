@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +26,16 @@ from hypothesis import strategies as st
 from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model.aws_delivery import HAZARDS
 from tests.stream_model.designs import shipped
-from tests.stream_model.histories import BOARDS, LEDGER_KINDS, RETRACTION_KINDS, History, histories, play
+from tests.stream_model.histories import (
+    BOARDS,
+    LEDGER_KINDS,
+    RETRACTION_KINDS,
+    Delete,
+    History,
+    Rewrite,
+    histories,
+    play,
+)
 from tests.stream_model.ledger_design import LEDGER_DESIGNS
 from tests.stream_model.naive_designs import factory
 from tests.stream_model.reference_design import CheckpointReader
@@ -62,6 +72,7 @@ def explore(
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
     ledger: bool = False,
+    drawn_only: Callable[[History], bool] = lambda _history: True,
 ) -> Counter[str]:
     """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
     (and the kinds of boards counted, and of retractions). With `retractions` (or `ledger`), half the histories feed
@@ -73,6 +84,7 @@ def explore(
             histories(modes, boards=boards, retractions=True, ledger=ledger),
             histories(modes, focused=True, boards=boards, retractions=True, ledger=ledger),
         )
+    drawn = drawn.filter(drawn_only)
 
     @settings(
         max_examples=examples,
@@ -142,6 +154,19 @@ def test_deletions_edits_rewrites_and_expiries_are_counted_exactly_once_under_ev
     assert set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS - set(seen) == set()
 
 
+def _no_expiry_written_again(history: History) -> bool:
+    return not (
+        any(isinstance(step, Delete) and step.ttl for step in history.steps)
+        and any(isinstance(step, Rewrite) for step in history.steps)
+    )
+
+
+LEDGER_DESIGN_LIMITS = {"shipped": _no_expiry_written_again}
+"""Histories a ledger design is not played on at random, for a loss kept by name (SHIPPED_LEDGER_LOSES, strict xfails
+below): the shipped ledger mode's expiries claim nothing, so a download expired and written again under its key may
+lose the expired download's count. Without this, every random run would stop at that one loss and show no other."""
+
+
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("design", list(LEDGER_DESIGNS))
@@ -156,7 +181,10 @@ def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_unde
     # when each is played against the ledger design, an operator's backfill run to its end after the steps, then
     # recovered
     first = 52 + 100 * MODES.index(mode) + chunk
-    seen = explore(LEDGER_DESIGNS[design], (mode,), examples, chunk=first, boards=tuple(BOARDS), ledger=True)
+    drawn_only = LEDGER_DESIGN_LIMITS.get(design, lambda _history: True)
+    seen = explore(
+        LEDGER_DESIGNS[design], (mode,), examples, chunk=first, boards=tuple(BOARDS), ledger=True, drawn_only=drawn_only
+    )
     # then every board equals the recount of the table's last items and of those TTL deleted, and ranks as it does;
     # and backfills ran two at once and were killed, and a child shard numbered below its parent held records
     assert (set(LEDGER_KINDS) | {"child with lower sequence numbers"}) - set(seen) == set()
