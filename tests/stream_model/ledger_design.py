@@ -18,14 +18,15 @@ record to each aggregate at most once, and the checkpoint, at least once, make e
 images say. The backfill counts an item in one transaction (ledger_backfill.py): the ledger item's Put, conditioned on
 its absence, with Entity and Contribution, and the aggregates' ADDs.
 
-The design swaps the record parse the shipped catch-up calls (as naive_designs.CountsAnEditAsANewDownload does) for
-one that claims each record's key and returns its ledger move; the shard being read comes from the catch-up call.
+The design swaps the record parse the shipped catch-up calls for one that claims each record's key and returns its
+ledger move (its expiries by TTL too, which the shipped seam `deps.ledger` never sees); the shard being read comes from
+the catch-up call. Both swaps are installed once and act only inside this design's invocations (`_ACTIVE`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -66,32 +67,21 @@ class LedgerDesign(ShardWatermarkDesign):
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config.aggregate_writes, schema=schema_of(config, retractions=True))
         self.name = f"ledger (the model's), {config.aggregate_writes}"
-        self.shard: ShardRef | None = None
 
     # ------------------------------------------------------------------ the aggregator
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        with self._ledger_parse():
-            return super().invoke(event, remaining_ms)
-
-    @contextmanager
-    def _ledger_parse(self) -> Iterator[None]:
-        """The swap, undone as it was found: an invocation may run inside another's call to AWS (interleave)."""
-        found = catch_up.parse_record, aggregator.catch_up, shard_lineage.catch_up
-
-        def reading(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
-            outer, self.shard = self.shard, shard
-            try:
-                return catch_up.catch_up(deps, settings, shard, *rest)
-            finally:
-                self.shard = outer
-
-        catch_up.parse_record = lambda record, schema: self.parse(record, schema)
-        aggregator.catch_up = shard_lineage.catch_up = reading
+        outer = getattr(_ACTIVE, "design", None), getattr(_ACTIVE, "shard", None)
+        _ACTIVE.design, _ACTIVE.shard = self, None
         try:
-            yield
+            return super().invoke(event, remaining_ms)
         finally:
-            catch_up.parse_record, aggregator.catch_up, shard_lineage.catch_up = found
+            _ACTIVE.design, _ACTIVE.shard = outer
+
+    @property
+    def shard(self) -> ShardRef | None:
+        """The shard this thread's catch-up reads (a paused direct invocation runs in a thread of its own)."""
+        return getattr(_ACTIVE, "shard", None)
 
     def parse(self, record: dict[str, Any], schema: Any) -> Parsed:
         """A record of a download as its ledger move; anything else as the shipped parse says."""
@@ -220,6 +210,32 @@ def _less(new: Moves, old: Moves) -> Moves:
 def _number(amount: Decimal) -> int | Decimal:
     """As the shipped parser gives amounts: a whole number as an int."""
     return int(amount) if amount == amount.to_integral_value() else amount.normalize()
+
+
+_ACTIVE = threading.local()
+"""The ledger design this thread's invocation runs, and the shard its catch-up reads: invocations of several designs
+and histories, some paused in threads, never see another's."""
+_SHIPPED_PARSE, _SHIPPED_CATCH_UP = catch_up.parse_record, catch_up.catch_up
+
+
+def _parse(record: Any, schema: Any) -> Parsed:
+    design = getattr(_ACTIVE, "design", None)
+    return design.parse(record, schema) if design is not None else _SHIPPED_PARSE(record, schema)
+
+
+def _catch_up(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
+    if getattr(_ACTIVE, "design", None) is None:
+        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+    outer, _ACTIVE.shard = getattr(_ACTIVE, "shard", None), shard
+    try:
+        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+    finally:
+        _ACTIVE.shard = outer
+
+
+catch_up.parse_record = _parse
+aggregator.catch_up = shard_lineage.catch_up = _catch_up
+"""Installed once, for good: outside a ledger design's invocation each is the shipped function itself."""
 
 
 def ledger(env: Environment, config: Any) -> LedgerDesign:

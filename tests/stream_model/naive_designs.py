@@ -701,31 +701,22 @@ class ShippedLedgerSubtractsEveryRemove(ShippedLedgerAppliesModifyAsNewDownload)
         self.name = f"shipped ledger subtracting every REMOVE, {config.aggregate_writes}"
 
 
-class ShippedLedgerComparesSequencesAcrossShards(ShippedLedgerDesign):
-    """The shipped ledger mode with LedgerComparesSequencesAcrossShards's rule (ledger.place_of swapped for one that
-    compares sequence numbers across shards). Lost."""
+class _SequenceComparingLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if entry.shard_id is not None:
+            entry = replace(entry, shard_id=shard.shard_id)  # any shard taken for StreamFrom's own
+        super()._apply(shard, download, entry, outcome)
+
+
+class ShippedLedgerComparesSequencesAcrossShards(ShippedLedgerAppliesModifyAsNewDownload):
+    """The shipped ledger mode with LedgerComparesSequencesAcrossShards's rule: a record of another shard is placed
+    against StreamFrom as if it were of StreamFrom's shard, by sequence number (StreamLedger._apply swapped). Lost."""
+
+    ledger_class = _SequenceComparingLedger
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config)
         self.name = f"shipped ledger comparing sequence numbers across shards, {config.aggregate_writes}"
-
-    def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        import ledger
-
-        place_of = ledger.place_of
-
-        def by_sequence(entry: Any, shard: Any, sequence: str, lineage: Any) -> Any:
-            if entry.sequence is None:
-                return place_of(entry, shard, sequence, lineage)
-            if sequence == entry.sequence and shard.shard_id == entry.shard_id:
-                return ledger.Place.IS
-            return ledger.Place.PRECEDES if sequence < entry.sequence else ledger.Place.FOLLOWS
-
-        ledger.place_of = by_sequence
-        try:
-            return super().invoke(event, remaining_ms)
-        finally:
-            ledger.place_of = place_of
 
 
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:

@@ -182,12 +182,24 @@ def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_unde
     # recovered
     first = 52 + 100 * MODES.index(mode) + chunk
     drawn_only = LEDGER_DESIGN_LIMITS.get(design, lambda _history: True)
-    seen = explore(
-        LEDGER_DESIGNS[design], (mode,), examples, chunk=first, boards=tuple(BOARDS), ledger=True, drawn_only=drawn_only
-    )
+    required = (set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS) | set(LEDGER_KINDS)
+    seen: Counter[str] = Counter()
+    # (as with retractions, more chunks, up to four, are played until every hazard and kind has occurred)
+    for more in range(5):
+        if seen and not required - set(seen):
+            break
+        seen += explore(
+            LEDGER_DESIGNS[design],
+            (mode,),
+            examples,
+            chunk=first + 1000 * more,
+            boards=tuple(BOARDS),
+            ledger=True,
+            drawn_only=drawn_only,
+        )
     # then every board equals the recount of the table's last items and of those TTL deleted, and ranks as it does;
-    # and backfills ran two at once and were killed, and a child shard numbered below its parent held records
-    assert (set(LEDGER_KINDS) | {"child with lower sequence numbers"}) - set(seen) == set()
+    # and every hazard occurred, backfills ran two at once and were killed
+    assert required - set(seen) == set()
 
 
 def test_the_reference_design_is_exact_under_every_history() -> None:
