@@ -19,6 +19,7 @@ from failure_messages import gap_message, refused_contribution, refused_message,
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
 from shard_reader import ShardRead, read_shard
+from stream_claims import claimed_step
 from telemetry import logger
 
 GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
@@ -115,23 +116,15 @@ def catch_up(
         else:
             report.ignored[parsed.reason] = report.ignored.get(parsed.reason, 0) + 1
     unclaimed: list[str] = []
-    refused_by_ledger: list[Refused] = []
+    refused_by_owner: list[Refused] = []
 
     def late() -> bool:
         return remaining_ms() < 2 * settings.deadline_margin_ms
 
     if deps.ledger is not None and downloads:
-        downloads, unclaimed, refused_by_ledger = deps.ledger.step(shard, downloads, late, report)
+        downloads, unclaimed, refused_by_owner = deps.ledger.step(shard, downloads, late, report)
     elif deps.claims is not None and downloads:
-        claimed = deps.claims.sort(downloads, late)
-        downloads = claimed.ours
-        report.counted_by_backfill += len(claimed.backfilled)
-        report.unclaimed += len(claimed.unclaimed)
-        if claimed.unclaimed:
-            # An aggregate's watermark covers every record below the highest it counts: nothing above a download
-            # not yet claimed may be counted, or the watermark would pass it.
-            unclaimed = [min(download.sequence for download in claimed.unclaimed)]
-            downloads = [download for download in downloads if download.sequence < unclaimed[0]]
+        downloads, unclaimed, refused_by_owner = claimed_step(deps.claims, shard, downloads, late, report)
     report.downloads += len(downloads)
     report.note_rejected(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
@@ -143,7 +136,7 @@ def catch_up(
             groups.setdefault(change.key, []).append(contribution)
     report.distinct_aggregates += len(groups)
     unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
-    refused = refused_by_ledger + refused
+    refused = refused_by_owner + refused
     report.refused.extend(refused)
     unhandled = [groups[key][0].sequence for key in unwritten] + unclaimed
     reports: list[tuple[str | None, dict[str, Any]]] = [

@@ -92,6 +92,9 @@ class Download:
     INSERT, which adds `amount` to each of `keys`."""
     rejection: Rejected | None = None
     """A MODIFY whose new image cannot be counted: its old contribution is taken back, and this is reported."""
+    event_id: str | None = field(default=None, compare=False, hash=False, repr=False)
+    """The record's eventID ("A globally unique identifier for the event that was recorded in this stream record"):
+    what a claim names its first write by, so that a key written again is told from a retry of the same record."""
     image_after: tuple[Change, ...] | None = None
     """What the record's new image counts, board by board (ledger mode's new(r), moved from the ledger's Base when the
     record is the first the stream applied): empty for a REMOVE or an image that counts nothing. None: an INSERT,
@@ -152,6 +155,11 @@ def _string_attribute(image: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def _event_id(record: dict[str, Any]) -> str | None:
+    event_id = record.get("eventID")
+    return event_id if isinstance(event_id, str) and event_id else None
+
+
 def _key_of(stream: dict[str, Any]) -> dict[str, Any] | None:
     keys = stream.get("Keys")
     return keys if isinstance(keys, dict) and keys else None
@@ -200,6 +208,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         counted.keys[1:],
         download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
         item_key,
+        event_id=_event_id(record),
     )
 
 
@@ -253,6 +262,7 @@ def _change_of(record: dict[str, Any], stream: dict[str, Any], raw_sequence: str
         item_key,
         moves=moves,
         rejection=rejection,
+        event_id=_event_id(record),
         image_after=image_after,
     )
 

@@ -70,7 +70,10 @@ class Lineage:
         cached = (stream_arn, shard_id)
         if cached in self._parents:
             return True, self._parents[cached]
-        progress = self._progress.lower_bound(ShardRef(stream_arn, shard_id))
+        shard = ShardRef(stream_arn, shard_id)
+        progress = self._progress.lower_bound(shard)
+        if not progress.exists:
+            progress = self._progress.read(shard)  # a cached absence may be stale: another reader may have created it
         if not progress.exists or progress.lineage_unknown:
             return False, None
         self._parents[cached] = progress.parent_shard_id
@@ -128,7 +131,7 @@ def moved_from_base(download: Download, entry: LedgerEntry) -> tuple[Change, ...
 
 def base_unknown(entry: LedgerEntry) -> bool:
     """A backfill's claim recording nothing of what it counted (written outside ledger mode): no Base to move from."""
-    return entry.owner == BACKFILL and (entry.base_entity is None and not entry.base)
+    return entry.owner == BACKFILL and (entry.base_entity is None or not entry.base)
 
 
 class StreamLedger:
@@ -196,7 +199,7 @@ class StreamLedger:
         changes = download.changes
         if place is Place.IS:
             changes = moved_from_base(download, entry)
-            outcome.counted_by_backfill += entry.owner == BACKFILL
+            outcome.counted_by_backfill += 1 if entry.owner == BACKFILL else 0
             if not changes and entry.owner == STREAM and not download.counted_after:
                 logger.debug(
                     "a retraction of a download never counted here changes nothing",

@@ -28,6 +28,9 @@ BACKFILL_ITEM_PREFIX = "backfill#"
 BACKFILL_DONE = BACKFILL_ITEM_PREFIX + "done"
 """Written when a backfill has counted the whole table: until then `reconcile --repair` refuses."""
 
+FIRST_WRITE = "FirstWrite"
+"""Watermark mode with claims: the eventID of the first stream record the stream claimed the download for; an INSERT
+of the key that finds another one is the key written again after a deletion."""
 LEDGER_VARIABLE = "LEDGER"
 """The aggregator's environment: "true" in ledger mode, where the claims table is kept for good as the ledger."""
 STREAM_FROM = "StreamFrom"
@@ -44,9 +47,11 @@ def claim_key(key: Mapping[str, Any]) -> str:
     return "download#" + download_identity(key, entity="")
 
 
-def stream_claim(table: str, key: Mapping[str, Any]) -> dict[str, Any]:
-    """The aggregator's claim: an UpdateItem that sets the owner only if none is set, and returns the owner."""
-    return {
+def stream_claim(table: str, key: Mapping[str, Any], record: str | None = None) -> dict[str, Any]:
+    """The aggregator's claim: an UpdateItem that sets the owner only if none is set, and returns the owner. With
+    `record` (the stream record's eventID), FirstWrite is set to it where none is: a later write of the same key (an
+    INSERT after a deletion) then finds a claim that names another record, and is reported, not counted twice."""
+    request: dict[str, Any] = {
         "TableName": table,
         "Key": {CLAIM_KEY: {"S": claim_key(key)}},
         "UpdateExpression": "SET #owner = if_not_exists(#owner, :stream)",
@@ -54,6 +59,16 @@ def stream_claim(table: str, key: Mapping[str, Any]) -> dict[str, Any]:
         "ExpressionAttributeValues": {":stream": {"S": STREAM}},
         "ReturnValues": "ALL_NEW",
     }
+    if record is not None:
+        request["UpdateExpression"] += ", #from = if_not_exists(#from, :record)"
+        request["ExpressionAttributeNames"]["#from"] = FIRST_WRITE
+        request["ExpressionAttributeValues"][":record"] = {"S": record}
+    return request
+
+
+def first_record_of(response: Mapping[str, Any]) -> str | None:
+    """The record a claim was first made for (FirstWrite), from the UpdateItem's answer; None where none is recorded."""
+    return ((response.get("Attributes") or {}).get(FIRST_WRITE) or {}).get("S")
 
 
 def owner_of(response: Mapping[str, Any]) -> str | None:

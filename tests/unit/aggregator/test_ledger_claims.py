@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
+from aggregator_settings import Settings
 from leaderboard_core.claims import (
     BACKFILL,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_OWNER,
+    CLAIMS_TABLE_VARIABLE,
+    LEDGER_VARIABLE,
     STREAM,
     STREAM_FROM,
     backfill_claim,
@@ -19,6 +24,11 @@ from leaderboard_core.claims import (
 )
 
 KEY = {"songID": {"S": "song1"}, "SK": {"S": "song1-d1"}}
+BASE_ENVIRONMENT = {
+    "TABLE_NAME": "test-downloads",
+    "TABLE_ARN": "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads",
+    "PROGRESS_TABLE_NAME": "test-progress",
+}
 
 
 def test_the_backfills_claim_records_what_it_counted_only_when_told() -> None:
@@ -67,3 +77,25 @@ def test_the_ledger_item_reads_back_as_the_facts_written() -> None:
     assert isinstance(entry.base["2018-01"], int)
     # and an item the stream owns has no Base
     assert ledger_entry({"Attributes": {CLAIM_OWNER: {"S": STREAM}}}).base == {}
+
+
+def test_ledger_mode_is_read_from_the_environment_and_implies_retractions() -> None:
+    # given the aggregator's environment with LEDGER and a claims table
+    environ = {**BASE_ENVIRONMENT, LEDGER_VARIABLE: "true", CLAIMS_TABLE_VARIABLE: "test-ledger"}
+    # when the settings are read
+    settings = Settings.from_environment(environ)
+    # then ledger mode is on, its ledger the claims table, and the records are parsed as retractions parses them
+    assert settings.ledger is True
+    assert settings.claims_table_name == "test-ledger"
+    assert settings.schema.retractions is True
+    # and without LEDGER it is off, retractions as the environment says
+    assert Settings.from_environment(BASE_ENVIRONMENT).ledger is False
+    assert Settings.from_environment(BASE_ENVIRONMENT).schema.retractions is False
+
+
+def test_ledger_mode_without_a_claims_table_is_refused_with_the_reason() -> None:
+    # given LEDGER without CLAIMS_TABLE_NAME
+    environ = {**BASE_ENVIRONMENT, LEDGER_VARIABLE: "true"}
+    # when the settings are read, then they are refused, naming both variables
+    with pytest.raises(ValueError, match="LEDGER is true but CLAIMS_TABLE_NAME is not set"):
+        Settings.from_environment(environ)

@@ -4,13 +4,16 @@ are read. Each test compares the boards with a recount of the items made by the 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from aggregator import AggregatesNotWritten
+from leaderboard_core.claims import CLAIM_KEY, claim_key
+from ledger import StreamLedger
 from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
 
 
 @pytest.fixture
@@ -205,3 +208,58 @@ def test_records_of_one_download_in_two_unrelated_shards_are_refused_and_counted
         ("song1", "2018-02"),
     }
     assert all(ROOT in message["reason"] and OTHER in message["reason"] for message in refusals)
+
+
+def test_an_expiry_by_ttl_changes_no_count(world: LedgerWorld) -> None:
+    # given a download counted, then deleted by Time to Live (its REMOVE names DynamoDB's service)
+    world.put(ROOT, "song1", 1, "2018-01")
+    world.read(ROOT)
+    world.delete(ROOT, "song1", 1)
+    world.shards[ROOT].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+    # when the expiry is read
+    world.read(ROOT)
+    # then the download still counts: an expiry is retention, not a retraction
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert world.reports() == []
+
+
+class LedgerThrottledOnce:
+    """The ledger's client refusing (throttled) the first claim of one download key."""
+
+    def __init__(self, client: Any, key: dict[str, Any]) -> None:
+        self._client = client
+        self._claim = claim_key(key)
+        self.refused = 0
+
+    def update_item(self, **parameters: Any) -> Any:
+        if parameters["Key"].get(CLAIM_KEY) == {"S": self._claim} and not self.refused:
+            self.refused += 1
+            raise client_error("ProvisionedThroughputExceededException", "UpdateItem")
+        return self._client.update_item(**parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_download_whose_ledger_claim_fails_holds_the_checkpoint_below_it_and_is_counted_later(
+    world: LedgerWorld,
+) -> None:
+    # given three downloads, the ledger claim of the second one throttled the first time
+    world.put(ROOT, "song1", 1, "2018-01")
+    world.put(ROOT, "song2", 1, "2018-01")
+    world.put(ROOT, "song3", 1, "2018-01")
+    throttled = LedgerThrottledOnce(world.dynamodb, key_of("song2", 1))
+    deps = world.deployed.dependencies
+    world.deployed.dependencies = dataclasses.replace(
+        deps, ledger=StreamLedger(throttled, LEDGER_TABLE, deps.executor, deps.progress)
+    )
+    # when the shard is read through its last record
+    with pytest.raises(AggregatesNotWritten):
+        world.read(ROOT)
+    # then only the first is counted (nothing above the unclaimed one), and the checkpoint stays below the second
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert int(world.progress(ROOT).checkpoint or 0) < int(world.shards[ROOT].records[1]["dynamodb"]["SequenceNumber"])
+    # when the shard is read again, then every download counts once
+    world.read(ROOT)
+    assert throttled.refused == 1
+    assert world.boards() == world.recount()
