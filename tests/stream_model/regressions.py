@@ -570,6 +570,9 @@ LEDGER_HISTORIES: dict[str, History] = {
             Edit(pick=2, change="back"),
         ),
     ),
+    "a malformed download of the history the backfill claimed, counting nothing, mended by an edit is counted": History(
+        HISTORY, (Backfill(items=10), Edit(pick=4, change="when"), Deliver())
+    ),
     # Shrunk from random ledger histories: with an expiry that claims nothing, the rewrite's INSERT was the key's
     # first record the stream applied (new - Base): it took back the count of the expired download the backfill had
     # counted, which an expiry never changes.
