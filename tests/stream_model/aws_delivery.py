@@ -763,6 +763,10 @@ class World:
         self.paused: list[Paused] = []
         self.config: Any = None
         """The history's configuration, for the steps that read it."""
+        self.backfills: dict[int, tuple[str, str] | None] = {}
+        """Ledger mode: each backfill run under way and the last key its scan read."""
+        self.backfill_read: set[tuple[str, str]] = set()
+        """Ledger mode: the keys some backfill has read."""
         self.dynamodb.before_call = self._before_call
         self.streams.before_call = self._before_call
         self.queue.before_call = self._before_call

@@ -22,10 +22,12 @@ from failure_messages import send_to_failure_queue
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_core.source_items import DownloadMarker
 from leaderboard_dev.backlog_stream import InlineExecutor
+from ledger import StreamLedger
 from shard_progress import ProgressStore
 from tests.stream_model.aws_delivery import MARKER
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 from tests.stream_model.histories import BOARDS
+from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item
 
 SCHEMA = Schema()
 
@@ -143,3 +145,36 @@ def schema_of(config: Any, retractions: bool | None = None) -> Schema:
 def shipped(env: Environment, config: Any) -> Design:
     """The model's factory: the shipped aggregator in the history's write mode, window, boards and retractions."""
     return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config))
+
+
+class ShippedLedgerDesign(ShardWatermarkDesign):
+    """The shipped aggregator in ledger mode (LEDGER, the claims table kept as the ledger), with the model's backfill
+    (ledger_backfill.py: the lead's transaction, built with the shipped claim request)."""
+
+    takes_config = True
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config, retractions=True))
+        self.settings = replace(self.settings, claims_table_name=LEDGER_TABLE, ledger=True)
+        self.name = f"shipped ledger, {config.aggregate_writes}"
+
+    def restart(self) -> None:
+        super().restart()
+        self.dependencies.ledger = StreamLedger(
+            self.env.dynamodb, LEDGER_TABLE, self.dependencies.executor, self.dependencies.progress
+        )
+
+    def backfill(self, image: dict[str, Any]) -> None:
+        backfill_item(self.env.dynamodb, self.schema, image, self.leaderboard_shards)
+
+    def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
+        """As the shipped design's, and a record the ledger could not place ("recount it") recounts its aggregate."""
+        if message.get("kind") == "refused_record" and message.get("entityId") and message.get("board"):
+            recount({(message["entityId"], message["board"])})
+            return
+        super().recover(message, invoke, recount)
+
+
+def shipped_ledger(env: Environment, config: Any) -> Design:
+    """The model's factory for ledger histories on the shipped aggregator."""
+    return ShippedLedgerDesign(env, config)

@@ -100,6 +100,10 @@ class Design:
         raw downloads (None: the whole table), done once at the end of the recover run.
         """
 
+    def backfill(self, image: dict[str, Any]) -> None:
+        """Ledger mode: `leaderboard-tools backfill` counts one item of the table as its scan reads it (default: a
+        design without a backfill counts nothing the stream does not hold)."""
+
     def recount(self, env: Environment, counts: dict[tuple[str, str], int]) -> None:
         """The operator's recount of whole months: each aggregate set to its count in the raw downloads."""
         for (song, month), count in counts.items():

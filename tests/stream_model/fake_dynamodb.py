@@ -406,8 +406,9 @@ class FakeDynamoDB:
         return int(item[schema[2]]["N"]) if item and schema[2] in item else 0
 
 
-_KEY_NAMES = ("songID", "SK", "ShardKey")
-"""Key attributes of the model's tables (main: songID, SK; progress: ShardKey): a PutItem names its key this way."""
+_KEY_NAMES = ("songID", "SK", "ShardKey", "ClaimKey")
+"""Key attributes of the model's tables (main: songID, SK; progress: ShardKey; claims or ledger: ClaimKey): a PutItem
+names its key this way."""
 
 
 def _key_of(parameters: dict[str, Any]) -> Item:

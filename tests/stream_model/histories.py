@@ -1,7 +1,8 @@
 """Histories of deliveries as lists of steps, drawn by hypothesis, played on the model, judged by an oracle.
 
 A history is a mapping configuration and a list of steps (`Write`, `Deliver`, `Direct`, `Wait`, `Pause`,
-`Reshard`, `Heat`, `Land`; with `retractions`, also `Delete`, `Edit` and `Rewrite`). Any list is a valid history: a
+`Reshard`, `Heat`, `Land`; with `retractions`, also `Delete`, `Edit` and `Rewrite`; in ledger mode, also `Backfill`,
+on a table with downloads from before its stream). Any list is a valid history: a
 step that does not apply is a no-op, so hypothesis can shrink a failing history to a short story of deliveries, which
 prints as Python and is kept as a regression test. After the steps, Lambda catches up without faults
 (`World.drain`), the oracle checks that nothing is missing (or, for a retraction, left over) without a durable failure
@@ -33,6 +34,7 @@ from tests.stream_model.aws_delivery import (
     StreamRecord,
     World,
     Written,
+    image_of,
 )
 from tests.stream_model.environment import TABLE, Design, Environment
 
@@ -111,9 +113,10 @@ class Delete(Step):
 EDITS = ("when", "genre", "plays", "song", "user", "marker", "malformed", "back")
 """What an Edit changes: the timestamp (to another of EDIT_TIMESTAMPS), the category (another of GENRES), the summed
 amount (another of PLAYS), the entity (song: the partition key, which no update changes, so the application deletes
-the item and writes it under the other song), the UserID (nothing counted), the marker (DOWNLOAD or not), the
-timestamp spoilt (malformed), or back to the image before the item's last edit. One that does not apply to the
-history's table and boards makes the next one that does."""
+the item and writes it under the other song), the UserID (nothing counted), the marker (DOWNLOAD or not), one
+attribute spoilt (malformed: the timestamp, or the summed amount or the category where the boards read them), or back
+to the image before the item's last edit. One that does not apply to the history's table and boards makes the next
+one that does."""
 RETRACTION_KINDS = (
     "deletion",
     "expiry",
@@ -254,6 +257,18 @@ class Land(Step):
     index: int = 0
 
 
+@dataclass(frozen=True, repr=False)
+class Backfill(Step):
+    """Ledger mode: backfill run `run` (two may run at once) reads the next `items` downloads of its scan, each as the
+    table holds it at that moment, and counts each in one transaction with its ledger item (design.backfill). A run
+    that reaches the end of the table ends; `kill` ends it where it is. The run's next step starts it again from the
+    table's beginning (a rerun)."""
+
+    run: int = 0
+    items: int = 3
+    kill: bool = False
+
+
 @dataclass(frozen=True)
 class Config:
     window_seconds: int = 5
@@ -272,6 +287,11 @@ class Config:
     """Deletions and edits are followed (the stream has both images; the module's retractions)."""
     marker: bool = False
     """The table holds other items too: downloads carry MARKER (source_item_filter)."""
+    ledger: bool = False
+    """Ledger mode: the design keeps a ledger item per download, the table has downloads written before its stream
+    (`history`), Backfill steps count them, and an operator's backfill runs to its end once the steps are over."""
+    history: int = 0
+    """Downloads in the table before its stream was enabled: no record of them, until they are edited or deleted."""
 
     def mapping(self, windowed: bool) -> MappingSettings:
         return MappingSettings(
@@ -371,31 +391,86 @@ def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
     return [names[period] for period in periods]
 
 
-def boards_of(written: Written, boards: str) -> list[str]:
+@dataclass(frozen=True)
+class Reading:
+    """What the oracle reads in one image of a download: its UTC moment, category and amount."""
+
+    moment: datetime
+    genre: str | None
+    amount: Decimal
+
+
+def read_image(written: Written | None, boards: str) -> Reading | None:
+    """The oracle's own parse of the item as stored (image_of), never of how a step meant it: None when the item is
+    no download (another marker) or is malformed (Timestamp missing, not a string or no date with an offset; the
+    category present but not a non-empty string; the summed attribute missing or not a number). Read from the image,
+    so that any sequence of edits, each spoiling or mending one attribute, is judged by what the item holds."""
+    if written is None:
+        return None
+    image = image_of(written)
+    if image.get(MARKER[0], {"S": MARKER[1]}) != {"S": MARKER[1]}:
+        return None
+    _, category, summed = BOARDS[boards]
+    moment = _moment_of(image.get("Timestamp"))
+    genre = image.get(category) if category else None
+    amount = _amount_in(image.get(summed)) if summed else Decimal(1)
+    if moment is None or amount is None or (genre is not None and not _non_empty_string(genre)):
+        return None
+    return Reading(moment, genre["S"] if genre is not None else None, amount)
+
+
+def _moment_of(value: dict[str, str] | None) -> datetime | None:
+    if value is None or set(value) != {"S"}:
+        return None
+    try:
+        moment = datetime.fromisoformat(value["S"].replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None
+
+
+def _amount_in(value: dict[str, str] | None) -> Decimal | None:
+    if value is None or set(value) != {"N"}:
+        return None
+    try:
+        return Decimal(value["N"])
+    except ArithmeticError:
+        return None
+
+
+def _non_empty_string(value: dict[str, str]) -> bool:
+    return set(value) == {"S"} and bool(value["S"])
+
+
+def boards_of(reading: Reading, boards: str) -> list[str]:
     """The aggregates' sort keys a download counts in, as docs/leaderboard-shards.md names them: bucket[@category]."""
-    periods, category, _ = BOARDS[boards]
+    periods, _, _ = BOARDS[boards]
     if not periods:
-        return [utc_month(written.timestamp)]
-    buckets = utc_buckets(written.timestamp, periods)
-    genre = written.genre.get("S") if category and written.genre else None
+        return [reading.moment.strftime("%Y-%m")]
+    buckets = utc_buckets(reading.moment.isoformat(), periods)
+    genre = reading.genre
     return buckets + ([f"{bucket}@{quote(genre, safe='')}" for bucket in buckets] if genre else [])
 
 
-def amount_of(written: Written) -> Decimal:
-    return Decimal(written.plays["N"]) if written.plays is not None else Decimal(1)
+def counts(written: Written | None, boards: str) -> bool:
+    """A download that counts: well-formed by the oracle's reading and, where the table holds other items, marked."""
+    return read_image(written, boards) is not None
 
 
-def counts(written: Written | None) -> bool:
-    """A download that counts: well-formed and, where the table holds other items, marked as one."""
-    return written is not None and not written.malformed and written.kind in (None, MARKER[1])
+def rejected(written: Written | None, boards: str) -> bool:
+    """A download (marked as one where the table holds other items) the oracle reads as malformed."""
+    if written is None or written.kind not in (None, MARKER[1]):
+        return False
+    return read_image(written, boards) is None
 
 
 def contribution(written: Written | None, boards: str) -> dict[tuple[str, str], Decimal]:
     """What one image of an item adds to each aggregate (nothing when it does not count)."""
-    if not counts(written):
+    reading = read_image(written, boards)
+    if reading is None:
         return {}
     assert written is not None
-    return {(written.song_id, board): amount_of(written) for board in boards_of(written, boards)}
+    return {(written.song_id, board): reading.amount for board in boards_of(reading, boards)}
 
 
 def delta_of(record: StreamRecord, boards: str) -> dict[tuple[str, str], Decimal]:
@@ -489,6 +564,16 @@ def covered_by_failure_records(world: World) -> tuple[Counter[tuple[str, str]], 
     return added, taken
 
 
+def refused_aggregates(world: World) -> set[tuple[str, str]]:
+    """Ledger mode: the aggregates a `refused_record` names (a record no order placed, counted nowhere): reported, so
+    whatever they miss or hold over is covered, and recover recounts them."""
+    return {
+        (message["entityId"], message["board"])
+        for message in world.queue.of_kind("refused_record")
+        if message.get("entityId") and message.get("board")
+    }
+
+
 def index_problems(world: World, truth: Counter[tuple[str, str]]) -> list[str]:
     """Where the sparse index differs from the recount: every aggregate with a count above 0 in it under its board,
     none at 0 or below (a count is never below 0), and each board's entries ranked as docs/leaderboard-shards.md says,
@@ -577,17 +662,23 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
     world.config = config
     world.stream.retractions = config.retractions
     world.stream.marker = MARKER if config.marker else None
-    counter = 0
+    counter = _write_history(world) if config.ledger else 0
     for step in history.steps:
         counter = apply(world, step, counter)
+    if config.ledger:
+        _backfill_to_the_end(world)
     world.drain()
-    outcome = Outcome(history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w)))
+    outcome = Outcome(
+        history, world.design.name, downloads=sum(1 for w, _ in world.written if counts(w, config.boards))
+    )
     outcome.retractions = sum(1 for record in world.changes if record.event_name != "INSERT")
     truth = truth_of(world)
     counted = counted_of(world)
     outcome.lost_before, outcome.over_before = differences(truth, counted)
     added, taken = covered_by_failure_records(world)
     keys = set(truth) | set(counted)
+    if config.ledger:
+        keys -= refused_aggregates(world)
     outcome.uncovered = sum(max(0, max(0, truth[key] - counted.get(key, 0)) - added[key]) for key in keys)
     outcome.over_uncovered = sum(max(0, max(0, counted.get(key, 0) - truth[key]) - taken[key]) for key in keys)
     outcome.failure_records = len(world.queue.messages)
@@ -606,11 +697,7 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
         outcome.unreported_malformed = sum(
             1
             for record in world.changes
-            if record.written is not None
-            and record.written.malformed
-            and record.written.kind in (None, MARKER[1])
-            and str(record.sequence) not in reported
-            and not covers(record)
+            if rejected(record.written, config.boards) and str(record.sequence) not in reported and not covers(record)
         )
     outcome.hazards = set(world.hazards)
     outcome.board_kinds = world.retraction_kinds | {
@@ -631,6 +718,9 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
 
 
 def apply(world: World, step: Step, counter: int) -> int:
+    if isinstance(step, Backfill):
+        _backfill(world, step)
+        return counter
     if isinstance(step, Write):
         world.write(_written(world, step, counter))
         return counter + 1
@@ -674,8 +764,10 @@ def _retract(world: World, step: Delete | Edit | Rewrite) -> None:
     old = world.table[keys[step.pick % len(keys)]]
     key = old.key
     if isinstance(step, Delete):
+        if step.ttl and world.config.ledger and not _seen(world, key):
+            return  # expired before the stream or a backfill read it: nothing could count it, the recount neither
         world.remove(key, by_ttl=step.ttl)
-        if counts(old):
+        if counts(old, world.config.boards):
             world.retraction_kinds.add("expiry" if step.ttl else "deletion")
         return
     change = _applicable(world, step.change, old)
@@ -731,13 +823,27 @@ def _edited(world: World, old: Written, change: str, to: int) -> Written:
     if change == "marker":
         return dataclasses.replace(old, kind="PLAY" if old.kind == MARKER[1] else MARKER[1])
     if change == "malformed":
-        return dataclasses.replace(old, malformed=1 + to % 3)
+        return _spoilt(world, old, to)
     if change == "back":
         previous = _previous(world, old)
         assert previous is not None
         return previous
     user = f"user{to + 2}"
     return dataclasses.replace(old, user=user if user != old.user else f"user{to + 3}")
+
+
+def _spoilt(world: World, old: Written, to: int) -> Written:
+    """One attribute spoilt: the timestamp (1-3, as Write's malformed), or where the boards read them the summed
+    attribute (4) or the category (5). What else the item holds stays as it is, spoilt or not: the oracle reads the
+    image, so a download spoilt twice and mended once stays malformed."""
+    _, category, summed = BOARDS[world.config.boards]
+    ways = [1, 2, 3] + ([4] if summed else []) + ([5] if category else [])
+    way = ways[to % len(ways)]
+    if way == 4:
+        return dataclasses.replace(old, plays={"S": "12"}, malformed=old.malformed or 4)
+    if way == 5:
+        return dataclasses.replace(old, genre={"N": "5"}, malformed=old.malformed or 5)
+    return dataclasses.replace(old, malformed=way)
 
 
 def _move_to_song(world: World, old: Written, to: int) -> None:
@@ -749,7 +855,7 @@ def _move_to_song(world: World, old: Written, to: int) -> None:
         return
     world.remove(old.key, by_ttl=False)
     world.write(new)
-    if counts(old) or counts(new):
+    if counts(old, world.config.boards) or counts(new, world.config.boards):
         world.retraction_kinds.add("entity changed")
 
 
@@ -796,6 +902,63 @@ def _rewrite(world: World, step: Rewrite) -> None:
     )
     world.write(written)
     world.retraction_kinds.add("rewritten under its key")
+
+
+# ---------------------------------------------------------------------------------------------- ledger mode
+
+
+def _write_history(world: World) -> int:
+    """The table's downloads from before its stream: in the table, in no shard; some malformed, some of other types."""
+    config = world.config
+    for index in range(config.history):
+        step = Write(
+            song=index % 4 + 1,
+            when=index * 5 % len(TIMESTAMPS),
+            malformed=5 if index % 7 == 6 else 2 if index % 5 == 4 else 0,
+            genre=index % len(GENRES),
+            plays=index % len(PLAYS),
+            other=index % 6 == 5,
+        )
+        written = _written(world, step, index)
+        world.table[written.key] = written
+    return config.history
+
+
+def _seen(world: World, key: tuple[str, str]) -> bool:
+    """Whether the stream holds a record of the key, or a backfill has read it."""
+    return key in world.backfill_read or any(
+        (record.keys["songID"]["S"], record.keys["SK"]["S"]) == key for record in world.changes
+    )
+
+
+def _backfill(world: World, step: Backfill) -> None:
+    """One page of a backfill run: the next downloads after its place in the scan (by key), as they are now."""
+    runs: dict[int, tuple[str, str] | None] = world.backfills
+    if step.kill:
+        if runs.pop(step.run, None) is not None:
+            world.hazards.add("backfill killed")
+        return
+    if any(run != step.run for run in runs):
+        world.hazards.add("two backfills at once")
+    place = runs.get(step.run)
+    keys = sorted(key for key in world.table if place is None or key > place)[: max(1, step.items)]
+    for key in keys:
+        world.design.backfill(image_of(world.table[key]))
+        world.backfill_read.add(key)
+        world.now += 0.05
+    if len(keys) < max(1, step.items):
+        runs.pop(step.run, None)
+    else:
+        runs[step.run] = keys[-1]
+
+
+def _backfill_to_the_end(world: World) -> None:
+    """The operator's backfill after attaching: one run over the whole table, to its end."""
+    world.backfills.pop(-1, None)
+    while True:
+        _backfill(world, Backfill(run=-1, items=10))
+        if -1 not in world.backfills:
+            return
 
 
 def _apply_other(world: World, step: Step, counter: int) -> int:
@@ -870,9 +1033,11 @@ def configs(
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
+    ledger: bool = False,
 ) -> st.SearchStrategy[Config]:
     """Mapping settings; `focused`: one song in one month, so that every shard feeds the same aggregate; with
-    `retractions`, deletions and edits are followed, and in some histories the table holds other items too."""
+    `retractions`, deletions and edits are followed, and in some histories the table holds other items too; with
+    `ledger`, retractions in ledger mode, most often on a table with downloads from before its stream."""
     return st.builds(
         Config,
         window_seconds=st.sampled_from([5, 1, 60]),
@@ -884,8 +1049,10 @@ def configs(
         songs=st.just(1) if focused else st.sampled_from([4, 1, 2]),
         timestamps=st.just(1) if focused else st.sampled_from([len(TIMESTAMPS), 1]),
         boards=st.sampled_from(boards),
-        retractions=st.just(retractions),
-        marker=st.booleans() if retractions else st.just(False),
+        retractions=st.just(retractions or ledger),
+        marker=st.booleans() if retractions or ledger else st.just(False),
+        ledger=st.just(ledger),
+        history=st.sampled_from([6, 12, 0]) if ledger else st.just(0),
     )
 
 
@@ -994,6 +1161,18 @@ RETRACTIONS = ("delete",) * 4 + ("edit",) * 4 + ("rewrite",)
 """With retractions: about one step in four deletes, edits or rewrites a download, so that counts often end at 0."""
 RETRACTION_STEPS = st.sampled_from(WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
 FOCUSED_RETRACTION_STEPS = st.sampled_from(FOCUSED_WEIGHTS + RETRACTIONS).flatmap(RETRACTION_STRATEGIES.__getitem__)
+LEDGER_STRATEGIES = {
+    **RETRACTION_STRATEGIES,
+    "backfill": st.builds(
+        Backfill, run=st.integers(0, 1), items=st.sampled_from([3, 1, 10]), kill=st.sampled_from((False,) * 4 + (True,))
+    ),
+}
+LEDGER_EDITS = ("delete",) * 3 + ("edit",) * 6 + ("rewrite",) * 2 + ("backfill",) * 4
+"""Ledger mode: more edits (of the history too) and rewrites under one key, and backfill pages among them."""
+LEDGER_STEPS = st.sampled_from(WEIGHTS + LEDGER_EDITS).flatmap(LEDGER_STRATEGIES.__getitem__)
+FOCUSED_LEDGER_STEPS = st.sampled_from(FOCUSED_WEIGHTS + LEDGER_EDITS).flatmap(LEDGER_STRATEGIES.__getitem__)
+LEDGER_KINDS = ("backfill killed", "two backfills at once")
+"""What ledger histories do besides retractions (Outcome.hazards): the suite asks for each."""
 
 
 def histories(
@@ -1003,17 +1182,20 @@ def histories(
     focused: bool = False,
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
+    ledger: bool = False,
 ) -> st.SearchStrategy[History]:
     """Histories of one to about a hundred steps (chunks of steps, so that they are long yet shrink to one).
 
     `focused` histories feed one aggregate from many shards: where watermark pruning happens (and, with retractions,
     where a count most often ends back at 0). With `retractions`, downloads are also deleted, edited and written again,
-    and Time to Live deletes some.
+    and Time to Live deletes some; with `ledger`, the same in ledger mode, with a history and backfills.
     """
-    if retractions:
+    if ledger:
+        steps = FOCUSED_LEDGER_STEPS if focused else LEDGER_STEPS
+    elif retractions:
         steps = FOCUSED_RETRACTION_STEPS if focused else RETRACTION_STEPS
     else:
         steps = FOCUSED_STEPS if focused else STEPS
     parts = st.lists(st.lists(steps, min_size=1, max_size=chunk), min_size=3, max_size=chunks_max)
-    config = configs(aggregate_writes, focused, boards, retractions)
+    config = configs(aggregate_writes, focused, boards, retractions, ledger)
     return st.builds(History, config, parts.map(lambda chunks: tuple(s for c in chunks for s in c)))

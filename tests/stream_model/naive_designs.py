@@ -2,7 +2,9 @@
 
 The suite asserts that each of them fails, which shows that the model really produces the hazard
 named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `HighMarkDesign` are earlier
-designs of this project; the rest are the reference checkpoint reader with one guard removed.
+designs of this project; the rest are the reference checkpoint reader with one guard removed, the shipped
+aggregator with one way of following retractions changed, or a ledger design (the model's or the shipped one) with
+one rule changed.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from download_records import Download, parse_record
 from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
-from tests.stream_model.designs import ShardWatermarkDesign, schema_of
+from leaderboard_core.source_items import expired_by_ttl
+from ledger import StreamLedger
+from tests.stream_model.designs import ShardWatermarkDesign, ShippedLedgerDesign, schema_of
 from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Environment
 from tests.stream_model.histories import utc_month
+from tests.stream_model.ledger_backfill import LEDGER_TABLE
+from tests.stream_model.ledger_design import LedgerDesign, Moves
 from tests.stream_model.reference_design import CheckpointReader, Guards
 
 
@@ -595,6 +601,124 @@ class FollowsInsertsOnly(ShardWatermarkDesign):
         self.name = f"follows inserts only, {config.aggregate_writes}"
 
 
+class LedgerAppliesModifyAsNewDownload(LedgerDesign):
+    """Ledger mode that applies a MODIFY as a new download: it adds the new image and never takes the old one back.
+    Broken by any edit of a download the ledger counts (a move across months or categories counts it in both)."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"ledger applying a MODIFY as a new download, {config.aggregate_writes}"
+
+    def moves(self, record: dict[str, Any], schema: Any, ledger: dict[str, Any], sequence: str) -> Moves:
+        if record.get("eventName") == "MODIFY":
+            return self.contribution((record.get("dynamodb") or {}).get("NewImage"), schema)
+        return super().moves(record, schema, ledger, sequence)
+
+
+class LedgerSubtractsEveryRemove(LedgerDesign):
+    """Ledger mode that takes the old image back on every REMOVE, whatever the ledger says: a download from before
+    the stream deleted before the backfill counts it, or one whose first record the stream applied is its REMOVE
+    after the backfill counted it, is taken back though nothing (or the backfill's image) was counted. Lost."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"ledger subtracting every REMOVE, {config.aggregate_writes}"
+
+    def moves(self, record: dict[str, Any], schema: Any, ledger: dict[str, Any], sequence: str) -> Moves:
+        if record.get("eventName") == "REMOVE":
+            taken = self.contribution((record.get("dynamodb") or {}).get("OldImage"), schema)
+            return {key: -amount for key, amount in taken.items()}
+        return super().moves(record, schema, ledger, sequence)
+
+
+class LedgerComparesSequencesAcrossShards(LedgerDesign):
+    """Ledger mode that orders a record against StreamFrom by sequence number alone, across shards too: a child
+    numbered below its parent (child-lower-sequence) holds edits it takes for older than the parent's first record,
+    and moves nothing for them. Lost (or over-counted, for an edit that took a download back)."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"ledger comparing sequence numbers across shards, {config.aggregate_writes}"
+
+    def order(self, record: tuple[str, str], first: tuple[str, str]) -> int:
+        return (record[1] > first[1]) - (record[1] < first[1])
+
+
+class LedgerExpiryClaimsNothing(LedgerDesign):
+    """Ledger mode whose expiries by Time to Live neither move nor claim anything: a download the backfill counted,
+    expired, then written again under its key, meets the stream first at its new INSERT, which moves new - Base and
+    takes back the expired download's count (an expiry never changes a count). Lost."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"ledger whose expiries claim nothing, {config.aggregate_writes}"
+
+    def parse(self, record: dict[str, Any], schema: Any) -> Any:
+        if expired_by_ttl(record):
+            return parse_record(record, schema)
+        return super().parse(record, schema)
+
+
+class _ModifyAsNewLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if download.moves is not None and download.image_after:
+            download = replace(download, moves=download.image_after)
+        super()._apply(shard, download, entry, outcome)
+
+
+class _SubtractingLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if download.moves is not None and not download.image_after:
+            outcome.ours.append(download)
+            return
+        super()._apply(shard, download, entry, outcome)
+
+
+class ShippedLedgerAppliesModifyAsNewDownload(ShippedLedgerDesign):
+    """The shipped ledger mode with LedgerAppliesModifyAsNewDownload's rule: a MODIFY after StreamFrom adds its new
+    image (StreamLedger._apply swapped). Over-counted."""
+
+    ledger_class: type[StreamLedger] = _ModifyAsNewLedger
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger applying a MODIFY as a new download, {config.aggregate_writes}"
+
+    def restart(self) -> None:
+        super().restart()
+        deps = self.dependencies
+        deps.ledger = self.ledger_class(self.env.dynamodb, LEDGER_TABLE, deps.executor, deps.progress)
+
+
+class ShippedLedgerSubtractsEveryRemove(ShippedLedgerAppliesModifyAsNewDownload):
+    """The shipped ledger mode with LedgerSubtractsEveryRemove's rule: a REMOVE takes its old image back wherever it
+    stands against StreamFrom (StreamLedger._apply swapped). Lost."""
+
+    ledger_class = _SubtractingLedger
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger subtracting every REMOVE, {config.aggregate_writes}"
+
+
+class _SequenceComparingLedger(StreamLedger):
+    def _apply(self, shard: Any, download: Download, entry: Any, outcome: Any) -> None:
+        if entry.shard_id is not None:
+            entry = replace(entry, shard_id=shard.shard_id)  # any shard taken for StreamFrom's own
+        super()._apply(shard, download, entry, outcome)
+
+
+class ShippedLedgerComparesSequencesAcrossShards(ShippedLedgerAppliesModifyAsNewDownload):
+    """The shipped ledger mode with LedgerComparesSequencesAcrossShards's rule: a record of another shard is placed
+    against StreamFrom as if it were of StreamFrom's shard, by sequence number (StreamLedger._apply swapped). Lost."""
+
+    ledger_class = _SequenceComparingLedger
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"shipped ledger comparing sequence numbers across shards, {config.aggregate_writes}"
+
+
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
     """The model's factory for a design class: with the history's write mode when the design has modes, with the
     whole configuration when it takes it."""
@@ -629,3 +753,14 @@ NAIVE_RETRACTIONS = {
     FollowsInsertsOnly: "over-counted",
 }
 """Naive designs of retractions, each with what it gets wrong: the suite breaks them on histories with retractions."""
+NAIVE_LEDGERS = {
+    LedgerAppliesModifyAsNewDownload: "over-counted",
+    LedgerSubtractsEveryRemove: "lost",
+    LedgerComparesSequencesAcrossShards: "lost",
+    ShippedLedgerAppliesModifyAsNewDownload: "over-counted",
+    ShippedLedgerSubtractsEveryRemove: "lost",
+    ShippedLedgerComparesSequencesAcrossShards: "lost",
+}
+"""Naive ledger designs, each with what it gets wrong: the suite breaks them on random ledger histories
+(`LedgerExpiryClaimsNothing` only by its story: 300 random histories, seed 38, never expire a download the backfill
+counted and write it again under its key before the stream reads it; the ledger property found it, at seed 52)."""

@@ -6,7 +6,8 @@ keeps that guard, stays exact; and random histories break each of them too, so t
 are not only in the hand-written stories. Four counterexamples against the high-mark design
 (naive_designs.HighMarkDesign, regressions.HIGH_MARK_COUNTEREXAMPLES) are kept with the numbers first reported for them.
 The naive ways of following deletions and edits (naive_designs.NAIVE_RETRACTIONS) break on histories with retractions,
-on which the shipped aggregator is exact.
+on which the shipped aggregator is exact; the naive ledger designs (naive_designs.NAIVE_LEDGERS), and the naive way of
+following retractions without a ledger, break on ledger histories, on which every ledger design is exact.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from tests.property_examples import examples
 from tests.stream_model import naive_designs as naive
 from tests.stream_model.designs import shipped
 from tests.stream_model.histories import BOARDS, History, Outcome, histories, play
+from tests.stream_model.ledger_design import LEDGER_DESIGNS, ledger
 from tests.stream_model.reference_design import CheckpointReader
-from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, NAIVE_STORIES, RETRACTION_STORIES
+from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, LEDGER_STORIES, NAIVE_STORIES, RETRACTION_STORIES
 
 pytestmark = pytest.mark.slow  # the stream model at its CI size: CI runs it, make check does not
 
@@ -105,6 +107,53 @@ def test_random_histories_with_retractions_break_every_naive_retraction_design(d
     found = find(drawn, broken_across_shards, settings=generate_only, random=random.Random(28))
     # and the shipped aggregator plays the same history exactly
     assert play(found, shipped).problems() == [], repr(found)
+
+
+@pytest.mark.parametrize("name", list(LEDGER_STORIES))
+def test_a_naive_ledger_design_breaks_on_its_story_and_the_models_ledger_does_not(name: str) -> None:
+    # given a naive way of keeping the ledger, and a ledger history that shows what it ignores
+    design_name, history, expected = LEDGER_STORIES[name]
+    # when the naive design and the model's ledger design play it
+    broken = play(history, naive.factory(getattr(naive, design_name)))
+    exact = play(history, ledger)
+    # then the naive design loses or over-counts as its docstring says, and the model's ledger design is exact (every
+    # ledger design plays the stories in test_exactly_once.py)
+    assert any(expected in problem for problem in broken.problems()), broken.summary()
+    assert exact.problems() == [], exact.summary()
+
+
+LEDGER_HAZARDS = {naive.LedgerComparesSequencesAcrossShards: "child with lower sequence numbers"}
+"""What a random history must show for the naive design's failure to be the one its docstring names."""
+
+
+@pytest.mark.parametrize("mode", [PER_BATCH, PER_WINDOW])
+@pytest.mark.parametrize(
+    "design", [*naive.NAIVE_LEDGERS, naive.SubtractsEveryDeliveredRetraction], ids=lambda design: design.__name__
+)
+def test_random_ledger_histories_break_every_naive_ledger_design(design: type[Any], mode: str) -> None:
+    # given seeded random ledger histories in one write mode: history before the stream, backfills, retractions
+    make = naive.factory(design)
+    expected = naive.NAIVE_LEDGERS.get(design) or naive.NAIVE_RETRACTIONS[design]
+    hazard = LEDGER_HAZARDS.get(design)
+
+    def broken_as_its_docstring_says(history: History) -> bool:
+        outcome = play(history, make)
+        shown = hazard is None or hazard in outcome.hazards
+        return shown and any(expected in problem for problem in outcome.problems())
+
+    # when they are played against the naive design, then one breaks it as its docstring says
+    generate_only = settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    drawn = histories((mode,), boards=tuple(BOARDS), ledger=True)
+    found = find(drawn, broken_as_its_docstring_says, settings=generate_only, random=random.Random(38))
+    # and every ledger design plays the same history exactly
+    for make_ledger in LEDGER_DESIGNS.values():
+        assert play(found, make_ledger).problems() == [], repr(found)
 
 
 def test_the_high_mark_design_loses_half_of_a_reordered_retry_silently() -> None:
