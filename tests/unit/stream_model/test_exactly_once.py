@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -30,9 +29,7 @@ from tests.stream_model.histories import (
     BOARDS,
     LEDGER_KINDS,
     RETRACTION_KINDS,
-    Delete,
     History,
-    Rewrite,
     histories,
     play,
 )
@@ -72,7 +69,6 @@ def explore(
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
     ledger: bool = False,
-    drawn_only: Callable[[History], bool] = lambda _history: True,
 ) -> Counter[str]:
     """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
     (and the kinds of boards counted, and of retractions). With `retractions` (or `ledger`), half the histories feed
@@ -84,7 +80,6 @@ def explore(
             histories(modes, boards=boards, retractions=True, ledger=ledger),
             histories(modes, focused=True, boards=boards, retractions=True, ledger=ledger),
         )
-    drawn = drawn.filter(drawn_only)
 
     @settings(
         max_examples=examples,
@@ -154,19 +149,6 @@ def test_deletions_edits_rewrites_and_expiries_are_counted_exactly_once_under_ev
     assert set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS - set(seen) == set()
 
 
-def _no_expiry_written_again(history: History) -> bool:
-    return not (
-        any(isinstance(step, Delete) and step.ttl for step in history.steps)
-        and any(isinstance(step, Rewrite) for step in history.steps)
-    )
-
-
-LEDGER_DESIGN_LIMITS = {"shipped": _no_expiry_written_again}
-"""Histories a ledger design is not played on at random, for a loss kept by name (SHIPPED_LEDGER_LOSES, strict xfails
-below): the shipped ledger mode's expiries claim nothing, so a download expired and written again under its key may
-lose the expired download's count. Without this, every random run would stop at that one loss and show no other."""
-
-
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("design", list(LEDGER_DESIGNS))
@@ -181,7 +163,6 @@ def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_unde
     # when each is played against the ledger design, an operator's backfill run to its end after the steps, then
     # recovered
     first = 52 + 100 * MODES.index(mode) + chunk
-    drawn_only = LEDGER_DESIGN_LIMITS.get(design, lambda _history: True)
     required = (set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS) | set(LEDGER_KINDS)
     seen: Counter[str] = Counter()
     # (as with retractions, more chunks, up to four, are played until every hazard and kind has occurred)
@@ -195,7 +176,6 @@ def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_unde
             chunk=first + 1000 * more,
             boards=tuple(BOARDS),
             ledger=True,
-            drawn_only=drawn_only,
         )
     # then every board equals the recount of the table's last items and of those TTL deleted, and ranks as it does;
     # and every hazard occurred, backfills ran two at once and were killed
@@ -267,22 +247,13 @@ def test_a_kept_counterexample_is_exact_on_the_reference_design(name: str) -> No
 
 
 LEDGER_REGRESSIONS = {**LEDGER_HISTORIES, **{name: story[1] for name, story in LEDGER_STORIES.items()}}
-SHIPPED_LEDGER_LOSES = {
-    "a download the backfill counted, expired by TTL and written again under its key, counts twice",
-    "an expiry that claims nothing lets a rewrite under its key take back what the backfill counted",
-}
-"""Ledger histories on which the shipped ledger mode loses a count, silently: its expiries by TTL claim nothing
-(ledger.StreamLedger sees parsed downloads only), so a download the backfill counted, expired and written again under
-its key has its new INSERT for StreamFrom, which moves new - Base and takes the expired download's count back."""
 
 
 def _ledger_cases() -> list[Any]:
     cases = []
     for design in LEDGER_DESIGNS:
         for name in LEDGER_REGRESSIONS:
-            loses = design == "shipped" and name in SHIPPED_LEDGER_LOSES
-            marks = [pytest.mark.xfail(strict=True, reason="an expiry claims nothing")] if loses else []
-            cases.append(pytest.param(design, name, marks=marks, id=f"{design}-{name}"))
+            cases.append(pytest.param(design, name, id=f"{design}-{name}"))
     return cases
 
 

@@ -143,7 +143,7 @@ def test_random_ledger_histories_break_every_naive_ledger_design(design: type[An
 
     # when they are played against the naive design, then one breaks it as its docstring says
     generate_only = settings(
-        max_examples=300,
+        max_examples=examples(300),
         deadline=None,
         database=None,
         phases=(Phase.generate,),
