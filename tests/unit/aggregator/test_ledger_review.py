@@ -12,9 +12,9 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from download_records import Schema
-from leaderboard_core.claims import backfill_claim
-from ledger import StreamLedger
+from leaderboard_core.claims import backfill_claim, claim_key
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
+from ledger import StreamLedger
 from stream_claims import StreamClaims
 from tests.unit.aggregator.handler_on_moto import WRITERS
 from tests.unit.aggregator.ledger_on_moto import (
@@ -274,3 +274,57 @@ def test_an_edit_two_splits_after_the_first_record_whose_middle_shard_was_trimme
     # then it counts in February only, and nothing of the download is refused
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
     assert [message for message in world.reports() if message["kind"] == "refused_record"] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="watermark mode: a stream claim written before FirstWrite existed (Owner only, by the previous release, "
+    "while a backfill runs across the upgrade) lets the key's re-put set FirstWrite to itself: counted in both months, "
+    "silently",
+)
+def test_watermark_mode_a_stream_claim_from_before_first_write_does_not_count_a_re_put_twice(
+    world: LedgerWorld,
+) -> None:
+    # given watermark mode with claims, a January download the stream claimed and counted before FirstWrite was written
+    watermark_mode(world)
+    world.put(ROOT, "song1", 1, "2018-01")
+    world.read(ROOT)
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE,
+        Key={"ClaimKey": {"S": claim_key(key_of("song1", 1))}},
+        UpdateExpression="REMOVE FirstWrite",
+    )
+    # when it is deleted and put again in February, and read
+    world.delete(ROOT, "song1", 1)
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then it is counted once (January, as first claimed) or the re-put is reported
+    refused = [message["board"] for message in world.reports() if message["kind"] == "refused_record"]
+    assert sum(world.boards().values()) == 1 or refused == ["2018-02"]
+
+
+def test_a_refusal_the_failure_queue_did_not_take_holds_the_checkpoint_until_it_is_reported(world: LedgerWorld) -> None:
+    # given an edit that reaches the sibling of the shard its download was first counted from, and a failure queue
+    # that refuses the first send
+    world.split(ROOT, LEFT, first_sequence=500)
+    world.split(ROOT, RIGHT, first_sequence=700)
+    world.put(LEFT, "song1", 1, "2018-01")
+    world.read(LEFT)
+    world.put(RIGHT, "song1", 1, "2018-02")
+    deps = world.deployed.dependencies
+    send, refusals = deps.send_failures, []
+
+    def refuse_once(messages: list[dict[str, Any]]) -> bool:
+        refusals.append(len(messages))
+        return len(refusals) > 1 and send(messages)
+
+    world.deployed.dependencies = dataclasses.replace(deps, send_failures=refuse_once)
+    # when the sibling is read (its report unsent), and read again
+    with pytest.raises(AggregatesNotWritten):
+        world.read(RIGHT)
+    assert world.progress(RIGHT).checkpoint is None or world.progress(RIGHT).checkpoint < world.last(RIGHT).zfill(40)
+    world.read(RIGHT)
+    # then the refusal reached the queue once per board, and the checkpoint passed it only then
+    refused = [message["board"] for message in world.reports() if message["kind"] == "refused_record"]
+    assert sorted(refused) == ["2018-01", "2018-02"]
+    assert world.progress(RIGHT).checkpoint == world.last(RIGHT).zfill(40)
