@@ -95,6 +95,8 @@ class Download:
     event_id: str | None = field(default=None, compare=False, hash=False, repr=False)
     """The record's eventID ("A globally unique identifier for the event that was recorded in this stream record"):
     what a claim names its first write by, so that a key written again is told from a retry of the same record."""
+    expiry: bool = False
+    """An expiry by TTL (ledger mode, parse_expiry): its download stays counted as its old image, `image_after`."""
     image_after: tuple[Change, ...] | None = None
     """What the record's new image counts, board by board (ledger mode's new(r), moved from the ledger's Base when the
     record is the first the stream applied): empty for a REMOVE or an image that counts nothing. None: an INSERT,
@@ -240,6 +242,7 @@ def parse_expiry(record: dict[str, Any], schema: Schema) -> Download | None:
         item_key,
         moves=(),
         event_id=_event_id(record),
+        expiry=True,
         image_after=tuple(Change(key, before.amount, before.amount) for key in before.keys),
     )
 

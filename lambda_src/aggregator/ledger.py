@@ -139,6 +139,7 @@ class StreamLedger:
         self._client = client
         self._table = table
         self._executor = executor
+        self._progress = progress
         self._lineage = Lineage(progress)
 
     def _claim(self, shard: ShardRef, first: Download, late: Callable[[], bool]) -> LedgerEntry | None:
@@ -156,7 +157,9 @@ class StreamLedger:
         self, shard: ShardRef, downloads: list[Download], late: Callable[[], bool] = lambda: False
     ) -> LedgerOutcome:
         """Claim each download key of one step once (its first record in the step as StreamFrom, if none is set), then
-        give each of its records the ledger's changes. Once `late` says the time is nearly up, no claim starts."""
+        give each of its records the ledger's changes. Once `late` says the time is nearly up, no claim starts. A
+        progress table begun without ledger mode raises LedgerTurnedOnLate before any claim."""
+        self._progress.genesis()
         by_key: dict[str, list[Download]] = {}
         for download in downloads:
             by_key.setdefault(claim_key(download.item_key) if download.item_key else "", []).append(download)
@@ -194,9 +197,13 @@ class StreamLedger:
         if isinstance(place, str):
             outcome.refused += _refusals(download, shard, place)
             return
-        if place is Place.PRECEDES:
+        if place is Place.PRECEDES and not download.expiry:
             return
         changes = download.changes
+        if place is Place.PRECEDES:
+            # StreamFrom's record moved its download from Base to its own image, taking out with Base every image
+            # before it, this expired one too: an expiry keeps its count, so it adds its old image back.
+            changes = download.counted_after
         if place is Place.IS:
             changes = moved_from_base(download, entry)
             outcome.counted_by_backfill += 1 if entry.owner == BACKFILL else 0

@@ -31,6 +31,7 @@ from leaderboard_core.bookkeeping import (
     GAP_REPORTED_FROM,
     GENESIS,
     GENESIS_KEY,
+    LEDGER_FROM,
     LINEAGE_COUNTED,
     LINEAGE_UNKNOWN,
     LOST_UNREAD,
@@ -50,11 +51,19 @@ from progress_item import Progress, progress_of_item, shard_key
 CACHE_SECONDS = 60.0
 
 
+class LedgerTurnedOnLate(RuntimeError):
+    """Ledger mode on a progress table a deployment without it began: what that deployment counted has no ledger item,
+    so the first edit or deletion of each such download would be placed as if it had never been counted."""
+
+
 class ProgressStore:
-    def __init__(self, client: Any, table_name: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client: Any, table_name: str, clock: Callable[[], float] = time.time, ledger: bool = False
+    ) -> None:
         self._client = client
         self._table = table_name
         self._clock = clock
+        self._ledger = ledger
         self._cache: dict[str, tuple[float, Progress]] = {}
         self._genesis: str | None = None
 
@@ -63,14 +72,16 @@ class ProgressStore:
         return self._table
 
     def genesis(self) -> str:
-        """This progress table's token, drawn by the first reader ever (conditional), the same for all after."""
+        """This progress table's token, drawn by the first reader ever (conditional), the same for all after. In ledger
+        mode the first reader marks it (LEDGER_FROM), and a token drawn without the mark raises LedgerTurnedOnLate."""
         if self._genesis is None:
             key = {SHARD_KEY: {"S": GENESIS_KEY}}
+            marked = f", {LEDGER_FROM} = :now" if self._ledger else ""
             try:
                 self._client.update_item(
                     TableName=self._table,
                     Key=key,
-                    UpdateExpression=f"SET #genesis = :token, {UPDATED_AT} = :now",
+                    UpdateExpression=f"SET #genesis = :token, {UPDATED_AT} = :now{marked}",
                     ConditionExpression="attribute_not_exists(#genesis)",
                     ExpressionAttributeNames={"#genesis": GENESIS},
                     ExpressionAttributeValues={
@@ -82,6 +93,13 @@ class ProgressStore:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
             item = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True).get("Item") or {}
+            if self._ledger and LEDGER_FROM not in item:
+                raise LedgerTurnedOnLate(
+                    f"ledger mode is on, but the progress table {self._table} was begun by this deployment without it: "
+                    "the downloads it counted then have no ledger item, so their edits and deletions would be counted "
+                    "as if they had never been. Nothing is counted. Set ledger = false again, or attach a new stack "
+                    "(another name) with ledger = true and backfill it (docs/attaching.md)"
+                )
             self._genesis = item[GENESIS]["S"]
         return self._genesis
 

@@ -15,7 +15,7 @@ from stream_claims import StreamClaims
 
 
 def dependencies_for(settings: Settings, dynamodb: Any, streams: Any, sqs: Any, executor: Executor) -> Dependencies:
-    progress = ProgressStore(dynamodb, settings.progress_table_name)
+    progress = ProgressStore(dynamodb, settings.progress_table_name, ledger=settings.ledger)
     dependencies = Dependencies(
         store=AggregateStore(
             dynamodb,

@@ -57,6 +57,9 @@ GENESIS = "Genesis"
 """A token drawn once per progress table (item `#genesis`), copied into every shard's item and onto every pruned
 aggregate: a progress table recreated since an aggregate was pruned cannot vouch for what was pruned."""
 GENESIS_KEY = "#genesis"
+LEDGER_FROM = "LedgerFrom"
+"""On the genesis item, in ledger mode: when the first reader drew the token, ledger mode on. A genesis without it was
+drawn by a deployment that counted without the ledger, whose downloads have no ledger item."""
 PARENT_SHARD = "ParentShardId"
 LINEAGE_COUNTED = "LineageCounted"
 """Every ancestor of the shard is ended: counted through its end, or its loss reported to the failure queue."""

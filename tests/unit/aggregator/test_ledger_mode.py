@@ -12,6 +12,7 @@ import pytest
 from aggregator import AggregatesNotWritten
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from ledger import StreamLedger
+from shard_progress import LedgerTurnedOnLate
 from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
 
@@ -296,3 +297,28 @@ def test_a_download_from_before_the_stream_expired_before_any_backfill_counts_as
     assert counted_by_the_backfill == []
     assert world.boards() == {("song1", "2018-01"): 1}
     assert world.reports() == []
+
+
+def test_ledger_mode_turned_on_after_counting_without_it_counts_nothing_and_says_why(world: LedgerWorld) -> None:
+    # given a progress table a deployment without ledger mode began (its genesis token drawn, unmarked)
+    world.dynamodb.put_item(
+        TableName="test-progress", Item={"ShardKey": {"S": "#genesis"}, "Genesis": {"S": "drawn-before-the-ledger"}}
+    )
+    world.put(ROOT, "song1", 1, "2018-01")
+    # when the aggregator reads the shard in ledger mode
+    with pytest.raises(LedgerTurnedOnLate, match="attach a new stack"):
+        world.read(ROOT)
+    # then nothing was counted or claimed: the edits of downloads counted before would be counted again
+    assert world.boards() == {}
+    assert world.dynamodb.scan(TableName=LEDGER_TABLE)["Items"] == []
+
+
+def test_a_deployment_begun_in_ledger_mode_marks_its_genesis_and_counts(world: LedgerWorld) -> None:
+    # given a new deployment in ledger mode
+    world.put(ROOT, "song1", 1, "2018-01")
+    # when it reads its shard for the first time
+    world.read(ROOT)
+    # then it counted, and its progress table's genesis says ledger mode began it
+    genesis = world.dynamodb.get_item(TableName="test-progress", Key={"ShardKey": {"S": "#genesis"}})["Item"]
+    assert "LedgerFrom" in genesis
+    assert world.boards() == {("song1", "2018-01"): 1}

@@ -44,17 +44,11 @@ def kinds(world: LedgerWorld) -> list[str]:
 def shipped_backfill(world: LedgerWorld, song: str, number: int, month: str) -> None:
     """`leaderboard-tools backfill` as shipped: its claim Put exactly as transaction_items builds it, with its count."""
     scanned = ScannedDownload(key_of(song, number), "", song, (month,))
-    actions, _ = transaction_items([scanned], _deployment(), LEDGER_TABLE)
+    actions, _ = transaction_items([scanned], dataclasses.replace(_deployment(), ledger=True), LEDGER_TABLE)
     claim = next(action for action in actions if "Put" in action)
     world.dynamodb.transact_write_items(TransactItems=[claim, backfill_update(song, month, 1)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shipped backfill (leaderboard_tools.backfill.transactions) writes its claim without Entity and "
-    "Contribution: the ledger refuses the StreamFrom record of every key the backfill counted first (refused_record), "
-    "so the board stays where the backfill counted it until recover recounts",
-)
 def test_a_download_the_shipped_backfill_counted_then_edited_into_another_month_moves_there(
     world: LedgerWorld,
 ) -> None:
@@ -71,16 +65,11 @@ def test_a_download_the_shipped_backfill_counted_then_edited_into_another_month_
     assert kinds(world) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/exactly-once-ledger.md says the backfill's Put holds Entity and Contribution; the shipped backfill's "
-    "does not (backfill_claim is called with the key only), and no module input turns ledger mode on in the tool",
-)
 def test_the_shipped_backfills_claim_records_what_it_counted() -> None:
     # given one scanned January download
     scanned = ScannedDownload(key_of("song1", 1), "", "song1", ("2018-01",))
     # when the shipped backfill builds its transaction
-    actions, _ = transaction_items([scanned], _deployment(), LEDGER_TABLE)
+    actions, _ = transaction_items([scanned], dataclasses.replace(_deployment(), ledger=True), LEDGER_TABLE)
     # then its claim carries the Base that docs/exactly-once-ledger.md says it holds (Entity, Contribution)
     claim = next(action["Put"]["Item"] for action in actions if "Put" in action)
     assert claim.get("Entity") == {"S": "song1"}
@@ -339,12 +328,6 @@ def expire(world: LedgerWorld, shard_id: str, song: str, number: int) -> None:
     world.shards[shard_id].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an expiry does not telescope (its new(r) is its old image, the next INSERT's old(r) is nothing): when the "
-    "child's re-put is read first it becomes StreamFrom, the parent's expiry precedes it and moves nothing, so the "
-    "expired download is taken back (backfilled) or never counted, silently; read parent first it counts",
-)
 @pytest.mark.parametrize("backfilled", [True, False], ids=["backfill_counted_it", "never_counted"])
 def test_an_expired_download_keeps_its_count_when_its_key_is_written_again_in_a_child_read_first(
     world: LedgerWorld, backfilled: bool
