@@ -17,6 +17,7 @@ from leaderboard_core.buckets import utc_moment
 from leaderboard_core.claims import CLAIM_OWNER, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.report import REJECTED_EXAMPLES, Tally
+from leaderboard_tools.backfill.runs import LEASE_SECONDS
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.recount import boards_of_download
 
@@ -144,10 +145,10 @@ def aggregate_update(deployment: Deployment, entity: str, board: str, added: int
 
 
 def transaction_items(
-    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str
+    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str, fence: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The chunk's TransactItems: its claims first (in the chunk's order), then its aggregates' updates; and the
-    aggregates in the order of their actions."""
+    """The chunk's TransactItems: its claims first (in the chunk's order), then its aggregates' updates, then the
+    run's fence (runs.py) if given; and the aggregates in the order of their actions."""
     claims = []
     for download in chunk:
         put = backfill_claim(claims_table, download.key)
@@ -155,7 +156,7 @@ def transaction_items(
         claims.append(put)
     counts = aggregate_counts(chunk)
     updates = [aggregate_update(deployment, entity, board, added) for (entity, board), added in counts.items()]
-    return claims + updates, list(counts)
+    return claims + updates + ([fence] if fence else []), list(counts)
 
 
 @dataclass
@@ -170,6 +171,8 @@ class Cancellation:
     """Aggregates that failed their condition, and why: the backfill stops."""
     errors: list[str] = field(default_factory=list)
     """Any other reason (a validation error, an item collection too large): the backfill stops."""
+    ended: bool = False
+    """The run's fence is gone: it may count nothing more."""
 
 
 def read_cancellation(
@@ -177,11 +180,17 @@ def read_cancellation(
     aggregates: list[tuple[str, str]],
     reasons: list[dict[str, Any]],
     deployment: Deployment,
+    fenced: bool = False,
 ) -> Cancellation:
     outcome = Cancellation()
-    if len(reasons) != len(chunk) + len(aggregates):
+    if len(reasons) != len(chunk) + len(aggregates) + fenced:
         outcome.retry = True  # no reasons to go by: the same transaction, after a pause
         return outcome
+    if fenced:
+        *reasons, fence = reasons
+        code = str(fence.get("Code") or "None")
+        outcome.ended = code == "ConditionalCheckFailed"
+        outcome.retry = code in RETRIED_REASONS - {"None"}
     names = deployment.names
     for index, reason in enumerate(reasons):
         code = str(reason.get("Code") or "None")
@@ -225,15 +234,24 @@ class PageTransactions:
         """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again."""
         attempts = 0
         while chunk:
-            items, aggregates = transaction_items(chunk, self._deployment, self._claims)
+            items, aggregates = transaction_items(chunk, self._deployment, self._claims, self._fence)
             try:
                 self._dynamodb.transact_write_items(TransactItems=items)
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise
                 outcome = read_cancellation(
-                    chunk, aggregates, error.response.get("CancellationReasons") or [], self._deployment
+                    chunk,
+                    aggregates,
+                    error.response.get("CancellationReasons") or [],
+                    self._deployment,
+                    bool(self._fence),
                 )
+                if outcome.ended:
+                    raise BackfillUnfinished(
+                        "this run was ended by `backfill --release-check`, which had not heard from it within "
+                        f"{LEASE_SECONDS:g} s: what it counted stays counted; run the backfill again"
+                    ) from error
                 if outcome.refused or outcome.errors:
                     raise BackfillStopped("; ".join(outcome.refused + outcome.errors)) from error
                 for owner in outcome.claimed.values():
@@ -268,5 +286,5 @@ class PageTransactions:
                     )
             else:
                 downloads.append(download)
-        for chunk in chunks(downloads):
+        for chunk in chunks(downloads, MAX_TRANSACTION_ACTIONS - bool(self._fence)):
             self._transact(chunk, tally)
