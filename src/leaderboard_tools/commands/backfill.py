@@ -133,17 +133,7 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
     from leaderboard_tools.backfill.report import iso
 
     release = release_check(aws, deployment)
-    if release.ended_at is None:
-        verdict = "no backfill has finished: run `leaderboard-tools backfill` to its end first; keep backfill_claims on"
-    elif release.waiting is None:
-        verdict = "a shard could not be read far enough to tell: run this again; keep backfill_claims on"
-    elif release.waiting:
-        verdict = (
-            f"{counted(release.waiting, 'download record')} created before the backfill's end are not yet "
-            "counted by the aggregator: run this again later; keep backfill_claims on"
-        )
-    else:
-        verdict = "the aggregator has counted past the backfill's end: apply backfill_claims = false"
+    verdict = release.verdict
     if output == "text":
         print(text_line(deployment.table, iso(release.ended_at), release.waiting, release.releasable, verdict))
     elif output == "json":
@@ -154,6 +144,9 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
                     "endedAt": iso(release.ended_at),
                     "waiting": release.waiting,
                     "releasable": release.releasable,
+                    "countedUntil": iso(release.counted_until),
+                    "running": [run.run_id for run in release.running],
+                    "endedNow": [run.run_id for run in release.ended_now],
                     "verdict": verdict,
                 }
             )
