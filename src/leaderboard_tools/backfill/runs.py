@@ -27,8 +27,8 @@ RUNS = "Runs"
 STARTED_AT, HEARD_AT, ENDED_AT, ENDED_BY, PROCESS = "StartedAt", "HeardAt", "EndedAt", "EndedBy", "Process"
 HEARTBEAT_SECONDS = 30.0
 """How often a live run says so in its run item."""
-LEASE_SECONDS = 300.0
-"""A run not heard from for this long is taken for dead, and `--release-check` ends it: ten heartbeats missed (a
+LEASE_SECONDS = 120.0
+"""A run not heard from for this long is taken for dead, and `--release-check` ends it: four heartbeats missed (a
 process alive after that only stops, at its next transaction, and a later run goes on)."""
 
 

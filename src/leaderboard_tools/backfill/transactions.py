@@ -145,10 +145,10 @@ def aggregate_update(deployment: Deployment, entity: str, board: str, added: int
 
 
 def transaction_items(
-    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str, fence: dict[str, Any] | None = None
+    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The chunk's TransactItems: its claims first (in the chunk's order), then its aggregates' updates, then the
-    run's fence (runs.py) if given; and the aggregates in the order of their actions."""
+    """The chunk's TransactItems: its claims first (in the chunk's order), then its aggregates' updates; and the
+    aggregates in the order of their actions."""
     claims = []
     for download in chunk:
         put = backfill_claim(claims_table, download.key)
@@ -156,7 +156,7 @@ def transaction_items(
         claims.append(put)
     counts = aggregate_counts(chunk)
     updates = [aggregate_update(deployment, entity, board, added) for (entity, board), added in counts.items()]
-    return claims + updates + ([fence] if fence else []), list(counts)
+    return claims + updates, list(counts)
 
 
 @dataclass
@@ -234,7 +234,8 @@ class PageTransactions:
         """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again."""
         attempts = 0
         while chunk:
-            items, aggregates = transaction_items(chunk, self._deployment, self._claims, self._fence)
+            items, aggregates = transaction_items(chunk, self._deployment, self._claims)
+            items += [self._fence] if self._fence else []  # last: the run's fence (runs.py)
             try:
                 self._dynamodb.transact_write_items(TransactItems=items)
             except ClientError as error:
