@@ -81,7 +81,7 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         self._pacer = ReadPacer(max_read_units, clock, sleep)
         self._dynamo_time = dynamo_time or DynamoTime(dynamodb, deployment.table).latest
         self._claims = ""
-        self._fence: dict[str, Any] | None = None
+        self._fences: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._report = BackfillReport(deployment.table, segments, aggregator_function=deployment.aggregator_function)
@@ -93,7 +93,7 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         `--release-check` ends it once its lease has run out."""
         self._claims = claims_table_of(self._deployment)
         self._phase(BEGINNING_BACKFILL)
-        lease = RunLease(self._dynamodb, self._claims, self._dynamo_time)
+        lease = RunLease(self._dynamodb, self._claims, self._segments, self._dynamo_time)
         try:
             report = self._run(lease)
         except (Exception, KeyboardInterrupt):
@@ -110,7 +110,7 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
 
         def register() -> None:
             lease.register()
-            self._fence = fence_check(self._claims, lease.run_id)
+            self._fences = [fence_check(self._claims, lease.run_id, index) for index in range(self._segments)]
 
         done = self._begin(register)
         if done is not None:

@@ -4,8 +4,8 @@ stream record created before the last moment any run could count.
 The done item says when the scan of the whole table ended, not that every run has: another run started at once may
 still be scanning, or killed, or paused, and count a download written after that end. Every run is registered and
 fenced (runs.py): a run heard from within the lease may still count, and the claims stay; one not heard from within
-it is ended here (its fence deleted: it can count nothing more, and a process still alive stops at its next
-transaction). Each ended run's bound is the moment its fence was gone; every download it counted was written before.
+it is ended here (its fences deleted: it can count nothing more, and a process still alive stops at its next
+transaction). Each ended run's bound is the moment its fences were gone; every download it counted was written before.
 The aggregator's checkpoint of every shard must then have passed each record created before the latest bound and the
 done item's end (within the clock margin, docs/operations.md). Read from each shard's checkpoint, as `reconcile`'s
 in-flight check reads (the progress table, not IteratorAge, which says what the mapping delivered, not what the
@@ -109,7 +109,7 @@ def release_check(
             release.running.append(run)
             continue
         if run.fenced or run.ended_at is None:
-            bounds.append(end_run(clients.dynamodb, claims, run.run_id, now, "backfill --release-check"))
+            bounds.append(end_run(clients.dynamodb, claims, run.run_id, run.segments, now, "backfill --release-check"))
             if run.fenced:
                 release.ended_now.append(run)
         else:

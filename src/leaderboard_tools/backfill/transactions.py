@@ -230,12 +230,14 @@ def read_cancellation(
 class PageTransactions:
     """The Backfill's counting of a scanned page."""
 
-    def _transact(self, chunk: list[ScannedDownload], tally: Tally) -> None:
-        """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again."""
+    def _transact(self, chunk: list[ScannedDownload], tally: Tally, segment: int) -> None:
+        """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again. The
+        segment's fence (runs.py) goes last, when the run has one."""
+        fence = self._fences[segment] if self._fences else None
         attempts = 0
         while chunk:
             items, aggregates = transaction_items(chunk, self._deployment, self._claims)
-            items += [self._fence] if self._fence else []  # last: the run's fence (runs.py)
+            items += [fence] if fence else []
             try:
                 self._dynamodb.transact_write_items(TransactItems=items)
             except ClientError as error:
@@ -246,7 +248,7 @@ class PageTransactions:
                     aggregates,
                     error.response.get("CancellationReasons") or [],
                     self._deployment,
-                    bool(self._fence),
+                    fence is not None,
                 )
                 if outcome.ended:
                     raise BackfillUnfinished(
@@ -275,7 +277,7 @@ class PageTransactions:
                 tally.boards.update(download.boards)
             return
 
-    def _page(self, items: list[dict[str, Any]], tally: Tally) -> None:
+    def _page(self, items: list[dict[str, Any]], tally: Tally, segment: int) -> None:
         downloads = []
         for item in items:
             download = scanned_download(item, self._deployment)
@@ -287,5 +289,5 @@ class PageTransactions:
                     )
             else:
                 downloads.append(download)
-        for chunk in chunks(downloads, MAX_TRANSACTION_ACTIONS - bool(self._fence)):
-            self._transact(chunk, tally)
+        for chunk in chunks(downloads, MAX_TRANSACTION_ACTIONS - bool(self._fences)):
+            self._transact(chunk, tally, segment)

@@ -234,3 +234,33 @@ def test_a_live_run_keeps_saying_so_and_is_not_ended(aws: None, monkeypatch: pyt
 def heard_at(stack: Stack, run_id: str) -> float:
     item = dynamodb().get_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": run_item(run_id)}}, ConsistentRead=True)
     return float(item["Item"]["HeardAt"]["N"])
+
+
+def test_each_segment_counts_behind_a_fence_of_its_own_which_the_run_deletes_at_its_end(aws: None) -> None:
+    # given 30 downloads and a run of three segments
+    stack = stack_with_claims(periods="month", category=False)
+    write_history(stack, 30, genres=False)
+    client = Hooked(dynamodb())
+    # when it runs to its end
+    assert backfill(stack, client, segments=3, page_size=4).run().status == DONE
+    # then every transaction ends with one ConditionCheck, on the fence of its segment: three fences, one per segment,
+    # so that a segment's transactions never conflict with another's on it
+    checks = [
+        [action for action in request["TransactItems"] if "ConditionCheck" in action] for request in client.transactions
+    ]
+    assert all(
+        len(found) == 1 and "ConditionCheck" in request["TransactItems"][-1]
+        for found, request in zip(checks, client.transactions, strict=True)
+    )
+    fences = {found[0]["ConditionCheck"]["Key"][CLAIM_KEY]["S"] for found in checks}
+    (run_id,) = registered_runs(stack)
+    assert fences == {f"backfill#fence#{run_id}#{segment}" for segment in range(3)}
+    # and none is left once the run has ended, its end recorded
+    left = [
+        dynamodb().get_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": fence}}, ConsistentRead=True).get("Item")
+        for fence in fences
+    ]
+    assert left == [None, None, None]
+    item = dynamodb().get_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": run_item(run_id)}}, ConsistentRead=True)
+    assert "EndedAt" in item["Item"]
+    assert stored(stack) == stack.oracle()
