@@ -3,6 +3,7 @@ done, and a failure told apart: unfinished (run again) or stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -97,7 +98,10 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         try:
             report = self._run(lease)
         except (Exception, KeyboardInterrupt):
-            lease.end()
+            with contextlib.suppress(
+                Exception
+            ):  # the run's own error is the one to report; unended, its lease runs out
+                lease.end()
             raise
         except BaseException:
             lease.silence()

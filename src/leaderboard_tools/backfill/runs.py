@@ -125,7 +125,7 @@ class RunLease:
             self._beating.join()
 
     def end(self) -> None:
-        """The fence deleted, then the moment after it recorded: nothing this run counts commits past it."""
+        """The fences deleted, then the moment after it recorded: nothing this run counts commits past it."""
         self.silence()
         if self._beating is None:
             return  # never registered: it counted nothing
