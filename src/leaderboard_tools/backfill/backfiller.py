@@ -98,9 +98,8 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         try:
             report = self._run(lease)
         except (Exception, KeyboardInterrupt):
-            with contextlib.suppress(
-                Exception
-            ):  # the run's own error is the one to report; unended, its lease runs out
+            # The run's own error is the one to report; a run left unended is ended once its lease runs out.
+            with contextlib.suppress(Exception):
                 lease.end()
             raise
         except BaseException:
