@@ -3,7 +3,7 @@
 A run may be killed, or paused (a laptop asleep) and go on later, and two may run at once: the done item says when
 the scan ended, not that no run still counts. So each run is registered before it reads the done item, and counts
 only while its fence items exist: every transaction a segment of it writes holds a ConditionCheck on that segment's
-fence (TransactWriteItems: "the entire transaction ... fails" when a condition is not met). One fence per segment:
+fence (TransactWriteItems: "either all of them succeed, or all of them fail"). One fence per segment:
 "an item within a TransactWriteItems request is part of another ongoing TransactWriteItems request" is a conflict
 (DynamoDB Developer Guide, "Transaction conflict handling"), and a segment's transactions follow one another. Once
 the fences are deleted, by the run at its end or by `--release-check` for a run not heard from within the lease,
