@@ -51,8 +51,9 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--release-check",
         action="store_true",
-        help="only check whether backfill_claims may be switched off: 0 yes (the aggregator has counted past every "
-        "record created before the backfill's end), 4 not yet",
+        help="only check whether backfill_claims may be switched off: 0 yes (every run has ended, and the aggregator "
+        "has counted past every record created before the last run's end), 4 not yet; a run not heard from for two "
+        "minutes (killed) is ended",
     )
     add_output_argument(command)
     command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
