@@ -264,3 +264,22 @@ def test_each_segment_counts_behind_a_fence_of_its_own_which_the_run_deletes_at_
     item = dynamodb().get_item(TableName=stack.claims, Key={CLAIM_KEY: {"S": run_item(run_id)}}, ConsistentRead=True)
     assert "EndedAt" in item["Item"]
     assert stored(stack) == stack.oracle()
+
+
+def test_a_cancellation_reads_the_fence_last_ended_when_gone_and_sent_again_on_a_conflict() -> None:
+    # given a chunk of one download counted in one aggregate, and its transaction's three reasons (claim, aggregate,
+    # fence)
+    from leaderboard_tools.backfill import ScannedDownload
+    from leaderboard_tools.backfill.transactions import read_cancellation
+    from tests.unit.tools.test_backfill import _deployment
+
+    chunk = [ScannedDownload({"songID": {"S": "song1"}, "SK": {"S": "d1"}}, "download#d1", "song1", ("2018-03",))]
+    aggregates = [("song1", "2018-03")]
+    gone = [{"Code": "None"}, {"Code": "None"}, {"Code": "ConditionalCheckFailed"}]
+    conflict = [{"Code": "None"}, {"Code": "None"}, {"Code": "TransactionConflict"}]
+    # when each is read, then a fence gone ends the run, a conflict on it sends the same again, and neither is read
+    # as the aggregate's or the claim's
+    ended = read_cancellation(chunk, aggregates, gone, _deployment(), fenced=True)
+    assert (ended.ended, ended.retry, ended.claimed, ended.refused, ended.errors) == (True, False, {}, [], [])
+    again = read_cancellation(chunk, aggregates, conflict, _deployment(), fenced=True)
+    assert (again.ended, again.retry, again.claimed, again.refused, again.errors) == (False, True, {}, [], [])
