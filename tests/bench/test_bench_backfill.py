@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from leaderboard_dev.bench import backfill_cost
+from leaderboard_tools.backfill.runs import HEARTBEAT_SECONDS
 
 DOWNLOADS = 300
 
@@ -52,17 +53,22 @@ def test_the_scan_is_charged_for_the_size_of_the_items_it_read(figures: dict[str
     assert units > 0
 
 
-def test_the_downloads_are_counted_in_transactions_only(figures: dict[str, Any]) -> None:
+def test_the_downloads_are_counted_in_transactions_only(figures: dict[str, Any], measured: Any) -> None:
     # given every write request the backfill sent
     writes = figures["write_requests"]
     claims = backfill_cost.CLAIMS
-    # when / then the counts and claims go in transactions; the others are the run's own items (start, done,
-    # one place saved per page)
+    segments = measured.report.segments
+    # when / then the counts and claims go in transactions; the others are the run's own items (start, done, the
+    # run's item and a fence per segment, one place saved per page, the run listed among the runs and its end, a
+    # heartbeat per 30 s of the run, its fences deleted)
     assert writes[f"dynamodb TransactWriteItems {claims}"] == figures["transactions"] > 0
-    assert writes[f"dynamodb PutItem {claims}"] == 2
-    assert writes[f"dynamodb UpdateItem {claims}"] == figures["scan"]["pages"]
+    assert writes[f"dynamodb PutItem {claims}"] == 2 + 1 + segments
+    heartbeats = int(measured.seconds // HEARTBEAT_SECONDS)
+    pages = figures["scan"]["pages"]
+    assert pages + 2 <= writes[f"dynamodb UpdateItem {claims}"] <= pages + 2 + heartbeats
+    assert writes[f"dynamodb DeleteItem {claims}"] == segments
     assert set(writes) == {
-        f"dynamodb {operation} {claims}" for operation in ("TransactWriteItems", "PutItem", "UpdateItem")
+        f"dynamodb {operation} {claims}" for operation in ("TransactWriteItems", "PutItem", "UpdateItem", "DeleteItem")
     }
     # and a transactional write is charged twice: a claim of under 1 KB costs 2 units
     assert figures["write_units"][claims] >= 2 * DOWNLOADS

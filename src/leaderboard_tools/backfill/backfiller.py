@@ -3,6 +3,7 @@ done, and a failure told apart: unfinished (run again) or stopped."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -23,6 +24,7 @@ from leaderboard_tools.backfill.report import (
     _number,
     tally_of_item,
 )
+from leaderboard_tools.backfill.runs import RunLease, fence_check
 from leaderboard_tools.backfill.scan import MAX_READ_UNITS, PAGE_SIZE, SEGMENTS, ReadPacer, SegmentScan
 from leaderboard_tools.backfill.segments import ENDED_AT, SEGMENTS_ATTRIBUTE, DynamoTime, SegmentPlaces
 from leaderboard_tools.backfill.transactions import BackfillStopped, BackfillUnfinished, PageTransactions
@@ -80,6 +82,7 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         self._pacer = ReadPacer(max_read_units, clock, sleep)
         self._dynamo_time = dynamo_time or DynamoTime(dynamodb, deployment.table).latest
         self._claims = ""
+        self._fences: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._report = BackfillReport(
@@ -88,11 +91,33 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
 
     def run(self) -> BackfillReport:
         """Scan every unfinished segment, or say the backfill is done. Refusals raise before anything is written;
-        a run stopped by an error reports what it did, with the error."""
-        report = self._report
+        a run stopped by an error reports what it did, with the error. A run that may count is registered before it
+        reads the done item a last time, and ended last (runs.py); a killed process ends nothing, and
+        `--release-check` ends it once its lease has run out."""
         self._claims = claims_table_of(self._deployment)
         self._phase(BEGINNING_BACKFILL)
-        done = self._begin()
+        lease = RunLease(self._dynamodb, self._claims, self._segments, self._dynamo_time)
+        try:
+            report = self._run(lease)
+        except (Exception, KeyboardInterrupt):
+            # The run's own error is the one to report; a run left unended is ended once its lease runs out.
+            with contextlib.suppress(Exception):
+                lease.end()
+            raise
+        except BaseException:
+            lease.silence()
+            raise
+        lease.end()
+        return report
+
+    def _run(self, lease: RunLease) -> BackfillReport:
+        report = self._report
+
+        def register() -> None:
+            lease.register()
+            self._fences = [fence_check(self._claims, lease.run_id, index) for index in range(self._segments)]
+
+        done = self._begin(register)
         if done is not None:
             report.status, report.segments = ALREADY_DONE, int(_number(done, SEGMENTS_ATTRIBUTE))
             report.segments_done = report.segments

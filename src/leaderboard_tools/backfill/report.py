@@ -128,10 +128,11 @@ class BackfillReport:
             )
         end = iso(self.ended_at)
         return (
-            f"keep backfill_claims = true until the aggregator has counted past every stream record created before "
-            f"{end} (DynamoDB's clock) plus a minute: `leaderboard-tools backfill --table {self.table} "
-            "--release-check` exits 0 then; apply backfill_claims = false only after that. Turned off sooner, the "
-            "aggregator would count again a download the backfill counted whose record it had not counted yet"
+            f"keep backfill_claims = true until every run of the backfill has ended and the aggregator has counted "
+            f"past every stream record created before {end} (DynamoDB's clock), or a later run's end, plus a minute: "
+            f"`leaderboard-tools backfill --table {self.table} --release-check` exits 0 then; apply "
+            "backfill_claims = false only after that. Turned off sooner, the aggregator would count again a download "
+            "the backfill counted whose record it had not counted yet"
         )
 
     def as_json(self) -> dict[str, Any]:

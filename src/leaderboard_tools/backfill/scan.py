@@ -98,7 +98,7 @@ class SegmentScan:
                 read_units=consumed_units(page),
             )
             self._pacer.settle(estimate, tally.read_units)
-            self._page(page.get("Items", []), tally)
+            self._page(page.get("Items", []), tally, index)
             last_key = page.get("LastEvaluatedKey") or None
             self._save(index, last_key, tally)
             done = last_key is None

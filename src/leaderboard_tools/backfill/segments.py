@@ -52,9 +52,10 @@ class SegmentPlaces:
             "Item"
         )
 
-    def _begin(self) -> dict[str, Any] | None:
+    def _begin(self, register: Callable[[], None]) -> dict[str, Any] | None:
         """The done item when the backfill is done; else the run's start is recorded (or found, with the same
-        segments: a different --segments would scan other ranges than the saved places name)."""
+        segments: a different --segments would scan other ranges than the saved places name), the run registered
+        (runs.py), and the done item read again: a run that finished meanwhile may already be released."""
         done = self._get(DONE_ITEM)
         if done is not None:
             return done
@@ -84,6 +85,10 @@ class SegmentPlaces:
                 f"an unfinished backfill of {self._deployment.table} scans in {saved} segments: run it with "
                 f"--segments {saved} (its saved places name those segments' ranges); nothing was written"
             )
+        register()
+        done = self._get(DONE_ITEM)
+        if done is not None:
+            return done
         self._report.started_at = _number(start, STARTED_AT) or None
         return None
 

@@ -17,6 +17,7 @@ from leaderboard_core.buckets import utc_moment
 from leaderboard_core.claims import CLAIM_OWNER, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.report import REJECTED_EXAMPLES, Tally
+from leaderboard_tools.backfill.runs import LEASE_SECONDS
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.recount import boards_of_download
 
@@ -184,6 +185,8 @@ class Cancellation:
     """Aggregates that failed their condition, and why: the backfill stops."""
     errors: list[str] = field(default_factory=list)
     """Any other reason (a validation error, an item collection too large): the backfill stops."""
+    ended: bool = False
+    """The run's fence is gone: it may count nothing more."""
 
 
 def read_cancellation(
@@ -191,11 +194,17 @@ def read_cancellation(
     aggregates: list[tuple[str, str]],
     reasons: list[dict[str, Any]],
     deployment: Deployment,
+    fenced: bool = False,
 ) -> Cancellation:
     outcome = Cancellation()
-    if len(reasons) != len(chunk) + len(aggregates):
+    if len(reasons) != len(chunk) + len(aggregates) + fenced:
         outcome.retry = True  # no reasons to go by: the same transaction, after a pause
         return outcome
+    if fenced:
+        *reasons, fence = reasons
+        code = str(fence.get("Code") or "None")
+        outcome.ended = code == "ConditionalCheckFailed"
+        outcome.retry = code in RETRIED_REASONS - {"None"}
     names = deployment.names
     for index, reason in enumerate(reasons):
         code = str(reason.get("Code") or "None")
@@ -235,19 +244,31 @@ def read_cancellation(
 class PageTransactions:
     """The Backfill's counting of a scanned page."""
 
-    def _transact(self, chunk: list[ScannedDownload], tally: Tally) -> None:
-        """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again."""
+    def _transact(self, chunk: list[ScannedDownload], tally: Tally, segment: int) -> None:
+        """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again. The
+        segment's fence (runs.py) goes last, when the run has one."""
+        fence = self._fences[segment] if self._fences else None
         attempts = 0
         while chunk:
             items, aggregates = transaction_items(chunk, self._deployment, self._claims)
+            items += [fence] if fence else []
             try:
                 self._dynamodb.transact_write_items(TransactItems=items)
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     raise
                 outcome = read_cancellation(
-                    chunk, aggregates, error.response.get("CancellationReasons") or [], self._deployment
+                    chunk,
+                    aggregates,
+                    error.response.get("CancellationReasons") or [],
+                    self._deployment,
+                    fence is not None,
                 )
+                if outcome.ended:
+                    raise BackfillUnfinished(
+                        "this run was ended by `backfill --release-check`, which had not heard from it within "
+                        f"{LEASE_SECONDS:g} s: what it counted stays counted; run the backfill again"
+                    ) from error
                 if outcome.refused or outcome.errors:
                     raise BackfillStopped("; ".join(outcome.refused + outcome.errors)) from error
                 for owner in outcome.claimed.values():
@@ -270,7 +291,7 @@ class PageTransactions:
                 tally.boards.update(download.boards)
             return
 
-    def _page(self, items: list[dict[str, Any]], tally: Tally) -> None:
+    def _page(self, items: list[dict[str, Any]], tally: Tally, segment: int) -> None:
         downloads = []
         for item in items:
             download = scanned_download(item, self._deployment)
@@ -282,5 +303,5 @@ class PageTransactions:
                     )
             else:
                 downloads.append(download)
-        for chunk in chunks(downloads):
-            self._transact(chunk, tally)
+        for chunk in chunks(downloads, MAX_TRANSACTION_ACTIONS - bool(self._fences)):
+            self._transact(chunk, tally, segment)

@@ -52,8 +52,9 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--release-check",
         action="store_true",
-        help="only check whether backfill_claims may be switched off: 0 yes (the aggregator has counted past every "
-        "record created before the backfill's end), 4 not yet; in ledger mode 0: nothing to release",
+        help="only check whether backfill_claims may be switched off: 0 yes (every run has ended, and the aggregator "
+        "has counted past every record created before the last run's end), 4 not yet; a run not heard from for two "
+        "minutes (killed) is ended; in ledger mode 0: nothing to release",
     )
     add_output_argument(command)
     command.set_defaults(handler=run, on_interrupt=ON_INTERRUPT)
@@ -131,23 +132,11 @@ def _text_lines(report: dict[str, Any]) -> list[str]:
 def _release_check(aws: Any, deployment: Any, output: str) -> int:
     """0: the claims may go (apply backfill_claims = false), or ledger mode: nothing to release; 4: not yet, or no
     backfill has finished."""
-    from leaderboard_tools.backfill.release import LEDGER_VERDICT, release_check
+    from leaderboard_tools.backfill.release import release_check
     from leaderboard_tools.backfill.report import iso
 
     release = release_check(aws, deployment)
-    if release.ledger:
-        verdict = LEDGER_VERDICT
-    elif release.ended_at is None:
-        verdict = "no backfill has finished: run `leaderboard-tools backfill` to its end first; keep backfill_claims on"
-    elif release.waiting is None:
-        verdict = "a shard could not be read far enough to tell: run this again; keep backfill_claims on"
-    elif release.waiting:
-        verdict = (
-            f"{counted(release.waiting, 'download record')} created before the backfill's end are not yet "
-            "counted by the aggregator: run this again later; keep backfill_claims on"
-        )
-    else:
-        verdict = "the aggregator has counted past the backfill's end: apply backfill_claims = false"
+    verdict = release.verdict
     if output == "text":
         print(text_line(deployment.table, iso(release.ended_at), release.waiting, release.releasable, verdict))
     elif output == "json":
@@ -159,6 +148,9 @@ def _release_check(aws: Any, deployment: Any, output: str) -> int:
                     "waiting": release.waiting,
                     "releasable": release.releasable,
                     "ledger": release.ledger,
+                    "countedUntil": iso(release.counted_until),
+                    "running": [run.run_id for run in release.running],
+                    "endedNow": [run.run_id for run in release.ended_now],
                     "verdict": verdict,
                 }
             )

@@ -72,6 +72,7 @@ def _text(answer: dict[str, Any]) -> list[str]:
         text_line("rejected_download", _key(entry["key"]), entry["sequenceNumber"], entry["reason"])
         for entry in answer["rejected_downloads"]
     ]
+    lines += [text_line("rejected_fix", answer["rejected_fix"])] if answer["rejected_downloads"] else []
     lines += [
         text_line("refused_record", entry["sequenceNumber"], entry["reason"]) for entry in answer["refused_records"]
     ]
@@ -99,7 +100,7 @@ def _table(answer: dict[str, Any]) -> str:
         f"{len(answer['kept'])} kept"
     ]
     if answer["rejected_downloads"]:
-        lines.append("  malformed downloads (never counted; fix these items, a rewrite is counted as a new download):")
+        lines.append(f"  malformed downloads (never counted; {answer['rejected_fix']}):")
         lines += [
             f"    {_key(entry['key'])}: {entry['reason']} (sequence {entry['sequenceNumber']})"
             for entry in answer["rejected_downloads"]

@@ -13,7 +13,8 @@ The failure queue holds five kinds of messages:
   the table is recounted and repaired;
 - `refused_record`: its aggregate (when the message or its record names one) is recounted;
 - `rejected_download`: a malformed download, never countable: reported with the item's key (the stream record the
-  message holds names it), so that the item can be fixed, then deleted;
+  message holds names it), so that the item can be fixed, and how the fix must be written to count in the
+  deployment's mode (advice.py), then deleted;
 - `recount_band`, a band whose repair never closed it: a repair records each band in the band queue,
   delayed toward its deadline, and the aggregator meets the record there then and copies it here if
   the band is still open (without the band queue, the repair records it here itself; recover reads

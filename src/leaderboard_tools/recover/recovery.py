@@ -22,6 +22,7 @@ from leaderboard_tools.reconcile import (
     RunReport,
 )
 from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
+from leaderboard_tools.recover.advice import fix_for
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
@@ -37,6 +38,8 @@ class RecoveryReport:
     refused_records: list[dict[str, Any]] = field(default_factory=list)
     bands: list[dict[str, Any]] = field(default_factory=list)
     reconciled: list[dict[str, Any]] = field(default_factory=list)
+    rejected_fix: str = ""
+    """How to fix the rejected downloads' items so that they count, in the deployment's mode (advice.py)."""
 
     @property
     def pending(self) -> bool:
@@ -50,6 +53,7 @@ class RecoveryReport:
             "kept": self.kept,
             "batches": self.batches,
             "rejected_downloads": self.rejected_downloads,
+            "rejected_fix": self.rejected_fix if self.rejected_downloads else None,
             "refused_records": self.refused_records,
             "bands": self.bands,
             "reconciled": self.reconciled,
@@ -198,6 +202,7 @@ def _recover(
 ) -> RecoveryReport:
     sqs = clients.sqs
     answerer = answerer or BatchAnswerer(clients, deployment)
+    report.rejected_fix = fix_for(deployment)
     queues = [queue_url] + [url for url in (deployment.recount_band_queue_url,) if url and url != queue_url]
     with contextlib.ExitStack() as stack:
         keepers = {url: stack.enter_context(VisibilityKeeper(sqs, url, visibility_seconds)) for url in queues}
