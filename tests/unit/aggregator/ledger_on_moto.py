@@ -169,6 +169,11 @@ class LedgerWorld:
             return None
         return str(self._record(shard_id, "REMOVE", key_of(song, number), old, None)["dynamodb"]["SequenceNumber"])
 
+    def expire(self, shard_id: str, song: str, number: int) -> None:
+        """DynamoDB's Time to Live deletes the item: its REMOVE names the service (S12)."""
+        self.delete(shard_id, song, number)
+        self.shards[shard_id].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+
     def split(self, parent: str | None, child: str, first_sequence: int) -> None:
         """A child of `parent` (None: a shard of no lineage in common); its sequence numbers start at
         `first_sequence`, lower than the parent's if so chosen."""

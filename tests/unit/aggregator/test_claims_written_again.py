@@ -6,27 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, claim_key
+from tests.unit.aggregator.conftest import CLAIMS
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import TABLE, FakeLambdaContext, count_of
-
-CLAIMS = "test-claims"
-
-
-@pytest.fixture
-def claiming(deployed: Deployed) -> Deployed:
-    """The deployed aggregator with a claims table, as the module wires it with backfill_claims (ledger off)."""
-    deployed.dynamodb.create_table(
-        TableName=CLAIMS,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
-    )
-    deployed.use_claims(CLAIMS, deployed.dynamodb)
-    return deployed
-
 
 KEY = {"songID": {"S": "song1"}, "SK": {"S": "song1-d0"}}
 

@@ -215,8 +215,7 @@ def test_an_expiry_by_ttl_changes_no_count(world: LedgerWorld) -> None:
     # given a download counted, then deleted by Time to Live (its REMOVE names DynamoDB's service)
     world.put(ROOT, "song1", 1, "2018-01")
     world.read(ROOT)
-    world.delete(ROOT, "song1", 1)
-    world.shards[ROOT].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+    world.expire(ROOT, "song1", 1)
     # when the expiry is read
     world.read(ROOT)
     # then the download still counts: an expiry is retention, not a retraction
@@ -266,18 +265,12 @@ def test_a_download_whose_ledger_claim_fails_holds_the_checkpoint_below_it_and_i
     assert world.boards() == world.recount()
 
 
-def expire(world: LedgerWorld, shard_id: str, song: str, number: int) -> None:
-    """DynamoDB's Time to Live deletes the item: its REMOVE names the service (S12)."""
-    world.delete(shard_id, song, number)
-    world.shards[shard_id].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
-
-
 def test_a_backfilled_download_expired_by_ttl_keeps_its_count_when_its_key_is_written_again(world: LedgerWorld) -> None:
     # given a download from before the stream, counted by the backfill, then expired by TTL: the stream's first record
     # of its key is the expiry
     world.history_before_the_stream("song1", 1, "2018-01")
     assert world.backfill() == [("song1", 1)]
-    expire(world, ROOT, "song1", 1)
+    world.expire(ROOT, "song1", 1)
     # when a new download is written under the same key, in another month, and the shard is read
     world.put(ROOT, "song1", 1, "2018-02")
     world.read(ROOT)
@@ -289,7 +282,7 @@ def test_a_backfilled_download_expired_by_ttl_keeps_its_count_when_its_key_is_wr
 def test_a_download_from_before_the_stream_expired_before_any_backfill_counts_as_it_was(world: LedgerWorld) -> None:
     # given a download from before the stream that TTL deleted before a backfill could scan it
     world.history_before_the_stream("song1", 1, "2018-01")
-    expire(world, ROOT, "song1", 1)
+    world.expire(ROOT, "song1", 1)
     # when the shard is read, and a backfill runs afterwards
     world.read(ROOT)
     counted_by_the_backfill = world.backfill()

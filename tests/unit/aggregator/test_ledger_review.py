@@ -322,12 +322,6 @@ def test_a_refusal_the_failure_queue_did_not_take_holds_the_checkpoint_until_it_
 CHILD = "shardId-00000002000000000000-bbbb0000"
 
 
-def expire(world: LedgerWorld, shard_id: str, song: str, number: int) -> None:
-    """DynamoDB's Time to Live deletes the item: its REMOVE names the service (S12)."""
-    world.delete(shard_id, song, number)
-    world.shards[shard_id].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
-
-
 @pytest.mark.parametrize("backfilled", [True, False], ids=["backfill_counted_it", "never_counted"])
 def test_an_expired_download_keeps_its_count_when_its_key_is_written_again_in_a_child_read_first(
     world: LedgerWorld, backfilled: bool
@@ -338,7 +332,7 @@ def test_an_expired_download_keeps_its_count_when_its_key_is_written_again_in_a_
     if backfilled:
         assert world.backfill() == [("song1", 1)]
     world.put(ROOT, "song2", 1, "2018-01")
-    expire(world, ROOT, "song1", 1)
+    world.expire(ROOT, "song1", 1)
     world.split(ROOT, CHILD, first_sequence=500)
     world.put(CHILD, "song1", 1, "2018-02")
     # when the child is read before its parent (the docs' "a child shard read before its parent"), then the parent

@@ -13,10 +13,10 @@ from aggregator import AggregatesNotWritten
 from download_records import parse_record
 from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key
 from stream_claims import StreamClaims
+from tests.unit.aggregator.conftest import CLAIMS
 from tests.unit.aggregator.handler_on_moto import Deployed, client_error
 from tests.unit.conftest import FakeLambdaContext, count_of
 
-CLAIMS = "test-claims"
 MONTH = "2018-01"
 
 
@@ -46,19 +46,6 @@ class FailingClaims:
             self.failing.discard(claim)
             raise client_error("ProvisionedThroughputExceededException", "UpdateItem")
         return self._client.update_item(**parameters)
-
-
-@pytest.fixture
-def claiming(deployed: Deployed) -> Deployed:
-    """The deployed aggregator with a claims table, as the module wires it with backfill_claims."""
-    deployed.dynamodb.create_table(
-        TableName=CLAIMS,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
-    )
-    deployed.use_claims(CLAIMS, deployed.dynamodb)
-    return deployed
 
 
 def claim_as(dynamodb: Any, owner: str, key: dict[str, Any]) -> None:
