@@ -134,7 +134,8 @@ class AggregateStore:
     def apply(self, key: AggregateKey, shard: ShardRef, contributions: list[Contribution]) -> ApplyOutcome:
         """Add the contributions not yet added: one shard's, ascending, all of the aggregate's in a contiguous range.
 
-        The first attempt assumes the common case, that none were added, and costs one write.
+        The first attempt assumes the common case, that none were added, and costs one write (and, with the
+        tie-break `first_reached`, one strongly consistent read before it).
         When its condition fails, DynamoDB returns the item, and the next attempt adds exactly
         those above the watermark it read (or above the shard's checkpoint, once the watermark
         was pruned), conditioned on what it read still holding.
@@ -142,7 +143,8 @@ class AggregateStore:
         outcome = ApplyOutcome()
         remaining = list(contributions)
         held: list[Contribution] = []
-        known: _Known | None = None
+        # first_reached sets the order from the count and latest instant read (aggregate_writes): one read first.
+        known: _Known | None = _Known(self._read(key)) if self._writes.first_reached else None
         for _ in range(MAX_CONDITION_ROUNDS):
             if known is not None:
                 try:

@@ -22,7 +22,16 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
+from leaderboard_core.index_layout import (
+    FIRST_REACHED,
+    LATEST_COUNTED,
+    ORDER_SCALE,
+    leaderboard_partition,
+    leave_index,
+    order_of,
+    order_tiebreak,
+    ranked_order,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class Contribution:
     """Which download of the song it is: what a repair's band holds it by."""
     value_after: int | Decimal | None = None
     """The download's part in the aggregate once this record applies (0 once taken back); None: `amount`."""
+    instant: int | None = None
+    """The download's Timestamp as a UTC instant (index_layout.instant_of): the `first_reached` tie-break's fact."""
 
     @property
     def part_after(self) -> int | Decimal:
@@ -128,7 +139,9 @@ class AggregateWrites:
                 values[":held"] = {"SS": entries}
                 values[":room"] = {"N": str(self.held_limit - len(set(entries) - already))}
         known_count = number(item.get(self._schema.count)) if item is not None else None
-        if item is not None and known_count is not None and self._schema.order not in item:
+        if self.first_reached:
+            order_expression, order_condition = self._first_reached_order(key, contributions, item, names, values)
+        elif item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
             order_condition = "#count = :count AND attribute_not_exists(#order)"
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
@@ -141,7 +154,8 @@ class AggregateWrites:
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
             values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
         additions = "#count :addition, #held :held" if held else "#count :addition"
-        update = f"ADD {additions} SET #period = :partition, {order_expression}, #wm = :entry"
+        settings = ", ".join(part for part in ("#period = :partition", order_expression, "#wm = :entry") if part)
+        update = f"ADD {additions} SET {settings}"
         condition = f"{watermark} AND {fence} AND {order_condition}"
         return {
             "TableName": self._table,
@@ -150,6 +164,52 @@ class AggregateWrites:
             "ConditionExpression": condition,
             **_used_placeholders(names, values, update, condition),
         }
+
+    @property
+    def first_reached(self) -> bool:
+        """Ties list the entity whose latest counted download is older first: the store reads before it writes."""
+        return self._schema.tie_break == FIRST_REACHED
+
+    def _first_reached_order(
+        self,
+        key: AggregateKey,
+        contributions: list[Contribution],
+        item: dict[str, Any] | None,
+        names: dict[str, str],
+        values: dict[str, Any],
+    ) -> tuple[str, str]:
+        """The order set outright from the count and latest instant read, on the condition that both still hold.
+
+        DynamoDB has no max() in an update expression: the latest instant is the larger of the one read and the
+        batch's, and the condition makes a write that raced another fail (and be made again from the item it returns)
+        instead of lowering it. Held records are counted by their repair's recount, which sets the instant too.
+        """
+        if item is None:
+            raise ValueError("first_reached writes an aggregate only once it was read")
+        names["#latest"] = LATEST_COUNTED
+        known_count = number(item.get(self._schema.count))
+        known_latest = number(item.get(LATEST_COUNTED))
+        instants = [c.instant for c in contributions if c.instant is not None]
+        if known_latest is not None:
+            instants.append(int(known_latest))
+        conditions = []
+        if known_count is None:
+            conditions.append("attribute_not_exists(#count)")
+        else:
+            conditions.append("#count = :count")
+            values[":count"] = {"N": number_text(known_count)}
+        if known_latest is None:
+            conditions.append("attribute_not_exists(#latest)")
+        else:
+            conditions.append("#latest = :known_latest")
+            values[":known_latest"] = {"N": str(int(known_latest))}
+        if not instants:
+            return "", " AND ".join(conditions)
+        latest = max(instants)
+        value = (known_count or 0) + sum((c.amount for c in contributions), Decimal(0))
+        values[":order"] = {"N": str(ranked_order(value, key.entity_id, self._summed, latest, FIRST_REACHED))}
+        values[":latest"] = {"N": str(latest)}
+        return "#order = :order, #latest = :latest", " AND ".join(conditions)
 
     @property
     def held_limit(self) -> int:

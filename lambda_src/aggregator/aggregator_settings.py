@@ -9,6 +9,7 @@ from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
 from leaderboard_core.buckets import periods_from_text
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
+from leaderboard_core.index_layout import ENTITY_TIE_BREAK, FIRST_REACHED, TIE_BREAK_VARIABLE, TIE_BREAKS
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, RETRACTIONS_VARIABLE, marker_from_environment
 
 GUIDE_SCHEMA = Schema()
@@ -69,6 +70,15 @@ class Settings:
                 f"{LEDGER_VARIABLE} is true but {CLAIMS_TABLE_VARIABLE} is not set: ledger mode keeps each download's "
                 "ledger item in the claims table"
             )
+        retractions = ledger or environ.get(RETRACTIONS_VARIABLE, "false") == "true"
+        tie_break = environ.get(TIE_BREAK_VARIABLE) or ENTITY_TIE_BREAK
+        if tie_break not in TIE_BREAKS:
+            raise ValueError(f"{TIE_BREAK_VARIABLE} is {tie_break!r}, not one of {', '.join(TIE_BREAKS)}")
+        if tie_break == FIRST_REACHED and retractions:
+            raise ValueError(
+                f"{TIE_BREAK_VARIABLE} {FIRST_REACHED} with retractions: a retraction cannot restore the previous "
+                "latest counted download's instant (docs/query-contract.md)"
+            )
         return cls(
             aggregates_table_name=aggregates_table,
             table_arn=environ["TABLE_ARN"],
@@ -80,7 +90,8 @@ class Settings:
                 amount=environ.get("SUM_ATTRIBUTE") or None,
                 aggregates_beside=aggregates_table == environ["TABLE_NAME"],
                 marker=marker_from_environment(environ),
-                retractions=ledger or environ.get(RETRACTIONS_VARIABLE, "false") == "true",
+                retractions=retractions,
+                tie_break=tie_break,
             ),
             leaderboard_shards=int(environ.get("LEADERBOARD_SHARDS", "1")),
             failure_queue_url=environ.get("FAILURE_QUEUE_URL") or None,

@@ -133,7 +133,12 @@ def catch_up(
     for download in downloads:
         for change in download.changes:
             contribution = Contribution(
-                download.sequence, download.created, change.amount, download.download_id, change.value_after
+                download.sequence,
+                download.created,
+                change.amount,
+                download.download_id,
+                change.value_after,
+                download.instant,
             )
             groups.setdefault(change.key, []).append(contribution)
     report.distinct_aggregates += len(groups)

@@ -14,7 +14,7 @@ from typing import Any
 from leaderboard_core.attributes import AttributeNames, carries_aggregate_attributes
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
-from leaderboard_core.index_layout import MAX_COUNT, MAX_DECIMALS
+from leaderboard_core.index_layout import ENTITY_TIE_BREAK, MAX_COUNT, MAX_DECIMALS, instant_of
 from leaderboard_core.source_items import DownloadMarker, download_identity, expired_by_ttl
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
@@ -38,6 +38,8 @@ class Schema(AttributeNames):
     """Which items of a shared table are downloads (source_item_filter); None: every item."""
     retractions: bool = False
     """Deletions and edits of downloads are followed (MODIFY and REMOVE move counts); else only INSERTs count."""
+    tie_break: str = ENTITY_TIE_BREAK
+    """How equal values list (the module's `leaderboard_tie_break`): by entity id, or `first_reached` first."""
 
     def is_aggregate(self, image: dict[str, Any]) -> bool:
         """An aggregate's image, where aggregates share the table (attributes.carries_aggregate_attributes)."""
@@ -101,6 +103,8 @@ class Download:
     """What the record's new image counts, board by board (ledger mode's new(r), moved from the ledger's Base when the
     record is the first the stream applied): empty for a REMOVE or an image that counts nothing. None: an INSERT,
     whose new image is what `changes` adds."""
+    instant: int | None = None
+    """An INSERT's Timestamp as a UTC instant (index_layout.instant_of): the `first_reached` tie-break's fact."""
 
     @property
     def counted_after(self) -> tuple[Change, ...]:
@@ -173,6 +177,8 @@ class _Counted:
 
     keys: tuple[AggregateKey, ...]
     amount: int | Decimal
+    instant: int | None = None
+    """Its Timestamp's UTC instant (index_layout.instant_of): what `first_reached` ranks ties by."""
 
 
 def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
@@ -211,6 +217,7 @@ def parse_record(record: dict[str, Any], schema: Schema) -> Parsed:
         download_identity(item_key, schema.entity) if (item_key := _key_of(stream)) else None,
         item_key,
         event_id=_event_id(record),
+        instant=counted.instant,
     )
 
 
@@ -339,7 +346,7 @@ def _counted(
     if category is not None and not fits_sort_key(boards):
         reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
         return Rejected(reason, raw_sequence, record)
-    return _Counted(tuple(AggregateKey(entity_id, board) for board in boards), amount)
+    return _Counted(tuple(AggregateKey(entity_id, board) for board in boards), amount, instant_of(moment))
 
 
 def coalesce(downloads: list[Download]) -> dict[AggregateKey, list[Download]]:

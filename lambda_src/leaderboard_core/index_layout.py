@@ -7,11 +7,17 @@ partitions. The index's sort key is
 `LeaderboardOrder` = count x 10^26 + a tie-breaker that, read in descending order, puts equal
 counts in ascending order of entity id. The tie-breaker holds the id's first 10 bytes; ids that
 share them tie in the index too, and the query function orders those by the full id.
+
+With the tie-break `first_reached` the tie-breaker is the latest counted download's instant first, then the id:
+`(LATEST_LIMIT - 1 - latest milliseconds since 0001-01-01) x 10^k + the id's first bytes`, so that, read in
+descending order, equal values list the entity whose latest counted download is older first (k = 11 and 4 bytes for
+counts, k = 5 and 2 bytes for sums, whose smallest step is 10^20).
 """
 
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +32,18 @@ SUMMED_TIEBREAK_BYTES = 8
 SUMMED_TIEBREAK_SCALE = ORDER_SCALE // 10**MAX_DECIMALS
 """A sum's smallest step in the order: 10^-MAX_DECIMALS x ORDER_SCALE = 10^20."""
 PARTITION_SEPARATOR = "#"
+ENTITY_TIE_BREAK = "entity"
+FIRST_REACHED = "first_reached"
+TIE_BREAKS = (ENTITY_TIE_BREAK, FIRST_REACHED)
+TIE_BREAK_VARIABLE = "LEADERBOARD_TIE_BREAK"
+"""The module's `leaderboard_tie_break`, in the aggregator's environment."""
+LATEST_COUNTED = "LatestCounted"
+"""first_reached: the latest counted download's instant (milliseconds since 0001-01-01 UTC), kept beside the count."""
+LATEST_LIMIT = 10**15
+"""Above every instant of the years 1 to 9999 in milliseconds since 0001-01-01 (about 3.2 x 10^14)."""
+_EPOCH = datetime(1, 1, 1, tzinfo=UTC)
+_FIRST_REACHED_LAYOUT = {False: (10**11, 4), True: (10**5, 2)}
+"""The id's scale and bytes below the instant: 10^15 x 10^11 = ORDER_SCALE, 10^15 x 10^5 = SUMMED_TIEBREAK_SCALE."""
 
 
 def leaderboard_shard(entity_id: str, shards: int) -> int:
@@ -59,6 +77,30 @@ def order_tiebreak(entity_id: str, summed: bool = False) -> int:
 def order_of(value: int | Decimal, entity_id: str, summed: bool = False) -> int:
     """Exact for counts below 10^12, and for sums with at most 6 decimals below 10^12 (38 digits)."""
     return int(value * ORDER_SCALE) + order_tiebreak(entity_id, summed)
+
+
+def instant_of(moment: datetime) -> int:
+    """A UTC moment as whole milliseconds since 0001-01-01: what `first_reached` compares (sub-millisecond is cut)."""
+    elapsed = moment.astimezone(UTC) - _EPOCH
+    return (elapsed.days * 86_400 + elapsed.seconds) * 1000 + elapsed.microseconds // 1000
+
+
+def first_reached_tiebreak(latest: int, entity_id: str, summed: bool = False) -> int:
+    """Larger for an older latest instant, then for a smaller id: below one step of the value (10^26, or 10^20)."""
+    scale, width = _FIRST_REACHED_LAYOUT[summed]
+    prefix = entity_id.encode()[:width].ljust(width, b"\0")
+    return (LATEST_LIMIT - 1 - latest) * scale + scale - 1 - int.from_bytes(prefix, "big")
+
+
+def ranked_order(
+    value: int | Decimal, entity_id: str, summed: bool = False, latest: int | None = None, tie_break: str = "entity"
+) -> int:
+    """The order under a tie-break: `order_of` for `entity`; for `first_reached`, value then `latest` then id."""
+    if tie_break != FIRST_REACHED:
+        return order_of(value, entity_id, summed)
+    if latest is None:
+        raise ValueError("first_reached needs the latest counted download's instant")
+    return int(value * ORDER_SCALE) + first_reached_tiebreak(latest, entity_id, summed)
 
 
 def leave_index(table: str, key: dict[str, Any], count: str, period: str, order: str) -> dict[str, Any]:
