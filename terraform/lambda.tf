@@ -49,6 +49,7 @@ resource "aws_lambda_function" "aggregator" {
       COUNT_ATTRIBUTE              = var.count_attribute_name
       ORDER_ATTRIBUTE              = var.order_attribute_name
       LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
+      LEADERBOARD_TIE_BREAK        = var.leaderboard_tie_break
       LEADERBOARD_PERIODS          = local.leaderboard_periods
       CATEGORY_ATTRIBUTE           = local.category_attribute
       SUM_ATTRIBUTE                = local.sum_attribute
@@ -92,6 +93,16 @@ resource "aws_lambda_function" "aggregator" {
     precondition {
       condition     = var.source_item_filter == null ? true : !contains(concat(local.named_attributes, [local.category_attribute, local.sum_attribute]), var.source_item_filter.attribute)
       error_message = "source_item_filter.attribute must be an attribute of its own: not the entity, the timestamp, a key, an attribute of aggregates, the TTL, category or summed attribute."
+    }
+
+    precondition {
+      condition     = !(var.leaderboard_tie_break == "first_reached" && var.retractions)
+      error_message = "leaderboard_tie_break = \"first_reached\" with retractions (or ledger): a deletion or an edit can take back an entity's latest counted download, and its aggregate keeps only the latest instant, not the one before it, so the tie-break would rank it by a download no longer counted. Use leaderboard_tie_break = \"entity\" with retractions, or keep retractions = false."
+    }
+
+    precondition {
+      condition     = !(var.leaderboard_tie_break == "first_reached" && var.backfill_claims)
+      error_message = "leaderboard_tie_break = \"first_reached\" with backfill_claims: the backfill adds counts without their downloads' instants, so a backfilled entity would not rank by its latest counted download. Run the backfill with leaderboard_tie_break = \"entity\", then switch and run `leaderboard-tools reconcile --repair` to set each board's instants."
     }
 
     precondition {

@@ -198,6 +198,17 @@ variable "leaderboard_shards" {
   }
 }
 
+variable "leaderboard_tie_break" {
+  description = "How equal values list on a board: \"entity\" (ascending entity id) or \"first_reached\" (the entity whose latest counted download is older first, then the entity id; the latest counted download's Timestamp, to the millisecond, is a fact of the data, so the order does not depend on batching, retries or shards). first_reached costs one strongly consistent read per aggregate write, and is refused with retractions (and so ledger): a deletion cannot give an aggregate back the instant of its previous latest download without keeping them all; and with backfill_claims (the backfill adds counts without their instants). See docs/query-contract.md."
+  type        = string
+  default     = "entity"
+
+  validation {
+    condition     = contains(["entity", "first_reached"], var.leaderboard_tie_break)
+    error_message = "leaderboard_tie_break must be \"entity\" or \"first_reached\"."
+  }
+}
+
 variable "leaderboard_shards_previous" {
   description = "While changing leaderboard_shards: the previous value, so that the query function also reads the old layout until `leaderboard-tools rekey` has moved every aggregate (docs/operations.md, Changing the number of shards). null otherwise."
   type        = number

@@ -1172,6 +1172,63 @@ run "retractions_on_a_source_table_whose_stream_has_no_old_images_are_refused" {
   expect_failures = [data.aws_dynamodb_table.source]
 }
 
+run "the_first_reached_tie_break_reaches_the_aggregator" {
+  command = plan
+
+  variables {
+    leaderboard_tie_break = "first_reached"
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables.LEADERBOARD_TIE_BREAK == "first_reached"
+    error_message = "the aggregator is told the tie-break"
+  }
+}
+
+run "an_unknown_tie_break_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_tie_break = "oldest"
+  }
+
+  expect_failures = [var.leaderboard_tie_break]
+}
+
+run "the_first_reached_tie_break_with_retractions_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_tie_break = "first_reached"
+    retractions           = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "the_first_reached_tie_break_in_ledger_mode_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_tie_break = "first_reached"
+    retractions           = true
+    ledger                = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "the_first_reached_tie_break_beside_backfill_claims_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_tie_break = "first_reached"
+    backfill_claims       = true
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
 run "retractions_beside_backfill_claims_are_refused" {
   command = plan
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import query
 from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
+from aggregator_settings import Settings
 from delivery import ShardRef
 from download_records import AggregateKey, Schema
 from index_reads import Layout
@@ -24,6 +25,7 @@ from leaderboard_core.index_layout import (
     FIRST_REACHED,
     LATEST_COUNTED,
     ORDER_SCALE,
+    TIE_BREAK_VARIABLE,
     instant_of,
     ranked_order,
 )
@@ -198,6 +200,20 @@ def test_a_write_that_raced_another_is_made_again_without_lowering_the_latest(dy
     assert (outcome.added, outcome.writes) == (1, 2)
     item = dynamodb.get_item(TableName=TABLE, Key={"songID": {"S": "song1"}, "SK": {"S": MONTH}})["Item"]
     assert (item["DownloadCount"], item[LATEST_COUNTED]) == ({"N": "2"}, {"N": str(newer.instant)})
+
+
+SETTINGS = {"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"}
+
+
+def test_the_aggregator_reads_the_tie_break_the_module_gives_it() -> None:
+    # when the aggregator reads its environment, then the tie-break is the module's, `entity` when unset
+    assert Settings.from_environment({**SETTINGS, TIE_BREAK_VARIABLE: FIRST_REACHED}).schema.tie_break == FIRST_REACHED
+    assert Settings.from_environment(SETTINGS).schema.tie_break == "entity"
+    # and an unknown one, or first_reached with retractions (which the plan refuses), stops it before any write
+    with pytest.raises(ValueError, match="not one of entity, first_reached"):
+        Settings.from_environment({**SETTINGS, TIE_BREAK_VARIABLE: "oldest"})
+    with pytest.raises(ValueError, match="cannot restore the previous latest"):
+        Settings.from_environment({**SETTINGS, TIE_BREAK_VARIABLE: FIRST_REACHED, "RETRACTIONS": "true"})
 
 
 @given(

@@ -28,6 +28,7 @@ VALID = {
     "TABLE_ARN": "arn:aws:dynamodb:us-east-1:0:table/t",
     "AGGREGATE_WRITES": "per_batch",
     "LEADERBOARD_PERIODS": "day,all",
+    "LEADERBOARD_TIE_BREAK": "first_reached",
 }
 """Settings a handler checks; every other variable is given "1"."""
 
