@@ -95,11 +95,12 @@ def first_reached_tiebreak(latest: int, entity_id: str, summed: bool = False) ->
 def ranked_order(
     value: int | Decimal, entity_id: str, summed: bool = False, latest: int | None = None, tie_break: str = "entity"
 ) -> int:
-    """The order under a tie-break: `order_of` for `entity`; for `first_reached`, value then `latest` then id."""
+    """The order under a tie-break: `order_of` for `entity`; for `first_reached`, value then `latest` then id (no
+    latest: no download counted, after every entity of the same value that has one)."""
     if tie_break != FIRST_REACHED:
         return order_of(value, entity_id, summed)
     if latest is None:
-        raise ValueError("first_reached needs the latest counted download's instant")
+        latest = LATEST_LIMIT - 1
     return int(value * ORDER_SCALE) + first_reached_tiebreak(latest, entity_id, summed)
 
 

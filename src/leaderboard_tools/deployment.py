@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
+from leaderboard_core.index_layout import ENTITY_TIE_BREAK, TIE_BREAK_VARIABLE
 from leaderboard_core.source_items import (
     AGGREGATES_TABLE_VARIABLE,
     RETRACTIONS_VARIABLE,
@@ -96,6 +97,8 @@ class Deployment:
     retractions: bool = False
     """RETRACTIONS (the module's `retractions`): the aggregator follows edits and deletions of downloads, so a repair's
     band holds their records too and a count may go down (and back to 0, out of the index)."""
+    tie_break: str = ENTITY_TIE_BREAK
+    """LEADERBOARD_TIE_BREAK (the module's `leaderboard_tie_break`): how a written aggregate's order breaks ties."""
     ledger: bool = False
     """LEDGER (the module's `ledger`): the claims table is the ledger, kept for good; the backfill records what it
     counts of each download there and may run at any time, and there is no release step."""
@@ -328,6 +331,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         claims_table=environment.get(CLAIMS_TABLE_VARIABLE) or None,
         retractions=environment.get(RETRACTIONS_VARIABLE) == "true",
         ledger=environment.get(LEDGER_VARIABLE) == "true",
+        tie_break=environment.get(TIE_BREAK_VARIABLE) or ENTITY_TIE_BREAK,
     )
 
 

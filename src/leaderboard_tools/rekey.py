@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import GUIDE_NAMES, AttributeNames
-from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.index_layout import ENTITY_TIE_BREAK, LATEST_COUNTED, leaderboard_partition, ranked_order
 
 MAX_ROUNDS = 5
 
@@ -46,13 +46,14 @@ def scan_aggregates(dynamodb: Any, table: str, names: AttributeNames, segment: i
         "Segment": segment,
         "TotalSegments": segments,
         "FilterExpression": "attribute_exists(#period)",
-        "ProjectionExpression": "#entity, #sk, #period, #count, #order",
+        "ProjectionExpression": "#entity, #sk, #period, #count, #order, #latest",
         "ExpressionAttributeNames": {
             "#entity": names.entity,
             "#sk": names.sort_key,
             "#period": names.period,
             "#count": names.count,
             "#order": names.order,
+            "#latest": LATEST_COUNTED,
         },
         "ConsistentRead": True,
     }
@@ -61,10 +62,16 @@ def scan_aggregates(dynamodb: Any, table: str, names: AttributeNames, segment: i
 
 
 def move(
-    dynamodb: Any, table: str, names: AttributeNames, shards: int, item: dict[str, Any], dry_run: bool = False
+    dynamodb: Any,
+    table: str,
+    names: AttributeNames,
+    shards: int,
+    item: dict[str, Any],
+    dry_run: bool = False,
+    tie_break: str = ENTITY_TIE_BREAK,
 ) -> str:
     """Put one aggregate where the layout wants it; 'moved', 'ordered', 'unchanged' or 'conflicts' (gave up). With
-    `dry_run`, what it would be, written nowhere."""
+    `dry_run`, what it would be, written nowhere. An order it sets breaks ties as the aggregator does (`tie_break`)."""
     key = {names.entity: item[names.entity], names.sort_key: item[names.sort_key]}
     for _ in range(MAX_ROUNDS):
         entity, period = item[names.entity]["S"], item[names.sort_key]["S"]
@@ -80,7 +87,9 @@ def move(
         update, condition = "SET #period = :target", "#period = :current"
         if needs_order:
             attribute_names.update({"#order": names.order, "#count": names.count})
-            values[":order"] = {"N": str(order_of(int(item[names.count]["N"]), entity))}
+            latest = int(item[LATEST_COUNTED]["N"]) if LATEST_COUNTED in item else None
+            order = ranked_order(int(item[names.count]["N"]), entity, latest=latest, tie_break=tie_break)
+            values[":order"] = {"N": str(order)}
             values[":count"] = item[names.count]
             update += ", #order = :order"
             condition += " AND #count = :count AND attribute_not_exists(#order)"
@@ -111,6 +120,7 @@ def rekey(
     segments: int = 4,
     on_progress: Callable[[int], None] = lambda done: None,
     dry_run: bool = False,
+    tie_break: str = ENTITY_TIE_BREAK,
 ) -> RekeyReport:
     """One parallel scan over the aggregates; each is moved at most once, with conditional writes (`dry_run`: none,
     the report counting what would be written).
@@ -124,7 +134,7 @@ def rekey(
         for item in scan_aggregates(dynamodb, table, names, segment, segments):
             name = f"{item[names.entity]['S']}|{item[names.sort_key]['S']}"
             try:
-                outcomes.append((name, move(dynamodb, table, names, shards, item, dry_run)))
+                outcomes.append((name, move(dynamodb, table, names, shards, item, dry_run, tie_break)))
             except ClientError as error:
                 outcomes.append((name, f"failed: {error.response.get('Error', {}).get('Code')}"))
             on_progress(1)

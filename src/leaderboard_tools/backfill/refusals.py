@@ -6,6 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leaderboard_core.index_layout import FIRST_REACHED
 from leaderboard_tools.deployment import Deployment
 
 
@@ -28,6 +29,12 @@ def claims_table_of(deployment: Deployment) -> str:
         raise BackfillRefused(
             f"the deployment sums {deployment.sum_attribute} (SUM_ATTRIBUTE): the backfill counts downloads, a "
             "backfill of sums is not supported yet; nothing was written"
+        )
+    if deployment.tie_break == FIRST_REACHED:
+        raise BackfillRefused(
+            "the aggregator breaks ties by first_reached (LEADERBOARD_TIE_BREAK): the backfill adds counts without "
+            'their downloads\' instants. Apply leaderboard_tie_break = "entity", run the backfill to its end, apply '
+            "first_reached again, then `leaderboard-tools reconcile --repair`; nothing was written"
         )
     if deployment.retractions and not deployment.ledger:
         raise BackfillRefused(

@@ -56,6 +56,7 @@ def run(arguments: argparse.Namespace) -> int:
             names=deployment.names,
             on_progress=on_progress,
             dry_run=arguments.dry_run,
+            tie_break=deployment.tie_break,
         )
     if output == "json":
         print(json.dumps(vars(report)))

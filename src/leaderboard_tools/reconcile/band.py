@@ -19,7 +19,15 @@ from leaderboard_core.bookkeeping import (
     WATERMARKS_PRUNED,
     WATERMARKS_PRUNED_UNDER,
 )
-from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, leave_index, order_of, order_tiebreak
+from leaderboard_core.index_layout import (
+    FIRST_REACHED,
+    LATEST_COUNTED,
+    ORDER_SCALE,
+    leaderboard_partition,
+    leave_index,
+    order_tiebreak,
+    ranked_order,
+)
 from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile.phases import CLOSING_BANDS, WAITING_FOR_FENCE, WAITING_FOR_STREAM, SecondsWaited
 from leaderboard_tools.reconcile.report import Difference, Snapshot
@@ -89,8 +97,18 @@ class RepairBand:
         queue = band_queue or self._deployment.failure_queue_url
         self._sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(body), DelaySeconds=delay)
 
-    def _repair(self, board: str, entity_id: str, snapshot: Snapshot, recounted: int, fence: int, band: str) -> bool:
-        """One conditional UpdateItem: count, order, partition, fence and band, if the aggregate is still as read."""
+    def _repair(
+        self,
+        board: str,
+        entity_id: str,
+        snapshot: Snapshot,
+        recounted: int,
+        fence: int,
+        band: str,
+        latest: int | None = None,
+    ) -> bool:
+        """One conditional UpdateItem: count, order, partition, fence and band, if the aggregate is still as read; with
+        the tie-break first_reached, the recount's latest counted download's instant too (`latest`, None: none)."""
         names = self._names
         attribute_names = {
             "#count": names.count,
@@ -105,7 +123,9 @@ class RepairBand:
         }
         values: dict[str, Any] = {
             ":recounted": {"N": str(recounted)},
-            ":order": {"N": str(order_of(recounted, entity_id))},
+            ":order": {
+                "N": str(ranked_order(recounted, entity_id, latest=latest, tie_break=self._deployment.tie_break))
+            },
             ":partition": {"S": leaderboard_partition(board, entity_id, self._deployment.shards())},
             ":fence": {"N": str(max(fence, snapshot.fence or 0))},
             ":band": {"S": band},
@@ -143,6 +163,14 @@ class RepairBand:
             "SET #count = :recounted, #order = :order, #period = :partition, #fence = :fence, #band = :band"
             " REMOVE #pruned, #pruned_under, #applied, #held"
         )
+        if self._deployment.tie_break == FIRST_REACHED:
+            # The aggregator moves LatestCounted only with the count and a watermark, which the conditions hold.
+            attribute_names["#latest"] = LATEST_COUNTED
+            if latest is None:
+                update += ", #latest"
+            else:
+                update = update.replace(" REMOVE", ", #latest = :latest REMOVE")
+                values[":latest"] = {"N": str(latest)}
         if retractions and recounted == 0:
             # As the aggregator leaves it: a count of 0 is out of the index until a download adds to it.
             update = (
@@ -338,6 +366,14 @@ class RepairBand:
                         "entries it does not read): their part is left as recounted; run `reconcile --repair` again",
                         *([difference.reason] if difference.reason else []),
                     ]
+                )
+            elif missed and self._deployment.tie_break == FIRST_REACHED:
+                # A held record names its download by a digest of its key: the close cannot read its Timestamp.
+                difference.state = "unsettled"
+                difference.reason = (
+                    f"its close added {counted(int(missed), 'download')} its recount missed, whose instants it cannot "
+                    "read: the tie-break first_reached may rank it by an older latest download; run "
+                    "`reconcile --repair` again"
                 )
             return
         difference.reason = f"its band kept changing for {CLOSE_ROUNDS} reads: left open, it expires and is reported"

@@ -7,11 +7,12 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from leaderboard_core.index_layout import FIRST_REACHED
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile.band import (
@@ -176,10 +177,20 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             if wanted is not None:
                 songs &= set(wanted)
             for entity in sorted(songs):
-                stored = snapshots.get((entity, board), ABSENT).count
-                recounted = recount.counts.get((entity, board), 0)
+                snapshot = snapshots.get((entity, board), ABSENT)
+                stored, recounted = snapshot.count, recount.counts.get((entity, board), 0)
                 if stored != recounted or (entity, board) in replace_bands:
                     board_report.differences.append(Difference(entity, stored, recounted))
+                elif (
+                    self._deployment.tie_break == FIRST_REACHED
+                    and recounted
+                    and (snapshot.latest != recount.latest.get((entity, board)))
+                ):
+                    reason = (
+                        f"its latest counted download is {_instant_text(snapshot.latest)}, the recount's "
+                        f"{_instant_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
+                    )
+                    board_report.differences.append(Difference(entity, stored, recounted, reason=reason))
             differing[board] = board_report.differences
         if not repair or not any(differing.values()):
             return report
@@ -403,7 +414,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
             )
             return None
         self._repair_point = RepairPoint("writing", difference.entity_id, board, deadline)
-        if not self._repair(board, difference.entity_id, snapshot, recounted, fence, value):
+        latest = recount.latest.get((difference.entity_id, board))
+        if not self._repair(board, difference.entity_id, snapshot, recounted, fence, value, latest):
             difference.state = "conflict"
             difference.reason = "the aggregator wrote it meanwhile: run again"
             return None
@@ -422,6 +434,14 @@ class RepairPoint:
     entity_id: str
     board: str
     deadline: int
+
+
+def _instant_text(instant: int | None) -> str:
+    """An instant of index_layout.instant_of, as ISO 8601 UTC to the millisecond; "none" when there is none."""
+    if instant is None:
+        return "none"
+    moment = datetime(1, 1, 1, tzinfo=UTC) + timedelta(milliseconds=instant)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _listed(names: list[str], shown: int = 10) -> str:

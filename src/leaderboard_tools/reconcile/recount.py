@@ -23,6 +23,7 @@ from leaderboard_core.buckets import (
     period_of_board,
     utc_moment,
 )
+from leaderboard_core.index_layout import FIRST_REACHED, LATEST_COUNTED, instant_of
 from leaderboard_core.source_items import download_identity
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.phases import READING_AGGREGATES, RECOUNTING, item_count
@@ -35,6 +36,17 @@ class Recount:
     expired: dict[str, str] = field(default_factory=dict)
     ids: set[str] | None = None
     """The ids of the downloads counted, when a repair needs them (one aggregate's)."""
+    latest: dict[AggregateId, int] = field(default_factory=dict)
+    """The tie-break `first_reached`: each aggregate's latest counted download's instant, as the aggregator takes it."""
+
+    def merge(self, part: Recount) -> None:
+        self.counts.update(part.counts)
+        for board, reason in part.expired.items():
+            self.expired.setdefault(board, reason)
+        for aggregate, instant in part.latest.items():
+            self.latest[aggregate] = max(instant, self.latest.get(aggregate, instant))
+        if self.ids is not None and part.ids is not None:
+            self.ids |= part.ids
 
 
 class TableRecount:
@@ -114,7 +126,8 @@ class TableRecount:
         fence = int(item[RECOUNTED_THROUGH]["N"]) if RECOUNTED_THROUGH in item else None
         band = (item.get(RECOUNT_BAND) or {}).get("S")
         held = len((item.get(RECOUNT_HELD) or {}).get("SS") or [])
-        return Snapshot(count, watermarks, fence, exists=True, band=band, held=held)
+        latest = int(item[LATEST_COUNTED]["N"]) if LATEST_COUNTED in item else None
+        return Snapshot(count, watermarks, fence, exists=True, band=band, held=held, latest=latest)
 
     def _recount(self, targets: Mapping[str, Collection[str] | None] | None) -> Recount:
         """Downloads per (song, board) of the targets; a scan when a whole board is wanted, else a Query per song."""
@@ -128,9 +141,7 @@ class TableRecount:
             parts = [self._recount_songs(songs, targets)]
         merged = Recount()
         for part in parts:
-            merged.counts.update(part.counts)
-            for board, reason in part.expired.items():
-                merged.expired.setdefault(board, reason)
+            merged.merge(part)
         return merged
 
     def _count_pages(
@@ -144,6 +155,7 @@ class TableRecount:
         counts aggregates)."""
         names, ttl, now = self._names, self._deployment.ttl_attribute, self._clock()
         part = Recount(ids=set() if keep_ids else None)
+        first_reached = self._deployment.tie_break == FIRST_REACHED
         for page in pages:
             if counted:
                 self._on_progress(page.get("ScannedCount", 0))
@@ -159,6 +171,9 @@ class TableRecount:
                             "expired downloads may already be deleted, so a recount of this board would understate",
                         )
                     part.counts[(entity, board)] += 1
+                    if first_reached:
+                        instant = instant_of(utc_moment(item[names.timestamp]["S"]))
+                        part.latest[(entity, board)] = max(instant, part.latest.get((entity, board), instant))
                     if part.ids is not None:
                         key = {
                             name: item[name]
@@ -213,12 +228,7 @@ class TableRecount:
                 for start in range(0, len(songs), MAX_IN_OPERANDS)
             ]
         for pages in reads:
-            part = self._count_pages(pages, targets, keep_ids, counted)
-            merged.counts.update(part.counts)
-            for board, reason in part.expired.items():
-                merged.expired.setdefault(board, reason)
-            if merged.ids is not None and part.ids is not None:
-                merged.ids |= part.ids
+            merged.merge(self._count_pages(pages, targets, keep_ids, counted))
         return merged
 
     def _songs_scan(self, songs: list[str], parameters: dict[str, Any]) -> Iterator[dict[str, Any]]:

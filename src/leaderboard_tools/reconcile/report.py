@@ -23,6 +23,8 @@ class Snapshot:
     band: str | None = None
     """Another repair's band, open or left: its held set changes no count, so the repair is conditioned on both."""
     held: int = 0
+    latest: int | None = None
+    """LatestCounted (the tie-break `first_reached`): its latest counted download's instant."""
 
 
 ABSENT = Snapshot(0, (), None, exists=False)

@@ -482,7 +482,12 @@ class ModelAggregator:
             # REMOVE's moves, with retractions, each saying what it leaves of the download's part there).
             for change in parsed.changes:
                 contribution = Contribution(
-                    parsed.sequence, parsed.created, change.amount, parsed.download_id, change.value_after
+                    parsed.sequence,
+                    parsed.created,
+                    change.amount,
+                    parsed.download_id,
+                    change.value_after,
+                    parsed.instant,
                 )
                 outcome = self._store().apply(change.key, shard, [contribution])
                 self.refused += [(change.key.entity_id, change.key.board, sequence) for _ in outcome.refused]
