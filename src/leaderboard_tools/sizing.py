@@ -98,6 +98,8 @@ class Workload:
     write of the aggregate it leaves."""
     ledger: bool = False
     """Ledger mode (`ledger`, with `retractions`): one conditional write of the ledger per download key and step."""
+    first_reached: bool = False
+    """The tie-break `first_reached`: one strongly consistent read of each aggregate before its write."""
 
     def __post_init__(self) -> None:
         """The arithmetic's domain: what `size` refuses at its command line, refused here too (ValueError)."""
@@ -384,12 +386,15 @@ def get_records_per_invocation(batch_size: int) -> int:
 
 
 def aggregator_seconds_per_invocation(
-    batch_size: int, aggregate_writes_per_invocation: float, ledger_writes_per_invocation: float = 0.0
+    batch_size: int,
+    aggregate_writes_per_invocation: float,
+    ledger_writes_per_invocation: float = 0.0,
+    aggregate_reads_per_invocation: float = 0.0,
 ) -> float:
     """CPU (the benchmark's, fitted) plus the calls it waits for: those in line one after another, the aggregate
     writes in rounds of `aggregator_write_concurrency`. Ledger mode's writes are taken as an aggregate write each, in
     rounds of their own before the aggregate writes (they decide what those write): an estimate until the benchmark
-    measures ledger mode."""
+    measures ledger mode. The tie-break first_reached's reads wait as the writes they come before."""
     writes = aggregate_writes_per_invocation + ledger_writes_per_invocation
     cpu_ms = CPU_MS_PER_RECORD * batch_size + CPU_MS_PER_AGGREGATE_WRITE * writes
     waits = (
@@ -397,6 +402,7 @@ def aggregator_seconds_per_invocation(
         + get_records_per_invocation(batch_size)
         + math.ceil(ledger_writes_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
         + math.ceil(aggregate_writes_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
+        + math.ceil(aggregate_reads_per_invocation / AGGREGATOR_WRITE_CONCURRENCY)
     )
     return cpu_ms / 1000 + waits * CALL_LATENCY_SECONDS
 
@@ -407,14 +413,20 @@ def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
     aggregate_writes = sizing.pressure.aggregate_updates_per_second
     invocations = workload.invocations_per_second
     ledger_writes = workload.ledger_writes_per_second
+    aggregate_reads = aggregate_writes if workload.first_reached else 0.0
     seconds = aggregator_seconds_per_invocation(
-        workload.batch_size, aggregate_writes / invocations, ledger_writes / invocations
+        workload.batch_size, aggregate_writes / invocations, ledger_writes / invocations, aggregate_reads / invocations
     )
     query_seconds = math.ceil(sizing.shown / QUERY_READER_THREADS) * CALL_LATENCY_SECONDS
     lines = [
         CostLine("aggregate writes", aggregate_writes, WRITE_REQUEST_UNIT),
         CostLine("index writes", INDEX_WRITES_PER_UPDATE * aggregate_writes, WRITE_REQUEST_UNIT),
         CostLine("ledger writes (one conditional write per download key and step)", ledger_writes, WRITE_REQUEST_UNIT),
+        CostLine(
+            "aggregate reads (first_reached: one strongly consistent read per aggregate write)",
+            aggregate_reads,
+            READ_REQUEST_UNIT,
+        ),
         CostLine("progress table writes", invocations, WRITE_REQUEST_UNIT),
         CostLine("progress table reads", invocations, READ_REQUEST_UNIT),
         CostLine(

@@ -555,3 +555,24 @@ def test_the_table_shows_the_ledger_line_only_in_ledger_mode(
     assert "ledger writes (one conditional write per download key and step)" in " ".join(with_ledger.split())
     assert "ledger, per_batch" in " ".join(with_ledger.split())
     assert "ledger writes" not in without
+
+
+def test_first_reached_is_one_strongly_consistent_read_per_aggregate_write_and_no_write(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given 1,000 downloads a second over 10,000 songs, with and without the tie-break first_reached
+    load = ["--downloads-per-second", "1000", "--songs", "10000", "--json"]
+    code, out, _ = size_command([*load, "--tie-break", "first_reached"], capsys)
+    first_reached = {line["item"]: line for line in json.loads(out)["cost"]["lines"]}
+    _, out, _ = size_command(load, capsys)
+    plain = {line["item"]: line for line in json.loads(out)["cost"]["lines"]}
+    reads = next(item for item in first_reached if item.startswith("aggregate reads"))
+    # then it reads each aggregate once per write, at the read request unit, and writes exactly as much
+    assert code == 0
+    assert first_reached[reads]["per_second"] == pytest.approx(first_reached["aggregate writes"]["per_second"])
+    assert first_reached[reads]["dollars_per_month"] == pytest.approx(
+        first_reached[reads]["per_second"] * prices.SECONDS_PER_MONTH * 0.125 / 1e6
+    )
+    assert plain[reads]["per_second"] == 0
+    for item in ("aggregate writes", "index writes", "progress table writes"):
+        assert first_reached[item]["per_second"] == pytest.approx(plain[item]["per_second"])

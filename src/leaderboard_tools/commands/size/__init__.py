@@ -55,6 +55,8 @@ as other aggregates than the batch's new downloads write.
 
 With ledger = true (--ledger), each step of the aggregator also writes the ledger once per download
 key it holds (one conditional write each, taken as one per stream record): priced beside the others.
+With leaderboard_tie_break = "first_reached" (--tie-break first_reached), each aggregate write is
+preceded by one strongly consistent read of the aggregate: priced too.
 
 Exit codes: 0 a number of shards fits; 1 none does (the reasons and the cost are printed); 2 a
 flag outside what the module accepts. The arithmetic: docs/sizing.md."""
@@ -119,6 +121,13 @@ def register(commands: Any) -> None:
         action="store_true",
         help="ledger = true (with retractions = true): one conditional write of the ledger per download key and "
         "aggregator step, taken as one per stream record (downloads, edits and deletions)",
+    )
+    module.add_argument(
+        "--tie-break",
+        choices=("entity", "first_reached"),
+        default="entity",
+        help="leaderboard_tie_break: first_reached reads each aggregate (one strongly consistent read) before its "
+        "write (default entity)",
     )
     module.add_argument(
         "--batch-size",
@@ -218,6 +227,7 @@ def run(arguments: argparse.Namespace) -> int:
         edit_share=arguments.edit_share,
         delete_share=arguments.delete_share,
         ledger=arguments.ledger,
+        first_reached=arguments.tie_break == "first_reached",
     )
     boards = Boards(periods=len(arguments.periods), categories=arguments.categories)
     sizing = recommend(workload, boards, arguments.target_share, arguments.separate_aggregates_table)

@@ -21,8 +21,13 @@ from leaderboard_tools.sizing import (
 
 QUERY_SIDE = ("index reads", "query ")
 """The cost lines of the query function's reads: shown in the table when --queries-per-second asks for them."""
-OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted", "ledger writes")
+OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted", "ledger writes", "aggregate reads")
 """Cost lines shown in the table only when the load has them."""
+
+
+def settings_named(workload: Workload) -> str:
+    """The settings that change the cost, named in the table's title."""
+    return ("ledger, " if workload.ledger else "") + ("first_reached, " if workload.first_reached else "")
 
 
 def verdict(sizing: Sizing) -> list[str]:
@@ -100,7 +105,7 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
     workload, boards, pressure = sizing.workload, sizing.boards, sizing.pressure
     table = Table(
         title=f"{workload.downloads_per_second:,g} downloads/s{changes(workload)} over {workload.songs:,} songs "
-        f"(Zipf {workload.zipf_exponent:g}, {'ledger, ' if workload.ledger else ''}{workload.aggregate_writes}, "
+        f"(Zipf {workload.zipf_exponent:g}, {settings_named(workload)}{workload.aggregate_writes}, "
         + (
             f"batch {workload.batch_size:,}"
             if workload.aggregate_writes == "per_batch"
@@ -205,6 +210,7 @@ def size_json(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> dict
             "edit_share": workload.edit_share,
             "delete_share": workload.delete_share,
             "ledger": workload.ledger,
+            "first_reached": workload.first_reached,
             "records_per_second": workload.records_per_second,
         },
         "target_share": sizing.target_share,
