@@ -51,6 +51,7 @@ module "leaderboard" {
   aggregate_writes                   = var.aggregate_writes
   leaderboard_shards                 = var.leaderboard_shards
   leaderboard_shards_previous        = var.leaderboard_shards_previous
+  leaderboard_tie_break              = var.leaderboard_tie_break
   download_ttl_attribute_name        = var.download_ttl_attribute_name
   count_attribute_name               = var.count_attribute_name
   leaderboard_periods                = var.leaderboard_periods

@@ -79,6 +79,12 @@ variable "leaderboard_shards" {
   default     = 1
 }
 
+variable "leaderboard_tie_break" {
+  description = "How equal counts list: entity, or first_reached (the older latest counted download first)."
+  type        = string
+  default     = "entity"
+}
+
 variable "leaderboard_shards_previous" {
   description = "While changing leaderboard_shards: the previous value; null otherwise."
   type        = number
