@@ -41,6 +41,7 @@ LONGEST_FIRST = (
     "test_ledger_mode.py",
     "test_existing_table_example.py",
     "test_leaderboard.py",
+    "test_tie_break.py",
     "test_retractions.py",
     "test_alarms.py",
     "test_retention.py",
