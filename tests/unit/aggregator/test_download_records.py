@@ -47,6 +47,12 @@ def test_month_of_an_unparsable_timestamp_raises(timestamp: str) -> None:
         month_of(timestamp)
 
 
+def milliseconds_since_year_one(timestamp: str) -> int:
+    """The first_reached tie-break's instant of a timestamp with its offset, by datetime arithmetic."""
+    elapsed = datetime.fromisoformat(timestamp) - datetime(1, 1, 1, tzinfo=UTC)
+    return round(elapsed.total_seconds() * 1000)
+
+
 def test_a_new_download_is_parsed_into_its_aggregate_key() -> None:
     # given a download INSERT, when parsed, then its song, UTC month, padded sequence, creation second and identity
     # (its sort key's digest) are kept
@@ -57,6 +63,7 @@ def test_a_new_download_is_parsed_into_its_aggregate_key() -> None:
         "000000000000000000042",
         CREATED,
         download_id=download_id("d-42"),
+        instant=milliseconds_since_year_one("2018-02-03T04:05:06+00:00"),
     )
     assert len(parsed.sequence) == 40
 
@@ -145,6 +152,7 @@ def test_custom_attribute_names_are_honoured() -> None:
         "000000000000000000001",
         CREATED,
         download_id=download_id("line-9"),
+        instant=milliseconds_since_year_one("2020-05-06T07:08:09+00:00"),
     )
 
 
