@@ -61,6 +61,9 @@ class Period:
     """The local wall time the bucket after a key's begins at; OverflowError or ValueError past the calendar."""
     previous: Callable[[str], str | None]
     """The key of the bucket before a key's; None before the calendar's first (or the first season)."""
+    shape_suffices: bool = False
+    """Every key of the right shape names a bucket (months and years, year 0 included), whether or not its wall time
+    is one `datetime` can hold."""
 
 
 def _ymd(wall: datetime) -> str:
@@ -153,6 +156,7 @@ BUCKETED_PERIODS = (
         _month_start,
         _month_next,
         _month_before,
+        shape_suffices=True,
     ),
     Period(
         "year",
@@ -162,6 +166,7 @@ BUCKETED_PERIODS = (
         lambda key: datetime(int(key), 1, 1),
         lambda key: datetime(int(key) + 1, 1, 1),
         lambda key: f"{int(key) - 1:04d}" if int(key) > 0 else None,
+        shape_suffices=True,
     ),
 )
 """Every period of the calendar, shortest first: weeks are ISO 8601 weeks of the ISO week-numbering year."""
@@ -331,7 +336,7 @@ class Calendar:
         try:
             start = definition.wall_start(key)
         except ValueError:
-            return False
+            return definition.shape_suffices
         if self.zone is UTC:
             return True
         try:
@@ -372,13 +377,7 @@ class Calendar:
             raise ValueError(
                 f"LEADERBOARD_PERIODS is {text!r}: season needs {SEASON_START_VARIABLE} and {SEASON_LENGTH_VARIABLE}"
             )
-        if not periods or any(period not in self.period_names for period in periods):
-            raise ValueError(
-                f"LEADERBOARD_PERIODS is {text!r}, not a comma-separated list of {', '.join(self.period_names)}"
-            )
-        if len(set(periods)) != len(periods):
-            raise ValueError(f"LEADERBOARD_PERIODS is {text!r}: a period named twice would count each download twice")
-        return periods
+        return _period_list(text, self.period_names)
 
     def period_of_board(self, board: str) -> str | None:
         """The period of a board id (`2018-01@rock`: month, `all`: all); None for an id no period's bucket has. A
@@ -430,6 +429,20 @@ def calendar_from_environment(environ: Mapping[str, str]) -> Calendar:
 def periods_from_text(text: str, calendar: Calendar = UTC_CALENDAR) -> tuple[str, ...]:
     """LEADERBOARD_PERIODS as the module sets it (comma-separated); ValueError for anything else."""
     return calendar.periods_from_text(text)
+
+
+def any_periods_from_text(text: str) -> tuple[str, ...]:
+    """leaderboard_periods of any deployment, `season` included (what sizing takes); ValueError for anything else."""
+    return _period_list(text, PERIOD_NAMES)
+
+
+def _period_list(text: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    periods = tuple(period for period in text.split(",") if period)
+    if not periods or any(period not in names for period in periods):
+        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}, not a comma-separated list of {', '.join(names)}")
+    if len(set(periods)) != len(periods):
+        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}: a period named twice would count each download twice")
+    return periods
 
 
 def utc_moment(timestamp: str) -> datetime:

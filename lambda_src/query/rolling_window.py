@@ -16,7 +16,7 @@ from typing import Any
 from boards import Board
 from index_reads import START, Entry, Layout, Position, Unavailable, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, window_keys
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 from rolling import top_of_window
@@ -41,7 +41,8 @@ class WindowRequest:
     limit: int
 
     def boards(self) -> list[Board]:
-        return [self.board.at(key) for key in window_keys(self.board.period, self.board.key, self.last)]
+        keys = self.board.calendar.window_keys(self.board.period, self.board.key, self.last)
+        return [self.board.at(key) for key in keys]
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> WindowRequest:
