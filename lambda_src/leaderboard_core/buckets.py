@@ -182,6 +182,7 @@ SEASON_SHAPE = re.compile(r"\AS(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0
 """A season's key: `S` and the local date it begins, so that it is never a day's key (both are sort keys of the
 same entity's aggregates)."""
 KEY_FORMATS = {period.name: period.key_format for period in BUCKETED_PERIODS}
+"""The calendar's periods' key formats; a season's is SEASON_KEY_FORMAT."""
 BUCKET_KEY_LENGTH = {**{period.name: len(period.key_format) for period in BUCKETED_PERIODS}, ALL_TIME: len(ALL_TIME)}
 """The length of each period's bucket keys: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
 
@@ -390,6 +391,12 @@ class Calendar:
         if self.season is None and _season_shaped(bucket):
             return SEASON
         return next((name for name in self.periods if self.is_bucket_key(name, bucket)), None)
+
+
+def is_key_shaped(period: str, key: str) -> bool:
+    """A key of a period's shape naming a real date, hour or ISO week, whatever the deployment's zone and seasons:
+    what a caller can check before asking the deployment (which may still find it no bucket of its own)."""
+    return _season_shaped(key) if period == SEASON else UTC_CALENDAR.is_bucket_key(period, key)
 
 
 def _season_shaped(bucket: str) -> bool:
