@@ -45,7 +45,7 @@ from leaderboard_core.bookkeeping import (
     WATERMARK_PREFIX,
     pad_sequence,
 )
-from leaderboard_core.buckets import PERIODS, board_id, bucket_key
+from leaderboard_core.buckets import PERIOD_NAMES, PERIODS, board_id, bucket_key
 from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
 from leaderboard_tools.recover import failure_messages
 from tests import terraform_config
@@ -106,6 +106,9 @@ def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.
             "ENTITY_ATTRIBUTE": "songID",
             "SORT_KEY_ATTRIBUTE": "SK",
             "LEADERBOARD_PERIODS": "month",
+            "LEADERBOARD_TIME_ZONE": "America/New_York",
+            "LEADERBOARD_SEASON_START": "2026-01-05",
+            "LEADERBOARD_SEASON_LENGTH_DAYS": "28",
         }
         for function in ("aggregator", "query")
     }
@@ -221,7 +224,7 @@ def _terraform_periods() -> tuple[str, ...]:
 
 
 def test_the_module_validates_leaderboard_periods_against_the_periods_the_functions_know() -> None:
-    assert _terraform_periods() == PERIODS
+    assert _terraform_periods() == PERIOD_NAMES
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -540,7 +543,7 @@ def test_sizes_limits_and_defaults_are_the_modules_own() -> None:
     assert declared["query_memory_size"]["default"] == sizing.QUERY_MEMORY_MB
     assert declared["aggregator_write_concurrency"]["default"] == sizing.AGGREGATOR_WRITE_CONCURRENCY
     periods = declared["leaderboard_periods"]["validation"][0]["condition"]
-    assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIODS)
+    assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIOD_NAMES)
 
 
 def test_every_price_names_its_source() -> None:
