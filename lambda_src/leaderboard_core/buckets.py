@@ -277,7 +277,7 @@ class Calendar:
             local = moment.astimezone(self.zone)
         except OverflowError as error:
             raise MomentOutOfRange("is outside the years 1 to 9999 on the local clock: no bucket holds it") from error
-        if local.fold:
+        if local.fold and self.zone is not UTC:
             local = self._before_clocks_went_back(moment, local)
         return local.replace(tzinfo=None, fold=0)
 
