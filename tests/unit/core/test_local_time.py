@@ -127,13 +127,15 @@ def test_a_moment_near_a_clock_change_counts_in_the_local_bucket_the_oracle_name
     assert key == oracle_key(zone, moment, period)
     if key is None:
         # (a season before the first: no board holds the moment)
-        assert period == "season" and moment < datetime(2026, 1, 5, 5, tzinfo=UTC)
+        assert period == "season"
+        assert moment < datetime(2026, 1, 5, 5, tzinfo=UTC)
         return
     assert calendar.is_bucket_key(period, key)
     bounds = calendar.bounds(period, key)
     assert bounds is not None
     start, end = bounds
-    assert end is not None and start <= moment < end
+    assert end is not None
+    assert start <= moment < end
     # and the oracle agrees where it begins and ends: the bucket holds its first and last second, not the ones around
     assert oracle_key(zone, start, period) == key != oracle_key(zone, start - SECOND, period)
     assert oracle_key(zone, end - SECOND, period) == key != oracle_key(zone, end, period)

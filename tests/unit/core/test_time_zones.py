@@ -7,9 +7,9 @@ import zoneinfo
 from collections.abc import Iterator
 from pathlib import Path
 
+import build
 import pytest
 
-import build
 from leaderboard_core.buckets import time_zone, time_zone_names
 
 ROOT = Path(__file__).resolve().parents[3]

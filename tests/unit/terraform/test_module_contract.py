@@ -98,7 +98,8 @@ def test_both_functions_bucket_by_the_modules_default_time_zone_with_no_seasons(
     boards = boards_from_environment({})
     settings = Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
     # then both keep UTC buckets and no seasons, as the module's defaults say
-    assert variable_default("leaderboard_time_zone") == "UTC" and variable_default("leaderboard_season") is None
+    assert variable_default("leaderboard_time_zone") == "UTC"
+    assert variable_default("leaderboard_season") is None
     for calendar in (boards.calendar, settings.schema.calendar):
         assert (calendar.zone_name, calendar.season) == ("UTC", None)
 
