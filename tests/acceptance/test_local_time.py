@@ -188,6 +188,8 @@ def test_a_download_before_the_first_season_is_in_no_season_board(loaded: dict[s
     months = sum(
         sum(counts.values()) for (period, _, genre), counts in recount.items() if period == "month" and not genre
     )
+    # the recount's downloads in no season are exactly those of 2026-01-04, the local day before the first season;
+    # the index held exactly the recount's aggregates (loaded), so the aggregator counted them in no season board
     assert 0 < recount[("day", "2026-01-04", None)].total() == months - seasons
     # and a season key is its first local day: one that begins no season is refused, the first season ranks
     refused = invoke_function(aws.lambda_, loaded["function"], {"period": "season", "key": "S2026-01-06"})
