@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from boards import Board, Boards
-from leaderboard_core.buckets import ALL_TIME, MAX_SORT_KEY_BYTES, board_id
+from leaderboard_core.buckets import ALL_TIME, MAX_SORT_KEY_BYTES, PERIOD_NAMES, board_id
 
 MAX_ENTITY_ID_BYTES = 2048
 """DynamoDB's limit for a partition key value (Developer Guide, Constraints): every id it stores can be asked for."""
@@ -31,8 +31,10 @@ def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetim
         period, key, month_form = "month", month, True
     elif "period" in event:
         period = event["period"]
-        if not isinstance(period, str) or period not in known:
+        if not isinstance(period, str) or period not in PERIOD_NAMES:
             raise InvalidRequest(f"period must be one of {', '.join(known)}")
+        if period not in known:
+            raise InvalidRequest(f"this deployment keeps no {period} leaderboards (leaderboard_season is not set)")
         month_form = False
         if period == ALL_TIME:
             if "key" in event:
