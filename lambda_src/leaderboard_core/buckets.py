@@ -313,9 +313,12 @@ class Calendar:
         """The bucket of a period holding `moment`; None where none does (before the first season)."""
         if period == ALL_TIME:
             return ALL_TIME
-        if period not in self.periods:
-            raise ValueError(f"unknown period {period!r}")
-        return self.periods[period].key_of(self.wall(moment))
+        return self._period(period).key_of(self.wall(moment))
+
+    def _period(self, name: str) -> Period:
+        if name not in self.periods:
+            raise ValueError(f"unknown period {name!r}")
+        return self.periods[name]
 
     def bounds(self, period: str, key: str) -> tuple[datetime, datetime | None] | None:
         """When a bucket begins and when the next begins (UTC; None past the calendar); None for `all`."""
@@ -365,7 +368,9 @@ class Calendar:
         """Every board a download at `moment` counts in: its bucket of each period kept (none before the first
         season), then, with a category, the category's board of each; the first is the one a failure message names
         for the download."""
-        buckets = [bucket for period in periods if (bucket := self.bucket_key(moment, period)) is not None]
+        wall = self.wall(moment)
+        keys = (ALL_TIME if period == ALL_TIME else self._period(period).key_of(wall) for period in periods)
+        buckets = [bucket for bucket in keys if bucket is not None]
         boards = [board_id(bucket) for bucket in buckets]
         if category is not None:
             boards += [board_id(bucket, category) for bucket in buckets]
