@@ -44,6 +44,10 @@ class WindowRequest:
         keys = self.board.calendar.window_keys(self.board.period, self.board.key, self.last)
         return [self.board.at(key) for key in keys]
 
+    def span(self) -> dict[str, str | None]:
+        """The window's start (its oldest bucket's) and end (its newest's): where the next window begins."""
+        return {"boardStart": self.boards()[-1].span()["boardStart"], "boardEnd": self.board.span()["boardEnd"]}
+
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> WindowRequest:
     """The `last` buckets ending with the board's and the limit: a window its read budget can cover, or refused."""
@@ -158,6 +162,7 @@ def answer(reads: ReadContext, request: WindowRequest) -> dict[str, Any]:
     answer = top_of_window(buckets, request.limit, read_pages, read_points, partitions_of)
     response: dict[str, Any] = {
         **request.board.named(),
+        **request.span(),
         "last": request.last,
         "items": [{schema.entity: item.entity_id, COUNT_FIELD: reads.value(item.total)} for item in answer.items],
         "complete": answer.complete,

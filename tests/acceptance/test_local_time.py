@@ -178,6 +178,7 @@ def test_the_day_clocks_went_forward_is_23_hours_and_the_local_month_end_is_not_
         total.update(recount.get(("day", key, None), Counter()))
     assert window["items"] == ranking(total)[:10]
     assert window["complete"] is True
+    assert (window["boardStart"], window["boardEnd"]) == ("2026-03-07T00:00:00-05:00", "2026-03-10T00:00:00-04:00")
 
 
 def test_a_download_before_the_first_season_is_in_no_season_board(loaded: dict[str, Any], aws: Clients) -> None:

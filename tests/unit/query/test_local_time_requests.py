@@ -108,5 +108,7 @@ def test_a_rolling_window_of_hours_passes_over_the_hour_the_clocks_skipped() -> 
     request = parsed({"period": "hour", "key": "2026-03-08T04", "last": 3})
     assert isinstance(request, WindowRequest)
     assert [board.key for board in request.boards()] == ["2026-03-08T04", "2026-03-08T03", "2026-03-08T01"]
+    # three buckets of an hour each, the skipped one passed over: from 01:00 EST to 05:00 EDT
+    assert request.span() == {"boardStart": "2026-03-08T01:00:00-05:00", "boardEnd": "2026-03-08T05:00:00-04:00"}
     seasons = parsed({"period": "season", "key": "S2026-02-02", "last": 3})
     assert [board.key for board in seasons.boards()] == ["S2026-02-02", "S2026-01-05"]  # type: ignore[union-attr]
