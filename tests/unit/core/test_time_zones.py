@@ -14,6 +14,7 @@ from leaderboard_core.buckets import time_zone, time_zone_names
 
 ROOT = Path(__file__).resolve().parents[3]
 PIN = re.compile(r"tzdata==([0-9.]+)")
+"""An exact pin: the zips' and the development lock's (the operator distribution admits a range from it)."""
 
 
 @pytest.fixture
@@ -34,15 +35,18 @@ def test_the_module_accepts_exactly_the_zones_of_the_pinned_tzdata(only_the_pinn
     assert (ROOT / "terraform" / "time_zones.tf").read_text() == build.time_zones_tf()
 
 
-def test_both_zips_and_the_tools_pin_the_same_tzdata() -> None:
+def test_both_zips_and_the_development_lock_pin_the_same_tzdata_and_the_tools_admit_it() -> None:
     import tzdata
 
     pins = {
         path: PIN.findall(path.read_text())
-        for path in [*(ROOT / "lambda_src").glob("*/requirements.txt"), ROOT / "pyproject.toml"]
+        for path in [*(ROOT / "lambda_src").glob("*/requirements.txt"), ROOT / "development" / "pyproject.toml"]
     }
     assert len(pins) == 3
     assert {tuple(found) for found in pins.values()} == {(tzdata.__version__,)}, pins
+    admitted = re.search(r'"tzdata>=([0-9.]+),<([0-9.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert admitted is not None
+    assert admitted[1] == tzdata.__version__
 
 
 def test_every_listed_zone_loads_from_the_package() -> None:
