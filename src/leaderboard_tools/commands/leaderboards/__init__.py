@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from leaderboard_core.buckets import PERIODS
+from leaderboard_core.buckets import PERIOD_NAMES
 from leaderboard_tools.argument_types import whole_number
 from leaderboard_tools.commands.leaderboards.flags import (
     ALL_PAGE_SIZE,
@@ -85,7 +85,7 @@ def register(commands: Any) -> None:
         board.add_argument(
             "--month", type=month_argument, help='YYYY-MM: the guide\'s monthly board, asked as {"month": ...}'
         )
-        board.add_argument("--period", choices=PERIODS, help="a period the deployment keeps (leaderboard_periods)")
+        board.add_argument("--period", choices=PERIOD_NAMES, help="a period the deployment keeps (leaderboard_periods)")
         board.add_argument(
             "--key",
             type=key_argument,

@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIODS, is_bucket_key
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIOD_NAMES, SEASON, SEASON_KEY_FORMAT, is_key_shaped
 from leaderboard_tools.argument_types import UsageError
 
 ALL_PAGE_SIZE = 1000
@@ -30,9 +30,10 @@ _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
 
 def key_argument(text: str) -> str:
     """A bucket key of some period (the period it must be of is checked against --period)."""
-    if not any(is_bucket_key(period, text) for period in KEY_FORMATS):
-        formats = ", ".join(f"{period} {shape}" for period, shape in KEY_FORMATS.items())
-        raise argparse.ArgumentTypeError(f"{text!r} is not a bucket key (UTC): {formats}, of a real date")
+    key_formats = {**KEY_FORMATS, SEASON: SEASON_KEY_FORMAT}
+    if not any(is_key_shaped(period, text) for period in key_formats):
+        formats = ", ".join(f"{period} {shape}" for period, shape in key_formats.items())
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bucket key: {formats}, of a real date")
     return text
 
 
@@ -61,15 +62,14 @@ def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
         if arguments.key is not None:
             if arguments.period == ALL_TIME:
                 raise UsageError("--period all is one board: it takes no --key")
-            if not is_bucket_key(arguments.period, arguments.key):
-                raise UsageError(
-                    f"--key {arguments.key!r} is not a {arguments.period}: {KEY_FORMATS[arguments.period]} (UTC)"
-                )
+            if not is_key_shaped(arguments.period, arguments.key):
+                key_format = KEY_FORMATS.get(arguments.period, SEASON_KEY_FORMAT)
+                raise UsageError(f"--key {arguments.key!r} is not a {arguments.period}: {key_format}")
             request["key"] = arguments.key
     elif arguments.key is not None:
         raise UsageError("--key is a bucket of --period: give --period too")
     else:
-        raise UsageError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIODS)} [--key ...]")
+        raise UsageError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIOD_NAMES)} [--key ...]")
     if arguments.category is not None:
         request["category"] = arguments.category
     return request
