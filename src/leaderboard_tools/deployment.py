@@ -130,6 +130,10 @@ class Deployment:
 def _plain(value: Any) -> Any:
     if isinstance(value, AttributeNames | DownloadMarker):
         return {item.name: getattr(value, item.name) for item in fields(value)}
+    if isinstance(value, Calendar):
+        season = value.season
+        seasons = None if season is None else {"start": season.start.isoformat(), "length_days": season.length_days}
+        return {"time_zone": value.zone_name, "season": seasons}
     return list(value) if isinstance(value, tuple) else value
 
 
