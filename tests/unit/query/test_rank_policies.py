@@ -19,6 +19,7 @@ from tests.property_examples import examples
 from tests.unit.conftest import create_table
 from tests.unit.query.aggregates_on_moto import MONTH, load_boards
 from tests.unit.query.test_query_verbs import Deployment
+from tests.unit.terraform.test_iam_policies import TERRAFORM_MODULE, granting, policy_documents, requested_attributes
 
 ON_MOTO = settings(
     max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -309,3 +310,23 @@ def test_among_retries_unprocessed_keys_a_bounded_number_of_times(
     answer = stuck.ask({"month": MONTH, "among": ["a", "b"]})
     assert answer["error"]["code"] == "Unavailable"
     assert stuck.batch_gets == among.BATCH_ATTEMPTS
+
+
+def test_amongs_batch_read_is_what_the_query_roles_policy_allows(dynamodb: Any) -> None:
+    # given the query role's statement granting BatchGetItem, and a month of aggregates
+    (statement,) = granting(policy_documents(TERRAFORM_MODULE), "query", "dynamodb:BatchGetItem")
+    allowed = set(statement["Condition"][("ForAllValues:StringEquals", "dynamodb:Attributes")])
+    assert statement["Condition"][("StringEqualsIfExists", "dynamodb:Select")] == ["SPECIFIC_ATTRIBUTES"]
+    load_boards(dynamodb, {MONTH: {"a": 3, "b": 5}}, 1)
+    requests: list[dict[str, Any]] = []
+    dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem", lambda params, **_: requests.append(params)
+    )
+    # when the function ranks a set
+    answer = BatchingDeployment(dynamodb, Layout(1)).ask({"month": MONTH, "among": ["a", "b"]})
+    # then its BatchGetItem names a projection of allowed attributes only
+    assert [item["songID"] for item in answer["items"]] == ["b", "a"]
+    (request,) = requests
+    (asked,) = request["RequestItems"].values()
+    assert "ProjectionExpression" in asked
+    assert requested_attributes({"Key": asked["Keys"][0], **asked}) <= allowed
