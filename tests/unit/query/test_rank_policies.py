@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import among
 import rank_range
 from boards import Boards
-from index_reads import Layout
+from index_reads import Layout, Position
+from leaderboard_core.index_layout import order_of
+from page_tokens import Scope, encode_token
 from tests.property_examples import examples
 from tests.unit.conftest import create_table
 from tests.unit.query.aggregates_on_moto import MONTH, load_boards
@@ -330,3 +332,26 @@ def test_amongs_batch_read_is_what_the_query_roles_policy_allows(dynamodb: Any) 
     (asked,) = request["RequestItems"].values()
     assert "ProjectionExpression" in asked
     assert requested_attributes({"Key": asked["Keys"][0], **asked}) <= allowed
+
+
+def test_a_policy_token_whose_walk_no_listing_reaches_is_refused(dynamodb: Any) -> None:
+    # given tokens of this board and layout whose walk is impossible: a rank above the entries listed, or no number
+    load_boards(dynamodb, {MONTH: {"a": 3, "b": 5}}, 1)
+    deployment = BatchingDeployment(dynamodb, Layout(1))
+    cursors = {MONTH: Position(order_of(5, "b"), "b")}
+    for walk in (("1", "5", "2"), ("1", "x", "1"), ("-1", "", "0")):
+        token = encode_token(MONTH, Layout(1), cursors, Scope("page.dense", walk))
+        # then a page continuing it is an InvalidRequest, not a misranked page
+        answer = deployment.ask({"month": MONTH, "next_token": token, "rankPolicy": "dense"})
+        assert answer["error"]["code"] == "InvalidRequest", walk
+
+
+def test_a_ranges_token_under_a_policy_continues_only_that_range(dynamodb: Any) -> None:
+    load_boards(dynamodb, {MONTH: {f"s{n}": n % 3 + 1 for n in range(8)}}, 4)
+    deployment = BatchingDeployment(dynamodb, Layout(4))
+    asked = {"month": MONTH, "fromRank": 1, "toRank": 3, "limit": 1, "rankPolicy": "competition"}
+    token = deployment.ask(asked)["next_token"]
+    assert token is not None
+    for other in ({"toRank": 4}, {"rankPolicy": "dense"}, {"rankPolicy": "ordinal"}):
+        answer = deployment.ask({**asked, **other, "next_token": token})
+        assert answer["error"]["code"] == "InvalidRequest", other
