@@ -62,6 +62,8 @@ class RankRangeRequest:
     (None: of places in the listing, as `ordinal`)."""
     state: RankState = TOP
     """Under a policy: the listing's walk up to the cursors."""
+    reached: bool = False
+    """Under a policy: the walk is at `first` (the next entry is in the range, or past it)."""
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> RankRangeRequest:
@@ -95,13 +97,13 @@ def _parse_policy_range(
     if "next_token" not in event:
         cursors: dict[str, Position | None] = dict.fromkeys(layout.partitions(board.id), START)
         return RankRangeRequest(board, first, last, limit, cursors, 1, policy)
-    cursors, values = decode_scope(event["next_token"], board.id, layout, f"{SCOPE}.{policy}", 5)
+    cursors, values = decode_scope(event["next_token"], board.id, layout, f"{SCOPE}.{policy}", 6)
     if values[:2] != _range_text(first, last):
         raise InvalidRequest("next_token belongs to another range: give the fromRank and toRank it was issued for")
-    state = RankState.of_scope(values[2:], FORGED)
-    if not cursors:
+    state = RankState.of_scope(values[2:5], FORGED)
+    if not cursors or values[5] not in ("0", "1"):
         raise InvalidRequest(FORGED)
-    return RankRangeRequest(board, first, last, limit, cursors, state.listed + 1, policy, state)
+    return RankRangeRequest(board, first, last, limit, cursors, state.listed + 1, policy, state, values[5] == "1")
 
 
 def _range_text(first: int, last: int | None) -> tuple[str, str]:
@@ -165,7 +167,9 @@ def _policy_answer(reads: ReadContext, request: RankRangeRequest, read: Partitio
     policy, summed, map_partitions = request.policy or "", reads.summed, reads.map_partitions
     state, cursors = request.state, dict(request.cursors)
 
-    def response(entries: list[Entry], cursors: dict[str, Position | None], state: RankState) -> dict[str, Any]:
+    def response(
+        entries: list[Entry], cursors: dict[str, Position | None], state: RankState, reached: bool = True
+    ) -> dict[str, Any]:
         items, done = [], not cursors
         for item, entry in zip(items_of(reads, entries), entries, strict=True):
             state_after = state.next(policy, value_key(entry.order, summed))
@@ -174,7 +178,8 @@ def _policy_answer(reads: ReadContext, request: RankRangeRequest, read: Partitio
                 break
             state = state_after
             items.append(item | {"rank": state.rank})
-        scope = Scope(f"{SCOPE}.{policy}", (*_range_text(request.first, request.last), *state.scope()))
+        walk = (*state.scope(), "1" if reached else "0")
+        scope = Scope(f"{SCOPE}.{policy}", (*_range_text(request.first, request.last), *walk))
         return {
             **request.board.named(),
             "fromRank": request.first,
@@ -183,18 +188,20 @@ def _policy_answer(reads: ReadContext, request: RankRangeRequest, read: Partitio
             "next_token": None if done else encode_token(request.board.id, reads.layout, cursors, scope),
         }
 
-    if request.first > 1 and state.rank < request.first:
+    walked = False
+    if request.first > 1 and state.rank < request.first and not request.reached:
         cursors, state, outcome = walk_to(policy, request.first, state, cursors, read, map_partitions, summed)
         if outcome == ENDED:
             return response([], {}, state)
         if outcome == RAN_OUT:
             if state == request.state:
                 raise Unavailable(f"skipping to rank {request.first} could not pass one entry within the read budget")
-            return response([], cursors, state)
+            return response([], cursors, state, reached=False)
+        walked = True
     try:
         entries, after = merge_page(PageRequest(request.board, request.limit, cursors), read, map_partitions)
     except Unavailable:
-        if state == request.state:
+        if not walked:
             raise
         return response([], cursors, state)
     return response(entries, after, state)

@@ -353,3 +353,26 @@ def test_a_ranges_token_under_a_policy_continues_only_that_range(dynamodb: Any) 
     for other in ({"toRank": 4}, {"rankPolicy": "dense"}, {"rankPolicy": "ordinal"}):
         answer = deployment.ask({**asked, **other, "next_token": token})
         assert answer["error"]["code"] == "InvalidRequest", other
+
+
+@pytest.mark.parametrize("policy", ["competition", "dense"])
+def test_a_policy_skip_past_the_read_budget_answers_no_items_and_a_token_that_continues(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    # given 60 songs of 20 values in 2 partitions, a request budget of 5 Queries and rounds of at most 4 entries
+    values = {f"song{n:02d}": 1 + n % 20 for n in range(60)}
+    load_boards(dynamodb, {MONTH: values}, 2)
+    monkeypatch.setattr(rank_range, "request_budget", lambda partitions: 5)
+    monkeypatch.setattr(rank_range, "SKIP_STEP", 4)
+    deployment = BatchingDeployment(dynamodb, Layout(2))
+    # when ranks 15 to 17 are read under the policy, following the tokens
+    pages: list[dict[str, Any]] = []
+    event = {"month": MONTH, "fromRank": 15, "toRank": 17, "rankPolicy": policy}
+    listed = deployment.every_page(event, pages)
+    # then pages without items carried the walk on, and the range is exact
+    assert pages[0]["items"] == []
+    assert pages[0]["next_token"] is not None
+    assert listed == items([entry for entry in oracle(values, policy) if 15 <= entry[2] <= 17], False)
+    # and a budget that cannot pass one entry is Unavailable
+    monkeypatch.setattr(rank_range, "request_budget", lambda partitions: 1)
+    assert deployment.ask(event)["error"]["code"] == "Unavailable"
