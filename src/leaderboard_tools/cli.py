@@ -1,6 +1,6 @@
 """The operator tools' command line, `leaderboard-tools COMMAND`: every command the modules of `COMMANDS` register, the
-board commands top, rank, all, range, range-by-count, card and score (the package commands/leaderboards), size, rekey,
-reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description lists
+board commands top, rank, all, range, range-by-count, card, score and among (the package commands/leaderboards), size,
+rekey, reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description lists
 them from the registered subparsers) and the exit codes.
 
 Every command ends with one line on stderr when it cannot do what was asked, and an exit code from one table (below,
