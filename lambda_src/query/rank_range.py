@@ -11,6 +11,9 @@ shard of an id is a hash: a partition holds about 1/N of any part of the listing
 certain (every entry up to the lowest of the partitions' last entries read), reading on only where a
 partition's last entry read is still above the place sought. A skip the request's read budget or time
 cannot finish answers a page without items whose token continues from where it stopped.
+
+Under a rank policy (`competition`, `dense`: rank_policies.py) the range is of the entries whose rank under it
+is from fromRank to toRank: the skip walks the listing and ranks each entry it passes (walk_to).
 """
 
 from __future__ import annotations
@@ -207,6 +210,8 @@ def _policy_answer(reads: ReadContext, request: RankRangeRequest, read: Partitio
     return response(entries, after, state)
 
 
+WALK_START = 16
+"""Entries a walk's first round passes at least, doubling each round: the rest of a tie group."""
 REACHED, ENDED, RAN_OUT = "reached", "ended", "ran out"
 """How a walk to a rank ends: before an entry of that rank, at the board's end, or out of reads (budget, clock)."""
 
@@ -223,13 +228,20 @@ def walk_to(
     """Pass the entries ranked below `first` under the policy: the cursors and state after them, and how it ended
     (REACHED: the next entry is ranked `first` or more; ENDED; RAN_OUT: what the rounds before passed stays passed).
 
-    Under `competition` the places below `first` are ranked below it, under `dense` at least one entry a rank: each
-    round passes that many at least (in rounds of at most SKIP_STEP, twice as many as the round before).
+    A round passes the entries still expected below `first`: under `competition` its places below `first` (all
+    ranked below it), under `dense` its ranks below `first` times the entries a rank held so far (one at least); at
+    least WALK_START entries, twice as many each time that is more than expected (what is left of a tie group), at
+    most SKIP_STEP.
     """
-    chunk, last_id = 1, None
+    growth, last_id = WALK_START, None
     while cursors:
-        needed = first - 1 - (state.listed if policy == COMPETITION else state.rank)
-        chunk = min(SKIP_STEP, max(needed, chunk))
+        if policy == COMPETITION:
+            expected = first - 1 - state.listed
+        else:
+            expected = math.ceil((first - 1 - state.rank) * max(state.listed / max(state.rank, 1), 1))
+        chunk = min(SKIP_STEP, max(expected, growth))
+        if expected <= growth:
+            growth *= 2
         try:
             taken, after = pass_round(cursors, chunk, read, map_partitions)
         except Unavailable:
@@ -244,7 +256,7 @@ def walk_to(
                     return passed, state, REACHED
                 state, last_id = next_state, entry.entity_id
             passed[partition] = Position(entry.order, entry.entity_id)
-        cursors, chunk = after, chunk * 2
+        cursors = after
     return cursors, state, ENDED
 
 

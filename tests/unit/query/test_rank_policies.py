@@ -4,6 +4,7 @@ page size, counts and sums, boards full of ties."""
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 from typing import Any
 
@@ -376,3 +377,24 @@ def test_a_policy_skip_past_the_read_budget_answers_no_items_and_a_token_that_co
     # and a budget that cannot pass one entry is Unavailable
     monkeypatch.setattr(rank_range, "request_budget", lambda partitions: 1)
     assert deployment.ask(event)["error"]["code"] == "Unavailable"
+
+
+@pytest.mark.parametrize(("policy", "most_read"), [("competition", 1200), ("dense", 1400)])
+def test_a_policy_skip_reads_about_the_entries_above_the_range_not_that_many_per_partition(
+    dynamodb: Any, policy: str, most_read: int
+) -> None:
+    # given 1,200 songs in 8 leaderboard partitions, pairs of them tied
+    rng = random.Random(7)
+    values = {f"song{n:04d}": rng.randint(1, 600) * 2 for n in range(1200)}
+    load_boards(dynamodb, {MONTH: values}, 8)
+    deployment = BatchingDeployment(dynamodb, Layout(8))
+    ranked = oracle(values, policy)
+    first = ranked[599][2]
+    # when the ranks of the 600th entry on are asked under the policy, 6 entries a page
+    event = {"month": MONTH, "fromRank": first, "toRank": first + 5, "rankPolicy": policy, "limit": 6}
+    listed = deployment.every_page(event)
+    # then they are the oracle's, and the walk read the 600 entries above them with margins (competition: its places
+    # in one round, as the ordinal skip; dense: in rounds that estimate the entries a rank holds), and pages of 7 from
+    # each partition: not 8 x 600
+    assert listed == items([entry for entry in ranked if first <= entry[2] <= first + 5], False)
+    assert deployment.entries_read < most_read, deployment.entries_read
