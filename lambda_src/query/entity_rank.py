@@ -113,8 +113,8 @@ def _policy_rank(reads: ReadContext, request: RankRequest, me: Entry) -> dict[st
     with `around` its neighbours, each ranked under the policy (None while the entity's own rank is a lower bound).
 
     Around-me under `competition` also needs the entity's place: the entries of its own value listed before it
-    (a COUNT of the orders between its own and its value's highest, and its tie group), and where the highest
-    value shown continues above the window, that value's entries (a COUNT of its orders).
+    (a COUNT of the orders between its own and its value's highest, and its tie group), and where the window starts
+    below place 1 with another value than the entity's, that value's entries (a COUNT of its orders).
     """
     board, policy, summed = request.board.id, request.policy, reads.summed
     key = value_key(me.order, summed)
@@ -174,7 +174,7 @@ def _competition_above(
     """The competition ranks of the entries listed just above the entity (at places place - len(upper) on).
 
     A value's rank is the place of its first entry: known within the window, except for the highest value shown
-    when the window starts below place 1 and that value continues above it (then: its entries counted).
+    when the window starts below place 1, which may continue above it (then: its entries counted).
     """
     top = place - len(upper)
     ranks: list[int | None] = []
