@@ -1,5 +1,5 @@
 """The board commands' flags, checked as they are parsed, and the request they make of the query function
-(docs/query-contract.md): what `top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score` ask."""
+(docs/query-contract.md): what `top`, `rank`, `all`, `range`, `range-by-count`, `card`, `score` and `among` ask."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ LAST_BUCKETS = (2, 48)
 MAX_AROUND = 50
 MAX_RANK = 2**53 - 1
 MAX_ENTITY_ID_BYTES = 2048
+MAX_AMONG = 100
+RANK_POLICIES = ("ordinal", "competition", "dense")
+"""The query function's rank policies (rank_policies.py): ordinal 1, 2, 3, 4; competition 1, 2, 2, 4; dense 1, 2, 2,
+3."""
+RANKED_COMMANDS = ("top", "rank", "all", "range", "range-by-count", "among")
+"""The commands that take --rank-policy: those whose answer ranks entries."""
 LISTED_ID_WIDTH = 24
 """The narrowest a listing's id column is: ids on later pages may be longer than the first page's (they fold)."""
 _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
@@ -108,4 +114,14 @@ def command_request(arguments: argparse.Namespace) -> dict[str, Any]:
         request |= {name: value for name, value in bounds.items() if value is not None}
     elif command == "card":
         request["size"] = True
+    elif command == "among":
+        if len(arguments.song) > MAX_AMONG:
+            raise UsageError(f"--song: at most {MAX_AMONG} entities")
+        if len(set(arguments.song)) != len(arguments.song):
+            raise UsageError("--song: name each entity once")
+        request["among"] = arguments.song
+    if getattr(arguments, "rank_policy", None) is not None:
+        if command == "top" and arguments.last is not None:
+            raise UsageError("--rank-policy ranks a board's entries, not a rolling window's (--last)")
+        request["rankPolicy"] = arguments.rank_policy
     return request
