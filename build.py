@@ -29,6 +29,7 @@ SHARED_CORE = "leaderboard_core"
 FIXED_TIMESTAMP = (1980, 1, 1, 0, 0, 0)
 LAMBDA_PLATFORM = ["--platform", "manylinux2014_x86_64", "--implementation", "cp", "--python-version", "3.12"]
 EXCLUDED_PARTS = {"__pycache__", "bin", "tests"}
+TIME_ZONES_TF = ROOT / "terraform" / "time_zones.tf"
 
 
 def install_requirements(requirements: Path, target: Path) -> None:
@@ -108,6 +109,25 @@ def build_function(name: str, output_dir: Path) -> Path:
     return artifact
 
 
+def time_zones_tf() -> str:
+    """terraform/time_zones.tf: the zones leaderboard_time_zone may name, those of the tzdata both zips carry (run
+    with the project's venv, which installs the same pin)."""
+    sys.path.insert(0, str(SOURCES))
+    import tzdata
+
+    from leaderboard_core.buckets import time_zone_names
+
+    names = "".join(f'    "{name}",\n' for name in time_zone_names())
+    return (
+        "# The zones leaderboard_time_zone may name: every zone of the IANA time zone database as the tzdata package\n"
+        f"# pinned in lambda_src/*/requirements.txt holds it (tzdata {tzdata.__version__}, IANA {tzdata.IANA_VERSION}),"
+        " which both zips carry.\n"
+        "# Written by `python build.py --time-zones`; tests/unit/core/test_time_zones.py holds it equal to the\n"
+        "# package.\n"
+        f"locals {{\n  time_zones = [\n{names}  ]\n}}\n"
+    )
+
+
 def describe(artifact: Path) -> str:
     digest = hashlib.sha256(artifact.read_bytes()).digest()
     return (
@@ -120,9 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, default=ROOT / "dist")
     parser.add_argument(
+        "--time-zones", action="store_true", help=f"write {TIME_ZONES_TF.relative_to(ROOT)} from the pinned tzdata"
+    )
+    parser.add_argument(
         "functions", nargs="*", metavar="FUNCTION", help=f"any of {', '.join(FUNCTIONS)} (default: all)"
     )
     arguments = parser.parse_args(argv)
+    if arguments.time_zones:
+        TIME_ZONES_TF.write_text(time_zones_tf())
+        return 0
     unknown = set(arguments.functions) - set(FUNCTIONS)
     if unknown:
         parser.error(f"unknown function(s): {', '.join(sorted(unknown))}")

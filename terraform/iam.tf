@@ -245,12 +245,13 @@ data "aws_iam_policy_document" "query" {
     resources = [local.leaderboard_index_arn]
   }
 
-  # A rank reads one aggregate's count and order; never a download (UserID included): a GetItem
-  # may name only these attributes, and its Select, where the request context carries one, must be
-  # SPECIFIC_ATTRIBUTES (IfExists: the key is the Select parameter of a Query or Scan; see locals).
+  # A rank reads one aggregate's count and order, `among` those of up to 100 (BatchGetItem); never a
+  # download (UserID included): a read may name only these attributes, and its Select, where the request
+  # context carries one, must be SPECIFIC_ATTRIBUTES (IfExists: the key is the Select parameter of a
+  # Query or Scan; see locals).
   statement {
     sid       = "ReadOneAggregate"
-    actions   = ["dynamodb:GetItem"]
+    actions   = ["dynamodb:GetItem", "dynamodb:BatchGetItem"]
     resources = [local.aggregates_table_arn]
 
     condition {

@@ -33,33 +33,36 @@ resource "aws_lambda_function" "aggregator" {
 
   environment {
     variables = {
-      TABLE_NAME                   = local.table_name
-      TABLE_ARN                    = local.table_arn
-      AGGREGATES_TABLE_NAME        = local.aggregates_table_name
-      SOURCE_ITEM_ATTRIBUTE        = var.source_item_filter == null ? "" : var.source_item_filter.attribute
-      SOURCE_ITEM_VALUE            = var.source_item_filter == null ? "" : var.source_item_filter.value
-      RETRACTIONS                  = var.retractions ? "true" : "false"
-      PROGRESS_TABLE_NAME          = aws_dynamodb_table.progress[0].name
-      CLAIMS_TABLE_NAME            = local.claims_table_enabled ? aws_dynamodb_table.claims[0].name : ""
-      LEDGER                       = var.ledger ? "true" : "false"
-      ENTITY_ATTRIBUTE             = var.entity_attribute_name
-      SORT_KEY_ATTRIBUTE           = var.sort_key_attribute_name
-      TIMESTAMP_ATTRIBUTE          = var.timestamp_attribute_name
-      PERIOD_ATTRIBUTE             = var.period_attribute_name
-      COUNT_ATTRIBUTE              = var.count_attribute_name
-      ORDER_ATTRIBUTE              = var.order_attribute_name
-      LEADERBOARD_SHARDS           = tostring(var.leaderboard_shards)
-      LEADERBOARD_TIE_BREAK        = var.leaderboard_tie_break
-      LEADERBOARD_PERIODS          = local.leaderboard_periods
-      CATEGORY_ATTRIBUTE           = local.category_attribute
-      SUM_ATTRIBUTE                = local.sum_attribute
-      FAILURE_QUEUE_URL            = aws_sqs_queue.failures[0].url
-      RECOUNT_BAND_QUEUE_URL       = aws_sqs_queue.recount_bands[0].url
-      AGGREGATE_WRITES             = var.aggregate_writes
-      WRITE_CONCURRENCY            = tostring(var.aggregator_write_concurrency)
-      DEADLINE_MARGIN_MS           = tostring(var.aggregator_deadline_margin_ms)
-      POWERTOOLS_SERVICE_NAME      = local.aggregator_name
-      POWERTOOLS_METRICS_NAMESPACE = "MaterializedAggregation"
+      TABLE_NAME                     = local.table_name
+      TABLE_ARN                      = local.table_arn
+      AGGREGATES_TABLE_NAME          = local.aggregates_table_name
+      SOURCE_ITEM_ATTRIBUTE          = var.source_item_filter == null ? "" : var.source_item_filter.attribute
+      SOURCE_ITEM_VALUE              = var.source_item_filter == null ? "" : var.source_item_filter.value
+      RETRACTIONS                    = var.retractions ? "true" : "false"
+      PROGRESS_TABLE_NAME            = aws_dynamodb_table.progress[0].name
+      CLAIMS_TABLE_NAME              = local.claims_table_enabled ? aws_dynamodb_table.claims[0].name : ""
+      LEDGER                         = var.ledger ? "true" : "false"
+      ENTITY_ATTRIBUTE               = var.entity_attribute_name
+      SORT_KEY_ATTRIBUTE             = var.sort_key_attribute_name
+      TIMESTAMP_ATTRIBUTE            = var.timestamp_attribute_name
+      PERIOD_ATTRIBUTE               = var.period_attribute_name
+      COUNT_ATTRIBUTE                = var.count_attribute_name
+      ORDER_ATTRIBUTE                = var.order_attribute_name
+      LEADERBOARD_SHARDS             = tostring(var.leaderboard_shards)
+      LEADERBOARD_PERIODS            = local.leaderboard_periods
+      LEADERBOARD_TIE_BREAK          = var.leaderboard_tie_break
+      LEADERBOARD_TIME_ZONE          = var.leaderboard_time_zone
+      LEADERBOARD_SEASON_START       = local.season_start
+      LEADERBOARD_SEASON_LENGTH_DAYS = local.season_length_days
+      CATEGORY_ATTRIBUTE             = local.category_attribute
+      SUM_ATTRIBUTE                  = local.sum_attribute
+      FAILURE_QUEUE_URL              = aws_sqs_queue.failures[0].url
+      RECOUNT_BAND_QUEUE_URL         = aws_sqs_queue.recount_bands[0].url
+      AGGREGATE_WRITES               = var.aggregate_writes
+      WRITE_CONCURRENCY              = tostring(var.aggregator_write_concurrency)
+      DEADLINE_MARGIN_MS             = tostring(var.aggregator_deadline_margin_ms)
+      POWERTOOLS_SERVICE_NAME        = local.aggregator_name
+      POWERTOOLS_METRICS_NAMESPACE   = "MaterializedAggregation"
     }
   }
 
@@ -70,6 +73,16 @@ resource "aws_lambda_function" "aggregator" {
   tags = var.tags
 
   lifecycle {
+    precondition {
+      condition     = contains(local.time_zones, var.leaderboard_time_zone)
+      error_message = "leaderboard_time_zone ${var.leaderboard_time_zone} is no zone of the IANA time zone database the functions carry (terraform/time_zones.tf): name one such as UTC, America/New_York or Europe/Berlin."
+    }
+
+    precondition {
+      condition     = !contains(var.leaderboard_periods, "season") || var.leaderboard_season != null
+      error_message = "leaderboard_periods names season but leaderboard_season is null: set leaderboard_season = { start = \"YYYY-MM-DD\", length_days = N }, or leave season out."
+    }
+
     precondition {
       condition     = var.leaderboard_shards_previous == null || var.leaderboard_shards_previous != var.leaderboard_shards
       error_message = "leaderboard_shards_previous must differ from leaderboard_shards (or be null when no change is under way)."
@@ -238,19 +251,22 @@ resource "aws_lambda_function" "query" {
 
   environment {
     variables = {
-      AGGREGATES_TABLE_NAME       = local.aggregates_table_name
-      INDEX_NAME                  = var.leaderboard_index_name
-      ENTITY_ATTRIBUTE            = var.entity_attribute_name
-      SORT_KEY_ATTRIBUTE          = var.sort_key_attribute_name
-      PERIOD_ATTRIBUTE            = var.period_attribute_name
-      COUNT_ATTRIBUTE             = var.count_attribute_name
-      ORDER_ATTRIBUTE             = var.order_attribute_name
-      LEADERBOARD_SHARDS          = tostring(var.leaderboard_shards)
-      LEADERBOARD_SHARDS_PREVIOUS = var.leaderboard_shards_previous == null ? "" : tostring(var.leaderboard_shards_previous)
-      LEADERBOARD_PERIODS         = local.leaderboard_periods
-      CATEGORY_ATTRIBUTE          = local.category_attribute
-      SUM_ATTRIBUTE               = local.sum_attribute
-      POWERTOOLS_SERVICE_NAME     = local.query_name
+      AGGREGATES_TABLE_NAME          = local.aggregates_table_name
+      INDEX_NAME                     = var.leaderboard_index_name
+      ENTITY_ATTRIBUTE               = var.entity_attribute_name
+      SORT_KEY_ATTRIBUTE             = var.sort_key_attribute_name
+      PERIOD_ATTRIBUTE               = var.period_attribute_name
+      COUNT_ATTRIBUTE                = var.count_attribute_name
+      ORDER_ATTRIBUTE                = var.order_attribute_name
+      LEADERBOARD_SHARDS             = tostring(var.leaderboard_shards)
+      LEADERBOARD_SHARDS_PREVIOUS    = var.leaderboard_shards_previous == null ? "" : tostring(var.leaderboard_shards_previous)
+      LEADERBOARD_PERIODS            = local.leaderboard_periods
+      LEADERBOARD_TIME_ZONE          = var.leaderboard_time_zone
+      LEADERBOARD_SEASON_START       = local.season_start
+      LEADERBOARD_SEASON_LENGTH_DAYS = local.season_length_days
+      CATEGORY_ATTRIBUTE             = local.category_attribute
+      SUM_ATTRIBUTE                  = local.sum_attribute
+      POWERTOOLS_SERVICE_NAME        = local.query_name
     }
   }
 

@@ -26,6 +26,8 @@ locals {
 
   # Both functions read the boards from these (empty: none), the aggregator to write them, the query function to serve them.
   leaderboard_periods = join(",", var.leaderboard_periods)
+  season_start        = var.leaderboard_season == null ? "" : var.leaderboard_season.start
+  season_length_days  = var.leaderboard_season == null ? "" : tostring(var.leaderboard_season.length_days)
   category_attribute  = var.category_attribute_name == null ? "" : var.category_attribute_name
   sum_attribute       = var.sum_attribute_name == null ? "" : var.sum_attribute_name
   # The attributes the module names; a category or summed attribute must be none of them, nor each other.

@@ -221,13 +221,39 @@ variable "leaderboard_shards_previous" {
 }
 
 variable "leaderboard_periods" {
-  description = "Periods with a leaderboard, each bucket in UTC: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (docs/query-contract.md)."
+  description = "Periods with a leaderboard, each bucket on the local clock of leaderboard_time_zone: hour (2018-01-15T10), day (2018-01-15), week (ISO 8601, 2018-W03), month (2018-01), year (2018), season (S2026-01-05: the season beginning that day, with leaderboard_season), all (one board). [\"month\"] is the guide's layout; each more period adds an aggregate write per song and batch (docs/query-contract.md)."
   type        = list(string)
   default     = ["month"]
 
   validation {
-    condition     = length(var.leaderboard_periods) >= 1 && length(var.leaderboard_periods) == length(distinct(var.leaderboard_periods)) && alltrue([for period in var.leaderboard_periods : contains(["hour", "day", "week", "month", "year", "all"], period)])
-    error_message = "leaderboard_periods must list one or more distinct periods from hour, day, week, month, year, all."
+    condition     = length(var.leaderboard_periods) >= 1 && length(var.leaderboard_periods) == length(distinct(var.leaderboard_periods)) && alltrue([for period in var.leaderboard_periods : contains(["hour", "day", "week", "month", "year", "season", "all"], period)])
+    error_message = "leaderboard_periods must list one or more distinct periods from hour, day, week, month, year, season, all."
+  }
+}
+
+variable "leaderboard_time_zone" {
+  description = "IANA time zone whose local clock every bucket follows (America/New_York): a day begins at local midnight, through daylight saving changes (a day of 23 or 25 hours). \"UTC\": UTC buckets. The zone must be one of terraform/time_zones.tf, the tzdata both zips carry (docs/query-contract.md)."
+  type        = string
+  default     = "UTC"
+  nullable    = false
+}
+
+variable "leaderboard_season" {
+  description = "Seasons for the period season: length_days local days each, the first beginning at local midnight of start (YYYY-MM-DD) in leaderboard_time_zone; a download before start is in no season. null: no seasons (season may then not be in leaderboard_periods)."
+  type = object({
+    start       = string
+    length_days = number
+  })
+  default = null
+
+  validation {
+    condition     = var.leaderboard_season == null ? true : can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}$", var.leaderboard_season.start)) && can(formatdate("YYYY-MM-DD", "${var.leaderboard_season.start}T00:00:00Z"))
+    error_message = "leaderboard_season.start must be a real date, YYYY-MM-DD."
+  }
+
+  validation {
+    condition     = var.leaderboard_season == null ? true : var.leaderboard_season.length_days >= 1 && floor(var.leaderboard_season.length_days) == var.leaderboard_season.length_days
+    error_message = "leaderboard_season.length_days must be a whole number of days, 1 or more."
   }
 }
 

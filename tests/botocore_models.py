@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.loaders import Loader
 
-_SHARED = ("load_service_model", "load_data")
+_SHARED = ("load_service_model", "load_data", "load_data_with_path")
 
 
 def _shared_across_loaders(method: Callable[..., Any]) -> Callable[..., Any]:

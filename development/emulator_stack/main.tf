@@ -55,6 +55,8 @@ module "leaderboard" {
   download_ttl_attribute_name        = var.download_ttl_attribute_name
   count_attribute_name               = var.count_attribute_name
   leaderboard_periods                = var.leaderboard_periods
+  leaderboard_time_zone              = var.leaderboard_time_zone
+  leaderboard_season                 = var.leaderboard_season
   category_attribute_name            = var.category_attribute_name
   sum_attribute_name                 = var.sum_attribute_name
   source_table_name                  = var.source_table_name

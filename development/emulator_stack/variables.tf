@@ -109,6 +109,21 @@ variable "leaderboard_periods" {
   default     = ["month"]
 }
 
+variable "leaderboard_time_zone" {
+  description = "IANA zone whose local clock every bucket follows."
+  type        = string
+  default     = "UTC"
+}
+
+variable "leaderboard_season" {
+  description = "Seasons for the period season ({ start, length_days }); null: none."
+  type = object({
+    start       = string
+    length_days = number
+  })
+  default = null
+}
+
 variable "category_attribute_name" {
   description = "Attribute of a download naming its category; null: no category boards."
   type        = string

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from download_records import Schema
 from leaderboard_core.attributes import names_from_environment
-from leaderboard_core.buckets import periods_from_text
+from leaderboard_core.buckets import calendar_from_environment
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
 from leaderboard_core.index_layout import ENTITY_TIE_BREAK, FIRST_REACHED, TIE_BREAK_VARIABLE, TIE_BREAKS
 from leaderboard_core.source_items import AGGREGATES_TABLE_VARIABLE, RETRACTIONS_VARIABLE, marker_from_environment
@@ -61,7 +61,8 @@ class Settings:
         aggregate_writes = environ.get("AGGREGATE_WRITES", PER_BATCH)
         if aggregate_writes not in (PER_BATCH, PER_WINDOW):
             raise ValueError(f"AGGREGATE_WRITES is {aggregate_writes!r}, not {PER_BATCH} or {PER_WINDOW}")
-        periods = periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
+        calendar = calendar_from_environment(environ)
+        periods = calendar.periods_from_text(environ.get("LEADERBOARD_PERIODS", "month"))
         aggregates_table = environ.get(AGGREGATES_TABLE_VARIABLE) or environ["TABLE_NAME"]
         ledger = environ.get(LEDGER_VARIABLE, "false") == "true"
         claims_table = environ.get(CLAIMS_TABLE_VARIABLE) or None
@@ -86,6 +87,7 @@ class Settings:
             schema=Schema(
                 **names_from_environment(environ),
                 periods=periods,
+                calendar=calendar,
                 category=environ.get("CATEGORY_ATTRIBUTE") or None,
                 amount=environ.get("SUM_ATTRIBUTE") or None,
                 aggregates_beside=aggregates_table == environ["TABLE_NAME"],

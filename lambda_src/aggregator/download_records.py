@@ -13,7 +13,14 @@ from typing import Any
 
 from leaderboard_core.attributes import AttributeNames, carries_aggregate_attributes
 from leaderboard_core.bookkeeping import pad_sequence
-from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, MomentOutOfRange, download_boards, fits_sort_key, utc_moment
+from leaderboard_core.buckets import (
+    MAX_SORT_KEY_BYTES,
+    UTC_CALENDAR,
+    Calendar,
+    MomentOutOfRange,
+    fits_sort_key,
+    utc_moment,
+)
 from leaderboard_core.index_layout import ENTITY_TIE_BREAK, MAX_COUNT, MAX_DECIMALS, instant_of
 from leaderboard_core.source_items import DownloadMarker, download_identity, expired_by_ttl
 
@@ -28,6 +35,8 @@ class Schema(AttributeNames):
     """Attribute names of the table and what aggregates are kept; the guide's names and months are the defaults."""
 
     periods: tuple[str, ...] = ("month",)
+    calendar: Calendar = UTC_CALENDAR
+    """The deployment's time zone and seasons (LEADERBOARD_TIME_ZONE, LEADERBOARD_SEASON_*): where a moment counts."""
     category: str | None = None
     """An attribute of the raw record naming its category: a board per category per period, beside the overall one."""
     amount: str | None = None
@@ -326,6 +335,7 @@ def _counted(
         return Rejected(f"{schema.timestamp} is missing or not a non-empty string", raw_sequence, record)
     try:
         moment = utc_moment(timestamp)
+        schema.calendar.wall(moment)
     except MomentOutOfRange as error:
         return Rejected(f"{schema.timestamp} {timestamp[:64]!r} {error}", raw_sequence, record)
     except ValueError:
@@ -342,7 +352,11 @@ def _counted(
         category = _string_attribute(image, schema.category)
         if category is None:
             return Rejected(f"{schema.category} is present but not a non-empty string", raw_sequence, record)
-    boards = download_boards(moment, schema.periods, category)
+    boards = schema.calendar.download_boards(moment, schema.periods, category)
+    if not boards:
+        return Ignored(
+            f"{schema.timestamp} {timestamp[:64]!r} is before the first season: it counts in no board", raw_sequence
+        )
     if category is not None and not fits_sort_key(boards):
         reason = f"{schema.category} is too long: its board id passes DynamoDB's {MAX_SORT_KEY_BYTES}-byte sort key"
         return Rejected(reason, raw_sequence, record)

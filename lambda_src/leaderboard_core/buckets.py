@@ -1,31 +1,50 @@
-"""Periods, their UTC buckets and board ids: where a download counts, and how a request names a board.
+"""Periods, their buckets in the deployment's time zone, and board ids: where a download counts, how a request names
+a board, and when that board begins and ends.
 
 A board is one leaderboard: a period's bucket (`2018-01-15T10` hour, `2018-01-15` day, `2018-W03`
-ISO 8601 week of the ISO week-numbering year, `2018-01` month, `2018` year, `all`), and with a
-category `<bucket>@<category>`, the category percent-encoded. The board id is the aggregate's sort
-key and its index partition (docs/query-contract.md).
+ISO 8601 week of the ISO week-numbering year, `2018-01` month, `2018` year, `S2026-01-05` the season
+beginning that day, `all`), and with a category `<bucket>@<category>`, the category percent-encoded.
+The board id is the aggregate's sort key and its index partition (docs/query-contract.md).
+
+A bucket is a span of the deployment's local wall clock (`leaderboard_time_zone`, UTC by default): a day
+begins at local midnight, whatever its length in hours. Where clocks go back, the wall clock repeats; a
+moment's bucket is the one of the latest wall time reached up to it, so the repeated hour counts with its
+first occurrence under one key (`2026-11-01T01` in New York holds both) and buckets never overlap. Where
+clocks go forward, a skipped hour is no bucket: no moment holds it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from importlib import resources
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 ALL_TIME = "all"
+SEASON = "season"
 CATEGORY_SEPARATOR = "@"
 MAX_SORT_KEY_BYTES = 1024
 """DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
+UTC_ZONE = "UTC"
+TIME_ZONE_VARIABLE = "LEADERBOARD_TIME_ZONE"
+SEASON_START_VARIABLE = "LEADERBOARD_SEASON_START"
+SEASON_LENGTH_VARIABLE = "LEADERBOARD_SEASON_LENGTH_DAYS"
+TIME_ZONE_DATA = "tzdata"
+"""The pinned IANA time zone database every zone is read from (in each zip, and a dependency of the tools), so that
+the aggregator, the query function and the tools bucket alike whatever the machine's own zone files say."""
 
 
 @dataclass(frozen=True)
 class Period:
-    """One period, all it takes to keep its boards: how a moment names its bucket, a key's shape, the bucket before.
+    """One period, all it takes to keep its boards, on the local wall clock: a wall time's key, a key's shape, where
+    its bucket begins and where the next begins.
 
     Every other fact (the periods a deployment may keep, key formats and lengths, rolling windows, a
-    board id's period) is derived from the table below, so that a new period is one entry here (and
+    board id's period) is derived from these, so that a new period is one entry here (and
     `leaderboard_periods`' validation in terraform/variables.tf).
     """
 
@@ -33,64 +52,52 @@ class Period:
     key_format: str
     """As an error message shows it, and as long as every key."""
     shape: re.Pattern[str]
-    key_of: Callable[[datetime], str]
-    """The key of the UTC bucket holding a moment."""
+    key_of: Callable[[datetime], str | None]
+    """The key of the bucket holding a local wall time (naive); None where no bucket of the period holds it."""
+    wall_start: Callable[[str], datetime]
+    """The local wall time a key's bucket begins at (naive); ValueError for a key of the right shape naming no real
+    date, hour or ISO week."""
+    wall_next: Callable[[str], datetime]
+    """The local wall time the bucket after a key's begins at; OverflowError or ValueError past the calendar."""
     previous: Callable[[str], str | None]
-    """The key of the bucket before a key's; None before the calendar's first."""
-    exists: Callable[[re.Match[str]], bool] = lambda _match: True
-    """Whether a key of the right shape names a real bucket (a real date, hour or ISO week)."""
+    """The key of the bucket before a key's; None before the calendar's first (or the first season)."""
+    shape_suffices: bool = False
+    """Every key of the right shape names a bucket (months and years, year 0 included), whether or not its wall time
+    is one `datetime` can hold."""
 
 
-def _ymd(moment: datetime) -> str:
-    return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+def _ymd(wall: datetime) -> str:
+    return f"{wall.year:04d}-{wall.month:02d}-{wall.day:02d}"
 
 
-def _starts(start: Callable[[str], datetime]) -> Callable[[re.Match[str]], bool]:
-    """Which keys of the right shape exist: those whose bucket has a first moment (a real date, hour or ISO week)."""
-
-    def exists(match: re.Match[str]) -> bool:
-        try:
-            start(match.string)
-        except ValueError:
-            return False
-        return True
-
-    return exists
+def _hour_key(wall: datetime) -> str:
+    return f"{_ymd(wall)}T{wall.hour:02d}"
 
 
-def _stepped(
-    key_of: Callable[[datetime], str], start: Callable[[str], datetime], step: timedelta
-) -> Callable[[str], str | None]:
-    """The bucket before, for periods of a fixed length: the key of the moment one step before the bucket's start."""
-
-    def previous(key: str) -> str | None:
-        try:
-            return key_of(start(key) - step)
-        except OverflowError:
-            return None
-
-    return previous
-
-
-def _week_start(key: str) -> datetime:
-    return datetime.combine(date.fromisocalendar(int(key[:4]), int(key[6:8]), 1), datetime.min.time(), tzinfo=UTC)
-
-
-def _hour_key(moment: datetime) -> str:
-    return f"{_ymd(moment)}T{moment.hour:02d}"
-
-
-def _week_key(moment: datetime) -> str:
-    year, week, _ = moment.isocalendar()
+def _week_key(wall: datetime) -> str:
+    year, week, _ = wall.isocalendar()
     return f"{year:04d}-W{week:02d}"
 
 
 def _hour_start(key: str) -> datetime:
-    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), tzinfo=UTC)
+    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]))
 
 
 def _day_start(key: str) -> datetime:
-    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]), tzinfo=UTC)
+    return datetime(int(key[:4]), int(key[5:7]), int(key[8:10]))
+
+
+def _week_start(key: str) -> datetime:
+    return datetime.combine(date.fromisocalendar(int(key[:4]), int(key[6:8]), 1), datetime.min.time())
+
+
+def _month_start(key: str) -> datetime:
+    return datetime(int(key[:4]), int(key[5:7]), 1)
+
+
+def _month_next(key: str) -> datetime:
+    index = int(key[:4]) * 12 + int(key[5:7])
+    return datetime(index // 12, index % 12 + 1, 1)
 
 
 def _month_before(key: str) -> str | None:
@@ -98,65 +105,356 @@ def _month_before(key: str) -> str | None:
     return f"{index // 12:04d}-{index % 12 + 1:02d}" if index >= 0 else None
 
 
+def _period(
+    name: str,
+    key_format: str,
+    shape: str,
+    key_of: Callable[[datetime], str],
+    start: Callable[[str], datetime],
+    step: timedelta,
+) -> Period:
+    """A period of fixed wall-clock length (hour, day, week): the next bucket begins a step after a key's, and the
+    bucket before is the one of the wall time a step before it."""
+
+    def previous(key: str) -> str | None:
+        try:
+            return key_of(start(key) - step)
+        except OverflowError:
+            return None
+
+    return Period(name, key_format, re.compile(shape), key_of, start, lambda key: start(key) + step, previous)
+
+
 MONTH_KEY = re.compile(r"\A[0-9]{4}-(?:0[1-9]|1[0-2])\Z")
 """A month board's key (and its aggregates' sort key): `YYYY-MM`."""
 
 BUCKETED_PERIODS = (
-    Period(
+    _period(
         "hour",
         "YYYY-MM-DDTHH",
-        re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2})\Z"),
+        r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2})\Z",
         _hour_key,
-        _stepped(_hour_key, _hour_start, timedelta(hours=1)),
-        _starts(_hour_start),
+        _hour_start,
+        timedelta(hours=1),
     ),
-    Period(
+    _period(
         "day",
         "YYYY-MM-DD",
-        re.compile(r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z"),
+        r"\A(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z",
         _ymd,
-        _stepped(_ymd, _day_start, timedelta(days=1)),
-        _starts(_day_start),
+        _day_start,
+        timedelta(days=1),
+    ),
+    _period(
+        "week", "YYYY-Www", r"\A(?P<year>[0-9]{4})-W(?P<week>[0-9]{2})\Z", _week_key, _week_start, timedelta(weeks=1)
     ),
     Period(
-        "week",
-        "YYYY-Www",
-        re.compile(r"\A(?P<year>[0-9]{4})-W(?P<week>[0-9]{2})\Z"),
-        _week_key,
-        _stepped(_week_key, _week_start, timedelta(weeks=1)),
-        _starts(_week_start),
+        "month",
+        "YYYY-MM",
+        MONTH_KEY,
+        lambda wall: f"{wall.year:04d}-{wall.month:02d}",
+        _month_start,
+        _month_next,
+        _month_before,
+        shape_suffices=True,
     ),
-    Period("month", "YYYY-MM", MONTH_KEY, lambda moment: f"{moment.year:04d}-{moment.month:02d}", _month_before),
     Period(
         "year",
         "YYYY",
         re.compile(r"\A(?P<year>[0-9]{4})\Z"),
-        lambda moment: f"{moment.year:04d}",
+        lambda wall: f"{wall.year:04d}",
+        lambda key: datetime(int(key), 1, 1),
+        lambda key: datetime(int(key) + 1, 1, 1),
         lambda key: f"{int(key) - 1:04d}" if int(key) > 0 else None,
+        shape_suffices=True,
     ),
 )
-"""Every period with buckets in time, shortest first: weeks are ISO 8601 weeks of the ISO week-numbering year."""
+"""Every period of the calendar, shortest first: weeks are ISO 8601 weeks of the ISO week-numbering year."""
 _BY_NAME = {period.name: period for period in BUCKETED_PERIODS}
 
 PERIODS = (*_BY_NAME, ALL_TIME)
-"""What a deployment may maintain (leaderboard_periods), a board per UTC bucket; `all` is one board for all time."""
+"""What every deployment may maintain (leaderboard_periods), a board per bucket; `all` is one board for all time.
+`season` too, where the deployment sets its seasons (`Calendar.period_names`)."""
+PERIOD_NAMES = (*_BY_NAME, SEASON, ALL_TIME)
+"""Every period `leaderboard_periods` may name."""
+SEASON_KEY_FORMAT = "SYYYY-MM-DD"
+SEASON_SHAPE = re.compile(r"\AS(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})\Z")
+"""A season's key: `S` and the local date it begins, so that it is never a day's key (both are sort keys of the
+same entity's aggregates)."""
 KEY_FORMATS = {period.name: period.key_format for period in BUCKETED_PERIODS}
+"""The calendar's periods' key formats; a season's is SEASON_KEY_FORMAT."""
 BUCKET_KEY_LENGTH = {**{period.name: len(period.key_format) for period in BUCKETED_PERIODS}, ALL_TIME: len(ALL_TIME)}
 """The length of each period's bucket keys: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018, all."""
 
 
-def periods_from_text(text: str) -> tuple[str, ...]:
-    """LEADERBOARD_PERIODS as the module sets it (comma-separated); ValueError for anything else."""
-    periods = tuple(period for period in text.split(",") if period)
-    if not periods or any(period not in PERIODS for period in periods):
-        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}, not a comma-separated list of {', '.join(PERIODS)}")
-    if len(set(periods)) != len(periods):
-        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}: a period named twice would count each download twice")
-    return periods
+@dataclass(frozen=True)
+class Season:
+    """Seasons of `length_days` local days, the first beginning at local midnight of `start` (leaderboard_season)."""
+
+    start: date
+    length_days: int
+
+    def period(self) -> Period:
+        """The season as a period: its key is `S` and its first local day; nothing before `start` is in a season."""
+
+        def start_of(key: str) -> datetime:
+            first = date(int(key[1:5]), int(key[6:8]), int(key[9:11]))
+            if first < self.start or (first - self.start).days % self.length_days:
+                raise ValueError(f"{key} begins no season of {self.length_days} days from {self.start.isoformat()}")
+            return datetime.combine(first, datetime.min.time())
+
+        def key_of(wall: datetime) -> str | None:
+            days = (wall.date() - self.start).days
+            if days < 0:
+                return None
+            return self._key(self.start + timedelta(days=days - days % self.length_days))
+
+        def previous(key: str) -> str | None:
+            first = start_of(key).date()
+            return None if first == self.start else self._key(first - timedelta(days=self.length_days))
+
+        return Period(
+            SEASON,
+            SEASON_KEY_FORMAT,
+            SEASON_SHAPE,
+            key_of,
+            start_of,
+            lambda key: start_of(key) + timedelta(days=self.length_days),
+            previous,
+        )
+
+    @staticmethod
+    def _key(first: date) -> str:
+        return f"S{first.year:04d}-{first.month:02d}-{first.day:02d}"
 
 
 class MomentOutOfRange(ValueError):
-    """A timestamp that parses, but whose UTC moment lies before year 1 or after 9999: no bucket holds it."""
+    """A timestamp that parses, but whose moment lies before year 1 or after 9999 in UTC or on the local clock: no
+    bucket holds it."""
+
+
+@functools.cache
+def time_zone_names() -> tuple[str, ...]:
+    """Every zone of the pinned time zone database (tzdata's list of its zones), sorted."""
+    return tuple(sorted(resources.files(TIME_ZONE_DATA).joinpath("zones").read_text().split()))
+
+
+def time_zone(name: str) -> tzinfo:
+    """The zone named, from the pinned database; UTC itself for `UTC`. ValueError for a name it does not hold."""
+    if name == UTC_ZONE:
+        return UTC
+    if name not in time_zone_names():
+        raise ValueError(f"{TIME_ZONE_VARIABLE} is {name!r}, not a zone of the IANA time zone database")
+    with resources.files(f"{TIME_ZONE_DATA}.zoneinfo").joinpath(*name.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=name)
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """The deployment's clock for boards: its time zone (LEADERBOARD_TIME_ZONE) and its seasons, if it keeps any.
+
+    Every bucket of every period is read through it: the aggregator's, the query function's and the tools'.
+    """
+
+    zone_name: str = UTC_ZONE
+    season: Season | None = None
+    zone: tzinfo = field(init=False, repr=False, compare=False)
+    periods: Mapping[str, Period] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "zone", time_zone(self.zone_name))
+        seasons = {SEASON: self.season.period()} if self.season is not None else {}
+        object.__setattr__(self, "periods", {**_BY_NAME, **seasons})
+
+    @property
+    def period_names(self) -> tuple[str, ...]:
+        """The periods this deployment may keep: the calendar's, `season` where it has seasons, `all`."""
+        return (*self.periods, ALL_TIME)
+
+    def wall(self, moment: datetime) -> datetime:
+        """The local wall time (naive) whose bucket holds `moment`: in a repeated hour, the latest reached so far."""
+        try:
+            local = moment.astimezone(self.zone)
+        except OverflowError as error:
+            raise MomentOutOfRange("is outside the years 1 to 9999 on the local clock: no bucket holds it") from error
+        if local.fold and self.zone is not UTC:
+            local = self._before_clocks_went_back(moment, local)
+        return local.replace(tzinfo=None, fold=0)
+
+    def _before_clocks_went_back(self, moment: datetime, local: datetime) -> datetime:
+        """The wall time just before the clocks went back, for a moment of the repeated span they made."""
+        repeated = local.replace(fold=0).utcoffset() - local.utcoffset()  # type: ignore[operator]
+        changed = self._change_between(moment - repeated, moment)
+        return (changed - timedelta(microseconds=1)).astimezone(self.zone)
+
+    def _change_between(self, before: datetime, after: datetime) -> datetime:
+        """The first whole second after `before` (and at or before `after`) where the zone's offset differs."""
+        offset = before.astimezone(self.zone).utcoffset()
+        low, high = 0, max(1, int((after - before).total_seconds()))
+        while low < high:
+            middle = (low + high) // 2
+            if (before + timedelta(seconds=middle)).astimezone(self.zone).utcoffset() != offset:
+                high = middle
+            else:
+                low = middle + 1
+        return before + timedelta(seconds=low)
+
+    def instant(self, wall: datetime) -> datetime:
+        """The first moment (UTC) whose wall time is at or past `wall`: where a bucket beginning then begins. For a
+        wall time the clocks skipped, the moment they skipped it."""
+        if self.zone is UTC:
+            return wall.replace(tzinfo=UTC)
+        first = wall.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
+        if first.astimezone(self.zone).replace(tzinfo=None) == wall:
+            return first
+        return self._change_between(wall.replace(tzinfo=self.zone, fold=1).astimezone(UTC), first)
+
+    def bucket_key(self, moment: datetime, period: str) -> str | None:
+        """The bucket of a period holding `moment`; None where none does (before the first season)."""
+        if period == ALL_TIME:
+            return ALL_TIME
+        return self._period(period).key_of(self.wall(moment))
+
+    def _period(self, name: str) -> Period:
+        if name not in self.periods:
+            raise ValueError(f"unknown period {name!r}")
+        return self.periods[name]
+
+    def bounds(self, period: str, key: str) -> tuple[datetime, datetime | None] | None:
+        """When a bucket begins and when the next begins (UTC; None past the calendar); None for `all`."""
+        if period == ALL_TIME:
+            return None
+        definition = self.periods[period]
+        start = self.instant(definition.wall_start(key))
+        try:
+            return start, self.instant(definition.wall_next(key))
+        except (OverflowError, ValueError):
+            return start, None
+
+    def is_bucket_key(self, period: str, key: str) -> bool:
+        """Exactly the key the aggregator writes for some moment: ASCII digits, a real date, hour, ISO week and season,
+        and a bucket the local clock does not skip (an hour clocks jump over is none)."""
+        definition = self.periods.get(period)
+        if definition is None or definition.shape.match(key) is None:
+            return False
+        try:
+            start = definition.wall_start(key)
+        except ValueError:
+            return definition.shape_suffices
+        if self.zone is UTC:
+            return True
+        try:
+            return self.instant(start) < self.instant(definition.wall_next(key))
+        except (OverflowError, ValueError):
+            return True
+
+    def previous_key(self, period: str, key: str) -> str | None:
+        """The bucket before a key's, passing over buckets the local clock skipped."""
+        previous = self.periods[period].previous
+        before = previous(key)
+        while before is not None and not self.is_bucket_key(period, before):
+            before = previous(before)
+        return before
+
+    def window_keys(self, period: str, key: str, last: int) -> list[str]:
+        """The `last` bucket keys ending with `key`, newest first; buckets before the calendar's first (or the first
+        season) are left out, and so are hours the local clock skipped."""
+        keys = [key]
+        while len(keys) < last and (before := self.previous_key(period, keys[-1])) is not None:
+            keys.append(before)
+        return keys
+
+    def download_boards(self, moment: datetime, periods: Iterable[str], category: str | None = None) -> list[str]:
+        """Every board a download at `moment` counts in: its bucket of each period kept (none before the first
+        season), then, with a category, the category's board of each; the first is the one a failure message names
+        for the download."""
+        wall = self.wall(moment)
+        keys = (ALL_TIME if period == ALL_TIME else self._period(period).key_of(wall) for period in periods)
+        buckets = [bucket for bucket in keys if bucket is not None]
+        boards = [board_id(bucket) for bucket in buckets]
+        if category is not None:
+            boards += [board_id(bucket, category) for bucket in buckets]
+        return boards
+
+    def periods_from_text(self, text: str) -> tuple[str, ...]:
+        """LEADERBOARD_PERIODS as the module sets it (comma-separated); ValueError for anything else."""
+        periods = tuple(period for period in text.split(",") if period)
+        if SEASON in periods and self.season is None:
+            raise ValueError(
+                f"LEADERBOARD_PERIODS is {text!r}: season needs {SEASON_START_VARIABLE} and {SEASON_LENGTH_VARIABLE}"
+            )
+        return _period_list(text, self.period_names)
+
+    def period_of_board(self, board: str) -> str | None:
+        """The period of a board id (`2018-01@rock`: month, `all`: all); None for an id no period's bucket has. A
+        season's id is known by its shape whether or not this calendar has seasons."""
+        bucket, separator, category = board.partition(CATEGORY_SEPARATOR)
+        if separator and not category:
+            return None
+        if bucket == ALL_TIME:
+            return ALL_TIME
+        if self.season is None and _season_shaped(bucket):
+            return SEASON
+        return next((name for name in self.periods if self.is_bucket_key(name, bucket)), None)
+
+
+def is_key_shaped(period: str, key: str) -> bool:
+    """A key of a period's shape naming a real date, hour or ISO week, whatever the deployment's zone and seasons:
+    what a caller can check before asking the deployment (which may still find it no bucket of its own)."""
+    return _season_shaped(key) if period == SEASON else UTC_CALENDAR.is_bucket_key(period, key)
+
+
+def _season_shaped(bucket: str) -> bool:
+    match = SEASON_SHAPE.match(bucket)
+    if match is None:
+        return False
+    try:
+        date(int(match["year"]), int(match["month"]), int(match["day"]))
+    except ValueError:
+        return False
+    return True
+
+
+UTC_CALENDAR = Calendar()
+"""Today's boards: UTC buckets and no seasons; what a function or tool reads where the module sets no time zone."""
+
+
+def calendar_from_environment(environ: Mapping[str, str]) -> Calendar:
+    """LEADERBOARD_TIME_ZONE (default UTC) and LEADERBOARD_SEASON_START with LEADERBOARD_SEASON_LENGTH_DAYS (both
+    empty: no seasons), as the module sets them; ValueError for anything else."""
+    zone = environ.get(TIME_ZONE_VARIABLE) or UTC_ZONE
+    start, length = environ.get(SEASON_START_VARIABLE) or "", environ.get(SEASON_LENGTH_VARIABLE) or ""
+    if not start and not length:
+        return Calendar(zone)
+    try:
+        season = Season(date.fromisoformat(start), int(length))
+    except ValueError as error:
+        raise ValueError(
+            f"{SEASON_START_VARIABLE} {start!r} and {SEASON_LENGTH_VARIABLE} {length!r} are not a date YYYY-MM-DD "
+            "and a whole number of days"
+        ) from error
+    if season.length_days < 1 or len(start) != len("YYYY-MM-DD"):
+        raise ValueError(f"{SEASON_LENGTH_VARIABLE} is {length!r}: a season lasts 1 day or more")
+    return Calendar(zone, season)
+
+
+def periods_from_text(text: str, calendar: Calendar = UTC_CALENDAR) -> tuple[str, ...]:
+    """LEADERBOARD_PERIODS as the module sets it (comma-separated); ValueError for anything else."""
+    return calendar.periods_from_text(text)
+
+
+def any_periods_from_text(text: str) -> tuple[str, ...]:
+    """leaderboard_periods of any deployment, `season` included (what sizing takes); ValueError for anything else."""
+    return _period_list(text, PERIOD_NAMES)
+
+
+def _period_list(text: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    periods = tuple(period for period in text.split(",") if period)
+    if not periods or any(period not in names for period in periods):
+        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}, not a comma-separated list of {', '.join(names)}")
+    if len(set(periods)) != len(periods):
+        raise ValueError(f"LEADERBOARD_PERIODS is {text!r}: a period named twice would count each download twice")
+    return periods
 
 
 def utc_moment(timestamp: str) -> datetime:
@@ -175,38 +473,30 @@ def utc_moment(timestamp: str) -> datetime:
         raise MomentOutOfRange("is outside the years 1 to 9999 in UTC: no bucket holds it") from error
 
 
-def bucket_key(moment: datetime, period: str) -> str:
-    """The UTC bucket of a period holding `moment`."""
-    if period == ALL_TIME:
-        return ALL_TIME
-    if period not in _BY_NAME:
-        raise ValueError(f"unknown period {period!r}")
-    return _BY_NAME[period].key_of(moment)
+def bucket_key(moment: datetime, period: str, calendar: Calendar = UTC_CALENDAR) -> str | None:
+    """The bucket of a period holding `moment` on the deployment's calendar (UTC by default)."""
+    return calendar.bucket_key(moment, period)
 
 
-def month_of(timestamp: str) -> str:
-    """The UTC month `YYYY-MM` of an ISO 8601 timestamp.
+def month_of(timestamp: str, calendar: Calendar = UTC_CALENDAR) -> str:
+    """The month `YYYY-MM` of an ISO 8601 timestamp on the deployment's clock (UTC by default).
 
     The guide slices the first seven characters, which files a download at
     2018-01-31T23:30:00-05:00 under January although it happened in February UTC.
     """
-    return bucket_key(utc_moment(timestamp), "month")
+    month = calendar.bucket_key(utc_moment(timestamp), "month")
+    assert month is not None, "every moment is in a month"
+    return month
 
 
-def is_bucket_key(period: str, key: str) -> bool:
+def is_bucket_key(period: str, key: str, calendar: Calendar = UTC_CALENDAR) -> bool:
     """Exactly the key the aggregator writes for some moment: ASCII digits, a real date, hour and ISO week."""
-    definition = _BY_NAME.get(period)
-    match = definition.shape.match(key) if definition is not None else None
-    return match is not None and definition.exists(match)
+    return calendar.is_bucket_key(period, key)
 
 
-def window_keys(period: str, key: str, last: int) -> list[str]:
+def window_keys(period: str, key: str, last: int, calendar: Calendar = UTC_CALENDAR) -> list[str]:
     """The `last` bucket keys ending with `key`, newest first; buckets before the calendar's first are left out."""
-    previous = _BY_NAME[period].previous
-    keys = [key]
-    while len(keys) < last and (before := previous(keys[-1])) is not None:
-        keys.append(before)
-    return keys[:last]
+    return calendar.window_keys(period, key, last)
 
 
 def board_id(bucket: str, category: str | None = None) -> str:
@@ -214,14 +504,11 @@ def board_id(bucket: str, category: str | None = None) -> str:
     return bucket if category is None else f"{bucket}{CATEGORY_SEPARATOR}{quote(category, safe='')}"
 
 
-def download_boards(moment: datetime, periods: Iterable[str], category: str | None = None) -> list[str]:
-    """Every board a download at `moment` counts in: its bucket of each period kept, then, with a category, the
-    category's board of each; the first is the one a failure message names for the download."""
-    buckets = [bucket_key(moment, period) for period in periods]
-    boards = [board_id(bucket) for bucket in buckets]
-    if category is not None:
-        boards += [board_id(bucket, category) for bucket in buckets]
-    return boards
+def download_boards(
+    moment: datetime, periods: Iterable[str], category: str | None = None, calendar: Calendar = UTC_CALENDAR
+) -> list[str]:
+    """Every board a download at `moment` counts in (Calendar.download_boards), on the deployment's calendar."""
+    return calendar.download_boards(moment, periods, category)
 
 
 def fits_sort_key(boards: Iterable[str]) -> bool:
@@ -229,11 +516,14 @@ def fits_sort_key(boards: Iterable[str]) -> bool:
     return all(len(board.encode()) <= MAX_SORT_KEY_BYTES for board in boards)
 
 
-def period_of_board(board: str) -> str | None:
+def period_of_board(board: str, calendar: Calendar = UTC_CALENDAR) -> str | None:
     """The period of a board id (`2018-01@rock`: month, `all`: all); None for an id no period's bucket has."""
-    bucket, separator, category = board.partition(CATEGORY_SEPARATOR)
-    if separator and not category:
+    return calendar.period_of_board(board)
+
+
+def instant_text(moment: datetime | None, calendar: Calendar) -> str | None:
+    """An instant as an answer names it: ISO 8601 to the second with the zone's offset there (`Z` in UTC)."""
+    if moment is None:
         return None
-    if bucket == ALL_TIME:
-        return ALL_TIME
-    return next((period.name for period in BUCKETED_PERIODS if is_bucket_key(period.name, bucket)), None)
+    text = moment.astimezone(calendar.zone).isoformat(timespec="seconds")
+    return text.replace("+00:00", "Z") if calendar.zone is UTC else text

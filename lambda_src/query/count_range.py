@@ -19,10 +19,11 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, localcontext
 from typing import Any
 
 from boards import Board
-from index_reads import START, Layout, Position
+from index_reads import START, Layout, Position, Unavailable
 from leaderboard_core.index_layout import MAX_DECIMALS, ORDER_SCALE
 from leaderboard_page import PageRequest, items_of, merge_page, parse_limit
-from page_tokens import Scope, decode_scope, encode_token
+from page_tokens import FORGED, Scope, decode_scope, encode_token
+from rank_policies import DENSE, RankState, count_above, parse_policy, ranked
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 
@@ -44,6 +45,10 @@ class CountRangeRequest:
     limit: int
     cursors: dict[str, Position | None]
     """START for a partition: from the upper bound."""
+    policy: str | None = None
+    """The rank policy asked: each item then carries its rank under it on the whole board."""
+    state: RankState | None = None
+    """With a policy, from a token: the walk up to the cursors (None: counted from the board above maxCount)."""
 
     def orders(self, summed: bool) -> tuple[int, int]:
         """The lowest and highest order of an entry whose value is within the bounds (lowest > highest: none)."""
@@ -70,14 +75,18 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
         raise InvalidRequest("minCount must be at most maxCount")
     asked = {field: event[field] for field in bounds}
     limit = parse_limit(event)
+    policy = parse_policy(event)
     scope = tuple(_canonical(bounds[field]) if field in bounds else "" for field in BOUND_FIELDS)
+    state = None
     if "next_token" not in event:
         cursors: dict[str, Position | None] = dict.fromkeys(layout.partitions(board.id), START)
     else:
-        cursors, token_scope = decode_scope(event["next_token"], board.id, layout, SCOPE, 2)
-        if token_scope != scope:
+        kind, values = (SCOPE, 2) if policy is None else (f"{SCOPE}.{policy}", 5)
+        cursors, token_scope = decode_scope(event["next_token"], board.id, layout, kind, values)
+        if token_scope[:2] != scope:
             raise InvalidRequest("next_token belongs to another range: give the minCount and maxCount of its request")
-    return CountRangeRequest(board, bounds, asked, limit, cursors)
+        state = None if policy is None else RankState.of_scope(token_scope[2:], FORGED)
+    return CountRangeRequest(board, bounds, asked, limit, cursors, policy, state)
 
 
 def _bound(field: str, value: Any) -> Decimal:
@@ -109,8 +118,28 @@ def answer(reads: ReadContext, request: CountRangeRequest) -> dict[str, Any]:
     reader = reads.reader(reads.budget(board), floor=low, ceiling=high)
     page = PageRequest(request.board, request.limit, request.cursors)
     entries, cursors = merge_page(page, reader, reads.map_partitions)
-    scope = Scope(SCOPE, tuple(_canonical(request.bounds[f]) if f in request.bounds else "" for f in BOUND_FIELDS))
+    bounds = tuple(_canonical(request.bounds[f]) if f in request.bounds else "" for f in BOUND_FIELDS)
+    if request.policy is None:
+        return response | {
+            "items": items_of(reads, entries),
+            "next_token": encode_token(board, reads.layout, cursors, Scope(SCOPE, bounds)) if cursors else None,
+        }
+    state = request.state or _state_above(reads, request, high)
+    walked = ranked(request.policy, state, entries, reads.summed)
+    state = walked[-1][2] if walked else state
+    scope = Scope(f"{SCOPE}.{request.policy}", (*bounds, *state.scope()))
     return response | {
-        "items": items_of(reads, entries),
+        "items": [item | {"rank": rank} for item, (_, rank, _) in zip(items_of(reads, entries), walked, strict=True)],
         "next_token": encode_token(board, reads.layout, cursors, scope) if cursors else None,
     }
+
+
+def _state_above(reads: ReadContext, request: CountRangeRequest, high: int) -> RankState:
+    """The walk's state above the range's first entry: the board's entries above maxCount (for `dense`, their
+    distinct values), counted as a rank counts them; the range starts a new value, whatever the policy."""
+    if "maxCount" not in request.bounds:
+        return RankState()
+    above = count_above(reads, request.board.id, high, distinct=request.policy == DENSE)
+    if not above.complete:
+        raise Unavailable("counting the entries above maxCount, for their ranks, outgrew the read budget or time")
+    return RankState(above.entries, None, above.values if request.policy == DENSE else above.entries)

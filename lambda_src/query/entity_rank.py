@@ -14,6 +14,16 @@ from boards import Board
 from index_reads import Entry, IndexSchema, Layout, PartitionQueries, Position, dynamodb_number, read_above
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_page import PageRequest, merge_page
+from rank_policies import (
+    COMPETITION,
+    DENSE,
+    RankState,
+    count_above,
+    count_between,
+    highest_order,
+    parse_policy,
+    value_key,
+)
 from read_context import ReadContext
 from request_parsing import MAX_ENTITY_ID_BYTES, InvalidRequest, utf8_bytes
 
@@ -27,6 +37,8 @@ class RankRequest:
     entity_id: str
     around: int | None = None
     """Also list this many entries above and below the entity."""
+    policy: str | None = None
+    """The rank policy (rank_policies.py); None and `ordinal` rank by place in the listing."""
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> RankRequest:
@@ -40,7 +52,7 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     wrong = isinstance(around, bool) or not isinstance(around, int) or not 0 <= around <= MAX_AROUND
     if "around" in event and wrong:
         raise InvalidRequest(f"around must be an integer from 0 to {MAX_AROUND}")
-    return RankRequest(board, entity_id, around)
+    return RankRequest(board, entity_id, around, parse_policy(event))
 
 
 def entity_of(event: dict[str, Any], entity_field: str) -> str:
@@ -68,6 +80,8 @@ def answer(reads: ReadContext, request: RankRequest) -> dict[str, Any]:
         response |= {COUNT_FIELD: reads.value(0), "rank": None}
         return response if request.around is None else {**response, "items": []}
     me = Entry.of(int(item[schema.order]["N"]), request.entity_id, dynamodb_number(item[schema.count]["N"]))
+    if request.policy in (COMPETITION, DENSE):
+        return response | _policy_rank(reads, request, me)
     budget = reads.budget(board)
 
     def before(partition: str) -> tuple[int, bool]:
@@ -92,6 +106,98 @@ def answer(reads: ReadContext, request: RankRequest) -> dict[str, Any]:
         for place, entry in enumerate([*above, me, *below])
     ]
     return response
+
+
+def _policy_rank(reads: ReadContext, request: RankRequest, me: Entry) -> dict[str, Any]:
+    """The entity's competition rank (1 + the entries of higher values) or dense rank (1 + the higher values), and
+    with `around` its neighbours, each ranked under the policy (None while the entity's own rank is a lower bound).
+
+    Around-me under `competition` also needs the entity's place: the entries of its own value listed before it
+    (a COUNT of the orders between its own and its value's highest, and its tie group), and where the window starts
+    below place 1 with another value than the entity's, that value's entries (a COUNT of its orders).
+    """
+    board, policy, summed = request.board.id, request.policy, reads.summed
+    key = value_key(me.order, summed)
+    above = count_above(reads, board, highest_order(key, summed), distinct=policy == DENSE)
+    rank = (above.values if policy == DENSE else above.entries) + 1
+    answer: dict[str, Any] = {COUNT_FIELD: reads.value(me.count), "rank": rank if above.complete else None}
+    if not above.complete:
+        answer["rankAtLeast"] = rank
+    if request.around is None:
+        return answer
+    upper, lower = neighbours(reads, request.board, me, request.around)
+    window = [*upper, me, *lower]
+    if not above.complete:
+        return answer | {"items": _items(reads, window, [None] * len(window))}
+    keys = [value_key(entry.order, summed) for entry in window]
+    if policy == DENSE:
+        ranks_above: list[int | None] = []
+        current, dense = key, rank
+        for entry_key in reversed(keys[: len(upper)]):
+            if entry_key != current:
+                current, dense = entry_key, dense - 1
+            ranks_above.append(dense)
+        ranks_above.reverse()
+        state = RankState(0, key, rank)
+    else:
+        place = _place(reads, board, me, above.entries)
+        if place is None:
+            return answer | {"items": _items(reads, window, [None] * len(window))}
+        ranks_above = _competition_above(reads, board, upper, keys, place, rank)
+        state = RankState(place, key, rank)
+    ranks_below: list[int | None] = []
+    for entry_key in keys[len(upper) + 1 :]:
+        state = state.next(policy, entry_key)
+        ranks_below.append(state.rank)
+    return answer | {"items": _items(reads, window, [*ranks_above, rank, *ranks_below])}
+
+
+def _place(reads: ReadContext, board: str, me: Entry, higher_values: int) -> int | None:
+    """The entity's place in the listing, from the entries of higher values: None past the budget or clock."""
+    summed = reads.summed
+    same_value = count_between(reads, board, me.order + 1, highest_order(value_key(me.order, summed), summed))
+    budget = reads.budget(board)
+    tied = list(
+        reads.map_partitions(
+            lambda partition: _count_before(reads.queries(partition, budget), reads.schema, me, (("=", False),)),
+            reads.layout.partitions(board),
+        )
+    )
+    if not same_value.complete or not all(done for _, done in tied):
+        return None
+    return higher_values + same_value.entries + sum(count for count, _ in tied) + 1
+
+
+def _competition_above(
+    reads: ReadContext, board: str, upper: list[Entry], keys: list[int], place: int, rank: int
+) -> list[int | None]:
+    """The competition ranks of the entries listed just above the entity (at places place - len(upper) on).
+
+    A value's rank is the place of its first entry: known within the window, except for the highest value shown
+    when the window starts below place 1, which may continue above it (then: its entries counted).
+    """
+    top = place - len(upper)
+    ranks: list[int | None] = []
+    for index, entry_key in enumerate(keys[: len(upper)]):
+        if entry_key == keys[len(upper)]:
+            ranks.append(rank)
+        elif index and keys[index - 1] == entry_key:
+            ranks.append(ranks[-1])
+        elif index or top == 1:
+            ranks.append(top + index)
+        else:
+            step_low = highest_order(entry_key - 1, reads.summed) + 1
+            group = count_between(reads, board, step_low, highest_order(entry_key, reads.summed))
+            shown = sum(1 for other in keys[: len(upper)] if other == entry_key)
+            ranks.append(top + shown - group.entries if group.complete else None)
+    return ranks
+
+
+def _items(reads: ReadContext, entries: list[Entry], ranks: list[int | None]) -> list[dict[str, Any]]:
+    return [
+        {reads.schema.entity: entry.entity_id, COUNT_FIELD: reads.value(entry.count), "rank": rank}
+        for entry, rank in zip(entries, ranks, strict=True)
+    ]
 
 
 def neighbours(reads: ReadContext, board: Board, me: Entry, around: int) -> tuple[list[Entry], list[Entry]]:
@@ -124,10 +230,17 @@ def _distinct(entries: list[Entry], me: Entry) -> list[Entry]:
     return kept
 
 
-def _count_before(queries: PartitionQueries, schema: IndexSchema, me: Entry) -> tuple[int, bool]:
-    """How many of a partition's aggregates list before `me`, and whether that count is complete (budget, clock)."""
+def _count_before(
+    queries: PartitionQueries,
+    schema: IndexSchema,
+    me: Entry,
+    phases: tuple[tuple[str, bool], ...] = ((">", True), ("=", False)),
+) -> tuple[int, bool]:
+    """How many of a partition's aggregates list before `me`, and whether that count is complete (budget, clock).
+
+    The phases: those of higher orders (counted), then those of its own order with smaller ids (read)."""
     count = 0
-    for bound, counts in ((">", True), ("=", False)):
+    for bound, counts in phases:
         start_key = None
         while True:
             if not queries.may_read():

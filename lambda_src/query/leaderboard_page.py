@@ -23,7 +23,8 @@ from index_reads import (
     Position,
 )
 from leaderboard_core.attributes import COUNT_FIELD
-from page_tokens import decode_token, encode_token
+from page_tokens import FORGED, Scope, decode_scope, decode_token, encode_token
+from rank_policies import TOP, RankState, parse_policy, ranked
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 
@@ -37,15 +38,32 @@ class PageRequest:
     limit: int
     cursors: dict[str, Position | None]
     """The partitions still to read and where each stands; an exhausted partition is absent."""
+    policy: str | None = None
+    """The rank policy asked (rank_policies.py): each item then carries its rank under it."""
+    state: RankState = TOP
+    """With a policy: the listing's walk up to the cursors (its first page: the top)."""
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> PageRequest:
     """The limit (DEFAULT_LIMIT if none) and where the token says each partition stands (its start if none)."""
     limit = parse_limit(event)
+    policy = parse_policy(event)
     token = event.get("next_token")
     partitions = layout.partitions(board.id)
-    cursors = {partition: START for partition in partitions} if token is None else decode_token(token, board.id, layout)
-    return PageRequest(board, limit, cursors)
+    if token is None:
+        return PageRequest(board, limit, {partition: START for partition in partitions}, policy)
+    if policy is None:
+        return PageRequest(board, limit, decode_token(token, board.id, layout))
+    cursors, values = decode_scope(token, board.id, layout, policy_scope(policy), 3)
+    return PageRequest(board, limit, cursors, policy, RankState.of_scope(values, FORGED))
+
+
+def policy_scope(policy: str) -> str:
+    """The scope kind of a page's token under a rank policy."""
+    return f"{SCOPE}.{policy}"
+
+
+SCOPE = "page"
 
 
 def parse_limit(event: dict[str, Any]) -> int:
@@ -93,10 +111,18 @@ def answer(reads: ReadContext, request: PageRequest) -> dict[str, Any]:
     """The next `limit` entries of the board, and the token of the page after them (null: the listing is complete)."""
     board = request.board.id
     entries, cursors = merge_page(request, reads.reader(reads.budget(board)), reads.map_partitions)
+    if request.policy is None:
+        return {
+            **request.board.named(),
+            "items": items_of(reads, entries),
+            "next_token": encode_token(board, reads.layout, cursors) if cursors else None,
+        }
+    walked = ranked(request.policy, request.state, entries, reads.summed)
+    scope = Scope(policy_scope(request.policy), walked[-1][2].scope() if walked else request.state.scope())
     return {
         **request.board.named(),
-        "items": items_of(reads, entries),
-        "next_token": encode_token(board, reads.layout, cursors) if cursors else None,
+        "items": [item | {"rank": rank} for item, (_, rank, _) in zip(items_of(reads, entries), walked, strict=True)],
+        "next_token": encode_token(board, reads.layout, cursors, scope) if cursors else None,
     }
 
 

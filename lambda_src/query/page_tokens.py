@@ -3,7 +3,8 @@
 A token holds positions and nothing else, for one board and one partition layout; reading one back
 accepts only the exact shape encode_token issues. A token of a range (by rank, by count) or of a
 board's size also holds its scope: the kind of request it continues, the range it was issued for,
-and the numbers the next answer starts from (the rank of its first entry, the entries counted).
+and the numbers the next answer starts from (the rank of its first entry, the entries counted). With
+a rank policy the kind names it (`page.dense`) and the scope ends with the walk's state (rank_policies.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ TOKEN_VERSION = 2
 NO_PREVIOUS_LAYOUT = "-"
 SCOPE_MARK = "~"
 """A scope's field starts with it: no partition name does (a board id starts with its bucket key)."""
-_SCOPE = re.compile(r"\A~(?P<kind>[a-z]{1,12})(?P<values>(?::(?:-?[0-9]{1,40}(?:\.[0-9]{1,40})?)?){0,4})\Z")
-_MAX_SCOPE_LENGTH = 1 + 12 + 4 * (1 + 1 + 40 + 1 + 40)
-"""The longest scope _SCOPE accepts: its kind and four numbers of 40 digits and 40 decimals, signed."""
+_SCOPE = re.compile(
+    r"\A~(?P<kind>[a-z]{1,12}(?:\.[a-z]{1,12})?)(?P<values>(?::(?:-?[0-9]{1,40}(?:\.[0-9]{1,40})?)?){0,6})\Z"
+)
+_MAX_SCOPE_LENGTH = 1 + 25 + 6 * (1 + 1 + 40 + 1 + 40)
+"""The longest scope _SCOPE accepts: its kind (with a rank policy's) and six numbers of 40 digits and 40 decimals,
+signed."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,18 @@ def decode_token(token: Any, board: str, layout: Layout) -> dict[str, Position |
     and of a page (a token of a range or a size continues only its own kind of request)."""
     cursors, scope = decode_scoped_token(token, board, layout)
     if scope is not None:
-        raise InvalidRequest(ANOTHER_KIND)
+        raise InvalidRequest(ANOTHER_POLICY if _base(scope.kind) == "page" else ANOTHER_KIND)
     return cursors
 
 
 FORGED = "next_token is not a token issued by this function"
 ANOTHER_KIND = "next_token was issued for another kind of request (a page, a range, a size): give it to that request"
+ANOTHER_POLICY = "next_token was issued with another rankPolicy (or none): ask with the rankPolicy it was issued with"
+
+
+def _base(kind: str) -> str:
+    """A scope's kind without its rank policy: `page.dense` is a page's."""
+    return kind.split(".")[0]
 
 
 def decode_scope(
@@ -97,6 +107,10 @@ def decode_scope(
 ) -> tuple[dict[str, Position | None], tuple[str, ...]]:
     """The positions and the scope's numbers of a token issued for a request of this kind (`values` numbers)."""
     cursors, scope = decode_scoped_token(token, board, layout)
+    if scope is not None and scope.kind != kind and _base(scope.kind) == _base(kind):
+        raise InvalidRequest(ANOTHER_POLICY)
+    if scope is None and _base(kind) == "page":
+        raise InvalidRequest(ANOTHER_POLICY)
     if scope is None or scope.kind != kind or len(scope.values) != values:
         raise InvalidRequest(ANOTHER_KIND)
     return cursors, scope.values

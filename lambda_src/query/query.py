@@ -13,6 +13,8 @@ Requests (docs/query-contract.md)
   {"period": "day", "key": "2018-01-15", "category": "rock", ...}: the same for any maintained board
   {..., "songID": "song3", "around": 2}: the rank, and the song with two entries above and below
   {"period": "day", "key": "2018-01-15", "last": 7, "limit": 10}: the exact top 10 of seven days (rolling.py)
+  {..., "rankPolicy": "competition"}: ties ranked 1, 2, 2, 4 (or "dense": 1, 2, 2, 3) in pages, ranks and ranges
+  {"month": "2018-01", "among": ["song1", "song2"]}: a set ranked among itself (among.py)
 A bad request gets {"error": {"code": "InvalidRequest", "message": "..."}}; a leaderboard that cannot be
 read (DynamoDB failed, or the read outgrew its budget or the function's time) gets
 {"error": {"code": "Unavailable", "message": "..."}}, logged at error level. Never a stack trace.

@@ -1,7 +1,7 @@
 """The query kinds, one table: how a request is recognised, parsed and answered; the first kind it asks for wins.
 
 A kind is a module of its own (leaderboard_page.py, entity_rank.py, rolling_window.py, rank_range.py,
-count_range.py, board_size.py, entity_score.py) with a `parse` (the request's own fields, after the
+count_range.py, board_size.py, entity_score.py, among.py) with a `parse` (the request's own fields, after the
 board: a request or InvalidRequest) and an `answer` (the response, read from the index).
 """
 
@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
+import among
 import board_size
 import count_range
 import entity_rank
@@ -20,6 +21,7 @@ import entity_score
 import leaderboard_page
 import rank_range
 import rolling_window
+from among import AmongRequest
 from board_size import SizeRequest
 from boards import Board, Boards
 from count_range import BOUND_FIELDS, CountRangeRequest
@@ -27,16 +29,28 @@ from entity_rank import RankRequest
 from entity_score import ScoreRequest
 from index_reads import IndexSchema, Layout
 from leaderboard_page import PageRequest
+from rank_policies import POLICY_FIELD
 from rank_range import RANK_FIELDS, RankRangeRequest
 from read_context import ReadContext
 from request_parsing import BOARD_FIELDS, InvalidRequest, parse_board, shown
 from rolling_window import WindowRequest
 
-Request = PageRequest | RankRequest | WindowRequest | RankRangeRequest | CountRangeRequest | SizeRequest | ScoreRequest
+Request = (
+    PageRequest
+    | RankRequest
+    | WindowRequest
+    | RankRangeRequest
+    | CountRangeRequest
+    | SizeRequest
+    | ScoreRequest
+    | AmongRequest
+)
 Parse = Callable[[dict[str, Any], Board, str, Layout], Request]
 Answer = Callable[[ReadContext, Any], dict[str, Any]]
 PAGED = ("limit", "next_token")
 """The fields of a request answered a page at a time."""
+RANKED = (POLICY_FIELD,)
+"""The field of a request whose items may be ranked under a rank policy (rank_policies.py)."""
 
 
 def _of(kind: ModuleType) -> tuple[Parse, Answer]:
@@ -69,22 +83,32 @@ class QueryKind:
 
 QUERY_KINDS: tuple[QueryKind, ...] = (
     QueryKind("window", ("last",), ("last", "limit"), *_of(rolling_window), "a rolling window (last)"),
-    QueryKind("around", ("around",), ("around",), *_of(entity_rank), "a rank with its neighbours (around)", True),
-    QueryKind("ranks", RANK_FIELDS, (*RANK_FIELDS, *PAGED), *_of(rank_range), "a range by rank (fromRank, toRank)"),
     QueryKind(
-        "counts", BOUND_FIELDS, (*BOUND_FIELDS, *PAGED), *_of(count_range), "a range by count (minCount, maxCount)"
+        "around", ("around",), ("around", *RANKED), *_of(entity_rank), "a rank with its neighbours (around)", True
+    ),
+    QueryKind(
+        "ranks", RANK_FIELDS, (*RANK_FIELDS, *PAGED, *RANKED), *_of(rank_range), "a range by rank (fromRank, toRank)"
+    ),
+    QueryKind(
+        "counts",
+        BOUND_FIELDS,
+        (*BOUND_FIELDS, *PAGED, *RANKED),
+        *_of(count_range),
+        "a range by count (minCount, maxCount)",
     ),
     QueryKind("size", ("size",), ("size", "next_token"), *_of(board_size), "a board's size (size)"),
     QueryKind("score", ("score",), ("score",), *_of(entity_score), "a score (score)", True),
-    QueryKind("rank", (), (), *_of(entity_rank), "a rank", True),
-    QueryKind("page", (), PAGED, *_of(leaderboard_page), "a page"),
+    QueryKind("among", ("among",), ("among", *RANKED), *_of(among), "a set's ranks among themselves (among)"),
+    QueryKind("rank", (), RANKED, *_of(entity_rank), "a rank", True),
+    QueryKind("page", (), (*PAGED, *RANKED), *_of(leaderboard_page), "a page"),
 )
 """Every kind, in the order requests are recognised: the first whose `asked` holds parses the request.
 
 `last` makes a window whatever else the request holds; `around` makes an around-me rank even without
 an entity (refused: name one); `fromRank` or `toRank` a range by rank, `minCount` or `maxCount` a range
-by count, `size` a board's size, `score` a score (refused without an entity); an entity alone makes a
-rank; anything else is a page. A field the recognised kind does not take is refused, whichever kind
+by count, `size` a board's size, `score` a score (refused without an entity), `among` a set's ranks; an
+entity alone makes a rank; anything else is a page. `rankPolicy` goes with the kinds that rank.
+A field the recognised kind does not take is refused, whichever kind
 it belongs to: a request asks for one thing.
 """
 FIELDS = tuple(dict.fromkeys([*BOARD_FIELDS, *(field for kind in QUERY_KINDS for field in kind.fields)]))

@@ -11,6 +11,9 @@ shard of an id is a hash: a partition holds about 1/N of any part of the listing
 certain (every entry up to the lowest of the partitions' last entries read), reading on only where a
 partition's last entry read is still above the place sought. A skip the request's read budget or time
 cannot finish answers a page without items whose token continues from where it stopped.
+
+Under a rank policy (`competition`, `dense`: rank_policies.py) the range is of the entries whose rank under it
+is from fromRank to toRank: the skip walks the listing and ranks each entry it passes (walk_to).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from index_reads import (
 )
 from leaderboard_page import PageRequest, items_of, merge_page, parse_limit
 from page_tokens import FORGED, Scope, decode_scope, encode_token
+from rank_policies import COMPETITION, DENSE, TOP, RankState, parse_policy, value_key
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 
@@ -56,6 +60,13 @@ class RankRangeRequest:
     cursors: dict[str, Position | None]
     next_rank: int
     """The rank of the entry after the cursors; below `first` while the skip to it is not done."""
+    policy: str | None = None
+    """`competition` or `dense`: the range is of the entries whose rank under it is from `first` to `last`
+    (None: of places in the listing, as `ordinal`)."""
+    state: RankState = TOP
+    """Under a policy: the listing's walk up to the cursors."""
+    reached: bool = False
+    """Under a policy: the walk is at `first` (the next entry is in the range, or past it)."""
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> RankRangeRequest:
@@ -68,6 +79,9 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     if last is not None and last < first:
         raise InvalidRequest("toRank must be at least fromRank")
     limit = parse_limit(event)
+    policy = parse_policy(event)
+    if policy in (COMPETITION, DENSE):
+        return _parse_policy_range(event, board, layout, first, last, limit, policy)
     if "next_token" not in event:
         return RankRangeRequest(board, first, last, limit, dict.fromkeys(layout.partitions(board.id), START), 1)
     cursors, (token_first, token_last, token_next) = decode_scope(event["next_token"], board.id, layout, SCOPE, 3)
@@ -77,6 +91,22 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     if not 1 <= next_rank <= (MAX_RANK if last is None else last) or not cursors:
         raise InvalidRequest(FORGED)
     return RankRangeRequest(board, first, last, limit, cursors, next_rank)
+
+
+def _parse_policy_range(
+    event: dict[str, Any], board: Board, layout: Layout, first: int, last: int | None, limit: int, policy: str
+) -> RankRangeRequest:
+    """A range by rank under `competition` or `dense`: its token carries the range and the walk's state."""
+    if "next_token" not in event:
+        cursors: dict[str, Position | None] = dict.fromkeys(layout.partitions(board.id), START)
+        return RankRangeRequest(board, first, last, limit, cursors, 1, policy)
+    cursors, values = decode_scope(event["next_token"], board.id, layout, f"{SCOPE}.{policy}", 6)
+    if values[:2] != _range_text(first, last):
+        raise InvalidRequest("next_token belongs to another range: give the fromRank and toRank it was issued for")
+    state = RankState.of_scope(values[2:5], FORGED)
+    if not cursors or values[5] not in ("0", "1"):
+        raise InvalidRequest(FORGED)
+    return RankRangeRequest(board, first, last, limit, cursors, state.listed + 1, policy, state, values[5] == "1")
 
 
 def _range_text(first: int, last: int | None) -> tuple[str, str]:
@@ -93,6 +123,8 @@ def answer(reads: ReadContext, request: RankRangeRequest) -> dict[str, Any]:
     partitions = reads.layout.partitions(request.board.id)
     budgeted = reads.with_client(BudgetedClient(reads.client, request_budget(len(partitions)), reads.out_of_time))
     read, map_partitions = budgeted.reader(reads.budget(request.board.id)), reads.map_partitions
+    if request.policy is not None:
+        return _policy_answer(reads, request, read)
     cursors, rank = dict(request.cursors), request.next_rank
 
     def response(entries: list[Entry], cursors: dict[str, Position | None], rank: int) -> dict[str, Any]:
@@ -128,6 +160,106 @@ def answer(reads: ReadContext, request: RankRangeRequest) -> dict[str, Any]:
     return response(entries, after, rank)
 
 
+def _policy_answer(reads: ReadContext, request: RankRangeRequest, read: PartitionReader) -> dict[str, Any]:
+    """The next `limit` entries whose rank under the policy is from `first` to `last`, each with it, and the token.
+
+    The skip walks the listing from the top (or the token's state) to the first entry ranked `first` or more: it
+    reads what the skip of places reads, every entry above, but ranks each as it passes (ranks are not places).
+    The range ends before the first entry ranked above `last`: a value's entries are all in it, or none.
+    """
+    policy, summed, map_partitions = request.policy or "", reads.summed, reads.map_partitions
+    state, cursors = request.state, dict(request.cursors)
+
+    def response(
+        entries: list[Entry], cursors: dict[str, Position | None], state: RankState, reached: bool = True
+    ) -> dict[str, Any]:
+        items, done = [], not cursors
+        for item, entry in zip(items_of(reads, entries), entries, strict=True):
+            state_after = state.next(policy, value_key(entry.order, summed))
+            if request.last is not None and state_after.rank > request.last:
+                done = True
+                break
+            state = state_after
+            items.append(item | {"rank": state.rank})
+        walk = (*state.scope(), "1" if reached else "0")
+        scope = Scope(f"{SCOPE}.{policy}", (*_range_text(request.first, request.last), *walk))
+        return {
+            **request.board.named(),
+            "fromRank": request.first,
+            "toRank": request.last,
+            "items": items,
+            "next_token": None if done else encode_token(request.board.id, reads.layout, cursors, scope),
+        }
+
+    walked = False
+    if request.first > 1 and state.rank < request.first and not request.reached:
+        cursors, state, outcome = walk_to(policy, request.first, state, cursors, read, map_partitions, summed)
+        if outcome == ENDED:
+            return response([], {}, state)
+        if outcome == RAN_OUT:
+            if state == request.state:
+                raise Unavailable(f"skipping to rank {request.first} could not pass one entry within the read budget")
+            return response([], cursors, state, reached=False)
+        walked = True
+    try:
+        entries, after = merge_page(PageRequest(request.board, request.limit, cursors), read, map_partitions)
+    except Unavailable:
+        if not walked:
+            raise
+        return response([], cursors, state)
+    return response(entries, after, state)
+
+
+WALK_START = 16
+"""Entries a walk's first round passes at least, doubling each round: the rest of a tie group."""
+REACHED, ENDED, RAN_OUT = "reached", "ended", "ran out"
+"""How a walk to a rank ends: before an entry of that rank, at the board's end, or out of reads (budget, clock)."""
+
+
+def walk_to(
+    policy: str,
+    first: int,
+    state: RankState,
+    cursors: dict[str, Position | None],
+    read: PartitionReader,
+    map_partitions: Callable[..., Any],
+    summed: bool,
+) -> tuple[dict[str, Position | None], RankState, str]:
+    """Pass the entries ranked below `first` under the policy: the cursors and state after them, and how it ended
+    (REACHED: the next entry is ranked `first` or more; ENDED; RAN_OUT: what the rounds before passed stays passed).
+
+    A round passes the entries still expected below `first`: under `competition` its places below `first` (all
+    ranked below it), under `dense` its ranks below `first` times the entries a rank held so far (one at least); at
+    least WALK_START entries, twice as many each time that is more than expected (what is left of a tie group), at
+    most SKIP_STEP.
+    """
+    growth, last_id = WALK_START, None
+    while cursors:
+        if policy == COMPETITION:
+            expected = first - 1 - state.listed
+        else:
+            expected = math.ceil((first - 1 - state.rank) * max(state.listed / max(state.rank, 1), 1))
+        chunk = min(SKIP_STEP, max(expected, growth))
+        if expected <= growth:
+            growth *= 2
+        try:
+            taken, after = pass_round(cursors, chunk, read, map_partitions)
+        except Unavailable:
+            return cursors, state, RAN_OUT
+        if not taken:
+            return after, state, ENDED
+        passed = dict(cursors)
+        for entry, partition in taken:
+            if entry.entity_id != last_id:
+                next_state = state.next(policy, value_key(entry.order, summed))
+                if next_state.rank >= first:
+                    return passed, state, REACHED
+                state, last_id = next_state, entry.entity_id
+            passed[partition] = Position(entry.order, entry.entity_id)
+        cursors = after
+    return cursors, state, ENDED
+
+
 def skip(
     cursors: dict[str, Position | None], count: int, read: PartitionReader, map_partitions: Callable[..., Any] = map
 ) -> tuple[dict[str, Position | None], int]:
@@ -149,7 +281,16 @@ def skip(
 def skip_round(
     cursors: dict[str, Position | None], count: int, read: PartitionReader, map_partitions: Callable[..., Any] = map
 ) -> tuple[int, dict[str, Position | None]]:
-    """Pass over `count` entries (fewer only where the board ends): how many, and the cursors after them.
+    """Pass over `count` entries (fewer only where the board ends): how many, and the cursors after them."""
+    taken, after = pass_round(cursors, count, read, map_partitions)
+    return len({entry.entity_id for entry, _ in taken}), after
+
+
+def pass_round(
+    cursors: dict[str, Position | None], count: int, read: PartitionReader, map_partitions: Callable[..., Any] = map
+) -> tuple[list[tuple[Entry, str]], dict[str, Position | None]]:
+    """Pass over `count` entries (fewer only where the board ends): each passed with its partition, in listing
+    order, and the cursors after them.
 
     Every partition is read from its cursor for its expected share of `count` and a margin of three
     standard deviations (the share of a hash is binomial), whole order groups only. The entries up to
@@ -177,8 +318,8 @@ def skip_round(
                 exhausted.add(partition)
         open_ends = [buffers[partition][-1] for partition in partitions if partition not in exhausted]
         certain = min(open_ends) if open_ends else None
-        passed, last_taken = _take(_merged(buffers), count, certain)
-        if passed == count or certain is None:
+        taken, last_taken = _take(_merged(buffers), count, certain)
+        if len({entry.entity_id for entry, _ in taken}) == count or certain is None:
             after = dict(cursors)
             for partition in partitions:
                 if partition in last_taken:
@@ -187,9 +328,9 @@ def skip_round(
                         del after[partition]
                 elif partition in exhausted and not buffers[partition]:
                     del after[partition]
-            return passed, after
+            return taken, after
         counted, sought = _take(_merged(buffers), count, None)
-        if counted < count:
+        if len({entry.entity_id for entry, _ in counted}) < count:
             pending = [partition for partition in partitions if partition not in exhausted]
         else:
             place = max(sought.values())
@@ -200,17 +341,22 @@ def _merged(buffers: dict[str, list[Entry]]) -> Iterator[tuple[Entry, str]]:
     return heapq.merge(*([(entry, partition) for entry in entries] for partition, entries in buffers.items()))
 
 
-def _take(merged: Iterator[tuple[Entry, str]], count: int, certain: Entry | None) -> tuple[int, dict[str, Entry]]:
-    """The first `count` distinct entities of the merge, up to `certain`: how many, and each partition's last taken.
+def _take(
+    merged: Iterator[tuple[Entry, str]], count: int, certain: Entry | None
+) -> tuple[list[tuple[Entry, str]], dict[str, Entry]]:
+    """The first `count` distinct entities of the merge, up to `certain`: each with its partition, and each
+    partition's last taken.
 
     Moving between layouts an aggregate can show in two partitions for a moment: it is passed once, and
     both partitions' cursors move past it.
     """
     seen: set[str] = set()
+    taken: list[tuple[Entry, str]] = []
     last_taken: dict[str, Entry] = {}
     for entry, partition in merged:
-        if len(seen) == count or (certain is not None and certain < entry):
+        if (len(seen) == count and entry.entity_id not in seen) or (certain is not None and certain < entry):
             break
         last_taken[partition] = entry
+        taken.append((entry, partition))
         seen.add(entry.entity_id)
-    return len(seen), last_taken
+    return taken, last_taken

@@ -7,15 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from boards import Board, Boards
-from leaderboard_core.buckets import (
-    ALL_TIME,
-    KEY_FORMATS,
-    MAX_SORT_KEY_BYTES,
-    PERIODS,
-    board_id,
-    bucket_key,
-    is_bucket_key,
-)
+from leaderboard_core.buckets import ALL_TIME, MAX_SORT_KEY_BYTES, PERIOD_NAMES, board_id
 
 MAX_ENTITY_ID_BYTES = 2048
 """DynamoDB's limit for a partition key value (Developer Guide, Constraints): every id it stores can be asked for."""
@@ -28,17 +20,21 @@ class InvalidRequest(Exception):
 
 def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetime]) -> Board:
     """The board a request names: {"month": ...}, or {"period": ..., "key": ...} (key default: the current bucket)."""
+    calendar = boards.calendar
+    known = calendar.period_names
     if "month" in event:
         if "period" in event or "key" in event:
             raise InvalidRequest("name a board by month, or by period and key, not both")
         month = event["month"]
-        if not isinstance(month, str) or not is_bucket_key("month", month):
+        if not isinstance(month, str) or not calendar.is_bucket_key("month", month):
             raise InvalidRequest("month is required, formatted YYYY-MM")
         period, key, month_form = "month", month, True
     elif "period" in event:
         period = event["period"]
-        if not isinstance(period, str) or period not in PERIODS:
-            raise InvalidRequest(f"period must be one of {', '.join(PERIODS)}")
+        if not isinstance(period, str) or period not in PERIOD_NAMES:
+            raise InvalidRequest(f"period must be one of {', '.join(known)}")
+        if period not in known:
+            raise InvalidRequest(f"this deployment keeps no {period} leaderboards (leaderboard_season is not set)")
         month_form = False
         if period == ALL_TIME:
             if "key" in event:
@@ -46,12 +42,17 @@ def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetim
             key = ALL_TIME
         elif "key" in event:
             key = event["key"]
-            if not isinstance(key, str) or not is_bucket_key(period, key):
-                raise InvalidRequest(f"key of a {period} is formatted {KEY_FORMATS[period]} (UTC)")
+            if not isinstance(key, str) or not calendar.is_bucket_key(period, key):
+                raise InvalidRequest(
+                    f"key of a {period} is formatted {calendar.periods[period].key_format} ({calendar.zone_name})"
+                )
         else:
-            key = bucket_key(now(), period)
+            current = calendar.bucket_key(now(), period)
+            if current is None:
+                raise InvalidRequest(f"no {period} has begun yet: name one by its key")
+            key = current
     else:
-        raise InvalidRequest(f"month is required, formatted YYYY-MM; or period ({', '.join(PERIODS)})")
+        raise InvalidRequest(f"month is required, formatted YYYY-MM; or period ({', '.join(known)})")
     if period not in boards.periods:
         raise InvalidRequest(
             f"this deployment keeps no {period} leaderboards (leaderboard_periods: {', '.join(boards.periods)})"
@@ -67,7 +68,7 @@ def parse_board(event: dict[str, Any], boards: Boards, now: Callable[[], datetim
             raise InvalidRequest(
                 f"category is too long: its board id would pass DynamoDB's {MAX_SORT_KEY_BYTES} bytes for a sort key"
             )
-    return Board(period, key, category, month_form)
+    return Board(period, key, category, month_form, calendar)
 
 
 def utf8_bytes(text: str) -> bytes | None:

@@ -16,7 +16,7 @@ from typing import Any
 from boards import Board
 from index_reads import START, Entry, Layout, Position, Unavailable, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, window_keys
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 from rolling import top_of_window
@@ -41,7 +41,12 @@ class WindowRequest:
     limit: int
 
     def boards(self) -> list[Board]:
-        return [self.board.at(key) for key in window_keys(self.board.period, self.board.key, self.last)]
+        keys = self.board.calendar.window_keys(self.board.period, self.board.key, self.last)
+        return [self.board.at(key) for key in keys]
+
+    def span(self) -> dict[str, str | None]:
+        """The window's start (its oldest bucket's) and end (its newest's): where the next window begins."""
+        return {"boardStart": self.boards()[-1].span()["boardStart"], "boardEnd": self.board.span()["boardEnd"]}
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> WindowRequest:
@@ -157,6 +162,7 @@ def answer(reads: ReadContext, request: WindowRequest) -> dict[str, Any]:
     answer = top_of_window(buckets, request.limit, read_pages, read_points, partitions_of)
     response: dict[str, Any] = {
         **request.board.named(),
+        **request.span(),
         "last": request.last,
         "items": [{schema.entity: item.entity_id, COUNT_FIELD: reads.value(item.total)} for item in answer.items],
         "complete": answer.complete,

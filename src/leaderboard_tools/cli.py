@@ -1,7 +1,7 @@
 """The operator tools' command line, `leaderboard-tools COMMAND`: every command the modules of `COMMANDS` register, the
-board commands top, rank, all, range, range-by-count, card and score (the package commands/leaderboards), size, rekey,
-reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description lists
-them from the registered subparsers) and the exit codes.
+board commands top, rank, all, range, range-by-count, card, score and among (the package commands/leaderboards), size,
+rekey, reconcile, recover, backfill, readers and completion. `--help` names each command registered (its description
+lists them from the registered subparsers) and the exit codes.
 
 Every command ends with one line on stderr when it cannot do what was asked, and an exit code from one table (below,
 and docs/operations.md, "Exit codes"): no traceback on any input, on a closed pipe or on Ctrl-C. The AWS CLI's

@@ -18,6 +18,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
+from leaderboard_core.buckets import UTC_CALENDAR, Calendar, calendar_from_environment
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
 from leaderboard_core.index_layout import ENTITY_TIE_BREAK, TIE_BREAK_VARIABLE
 from leaderboard_core.source_items import (
@@ -79,6 +80,8 @@ class Deployment:
     mapping_state: str | None
     periods: tuple[str, ...] = ("month",)
     """LEADERBOARD_PERIODS: the boards the aggregator keeps; the guide's months by default."""
+    calendar: Calendar = UTC_CALENDAR
+    """LEADERBOARD_TIME_ZONE and the seasons: the aggregator's clock for boards, which a recount buckets by too."""
     recount_band_queue_url: str | None = None
     """RECOUNT_BAND_QUEUE_URL: where a repair records each band it opens and deletes the record when it closes it;
     None (a deployment older than the queue): the failure queue, the record delayed toward the band's deadline."""
@@ -130,6 +133,10 @@ class Deployment:
 def _plain(value: Any) -> Any:
     if isinstance(value, AttributeNames | DownloadMarker):
         return {item.name: getattr(value, item.name) for item in fields(value)}
+    if isinstance(value, Calendar):
+        season = value.season
+        seasons = None if season is None else {"start": season.start.isoformat(), "length_days": season.length_days}
+        return {"time_zone": value.zone_name, "season": seasons}
     return list(value) if isinstance(value, tuple) else value
 
 
@@ -188,6 +195,14 @@ def _aggregator_mapping(
 def leaderboard_periods(environment: Mapping[str, str]) -> tuple[str, ...]:
     """LEADERBOARD_PERIODS as the functions read it: comma-separated, the guide's months where it is not set."""
     return tuple(period for period in environment.get("LEADERBOARD_PERIODS", "month").split(",") if period)
+
+
+def deployed_calendar(environment: Mapping[str, str]) -> Calendar:
+    """The aggregator's time zone and seasons as it reads them (UTC, no seasons, where they are not set)."""
+    try:
+        return calendar_from_environment(environment)
+    except ValueError as error:
+        raise DeploymentError(f"the aggregator's settings are not ones it runs with: {error}") from None
 
 
 def _optional_int(value: str | None) -> int | None:
@@ -321,6 +336,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         mapping_uuid=mapping.get("UUID"),
         mapping_state=mapping.get("State"),
         periods=leaderboard_periods(environment),
+        calendar=deployed_calendar(environment),
         category_attribute=environment.get("CATEGORY_ATTRIBUTE") or None,
         sum_attribute=environment.get("SUM_ATTRIBUTE") or None,
         aggregates_table="" if aggregates_table == table else aggregates_table,

@@ -1378,3 +1378,65 @@ run "retractions_without_ledger_on_a_global_source_table_are_refused" {
 
   expect_failures = [data.aws_dynamodb_table.source]
 }
+
+run "a_local_time_zone_with_seasons_plans_and_reaches_both_functions" {
+  command = plan
+
+  variables {
+    leaderboard_periods   = ["day", "month", "season"]
+    leaderboard_time_zone = "America/New_York"
+    leaderboard_season    = { start = "2026-01-05", length_days = 28 }
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["LEADERBOARD_TIME_ZONE"] == "America/New_York" && aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_TIME_ZONE"] == "America/New_York"
+    error_message = "both functions must bucket by the zone"
+  }
+
+  assert {
+    condition     = aws_lambda_function.query[0].environment[0].variables["LEADERBOARD_SEASON_START"] == "2026-01-05" && aws_lambda_function.aggregator[0].environment[0].variables["LEADERBOARD_SEASON_LENGTH_DAYS"] == "28"
+    error_message = "both functions must know the seasons"
+  }
+}
+
+run "a_made_up_time_zone_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_time_zone = "Mars/Olympus_Mons"
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_season_period_without_leaderboard_season_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = ["day", "season"]
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "a_season_of_no_days_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = ["season"]
+    leaderboard_season  = { start = "2026-01-05", length_days = 0 }
+  }
+
+  expect_failures = [var.leaderboard_season]
+}
+
+run "a_season_starting_on_no_real_date_is_refused" {
+  command = plan
+
+  variables {
+    leaderboard_periods = ["season"]
+    leaderboard_season  = { start = "2026-02-30", length_days = 28 }
+  }
+
+  expect_failures = [var.leaderboard_season]
+}

@@ -129,6 +129,7 @@ def reconciled(table: str, month: str, *flags: str) -> subprocess.CompletedProce
             else None
         ),
         timeout=180,
+        interval=3,
         describe=f"reconcile of {month} from {table} not pending",
     )
 
@@ -249,6 +250,7 @@ def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_
         released = poll_until(
             lambda: cli("backfill", "--table", platform_table, "--release-check").returncode == 0,
             timeout=300,
+            interval=10,
             describe="the claims' release",
         )
         assert released

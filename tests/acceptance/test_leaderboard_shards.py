@@ -3,8 +3,9 @@
 Two stacks from the same module, one with `leaderboard_shards = 1` (the guide's layout) and one
 with 4, are fed the same downloads, with ties: equal counts, and ids that share their first
 ten bytes (they tie in the index's own sort key). Through the query function both must return
-the one sorted listing at every page size, and every rank must be the song's place in it.
-Last, the one-shard stack changes to four while it keeps answering.
+the one sorted listing at every page size, and every rank must be the song's place in it; under
+the competition and dense rank policies every page, rank and range, and `among`, must rank as a
+recount of the raw downloads does. Last, the one-shard stack changes to four while it keeps answering.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from leaderboard_dev.aws import Clients
 from leaderboard_dev.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages
 from leaderboard_dev.loadgen import Download, write_items
+from leaderboard_dev.observe import scan_all
 from leaderboard_dev.settings import Endpoint
 from leaderboard_dev.terraform_stack import Stack
 from leaderboard_tools.rekey import rekey
@@ -137,6 +139,84 @@ def test_bad_ranks_and_tokens_get_invalid_request(
     for function, request in bad:
         response = invoke_function(aws.lambda_, function, request)
         assert response.get("error", {}).get("code") == "InvalidRequest", request
+
+
+def recount(aws: Clients, outputs: dict[str, Any]) -> dict[str, int]:
+    """The month's downloads per song, counted from the raw records the table holds (not the aggregates)."""
+    downloads = scan_all(aws, TableName=outputs["table_name"], FilterExpression="attribute_exists(UserID)")
+    return dict(Counter(item["songID"]["S"] for item in downloads if item["Timestamp"]["S"].startswith(MONTH)))
+
+
+def policy_ranked(counts: dict[str, int], policy: str) -> list[dict[str, Any]]:
+    """The oracle: every song in listing order with its rank under the policy, from the counts alone."""
+    values = sorted(set(counts.values()), reverse=True)
+    return [
+        {
+            "songID": song,
+            "downloadCount": count,
+            "rank": {
+                "ordinal": place,
+                "competition": 1 + sum(1 for other in counts.values() if other > count),
+                "dense": 1 + values.index(count),
+            }[policy],
+        }
+        for place, (song, count) in enumerate(oracle(counts), start=1)
+    ]
+
+
+def every_item(aws: Clients, function: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    token = None
+    for _ in range(100):
+        answer = invoke_function(aws.lambda_, function, {**request, **({"next_token": token} if token else {})})
+        assert "error" not in answer, (request, answer)
+        items += answer["items"]
+        token = answer["next_token"]
+        if token is None:
+            return items
+    raise AssertionError("pagination did not end")
+
+
+@pytest.mark.parametrize("policy", ["competition", "dense"])
+def test_competition_and_dense_ranks_are_the_recounts_on_one_and_four_shards(
+    stacks: dict[int, tuple[Stack, dict[str, Any]]], aws: Clients, policy: str
+) -> None:
+    for shards, (_, outputs) in stacks.items():
+        # given the month's recount from its raw downloads, ranked under the policy
+        function = outputs["query_function_name"]
+        expected = policy_ranked(recount(aws, outputs), policy)
+        # then every page of 3 carries each song's rank under it
+        assert every_item(aws, function, {"month": MONTH, "limit": 3, "rankPolicy": policy}) == expected, shards
+        # and each song's rank, and its neighbours', are the recount's
+        for place, entry in enumerate(expected):
+            request = {"month": MONTH, "songID": entry["songID"], "around": 1, "rankPolicy": policy}
+            answer = invoke_function(aws.lambda_, function, request)
+            assert (answer["rank"], answer["downloadCount"]) == (entry["rank"], entry["downloadCount"]), shards
+            assert answer["items"] == expected[max(0, place - 1) : place + 2], shards
+        # and a range by rank lists the songs whose rank under the policy is within it, a range by count ranks on
+        ranks = every_item(
+            aws, function, {"month": MONTH, "fromRank": 2, "toRank": 4, "rankPolicy": policy, "limit": 2}
+        )
+        assert ranks == [entry for entry in expected if 2 <= entry["rank"] <= 4], shards
+        counts = every_item(aws, function, {"month": MONTH, "minCount": 2, "maxCount": 7, "rankPolicy": policy})
+        assert counts == [entry for entry in expected if 2 <= entry["downloadCount"] <= 7], shards
+
+
+@pytest.mark.parametrize("policy", ["ordinal", "competition", "dense"])
+def test_among_ranks_friends_among_themselves_as_the_recount(
+    stacks: dict[int, tuple[Stack, dict[str, Any]]], aws: Clients, policy: str
+) -> None:
+    friends = ["song07", "international-hit-2", "hit-b", "silent", "song03", "international-hit-3"]
+    for shards, (_, outputs) in stacks.items():
+        # given the friends' counts recounted from the raw downloads (0 for a song never downloaded)
+        counts = recount(aws, outputs)
+        expected = policy_ranked({friend: counts.get(friend, 0) for friend in friends}, policy)
+        # when they are ranked among themselves
+        answer = invoke_function(
+            aws.lambda_, outputs["query_function_name"], {"month": MONTH, "among": friends, "rankPolicy": policy}
+        )
+        # then each has its recount and its rank within the set
+        assert answer == {"month": MONTH, "items": expected}, shards
 
 
 def test_changing_one_shard_to_four_keeps_the_leaderboard_answering(

@@ -19,6 +19,7 @@ from delivery import parse_delivery
 from dependencies import Dependencies
 from download_records import Schema
 from failure_messages import send_to_failure_queue
+from leaderboard_core.buckets import Calendar, Season
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_core.source_items import DownloadMarker
 from leaderboard_dev.backlog_stream import InlineExecutor
@@ -26,7 +27,7 @@ from ledger import StreamLedger
 from shard_progress import ProgressStore
 from tests.stream_model.aws_delivery import MARKER
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
-from tests.stream_model.histories import BOARDS
+from tests.stream_model.histories import BOARDS, LOCAL_TIME
 from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item
 
 SCHEMA = Schema()
@@ -135,6 +136,9 @@ def schema_of(config: Any, retractions: bool | None = None) -> Schema:
     """The aggregator's schema for a history: its boards, marker and retractions (the history's unless given)."""
     periods, category, summed = BOARDS[config.boards]
     schema = Schema(periods=periods, category=category, amount=summed) if periods else SCHEMA
+    if config.boards in LOCAL_TIME:
+        zone, first_day, days = LOCAL_TIME[config.boards]
+        schema = replace(schema, calendar=Calendar(zone, Season(first_day, days)))
     return replace(
         schema,
         retractions=config.retractions if retractions is None else retractions,

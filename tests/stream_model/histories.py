@@ -18,7 +18,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -64,8 +64,20 @@ BOARDS = {
     "month": ((), None, None),
     "periods and a category": (("day", "week", "month", "all"), "Genre", None),
     "periods, a category, summed": (("hour", "month", "year", "all"), "Genre", "Plays"),
+    "local time, seasons and a category": (("hour", "day", "month", "season", "all"), "Genre", None),
 }
 """What a history's aggregator keeps: periods (none: the guide's months), category and summed attribute."""
+LOCAL_TIME = {"local time, seasons and a category": ("America/New_York", date(2018, 1, 8), 14)}
+"""The boards kept on a local clock (leaderboard_time_zone) and their seasons (leaderboard_season: first day, days);
+the others are UTC's. 2018-01-01T00:30Z is the last day of 2017 in New York, before the first season."""
+NEW_YORK_CHANGES = (
+    (datetime(2017, 11, 5, 6, tzinfo=UTC), timedelta(hours=-5)),
+    (datetime(2018, 3, 11, 7, tzinfo=UTC), timedelta(hours=-4)),
+    (datetime(2018, 11, 4, 6, tzinfo=UTC), timedelta(hours=-5)),
+    (datetime(2019, 3, 10, 7, tzinfo=UTC), timedelta(hours=-4)),
+)
+"""The oracle's New York: the instants its clocks changed (the US rule: 02:00 local on the second Sunday of March and
+the first of November) and the offset after each, over every timestamp the histories write."""
 GENRES = (None, "rock", "r&b/soul")
 """Write.genre: none (the overall boards only), a plain one, one the board id must percent-encode."""
 PLAYS = ("1", "2.5", "0.000001", "1000")
@@ -376,6 +388,30 @@ class Outcome:
         )
 
 
+def new_york_wall(moment: datetime) -> datetime:
+    """The oracle's own New York wall clock: the moment plus the offset of the last change before it (never a moment
+    of an hour the clocks repeat, which the histories do not write)."""
+    offsets = [after for changed, after in NEW_YORK_CHANGES if changed <= moment]
+    assert offsets, moment
+    assert all(not changed <= moment < changed + timedelta(hours=1) for changed, _ in NEW_YORK_CHANGES[::2]), moment
+    return (moment + offsets[-1]).replace(tzinfo=UTC)
+
+
+def local_buckets(timestamp: str, periods: tuple[str, ...], boards: str) -> list[str]:
+    """The oracle's own buckets of a moment on the boards' clock (UTC, or LOCAL_TIME's): a season's key is S and its
+    first day, and a moment before the first season is in none."""
+    if boards not in LOCAL_TIME:
+        return utc_buckets(timestamp, periods)
+    zone, first_day, days = LOCAL_TIME[boards]
+    assert zone == "America/New_York"
+    wall = new_york_wall(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC))
+    buckets = utc_buckets(wall.isoformat(), tuple(period for period in periods if period != "season"))
+    seasons_begun = (wall.date() - first_day).days // days
+    if "season" in periods and seasons_begun >= 0:
+        buckets.insert(periods.index("season"), "S" + (first_day + timedelta(days=seasons_begun * days)).isoformat())
+    return buckets
+
+
 def utc_buckets(timestamp: str, periods: tuple[str, ...]) -> list[str]:
     """The oracle's own buckets of a UTC moment: hour, day, ISO week, month, year, all."""
     moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
@@ -447,7 +483,7 @@ def boards_of(reading: Reading, boards: str) -> list[str]:
     periods, _, _ = BOARDS[boards]
     if not periods:
         return [reading.moment.strftime("%Y-%m")]
-    buckets = utc_buckets(reading.moment.isoformat(), periods)
+    buckets = local_buckets(reading.moment.isoformat(), periods, boards)
     genre = reading.genre
     return buckets + ([f"{bucket}@{quote(genre, safe='')}" for bucket in buckets] if genre else [])
 
@@ -707,6 +743,8 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
             ("category", "@" in board),
             ("fractions", value != value.to_integral_value()),
             ("week of the next year", board.startswith("2019-W01")),
+            ("a local day before the UTC day", board.startswith("2017-12-31")),
+            ("a season", board.startswith("S")),
         )
         if present
     }

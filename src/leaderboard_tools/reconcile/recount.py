@@ -17,7 +17,6 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import (
     CATEGORY_SEPARATOR,
-    PERIODS,
     download_boards,
     fits_sort_key,
     period_of_board,
@@ -315,9 +314,10 @@ def _expired(value: Any, now: float) -> bool:
 
 def board_refusal(board: str, deployment: Deployment) -> str | None:
     """Why a board is not one the deployment keeps, so never recounted (its downloads would be recounted as none)."""
-    period = period_of_board(board)
+    period = period_of_board(board, deployment.calendar)
     if period is None:
-        return f"{board} is not a board id (a bucket of {', '.join(PERIODS)}, or <bucket>@<category>)"
+        names = deployment.calendar.period_names
+        return f"{board} is not a board id (a bucket of {', '.join(names)}, or <bucket>@<category>)"
     if period not in deployment.periods:
         return (
             f"{board} is a {period} board: the deployment keeps {', '.join(deployment.periods)} boards "
@@ -345,6 +345,7 @@ def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[
         return []
     try:
         moment = utc_moment(timestamp)
+        deployment.calendar.wall(moment)
     except ValueError:
         return []
     category = None
@@ -352,5 +353,5 @@ def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[
         category = _string(item, category_attribute)
         if category is None:
             return []
-    boards = download_boards(moment, deployment.periods, category)
+    boards = download_boards(moment, deployment.periods, category, deployment.calendar)
     return boards if category is None or fits_sort_key(boards) else []

@@ -12,12 +12,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from collections.abc import Callable
+import zoneinfo
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import build
 import hcl2
 import pytest
 from hypothesis import assume, example, given, settings
@@ -45,7 +47,7 @@ from leaderboard_core.bookkeeping import (
     WATERMARK_PREFIX,
     pad_sequence,
 )
-from leaderboard_core.buckets import PERIODS, board_id, bucket_key
+from leaderboard_core.buckets import PERIOD_NAMES, PERIODS, board_id, bucket_key, time_zone_names
 from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
 from leaderboard_tools.recover import failure_messages
 from tests import terraform_config
@@ -106,6 +108,9 @@ def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.
             "ENTITY_ATTRIBUTE": "songID",
             "SORT_KEY_ATTRIBUTE": "SK",
             "LEADERBOARD_PERIODS": "month",
+            "LEADERBOARD_TIME_ZONE": "America/New_York",
+            "LEADERBOARD_SEASON_START": "2026-01-05",
+            "LEADERBOARD_SEASON_LENGTH_DAYS": "28",
         }
         for function in ("aggregator", "query")
     }
@@ -221,7 +226,7 @@ def _terraform_periods() -> tuple[str, ...]:
 
 
 def test_the_module_validates_leaderboard_periods_against_the_periods_the_functions_know() -> None:
-    assert _terraform_periods() == PERIODS
+    assert _terraform_periods() == PERIOD_NAMES
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -540,7 +545,7 @@ def test_sizes_limits_and_defaults_are_the_modules_own() -> None:
     assert declared["query_memory_size"]["default"] == sizing.QUERY_MEMORY_MB
     assert declared["aggregator_write_concurrency"]["default"] == sizing.AGGREGATOR_WRITE_CONCURRENCY
     periods = declared["leaderboard_periods"]["validation"][0]["condition"]
-    assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIODS)
+    assert re.findall(r'"([a-z]+)"', periods.split("contains(")[1]) == list(PERIOD_NAMES)
 
 
 def test_every_price_names_its_source() -> None:
@@ -566,3 +571,43 @@ def test_the_design_page_lists_every_fact_this_module_holds_equal() -> None:
     beside = named - here
     contract = (Path(__file__).parents[1] / "terraform" / "test_module_contract.py").read_text()
     assert {name for name in beside if f"def {name}(" not in contract} == set()
+
+
+# ---------------------------------------------------------------- the time zones
+
+REPOSITORY = TERRAFORM.parent
+TZDATA_PIN = re.compile(r"tzdata==([0-9.]+)")
+"""An exact pin: the zips' and the development lock's (the operator distribution admits a range from it)."""
+
+
+@pytest.fixture
+def only_the_pinned_package() -> Iterator[None]:
+    """zoneinfo's search path emptied: it finds zones in the tzdata package alone, not in the machine's files."""
+    zoneinfo.reset_tzpath(to=[])
+    try:
+        yield
+    finally:
+        zoneinfo.reset_tzpath()
+
+
+def test_the_module_accepts_exactly_the_zones_of_the_pinned_tzdata(only_the_pinned_package: None) -> None:
+    # given the zones terraform/time_zones.tf lists, which leaderboard_time_zone's precondition checks
+    time_zones_tf = (REPOSITORY / "terraform" / "time_zones.tf").read_text()
+    listed = re.findall(r'^    "([^"]+)",$', time_zones_tf, flags=re.MULTILINE)
+    # then they are the pinned package's zones, as zoneinfo finds them there, and the file is as build.py writes it
+    assert listed == sorted(zoneinfo.available_timezones()) == list(time_zone_names())
+    assert time_zones_tf == build.time_zones_tf()
+
+
+def test_both_zips_and_the_development_lock_pin_the_same_tzdata_and_the_tools_admit_it() -> None:
+    import tzdata
+
+    pins = {
+        path: TZDATA_PIN.findall(path.read_text())
+        for path in [*(REPOSITORY / "lambda_src").glob("*/requirements.txt"), REPOSITORY / "development/pyproject.toml"]
+    }
+    assert len(pins) == 3
+    assert {tuple(found) for found in pins.values()} == {(tzdata.__version__,)}, pins
+    admitted = re.search(r'"tzdata>=([0-9.]+),<([0-9.]+)"', (REPOSITORY / "pyproject.toml").read_text())
+    assert admitted is not None
+    assert admitted[1] == tzdata.__version__

@@ -129,7 +129,14 @@ def test_each_board_command_after_the_demo_answers_from_the_demo_s_query_functio
     assert [function for function, _ in demo_stack.requests] == [f"{demo.DEMO_STACK}-query"] * len(demo_stack.requests)
     assert demo_stack.requests, "no request reached the query function"
     assert out.strip(), "nothing printed"
-    if "--song" in argv:
+    if argv[0] == "among":
+        # and every song it names is on the board, counted, and ranked among them
+        answer = query.lambda_handler(demo_stack.requests[-1][1], FakeLambdaContext())
+        named = [argv[index + 1] for index, flag in enumerate(argv) if flag == "--song"]
+        assert sorted(item["songID"] for item in answer["items"]) == sorted(named), answer
+        assert all(item["downloadCount"] > 0 and item["rank"] >= 1 for item in answer["items"]), answer
+        assert all(song in out for song in named)
+    elif "--song" in argv:
         # and the song it names is on the board, counted
         answer = query.lambda_handler(demo_stack.requests[-1][1], FakeLambdaContext())
         assert answer.get("rank") is not None or answer.get("onBoard") is True, answer

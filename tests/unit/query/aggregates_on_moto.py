@@ -23,37 +23,46 @@ Values = dict[Board_, dict[str, int | Decimal]]
 
 def load_month(dynamodb: Any, catalogue: Catalogue, shards: int) -> None:
     """Aggregates as the aggregator writes them, plus a raw download the sparse index must not list."""
-    for song, count in catalogue.items():
-        dynamodb.put_item(
-            TableName=TABLE,
-            Item={
-                "songID": {"S": song},
-                "SK": {"S": MONTH},
-                "Month": {"S": leaderboard_partition(MONTH, song, shards)},
-                "DownloadCount": {"N": str(count)},
-                "LeaderboardOrder": {"N": str(order_of(count, song))},
-            },
-        )
-    dynamodb.put_item(
-        TableName=TABLE, Item={"songID": {"S": "song01"}, "SK": {"S": "d1"}, "Timestamp": {"S": "2018-01-01T00:00:00Z"}}
-    )
+    items = [
+        {
+            "songID": {"S": song},
+            "SK": {"S": MONTH},
+            "Month": {"S": leaderboard_partition(MONTH, song, shards)},
+            "DownloadCount": {"N": str(count)},
+            "LeaderboardOrder": {"N": str(order_of(count, song))},
+        }
+        for song, count in catalogue.items()
+    ]
+    items.append({"songID": {"S": "song01"}, "SK": {"S": "d1"}, "Timestamp": {"S": "2018-01-01T00:00:00Z"}})
+    put_items(dynamodb, items)
 
 
 def load_boards(dynamodb: Any, values: Values, shards: int) -> None:
     """As the aggregator writes them: a board holding a decimal is a summing deployment's (8-byte tie-breaker)."""
     summed = any(isinstance(value, Decimal) for entities in values.values() for value in entities.values())
-    for board, entities in values.items():
-        for entity, value in entities.items():
-            dynamodb.put_item(
-                TableName=TABLE,
-                Item={
-                    "songID": {"S": entity},
-                    "SK": {"S": board},
-                    "Month": {"S": leaderboard_partition(board, entity, shards)},
-                    "DownloadCount": {"N": str(value)},
-                    "LeaderboardOrder": {"N": str(order_of(value, entity, summed))},
-                },
-            )
+    put_items(
+        dynamodb,
+        [
+            {
+                "songID": {"S": entity},
+                "SK": {"S": board},
+                "Month": {"S": leaderboard_partition(board, entity, shards)},
+                "DownloadCount": {"N": str(value)},
+                "LeaderboardOrder": {"N": str(order_of(value, entity, summed))},
+            }
+            for board, entities in values.items()
+            for entity, value in entities.items()
+        ],
+    )
+
+
+def put_items(dynamodb: Any, items: list[dict[str, Any]]) -> None:
+    """The items, 25 a BatchWriteItem (its limit), until none is left unprocessed: moto's cost is per request."""
+    for start in range(0, len(items), 25):
+        requests = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+        while requests:
+            unprocessed = dynamodb.batch_write_item(RequestItems={TABLE: requests}).get("UnprocessedItems", {})
+            requests = unprocessed.get(TABLE, [])
 
 
 class FailingClient:

@@ -299,10 +299,13 @@ def test_answers_name_their_board_as_the_request_did(dynamodb: Any) -> None:
         return leaderboard_page.answer(ReadContext(dynamodb, TABLE, SCHEMA, Layout(1)), request)
 
     day = {"period": "day", "key": "2018-01-15", "category": "rock"}
-    assert list(ask(day)) == ["period", "key", "category", "items", "next_token"]
-    assert ask({**day, "songID": "song1"}) == {**day, "songID": "song1", "downloadCount": 2, "rank": 1}
+    span = {"boardStart": "2018-01-15T00:00:00Z", "boardEnd": "2018-01-16T00:00:00Z"}
+    assert list(ask(day)) == ["period", "key", "category", "boardStart", "boardEnd", "items", "next_token"]
+    assert ask({**day, "songID": "song1"}) == {**day, **span, "songID": "song1", "downloadCount": 2, "rank": 1}
     assert ask({"period": "all", "limit": 1}) == {
         "period": "all",
+        "boardStart": None,
+        "boardEnd": None,
         "items": [{"songID": "song1", "downloadCount": 5}],
         "next_token": None,
     }

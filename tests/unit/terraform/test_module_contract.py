@@ -27,7 +27,10 @@ SET_BY_LAMBDA = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE"}
 VALID = {
     "TABLE_ARN": "arn:aws:dynamodb:us-east-1:0:table/t",
     "AGGREGATE_WRITES": "per_batch",
-    "LEADERBOARD_PERIODS": "day,all",
+    "LEADERBOARD_PERIODS": "day,season,all",
+    "LEADERBOARD_TIME_ZONE": "America/New_York",
+    "LEADERBOARD_SEASON_START": "2026-01-05",
+    "LEADERBOARD_SEASON_LENGTH_DAYS": "28",
     "LEADERBOARD_TIE_BREAK": "first_reached",
 }
 """Settings a handler checks; every other variable is given "1"."""
@@ -89,6 +92,17 @@ def test_the_query_functions_defaults_are_the_modules_defaults() -> None:
     assert query.layout_from_environment({}) == Layout(variable_default("leaderboard_shards"), None)
     periods = tuple(unquoted(period) for period in variable_default("leaderboard_periods"))
     assert boards_from_environment({}) == Boards(periods)
+
+
+def test_both_functions_bucket_by_the_modules_default_time_zone_with_no_seasons() -> None:
+    # given the module's default zone and seasons, when each function reads an environment without them
+    boards = boards_from_environment({})
+    settings = Settings.from_environment({"TABLE_NAME": "t", "TABLE_ARN": "arn", "PROGRESS_TABLE_NAME": "p"})
+    # then both keep UTC buckets and no seasons, as the module's defaults say
+    assert variable_default("leaderboard_time_zone") == "UTC"
+    assert variable_default("leaderboard_season") is None
+    for calendar in (boards.calendar, settings.schema.calendar):
+        assert (calendar.zone_name, calendar.season) == ("UTC", None)
 
 
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:

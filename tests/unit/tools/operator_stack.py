@@ -45,6 +45,7 @@ from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
 from shard_progress import ProgressStore
 from shard_reader import _as_lambda_record
+from tests.unit.conftest import moto_client
 
 REGION = "us-east-1"
 MONTH = "2018-03"
@@ -118,7 +119,7 @@ def deploy(
     brings it), the aggregates in `<name>-aggregates`; `retractions`: the module's `retractions` (RETRACTIONS=true,
     its table's stream NEW_AND_OLD_IMAGES)."""
     names = names or AttributeNames()
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb = moto_client("dynamodb")
     if single_table is None:
         table = aggregates_table = f"{name}-downloads"
         view_type = "NEW_AND_OLD_IMAGES" if retractions else "NEW_IMAGE"
@@ -142,14 +143,14 @@ def deploy(
             AttributeDefinitions=[{"AttributeName": "ShardKey", "AttributeType": "S"}],
             KeySchema=[{"AttributeName": "ShardKey", "KeyType": "HASH"}],
         )
-    sqs = boto3.client("sqs", region_name=REGION)
+    sqs = moto_client("sqs")
     queue_url = sqs.create_queue(QueueName=f"{name}-aggregator-failures")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     band_queue_url = sqs.create_queue(QueueName=f"{name}-recount-bands")["QueueUrl"] if band_queue else None
-    role = boto3.client("iam", region_name=REGION).create_role(
+    role = moto_client("iam").create_role(
         RoleName=f"{name}-role", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
     )["Role"]["Arn"]
-    lambda_client = boto3.client("lambda", region_name=REGION)
+    lambda_client = moto_client("lambda")
     aggregator_environment = {
         "TABLE_NAME": table,
         "TABLE_ARN": description["TableArn"],
@@ -255,7 +256,7 @@ def platform_table(single_table: SingleTable, stream: bool = True) -> None:
     """The platform's table as its own Terraform creates it: its key, no index; `stream=False`: a table that had no
     stream yet (its history written before one existed), enabled later with `enable_stream`."""
     keys = (single_table.partition_key, single_table.sort_key)
-    boto3.client("dynamodb", region_name=REGION).create_table(
+    moto_client("dynamodb").create_table(
         TableName=single_table.table,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
@@ -271,7 +272,7 @@ def platform_table(single_table: SingleTable, stream: bool = True) -> None:
 
 def enable_stream(single_table: SingleTable) -> None:
     """The platform turns its table's stream on (before attaching the module): what was written before is not on it."""
-    boto3.client("dynamodb", region_name=REGION).update_table(
+    moto_client("dynamodb").update_table(
         TableName=single_table.table,
         StreamSpecification={"StreamEnabled": True, "StreamViewType": single_table.view_type},
     )
@@ -288,7 +289,7 @@ def _keep_the_stream(table: str) -> None:
 
 
 def write_download(stack: MotoStack, song: str, download_id: str, timestamp: str = "2018-03-10T10:00:00Z") -> None:
-    boto3.client("dynamodb", region_name=REGION).put_item(
+    moto_client("dynamodb").put_item(
         TableName=stack.table,
         Item=download_item(stack.names, song, download_id, timestamp, stack.single_table),
     )
@@ -324,7 +325,7 @@ def single_key(single_table: SingleTable, names: AttributeNames, song: str, down
 
 def stored_count(stack: MotoStack, song: str, month: str) -> int | None:
     item = (
-        boto3.client("dynamodb", region_name=REGION)
+        moto_client("dynamodb")
         .get_item(
             TableName=stack.aggregates_table,
             Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
@@ -337,7 +338,7 @@ def stored_count(stack: MotoStack, song: str, month: str) -> int | None:
 
 def aggregate_item(stack: MotoStack, song: str, month: str) -> dict[str, Any] | None:
     return (
-        boto3.client("dynamodb", region_name=REGION)
+        moto_client("dynamodb")
         .get_item(
             TableName=stack.aggregates_table,
             Key={stack.names.entity: {"S": song}, stack.names.sort_key: {"S": month}},
@@ -375,7 +376,7 @@ def drifted_song(month: str = "2018-03", band_queue: bool = False) -> MotoStack:
 def set_count(stack: MotoStack, song: str, month: str, count: int) -> None:
     """A hand edit: the drift reconcile exists for."""
     names = stack.names
-    boto3.client("dynamodb", region_name=REGION).update_item(
+    moto_client("dynamodb").update_item(
         TableName=stack.aggregates_table,
         Key={names.entity: {"S": song}, names.sort_key: {"S": month}},
         UpdateExpression="SET #count = :count, #order = :order, #period = :partition",
@@ -408,9 +409,9 @@ class ModelAggregator:
     def settings(self) -> Settings:
         """The shipped aggregator's Settings, read from the deployed function's environment as it reads its own."""
         if self._settings is None:
-            environment = boto3.client("lambda", region_name=REGION).get_function_configuration(
-                FunctionName=self.stack.aggregator
-            )["Environment"]["Variables"]
+            environment = moto_client("lambda").get_function_configuration(FunctionName=self.stack.aggregator)[
+                "Environment"
+            ]["Variables"]
             self._settings = Settings.from_environment({"PROGRESS_TABLE_NAME": "", **environment})
         return self._settings
 
@@ -428,8 +429,8 @@ class ModelAggregator:
         )
 
     def __post_init__(self) -> None:
-        self._dynamodb = boto3.client("dynamodb", region_name=REGION)
-        self._streams = boto3.client("dynamodbstreams", region_name=REGION)
+        self._dynamodb = moto_client("dynamodb")
+        self._streams = moto_client("dynamodbstreams")
         self._settings: Settings | None = None
 
     def _records(self, shard_id: str, checkpoint: str | None) -> list[dict[str, Any]]:
@@ -547,7 +548,7 @@ def run_recover(stack: MotoStack) -> Any:
 
 def queue_counts(stack: MotoStack) -> tuple[int, int]:
     """(visible, delayed) messages of the failure queue."""
-    attributes = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+    attributes = moto_client("sqs").get_queue_attributes(
         QueueUrl=stack.queue_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed"],
     )["Attributes"]
@@ -578,7 +579,7 @@ def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
 
 
 def downloads_in_table(stack: MotoStack, song: str) -> int:
-    items = boto3.client("dynamodb", region_name=REGION).query(
+    items = moto_client("dynamodb").query(
         TableName=stack.table,
         KeyConditionExpression="songID = :song",
         FilterExpression="attribute_not_exists(#period)",
@@ -668,7 +669,7 @@ class DynamoDBTime:
 
 def given_up_batch(stack: MotoStack) -> None:
     """The mapping's on-failure record for the shard's records so far, sent to the failure queue."""
-    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    streams = moto_client("dynamodbstreams")
     shard = streams.describe_stream(StreamArn=stack.stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
     iterator = streams.get_shard_iterator(StreamArn=stack.stream_arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
     records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
@@ -682,4 +683,4 @@ def given_up_batch(stack: MotoStack) -> None:
         "batchSize": len(records),
     }
     body = {"requestContext": {"condition": "RetryAttemptsExhausted"}, "DDBStreamBatchInfo": info}
-    boto3.client("sqs", region_name="us-east-1").send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+    moto_client("sqs").send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))

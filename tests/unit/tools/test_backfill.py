@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -51,6 +50,7 @@ from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile.reconciler import Reconciler
 from leaderboard_tools.reconcile.refusals import RepairUnavailable
+from tests.unit.conftest import moto_client
 from tests.unit.tools.operator_stack import REGION, ModelAggregator, MotoStack, deploy, run
 
 ORDER_SCALE = 10**26
@@ -121,7 +121,7 @@ class Stack:
 
 
 def dynamodb() -> Any:
-    return boto3.client("dynamodb", region_name=REGION)
+    return moto_client("dynamodb")
 
 
 def _create_keyed_table(name: str, key: str, sort_key: str | None = None, index: bool = False) -> None:

@@ -34,6 +34,7 @@ BOARD_COMMANDS: dict[str, list[str]] = {
     "range-by-count": ["--min-count", "1"],
     "card": [],
     "score": ["--song", "song1"],
+    "among": ["--song", "song1", "--song", "song2"],
 }
 """Every command that reads boards, with the flags of its request."""
 assert set(BOARD_COMMANDS) == set(leaderboards.SUMMARIES)

@@ -22,7 +22,7 @@ from tests.unit.development.working_tree import copy_working_tree
 pytestmark = pytest.mark.slow  # a clean virtualenv and a wheel built and installed: CI runs it, make check does not
 
 DEVELOPMENT_ONLY = ("localstack_client", "ministack", "python_terraform")
-OPERATOR_DEPENDENCIES = {"boto3", "botocore", "rich", "shtab"}
+OPERATOR_DEPENDENCIES = {"boto3", "botocore", "rich", "shtab", "tzdata"}
 
 
 def project(pyproject: Path) -> dict[str, Any]:

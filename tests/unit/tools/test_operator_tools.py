@@ -352,8 +352,10 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "claims_table": None,
         "retractions": False,
         "ledger": False,
+        "calendar": {"time_zone": "UTC", "season": None},
     }
     assert found["stream_arn"] == stack.stream_arn
+    assert json.loads(json.dumps(found)) == found
 
 
 # ---------------------------------------------------------------- 4. one month parser

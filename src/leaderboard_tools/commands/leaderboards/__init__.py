@@ -1,5 +1,5 @@
-"""`top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score`: leaderboards for people, asked of the deployed
-query function and printed.
+"""`top`, `rank`, `all`, `range`, `range-by-count`, `card`, `score` and `among`: leaderboards for people, asked of the
+deployed query function and printed.
 
 The commands are one family: they name the function the same way (`--table` or `--function`), the board the same way
 (`--month`, or `--period` with `--key`, and `--category`), reach AWS the same way, and print the same way
@@ -14,6 +14,10 @@ The commands are one family: they name the function the same way (`--table` or `
 | `range-by-count` | ZREVRANGEBYSCORE   | `minCount`, `maxCount`                   |
 | `card`           | ZCARD              | `size`                                   |
 | `score`          | ZSCORE             | the entity, `score`                      |
+| `among`          |                    | `among`: entities ranked among themselves|
+
+`--rank-policy ordinal|competition|dense` asks the commands that rank (all but `card` and `score`) for that policy's
+ranks: ties share competition's 1, 2, 2, 4 or dense's 1, 2, 2, 3.
 
 Names: Redis's where they are free. `size` is the capacity sizing command, so a board's size is `card` (ZCARD: the
 board's cardinality; `count` would be read as an entity's count); `score` is ZSCORE's (an entity's value, cheaper
@@ -35,15 +39,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from leaderboard_core.buckets import PERIODS
+from leaderboard_core.buckets import PERIOD_NAMES
 from leaderboard_tools.argument_types import whole_number
 from leaderboard_tools.commands.leaderboards.flags import (
     ALL_PAGE_SIZE,
     LAST_BUCKETS,
+    MAX_AMONG,
     MAX_AROUND,
     MAX_LIMIT,
     MAX_RANK,
     MAX_WINDOW_LIMIT,
+    RANK_POLICIES,
+    RANKED_COMMANDS,
     count_argument,
     entity_argument,
     key_argument,
@@ -67,11 +74,12 @@ SUMMARIES = {
     "first (Redis ZREVRANGEBYSCORE)",
     "card": "how many entries a board lists (Redis ZCARD)",
     "score": "one entity's count (or sum) on a board, or that it is not on it (Redis ZSCORE)",
+    "among": "entities (--song, repeated) ranked among themselves on a board: friends",
 }
 
 
 def register(commands: Any) -> None:
-    """`top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score`, with the flags they share."""
+    """`top`, `rank`, `all`, `range`, `range-by-count`, `card`, `score` and `among`, with the flags they share."""
     for name, summary in SUMMARIES.items():
         command = add_command(commands, name, summary)
         target = command.add_mutually_exclusive_group(required=True)
@@ -85,7 +93,7 @@ def register(commands: Any) -> None:
         board.add_argument(
             "--month", type=month_argument, help='YYYY-MM: the guide\'s monthly board, asked as {"month": ...}'
         )
-        board.add_argument("--period", choices=PERIODS, help="a period the deployment keeps (leaderboard_periods)")
+        board.add_argument("--period", choices=PERIOD_NAMES, help="a period the deployment keeps (leaderboard_periods)")
         board.add_argument(
             "--key",
             type=key_argument,
@@ -127,6 +135,16 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
                 type=whole_number(0, MAX_AROUND),
                 help=f"also list N entries above and N below it (0-{MAX_AROUND})",
             )
+    elif name == "among":
+        command.add_argument(
+            "--song",
+            "--id",
+            dest="song",
+            action="append",
+            required=True,
+            type=entity_argument,
+            help=f"an entity id; repeat it for each (1-{MAX_AMONG})",
+        )
     if name == "range":
         command.add_argument(
             "--from-rank",
@@ -145,6 +163,12 @@ def _add_own_arguments(command: argparse.ArgumentParser, name: str) -> None:
         )
         command.add_argument(
             "--max-count", "--max", dest="max_count", type=count_argument, help="the highest count (or sum), included"
+        )
+    if name in RANKED_COMMANDS:
+        command.add_argument(
+            "--rank-policy",
+            choices=RANK_POLICIES,
+            help="how ties rank: ordinal 1, 2, 3, 4 by id (default), competition 1, 2, 2, 4 or dense 1, 2, 2, 3",
         )
     if name in LISTINGS:
         paging = command.add_argument_group("paging (as the AWS CLI's)")

@@ -1,5 +1,5 @@
 """The board commands' flags, checked as they are parsed, and the request they make of the query function
-(docs/query-contract.md): what `top`, `rank`, `all`, `range`, `range-by-count`, `card` and `score` ask."""
+(docs/query-contract.md): what `top`, `rank`, `all`, `range`, `range-by-count`, `card`, `score` and `among` ask."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIODS, is_bucket_key
+from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIOD_NAMES, SEASON, SEASON_KEY_FORMAT, is_key_shaped
 from leaderboard_tools.argument_types import UsageError
 
 ALL_PAGE_SIZE = 1000
@@ -20,6 +20,12 @@ LAST_BUCKETS = (2, 48)
 MAX_AROUND = 50
 MAX_RANK = 2**53 - 1
 MAX_ENTITY_ID_BYTES = 2048
+MAX_AMONG = 100
+RANK_POLICIES = ("ordinal", "competition", "dense")
+"""The query function's rank policies (rank_policies.py): ordinal 1, 2, 3, 4; competition 1, 2, 2, 4; dense 1, 2, 2,
+3."""
+RANKED_COMMANDS = ("top", "rank", "all", "range", "range-by-count", "among")
+"""The commands that take --rank-policy: those whose answer ranks entries."""
 LISTED_ID_WIDTH = 24
 """The narrowest a listing's id column is: ids on later pages may be longer than the first page's (they fold)."""
 _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
@@ -30,9 +36,10 @@ _DECIMAL = re.compile(r"\A-?[0-9]{1,38}(?:\.[0-9]{1,38})?\Z")
 
 def key_argument(text: str) -> str:
     """A bucket key of some period (the period it must be of is checked against --period)."""
-    if not any(is_bucket_key(period, text) for period in KEY_FORMATS):
-        formats = ", ".join(f"{period} {shape}" for period, shape in KEY_FORMATS.items())
-        raise argparse.ArgumentTypeError(f"{text!r} is not a bucket key (UTC): {formats}, of a real date")
+    key_formats = {**KEY_FORMATS, SEASON: SEASON_KEY_FORMAT}
+    if not any(is_key_shaped(period, text) for period in key_formats):
+        formats = ", ".join(f"{period} {shape}" for period, shape in key_formats.items())
+        raise argparse.ArgumentTypeError(f"{text!r} is not a bucket key: {formats}, of a real date")
     return text
 
 
@@ -61,15 +68,14 @@ def board_request(arguments: argparse.Namespace) -> dict[str, Any]:
         if arguments.key is not None:
             if arguments.period == ALL_TIME:
                 raise UsageError("--period all is one board: it takes no --key")
-            if not is_bucket_key(arguments.period, arguments.key):
-                raise UsageError(
-                    f"--key {arguments.key!r} is not a {arguments.period}: {KEY_FORMATS[arguments.period]} (UTC)"
-                )
+            if not is_key_shaped(arguments.period, arguments.key):
+                key_format = KEY_FORMATS.get(arguments.period, SEASON_KEY_FORMAT)
+                raise UsageError(f"--key {arguments.key!r} is not a {arguments.period}: {key_format}")
             request["key"] = arguments.key
     elif arguments.key is not None:
         raise UsageError("--key is a bucket of --period: give --period too")
     else:
-        raise UsageError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIODS)} [--key ...]")
+        raise UsageError(f"name a board: --month YYYY-MM, or --period {'|'.join(PERIOD_NAMES)} [--key ...]")
     if arguments.category is not None:
         request["category"] = arguments.category
     return request
@@ -108,4 +114,14 @@ def command_request(arguments: argparse.Namespace) -> dict[str, Any]:
         request |= {name: value for name, value in bounds.items() if value is not None}
     elif command == "card":
         request["size"] = True
+    elif command == "among":
+        if len(arguments.song) > MAX_AMONG:
+            raise UsageError(f"--song: at most {MAX_AMONG} entities")
+        if len(set(arguments.song)) != len(arguments.song):
+            raise UsageError("--song: name each entity once")
+        request["among"] = arguments.song
+    if getattr(arguments, "rank_policy", None) is not None:
+        if command == "top" and arguments.last is not None:
+            raise UsageError("--rank-policy ranks a board's entries, not a rolling window's (--last)")
+        request["rankPolicy"] = arguments.rank_policy
     return request

@@ -57,7 +57,7 @@ def show_top(call: Call) -> None:
         return
     entity = _entity_field(answer, call.arguments.entity_attribute)
     rows = [
-        [str(place), text_of(item.get(entity)), text_of(item.get(COUNT_FIELD))]
+        [text_of(item.get("rank", place)), text_of(item.get(entity)), text_of(item.get(COUNT_FIELD))]
         for place, item in enumerate(answer.get("items", []), start=1)
     ]
     notes = []
@@ -112,6 +112,22 @@ def show_score(call: Call) -> None:
     print_rows(call.out, call.output, f"score · {board_title(answer)}", columns, rows, [note])
 
 
+def show_among(call: Call) -> None:
+    """The entities asked, in the board's order, each with its count and its rank among them."""
+    answer = invoke(call.client, call.function, call.request)
+    if call.output == "json":
+        print(json.dumps(answer), file=call.out)
+        return
+    entity = call.arguments.entity_attribute
+    rows = [
+        [text_of(item.get("rank")), text_of(item.get(entity)), text_of(item.get(COUNT_FIELD))]
+        for item in answer.get("items", [])
+    ]
+    policy = call.request.get("rankPolicy", "ordinal")
+    title = f"among {counted(len(rows), 'entity', 'entities')} ({policy} ranks) · {board_title(answer)}"
+    print_rows(call.out, call.output, title, ranked_columns(entity), rows, [])
+
+
 def show_card(call: Call) -> None:
     """The board's size: the function counts a board past its read budget over several invocations."""
     answer = invoke(call.client, call.function, call.request)
@@ -140,9 +156,8 @@ def show_listing(call: Call) -> None:
         title = f"ranks {arguments.from_rank} to {arguments.to_rank if arguments.to_rank is not None else 'the end'}"
     else:
         title = "all"
-    printer = ListingPrinter(
-        call.out, call.output, title, arguments.entity_attribute, command != "range-by-count", call.listed
-    )
+    ranked = command != "range-by-count" or "rankPolicy" in call.request
+    printer = ListingPrinter(call.out, call.output, title, arguments.entity_attribute, ranked, call.listed)
     pages = listing_pages(
         call.client, call.function, call.request, arguments.page_size, arguments.max_items, arguments.starting_token
     )
@@ -167,6 +182,7 @@ SHOWN_BY: dict[str, Callable[[Call], None]] = {
     "range-by-count": show_listing,
     "card": show_card,
     "score": show_score,
+    "among": show_among,
 }
 LISTINGS = ("all", "range", "range-by-count")
 

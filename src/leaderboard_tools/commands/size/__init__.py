@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from leaderboard_core.buckets import PERIODS, periods_from_text
+from leaderboard_core.buckets import PERIOD_NAMES, any_periods_from_text
 from leaderboard_tools.argument_types import number_within, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.commands.size.report import print_size, size_json, size_records
@@ -158,7 +158,7 @@ def register(commands: Any) -> None:
         type=periods_argument,
         default=("month",),
         metavar="PERIOD,...",
-        help=f"leaderboard_periods, comma-separated, distinct: {', '.join(PERIODS)} (default month)",
+        help=f"leaderboard_periods, comma-separated, distinct: {', '.join(PERIOD_NAMES)} (default month)",
     )
     module.add_argument(
         "--categories",
@@ -205,10 +205,10 @@ def share_argument(text: str) -> float:
 
 def periods_argument(text: str) -> tuple[str, ...]:
     try:
-        return periods_from_text(text)
+        return any_periods_from_text(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of distinct periods from {', '.join(PERIODS)}"
+            f"{text!r} is not a comma-separated list of distinct periods from {', '.join(PERIOD_NAMES)}"
         ) from None
 
 
