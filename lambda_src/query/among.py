@@ -5,8 +5,9 @@
 
 One BatchGetItem of the entities' aggregates on the board (their count and order, what the query role may read):
 no index read, whatever the board's size. An entity the board does not list counts 0. The items are in the
-board's order (value descending, equal values by id) and ranked within the set under the rank policy (ordinal
-by default).
+board's order (value descending, equal values as the index's order breaks their tie: by id, or with the
+tie-break first_reached by the older latest counted download first; values of 0 by id) and ranked within the
+set under the rank policy (ordinal by default).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from boards import Board
 from index_reads import Layout, Unavailable, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
+from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
 from rank_policies import ORDINAL, RankState, parse_policy
 from read_context import ReadContext
 from request_parsing import MAX_ENTITY_ID_BYTES, InvalidRequest, utf8_bytes
@@ -57,8 +59,18 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
 
 def answer(reads: ReadContext, request: AmongRequest) -> dict[str, Any]:
     """The entities in the board's order, each with its value (0 off the board) and its rank among them."""
-    values = read_values(reads, request.board.id, request.entity_ids)
-    listed = sorted(request.entity_ids, key=lambda entity_id: (-values.get(entity_id, 0), entity_id.encode()))
+    orders: dict[str, int] = {}
+    values = read_values(reads, request.board.id, request.entity_ids, orders)
+
+    def place(entity_id: str) -> tuple[int | Decimal, int, bytes]:
+        """Value, then the order's tie-breaker as the index holds it (the deployment's tie-break), then the id."""
+        value = values.get(entity_id, 0)
+        tie = order_tiebreak(entity_id, reads.summed)
+        if value and entity_id in orders:
+            tie = orders[entity_id] - int(value * ORDER_SCALE)
+        return -value, -tie, entity_id.encode()
+
+    listed = sorted(request.entity_ids, key=place)
     state, items = RankState(), []
     for entity_id in listed:
         value = values.get(entity_id, 0)
@@ -67,8 +79,11 @@ def answer(reads: ReadContext, request: AmongRequest) -> dict[str, Any]:
     return {**request.board.named(), "items": items}
 
 
-def read_values(reads: ReadContext, board_id: str, entity_ids: tuple[str, ...]) -> dict[str, int | Decimal]:
-    """Each listed entity's value on the board, by BatchGetItem; an entity the board does not list is absent.
+def read_values(
+    reads: ReadContext, board_id: str, entity_ids: tuple[str, ...], orders: dict[str, int] | None = None
+) -> dict[str, int | Decimal]:
+    """Each listed entity's value on the board, by BatchGetItem; an entity the board does not list is absent. Each
+    one's index order goes into `orders` when given.
 
     The keys DynamoDB leaves unprocessed ("If DynamoDB returns any unprocessed items, you should retry the batch
     operation on those items ... we strongly recommend that you use an exponential backoff algorithm", API
@@ -97,6 +112,8 @@ def read_values(reads: ReadContext, board_id: str, entity_ids: tuple[str, ...]) 
         for item in answered.get("Responses", {}).get(reads.table_name, []):
             if schema.order in item and schema.count in item:
                 values[item[schema.entity]["S"]] = dynamodb_number(item[schema.count]["N"])
+                if orders is not None:
+                    orders[item[schema.entity]["S"]] = int(item[schema.order]["N"])
         keys = answered.get("UnprocessedKeys", {}).get(reads.table_name, {}).get("Keys", [])
         if not keys:
             return values

@@ -261,3 +261,30 @@ def test_a_sums_order_ranks_value_then_the_older_latest(value: Decimal, latest: 
             value, second, True, latest, FIRST_REACHED
         )
     assert len(str(ranked_order(Decimal("999999999999.999999"), "\0", True, 0, FIRST_REACHED))) <= 38
+
+
+def test_among_lists_a_set_in_the_boards_order_under_first_reached(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given equal counts whose latest downloads differ, and an entity never downloaded
+    downloads: list[Download] = [
+        ("song1", "2018-01-20T00:00:00Z", 0),
+        ("song2", "2018-01-05T00:00:00Z", 0),
+        ("a", "2018-01-09T00:00:00Z", 1),
+        ("song1", "2018-01-02T00:00:00Z", 1),
+        ("song2", "2018-01-03T00:00:00Z", 1),
+    ]
+    deliver(dynamodb, 4, downloads, (0, [0, 1]))
+    deliver(dynamodb, 4, downloads, (1, [2, 3, 4]))
+    assert listing(dynamodb, 4, monkeypatch, 10) == oracle(downloads)
+    # when a set of them is asked, under the competition policy
+    request = {"month": MONTH, "among": ["zz-silent", "song1", "a", "song2"], "rankPolicy": "competition"}
+    answer = query.lambda_handler(request, FakeLambdaContext())
+    # then it lists as the board does (song2's latest download is older than song1's), the silent one last
+    assert [(item["songID"], item["downloadCount"], item["rank"]) for item in answer["items"]] == [
+        ("song2", 2, 1),
+        ("song1", 2, 1),
+        ("a", 1, 3),
+        ("zz-silent", 0, 4),
+    ]
+    assert [song for song, _ in oracle(downloads)] == ["song2", "song1", "a"]
