@@ -89,6 +89,19 @@ def test_every_rank_is_the_songs_place_under_the_tie_break(tie_broken: dict[str,
         assert answer == {"month": MONTH, "songID": song, "downloadCount": count, "rank": place}
 
 
+def test_among_and_competition_ranks_follow_the_tie_break(tie_broken: dict[str, Any], aws: Clients) -> None:
+    # when the three songs tied at 6 and one at 4 are asked among themselves, under competition ranks
+    request = {"month": MONTH, "among": ["hit-a", "mid-b", "hit-c", "hit-b"], "rankPolicy": "competition"}
+    answer = invoke_function(aws.lambda_, tie_broken["query_function_name"], request)
+    # then they list as the board does (hit-b and hit-c share their latest instant: by id), tied ones sharing rank 1
+    assert [(item["songID"], item["rank"]) for item in answer["items"]] == [
+        ("hit-b", 1),
+        ("hit-c", 1),
+        ("hit-a", 1),
+        ("mid-b", 4),
+    ]
+
+
 def test_reconcile_repairs_a_drifted_count_and_instant_to_the_datas_order(
     tie_broken: dict[str, Any], aws: Clients, endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
