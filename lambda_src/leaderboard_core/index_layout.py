@@ -17,7 +17,7 @@ counts, k = 5 and 2 bytes for sums, whose smallest step is 10^20).
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -83,6 +83,14 @@ def instant_of(moment: datetime) -> int:
     """A UTC moment as whole milliseconds since 0001-01-01: what `first_reached` compares (sub-millisecond is cut)."""
     elapsed = moment.astimezone(UTC) - _EPOCH
     return (elapsed.days * 86_400 + elapsed.seconds) * 1000 + elapsed.microseconds // 1000
+
+
+def instant_text(instant: int | None) -> str:
+    """An instant of `instant_of` as ISO 8601 UTC to the millisecond, for messages; "none" when there is none."""
+    if instant is None:
+        return "none"
+    moment = _EPOCH + timedelta(milliseconds=instant)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def first_reached_tiebreak(latest: int, entity_id: str, summed: bool = False) -> int:

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard_core.buckets import ALL_TIME, UTC_CALENDAR, Calendar, board_id, calendar_from_environment, instant_text
+from leaderboard_core.buckets import UTC_CALENDAR, Calendar, board_id, calendar_from_environment, instant_text
+from leaderboard_core.periods import ALL_TIME
 
 
 @dataclass(frozen=True)

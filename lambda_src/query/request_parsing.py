@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from boards import Board, Boards
-from leaderboard_core.buckets import ALL_TIME, MAX_SORT_KEY_BYTES, PERIOD_NAMES, board_id
+from leaderboard_core.buckets import MAX_SORT_KEY_BYTES, board_id
+from leaderboard_core.periods import ALL_TIME, PERIOD_NAMES
 
 MAX_ENTITY_ID_BYTES = 2048
 """DynamoDB's limit for a partition key value (Developer Guide, Constraints): every id it stores can be asked for."""

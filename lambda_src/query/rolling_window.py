@@ -16,7 +16,7 @@ from typing import Any
 from boards import Board
 from index_reads import START, Entry, Layout, Position, Unavailable, dynamodb_number
 from leaderboard_core.attributes import COUNT_FIELD
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS
+from leaderboard_core.periods import ALL_TIME, KEY_FORMATS
 from read_context import ReadContext
 from request_parsing import InvalidRequest
 from rolling import top_of_window

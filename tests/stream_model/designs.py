@@ -19,8 +19,9 @@ from delivery import parse_delivery
 from dependencies import Dependencies
 from download_records import Schema
 from failure_messages import send_to_failure_queue
-from leaderboard_core.buckets import Calendar, Season
+from leaderboard_core.buckets import Calendar
 from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.periods import Season
 from leaderboard_core.source_items import DownloadMarker
 from leaderboard_dev.backlog_stream import InlineExecutor
 from ledger import StreamLedger

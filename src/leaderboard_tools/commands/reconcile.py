@@ -8,7 +8,8 @@ import json
 import sys
 from typing import Any
 
-from leaderboard_core.buckets import MONTH_KEY, period_of_board
+from leaderboard_core.buckets import period_of_board
+from leaderboard_core.periods import MONTH_KEY
 from leaderboard_tools.argument_types import UsageError, song_ids
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT, EXIT_PENDING
 from leaderboard_tools.commands.operator_common import (

@@ -7,12 +7,12 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_core.index_layout import FIRST_REACHED
+from leaderboard_core.index_layout import FIRST_REACHED, instant_text
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile.band import (
@@ -187,8 +187,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     and (snapshot.latest != recount.latest.get((entity, board)))
                 ):
                     reason = (
-                        f"its latest counted download is {_instant_text(snapshot.latest)}, the recount's "
-                        f"{_instant_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
+                        f"its latest counted download is {instant_text(snapshot.latest)}, the recount's "
+                        f"{instant_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
                     )
                     board_report.differences.append(Difference(entity, stored, recounted, reason=reason))
             differing[board] = board_report.differences
@@ -434,14 +434,6 @@ class RepairPoint:
     entity_id: str
     board: str
     deadline: int
-
-
-def _instant_text(instant: int | None) -> str:
-    """An instant of index_layout.instant_of, as ISO 8601 UTC to the millisecond; "none" when there is none."""
-    if instant is None:
-        return "none"
-    moment = datetime(1, 1, 1, tzinfo=UTC) + timedelta(milliseconds=instant)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _listed(names: list[str], shown: int = 10) -> str:

@@ -15,13 +15,7 @@ from leaderboard_core.bookkeeping import (
     RECOUNTED_THROUGH,
     WATERMARK_PREFIX,
 )
-from leaderboard_core.buckets import (
-    CATEGORY_SEPARATOR,
-    download_boards,
-    fits_sort_key,
-    period_of_board,
-    utc_moment,
-)
+from leaderboard_core.buckets import CATEGORY_SEPARATOR, download_boards, fits_sort_key, period_of_board, utc_moment
 from leaderboard_core.index_layout import FIRST_REACHED, LATEST_COUNTED, instant_of
 from leaderboard_core.source_items import download_identity
 from leaderboard_tools.deployment import Deployment

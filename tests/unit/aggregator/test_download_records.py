@@ -18,7 +18,8 @@ from download_records import (
     parse_record,
 )
 from leaderboard_core.bookkeeping import download_id, pad_sequence
-from leaderboard_core.buckets import PERIODS, bucket_key, month_of, utc_moment
+from leaderboard_core.buckets import bucket_key, month_of, utc_moment
+from leaderboard_core.periods import PERIODS
 from tests.streams import CREATED, aggregate_record, download_record, expired_download_record
 
 SCHEMA = Schema()

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from leaderboard_core.buckets import BUCKET_KEY_LENGTH, MONTH_KEY, PERIODS, bucket_key, is_bucket_key, periods_from_text
+from leaderboard_core.buckets import bucket_key, is_bucket_key, periods_from_text
+from leaderboard_core.periods import BUCKET_KEY_LENGTH, MONTH_KEY, PERIODS
 from tests.property_examples import examples
 
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 8), max_value=datetime(9999, 12, 24), timezones=st.just(UTC))

@@ -15,13 +15,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from leaderboard_core.buckets import (
-    UTC_CALENDAR,
-    Calendar,
-    Season,
-    calendar_from_environment,
-    instant_text,
-)
+from leaderboard_core.buckets import UTC_CALENDAR, Calendar, calendar_from_environment, instant_text
+from leaderboard_core.periods import Season
 from tests.property_examples import examples
 
 HOUR = timedelta(hours=1)

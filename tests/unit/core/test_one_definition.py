@@ -47,7 +47,8 @@ from leaderboard_core.bookkeeping import (
     WATERMARK_PREFIX,
     pad_sequence,
 )
-from leaderboard_core.buckets import PERIOD_NAMES, PERIODS, board_id, bucket_key, time_zone_names
+from leaderboard_core.buckets import board_id, bucket_key, time_zone_names
+from leaderboard_core.periods import PERIOD_NAMES, PERIODS
 from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
 from leaderboard_tools.recover import failure_messages
 from tests import terraform_config

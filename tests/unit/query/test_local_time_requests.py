@@ -10,7 +10,8 @@ import pytest
 
 from boards import Boards, boards_from_environment
 from index_reads import IndexSchema, Layout
-from leaderboard_core.buckets import Calendar, Season
+from leaderboard_core.buckets import Calendar
+from leaderboard_core.periods import Season
 from query_kinds import parse_request
 from request_parsing import InvalidRequest
 from rolling_window import WindowRequest

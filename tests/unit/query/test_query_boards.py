@@ -27,6 +27,7 @@ from entity_rank import RankRequest
 from index_reads import Entry, IndexSchema, Layout, Position
 from leaderboard_core import buckets
 from leaderboard_core.index_layout import order_of
+from leaderboard_core.periods import PERIODS
 from leaderboard_page import PageRequest
 from page_tokens import encode_token
 from query_kinds import parse_request
@@ -38,7 +39,7 @@ from tests.unit.conftest import REPOSITORY, TABLE, FakeLambdaContext, create_tab
 from tests.unit.query.aggregates_on_moto import FailingClient, Values, load_boards
 
 SCHEMA = IndexSchema()
-EVERY_PERIOD = Boards(buckets.PERIODS, categories=True)
+EVERY_PERIOD = Boards(PERIODS, categories=True)
 NOON = datetime(2018, 1, 15, 12, 30, tzinfo=UTC)
 ON_MOTO = settings(
     max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -71,7 +72,7 @@ def first_moment(period: str, key: str) -> datetime | None:
 
 @settings(max_examples=examples(300), deadline=None)
 @given(
-    period=st.sampled_from([p for p in buckets.PERIODS if p != "all"]),
+    period=st.sampled_from([p for p in PERIODS if p != "all"]),
     key=st.text(alphabet="0123456789-TW", max_size=14) | st.sampled_from(["2018-W53", "2020-W53", "2018-02-29T00"]),
 )
 def test_a_key_is_valid_exactly_when_it_is_the_bucket_of_some_moment(period: str, key: str) -> None:

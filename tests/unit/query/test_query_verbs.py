@@ -21,8 +21,8 @@ import query
 import rank_range
 from boards import Board, Boards
 from index_reads import Layout
-from leaderboard_core.buckets import PERIODS
 from leaderboard_core.index_layout import leaderboard_partition, order_of
+from leaderboard_core.periods import PERIODS
 from tests.property_examples import examples
 from tests.unit.conftest import TABLE, FakeLambdaContext, create_table
 from tests.unit.query.aggregates_on_moto import MONTH, Catalogue, load_boards, load_month

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 import query
 from boards import Boards
 from index_reads import Layout
-from leaderboard_core.buckets import PERIODS
+from leaderboard_core.periods import PERIODS
 from leaderboard_tools import cli, query_client
 from leaderboard_tools.cli import HELP_HINT_END
 from leaderboard_tools.commands import EXIT_AWS, EXIT_ERROR

@@ -21,7 +21,7 @@ import rank_range
 import rolling_window
 from boards import Boards
 from index_reads import Layout
-from leaderboard_core.buckets import PERIODS
+from leaderboard_core.periods import PERIODS
 from leaderboard_tools import cli
 from leaderboard_tools.commands import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, leaderboards
 from tests.unit.conftest import TABLE

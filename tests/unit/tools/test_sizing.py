@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_tools import prices, sizing
+from leaderboard_tools import monthly_cost, prices, sizing
 from leaderboard_tools.cli import main
 from leaderboard_tools.commands import size
+from leaderboard_tools.monthly_cost import cost
 from leaderboard_tools.sizing import (
     PARTITION_WRITE_LIMIT,
     Boards,
     Workload,
     board_pressure,
-    cost,
     partition_load,
     recommend,
     shards_needed,
@@ -308,7 +308,7 @@ def test_the_cpu_model_reproduces_each_measurement_of_the_benchmark() -> None:
         assert 0.86 <= modelled / case["cpu_ms_per_invocation"] <= 1.14, case
         # and the calls each invocation waited for are the model's
         calls = case["calls_per_invocation"]
-        assert calls["GetRecords"] == sizing.get_records_per_invocation(int(records))
+        assert calls["GetRecords"] == monthly_cost.get_records_per_invocation(int(records))
         assert case["sequential_calls_per_invocation"] == sizing.CALLS_IN_LINE_BESIDE_GET_RECORDS + calls["GetRecords"]
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from leaderboard_core.buckets import PERIOD_NAMES
+from leaderboard_core.periods import PERIOD_NAMES
 from leaderboard_tools.argument_types import whole_number
 from leaderboard_tools.commands.leaderboards.flags import (
     ALL_PAGE_SIZE,

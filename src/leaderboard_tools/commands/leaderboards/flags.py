@@ -8,7 +8,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.buckets import ALL_TIME, KEY_FORMATS, PERIOD_NAMES, SEASON, SEASON_KEY_FORMAT, is_key_shaped
+from leaderboard_core.buckets import is_key_shaped
+from leaderboard_core.periods import ALL_TIME, KEY_FORMATS, PERIOD_NAMES, SEASON, SEASON_KEY_FORMAT
 from leaderboard_tools.argument_types import UsageError
 
 ALL_PAGE_SIZE = 1000

@@ -12,10 +12,12 @@ import json
 import math
 from typing import Any
 
-from leaderboard_core.buckets import PERIOD_NAMES, any_periods_from_text
+from leaderboard_core.buckets import any_periods_from_text
+from leaderboard_core.periods import PERIOD_NAMES
 from leaderboard_tools.argument_types import number_within, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.commands.size.report import print_size, size_json, size_records
+from leaderboard_tools.monthly_cost import cost
 from leaderboard_tools.output_format import add_output_argument, chosen_format
 from leaderboard_tools.prices import LOOKED_UP, REGION
 from leaderboard_tools.sizing import (
@@ -30,7 +32,6 @@ from leaderboard_tools.sizing import (
     ZIPF_EXPONENT_MOST,
     Boards,
     Workload,
-    cost,
     recommend,
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from leaderboard_tools.monthly_cost import Cost, CostLine
 from leaderboard_tools.output_format import counted, rich_console
 from leaderboard_tools.prices import LOOKED_UP, PRICES, REGION, price_table
 from leaderboard_tools.sizing import (
@@ -13,8 +14,6 @@ from leaderboard_tools.sizing import (
     PARTITION_KEY_TOO_HOT,
     PARTITION_WRITE_LIMIT,
     SHARDS_MOST,
-    Cost,
-    CostLine,
     Sizing,
     Workload,
 )
