@@ -1,0 +1,309 @@
+"""A reviewer's attacks on the tie-break `first_reached` (issue 40), against oracles that do not call the product's
+ordering or parsing: the order sorts as (value descending, latest instant ascending, id ascending) and fits DynamoDB's
+38 digits at the extremes; the instant is UTC whatever the process's or the deployment's time zone; a write never
+leaves the count and the order apart."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from aggregate_store import AggregateStore
+from aggregate_writes import Contribution
+from delivery import ShardRef
+from download_records import AggregateKey, Download, Schema, parse_record
+from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.buckets import calendar_from_environment
+from leaderboard_core.index_layout import (
+    FIRST_REACHED,
+    LATEST_COUNTED,
+    MAX_COUNT,
+    ranked_order,
+)
+from shard_progress import ProgressStore
+from tests.streams import STREAM_ARN
+from tests.unit.conftest import INDEX, PROGRESS_TABLE, TABLE
+
+MONTH = "2018-01"
+NOW = 1_516_000_000
+SHARD = ShardRef(STREAM_ARN, "shardId-a")
+DYNAMODB_DIGITS = 38
+"""DynamoDB Developer Guide, Data types: "Numbers can have up to 38 digits of precision"."""
+
+
+def oracle_milliseconds(year: int, month: int, day: int, hour: int, minute: int, second: int, millis: int) -> int:
+    """Milliseconds since 0001-01-01T00:00Z counted by hand: proleptic Gregorian days, then the clock."""
+
+    def leap(y: int) -> bool:
+        return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+
+    days = sum(366 if leap(y) else 365 for y in range(1, year))
+    lengths = [31, 29 if leap(year) else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    days += sum(lengths[: month - 1]) + day - 1
+    return ((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis
+
+
+def significant_digits(number: int) -> int:
+    return len(str(abs(number)).rstrip("0") or "0")
+
+
+def store(client: Any, schema: Schema) -> AggregateStore:
+    progress = ProgressStore(client, PROGRESS_TABLE, clock=lambda: NOW)
+    return AggregateStore(client, TABLE, schema, progress, clock=lambda: NOW)
+
+
+def item_of(client: Any, entity: str) -> dict[str, Any]:
+    return client.get_item(TableName=TABLE, Key={"songID": {"S": entity}, "SK": {"S": MONTH}}, ConsistentRead=True)[
+        "Item"
+    ]
+
+
+def insert(entity: str, timestamp: str, sequence: str = "100") -> dict[str, Any]:
+    image = {"songID": {"S": entity}, "SK": {"S": f"download#{sequence}"}, "Timestamp": {"S": timestamp}}
+    return {
+        "eventName": "INSERT",
+        "eventID": f"e{sequence}",
+        "dynamodb": {
+            "Keys": {"songID": image["songID"], "SK": image["SK"]},
+            "NewImage": image,
+            "SequenceNumber": sequence,
+            "ApproximateCreationDateTime": NOW,
+        },
+    }
+
+
+# --- the order at the extremes -------------------------------------------------------------------------------------
+
+EXTREME_LATESTS = [
+    oracle_milliseconds(1, 1, 1, 0, 0, 0, 0),
+    oracle_milliseconds(1970, 1, 1, 0, 0, 0, 0),
+    oracle_milliseconds(2018, 1, 31, 23, 59, 59, 999),
+    oracle_milliseconds(9999, 12, 31, 23, 59, 59, 999),
+]
+EXTREME_IDS = ["a", "song", "song1", "song2", "sång", "\U0010ffff" * 3, "zzzzzzzzzzzz"]
+
+
+@pytest.mark.parametrize("value", [0, 1, 2, MAX_COUNT - 1, MAX_COUNT])
+def test_a_counts_order_at_the_extremes_fits_38_digits_and_ranks_value_then_older_latest_then_id(value: int) -> None:
+    # given every pair of extreme latest instants and ids (ids that share their first 4 bytes among them)
+    entries = [
+        (count, latest, entity)
+        for count in (value, max(value - 1, 0))
+        for latest in EXTREME_LATESTS
+        for entity in EXTREME_IDS
+    ]
+    # when each is ordered as the aggregator orders it
+    orders = {entry: ranked_order(entry[0], entry[2], latest=entry[1], tie_break=FIRST_REACHED) for entry in entries}
+    # then every order fits DynamoDB's 38 digits
+    assert max(significant_digits(order) for order in orders.values()) <= DYNAMODB_DIGITS
+
+    # and descending order lists by value, then the older latest, then the id's first 4 bytes (equal beyond: a tie
+    # the query function settles by the full id)
+    def oracle_key(entry: tuple[int, int, str]) -> tuple[int, int, bytes]:
+        return (-entry[0], entry[1], entry[2].encode()[:4].ljust(4, b"\0"))
+
+    for first in entries:
+        for second in entries:
+            if oracle_key(first) < oracle_key(second):
+                assert orders[first] > orders[second], (first, second)
+            elif oracle_key(first) == oracle_key(second):
+                assert orders[first] == orders[second], (first, second)
+
+
+SUMS = [
+    Decimal("-999999999999.999999"),
+    Decimal("-0.000001"),
+    Decimal(0),
+    Decimal("0.000001"),
+    Decimal("1.5"),
+    Decimal("999999999999.999998"),
+    Decimal("999999999999.999999"),
+]
+
+
+def test_a_sums_order_at_the_extremes_fits_38_digits_and_ranks_value_then_older_latest_then_id() -> None:
+    # given sums at their extremes (negative, the smallest step, the largest), extreme instants and ids
+    entries = [(value, latest, entity) for value in SUMS for latest in EXTREME_LATESTS for entity in EXTREME_IDS]
+    # when each is ordered as the aggregator orders a sum
+    orders = {
+        entry: ranked_order(entry[0], entry[2], summed=True, latest=entry[1], tie_break=FIRST_REACHED)
+        for entry in entries
+    }
+    # then every order fits 38 digits, and descending lists value, older latest, then the id's first 2 bytes
+    assert max(significant_digits(order) for order in orders.values()) <= DYNAMODB_DIGITS
+
+    def oracle_key(entry: tuple[Decimal, int, str]) -> tuple[Decimal, int, bytes]:
+        return (-entry[0], entry[1], entry[2].encode()[:2].ljust(2, b"\0"))
+
+    for first in entries:
+        for second in entries:
+            if oracle_key(first) < oracle_key(second):
+                assert orders[first] > orders[second], (first, second)
+            elif oracle_key(first) == oracle_key(second):
+                assert orders[first] == orders[second], (first, second)
+
+
+# --- the instant is UTC whatever the time zones --------------------------------------------------------------------
+
+
+@pytest.fixture
+def process_in_new_york() -> Iterator[None]:
+    """The machine's own zone far from UTC: a naive moment taken as local time would show."""
+    previous = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = previous
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "utc"),
+    [
+        ("2018-01-31T12:00:00", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-01-31T12:00:00Z", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-01-31T12:00:00z", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-01-31T12:00:00+00:00", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-02-01T01:30:00+13:30", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-01-31T07:00:00-05:00", (2018, 1, 31, 12, 0, 0, 0)),
+        ("2018-01-31T12:00:00.123999Z", (2018, 1, 31, 12, 0, 0, 123)),
+        ("2018-01-31T12:00:00.9999999Z", (2018, 1, 31, 12, 0, 0, 999)),
+    ],
+)
+@pytest.mark.parametrize("deployment_zone", ["UTC", "Pacific/Kiritimati", "America/Los_Angeles"])
+def test_an_inserts_instant_is_its_utc_millisecond_whatever_the_process_and_deployment_zone(
+    process_in_new_york: None, timestamp: str, utc: tuple[int, ...], deployment_zone: str
+) -> None:
+    # given a deployment on a local calendar, its aggregator in a process whose own zone is New York
+    schema = Schema(
+        tie_break=FIRST_REACHED, calendar=calendar_from_environment({"LEADERBOARD_TIME_ZONE": deployment_zone})
+    )
+    # when an INSERT of that Timestamp is parsed
+    parsed = parse_record(insert("song1", timestamp), schema)
+    # then its instant is the UTC moment's milliseconds since 0001-01-01, counted by hand
+    assert isinstance(parsed, Download), parsed
+    assert parsed.instant == oracle_milliseconds(*utc)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "utc"),
+    [("0001-01-01T00:00:00Z", (1, 1, 1, 0, 0, 0, 0)), ("9999-12-31T23:59:59.999Z", (9999, 12, 31, 23, 59, 59, 999))],
+)
+def test_an_inserts_instant_at_the_calendars_ends_is_its_utc_millisecond(
+    process_in_new_york: None, timestamp: str, utc: tuple[int, ...]
+) -> None:
+    # given a UTC deployment (a local one refuses moments whose wall time leaves the years 1 to 9999)
+    schema = Schema(tie_break=FIRST_REACHED)
+    # when an INSERT at the first or last millisecond of the calendar is parsed
+    parsed = parse_record(insert("song1", timestamp), schema)
+    # then its instant is counted by hand
+    assert isinstance(parsed, Download), parsed
+    assert parsed.instant == oracle_milliseconds(*utc)
+
+
+# --- the count and the order move together -------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="count and order move together: a first_reached write whose contributions carry no instant, on an "
+    "aggregate without LatestCounted, ADDs to the count and leaves the order at the old count "
+    "(aggregate_writes._first_reached_order returns no order expression when it has no instant)",
+)
+def test_a_write_without_an_instant_still_moves_the_order_with_the_count(dynamodb: Any) -> None:
+    # given an aggregate counted before first_reached was turned on: a count of 3 and its order, no LatestCounted
+    entity = "song1"
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "songID": {"S": entity},
+            "SK": {"S": MONTH},
+            "DownloadCount": {"N": "3"},
+            "Month": {"S": MONTH},
+            "LeaderboardOrder": {"N": str(3 * 10**26 + 10**26 - 1 - int.from_bytes(b"song1\0\0\0\0\0", "big"))},
+        },
+    )
+    # when first_reached counts a download that carries no instant
+    outcome = store(dynamodb, Schema(tie_break=FIRST_REACHED)).apply(
+        AggregateKey(entity, MONTH), SHARD, [Contribution(pad_sequence("100"), NOW, download_id="d1")]
+    )
+    # then the count is 4, and the order ranks it among the 4s, not the 3s
+    item = item_of(dynamodb, entity)
+    assert outcome.added == 1
+    assert item["DownloadCount"] == {"N": "4"}
+    assert int(item["LeaderboardOrder"]["N"]) // 10**26 == 4
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a counted aggregate is listed: a first_reached write without any instant sets the index partition but "
+    "no LeaderboardOrder, so the sparse index leaves the aggregate out while its count grows",
+)
+def test_a_new_aggregate_whose_download_carries_no_instant_is_still_in_the_index(dynamodb: Any) -> None:
+    # given no aggregate for song1 yet
+    entity = "song1"
+    # when first_reached counts a download that carries no instant
+    store(dynamodb, Schema(tie_break=FIRST_REACHED)).apply(
+        AggregateKey(entity, MONTH), SHARD, [Contribution(pad_sequence("100"), NOW, download_id="d1")]
+    )
+    # then its aggregate has both index keys (a sparse index holds only items with both)
+    item = item_of(dynamodb, entity)
+    assert item["DownloadCount"] == {"N": "1"}
+    assert "Month" in item
+    assert "LeaderboardOrder" in item
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ranked_order: no latest lists after every equal value with one; an aggregate left with the entity "
+    "tie-break's order after the switch to first_reached ranks as if its latest download were in the first "
+    "centuries AD, ahead of every equal value, until reconcile --repair",
+)
+def test_an_aggregate_not_written_since_the_switch_lists_after_equal_values_with_a_latest(dynamodb: Any) -> None:
+    # given song0 counted once under the tie-break entity, then first_reached turned on and song9 counted once
+    entity_schema = Schema()
+    store(dynamodb, entity_schema).apply(
+        AggregateKey("song0", MONTH), SHARD, [Contribution(pad_sequence("100"), NOW, download_id="d0")]
+    )
+    instant = oracle_milliseconds(2018, 1, 5, 0, 0, 0, 0)
+    store(dynamodb, Schema(tie_break=FIRST_REACHED)).apply(
+        AggregateKey("song9", MONTH), SHARD, [Contribution(pad_sequence("200"), NOW, download_id="d9", instant=instant)]
+    )
+    # when the board is read in the index's order
+    items = dynamodb.query(
+        TableName=TABLE,
+        IndexName=INDEX,
+        KeyConditionExpression="#m = :m",
+        ExpressionAttributeNames={"#m": "Month"},
+        ExpressionAttributeValues={":m": {"S": MONTH}},
+        ScanIndexForward=False,
+    )["Items"]
+    # then song9, whose latest counted download is known, lists before song0, which has none (an aggregate without
+    # a latest lists after every equal value that has one, as the order of a fresh aggregate without one does)
+    assert "LatestCounted" not in item_of(dynamodb, "song0")
+    assert item_of(dynamodb, "song9")[LATEST_COUNTED] == {"N": str(instant)}
+    assert [item["songID"]["S"] for item in items] == ["song9", "song0"]
+
+
+def test_the_oracle_counts_milliseconds_as_a_calendar_does() -> None:
+    # given the oracle's hand count, when compared with datetime's own arithmetic at a few moments, then they agree
+    for moment in (
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(2018, 3, 1, 0, 0, 0, 250_000, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC),
+    ):
+        elapsed = (moment - datetime(1, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        assert elapsed == oracle_milliseconds(
+            moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second, moment.microsecond // 1000
+        )
