@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+import query
 from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
 from delivery import ShardRef
 from download_records import AggregateKey, Download, Schema, parse_record
+from index_reads import Layout
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import calendar_from_environment
 from leaderboard_core.index_layout import (
@@ -28,7 +30,7 @@ from leaderboard_core.index_layout import (
 )
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
-from tests.unit.conftest import INDEX, PROGRESS_TABLE, TABLE
+from tests.unit.conftest import INDEX, PROGRESS_TABLE, TABLE, FakeLambdaContext
 
 MONTH = "2018-01"
 NOW = 1_516_000_000
@@ -307,3 +309,68 @@ def test_the_oracle_counts_milliseconds_as_a_calendar_does() -> None:
         assert elapsed == oracle_milliseconds(
             moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second, moment.microsecond // 1000
         )
+
+
+# --- sums through the query function, leaderboard shards and pages -------------------------------------------------
+
+SUMMED_DOWNLOADS = [
+    ("so1", "2.5", "2018-01-10T00:00:00Z"),
+    ("so2", "2.5", "2018-01-10T00:00:00Z"),
+    ("so10", "1.25", "2018-01-10T00:00:00Z"),
+    ("so10", "1.25", "2018-01-02T00:00:00Z"),
+    ("s", "2.5", "2018-01-09T23:59:59.999Z"),
+    ("sz", "-1", "2018-01-01T00:00:00Z"),
+    ("sz", "3.5", "2018-01-20T00:00:00+05:00"),
+    ("sång", "2.500000", "2018-01-10T00:00:00Z"),
+    ("neg", "-0.000001", "2018-01-03T00:00:00Z"),
+    ("neg2", "-0.000001", "2018-01-02T00:00:00Z"),
+    ("zero", "0", "2018-01-31T00:00:00Z"),
+]
+"""Entities sharing their first 2 bytes (the sum's id tie-breaker), equal sums with equal and unequal latest
+downloads, negative and zero sums."""
+
+
+def summed_oracle() -> list[tuple[str, Decimal]]:
+    sums: dict[str, Decimal] = {}
+    latest: dict[str, datetime] = {}
+    for entity, amount, timestamp in SUMMED_DOWNLOADS:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+        sums[entity] = sums.get(entity, Decimal(0)) + Decimal(amount)
+        latest[entity] = max(latest.get(entity, moment), moment)
+    ranked = sorted(sums, key=lambda entity: (-sums[entity], latest[entity], entity.encode()))
+    return [(entity, sums[entity]) for entity in ranked]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_sums_list_by_value_then_older_latest_then_full_id_across_four_shards_and_pages(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # given summed downloads counted by the aggregator's store under first_reached on 4 leaderboard shards
+    schema = Schema(tie_break=FIRST_REACHED, amount="Amount")
+    progress = ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: NOW)
+    writer = AggregateStore(dynamodb, TABLE, schema, progress, clock=lambda: NOW, leaderboard_shards=4)
+    for index, (entity, amount, timestamp) in enumerate(SUMMED_DOWNLOADS):
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+        instant = (moment - datetime(1, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        contribution = Contribution(pad_sequence(str(100 + index)), NOW, Decimal(amount), f"d{index}", instant=instant)
+        writer.apply(AggregateKey(entity, MONTH), SHARD, [contribution])
+    # when the query function pages the board
+    monkeypatch.setattr(query, "_dynamodb", dynamodb)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "LAYOUT", Layout(4))
+    monkeypatch.setattr(query, "BOARDS", query.boards_from_environment({"SUM_ATTRIBUTE": "Amount"}))
+    listed: list[tuple[str, Decimal]] = []
+    token = None
+    while True:
+        request: dict[str, Any] = {"month": MONTH, "limit": limit} | ({"next_token": token} if token else {})
+        answer = query.lambda_handler(request, FakeLambdaContext())
+        assert "items" in answer, answer
+        listed += [(item["songID"], Decimal(item["downloadCount"])) for item in answer["items"]]
+        token = answer["next_token"]
+        if token is None:
+            break
+    # then it lists as the oracle ranks the data, and each entity's rank is its place there
+    assert listed == summed_oracle()
+    for place, (entity, _) in enumerate(summed_oracle(), start=1):
+        answer = query.lambda_handler({"month": MONTH, "songID": entity}, FakeLambdaContext())
+        assert answer.get("rank") == place, answer
