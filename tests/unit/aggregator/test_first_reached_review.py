@@ -374,3 +374,38 @@ def test_sums_list_by_value_then_older_latest_then_full_id_across_four_shards_an
     for place, (entity, _) in enumerate(summed_oracle(), start=1):
         answer = query.lambda_handler({"month": MONTH, "songID": entity}, FakeLambdaContext())
         assert answer.get("rank") == place, answer
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="under the tie-break entity equal counts list by ascending id: an aggregate written under first_reached "
+    "keeps its first_reached tie-breaker after leaderboard_tie_break goes back to entity (the entity write adds to "
+    "the order it finds), so it lists after every equal count written under entity whatever the ids",
+)
+def test_after_going_back_to_the_entity_tie_break_equal_counts_list_by_id(dynamodb: Any) -> None:
+    # given song "a" counted once under first_reached, then the tie-break back to entity, and "a" and "b" counted
+    instant = oracle_milliseconds(2018, 1, 5, 0, 0, 0, 0)
+    store(dynamodb, Schema(tie_break=FIRST_REACHED)).apply(
+        AggregateKey("a", MONTH), SHARD, [Contribution(pad_sequence("100"), NOW, download_id="d0", instant=instant)]
+    )
+    entity_store = store(dynamodb, Schema())
+    entity_store.apply(AggregateKey("a", MONTH), SHARD, [Contribution(pad_sequence("200"), NOW, download_id="d1")])
+    entity_store.apply(
+        AggregateKey("b", MONTH),
+        SHARD,
+        [
+            Contribution(pad_sequence("300"), NOW, download_id="d2"),
+            Contribution(pad_sequence("301"), NOW, download_id="d3"),
+        ],
+    )
+    # when the board is read in the index's order
+    items = dynamodb.query(
+        TableName=TABLE,
+        IndexName=INDEX,
+        KeyConditionExpression="#m = :m",
+        ExpressionAttributeNames={"#m": "Month"},
+        ExpressionAttributeValues={":m": {"S": MONTH}},
+        ScanIndexForward=False,
+    )["Items"]
+    # then both count 2 and list by ascending id, as the tie-break entity promises
+    assert [(item["songID"]["S"], item["DownloadCount"]["N"]) for item in items] == [("a", "2"), ("b", "2")]
