@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 import query
+import rolling_window
 from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
+from boards import Boards
 from delivery import ShardRef
 from download_records import AggregateKey, Download, Schema, parse_record
-from index_reads import Layout
+from index_reads import IndexSchema, Layout
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.buckets import calendar_from_environment
 from leaderboard_core.index_layout import (
@@ -28,6 +30,9 @@ from leaderboard_core.index_layout import (
     MAX_COUNT,
     ranked_order,
 )
+from query_kinds import parse_request
+from read_context import ReadContext
+from rolling_window import WindowRequest
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
 from tests.unit.conftest import INDEX, PROGRESS_TABLE, TABLE, FakeLambdaContext
@@ -409,3 +414,58 @@ def test_after_going_back_to_the_entity_tie_break_equal_counts_list_by_id(dynamo
     )["Items"]
     # then both count 2 and list by ascending id, as the tie-break entity promises
     assert [(item["songID"]["S"], item["DownloadCount"]["N"]) for item in items] == [("a", "2"), ("b", "2")]
+
+
+# --- rolling windows under first_reached ---------------------------------------------------------------------------
+
+WINDOW_DAYS = [f"2018-01-{day:02d}" for day in range(9, 16)]
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+@pytest.mark.parametrize("k", [1, 2, 3, 10])
+def test_a_rolling_window_under_first_reached_lists_equal_totals_by_id(dynamodb: Any, shards: int, k: int) -> None:
+    # given daily boards written by the store under first_reached on `shards` leaderboard shards: equal totals whose
+    # latest downloads differ (the window's listing does not rank by them: docs/query-contract.md)
+    downloads = {  # day -> [(entity, hour of the day)]
+        "2018-01-09": [("zed", 1), ("amy", 23), ("bob", 5)],
+        "2018-01-12": [("bob", 2), ("zed", 0), ("cat", 3), ("cat", 4)],
+        "2018-01-15": [("amy", 1), ("dan", 9), ("dan", 8), ("eve", 7)],
+    }
+    writer = AggregateStore(
+        dynamodb,
+        TABLE,
+        Schema(tie_break=FIRST_REACHED, periods=("day",)),
+        ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: NOW),
+        clock=lambda: NOW,
+        leaderboard_shards=shards,
+    )
+    sequence = 100
+    for day, entries in downloads.items():
+        year, month, date = (int(part) for part in day.split("-"))
+        for entity, hour in entries:
+            sequence += 1
+            instant = oracle_milliseconds(year, month, date, hour, 0, 0, 0)
+            contribution = Contribution(pad_sequence(str(sequence)), NOW, download_id=f"d{sequence}", instant=instant)
+            writer.apply(AggregateKey(entity, day), SHARD, [contribution])
+    # when the last 7 days' top k is asked
+    request = rolling_window_request(k, shards)
+    answer = rolling_window.answer(ReadContext(dynamodb, TABLE, IndexSchema(), Layout(shards)), request)
+    # then equal totals list by ascending id, whatever their latest downloads
+    totals: dict[str, int] = {}
+    for entries in downloads.values():
+        for entity, _ in entries:
+            totals[entity] = totals.get(entity, 0) + 1
+    expected = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0]))[:k]
+    assert [(item["songID"], item["downloadCount"]) for item in answer["items"]] == expected
+    assert answer["complete"] is True
+
+
+def rolling_window_request(k: int, shards: int) -> WindowRequest:
+    request = parse_request(
+        {"period": "day", "key": WINDOW_DAYS[-1], "last": 7, "limit": k},
+        IndexSchema(),
+        Layout(shards),
+        Boards(("day",)),
+    )
+    assert isinstance(request, WindowRequest)
+    return request
