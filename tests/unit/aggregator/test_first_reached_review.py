@@ -469,3 +469,61 @@ def rolling_window_request(k: int, shards: int) -> WindowRequest:
     )
     assert isinstance(request, WindowRequest)
     return request
+
+
+COUNTED_DOWNLOADS = [
+    ("song1", "2018-01-10T00:00:00Z"),
+    ("song2", "2018-01-10T01:00:00+01:00"),
+    ("song10", "2018-01-10T00:00:00.000999Z"),
+    ("song", "2018-01-10T00:00:00Z"),
+    ("son", "2018-01-10T00:00:00Z"),
+    ("song3", "2018-01-09T23:59:59.999Z"),
+    ("song4", "2018-01-01T00:00:00Z"),
+    ("song4", "2018-01-10T00:00:00.001Z"),
+    ("sång", "2018-01-10T00:00:00Z"),
+]
+"""One download each (song4 two): ids sharing their first 4 bytes at the same latest millisecond, one a millisecond
+older, and one whose second download is a millisecond newer."""
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4])
+def test_every_ranks_place_is_the_oracles_across_four_shards_under_first_reached(
+    dynamodb: Any, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # given the downloads counted by the store under first_reached on 4 leaderboard shards
+    writer = AggregateStore(
+        dynamodb,
+        TABLE,
+        Schema(tie_break=FIRST_REACHED),
+        ProgressStore(dynamodb, PROGRESS_TABLE, clock=lambda: NOW),
+        clock=lambda: NOW,
+        leaderboard_shards=4,
+    )
+    latest: dict[str, datetime] = {}
+    counts: dict[str, int] = {}
+    for index, (entity, timestamp) in enumerate(COUNTED_DOWNLOADS):
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).astimezone(UTC)
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        latest[entity] = max(latest.get(entity, moment), moment)
+        counts[entity] = counts.get(entity, 0) + 1
+        instant = (moment - datetime(1, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        contribution = Contribution(pad_sequence(str(100 + index)), NOW, download_id=f"d{index}", instant=instant)
+        writer.apply(AggregateKey(entity, MONTH), SHARD, [contribution])
+    oracle = sorted(counts, key=lambda entity: (-counts[entity], latest[entity], entity.encode()))
+    monkeypatch.setattr(query, "_dynamodb", dynamodb)
+    monkeypatch.setattr(query, "AGGREGATES_TABLE_NAME", TABLE)
+    monkeypatch.setattr(query, "LAYOUT", Layout(4))
+    # when the board is paged, and each song's rank asked
+    listed: list[str] = []
+    token = None
+    while True:
+        request: dict[str, Any] = {"month": MONTH, "limit": limit} | ({"next_token": token} if token else {})
+        answer = query.lambda_handler(request, FakeLambdaContext())
+        listed += [item["songID"] for item in answer["items"]]
+        token = answer["next_token"]
+        if token is None:
+            break
+    # then the listing and every rank are the oracle's
+    assert listed == oracle
+    for place, entity in enumerate(oracle, start=1):
+        assert query.lambda_handler({"month": MONTH, "songID": entity}, FakeLambdaContext())["rank"] == place
