@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import boto3
 import pytest
 
-from leaderboard_core.index_layout import FIRST_REACHED, LATEST_COUNTED, ranked_order
+from leaderboard_core.index_layout import (
+    ENTITY_TIE_BREAK,
+    FIRST_REACHED,
+    LATEST_COUNTED,
+    TIE_BREAK_VARIABLE,
+    ranked_order,
+)
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
@@ -17,12 +24,18 @@ from tests.unit.tools.operator_stack import (
     QUICK_BANDS,
     REGION,
     ModelAggregator,
+    MotoStack,
     aggregate_item,
     once_the_band_opens,
     set_count,
     write_download,
 )
 from tests.unit.tools.test_reconcile_first_reached import first_reached_stack, listing, reconciler
+
+
+def environment_of(stack: MotoStack) -> dict[str, str]:
+    configuration = boto3.client("lambda", region_name=REGION).get_function_configuration(FunctionName=stack.aggregator)
+    return configuration["Environment"]["Variables"]
 
 
 def milliseconds(timestamp: str) -> int:
@@ -103,3 +116,26 @@ def test_a_download_held_by_a_repairs_band_moves_the_latest_instant(aws: None) -
     assert item["DownloadCount"] == {"N": "3"}
     assert item[LATEST_COUNTED] == {"N": str(latest)}
     assert item["LeaderboardOrder"] == {"N": str(ranked_order(3, "song1", latest=latest, tie_break=FIRST_REACHED))}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="under the tie-break entity equal counts list by ascending id; an order left by first_reached (the "
+    "tie-break switched back) is neither reported by reconcile, which compares counts (and instants only under "
+    "first_reached), nor rewritten by rekey, which sets only missing orders: it stays out of id order for good",
+)
+def test_after_going_back_to_entity_reconcile_finds_an_order_left_by_first_reached(aws: None) -> None:
+    # given songs counted under first_reached, then the module applied again with the tie-break entity
+    stack = first_reached_stack(1)
+    boto3.client("lambda", region_name=REGION).update_function_configuration(
+        FunctionName=stack.aggregator,
+        Environment={"Variables": {**environment_of(stack), TIE_BREAK_VARIABLE: ENTITY_TIE_BREAK}},
+    )
+    write_download(stack, "song9", "song9-d0", timestamp="2018-03-01T00:00:00Z")
+    write_download(stack, "song9", "song9-d1", timestamp="2018-03-02T00:00:00Z")
+    ModelAggregator(stack).run()
+    # when reconcile runs under entity
+    report = reconciler(stack).run_month(MONTH)
+    # then the index lists equal counts by id, or reconcile reports the orders that do not
+    out_of_order = listing(stack) != ["song1", "song2", "song3", "song9", "song4", "song5"]
+    assert not out_of_order or report.differences
