@@ -35,6 +35,8 @@ from read_context import ReadContext
 from rolling_window import WindowRequest
 from shard_progress import ProgressStore
 from tests.streams import STREAM_ARN
+from tests.unit.aggregator.test_aggregate_store import OTHERS, SHARD_B, checkpoint
+from tests.unit.aggregator.test_first_reached import ReadThenRaced
 from tests.unit.conftest import INDEX, PROGRESS_TABLE, TABLE, FakeLambdaContext
 
 MONTH = "2018-01"
@@ -527,3 +529,38 @@ def test_every_ranks_place_is_the_oracles_across_four_shards_under_first_reached
     assert listed == oracle
     for place, entity in enumerate(oracle, start=1):
         assert query.lambda_handler({"month": MONTH, "songID": entity}, FakeLambdaContext())["rank"] == place
+
+
+# --- the proof transaction after pruning ---------------------------------------------------------------------------
+
+
+def dated(sequence: int, day: int) -> Contribution:
+    instant = oracle_milliseconds(2018, 1, day, 12, 0, 0, 0)
+    return Contribution(pad_sequence(str(sequence)), NOW, download_id=f"d{sequence}", instant=instant)
+
+
+def test_a_proven_write_after_pruning_that_raced_another_keeps_the_newest_latest(dynamodb: Any) -> None:
+    first_reached = Schema(tie_break=FIRST_REACHED)
+    key = AggregateKey("song1", MONTH)
+    # given song1 fed by six shards under first_reached, its latest download the 20th's (shard A), A's watermark
+    # pruned once A's checkpoint passed it and A ended
+    for index, other in enumerate(OTHERS):
+        store(dynamodb, first_reached).apply(key, other, [dated(1000 + index, 2 + index)])
+    store(dynamodb, first_reached).apply(key, SHARD, [dated(200, 20), dated(210, 20)])
+    checkpoint(dynamodb, SHARD, 210, ended=False)
+    checkpoint(dynamodb, SHARD, 220, ended=True)
+    store(dynamodb, first_reached).apply(key, SHARD_B, [dated(5, 1)])
+    assert SHARD.watermark_name not in item_of(dynamodb, "song1")
+    # when A's records above its checkpoint (downloads of the 3rd) are written in a proof transaction, and another
+    # shard counts a download of the 25th between that write's read and its transaction
+    racer = OTHERS[0]
+    raced = ReadThenRaced(dynamodb, lambda: store(dynamodb, first_reached).apply(key, racer, [dated(1100, 25)]))
+    outcome = store(raced, first_reached).apply(key, SHARD, [dated(230, 3), dated(240, 3)])
+    # then all 10 downloads are counted, the latest is the 25th's, and the order is the one of that count and instant
+    latest = oracle_milliseconds(2018, 1, 25, 12, 0, 0, 0)
+    stored = item_of(dynamodb, "song1")
+    assert outcome.added == 2
+    assert outcome.transactions >= 1
+    assert stored["DownloadCount"] == {"N": "10"}
+    assert stored[LATEST_COUNTED] == {"N": str(latest)}
+    assert stored["LeaderboardOrder"] == {"N": str(ranked_order(10, "song1", latest=latest, tie_break=FIRST_REACHED))}
