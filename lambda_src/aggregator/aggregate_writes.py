@@ -139,23 +139,38 @@ class AggregateWrites:
                 values[":held"] = {"SS": entries}
                 values[":room"] = {"N": str(self.held_limit - len(set(entries) - already))}
         known_count = number(item.get(self._schema.count)) if item is not None else None
+        removed = ""
         if self.first_reached:
-            order_expression, order_condition = self._first_reached_order(key, contributions, item, names, values)
+            order_expression, order_condition = self._first_reached_order(
+                key, [*contributions, *held], addition, item, names, values
+            )
+        elif item is not None and known_count is not None and LATEST_COUNTED in item:
+            # Left by the tie-break first_reached: the order is set outright from the count, the instant dropped.
+            names["#latest"] = LATEST_COUNTED
+            order_expression, removed = "#order = :order", " REMOVE #latest"
+            order_condition = "#count = :count AND attribute_exists(#latest)"
+            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
+            values[":count"] = {"N": number_text(known_count)}
         elif item is not None and known_count is not None and self._schema.order not in item:
             order_expression = "#order = :order"
             order_condition = "#count = :count AND attribute_not_exists(#order)"
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
             values[":count"] = {"N": number_text(known_count)}
         else:
-            # A count back at 0 left the index (`leave_index`): its order is then rebuilt from the tie-breaker.
+            # A count back at 0 left the index (`leave_index`): its order is then rebuilt from the tie-breaker. An
+            # aggregate a first_reached deployment wrote fails the condition once, and the item it returns is known.
+            names["#latest"] = LATEST_COUNTED
             order_expression = "#order = if_not_exists(#order, :tiebreak) + :scaled"
-            order_condition = "(attribute_exists(#order) OR attribute_not_exists(#count) OR #count = :zero)"
+            order_condition = (
+                "(attribute_exists(#order) OR attribute_not_exists(#count) OR #count = :zero)"
+                " AND attribute_not_exists(#latest)"
+            )
             values[":zero"] = {"N": "0"}
             values[":tiebreak"] = {"N": str(order_tiebreak(key.entity_id, self._summed))}
             values[":scaled"] = {"N": str(int(addition * ORDER_SCALE))}
         additions = "#count :addition, #held :held" if held else "#count :addition"
         settings = ", ".join(part for part in ("#period = :partition", order_expression, "#wm = :entry") if part)
-        update = f"ADD {additions} SET {settings}"
+        update = f"ADD {additions} SET {settings}{removed}"
         condition = f"{watermark} AND {fence} AND {order_condition}"
         return {
             "TableName": self._table,
@@ -173,7 +188,8 @@ class AggregateWrites:
     def _first_reached_order(
         self,
         key: AggregateKey,
-        contributions: list[Contribution],
+        records: list[Contribution],
+        addition: Decimal,
         item: dict[str, Any] | None,
         names: dict[str, str],
         values: dict[str, Any],
@@ -181,15 +197,16 @@ class AggregateWrites:
         """The order set outright from the count and latest instant read, on the condition that both still hold.
 
         DynamoDB has no max() in an update expression: the latest instant is the larger of the one read and the
-        batch's, and the condition makes a write that raced another fail (and be made again from the item it returns)
-        instead of lowering it. Held records are counted by their repair's recount, which sets the instant too.
+        records' (held ones too: without retractions every held download ends counted, by the band's close), and the
+        condition makes a write that raced another fail (and be made again from the item it returns) instead of
+        lowering it. Without any instant the order still moves with the count, in the slot of no latest download.
         """
         if item is None:
             raise ValueError("first_reached writes an aggregate only once it was read")
         names["#latest"] = LATEST_COUNTED
         known_count = number(item.get(self._schema.count))
         known_latest = number(item.get(LATEST_COUNTED))
-        instants = [c.instant for c in contributions if c.instant is not None]
+        instants = [c.instant for c in records if c.instant is not None]
         if known_latest is not None:
             instants.append(int(known_latest))
         conditions = []
@@ -203,11 +220,11 @@ class AggregateWrites:
         else:
             conditions.append("#latest = :known_latest")
             values[":known_latest"] = {"N": str(int(known_latest))}
-        if not instants:
-            return "", " AND ".join(conditions)
-        latest = max(instants)
-        value = (known_count or 0) + sum((c.amount for c in contributions), Decimal(0))
+        latest = max(instants) if instants else None
+        value = (known_count or 0) + addition
         values[":order"] = {"N": str(ranked_order(value, key.entity_id, self._summed, latest, FIRST_REACHED))}
+        if latest is None:
+            return "#order = :order", " AND ".join(conditions)
         values[":latest"] = {"N": str(latest)}
         return "#order = :order, #latest = :latest", " AND ".join(conditions)
 

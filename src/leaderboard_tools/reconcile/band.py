@@ -178,6 +178,10 @@ class RepairBand:
                 " REMOVE #pruned, #pruned_under, #applied, #held, #order, #period"
             )
             del values[":order"], values[":partition"]
+        if self._deployment.tie_break != FIRST_REACHED and snapshot.latest is not None:
+            # Left by the tie-break first_reached: the order just set is the entity tie-break's.
+            attribute_names["#latest"] = LATEST_COUNTED
+            update += ", #latest"
         for _ in range(CLOSE_ROUNDS):
             try:
                 return self._repair_write(board, entity_id, update, conditions, attribute_names, values, band)

@@ -191,6 +191,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                         f"{instant_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
                     )
                     board_report.differences.append(Difference(entity, stored, recounted, reason=reason))
+                elif self._deployment.tie_break != FIRST_REACHED and snapshot.latest is not None:
+                    reason = "its order is the tie-break first_reached's; the deployed tie-break is entity"
+                    board_report.differences.append(Difference(entity, stored, recounted, reason=reason))
             differing[board] = board_report.differences
         if not repair or not any(differing.values()):
             return report

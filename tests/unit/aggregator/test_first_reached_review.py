@@ -224,12 +224,6 @@ def test_an_inserts_instant_at_the_calendars_ends_is_its_utc_millisecond(
 # --- the count and the order move together -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="count and order move together: a first_reached write whose contributions carry no instant, on an "
-    "aggregate without LatestCounted, ADDs to the count and leaves the order at the old count "
-    "(aggregate_writes._first_reached_order returns no order expression when it has no instant)",
-)
 def test_a_write_without_an_instant_still_moves_the_order_with_the_count(dynamodb: Any) -> None:
     # given an aggregate counted before first_reached was turned on: a count of 3 and its order, no LatestCounted
     entity = "song1"
@@ -254,11 +248,6 @@ def test_a_write_without_an_instant_still_moves_the_order_with_the_count(dynamod
     assert int(item["LeaderboardOrder"]["N"]) // 10**26 == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a counted aggregate is listed: a first_reached write without any instant sets the index partition but "
-    "no LeaderboardOrder, so the sparse index leaves the aggregate out while its count grows",
-)
 def test_a_new_aggregate_whose_download_carries_no_instant_is_still_in_the_index(dynamodb: Any) -> None:
     # given no aggregate for song1 yet
     entity = "song1"
@@ -383,12 +372,6 @@ def test_sums_list_by_value_then_older_latest_then_full_id_across_four_shards_an
         assert answer.get("rank") == place, answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under the tie-break entity equal counts list by ascending id: an aggregate written under first_reached "
-    "keeps its first_reached tie-breaker after leaderboard_tie_break goes back to entity (the entity write adds to "
-    "the order it finds), so it lists after every equal count written under entity whatever the ids",
-)
 def test_after_going_back_to_the_entity_tie_break_equal_counts_list_by_id(dynamodb: Any) -> None:
     # given song "a" counted once under first_reached, then the tie-break back to entity, and "a" and "b" counted
     instant = oracle_milliseconds(2018, 1, 5, 0, 0, 0, 0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import boto3
-import pytest
 
 from leaderboard_core.index_layout import (
     ENTITY_TIE_BREAK,
@@ -86,12 +85,6 @@ def test_the_recount_takes_the_aggregators_instant_for_every_offset_form(aws: No
     assert reconciler(stack).run_month(MONTH).differences == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a repair restores the latest instant from the downloads: a download its band held and its close added "
-    "(the recount missed it) leaves LatestCounted at the older instant, so the song ranks ahead of equal counts "
-    "whose latest download is older than its own; the close reports 'unsettled' and asks for another repair",
-)
 def test_a_download_held_by_a_repairs_band_moves_the_latest_instant(aws: None) -> None:
     # given song1 (downloads of the 2nd and the 10th) drifted to 5, and a listener who downloads it on the 30th while
     # the repair's band is open (after its recount, before its fence), the aggregator catching up at once
@@ -118,12 +111,6 @@ def test_a_download_held_by_a_repairs_band_moves_the_latest_instant(aws: None) -
     assert item["LeaderboardOrder"] == {"N": str(ranked_order(3, "song1", latest=latest, tie_break=FIRST_REACHED))}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under the tie-break entity equal counts list by ascending id; an order left by first_reached (the "
-    "tie-break switched back) is neither reported by reconcile, which compares counts (and instants only under "
-    "first_reached), nor rewritten by rekey, which sets only missing orders: it stays out of id order for good",
-)
 def test_after_going_back_to_entity_reconcile_finds_an_order_left_by_first_reached(aws: None) -> None:
     # given songs counted under first_reached, then the module applied again with the tie-break entity
     stack = first_reached_stack(1)
