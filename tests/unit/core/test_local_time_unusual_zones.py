@@ -1,5 +1,6 @@
 """Local-time buckets in zones the first tests left out: half-hour and 45-minute offsets, Lord Howe's 30-minute
-daylight saving shift, Chile's changes at local midnight, Samoa's skipped day; and year boundaries.
+daylight saving shift, Troll's two-hour one, Chile's changes at local midnight, Samoa's skipped day; and year
+boundaries.
 
 The oracle knows each zone only as a hand table of the offsets in force and the instants (UTC) the clocks changed,
 taken from the published rules. It scans the days around each change in 15-minute steps (every local hour and day
@@ -46,6 +47,14 @@ TABLES: dict[str, tuple[timedelta, list[tuple[datetime, timedelta]]]] = {
         [
             (datetime(2011, 12, 30, 10, tzinfo=UTC), 14 * H),
             (datetime(2012, 3, 31, 14, tzinfo=UTC), 13 * H),
+        ],
+    ),
+    # a two-hour shift: 01:00 UTC on the EU's last Sundays of March and October, +00 <-> +02
+    "Antarctica/Troll": (
+        timedelta(0),
+        [
+            (datetime(2026, 3, 29, 1, tzinfo=UTC), 2 * H),
+            (datetime(2026, 10, 25, 1, tzinfo=UTC), timedelta(0)),
         ],
     ),
     "Asia/Kathmandu": (5 * H + 45 * M, [(datetime(2026, 12, 31, 18, 15, tzinfo=UTC), 5 * H + 45 * M)]),
@@ -199,3 +208,24 @@ def test_a_download_near_the_new_year_counts_in_its_local_years_boards(
 ) -> None:
     calendar = Calendar(zone)
     assert calendar.download_boards(utc_moment(moment), ("hour", "day", "week", "month", "year")) == boards
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Calendar._change_between searches whole seconds from a moment with a fraction: for a moment in the first "
+    "second after clocks went back it finds the moment itself, so wall() is the start of the repeated span, not the "
+    "latest wall time reached; at Troll's two-hour change 01:00:00.5Z is filed in the hour 01, which ended 2 hours "
+    "before it",
+)
+@pytest.mark.parametrize("fraction", [1, 500_000, 999_999])
+def test_a_moment_with_a_fraction_of_a_second_just_after_clocks_went_back_is_in_the_latest_hour_reached(
+    fraction: int,
+) -> None:
+    # given Troll's clocks going back from 03:00 +02 to 01:00 +00, and a moment a fraction of a second after
+    calendar = Calendar("Antarctica/Troll")
+    moment = datetime(2026, 10, 25, 1, tzinfo=UTC) + timedelta(microseconds=fraction)
+    # when its hour is named, then it is the oracle's (02, the latest reached), and its bucket holds the moment
+    key = calendar.bucket_key(moment, "hour")
+    assert key == oracle_key("Antarctica/Troll", moment, "hour") == "2026-10-25T02"
+    start, end = calendar.bounds("hour", key)  # type: ignore[misc]
+    assert start <= moment < end
