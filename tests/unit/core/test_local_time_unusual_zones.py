@@ -210,22 +210,34 @@ def test_a_download_near_the_new_year_counts_in_its_local_years_boards(
     assert calendar.download_boards(utc_moment(moment), ("hour", "day", "week", "month", "year")) == boards
 
 
+FRACTION_CASES = [
+    # Troll: 03:00 +02 -> 01:00 +00; the latest hour reached is 02
+    ("Antarctica/Troll", "2026-10-25T01:00:00.000001Z", "hour", "2026-10-25T02"),
+    ("Antarctica/Troll", "2026-10-25T01:00:00.5Z", "hour", "2026-10-25T02"),
+    ("Antarctica/Troll", "2026-10-25T02:30:00.250Z", "hour", "2026-10-25T02"),
+    # Chatham: 03:45 +13:45 -> 02:45 +12:45; 03:15:00.123 +12:45 is in the hour 03 however it is read
+    ("Pacific/Chatham", "2026-04-04T14:30:00.123Z", "hour", "2026-04-05T03"),
+    ("Pacific/Chatham", "2026-04-04T14:59:59.5Z", "hour", "2026-04-05T03"),
+    # St. John's, 2006: 00:01 -02:30 -> 23:01 -03:30 the day before; the latest day reached is the 29th
+    ("America/St_Johns", "2006-10-29T02:45:00.5Z", "day", "2006-10-29"),
+]
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="Calendar._change_between searches whole seconds from a moment with a fraction: for a moment in the first "
-    "second after clocks went back it finds the moment itself, so wall() is the start of the repeated span, not the "
-    "latest wall time reached; at Troll's two-hour change 01:00:00.5Z is filed in the hour 01, which ended 2 hours "
-    "before it",
+    reason="Calendar._before_clocks_went_back searches whole seconds from (moment - repeated), which keeps the "
+    "moment's fraction of a second: it finds the change a fraction late, so for any moment with a fraction in the "
+    "repeated span wall() is the span's start, not the latest wall time reached; a Chatham download at "
+    "03:15:00.123 +12:45 is filed under the hour 02 (ended 03:00 +13:45), the same moment without the .123 under 03",
 )
-@pytest.mark.parametrize("fraction", [1, 500_000, 999_999])
-def test_a_moment_with_a_fraction_of_a_second_just_after_clocks_went_back_is_in_the_latest_hour_reached(
-    fraction: int,
+@pytest.mark.parametrize(("zone", "timestamp", "period", "key"), FRACTION_CASES)
+def test_a_moment_with_a_fraction_of_a_second_where_clocks_went_back_is_in_the_latest_bucket_reached(
+    zone: str, timestamp: str, period: str, key: str
 ) -> None:
-    # given Troll's clocks going back from 03:00 +02 to 01:00 +00, and a moment a fraction of a second after
-    calendar = Calendar("Antarctica/Troll")
-    moment = datetime(2026, 10, 25, 1, tzinfo=UTC) + timedelta(microseconds=fraction)
-    # when its hour is named, then it is the oracle's (02, the latest reached), and its bucket holds the moment
-    key = calendar.bucket_key(moment, "hour")
-    assert key == oracle_key("Antarctica/Troll", moment, "hour") == "2026-10-25T02"
-    start, end = calendar.bounds("hour", key)  # type: ignore[misc]
+    # given a moment with a fraction of a second in the span the clocks repeated
+    calendar = Calendar(zone)
+    moment = utc_moment(timestamp)
+    # when its bucket is named, then it is the one the same moment without its fraction is in, and it holds the moment
+    assert calendar.bucket_key(moment, period) == calendar.bucket_key(moment.replace(microsecond=0), period) == key
+    start, end = calendar.bounds(period, key)  # type: ignore[misc]
     assert start <= moment < end
