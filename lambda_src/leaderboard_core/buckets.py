@@ -92,7 +92,7 @@ class Calendar:
     def _before_clocks_went_back(self, moment: datetime, local: datetime) -> datetime:
         """The wall time just before the clocks went back, for a moment of the repeated span they made."""
         repeated = local.replace(fold=0).utcoffset() - local.utcoffset()  # type: ignore[operator]
-        changed = self._change_between(moment - repeated, moment)
+        changed = self._change_between((moment - repeated).replace(microsecond=0), moment)
         return (changed - timedelta(microseconds=1)).astimezone(self.zone)
 
     def _change_between(self, before: datetime, after: datetime) -> datetime:
@@ -129,11 +129,15 @@ class Calendar:
         return self.periods[name]
 
     def bounds(self, period: str, key: str) -> tuple[datetime, datetime | None] | None:
-        """When a bucket begins and when the next begins (UTC; None past the calendar); None for `all`."""
+        """When a bucket begins and when the next begins (UTC; None past the calendar); None for `all` and for a
+        bucket that begins outside the calendar (a month or year of year 0)."""
         if period == ALL_TIME:
             return None
         definition = self.periods[period]
-        start = self.instant(definition.wall_start(key))
+        try:
+            start = self.instant(definition.wall_start(key))
+        except (OverflowError, ValueError):
+            return None
         try:
             return start, self.instant(definition.wall_next(key))
         except (OverflowError, ValueError):
@@ -152,7 +156,11 @@ class Calendar:
         if self.zone is UTC:
             return True
         try:
-            return self.instant(start) < self.instant(definition.wall_next(key))
+            begins = self.instant(start)
+        except (OverflowError, ValueError):
+            return False
+        try:
+            return begins < self.instant(definition.wall_next(key))
         except (OverflowError, ValueError):
             return True
 

@@ -62,11 +62,6 @@ def test_a_download_before_the_first_season_of_a_season_only_deployment_is_ignor
     assert boards_of_download({"songID": {"S": "song1"}, "Timestamp": {"S": "2026-03-31T12:59:59Z"}}, deployment) == []  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a timestamp without an offset is read as UTC (buckets.utc_moment), also in a deployment on a local clock, "
-    "where a writer may well mean local time; docs/query-contract.md 'Local time and seasons' does not say so",
-)
 def test_the_local_time_docs_say_how_a_timestamp_without_an_offset_is_read() -> None:
     contract = (Path(__file__).resolve().parents[3] / "docs" / "query-contract.md").read_text()
     section = contract[contract.index("**Time zone.**") : contract.index("## Redis verbs")]

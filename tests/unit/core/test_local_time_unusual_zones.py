@@ -223,13 +223,6 @@ FRACTION_CASES = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Calendar._before_clocks_went_back searches whole seconds from (moment - repeated), which keeps the "
-    "moment's fraction of a second: it finds the change a fraction late, so for any moment with a fraction in the "
-    "repeated span wall() is the span's start, not the latest wall time reached; a Chatham download at "
-    "03:15:00.123 +12:45 is filed under the hour 02 (ended 03:00 +13:45), the same moment without the .123 under 03",
-)
 @pytest.mark.parametrize(("zone", "timestamp", "period", "key"), FRACTION_CASES)
 def test_a_moment_with_a_fraction_of_a_second_where_clocks_went_back_is_in_the_latest_bucket_reached(
     zone: str, timestamp: str, period: str, key: str

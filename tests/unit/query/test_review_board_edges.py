@@ -15,11 +15,6 @@ from tests.unit.query.aggregates_on_moto import MONTH, load_boards
 from tests.unit.query.test_query_verbs import Deployment
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="year 0000 and month 0000-MM are keys the request check admits (as before issue 40, when such a request "
-    "answered an empty board), but Calendar.bounds raises ValueError computing boardStart: the function fails",
-)
 @pytest.mark.parametrize("event", [{"period": "year", "key": "0000"}, {"period": "month", "key": "0000-01"}])
 def test_a_key_the_request_check_admits_at_the_calendars_start_answers_rather_than_failing(
     aws: None, event: dict[str, Any]
@@ -32,12 +27,6 @@ def test_a_key_the_request_check_admits_at_the_calendars_start_answers_rather_th
     assert answer.get("items") == [] or "error" in answer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="where the local clock's first or last hours lie outside UTC's years 1-9999, is_bucket_key admits their "
-    "keys (it takes OverflowError for a key), then Calendar.bounds raises OverflowError for boardStart: the function "
-    "fails",
-)
 @pytest.mark.parametrize(
     ("zone", "period", "key"),
     [

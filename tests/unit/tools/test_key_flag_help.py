@@ -5,14 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="--key's help still says 'the period's UTC bucket' and lists no season key (S2026-01-05), though a bucket "
-    "is on the deployment's leaderboard_time_zone clock and season is a period",
-)
 def test_the_key_flag_help_names_the_local_bucket_and_the_season_key() -> None:
     shown = subprocess.run(
         [sys.executable, "-m", "leaderboard_tools", "top", "--help"], capture_output=True, text=True, check=True

@@ -97,7 +97,8 @@ def register(commands: Any) -> None:
         board.add_argument(
             "--key",
             type=key_argument,
-            help="the period's UTC bucket: 2018-01-15T10, 2018-01-15, 2018-W03, 2018-01, 2018 (default: now)",
+            help="the period's bucket on the deployment's clock (leaderboard_time_zone): 2018-01-15T10, 2018-01-15, "
+            "2018-W03, 2018-01, 2018, a season's S2026-01-05 (default: now)",
         )
         board.add_argument("--category", help="a category's board (category_attribute_name)")
         _add_own_arguments(command, name)
