@@ -124,7 +124,7 @@ def time_zones_tf() -> str:
         " which both zips carry.\n"
         "# Written by `python build.py --time-zones`; tests/unit/core/test_time_zones.py holds it equal to the\n"
         "# package.\n"
-        f"locals {{\n  time_zones = [\n{names}  ]\n}}\n"
+        f'locals {{\n  time_zone_data_version = "{tzdata.__version__}"\n  time_zones = [\n{names}  ]\n}}\n'
     )
 
 

@@ -52,6 +52,7 @@ resource "aws_lambda_function" "aggregator" {
       LEADERBOARD_PERIODS            = local.leaderboard_periods
       LEADERBOARD_TIE_BREAK          = var.leaderboard_tie_break
       LEADERBOARD_TIME_ZONE          = var.leaderboard_time_zone
+      LEADERBOARD_TIME_ZONE_DATA     = local.time_zone_data_version
       LEADERBOARD_SEASON_START       = local.season_start
       LEADERBOARD_SEASON_LENGTH_DAYS = local.season_length_days
       CATEGORY_ATTRIBUTE             = local.category_attribute

@@ -3,6 +3,7 @@
 # Written by `python build.py --time-zones`; tests/unit/core/test_time_zones.py holds it equal to the
 # package.
 locals {
+  time_zone_data_version = "2026.6"
   time_zones = [
     "Africa/Abidjan",
     "Africa/Accra",

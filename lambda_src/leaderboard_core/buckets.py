@@ -29,6 +29,8 @@ MAX_SORT_KEY_BYTES = 1024
 """DynamoDB: a sort key's "maximum length is 1,024 bytes" (Developer Guide, *Constraints*); a board id is one."""
 UTC_ZONE = "UTC"
 TIME_ZONE_VARIABLE = "LEADERBOARD_TIME_ZONE"
+TIME_ZONE_DATA_VARIABLE = "LEADERBOARD_TIME_ZONE_DATA"
+"""The tzdata release the functions carry (the aggregator's environment): the tools bucket only by the same one."""
 SEASON_START_VARIABLE = "LEADERBOARD_SEASON_START"
 SEASON_LENGTH_VARIABLE = "LEADERBOARD_SEASON_LENGTH_DAYS"
 TIME_ZONE_DATA = "tzdata"

@@ -13,12 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from importlib.metadata import version
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import NAME_VARIABLES, AttributeNames
-from leaderboard_core.buckets import UTC_CALENDAR, Calendar, calendar_from_environment
+from leaderboard_core.buckets import (
+    TIME_ZONE_DATA,
+    TIME_ZONE_DATA_VARIABLE,
+    UTC_CALENDAR,
+    UTC_ZONE,
+    Calendar,
+    calendar_from_environment,
+)
 from leaderboard_core.claims import CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE
 from leaderboard_core.index_layout import ENTITY_TIE_BREAK, TIE_BREAK_VARIABLE
 from leaderboard_core.source_items import (
@@ -200,9 +208,17 @@ def leaderboard_periods(environment: Mapping[str, str]) -> tuple[str, ...]:
 def deployed_calendar(environment: Mapping[str, str]) -> Calendar:
     """The aggregator's time zone and seasons as it reads them (UTC, no seasons, where they are not set)."""
     try:
-        return calendar_from_environment(environment)
+        calendar = calendar_from_environment(environment)
     except ValueError as error:
         raise DeploymentError(f"the aggregator's settings are not ones it runs with: {error}") from None
+    deployed, installed = environment.get(TIME_ZONE_DATA_VARIABLE), version(TIME_ZONE_DATA)
+    if calendar.zone_name != UTC_ZONE and deployed and deployed != installed:
+        raise DeploymentError(
+            f"the functions bucket by the time zone rules of tzdata {deployed} and these tools by tzdata {installed}, "
+            f"which may differ for {calendar.zone_name}: install tzdata=={deployed} beside leaderboard-tools "
+            f"(pip install 'tzdata=={deployed}'), so that reconcile and backfill bucket as the aggregator does"
+        )
+    return calendar
 
 
 def _optional_int(value: str | None) -> int | None:

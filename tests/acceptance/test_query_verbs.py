@@ -237,7 +237,14 @@ def test_the_cli_says_a_boards_size_and_a_songs_count_in_each_format(
     code, out, _ = run_cli(["score", *flags, "--song", song], capsys)
     assert code == 0
     if output == "json":
-        assert json.loads(out) == {"period": "all", "songID": song, "downloadCount": count, "onBoard": True}
+        assert json.loads(out) == {
+            "period": "all",
+            "boardStart": None,
+            "boardEnd": None,
+            "songID": song,
+            "downloadCount": count,
+            "onBoard": True,
+        }
     elif output == "text":
         assert out == f"{song}\t{count}\tTrue\n"
     else:

@@ -15,6 +15,7 @@ import re
 import zoneinfo
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -110,6 +111,7 @@ def test_the_host_tools_read_only_variables_the_module_sets(monkeypatch: pytest.
             "SORT_KEY_ATTRIBUTE": "SK",
             "LEADERBOARD_PERIODS": "month",
             "LEADERBOARD_TIME_ZONE": "America/New_York",
+            "LEADERBOARD_TIME_ZONE_DATA": version("tzdata"),
             "LEADERBOARD_SEASON_START": "2026-01-05",
             "LEADERBOARD_SEASON_LENGTH_DAYS": "28",
         }

@@ -19,7 +19,12 @@ from tests.unit.terraform.lambda_environment import (
     variable_default,
 )
 
-MODULE_ONLY = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "RECOUNT_BAND_QUEUE_URL"}
+MODULE_ONLY = {
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "RECOUNT_BAND_QUEUE_URL",
+    "LEADERBOARD_TIME_ZONE_DATA",
+}
 """Read by Powertools, or by the operator tools from the deployed function (leaderboard_tools.deployment), not by the
 handlers' code."""
 SET_BY_LAMBDA = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE"}
