@@ -67,6 +67,9 @@ class RankRangeRequest:
     """Under a policy: the listing's walk up to the cursors."""
     reached: bool = False
     """Under a policy: the walk is at `first` (the next entry is in the range, or past it)."""
+    scope: str = SCOPE
+    """The kind its tokens name: `ranks`, or `ranks.ordinal` when `ordinal` was asked (a token continues only the
+    request it was issued for, as a page's does)."""
 
 
 def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout) -> RankRangeRequest:
@@ -82,15 +85,17 @@ def parse(event: dict[str, Any], board: Board, entity_field: str, layout: Layout
     policy = parse_policy(event)
     if policy in (COMPETITION, DENSE):
         return _parse_policy_range(event, board, layout, first, last, limit, policy)
+    scope = SCOPE if policy is None else f"{SCOPE}.{policy}"
     if "next_token" not in event:
-        return RankRangeRequest(board, first, last, limit, dict.fromkeys(layout.partitions(board.id), START), 1)
-    cursors, (token_first, token_last, token_next) = decode_scope(event["next_token"], board.id, layout, SCOPE, 3)
+        start = dict.fromkeys(layout.partitions(board.id), START)
+        return RankRangeRequest(board, first, last, limit, start, 1, scope=scope)
+    cursors, (token_first, token_last, token_next) = decode_scope(event["next_token"], board.id, layout, scope, 3)
     if (token_first, token_last) != _range_text(first, last):
         raise InvalidRequest("next_token belongs to another range: give the fromRank and toRank it was issued for")
     next_rank = int(token_next) if token_next.isdigit() else 0
     if not 1 <= next_rank <= (MAX_RANK if last is None else last) or not cursors:
         raise InvalidRequest(FORGED)
-    return RankRangeRequest(board, first, last, limit, cursors, next_rank)
+    return RankRangeRequest(board, first, last, limit, cursors, next_rank, scope=scope)
 
 
 def _parse_policy_range(
@@ -131,7 +136,7 @@ def answer(reads: ReadContext, request: RankRangeRequest) -> dict[str, Any]:
         listed = rank + len(entries)
         done = not cursors or (request.last is not None and listed > request.last)
         items = [item | {"rank": rank + place} for place, item in enumerate(items_of(reads, entries))]
-        scope = Scope(SCOPE, (*_range_text(request.first, request.last), str(listed)))
+        scope = Scope(request.scope, (*_range_text(request.first, request.last), str(listed)))
         return {
             **request.board.named(),
             "fromRank": request.first,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from boards import Boards
 from index_reads import Layout
 from tests.unit.conftest import create_table
@@ -59,11 +57,5 @@ def test_no_token_continues_another_kind_of_request_or_another_policy(aws: None)
     assert [pair for pair in accepted_elsewhere() if set(pair) != ORDINAL_RANGES] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/query-contract.md lists 'a token of another rankPolicy, or of none' as an InvalidRequest, and a page "
-    "refuses one; a range by rank takes a token of none under ordinal and one of ordinal under none (its ranks are the "
-    "same, so the answer is right: the contract and the pages disagree with the ranges)",
-)
 def test_a_range_token_of_no_policy_is_refused_under_ordinal_as_a_pages_is(aws: None) -> None:
     assert [pair for pair in accepted_elsewhere() if set(pair) == ORDINAL_RANGES] == []
