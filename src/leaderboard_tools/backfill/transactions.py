@@ -16,6 +16,7 @@ from leaderboard_core.bookkeeping import RECOUNTED_THROUGH
 from leaderboard_core.buckets import utc_moment
 from leaderboard_core.claims import CLAIM_OWNER, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
+from leaderboard_core.periods import SEASON
 from leaderboard_tools.backfill.report import REJECTED_EXAMPLES, Tally
 from leaderboard_tools.backfill.runs import LEASE_SECONDS
 from leaderboard_tools.deployment import Deployment
@@ -74,9 +75,12 @@ def rejection_reason(item: Mapping[str, Any], deployment: Deployment) -> str:
         if not (isinstance(value, dict) and isinstance(value.get("S"), str) and value["S"]):
             return f"no {name} (a non-empty string)"
     try:
-        utc_moment(item[names.timestamp]["S"])
+        moment = utc_moment(item[names.timestamp]["S"])
     except ValueError as error:
         return f"{names.timestamp} {item[names.timestamp]['S']!r} is not an ISO 8601 time: {error}"
+    season = deployment.calendar.season
+    if season is not None and SEASON in deployment.periods and deployment.calendar.bucket_key(moment, SEASON) is None:
+        return f"before the first season ({season.start.isoformat()}): no board holds it, and the aggregator ignores it"
     if deployment.category_attribute is not None and deployment.category_attribute in item:
         return f"{deployment.category_attribute} is not a non-empty string whose board ids fit the sort key"
     return "not countable"

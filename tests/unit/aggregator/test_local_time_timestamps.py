@@ -68,12 +68,7 @@ def test_the_local_time_docs_say_how_a_timestamp_without_an_offset_is_read() -> 
     assert "offset" in section.replace("the zone's offset", "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the aggregator ignores a download before the first season (Ignored: it counts in no board), but backfill "
-    "tallies it as rejected with the reason 'not countable' (transactions.rejection_reason knows no seasons)",
-)
-def test_backfill_does_not_report_a_download_before_the_first_season_as_rejected() -> None:
+def test_backfill_names_the_first_season_as_why_a_download_before_it_is_in_no_board() -> None:
     from leaderboard_tools.backfill.transactions import rejection_reason, scanned_download
 
     calendar = Calendar(ZONE, Season(date(2026, 4, 1), 2))
