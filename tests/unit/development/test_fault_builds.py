@@ -27,7 +27,7 @@ def test_the_shipped_aggregator_has_no_fault_injection(built_zips: dict[str, Pat
     own = {module.name for module in (build.SOURCES / "aggregator").glob("*.py")}
     assert own <= set(sources)
     for name in own:
-        assert not re.search(r"fault.?inject|injected.?fault|TEST_", sources[name], flags=re.IGNORECASE), name
+        assert not re.search(r"fault.?inject|injected.?fault|(?<![a-z])TEST_", sources[name], flags=re.IGNORECASE), name
 
 
 def load_wrapper(
