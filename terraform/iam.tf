@@ -57,9 +57,10 @@ locals {
   key_attributes = [var.entity_attribute_name, var.sort_key_attribute_name, var.period_attribute_name, var.order_attribute_name]
   # What the query function's GetItem reads of an aggregate (its count and order), with the keys.
   query_item_attributes = concat(local.key_attributes, [var.count_attribute_name])
-  # Everything an aggregate carries: keys, count, and the aggregator's bookkeeping. One watermark per
-  # stream shard, named by a hash of stream and shard, hence patterns (docs/exactly-once.md).
-  aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "RecountBand", "RecountHeld", "AppliedSequence"])
+  # Everything an aggregate carries: keys, count, the aggregator's bookkeeping, and the latest counted download's
+  # instant (leaderboard_tie_break). One watermark per stream shard, named by a hash of stream and shard, hence
+  # patterns (docs/exactly-once.md).
+  aggregate_attributes = concat(local.query_item_attributes, ["Watermark_*", "WatermarksPruned*", "RecountedThrough", "RecountBand", "RecountHeld", "AppliedSequence", "LatestCounted"])
   kms_via_dynamodb     = local.create ? "dynamodb.${data.aws_region.current[0].id}.amazonaws.com" : null
   kms_via_sqs          = local.create ? "sqs.${data.aws_region.current[0].id}.amazonaws.com" : null
 }

@@ -20,6 +20,8 @@ import fnmatch
 import functools
 import json
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -69,8 +71,20 @@ DOWNLOAD_ONLY_ATTRIBUTES = {"UserID", "Timestamp", "ExpiresAt"}
 
 
 @functools.cache
+def private_copy(module: Path) -> Path:
+    """The module copied for this test process, initialised apart: `terraform console` takes the folder's state lock,
+    which another worker's console in the same folder holds ("Error acquiring the state lock"), and has no -lock."""
+    copy = Path(tempfile.mkdtemp(prefix="policies-")) / module.name
+    shutil.copytree(
+        module, copy, ignore=shutil.ignore_patterns(".terraform*", "terraform.tfstate*", "tests", "examples")
+    )
+    return copy
+
+
+@functools.cache
 def evaluated_lists(module: Path, variables: tuple[tuple[str, str], ...] = ()) -> dict[str, list[str]]:
     """The module's list-valued locals for these variables, as Terraform computes them (no plan, no AWS)."""
+    module = private_copy(module)
     assert terraform(module, "init", "-backend=false", "-input=false").returncode == 0
     text = "\n".join(path.read_text() for path in module.glob("*.tf"))
     declared = [name for name in EVALUATED_LISTS if re.search(rf"^\s*{name.removeprefix('local.')}\s*=", text, re.M)]
