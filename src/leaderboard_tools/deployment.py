@@ -211,8 +211,8 @@ def deployed_calendar(environment: Mapping[str, str]) -> Calendar:
         calendar = calendar_from_environment(environment)
     except ValueError as error:
         raise DeploymentError(f"the aggregator's settings are not ones it runs with: {error}") from None
-    deployed, installed = environment.get(TIME_ZONE_DATA_VARIABLE), version(TIME_ZONE_DATA)
-    if calendar.zone_name != UTC_ZONE and deployed and deployed != installed:
+    deployed = environment.get(TIME_ZONE_DATA_VARIABLE)
+    if calendar.zone_name != UTC_ZONE and deployed and deployed != (installed := version(TIME_ZONE_DATA)):
         raise DeploymentError(
             f"the functions bucket by the time zone rules of tzdata {deployed} and these tools by tzdata {installed}, "
             f"which may differ for {calendar.zone_name}: install tzdata=={deployed} beside leaderboard-tools "
