@@ -85,7 +85,7 @@ def instant_of(moment: datetime) -> int:
     return (elapsed.days * 86_400 + elapsed.seconds) * 1000 + elapsed.microseconds // 1000
 
 
-def instant_text(instant: int | None) -> str:
+def latest_counted_text(instant: int | None) -> str:
     """An instant of `instant_of` as ISO 8601 UTC to the millisecond, for messages; "none" when there is none."""
     if instant is None:
         return "none"

@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_core.index_layout import FIRST_REACHED, instant_text
+from leaderboard_core.index_layout import FIRST_REACHED, latest_counted_text
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.reconcile.band import (
@@ -187,8 +187,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     and (snapshot.latest != recount.latest.get((entity, board)))
                 ):
                     reason = (
-                        f"its latest counted download is {instant_text(snapshot.latest)}, the recount's "
-                        f"{instant_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
+                        f"its latest counted download is {latest_counted_text(snapshot.latest)}, the recount's "
+                        f"{latest_counted_text(recount.latest.get((entity, board)))} (the tie-break first_reached)"
                     )
                     board_report.differences.append(Difference(entity, stored, recounted, reason=reason))
                 elif self._deployment.tie_break != FIRST_REACHED and snapshot.latest is not None:
