@@ -144,18 +144,18 @@ class AggregateWrites:
             order_expression, order_condition = self._first_reached_order(
                 key, [*contributions, *held], addition, item, names, values
             )
-        elif item is not None and known_count is not None and LATEST_COUNTED in item:
-            # Left by the tie-break first_reached: the order is set outright from the count, the instant dropped.
-            names["#latest"] = LATEST_COUNTED
-            order_expression, removed = "#order = :order", " REMOVE #latest"
-            order_condition = "#count = :count AND attribute_exists(#latest)"
-            values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
-            values[":count"] = {"N": number_text(known_count)}
-        elif item is not None and known_count is not None and self._schema.order not in item:
+        elif (
+            item is not None and known_count is not None and (LATEST_COUNTED in item or self._schema.order not in item)
+        ):
+            # No order yet, or one the tie-break first_reached left: set outright from the count (the instant dropped).
             order_expression = "#order = :order"
-            order_condition = "#count = :count AND attribute_not_exists(#order)"
             values[":order"] = {"N": str(order_of(known_count + addition, key.entity_id, self._summed))}
             values[":count"] = {"N": number_text(known_count)}
+            if LATEST_COUNTED in item:
+                names["#latest"] = LATEST_COUNTED
+                order_condition, removed = "#count = :count AND attribute_exists(#latest)", " REMOVE #latest"
+            else:
+                order_condition = "#count = :count AND attribute_not_exists(#order)"
         else:
             # A count back at 0 left the index (`leave_index`): its order is then rebuilt from the tie-breaker. An
             # aggregate a first_reached deployment wrote fails the condition once, and the item it returns is known.
