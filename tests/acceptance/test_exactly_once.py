@@ -1,7 +1,7 @@
 """Exact counts under injected faults on the emulator, beside the guide's handler under the same faults.
 
 Both stacks come from the same module and differ only in the aggregator's package. Each is fed
-the same 10,000 downloads; a quarter of the invocations fail on purpose after writing part of
+the same 3,000 downloads; a quarter of the invocations fail on purpose after writing part of
 their batch, so the mapping redelivers work that was already done.
 """
 
@@ -104,12 +104,11 @@ def _differences(observed: dict[tuple[str, str], int], truth: Counter[tuple[str,
 
 
 @pytest.fixture(scope="module")
-def scenario(emulator_kind: str) -> Scenario:
-    """10,000 downloads in batches of 200 on MiniStack; 3,000 in batches of 100 on LocalStack, whose DynamoDB Local
-    takes the guide's one write per download several times slower. Either way each side has some 30 or more
-    invocations, so that a quarter of them failing leaves none without a failure only once in 5,000 runs
-    (0.75^30); with 15 the test would stop on chance once in a hundred."""
-    return Scenario(10_000, 200) if emulator_kind == "ministack" else Scenario(3_000, 100)
+def scenario() -> Scenario:
+    """3,000 downloads in batches of 100 on either emulator: each side has some 30 or more invocations, so that a
+    quarter of them failing leaves none without a failure only once in 5,000 runs (0.75^30); with 15 the test would
+    stop on chance once in a hundred. More downloads prove nothing more and cost minutes of the suite's longest file."""
+    return Scenario(3_000, 100)
 
 
 def test_every_aggregate_is_exact_under_injected_faults_and_the_guide_handler_is_not(

@@ -147,6 +147,15 @@ def schema_of(config: Any, retractions: bool | None = None) -> Schema:
     )
 
 
+def on_new_york_standard_time_all_year(env: Environment, config: Any) -> Design:
+    """A naive calendar: the shipped aggregator with New York's boards on a fixed UTC-5 (`Etc/GMT+5`), as if the
+    zone's offset were a constant. Histories on New York's clock must break it."""
+    schema = schema_of(config)
+    if config.boards in LOCAL_TIME:
+        schema = replace(schema, calendar=Calendar("Etc/GMT+5", schema.calendar.season))
+    return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema)
+
+
 def shipped(env: Environment, config: Any) -> Design:
     """The model's factory: the shipped aggregator in the history's write mode, window, boards and retractions."""
     return ShardWatermarkDesign(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config))

@@ -59,6 +59,21 @@ EDIT_TIMESTAMPS = (
 )
 """What an edit or a rewrite may set: TIMESTAMPS, and four across a year boundary: UTC 2019, 2017 by its offset, 2019
 by its offset, and 2018 (ISO week 2019-W01) though written in 2019."""
+NEW_YORK_TIMESTAMPS = (
+    "2018-03-11T06:30:00Z",
+    "2018-03-11T07:30:00Z",
+    "2018-03-11T03:30:00Z",
+    "2018-11-04T05:30:00Z",
+    "2018-11-04T06:30:00Z",
+    "2018-11-04T07:30:00-05:00",
+    "2018-01-31T23:30:00-05:00",
+    "2018-01-01T00:30:00Z",
+    "2018-12-31T23:30:00Z",
+)
+"""TIMESTAMPS of the boards on New York's clock (as many): the nights its clocks change, each side of the change (01:30
+EST, then 03:30 EDT after the skipped hour; 01:30 EDT and 01:30 EST in the repeated hour, then 07:30 EST), a local
+day that UTC has already ended, a local month end in another UTC month, the day before the first season and a local
+year end that is UTC's next year."""
 
 BOARDS = {
     "month": ((), None, None),
@@ -98,7 +113,7 @@ class Step:
 
 @dataclass(frozen=True, repr=False)
 class Write(Step):
-    """The application writes one download of song<song> at TIMESTAMPS[when].
+    """The application writes one download of song<song> at write_timestamps(boards)[when].
 
     malformed: 1-3 the timestamp is wrong; 4 the summed attribute is not a number (when the boards
     sum); 5 the category is not a string (when the boards have categories); else well-formed.
@@ -292,7 +307,7 @@ class Config:
     songs: int = 4
     """Writes of song<n> go to song<(n - 1) % songs + 1>: with one song, every shard feeds the same aggregates."""
     timestamps: int = len(TIMESTAMPS)
-    """Writes use TIMESTAMPS[when % timestamps]: with one, every download lands in one month."""
+    """Writes use write_timestamps(boards)[when % timestamps]: with one, every download lands in one month."""
     boards: str = "month"
     """A name of BOARDS: the periods, category and summed attribute the aggregator keeps."""
     retractions: bool = False
@@ -389,12 +404,21 @@ class Outcome:
 
 
 def new_york_wall(moment: datetime) -> datetime:
-    """The oracle's own New York wall clock: the moment plus the offset of the last change before it (never a moment
-    of an hour the clocks repeat, which the histories do not write)."""
+    """The oracle's own New York wall clock: the moment plus the offset of the last change before it. In the hour the
+    clocks repeat, both passes read the same wall hour: one bucket of two hours, as the contract keys it."""
     offsets = [after for changed, after in NEW_YORK_CHANGES if changed <= moment]
     assert offsets, moment
-    assert all(not changed <= moment < changed + timedelta(hours=1) for changed, _ in NEW_YORK_CHANGES[::2]), moment
     return (moment + offsets[-1]).replace(tzinfo=UTC)
+
+
+def write_timestamps(boards: str) -> tuple[str, ...]:
+    """What a write may set on these boards: New York's clock changes for the local boards, TIMESTAMPS for UTC's."""
+    return NEW_YORK_TIMESTAMPS if boards in LOCAL_TIME else TIMESTAMPS
+
+
+def edit_timestamps(boards: str) -> tuple[str, ...]:
+    """What an edit or a rewrite may set on these boards: the writes' timestamps and four across a year boundary."""
+    return (*write_timestamps(boards), *EDIT_TIMESTAMPS[len(TIMESTAMPS) :])
 
 
 def local_buckets(timestamp: str, periods: tuple[str, ...], boards: str) -> list[str]:
@@ -745,6 +769,7 @@ def play(history: History, make_design: DesignFactory) -> Outcome:
             ("week of the next year", board.startswith("2019-W01")),
             ("a local day before the UTC day", board.startswith("2017-12-31")),
             ("a season", board.startswith("S")),
+            ("an hour of a night the clocks change", board.startswith(("2018-03-11T", "2018-11-04T01"))),
         )
         if present
     }
@@ -772,7 +797,7 @@ def _written(world: World, step: Write, counter: int) -> Written:
     """The download a Write step writes: its song, month, category and summed amount as the history's boards keep."""
     config = world.config
     song = f"song{(step.song - 1) % config.songs + 1}"
-    timestamp = TIMESTAMPS[step.when % config.timestamps]
+    timestamp = write_timestamps(config.boards)[step.when % config.timestamps]
     _, category, summed = BOARDS[config.boards]
     malformed = step.malformed if step.malformed <= 3 else 0
     genre = plays = None
@@ -850,7 +875,7 @@ def _other(values: list[Any], current: Any, to: int) -> Any:
 
 def _edited(world: World, old: Written, change: str, to: int) -> Written:
     if change == "when":
-        timestamp = _other(list(EDIT_TIMESTAMPS), old.timestamp, to)
+        timestamp = _other(list(edit_timestamps(world.config.boards)), old.timestamp, to)
         return dataclasses.replace(old, timestamp=timestamp, malformed=0 if old.malformed <= 3 else old.malformed)
     if change == "genre":
         genre = _other([_genre(index) for index in range(len(GENRES))], old.genre, to)
@@ -933,7 +958,7 @@ def _rewrite(world: World, step: Rewrite) -> None:
     written = Written(
         song,
         download_id,
-        EDIT_TIMESTAMPS[step.when % len(EDIT_TIMESTAMPS)],
+        edit_timestamps(world.config.boards)[step.when % len(EDIT_TIMESTAMPS)],
         genre=_genre(step.genre) if category else None,
         plays={"N": PLAYS[step.plays % len(PLAYS)]} if summed else None,
         kind=MARKER[1] if world.config.marker else None,
@@ -951,7 +976,7 @@ def _write_history(world: World) -> int:
     for index in range(config.history):
         step = Write(
             song=index % 4 + 1,
-            when=index * 5 % len(TIMESTAMPS),
+            when=index * 5 % len(write_timestamps(config.boards)),
             malformed=5 if index % 7 == 6 else 2 if index % 5 == 4 else 0,
             genre=index % len(GENRES),
             plays=index % len(PLAYS),

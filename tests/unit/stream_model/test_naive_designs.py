@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.property_examples import examples
 from tests.stream_model import naive_designs as naive
-from tests.stream_model.designs import shipped
-from tests.stream_model.histories import BOARDS, History, Outcome, histories, play
+from tests.stream_model.designs import on_new_york_standard_time_all_year, shipped
+from tests.stream_model.histories import BOARDS, LOCAL_TIME, History, Outcome, histories, play
 from tests.stream_model.ledger_design import LEDGER_DESIGNS, ledger
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, LEDGER_STORIES, NAIVE_STORIES, RETRACTION_STORIES
@@ -187,3 +187,22 @@ def test_the_high_mark_design_loses_what_a_given_up_windows_failure_record_does_
     )
     # then nothing of the window is counted, and recover (the named range's aggregates) finds song2 only
     assert (outcome.lost_before, outcome.lost) == (10, 5)
+
+
+def test_random_local_time_histories_break_a_calendar_on_a_fixed_offset() -> None:
+    # given seeded random histories on New York's boards, and the shipped aggregator keeping them on a fixed UTC-5
+    def broken(history: History) -> bool:
+        return bool(play(history, on_new_york_standard_time_all_year).problems())
+
+    generate_only = settings(
+        max_examples=examples(300),
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    # when they are played against it, then some history breaks it: a download on a night the clocks change
+    found = find(histories(boards=tuple(LOCAL_TIME)), broken, settings=generate_only, random=random.Random(14))
+    assert play(found, on_new_york_standard_time_all_year).problems()
+    # while the shipped calendar counts the same history exactly
+    assert play(found, shipped).problems() == []

@@ -7,7 +7,7 @@ import dataclasses
 from decimal import Decimal
 
 from tests.stream_model.aws_delivery import Written
-from tests.stream_model.histories import contribution, rejected
+from tests.stream_model.histories import contribution, local_buckets, rejected, write_timestamps
 
 SUMMED = "periods, a category, summed"
 DOWNLOAD = Written("song1", "download-00000", "2018-01-15T12:30:00Z", genre={"S": "rock"}, plays={"N": "2.5"})
@@ -47,3 +47,24 @@ def test_an_item_of_another_type_is_neither_counted_nor_rejected() -> None:
     other = dataclasses.replace(DOWNLOAD, kind="PLAY", plays={"S": "12"})
     assert contribution(other, SUMMED) == {}
     assert not rejected(other, SUMMED)
+
+
+def test_the_oracle_keys_new_york_s_clock_changes_as_the_contract_says() -> None:
+    # given the boards on New York's clock, and the nights its clocks change (hand-made keys, not the product's code)
+    boards = "local time, seasons and a category"
+    periods = ("hour", "day", "month", "season", "all")
+    expected = {
+        "2018-03-11T06:30:00Z": ["2018-03-11T01", "2018-03-11", "2018-03", "S2018-03-05", "all"],
+        "2018-03-11T07:30:00Z": ["2018-03-11T03", "2018-03-11", "2018-03", "S2018-03-05", "all"],
+        "2018-03-11T03:30:00Z": ["2018-03-10T22", "2018-03-10", "2018-03", "S2018-03-05", "all"],
+        "2018-11-04T05:30:00Z": ["2018-11-04T01", "2018-11-04", "2018-11", "S2018-10-29", "all"],
+        "2018-11-04T06:30:00Z": ["2018-11-04T01", "2018-11-04", "2018-11", "S2018-10-29", "all"],
+        "2018-11-04T07:30:00-05:00": ["2018-11-04T07", "2018-11-04", "2018-11", "S2018-10-29", "all"],
+        "2018-01-31T23:30:00-05:00": ["2018-01-31T23", "2018-01-31", "2018-01", "S2018-01-22", "all"],
+        "2018-01-01T00:30:00Z": ["2017-12-31T19", "2017-12-31", "2017-12", "all"],
+        "2018-12-31T23:30:00Z": ["2018-12-31T18", "2018-12-31", "2018-12", "S2018-12-24", "all"],
+    }
+    # when the oracle buckets each timestamp a write on those boards may carry
+    buckets = {timestamp: local_buckets(timestamp, periods, boards) for timestamp in write_timestamps(boards)}
+    # then the skipped hour has no key, both passes of the repeated hour share one, and the rest is New York's day
+    assert buckets == expected
