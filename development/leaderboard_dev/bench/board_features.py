@@ -123,6 +123,7 @@ def run_tie_break(endpoint: Endpoint, tie_break: str, sizes: Sizes, scratch: Pat
         "mean_batch": load["mean_batch"],
         "requests_to_aggregates": dict(sorted(requests_by_kind(counted, table).items())),
         "counted_invocations": len(counted),
+        "handler_seconds_on_the_emulator": round(sum(line["handler_ms"] for line in counted) / 1000, 3),
         "largest_aggregate_bytes": max((item_bytes(item) for item in aggregates), default=0),
     }
     side.update(per_100(side))
