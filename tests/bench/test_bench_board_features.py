@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from leaderboard_dev.bench import __main__ as bench_main
 from leaderboard_dev.bench import board_features, report
 from leaderboard_dev.bench.request_counts import COUNT_MESSAGE, counted_invocations, counting_build, requests_by_kind
 from leaderboard_tools.prices import LAMBDA_GB_SECOND, READ_REQUEST_UNIT, WRITE_REQUEST_UNIT
@@ -299,3 +300,18 @@ def test_the_report_says_when_a_side_is_not_exact() -> None:
     # then
     assert any("NOT exact on both sides" in line for line in lines)
     assert any(line.startswith("| `first_reached` |") and "| NO |" in line for line in lines)
+
+
+def test_the_part_runs_alone_and_report_merges_its_json(tmp_path: Path) -> None:
+    # given a separate run of the part beside the full run's results
+    part = {"provenance": {"commit": "abc"}, "plan": {}, "board_features": measured_part(), "failures": []}
+    (tmp_path / bench_main.ALONE["board-features"]).write_text(json.dumps(part))
+
+    # when the report merges the separate parts
+    merged = bench_main.with_separate_parts({}, tmp_path)
+
+    # then the part's figures and its provenance are there, under the part's own name
+    assert "board-features" in bench_main.PARTS
+    assert bench_main.ALONE["board-features"] == "board_features.json"
+    assert merged["board_features"] == part["board_features"]
+    assert merged["separate_runs"]["board_features"]["provenance"] == {"commit": "abc"}
