@@ -419,10 +419,11 @@ def report_lines(summary: dict[str, Any]) -> list[str]:
         if origin
         else ""
     )
-    return _tie_break_lines(features["tie_break"], measured_by) + _among_lines(features.get("among"))
+    batch_size = (features.get("sizes") or {}).get("batch_size")
+    return _tie_break_lines(features["tie_break"], batch_size, measured_by) + _among_lines(features.get("among"))
 
 
-def _tie_break_lines(tie_break: dict[str, Any], measured_by: str) -> list[str]:
+def _tie_break_lines(tie_break: dict[str, Any], batch_size: int | None, measured_by: str) -> list[str]:
     sides = tie_break["sides"]
     if not sides:
         return []
@@ -432,12 +433,14 @@ def _tie_break_lines(tie_break: dict[str, Any], measured_by: str) -> list[str]:
         if tie_break["both_exact"]
         else "NOT exact on both sides: see `exact`"
     )
+    delivered = " and ".join(_fmt(side["mean_batch"]) for side in sides)
     lines = [
         "",
         "The tie-break `first_reached` against `entity` (the default): two stacks differing only in "
         f"`leaderboard_tie_break`, the same {sides[0]['downloads']:,} time-ordered downloads at batch size "
-        f"{_batch_of(sides[0])}; writes from the batch summaries, reads counted in the function (a request-counting "
-        f"build of the shipped aggregator on both sides); {exact}.{measured_by} Dollars per million downloads: the "
+        f"{_fmt(batch_size)} ({delivered} delivered on average); writes from the batch summaries, reads counted in "
+        f"the function (a request-counting build of the shipped aggregator on both sides); {exact}.{measured_by} "
+        "Dollars per million downloads: the "
         "aggregate writes, their index writes (two each), the aggregate reads and the Lambda time waiting for them.",
         "",
         "| tie-break | aggregate writes / 100 | aggregate reads / 100 | consistent reads | invocations | exact "
@@ -459,10 +462,6 @@ def _tie_break_lines(tie_break: dict[str, Any], measured_by: str) -> list[str]:
             f"and writes) {_fmt(ratios['aggregate_requests'])}, **dollars {_fmt(ratios['dollars'])}**.",
         ]
     return lines
-
-
-def _batch_of(side: dict[str, Any]) -> str:
-    return f"{side['mean_batch']:g} (mean delivered)"
 
 
 def _among_lines(among: dict[str, Any] | None) -> list[str]:
@@ -497,5 +496,5 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) >= 100 else f"{value:g}"
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:g}"
     return f"{value:,}" if isinstance(value, int) else str(value)
