@@ -18,6 +18,8 @@ from leaderboard_tools.prices import (
 from leaderboard_tools.sizing import (
     AGGREGATOR_MEMORY_MB,
     AGGREGATOR_WRITE_CONCURRENCY,
+    AMONG_ENTITIES_MOST,
+    AMONG_READ_UNITS_PER_ENTITY,
     CALL_LATENCY_SECONDS,
     CALLS_IN_LINE_BESIDE_GET_RECORDS,
     CPU_MS_PER_AGGREGATE_WRITE,
@@ -91,8 +93,14 @@ def aggregator_seconds_per_invocation(
     return cpu_ms / 1000 + waits * CALL_LATENCY_SECONDS
 
 
-def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
-    """What the load costs a month at `sizing.shown` shards, at PRICES: see docs/sizing.md, "What it costs"."""
+def cost(
+    sizing: Sizing,
+    queries_per_second: float = 0.0,
+    among_per_second: float = 0.0,
+    among_entities: int = AMONG_ENTITIES_MOST,
+) -> Cost:
+    """What the load costs a month at `sizing.shown` shards, at PRICES: see docs/sizing.md, "What it costs".
+    `among_per_second` requests of `among_entities` each: one BatchGetItem each, waited for once."""
     workload = sizing.workload
     aggregate_writes = sizing.pressure.aggregate_updates_per_second
     invocations = workload.invocations_per_second
@@ -127,6 +135,15 @@ def cost(sizing: Sizing, queries_per_second: float = 0.0) -> Cost:
         ),
         CostLine("query requests", queries_per_second, LAMBDA_REQUEST),
         CostLine("query GB-seconds", queries_per_second * query_seconds * QUERY_MEMORY_MB / 1024, LAMBDA_GB_SECOND),
+        CostLine(
+            f"among reads (one BatchGetItem of {among_entities} aggregates)",
+            among_per_second * among_entities * AMONG_READ_UNITS_PER_ENTITY,
+            READ_REQUEST_UNIT,
+        ),
+        CostLine("among requests", among_per_second, LAMBDA_REQUEST),
+        CostLine(
+            "among GB-seconds", among_per_second * CALL_LATENCY_SECONDS * QUERY_MEMORY_MB / 1024, LAMBDA_GB_SECOND
+        ),
         CostLine("downloads written (the application's)", workload.downloads_per_second, WRITE_REQUEST_UNIT, False),
         CostLine(
             "downloads edited and deleted (the application's)",

@@ -71,6 +71,11 @@ QUERY_READER_THREADS = 32
 """The query function reads up to 32 index partitions at once (query.MAX_READER_THREADS)."""
 TOP_PAGE_READ_UNITS_PER_PARTITION = 0.5
 """A top-10 page reads 11 entries of each partition (about 40 fill 4 KB): one eventually consistent read of 4 KB."""
+AMONG_READ_UNITS_PER_ENTITY = 0.5
+"""An among request reads each entity's aggregate in one BatchGetItem, eventually consistent, each item rounded up to
+4 KB on its own: half a read unit an entity (an aggregate is far under 4 KB)."""
+AMONG_ENTITIES_MOST = 100
+"""Entities one among request names at most (the keys of one BatchGetItem)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ the report), `side-by-side`, `boards` (writes per 100 downloads by the boards ke
 `all-in` (every request of each configuration counted at the SDK and priced, without the emulator:
 all_in.json), `catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
 emulator: catch_up_memory.json), `backfill` (what `leaderboard-tools backfill` asks of DynamoDB per item of
-history, on moto: backfill.json), `reads`
+history, on moto: backfill.json), `board-features` (the tie-break first_reached against entity, and `among`
+against N rank requests: board_features.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
 index_layout.json), and `report` (redraws summary, table, plots and docs/benchmark.md's Results from
 results.json and the parts measured on their own, without an emulator). The full run writes its raw
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from leaderboard_dev.aws import clients
-from leaderboard_dev.bench import index_layout
+from leaderboard_dev.bench import board_features, index_layout
 from leaderboard_dev.bench.all_in import run_all_in
 from leaderboard_dev.bench.backfill_cost import run_backfill_cost
 from leaderboard_dev.bench.boards import run_configuration
@@ -48,6 +49,7 @@ FIGURES = REPOSITORY / "docs" / "benchmark-results"
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PARTS = ("all", "side-by-side", "boards", "handler-cpu", "all-in", "catch-up-memory", "reads", "index-layout", "report")
 PARTS = (*PARTS, "backfill")
+PARTS = (*PARTS, "board-features")
 ALONE = {
     "reads": "reads_freshness.json",
     "boards": "boards.json",
@@ -55,6 +57,7 @@ ALONE = {
     "all-in": "all_in.json",
     "catch-up-memory": "catch_up_memory.json",
     "backfill": "backfill.json",
+    "board-features": "board_features.json",
 }
 """Parts rerun on their own, beside the full run's results.json; `report` merges them."""
 RESULT_KEYS = {
@@ -64,6 +67,7 @@ RESULT_KEYS = {
     "all-in": "all_in",
     "catch-up-memory": "catch_up_memory",
     "backfill": "backfill",
+    "board-features": "board_features",
 }
 
 
@@ -83,6 +87,11 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         jobs.append(("backfill", run_backfill_cost, (plan.backfill_downloads,)))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
+    if "board-features" in parts or ("all" in parts and plan.clean_load):  # alone only in the smoke (make test)
+        sizes = board_features.sizes_for(smoke=not plan.clean_load)
+        for tie_break in board_features.TIE_BREAKS:
+            jobs.append(("board_features", board_features.run_tie_break, (endpoint, tie_break, sizes, scratch)))
+        jobs.append(("board_features", board_features.run_among, (endpoint, sizes, scratch)))
     if parts & {"all", "side-by-side"}:
         for batch_size in sorted(plan.batch_sizes, reverse=True):  # the longest first: the run ends sooner
             for contender in plan.contenders_at(batch_size):
@@ -118,6 +127,8 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
             results["side_by_side"].append(outcome)
         elif key == "boards":
             results["boards"] += outcome["runs"]
+        elif key == "board_features":
+            board_features.merge_into(results, outcome)
         else:
             results[key] = outcome
     return results

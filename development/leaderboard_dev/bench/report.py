@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from leaderboard_dev.bench import board_features
 from leaderboard_dev.bench.pressure_cost import (
     PRICES,
     cost_per_million,
@@ -180,6 +181,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     summary["catch_up_memory"] = results.get("catch_up_memory")
     summary["all_in"] = results.get("all_in")
     summary["backfill"] = results.get("backfill")
+    summary["board_features"] = board_features.summarise(results.get("board_features"))
     summary["cost_per_million_downloads"] = {
         "prices": PRICES,
         "lambda_duration": (
@@ -352,6 +354,7 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
         )
     lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _all_in_lines(summary)
     lines += _catch_up_lines(summary) + _backfill_lines(summary)
+    lines += board_features.report_lines(summary)
     lines += _failure_lines(summary)
     lines += [""] + [f"![{title}]({path})" for title, path in plots.items()]
     return "\n".join(lines) + "\n"

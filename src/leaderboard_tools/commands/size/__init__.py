@@ -21,6 +21,7 @@ from leaderboard_tools.monthly_cost import cost
 from leaderboard_tools.output_format import add_output_argument, chosen_format
 from leaderboard_tools.prices import LOOKED_UP, REGION
 from leaderboard_tools.sizing import (
+    AMONG_ENTITIES_MOST,
     BATCH_SIZE_DEFAULTS,
     BATCH_SIZE_RANGE,
     PARTITION_WRITE_LIMIT,
@@ -115,6 +116,21 @@ def register(commands: Any) -> None:
         default=0.0,
         metavar="Q",
         help="top-10 pages the query function answers a second, for the read side of the cost (default 0)",
+    )
+    load.add_argument(
+        "--among-per-second",
+        type=number_within(0, RATE_MOST),
+        default=0.0,
+        metavar="A",
+        help="among requests (a set of entities ranked among themselves) the query function answers a second, each "
+        "one BatchGetItem of --among-entities aggregates (default 0)",
+    )
+    load.add_argument(
+        "--among-entities",
+        type=whole_number(1, AMONG_ENTITIES_MOST),
+        default=AMONG_ENTITIES_MOST,
+        metavar="N",
+        help=f"entities each among request names, 1-{AMONG_ENTITIES_MOST} (default {AMONG_ENTITIES_MOST})",
     )
     module = size.add_argument_group("the module's settings (terraform/variables.tf)")
     module.add_argument(
@@ -232,7 +248,7 @@ def run(arguments: argparse.Namespace) -> int:
     )
     boards = Boards(periods=len(arguments.periods), categories=arguments.categories)
     sizing = recommend(workload, boards, arguments.target_share, arguments.separate_aggregates_table)
-    bill = cost(sizing, arguments.queries_per_second)
+    bill = cost(sizing, arguments.queries_per_second, arguments.among_per_second, arguments.among_entities)
     output = chosen_format(arguments)
     if output == "json":
         print(json.dumps(size_json(arguments, sizing, bill)))

@@ -18,8 +18,9 @@ from leaderboard_tools.sizing import (
     Workload,
 )
 
-QUERY_SIDE = ("index reads", "query ")
-"""The cost lines of the query function's reads: shown in the table when --queries-per-second asks for them."""
+QUERY_SIDE = ("index reads", "query ", "among ")
+"""The cost lines of the query function's reads: shown in the table when --queries-per-second or --among-per-second
+asks for them."""
 OPTIONAL_LINES = (*QUERY_SIDE, "downloads edited and deleted", "ledger writes", "aggregate reads")
 """Cost lines shown in the table only when the load has them."""
 
@@ -143,6 +144,11 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
     costs = Table(
         title=f"What it costs a month ({REGION}, on demand, at {counted(sizing.shown, 'leaderboard shard')}"
         + (f", {arguments.queries_per_second:,g} top-10 pages/s" if arguments.queries_per_second else "")
+        + (
+            f", {arguments.among_per_second:,g} among requests/s of {arguments.among_entities}"
+            if arguments.among_per_second
+            else ""
+        )
         + ")"
     )
     for column, justify in (("item", "left"), ("a second", "right"), ("a month", "right"), ("$ a month", "right")):
@@ -157,9 +163,10 @@ def print_size(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> Non
             costs.add_row(*_cost_cells(line))
     costs.add_row("with the downloads", "", "", f"{bill.dollars_per_month:,.2f}", style="bold")
     console.print(costs)
-    if not arguments.queries_per_second:
+    if not arguments.queries_per_second and not arguments.among_per_second:
         console.print(
-            "The read side (the query function's reads of the index) is left out: --queries-per-second adds it."
+            "The read side (the query function's reads of the index) is left out: --queries-per-second adds it"
+            " (and --among-per-second, among requests)."
         )
     console.print(
         f"An aggregator invocation ({AGGREGATOR_MEMORY_MB} MB) lasts about "
@@ -243,6 +250,8 @@ def size_json(arguments: argparse.Namespace, sizing: Sizing, bill: Cost) -> dict
         "hottest_entity_aggregate_updates_per_second": pressure.hottest_entity_aggregate_updates_per_second,
         "cost": {
             "queries_per_second": arguments.queries_per_second,
+            "among_per_second": arguments.among_per_second,
+            "among_entities": arguments.among_entities,
             "lines": [
                 {
                     "item": line.item,
