@@ -928,7 +928,7 @@ def results_section(table: str) -> str:
     return (
         f"{SECTION}\n\n"
         "The last full run's figures, written here by `make bench` (`python -m leaderboard_dev.bench`) and "
-        "redrawn by its `report` part; how each is computed: [The figures](#the-figures).\n\n" + table + "\n"
+        "redrawn by its `report` part; how each is computed: [The figures](benchmark-figures.md).\n\n" + table + "\n"
     )
 
 
