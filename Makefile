@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 .PHONY: help check venv build release up down demo test test-unit test-acceptance test-model bench bench-smoke with-emulator lint fmt clean provider-schema provider-schema-package
 
 help:
-	@echo "make check     the fast loop: lint, then the unit tier without its slow runs, properties on fewer examples (no emulator, no build)"
+	@echo "make check     the fast loop: lint beside the unit tier without its slow runs, properties on fewer examples (no emulator, no build)"
 	@echo "make demo      deploy the example to the emulator, load downloads, print the leaderboards"
 	@echo "make test      unit tests, then the acceptance suite against the emulator (started and stopped here)"
 	@echo "make test-model  the stream model at length: 20,000 histories (MODEL_HISTORIES), guard mutations, naive designs"
@@ -87,12 +87,19 @@ CHECK_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
-# The fast loop for whoever changes the code: lint, then the unit tier on four workers, leaving out the runs marked slow
-# (the stream model and the property searches at length: `make test-unit` and CI run them). Needs only the venv:
-# the tests that read a zip build their own, and the provider-schema check skips without its package.
+# The fast loop for whoever changes the code: lint beside the unit tier on four workers, leaving out the runs marked
+# slow (the stream model and the property searches at length: `make test-unit` and CI run them). Needs only the venv:
+# the tests that read a zip build their own, and the provider-schema check skips without its package. Lint's output
+# follows the tests'; either failing fails the check.
 check: $(STAMP) $(CHECKOV)
-	$(MAKE) --no-print-directory lint
-	PROPERTY_EXAMPLES=quick $(BIN)/python -m pytest $(CHECK_WORKERS) -q -m "not slow" $(UNIT_TESTS)
+	@mkdir -p build; \
+	$(MAKE) --no-print-directory lint > build/check-lint.log 2>&1 & lint=$$!; \
+	trap 'kill $$lint 2>/dev/null' INT TERM; \
+	PROPERTY_EXAMPLES=quick $(BIN)/python -m pytest $(CHECK_WORKERS) -q -m "not slow" $(UNIT_TESTS); tests=$$?; \
+	wait $$lint; lint_status=$$?; \
+	echo "== lint (build/check-lint.log)"; cat build/check-lint.log; \
+	echo "== make check: lint exit $$lint_status, unit tier exit $$tests"; \
+	[ $$lint_status -eq 0 ] && [ $$tests -eq 0 ]
 
 test-unit: $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	$(BIN)/python -m pytest $(UNIT_WORKERS) $(UNIT_TESTS)
