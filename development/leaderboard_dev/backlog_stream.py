@@ -9,12 +9,15 @@ measurement, the stream model's fake in the unit tests of catch-up.
 
 from __future__ import annotations
 
+import importlib
 import math
+import multiprocessing
 import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/backlog-downloads/stream/2018-01-01T00:00:00.000"
@@ -163,9 +166,11 @@ def catch_up(
     pages_per_invocation: int | None = None,
     memory_mb: int | None = None,
     memory_ceiling: bool = True,
+    resident: bool = False,
 ) -> Iterator[Invocation]:
     """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
-    times or until it is caught up, each one measured alone (tracemalloc's peak, reset before it).
+    times or until it is caught up, each one measured alone: tracemalloc's peak, reset before it, or with `resident`
+    the process's resident memory (ResidentMeter; catch_up_alone runs it in a fresh process).
 
     An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
     pages (None: no end), after which it has only the time to write what its step read. With `memory_ceiling`
@@ -183,27 +188,105 @@ def catch_up(
     )
     if not memory_ceiling:
         settings = replace(settings, memory_ceiling_bytes=None)
-    started = tracemalloc.is_tracing()
-    if not started:
-        tracemalloc.start()
-    try:
+    meter = ResidentMeter() if resident else TracedMeter()
+    with meter:
         for _ in range(invocations):
-            tracemalloc.reset_peak()
-            baseline = tracemalloc.get_traced_memory()[0]
+            meter.reset()
             remaining_ms = _invocation_time(stream, pages_per_invocation, settings.deadline_margin_ms)
             try:
                 _, report = aggregator.process_delivery(delivery, dependencies, settings, remaining_ms)
             except aggregator.AggregatesNotWritten as not_yet:
                 report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
-            peak = tracemalloc.get_traced_memory()[1] - baseline
             yield Invocation(
-                round(peak / 2**20, 1), report.records_read, report.downloads, report.checkpoint_after, report.caught_up
+                round(meter.peak_bytes() / 2**20, 1),
+                report.records_read,
+                report.downloads,
+                report.checkpoint_after,
+                report.caught_up,
             )
             if report.caught_up:
                 return
-    finally:
-        if not started:
+
+
+class TracedMeter:
+    """tracemalloc's peak of the Python allocations since `reset`: the same in any process, about six times the CPU."""
+
+    def __enter__(self) -> TracedMeter:
+        self._started = not tracemalloc.is_tracing()
+        if self._started:
+            tracemalloc.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._started:
             tracemalloc.stop()
+
+    def reset(self) -> None:
+        tracemalloc.reset_peak()
+        self._baseline = tracemalloc.get_traced_memory()[0]
+
+    def peak_bytes(self) -> int:
+        return tracemalloc.get_traced_memory()[1] - self._baseline
+
+
+class ResidentMeter:
+    """The process's resident memory (what Lambda's memory limit is on): its high-water mark since `reset` above what
+    was resident then. Linux only (proc(5), /proc/pid/clear_refs "5": reset the peak resident set size); meaningful
+    in a fresh process, where no freed memory of earlier work lies resident to be reused (catch_up_alone)."""
+
+    def __enter__(self) -> ResidentMeter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def reset(self) -> None:
+        Path("/proc/self/clear_refs").write_text("5")
+        self._baseline = _status_kib("VmRSS") * 1024
+
+    def peak_bytes(self) -> int:
+        return _status_kib("VmHWM") * 1024 - self._baseline
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise LookupError(f"/proc/self/status has no {field}")
+
+
+def catch_up_alone(
+    aggregator_module: str,
+    dynamodb_factory: Callable[[], Any],
+    stream: BacklogStream,
+    invocations: int,
+    table: str,
+    progress_table: str,
+    **options: Any,
+) -> tuple[list[Invocation], BacklogStream]:
+    """`catch_up` in a fresh process, each invocation measured by its resident memory (ResidentMeter): the memory
+    Lambda limits, without tracemalloc's CPU. The aggregator is imported there by name; the backlog goes there and
+    back, its counters as the invocations left them."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(
+            _catch_up_here, (aggregator_module, dynamodb_factory, stream, invocations, table, progress_table, options)
+        )
+
+
+def _catch_up_here(
+    aggregator_module: str,
+    dynamodb_factory: Callable[[], Any],
+    stream: BacklogStream,
+    invocations: int,
+    table: str,
+    progress_table: str,
+    options: dict[str, Any],
+) -> tuple[list[Invocation], BacklogStream]:
+    aggregator = importlib.import_module(aggregator_module)
+    found = list(
+        catch_up(aggregator, dynamodb_factory(), stream, invocations, table, progress_table, resident=True, **options)
+    )
+    return found, stream
 
 
 def _invocation_time(stream: BacklogStream, pages: int | None, deadline_margin_ms: int) -> Callable[[], int]:

@@ -15,7 +15,7 @@ import pytest
 
 import aggregator
 from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
-from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up
+from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up, catch_up_alone
 from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
@@ -31,13 +31,13 @@ def january_counts(dynamodb: FakeDynamoDB) -> dict[str, int]:
     }
 
 
-@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 def test_an_invocation_catching_up_100000_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB (400 MB) behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
-    # when the aggregator is invoked through the backlog's end, with time enough to read it all
-    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE)
-    # then that one invocation reads the whole backlog in several steps and peaks under 256 MiB
+    # when the aggregator is invoked through the backlog's end, with time enough to read it all, in a process of its own
+    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE)
+    # then that one invocation reads the whole backlog in several steps and peaks under 256 MiB resident
     assert invocation.caught_up
     assert invocation.records_read == 100_000
     assert stream.iterators > 1
@@ -99,16 +99,16 @@ def test_a_function_of_the_default_memory_reads_a_default_window_at_1000_downloa
     assert budget["read_budget_bytes"] >= window_records * 300
 
 
-@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 @pytest.mark.parametrize("item_bytes", [100, 4096])
 def test_a_512_mb_function_catching_up_a_backlog_of_two_steps_peaks_under_half_its_memory(item_bytes: int) -> None:
     # given a 512 MB function whose shard lags two read budgets (records or bytes, whichever binds) behind the bound
     budget = read_budget({MEMORY_SIZE_VARIABLE: "512"})
     records = min(budget["read_budget_records"], budget["read_budget_bytes"] // item_bytes) * 2
     stream = BacklogStream(records=records, item_bytes=item_bytes)
-    # when the aggregator is invoked through the backlog's end
-    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE, memory_mb=512)
-    # then one invocation reads it all in steps, and peaks under 256 MiB
+    # when the aggregator is invoked through the backlog's end, in a process of its own
+    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE, memory_mb=512)
+    # then one invocation reads it all in steps, and peaks under 256 MiB resident
     assert invocation.caught_up
     assert invocation.records_read == records
     assert stream.iterators > 1
@@ -133,7 +133,7 @@ class WideBacklog(BacklogStream):
         return record
 
 
-@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 def test_a_512_mb_backlog_of_downloads_of_24_small_attributes_is_cut_into_shorter_steps_and_counted_whole() -> None:
     # given a 512 MB function whose shard lags one read budget of downloads of 24 small attributes (about 200 B of
     # SizeBytes each: the record budget binds, not the byte budget, and at about 9 KB of Python a download it would
@@ -141,8 +141,8 @@ def test_a_512_mb_backlog_of_downloads_of_24_small_attributes_is_cut_into_shorte
     budget = read_budget({MEMORY_SIZE_VARIABLE: "512"})
     stream = WideBacklog(records=budget["read_budget_records"], item_bytes=100)
     assert stream.record(0)["dynamodb"]["SizeBytes"] * budget["read_budget_records"] < budget["read_budget_bytes"]
-    # when the aggregator is invoked through the backlog's end
-    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 1, TABLE, PROGRESS_TABLE, memory_mb=512)
+    # when the aggregator is invoked through the backlog's end, in a process of its own
+    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 1, TABLE, PROGRESS_TABLE, memory_mb=512)
     # then the memory ceiling cut the budget's one step into several, and every download is counted
     assert invocation.caught_up
     assert invocation.records_read == budget["read_budget_records"]

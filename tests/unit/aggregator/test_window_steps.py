@@ -8,9 +8,6 @@ budget of five records, so that a window of fifteen downloads is three budgets l
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +16,7 @@ from botocore.exceptions import ClientError
 import aggregator
 from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
-from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up
-from telemetry import logger
+from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up_alone
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
@@ -115,25 +111,13 @@ class MalformedBacklog(BacklogStream):
         return record
 
 
-@contextlib.contextmanager
-def logged_to_stdout_only() -> Iterator[None]:
-    """The function's log as on Lambda, written out and kept by nobody: pytest's log capture would keep every record
-    (the harness's memory, measured by tracemalloc with the function's)."""
-    function_logger = logging.getLogger(logger.name)
-    propagate, function_logger.propagate = function_logger.propagate, False
-    try:
-        yield
-    finally:
-        function_logger.propagate = propagate
-
-
-@pytest.mark.slow  # a backlog of tens of thousands of records, traced: CI runs it, make check does not
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 def test_an_invocation_passing_100000_rejected_records_of_4_kb_in_steps_peaks_under_256_mib() -> None:
     # given a shard whose checkpoint lags 100,000 malformed downloads of 4 KB (400 MB) behind the bound
     stream = MalformedBacklog(records=100_000, item_bytes=4096)
-    # when the aggregator is invoked through the backlog's end, with time enough to read it all
-    with logged_to_stdout_only():
-        (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 2, MEMORY_TABLE, MEMORY_PROGRESS_TABLE)
+    # when the aggregator is invoked through the backlog's end, with time enough to read it all, in a process of its
+    # own (its log written out and kept by nobody, as on Lambda)
+    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, MEMORY_TABLE, MEMORY_PROGRESS_TABLE)
     # then that one invocation reads the whole backlog in several steps (every record rejected and reported)...
     assert invocation.caught_up
     assert invocation.records_read == 100_000
