@@ -112,24 +112,42 @@ test-model: $(STAMP)
 		tests/unit/stream_model/test_exactly_once.py tests/unit/stream_model/test_guard_mutations.py tests/unit/stream_model/test_naive_designs.py
 
 # The README's test command: the acceptance suite against the emulator and, beside it at a lower priority, the unit
-# tier. The acceptance suite mostly waits (on the emulator, on Terraform, on stream delivery) and its waits are bounded,
-# so it gets the CPU first; the unit tier computes and takes what is left. ACCEPTANCE_EMULATORS runs the suite against
-# each emulator in turn (CI: "ministack localstack"), the unit tier once beside them all. Its report follows the
-# acceptance suites' (build/test-unit.log). Stops each emulator only if this run started it.
+# tier. The acceptance suite mostly waits (on the emulator, on Terraform, on stream delivery: under one core of CPU on
+# two) and its waits are bounded, so it gets the CPU first; the unit tier computes and takes what is left.
+# ACCEPTANCE_EMULATORS runs the suite against each emulator at once (CI: "ministack localstack"), each on a port of
+# its own (AWS_ENDPOINT_URL's, then the next ones) on SUITES_WORKERS, its output in build/acceptance-<emulator>.log
+# and printed when all are done; the unit tier runs once beside them all, its report last (build/test-unit.log).
+# Stops each emulator only if this run started it.
 ACCEPTANCE_EMULATORS ?= $(EMULATOR)
 # Three workers for the unit tier beside the acceptance suite: its waits (a repair's fence is whole seconds of real
 # time) then overlap, and it ends with the acceptance suites instead of minutes after them.
 BESIDE_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
+# Three workers per suite when several run at once (four for one alone, PYTEST_WORKERS).
+SUITES_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
 	@mkdir -p build; \
 	nice -n 10 $(BIN)/python -m pytest $(BESIDE_WORKERS) --durations=10 $(UNIT_TESTS) > build/test-unit.log 2>&1 & unit=$$!; \
-	trap 'kill $$unit 2>/dev/null' INT TERM; \
+	suites=""; trap 'kill $$unit $$suites 2>/dev/null' INT TERM; \
 	echo "the unit tier runs beside the acceptance suite: build/test-unit.log"; \
-	acceptance=0; \
-	for emulator in $(ACCEPTANCE_EMULATORS); do \
-		echo "== the acceptance suite on $$emulator"; \
-		$(MAKE) --no-print-directory with-emulator EMULATOR=$$emulator PYTEST_PATHS="tests/acceptance" || acceptance=1; \
-	done; \
+	set -- $(ACCEPTANCE_EMULATORS); \
+	if [ $$# -eq 1 ]; then \
+		echo "== the acceptance suite on $$1"; \
+		$(MAKE) --no-print-directory with-emulator EMULATOR=$$1 PYTEST_PATHS="tests/acceptance"; acceptance=$$?; \
+	else \
+		endpoint=$${AWS_ENDPOINT_URL:-http://127.0.0.1:4566}; host=$${endpoint%:*}; port=$${endpoint##*:}; port=$${port%/}; \
+		for emulator in "$$@"; do \
+			echo "== the acceptance suite on $$emulator at $$host:$$port, beside the others: build/acceptance-$$emulator.log"; \
+			AWS_ENDPOINT_URL=$$host:$$port $(MAKE) --no-print-directory with-emulator EMULATOR=$$emulator \
+				PYTEST_PATHS="tests/acceptance" PYTEST_WORKERS="$(SUITES_WORKERS)" > build/acceptance-$$emulator.log 2>&1 & \
+			suites="$$suites $$!"; port=$$((port + 1)); \
+		done; \
+		acceptance=0; failed=""; set -- $$suites; \
+		for emulator in $(ACCEPTANCE_EMULATORS); do \
+			wait $$1 || { acceptance=1; failed="$$failed $$emulator"; }; shift; \
+			echo "== the acceptance suite on $$emulator (build/acceptance-$$emulator.log)"; cat build/acceptance-$$emulator.log; \
+		done; \
+		[ -z "$$failed" ] || echo "== the acceptance suite failed on:$$failed"; \
+	fi; \
 	wait $$unit; unit_status=$$?; \
 	echo "== the unit tier (build/test-unit.log)"; cat build/test-unit.log; \
 	echo "== acceptance ($(ACCEPTANCE_EMULATORS)): exit $$acceptance; unit tier: exit $$unit_status"; \

@@ -15,7 +15,7 @@ import pytest
 from leaderboard_dev.demo import DEMO_STACK
 from leaderboard_dev.emulators.lifecycle import endpoint_answers, record_path
 from leaderboard_dev.leaderboard import poll_until
-from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, STATE_DIR, Endpoint
+from leaderboard_dev.settings import EMULATOR_STACK, REPOSITORY, Endpoint
 
 
 def free_endpoint() -> Endpoint:
@@ -43,11 +43,14 @@ def files_under(folder: Path) -> dict[str, bytes]:
     return {str(path): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-def what_down_could_touch(endpoint: Endpoint) -> dict[str, bytes]:
-    """The demo's workspace (its state and the note of its endpoint) and the notes of the emulators `up` started."""
+def what_down_could_touch(endpoint: Endpoint, mistyped: Endpoint) -> dict[str, bytes]:
+    """The demo's workspace (its state and the note of its endpoint), and the notes `up` keeps of the emulator at the
+    endpoint and at the mistyped one (not of others: `make test` runs a suite per emulator at once, each starting and
+    stopping its own)."""
+    notes = (record_path(endpoint), record_path(mistyped))
     return {
         **files_under(EMULATOR_STACK / "terraform.tfstate.d" / DEMO_STACK),
-        **{str(path): path.read_bytes() for path in sorted(STATE_DIR.glob("emulator-*.json"))},
+        **{str(path): path.read_bytes() if path.is_file() else b"(none)" for path in notes},
         "answers": str(endpoint_answers(endpoint)).encode(),
     }
 
@@ -69,16 +72,16 @@ def test_down_at_a_mistyped_port_refuses_with_the_address_and_leaves_the_running
     endpoint: Endpoint,
 ) -> None:
     # given the emulator the suite runs on, answering, and whatever demo state this checkout holds
-    before = what_down_could_touch(endpoint)
-    # when `down` is pointed at a port nothing listens on
     mistyped = free_endpoint()
+    before = what_down_could_touch(endpoint, mistyped)
+    # when `down` is pointed at a port nothing listens on
     result = development("down", mistyped)
     # then it refuses with that address, and the emulator still answers, the demo's state and the notes unchanged
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"nothing answers at {mistyped.url}: nothing was destroyed or stopped" in result.stderr
     assert result.stdout == ""
     assert endpoint_answers(endpoint)
-    assert what_down_could_touch(endpoint) == before
+    assert what_down_could_touch(endpoint, mistyped) == before
 
 
 def test_down_at_the_endpoint_up_started_stops_that_emulator_and_says_so(own_emulator: Endpoint) -> None:
