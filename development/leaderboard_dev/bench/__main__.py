@@ -35,6 +35,7 @@ from leaderboard_dev.bench.backfill_cost import run_backfill_cost
 from leaderboard_dev.bench.boards import run_configuration
 from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
+from leaderboard_dev.bench.ledger_cost import cases as ledger_cases
 from leaderboard_dev.bench.ledger_cost import run_ledger_cost
 from leaderboard_dev.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_dev.bench.report import DOCUMENT, parts_older_than_the_aggregator, provenance, write_results
@@ -85,9 +86,9 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         jobs.append(("catch_up_memory", run_catch_up_memory, (plan.catch_up_backlogs, plan.catch_up_item_bytes)))
     if parts & {"all", "backfill"}:
         jobs.append(("backfill", run_backfill_cost, (plan.backfill_downloads,)))
-    if parts & {"all", "ledger"}:
-        sizes = (plan.all_in_downloads, plan.all_in_window_downloads, plan.all_in_downloads)
-        jobs.append(("ledger", run_ledger_cost, sizes))
+    if parts & {"all", "ledger"} and plan.ledger_batch_sizes:
+        sizes = (plan.all_in_downloads, plan.all_in_window_downloads, plan.ledger_steady_downloads)
+        jobs.append(("ledger", run_ledger_cost, (*sizes, ledger_cases(plan.ledger_batch_sizes))))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if parts & {"all", "side-by-side"}:
