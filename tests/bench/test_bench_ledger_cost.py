@@ -241,7 +241,7 @@ def test_the_tables_show_every_configuration_its_ratios_and_the_goal() -> None:
     # then
     assert "| ledger | clean | 100 | 53.0 | 100.0 | 0.5 | 153.0 | 80.00 | 0.25 | **1.5000** | exact |" in text
     assert (
-        "| guide | edits | 100 | 53.0 | 0.0 | 0.5 | 153.0 | 80.00 | 0.25 | **2.0000** | 50 off (5.0 %), claims none |"
+        "| guide | edits | 100 | 53.0 | 0.0 | 0.5 | 153.0 | 80.00 | 0.25 | **2.0000** | 50 off (5.0 %), not claimed |"
         in text
     )
     assert "| ledger | clean | 100 | 0.3300 | 0.5000 | 0.6250 | 0.0400 | 0.0020 | 1.5000 |" in text

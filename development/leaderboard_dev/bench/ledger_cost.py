@@ -385,7 +385,7 @@ def _ratio(value: float | None) -> str:
 def _error(case: dict[str, Any]) -> str:
     error = case["count_error"]
     exact = "exact" if not error["absolute"] else f"{error['absolute']:,} off ({100 * error['relative']:.1f} %)"
-    return exact + ("" if case["claims_exact"] else ", claims none")
+    return exact + ("" if case["claims_exact"] else ", not claimed")
 
 
 def other_dollars(case: dict[str, Any]) -> float:
