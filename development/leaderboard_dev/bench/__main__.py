@@ -5,7 +5,8 @@ the report), `side-by-side`, `boards` (writes per 100 downloads by the boards ke
 `handler-cpu` (the aggregator's CPU per download without the emulator: handler_cpu.json),
 `all-in` (every request of each configuration counted at the SDK and priced, without the emulator:
 all_in.json), `catch-up-memory` (peak memory of the invocations that catch up a lagging checkpoint, without the
-emulator: catch_up_memory.json), `backfill` (what `leaderboard-tools backfill` asks of DynamoDB per item of
+emulator: catch_up_memory.json), `ledger` (ledger mode against per_batch and the guide, all in, without the
+emulator: ledger.json), `backfill` (what `leaderboard-tools backfill` asks of DynamoDB per item of
 history, on moto: backfill.json), `board-features` (the tie-break first_reached against entity, and `among`
 against N rank requests: board_features.json), `reads`
 (reads_freshness.json), `index-layout` (the leaderboard-shard measurements, on their own:
@@ -35,6 +36,8 @@ from leaderboard_dev.bench.backfill_cost import run_backfill_cost
 from leaderboard_dev.bench.boards import run_configuration
 from leaderboard_dev.bench.catch_up_memory import run_catch_up_memory
 from leaderboard_dev.bench.handler_cpu import cases, run_handler_cpu
+from leaderboard_dev.bench.ledger_cost import cases as ledger_cases
+from leaderboard_dev.bench.ledger_cost import run_ledger_cost
 from leaderboard_dev.bench.reads_freshness import run_reads_and_freshness
 from leaderboard_dev.bench.report import DOCUMENT, parts_older_than_the_aggregator, provenance, write_results
 from leaderboard_dev.bench.side_by_side import FULL, SMOKE, Plan, run_contender
@@ -48,8 +51,7 @@ FIGURES = REPOSITORY / "docs" / "benchmark-results"
 """What a reader looks at: summary.md and the plots, linked from docs/benchmark.md."""
 SMOKE_RESULTS = REPOSITORY / "build" / "bench-smoke"
 PARTS = ("all", "side-by-side", "boards", "handler-cpu", "all-in", "catch-up-memory", "reads", "index-layout", "report")
-PARTS = (*PARTS, "backfill")
-PARTS = (*PARTS, "board-features")
+PARTS = (*PARTS, "backfill", "ledger", "board-features")
 ALONE = {
     "reads": "reads_freshness.json",
     "boards": "boards.json",
@@ -58,6 +60,7 @@ ALONE = {
     "catch-up-memory": "catch_up_memory.json",
     "backfill": "backfill.json",
     "board-features": "board_features.json",
+    "ledger": "ledger.json",
 }
 """Parts rerun on their own, beside the full run's results.json; `report` merges them."""
 RESULT_KEYS = {
@@ -68,6 +71,7 @@ RESULT_KEYS = {
     "catch-up-memory": "catch_up_memory",
     "backfill": "backfill",
     "board-features": "board_features",
+    "ledger": "ledger",
 }
 
 
@@ -85,6 +89,9 @@ def run_measurements(endpoint: Endpoint, plan: Plan, parts: set[str], scratch: P
         jobs.append(("catch_up_memory", run_catch_up_memory, (plan.catch_up_backlogs, plan.catch_up_item_bytes)))
     if parts & {"all", "backfill"}:
         jobs.append(("backfill", run_backfill_cost, (plan.backfill_downloads,)))
+    if parts & {"all", "ledger"} and plan.ledger_batch_sizes:
+        sizes = (plan.all_in_downloads, plan.all_in_window_downloads, plan.ledger_steady_downloads)
+        jobs.append(("ledger", run_ledger_cost, (*sizes, ledger_cases(plan.ledger_batch_sizes))))
     if parts & {"all", "reads"}:
         jobs.append(("reads_freshness", run_reads_and_freshness, (endpoint, plan)))
     if "board-features" in parts or ("all" in parts and plan.clean_load):  # alone only in the smoke (make test)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from leaderboard_dev.bench import board_features
+from leaderboard_dev.bench import board_features, ledger_cost
 from leaderboard_dev.bench.pressure_cost import (
     PRICES,
     cost_per_million,
@@ -182,6 +182,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     summary["all_in"] = results.get("all_in")
     summary["backfill"] = results.get("backfill")
     summary["board_features"] = board_features.summarise(results.get("board_features"))
+    summary["ledger"] = results.get("ledger")
     summary["cost_per_million_downloads"] = {
         "prices": PRICES,
         "lambda_duration": (
@@ -353,6 +354,8 @@ def markdown(summary: dict[str, Any], plots: dict[str, str]) -> str:
             f"| {step['freshness_seconds']} | {_fmt(pipeline_rate(step, freshness.get('latency_floor_seconds')))} |"
         )
     lines += _pressure_lines(summary) + _boards_lines(summary) + _cost_lines(summary) + _all_in_lines(summary)
+    ledger_origin = summary.get("separate_runs", {}).get("ledger", {}).get("provenance")
+    lines += ledger_cost.markdown_lines(summary.get("ledger"), ledger_origin)
     lines += _catch_up_lines(summary) + _backfill_lines(summary)
     lines += board_features.report_lines(summary)
     lines += _failure_lines(summary)

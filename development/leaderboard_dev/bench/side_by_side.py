@@ -114,6 +114,10 @@ class Plan:
     """Downloads of a 60-second window at the all-in part's rate: what per_window measures, whole."""
     backfill_downloads: int = 500
     """Items of history the backfill part counts (bench/backfill_cost.py)."""
+    ledger_batch_sizes: tuple[int, ...] = ()
+    """The batch sizes the ledger part runs at (bench/ledger_cost.py), all_in_downloads each; none: not run."""
+    ledger_steady_downloads: int = 0
+    """Downloads each configuration of the ledger part measures again at steady state (twice); 0: not measured."""
 
     def contenders_at(self, batch_size: int) -> tuple[Contender, ...]:
         guide_runs = self.guide_batch_sizes is None or batch_size in self.guide_batch_sizes
@@ -160,6 +164,8 @@ FULL = Plan(
     all_in_downloads=3_000,
     all_in_window_downloads=60_000,
     backfill_downloads=20_000,
+    ledger_batch_sizes=(100, 1000),
+    ledger_steady_downloads=12_000,
 )
 SMOKE = Plan(
     batch_sizes=(100,),
