@@ -36,24 +36,10 @@ LONGEST_FIRST = (
     "tests/unit/tools/test_backfill.py",
     "tests/unit/tools/test_repair_band_histories.py",
     "tests/unit/aggregator/test_catch_up_nested_items.py",
-    "tests/unit/tools/test_cli_newcomer.py",
-    "tests/unit/terraform/test_query_role_conditions.py",
-    "tests/unit/query/test_query_verbs.py",
-    "tests/unit/query/test_rank_policies.py",
-    "tests/unit/tools/test_operator_tools.py",
-    "tests/unit/tools/test_reconcile.py",
-    "tests/unit/aggregator/test_aggregator_handler.py",
-    "tests/unit/terraform/test_iam_policies.py",
-    "tests/unit/terraform/test_stream_filter.py",
-    "tests/unit/query/test_query_boards.py",
-    "tests/unit/tools/test_single_table.py",
-    "tests/unit/tools/test_repair_edges.py",
-    "tests/unit/development/test_release.py",
 )
-"""The unit tier's longest files, longest first: those of the whole tier (pytest --durations in `make test`), then
-those of `make check`'s selection (per-file CPU of a quick run). `--dist loadfile --no-loadscope-reorder` hands files
-to the workers in collection order, so these start first and the short files fill in, and the workers finish together
-instead of one running a long file alone at the end."""
+"""The unit tier's longest files (pytest --durations in `make test`), longest first: `--dist loadfile
+--no-loadscope-reorder` hands files to the workers in collection order, so these start first and the short files fill
+in, and the two workers finish together instead of one running a long file alone at the end."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
