@@ -30,6 +30,14 @@ from tests.stream_model.regressions import HIGH_MARK_COUNTEREXAMPLES, LEDGER_STO
 pytestmark = pytest.mark.slow  # the stream model at its CI size: CI runs it, make check does not
 
 REFERENCE = naive.factory(CheckpointReader)
+GENERATE_ONLY = settings(
+    max_examples=examples(300),
+    deadline=None,
+    database=None,
+    phases=(Phase.generate,),
+    suppress_health_check=list(HealthCheck),
+)
+"""How the random searches draw: new histories only, none replayed, none kept."""
 
 
 def outcome_of(design: type[Any], history: History) -> Outcome:
@@ -57,14 +65,7 @@ def test_random_histories_break_every_naive_design(design: type[Any]) -> None:
         return bool(play(history, make).problems())
 
     # when they are played against the naive design, then some history breaks it
-    generate_only = settings(
-        max_examples=examples(300),
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-    )
-    found = find(histories(), broken, settings=generate_only, random=random.Random(14))
+    found = find(histories(), broken, settings=GENERATE_ONLY, random=random.Random(14))
     assert play(found, make).problems()
 
 
@@ -96,15 +97,8 @@ def test_random_histories_with_retractions_break_every_naive_retraction_design(d
 
     # when they are played against the naive design, then one whose shards split or rolled over breaks it as its
     # docstring says
-    generate_only = settings(
-        max_examples=examples(300),
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-    )
     drawn = histories((mode,), boards=tuple(BOARDS), retractions=True)
-    found = find(drawn, broken_across_shards, settings=generate_only, random=random.Random(28))
+    found = find(drawn, broken_across_shards, settings=GENERATE_ONLY, random=random.Random(28))
     # and the shipped aggregator plays the same history exactly
     assert play(found, shipped).problems() == [], repr(found)
 
@@ -142,15 +136,8 @@ def test_random_ledger_histories_break_every_naive_ledger_design(design: type[An
         return shown and any(expected in problem for problem in outcome.problems())
 
     # when they are played against the naive design, then one breaks it as its docstring says
-    generate_only = settings(
-        max_examples=examples(300),
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-    )
     drawn = histories((mode,), boards=tuple(BOARDS), ledger=True)
-    found = find(drawn, broken_as_its_docstring_says, settings=generate_only, random=random.Random(38))
+    found = find(drawn, broken_as_its_docstring_says, settings=GENERATE_ONLY, random=random.Random(38))
     # and every ledger design plays the same history exactly
     for make_ledger in LEDGER_DESIGNS.values():
         assert play(found, make_ledger).problems() == [], repr(found)
@@ -194,15 +181,8 @@ def test_random_local_time_histories_break_a_calendar_on_a_fixed_offset() -> Non
     def broken(history: History) -> bool:
         return bool(play(history, on_new_york_standard_time_all_year).problems())
 
-    generate_only = settings(
-        max_examples=examples(300),
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-    )
     # when they are played against it, then some history breaks it: a download on a night the clocks change
-    found = find(histories(boards=tuple(LOCAL_TIME)), broken, settings=generate_only, random=random.Random(14))
+    found = find(histories(boards=tuple(LOCAL_TIME)), broken, settings=GENERATE_ONLY, random=random.Random(14))
     assert play(found, on_new_york_standard_time_all_year).problems()
     # while the shipped calendar counts the same history exactly
     assert play(found, shipped).problems() == []
