@@ -392,11 +392,8 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
 
     from aggregate_store import AggregateStore
     from aggregator_settings import Settings
-    from batch_report import publish
-    from delivery import parse_delivery
     from dependencies import Dependencies
     from shard_progress import ProgressStore
-    from telemetry import metrics
 
     aggregator = sys.modules.get("aggregator") or load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
     # Each case's periods and category, and the read budget of the function's memory; not its memory ceiling, which
@@ -412,6 +409,15 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
         executor=InlineExecutor(),
         send_failures=lambda messages: True,
     )
+
+    return invoker(aggregator, settings, dependencies)
+
+
+def invoker(aggregator: Any, settings: Any, dependencies: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """One invocation of the shipped handler's steps, as lambda_handler runs them: parse, process, publish, flush."""
+    from batch_report import publish
+    from delivery import parse_delivery
+    from telemetry import metrics
 
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()

@@ -56,10 +56,10 @@ from leaderboard_dev.bench.handler_cpu import (
     WARM_UP,
     WRITE_CONCURRENCY,
     CpuCase,
-    LambdaContext,
     StreamTail,
     function_environment,
     guide,
+    invoker,
     load_module,
     quiet_stdout,
     streams_as_aws,
@@ -142,9 +142,6 @@ def shipped(environment: dict[str, str]) -> Any:
     import boto3
 
     from aggregator_settings import Settings
-    from batch_report import publish
-    from delivery import parse_delivery
-    from telemetry import metrics
     from wiring import dependencies_for
 
     aggregator = sys.modules.get("aggregator") or load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
@@ -154,17 +151,7 @@ def shipped(environment: dict[str, str]) -> Any:
     dependencies = dependencies_for(settings, dynamodb, streams, None, InlineExecutor())
     dependencies.send_failures = lambda messages: True
 
-    def invoke(event: dict[str, Any]) -> dict[str, Any]:
-        started = time.monotonic()
-        delivery = parse_delivery(event, settings.table_arn)
-        response, report = aggregator.process_delivery(
-            delivery, dependencies, settings, LambdaContext.get_remaining_time_in_millis
-        )
-        publish(report, started, succeeded=True)
-        metrics.flush_metrics()
-        return dict(response["state"])
-
-    return invoke
+    return invoker(aggregator, settings, dependencies)
 
 
 def preload_downloads(zipf: int) -> list[Batch]:
