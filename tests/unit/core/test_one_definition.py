@@ -21,7 +21,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import build
-import hcl2
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
@@ -217,7 +216,7 @@ def test_both_functions_read_the_boards_the_module_sets(environment: dict[str, s
 
 def _terraform_periods() -> tuple[str, ...]:
     """The periods variables.tf's validation of leaderboard_periods accepts."""
-    document = hcl2.load((TERRAFORM / "variables.tf").open())
+    document = terraform_config.hcl_document(TERRAFORM / "variables.tf")
     for block in document["variable"]:
         for name, body in block.items():
             if name.strip('"') == "leaderboard_periods":
@@ -250,7 +249,7 @@ def test_the_query_function_reads_the_partition_the_aggregator_writes_an_entity_
 
 
 def _progress_table_hash_key() -> str:
-    document = hcl2.load((TERRAFORM / "progress.tf").open())
+    document = terraform_config.hcl_document(TERRAFORM / "progress.tf")
     for resource in document["resource"]:
         for kind, instances in resource.items():
             for body in instances.values():

@@ -8,16 +8,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import hcl2
-
-from tests.terraform_config import unquoted
+from tests.terraform_config import hcl_document, unquoted
 
 TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
 
 
 def function_environment(function: str) -> dict[str, str]:
     """The environment block the module gives one function, as written in lambda.tf."""
-    document = hcl2.load((TERRAFORM / "lambda.tf").open())
+    document = hcl_document(TERRAFORM / "lambda.tf")
     for resource in document["resource"]:
         for kind, instances in resource.items():
             for name, body in instances.items():
@@ -27,7 +25,7 @@ def function_environment(function: str) -> dict[str, str]:
 
 
 def variable_default(name: str) -> Any:
-    document = hcl2.load((TERRAFORM / "variables.tf").open())
+    document = hcl_document(TERRAFORM / "variables.tf")
     for block in document["variable"]:
         for key, body in block.items():
             if unquoted(key) == name:

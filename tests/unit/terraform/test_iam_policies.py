@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hcl2
 import pytest
 
 from leaderboard_dev.settings import TERRAFORM_MODULE
 from tests.terraform_cli import terraform
+from tests.terraform_config import hcl_document
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/app-downloads"
@@ -159,8 +159,7 @@ def policy_documents(
     lists = evaluated_lists(locals_from, variables)
     documents = {}
     for path in sorted(module.glob("*.tf")):
-        with path.open() as handle:
-            parsed = hcl2.load(handle)
+        parsed = hcl_document(path)
         for block in parsed.get("data", []):
             for kind, bodies in block.items():
                 if kind.strip('"') == "aws_iam_policy_document":

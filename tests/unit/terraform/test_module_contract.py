@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import hcl2
 import pytest
 
 import query
 from aggregator_settings import Settings
 from boards import Boards, boards_from_environment
 from index_reads import Layout
-from tests.terraform_config import unquoted
+from tests.terraform_config import hcl_document, unquoted
 from tests.unit.terraform.lambda_environment import (
     TERRAFORM,
     RecordingEnvironment,
@@ -111,7 +110,7 @@ def test_both_functions_bucket_by_the_modules_default_time_zone_with_no_seasons(
 
 
 def test_the_module_has_no_test_only_input_and_the_functions_read_no_test_switch() -> None:
-    variables = hcl2.load((TERRAFORM / "variables.tf").open())["variable"]
+    variables = hcl_document(TERRAFORM / "variables.tf")["variable"]
     names = [unquoted(name) for block in variables for name in block]
     assert not [name for name in names if name.startswith("test") or "fault" in name]
     for function in ("aggregator", "query"):

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import hcl2
 import pytest
 
 from leaderboard_dev import provider_schema
 from leaderboard_dev.settings import EMULATOR_STACK, TERRAFORM_MODULE
 from leaderboard_dev.terraform_stack import provider_mirror
 from tests.terraform_cli import terraform
+from tests.terraform_config import hcl_document
 
 TEST_FILE = TERRAFORM_MODULE / "tests" / "validations.tftest.hcl"
 
@@ -79,7 +79,7 @@ def admits(constraint: str, candidate: str) -> bool:
 
 def constraints(directory: Path) -> tuple[str, str]:
     """(required_version, hashicorp/aws version) of a configuration's versions.tf."""
-    terraform_block = hcl2.load((directory / "versions.tf").open())["terraform"][0]
+    terraform_block = hcl_document(directory / "versions.tf")["terraform"][0]
     aws = terraform_block["required_providers"][0]["aws"]
     return terraform_block["required_version"].strip('"'), aws["version"].strip('"')
 

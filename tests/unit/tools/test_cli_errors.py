@@ -34,6 +34,7 @@ from leaderboard_tools.commands import EXIT_AWS, EXIT_BROKEN_PIPE, EXIT_INTERRUP
 from leaderboard_tools.interruption import WORKERS_STOP, WorkerStopped
 from leaderboard_tools.operator_aws import CREDENTIALS_FIX, operator_clients
 from leaderboard_tools.reconcile import Reconciler
+from tests.terraform_config import hcl_document
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
@@ -531,10 +532,8 @@ def test_the_shards_limit_is_the_module_s(terraform_variables: dict[str, Any]) -
 
 @pytest.fixture
 def terraform_variables() -> dict[str, Any]:
-    import hcl2
-
-    with (REPOSITORY / "terraform" / "variables.tf").open() as variables:
-        return {name.strip('"'): body for block in hcl2.load(variables)["variable"] for name, body in block.items()}
+    document = hcl_document(REPOSITORY / "terraform" / "variables.tf")
+    return {name.strip('"'): body for block in document["variable"] for name, body in block.items()}
 
 
 # ---------------------------------------------------------------- 4. --version, --help, --debug
