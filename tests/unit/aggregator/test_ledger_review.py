@@ -202,12 +202,6 @@ def watermark_backfill(world: LedgerWorld, song: str, number: int, month: str) -
     world.dynamodb.transact_write_items(TransactItems=[claim, backfill_update(song, month, 1)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watermark mode: a key the backfill claimed from before the stream, deleted and put back in another month, "
-    "has the re-put as its first stream record: FirstWrite names it, so it reads as the backfill's own download and is "
-    "neither counted nor reported (the board stays in the old month, silently)",
-)
 def test_watermark_mode_a_backfilled_download_from_before_the_stream_put_again_in_another_month_is_reported(
     world: LedgerWorld,
 ) -> None:
@@ -222,6 +216,45 @@ def test_watermark_mode_a_backfilled_download_from_before_the_stream_put_again_i
     # then February counts the re-put, or the re-put is reported (as when its first write was on the stream)
     refused = [message for message in world.reports() if message["kind"] == "refused_record"]
     assert world.boards().get(("song1", "2018-02")) == 1 or [m["board"] for m in refused] == ["2018-02"]
+
+
+def test_watermark_mode_a_backfilled_download_deleted_in_one_read_and_put_again_in_the_next_is_reported(
+    world: LedgerWorld,
+) -> None:
+    # given watermark mode with claims, a January download from before the stream that the backfill counted, and its
+    # deletion read on its own
+    watermark_mode(world)
+    world.history_before_the_stream("song1", 1, "2018-01")
+    watermark_backfill(world, "song1", 1, "2018-01")
+    world.delete(ROOT, "song1", 1)
+    world.read(ROOT)
+    # when it is put again under the same key in February, and that is read
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then January keeps the backfill's count, and the re-put is reported for February, naming ledger mode
+    refused = [message for message in world.reports() if message["kind"] == "refused_record"]
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert [message["board"] for message in refused] == ["2018-02"]
+    assert "ledger = true" in refused[0]["reason"]
+
+
+def test_watermark_mode_a_download_from_before_the_stream_deleted_before_the_backfill_claimed_it_counts_its_re_put(
+    world: LedgerWorld,
+) -> None:
+    # given watermark mode with claims, a January download from before the stream, deleted and the deletion read
+    # before a backfill that scanned it earlier sends its transaction
+    watermark_mode(world)
+    world.history_before_the_stream("song1", 1, "2018-01")
+    world.delete(ROOT, "song1", 1)
+    world.read(ROOT)
+    with pytest.raises(ClientError, match="TransactionCanceled"):
+        watermark_backfill(world, "song1", 1, "2018-01")
+    # when it is put again in February, and read
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then the re-put counts once, in February, where the item is, and nothing is reported
+    assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
+    assert kinds(world) == []
 
 
 def test_watermark_mode_a_retry_of_the_first_record_is_counted_once_not_refused(world: LedgerWorld) -> None:
@@ -265,12 +298,6 @@ def test_an_edit_two_splits_after_the_first_record_whose_middle_shard_was_trimme
     assert [message for message in world.reports() if message["kind"] == "refused_record"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="watermark mode: a stream claim written before FirstWrite existed (Owner only, by the previous release, "
-    "while a backfill runs across the upgrade) lets the key's re-put set FirstWrite to itself: counted in both months, "
-    "silently",
-)
 def test_watermark_mode_a_stream_claim_from_before_first_write_does_not_count_a_re_put_twice(
     world: LedgerWorld,
 ) -> None:
