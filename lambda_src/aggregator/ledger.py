@@ -132,10 +132,10 @@ def place_of(entry: LedgerEntry, shard: ShardRef, sequence: str, lineage: Lineag
         unknown = lineage.unknown_above(shard.stream_arn, shard.shard_id if follows is None else entry.shard_id)
         return (
             f"ledger: whether shard {shard.shard_id} descends from shard {entry.shard_id} (the download's first "
-            f"counted record) is unknown: the parent of shard {unknown}, which the stream no longer lists, was never "
-            "recorded (a shard deleted before it was read is reported as records_trimmed), so no documented order "
-            "places this record; counted nowhere, recount it, and later records of the download in this lineage "
-            "alike. Keep lineage_sweep_schedule on: it records each closed shard's parent while the stream lists it"
+            f"counted record) is unknown: the parent of shard {unknown} is not in the progress table (a shard the "
+            "stream deleted before it was read is reported as records_trimmed), so no documented order places this "
+            "record; counted nowhere, recount it, and later records of the download in this lineage alike. Keep "
+            "lineage_sweep_schedule on: it records each closed shard's parent while the stream lists it"
         )
     return (
         f"ledger: shards {entry.shard_id} (the download's first counted record) and {shard.shard_id} are not parent "

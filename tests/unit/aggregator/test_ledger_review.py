@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from download_records import Schema
-from leaderboard_core.claims import backfill_claim, claim_key
+from leaderboard_core.claims import FIRST_REMOVAL, backfill_claim, claim_key
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
 from ledger import StreamLedger
 from stream_claims import StreamClaims
@@ -255,6 +255,48 @@ def test_watermark_mode_a_download_from_before_the_stream_deleted_before_the_bac
     # then the re-put counts once, in February, where the item is, and nothing is reported
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
     assert kinds(world) == []
+
+
+class ThrottledRemovalClaimOnce:
+    """The claims' client with its first claim of a REMOVE (the one that records FirstRemoval) throttled."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.throttled = 0
+
+    def update_item(self, **request: Any) -> Any:
+        sets_removal = "#removal = if_not_exists" in request["UpdateExpression"]
+        if self.throttled == 0 and sets_removal and request["ExpressionAttributeNames"]["#removal"] == FIRST_REMOVAL:
+            self.throttled += 1
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}}
+            raise ClientError(error, "UpdateItem")
+        return self._client.update_item(**request)
+
+
+def test_watermark_mode_a_deletion_whose_claim_failed_holds_the_checkpoint_below_it_until_claimed(
+    world: LedgerWorld,
+) -> None:
+    # given watermark mode with claims, a January download from before the stream that the backfill counted, deleted
+    # and put again in February, and the claim of the deletion throttled the first time
+    watermark_mode(world)
+    throttling = ThrottledRemovalClaimOnce(world.dynamodb)
+    deps = world.deployed.dependencies
+    world.deployed.dependencies = dataclasses.replace(deps, claims=StreamClaims(throttling, LEDGER_TABLE, WRITERS))
+    world.history_before_the_stream("song1", 1, "2018-01")
+    watermark_backfill(world, "song1", 1, "2018-01")
+    removal = world.delete(ROOT, "song1", 1)
+    world.put(ROOT, "song1", 1, "2018-02")
+    # when the shard is read (the deletion unclaimed: the invocation does not get past it), and read again
+    with pytest.raises(AggregatesNotWritten):
+        world.read(ROOT)
+    checkpoint = world.progress(ROOT).checkpoint
+    assert throttling.throttled == 1
+    assert checkpoint is None or checkpoint < str(removal).zfill(40)
+    world.read(ROOT)
+    # then the re-put is reported once, for February, and January keeps the backfill's count
+    refused = [message["board"] for message in world.reports() if message["kind"] == "refused_record"]
+    assert refused == ["2018-02"]
+    assert world.boards() == {("song1", "2018-01"): 1}
 
 
 def test_watermark_mode_a_retry_of_the_first_record_is_counted_once_not_refused(world: LedgerWorld) -> None:
