@@ -19,7 +19,7 @@ from failure_messages import gap_message, refused_contribution, refused_message,
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
 from shard_reader import ShardRead, read_shard
-from stream_claims import claimed_step
+from stream_claims import Removal, claimed_step, removal_of
 from telemetry import logger
 
 GONE = ("ResourceNotFoundException", "TrimmedDataAccessException")
@@ -105,10 +105,13 @@ def catch_up(
     report.throttled_reads += read.throttled
     downloads: list[Download] = []
     rejected: list[Rejected] = []
+    removals: list[Removal] = []
     for record in read.records:
         parsed = parse_record(record, settings.schema)
         if deps.ledger is not None and isinstance(parsed, Ignored):
             parsed = parse_expiry(record, settings.schema) or parsed
+        elif deps.claims is not None and isinstance(parsed, Ignored) and (removal := removal_of(record)) is not None:
+            removals.append(removal)  # claimed: an INSERT of its key after it is the key written again
         if isinstance(parsed, Download):
             downloads.append(parsed)
             if parsed.rejection is not None:
@@ -125,8 +128,8 @@ def catch_up(
 
     if deps.ledger is not None and downloads:
         downloads, unclaimed, refused_by_owner = deps.ledger.step(shard, downloads, late, report)
-    elif deps.claims is not None and downloads:
-        downloads, unclaimed, refused_by_owner = claimed_step(deps.claims, shard, downloads, late, report)
+    elif deps.claims is not None and (downloads or removals):
+        downloads, unclaimed, refused_by_owner = claimed_step(deps.claims, shard, downloads, late, report, removals)
     report.downloads += len(downloads)
     report.note_rejected(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}

@@ -66,7 +66,8 @@ class Lineage:
         self._parents: dict[tuple[str, str], str | None] = {}
 
     def _parent(self, stream_arn: str, shard_id: str) -> tuple[bool, str | None]:
-        """(known, parent id): unknown where the progress table holds no item or the shard's lineage is unknown."""
+        """(known, parent id): unknown where the progress table holds no item, the shard's lineage is unknown, or the
+        shard was gone before its parent was recorded (its item then says only that it was lost)."""
         cached = (stream_arn, shard_id)
         if cached in self._parents:
             return True, self._parents[cached]
@@ -74,10 +75,23 @@ class Lineage:
         progress = self._progress.lower_bound(shard)
         if not progress.exists:
             progress = self._progress.read(shard)  # a cached absence may be stale: another reader may have created it
-        if not progress.exists or progress.lineage_unknown:
+        lost_above = progress.lost_unread and progress.parent_shard_id is None
+        if not progress.exists or progress.lineage_unknown or lost_above:
             return False, None
         self._parents[cached] = progress.parent_shard_id
         return True, progress.parent_shard_id
+
+    def unknown_above(self, stream_arn: str, shard_id: str) -> str | None:
+        """The nearest shard of `shard_id`'s lineage (itself included) whose parent is not known, if any."""
+        current = shard_id
+        for _ in range(ANCESTRY_LIMIT):
+            known, parent = self._parent(stream_arn, current)
+            if not known:
+                return current
+            if parent is None:
+                return None
+            current = parent
+        return current
 
     def descends(self, stream_arn: str, shard_id: str, ancestor_id: str) -> bool | None:
         """Whether `ancestor_id` is an ancestor of `shard_id`; None where the walk cannot tell."""
@@ -108,10 +122,21 @@ def place_of(entry: LedgerEntry, shard: ShardRef, sequence: str, lineage: Lineag
         if sequence < entry.sequence:
             return Place.PRECEDES
         return Place.IS if sequence == entry.sequence else Place.FOLLOWS
-    if lineage.descends(shard.stream_arn, shard.shard_id, entry.shard_id):
+    follows = lineage.descends(shard.stream_arn, shard.shard_id, entry.shard_id)
+    if follows:
         return Place.FOLLOWS
-    if lineage.descends(shard.stream_arn, entry.shard_id, shard.shard_id):
+    precedes = lineage.descends(shard.stream_arn, entry.shard_id, shard.shard_id)
+    if precedes:
         return Place.PRECEDES
+    if follows is None or precedes is None:
+        unknown = lineage.unknown_above(shard.stream_arn, shard.shard_id if follows is None else entry.shard_id)
+        return (
+            f"ledger: whether shard {shard.shard_id} descends from shard {entry.shard_id} (the download's first "
+            f"counted record) is unknown: the parent of shard {unknown} is not in the progress table (a shard the "
+            "stream deleted before it was read is reported as records_trimmed), so no documented order places this "
+            "record; counted nowhere, recount it, and later records of the download in this lineage alike. Keep "
+            "lineage_sweep_schedule on: it records each closed shard's parent while the stream lists it"
+        )
     return (
         f"ledger: shards {entry.shard_id} (the download's first counted record) and {shard.shard_id} are not parent "
         "and descendant: no order between their records is documented; counted nowhere, recount it"

@@ -23,6 +23,8 @@ class Progress:
     parent_shard_id: str | None = None
     lineage_counted: bool = False
     lineage_unknown: bool = False
+    lost_unread: bool = False
+    """Gone from the stream before this deployment read it (its loss reported): its parent is known only if recorded."""
     closed_unread_since: int | None = None
     gap_reported_from: str | None = None
     empty_tail_walked_at: int | None = None
@@ -69,6 +71,7 @@ def progress_of_item(item: dict[str, Any] | None) -> Progress:
         parent_shard_id=item.get(bookkeeping.PARENT_SHARD, {}).get("S"),
         lineage_counted=bool(item.get(bookkeeping.LINEAGE_COUNTED, {}).get("BOOL")),
         lineage_unknown=bool(item.get(bookkeeping.LINEAGE_UNKNOWN, {}).get("BOOL")),
+        lost_unread=bool(item.get(bookkeeping.LOST_UNREAD, {}).get("BOOL")),
         closed_unread_since=int(since) if isinstance(since, str) and since.isdigit() else None,
         gap_reported_from=gap if isinstance(gap, str) else None,
         empty_tail_walked_at=int(walked) if isinstance(walked, str) and walked.isdigit() else None,

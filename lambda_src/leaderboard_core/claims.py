@@ -31,6 +31,9 @@ BACKFILL_DONE = BACKFILL_ITEM_PREFIX + "done"
 FIRST_WRITE = "FirstWrite"
 """Watermark mode with claims: the eventID of the first stream record the stream claimed the download for; an INSERT
 of the key that finds another one is the key written again after a deletion."""
+FIRST_REMOVAL = "FirstRemoval"
+"""Watermark mode with claims: the eventID of a REMOVE of the key the stream read before any INSERT of it. The key
+existed before its first INSERT the stream claimed, so what a backfill counted of it is an earlier write."""
 LEDGER_VARIABLE = "LEDGER"
 """The aggregator's environment: "true" in ledger mode, where the claims table is kept for good as the ledger."""
 STREAM_FROM = "StreamFrom"
@@ -50,7 +53,10 @@ def claim_key(key: Mapping[str, Any]) -> str:
 def stream_claim(table: str, key: Mapping[str, Any], record: str | None = None) -> dict[str, Any]:
     """The aggregator's claim: an UpdateItem that sets the owner only if none is set, and returns the owner. With
     `record` (the stream record's eventID), FirstWrite is set to it where none is: a later write of the same key (an
-    INSERT after a deletion) then finds a claim that names another record, and is reported, not counted twice."""
+    INSERT after a deletion) then finds a claim that names another record, and is reported, not counted twice.
+
+    With `record`, a claim the stream owns that names no first write (nor a removal) fails its condition: it was made
+    without FirstWrite, so which write of the key it counted is unknown (`stream_claims.UNKNOWN_FIRST_WRITE`)."""
     request: dict[str, Any] = {
         "TableName": table,
         "Key": {CLAIM_KEY: {"S": claim_key(key)}},
@@ -61,14 +67,40 @@ def stream_claim(table: str, key: Mapping[str, Any], record: str | None = None) 
     }
     if record is not None:
         request["UpdateExpression"] += ", #from = if_not_exists(#from, :record)"
-        request["ExpressionAttributeNames"]["#from"] = FIRST_WRITE
+        request["ConditionExpression"] = (
+            "attribute_not_exists(#owner) OR #owner <> :stream OR attribute_exists(#from) OR attribute_exists(#removal)"
+        )
+        request["ExpressionAttributeNames"] |= {"#from": FIRST_WRITE, "#removal": FIRST_REMOVAL}
         request["ExpressionAttributeValues"][":record"] = {"S": record}
     return request
+
+
+def removal_claim(table: str, key: Mapping[str, Any], record: str) -> dict[str, Any]:
+    """The aggregator's claim of a REMOVE (`record`, its eventID) read before any INSERT of the key was claimed:
+    FirstRemoval is set where none is, and the owner where none is (the item is gone: a backfill has nothing left to
+    count). Its condition holds only while no INSERT of the key is claimed, and not on a claim the stream owns without
+    FirstWrite; failing it, the claim is left as it is."""
+    return {
+        "TableName": table,
+        "Key": {CLAIM_KEY: {"S": claim_key(key)}},
+        "UpdateExpression": "SET #owner = if_not_exists(#owner, :stream), #removal = if_not_exists(#removal, :record)",
+        "ConditionExpression": (
+            "attribute_not_exists(#from) "
+            "AND (attribute_not_exists(#owner) OR #owner <> :stream OR attribute_exists(#removal))"
+        ),
+        "ExpressionAttributeNames": {"#owner": CLAIM_OWNER, "#from": FIRST_WRITE, "#removal": FIRST_REMOVAL},
+        "ExpressionAttributeValues": {":stream": {"S": STREAM}, ":record": {"S": record}},
+    }
 
 
 def first_record_of(response: Mapping[str, Any]) -> str | None:
     """The record a claim was first made for (FirstWrite), from the UpdateItem's answer; None where none is recorded."""
     return ((response.get("Attributes") or {}).get(FIRST_WRITE) or {}).get("S")
+
+
+def first_removal_of(response: Mapping[str, Any]) -> str | None:
+    """The REMOVE the stream read of a key before any INSERT of it (FirstRemoval), from the UpdateItem's answer."""
+    return ((response.get("Attributes") or {}).get(FIRST_REMOVAL) or {}).get("S")
 
 
 def owner_of(response: Mapping[str, Any]) -> str | None:

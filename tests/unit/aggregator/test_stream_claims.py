@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from download_records import parse_record
-from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key
+from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key, stream_claim
 from stream_claims import StreamClaims
 from tests.unit.aggregator.conftest import CLAIMS
 from tests.unit.aggregator.handler_on_moto import Deployed, client_error
@@ -71,11 +71,13 @@ def test_downloads_a_backfill_claimed_first_are_left_to_it(
 def test_a_retry_counts_the_downloads_its_earlier_attempt_claimed_once(
     claiming: Deployed, lambda_context: FakeLambdaContext
 ) -> None:
-    # given three downloads an earlier attempt claimed for the stream before it died, having counted none
+    # given three downloads an earlier attempt claimed for the stream (as its claim names each: by its record) before
+    # it died, having counted none
     claiming.write("song1", 3)
-    for number in range(3):
-        claim_as(claiming.dynamodb, STREAM, download_key("song1", number))
-    event = claiming.window_event(claiming.stream_records())
+    records = claiming.stream_records()
+    for record in records:
+        claiming.dynamodb.update_item(**stream_claim(CLAIMS, record["dynamodb"]["Keys"], record["eventID"]))
+    event = claiming.window_event(records)
     # when the batch is delivered, and then delivered again (a retry)
     claiming.invoke(event, lambda_context)
     claiming.invoke(event, lambda_context)

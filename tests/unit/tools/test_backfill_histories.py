@@ -460,10 +460,10 @@ class Claims:
         self._before = before
         self._after = after
 
-    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False) -> Any:
+    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False, removals: Any = ()) -> Any:
         if self._before is not None:
             self._before()
-        outcome = self._claims.sort(downloads, late)
+        outcome = self._claims.sort(downloads, late, removals=removals)
         if self._after is not None:
             self._after()
         return outcome
@@ -565,8 +565,8 @@ class LeavesFailedClaims:
     def __init__(self, claims: StreamClaims) -> None:
         self._claims = claims
 
-    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False) -> ClaimOutcome:
-        outcome = self._claims.sort(downloads, late)
+    def sort(self, downloads: list[Any], late: Callable[[], bool] = lambda: False, removals: Any = ()) -> ClaimOutcome:
+        outcome = self._claims.sort(downloads, late, removals=removals)
         return ClaimOutcome(ours=outcome.ours, backfilled=outcome.backfilled + outcome.unclaimed)
 
 
