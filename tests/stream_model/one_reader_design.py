@@ -51,6 +51,7 @@ VERSION = "Version"
 CONTRIBUTION = BASE_CONTRIBUTION
 ENTITY = "Entity"
 DECREASED = "Decreased"
+FROZEN = "expired#"
 NOTE = "one-reader|"
 """The progress table's items of this design: `one-reader|<shard id>`, what the handler noted of a shard."""
 LINEAGE = "one-reader-parent|"
@@ -74,6 +75,8 @@ class Fold:
     contribution: Boards = field(default_factory=dict)
     moves: Boards = field(default_factory=dict)
     applied: bool = False
+    freezes: list[str] = field(default_factory=list)
+    """Expiries by TTL of the key whose part this batch keeps for good: one item each, `expired#<key>|<version>`."""
 
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's, or none)."""
@@ -180,19 +183,33 @@ class OneReaderDesign(Design):
         return fold
 
     def fold(self, fold: Fold, shard: str, record: dict[str, Any]) -> None:
-        """Move the key to what the record's image says, if the record is after the key's Version."""
+        """Move the key to what the record's image says, if the record is after the key's Version. An expiry by TTL
+        also keeps its old image counted for good, once, wherever it stands (`freeze`)."""
         version = f"{shard}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
-        if not self.after(version, fold.version):
-            return
         stream = record["dynamodb"]
         if expired_by_ttl(record):
-            target, kept = self.counts(stream.get("OldImage")), {}
-        elif record.get("eventName") == "REMOVE":
-            target = kept = {}
-        else:
-            target = kept = self.counts(stream.get("NewImage"))
-        self.move(fold, target, kept)
+            self.freeze(fold, version, self.counts(stream.get("OldImage")))
+        if not self.after(version, fold.version):
+            return
+        target = {} if record.get("eventName") == "REMOVE" else self.counts(stream.get("NewImage"))
+        self.move(fold, target, target)
         fold.version, fold.applied = version, True
+
+    def freeze(self, fold: Fold, version: str, kept: Boards) -> None:
+        """An expiry is retention (S12): the download it ends stays counted as its old image says, beside whatever the
+        key counts later. It is no state of the key, so it is applied by its own identity, not by Version: a rewrite
+        under the key applied first (a retry out of order, a child read before a given-up parent) must not hide it."""
+        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
+        if frozen in fold.freezes:
+            return
+        response = self.env.dynamodb.get_item(
+            TableName=LEDGER_TABLE, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
+        )
+        if "Item" in response:
+            return
+        fold.freezes.append(frozen)
+        for board, amount in kept.items():
+            fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
     def move(self, fold: Fold, target: Boards, kept: Boards) -> None:
         """The aggregates go from what the key counts to `target`; the key then counts `kept` (an expiry keeps none)."""
@@ -220,13 +237,14 @@ class OneReaderDesign(Design):
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied:
+            if fold.applied or fold.freezes:
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
                 boards = {board for other in [*chunk, fold] for board in other.moves}
-                if chunk and len(chunk) + 1 + len(boards) > TRANSACTION_ITEMS:
+                items = sum(1 + len(other.freezes) for other in [*chunk, fold])
+                if chunk and items + len(boards) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []
                 chunk.append(fold)
@@ -240,7 +258,8 @@ class OneReaderDesign(Design):
         for fold in group:
             for board, amount in fold.moves.items():
                 summed[board] = summed.get(board, Decimal(0)) + amount
-        actions = [self.ledger_put(fold) for fold in group]
+        actions = [self.ledger_put(fold) for fold in group if fold.applied]
+        actions += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
         actions += [
             self.aggregate_add(group[0].entity, board, amount) for board, amount in sorted(summed.items()) if amount
         ]
@@ -271,6 +290,18 @@ class OneReaderDesign(Design):
             put["ExpressionAttributeValues"] = values
         return {"Put": put}
 
+    @staticmethod
+    def freeze_put(frozen: str) -> dict[str, Any]:
+        """An expiry's part, kept once: a Put of its own item, conditioned on its absence."""
+        return {
+            "Put": {
+                "TableName": LEDGER_TABLE,
+                "Item": {CLAIM_KEY: {"S": frozen}},
+                "ConditionExpression": "attribute_not_exists(#key)",
+                "ExpressionAttributeNames": {"#key": CLAIM_KEY},
+            }
+        }
+
     def aggregate_add(self, entity: str, board: str, amount: Decimal) -> dict[str, Any]:
         """An aggregate's ADD; an addition puts it in the index under its board, with its order moved by the amount."""
         names = {"#count": self.schema.count, "#order": self.schema.order}
@@ -291,7 +322,7 @@ class OneReaderDesign(Design):
         last move of each key whose records were not after its Version (a retry after a crash between the two)."""
         boards: set[tuple[str, str]] = set()
         for claim, fold in folds.items():
-            if fold.applied and claim not in failed:
+            if (fold.applied or fold.freezes) and claim not in failed:
                 boards |= {(fold.entity, board) for board, amount in fold.moves.items() if amount < 0}
             elif not fold.applied and fold.item is not None:
                 boards |= {(fold.entity, value["S"]) for value in fold.item.get(DECREASED, {}).get("L", [])}
