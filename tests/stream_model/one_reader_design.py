@@ -30,7 +30,7 @@ of the shard or its first child, and on the schedule): a conservative test that 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -44,6 +44,7 @@ from leaderboard_core.source_items import expired_by_ttl
 from tests.stream_model.aws_delivery import RETENTION_SECONDS
 from tests.stream_model.designs import ShardWatermarkDesign, schema_of
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, STREAM_ARN, TABLE, Design, Environment
+from tests.stream_model.histories import History
 from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item, image_counts
 
 Boards = dict[str, Decimal]
@@ -582,6 +583,20 @@ def _trimmed(shard: str, after: int, through: int | None, lost_ancestors: bool =
     if lost_ancestors:
         message["lostAncestorOf"] = shard
     return message
+
+
+HAZARDS_OF_READERS = frozenset(
+    {"pruning", "empty GetRecords page", "throttled GetRecords", "trimmed records", "expired iterator"}
+)
+"""Hazards only a design that reads shards itself (or keeps watermarks) meets: this one reads a shard only when recover
+reads a given-up range back."""
+
+
+def with_its_mapping(history: History) -> History:
+    """The history with the mapping this design asks for: MaximumRetryAttempts and MaximumRecordAgeInSeconds -1 (None
+    in the model), failed batches retried, and bisected, until their records expire."""
+    config = replace(history.config, maximum_retry_attempts=None, maximum_record_age=None)
+    return History(config, history.steps)
 
 
 def one_reader(env: Environment, config: Any) -> OneReaderDesign:
