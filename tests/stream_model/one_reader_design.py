@@ -7,7 +7,7 @@ K, a versioned ledger item (the claims table's, keyed by `leaderboard_core.claim
 - `Version`: `<shard id>|<padded sequence number>` of the last record of K applied (absent where the backfill counted
   K and no record of it was applied since),
 - `Contribution`: board -> amount, what K counts now; `Entity` its entity,
-- `Decreased`: the boards the last move of K took something from, which may have reached 0 and must leave the index.
+- `Decreased`: the boards K's moves took something from, which may have reached 0 and must leave the index.
 
 A record r of K is applied iff it is after Version: same shard and a higher sequence number, or Version's shard an
 ancestor of r's (lineage from each shard's ParentShardId); the backfill's item, or none, is before every record. A
@@ -277,7 +277,8 @@ class OneReaderDesign(Design):
 
     def ledger_put(self, fold: Fold) -> dict[str, Any]:
         condition, names, values = fold.condition()
-        decreased = sorted(board for board, amount in fold.moves.items() if amount < 0)
+        before = {value["S"] for value in (fold.item or {}).get(DECREASED, {}).get("L", [])}
+        decreased = sorted(before | {board for board, amount in fold.moves.items() if amount < 0})
         item = {
             CLAIM_KEY: {"S": claim_key(fold.key)},
             VERSION: {"S": fold.version},
@@ -319,14 +320,14 @@ class OneReaderDesign(Design):
         return {"Update": {**update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
 
     def leave_index(self, folds: dict[str, Fold], failed: set[str]) -> None:
-        """Every aggregate a move took from, at 0, leaves the index: those of this batch's moves, and those of the
-        last move of each key whose records were not after its Version (a retry after a crash between the two)."""
+        """Every aggregate a move took from, at 0, leaves the index: those of this batch's moves, and those the key's
+        last move took from (a crash between that move's transaction and this step: the retry finds them)."""
         boards: set[tuple[str, str]] = set()
         for claim, fold in folds.items():
+            if fold.item is not None:
+                boards |= {(fold.entity, value["S"]) for value in fold.item.get(DECREASED, {}).get("L", [])}
             if (fold.applied or fold.freezes) and claim not in failed:
                 boards |= {(fold.entity, board) for board, amount in fold.moves.items() if amount < 0}
-            elif not fold.applied and fold.item is not None:
-                boards |= {(fold.entity, value["S"]) for value in fold.item.get(DECREASED, {}).get("L", [])}
         for entity, board in sorted(boards):
             try:
                 self.env.dynamodb.update_item(
