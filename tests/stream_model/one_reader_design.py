@@ -586,11 +586,20 @@ def _trimmed(shard: str, after: int, through: int | None, lost_ancestors: bool =
     return message
 
 
-HAZARDS_OF_READERS = frozenset(
-    {"pruning", "empty GetRecords page", "throttled GetRecords", "trimmed records", "expired iterator"}
+HAZARDS_IT_NEVER_MEETS = frozenset(
+    {
+        "pruning",
+        "empty GetRecords page",
+        "throttled GetRecords",
+        "trimmed records",
+        "expired iterator",
+        "direct paused while the mapping goes on",
+        "fresh state on retry",
+    }
 )
-"""Hazards only a design that reads shards itself (or keeps watermarks) meets: this one reads a shard only when recover
-reads a given-up range back."""
+"""Hazards this design meets seldom or never: those of a design that reads shards itself or keeps watermarks (it reads
+a shard only when recover reads a given-up range back), a direct invocation paused midway (it refuses one before any
+call) and a retry's fresh state (it keeps none)."""
 
 
 def with_its_mapping(history: History) -> History:

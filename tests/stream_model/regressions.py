@@ -586,6 +586,17 @@ LEDGER_HISTORIES: dict[str, History] = {
 download mended, delete and re-put in another month, a history download deleted or edited before the backfill); each
 must be exact on every ledger design (the model's, and the shipped one once it has ledger mode)."""
 
+ONE_READER_HISTORIES: dict[str, History] = {
+    # Found by the one-reader design's random ledger histories (seed 152): the transaction that took an edited
+    # download out of its category's boards landed, the step that takes a board at 0 out of the index was held back
+    # (the invocation failed), and the retry, with a deletion of the same key, moved only from the edit on.
+    "an edit's boards at 0 leave the index though the invocation that emptied them failed": History(
+        Config(retractions=True, ledger=True, boards="periods and a category"),
+        (Write(genre=1), Deliver(), Edit(), Write(), Deliver(fault="late_write"), Delete(), Deliver(extend=1)),
+    ),
+}
+"""Ledger histories the one-reader design's random histories found against it, kept for it."""
+
 LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
     "a MODIFY applied as a new download counts an edit into the next month in both months": (
         "LedgerAppliesModifyAsNewDownload",

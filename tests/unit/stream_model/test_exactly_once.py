@@ -37,7 +37,7 @@ from tests.stream_model.histories import (
 )
 from tests.stream_model.ledger_design import LEDGER_DESIGNS
 from tests.stream_model.naive_designs import factory
-from tests.stream_model.one_reader_design import HAZARDS_OF_READERS
+from tests.stream_model.one_reader_design import HAZARDS_IT_NEVER_MEETS
 from tests.stream_model.reference_design import CheckpointReader
 from tests.stream_model.regressions import (
     DEVELOPMENT,
@@ -173,7 +173,7 @@ def test_a_ledger_design_counts_every_download_as_the_items_last_images_say_unde
     first = 52 + 100 * MODES.index(mode) + chunk
     required = (set(HAZARDS) - NOT_REQUIRED - RARE_AMONG_RETRACTIONS) | set(LEDGER_KINDS)
     if design == "one reader":
-        required -= HAZARDS_OF_READERS  # it reads a shard only when recover reads a given-up range back
+        required -= HAZARDS_IT_NEVER_MEETS  # it reads no shard, keeps no state, refuses direct invocations
     seen: Counter[str] = Counter()
     # (as with retractions, more chunks, up to four, are played until every hazard and kind has occurred)
     for more in range(5):
