@@ -97,6 +97,7 @@ class OneReaderDesign(Design):
     sweeps_on_schedule = True
     keeps_index = True
     takes_config = True
+    expiry_moves_its_key = True
     recount = ShardWatermarkDesign.recount
 
     def __init__(self, env: Environment, config: Any) -> None:
@@ -424,16 +425,15 @@ class OneReaderDesign(Design):
             if (high is None or sequence > high) and self.aged(note):
                 messages.append(_trimmed(shard, high or 0, sequence))
             return messages
-        ancestor, ancestor_note = self.nearest_noted(shard)
-        messages = self.unfinished_trimmed(ancestor, ancestor_note) if ancestor and ancestor_note else []
-        if self.aged(ancestor_note):
+        messages, aged = self.lineage_aged(shard)
+        if aged:
             messages.append(_trimmed(shard, 0, sequence, lost_ancestors=True))
         return messages
 
-    def aged(self, note: dict[str, Any] | None) -> bool:
-        """Whether records after what the note vouches for may be past the retention: written before it began."""
-        vouched = self.stream_created if note is None else float(note["Vouched"]["N"])
-        return vouched <= self.env.clock() - RETENTION_SECONDS
+    def aged(self, note: dict[str, Any]) -> bool:
+        """Whether a record of the shard after what its note vouches for (its highest record delivered, or its last
+        report) may be past the retention."""
+        return float(note["Vouched"]["N"]) <= self.env.clock() - RETENTION_SECONDS
 
     def unfinished_trimmed(self, shard: str, note: dict[str, Any]) -> list[dict[str, Any]]:
         """Records delivered to invocations that never finished, past the retention: the mapping will not hand them
@@ -444,12 +444,20 @@ class OneReaderDesign(Design):
     def expired(self, created: dict[str, str]) -> bool:
         return float(created["N"]) <= self.env.clock() - RETENTION_SECONDS
 
-    def nearest_noted(self, shard: str) -> tuple[str | None, dict[str, Any] | None]:
+    def lineage_aged(self, shard: str) -> tuple[list[dict[str, Any]], bool]:
+        """For a shard nothing was delivered from: the unfinished records of its ancestors, and whether a record of its
+        lineage never delivered may be past the retention. Every such record was written after the highest record
+        delivered from the nearest ancestor anything was delivered from (or after the stream began): that record's
+        creation time bounds them all. A report about an ancestor bounds nothing below it."""
+        messages: list[dict[str, Any]] = []
         for ancestor in self.ancestors(shard):
             note = self.note_of(ancestor)
-            if note is not None:
-                return ancestor, note
-        return None, None
+            if note is None:
+                continue
+            messages += self.unfinished_trimmed(ancestor, note)
+            if "HighCreated" in note:
+                return messages, float(note["HighCreated"]["N"]) <= self.env.clock() - RETENTION_SECONDS
+        return messages, self.stream_created <= self.env.clock() - RETENTION_SECONDS
 
     def note_delivered(
         self, shard: str, note: dict[str, Any] | None, records: list[dict[str, Any]], vouched: bool
@@ -460,6 +468,7 @@ class OneReaderDesign(Design):
         if "High" not in item or int(highest["dynamodb"]["SequenceNumber"]) > int(item["High"]["N"]):
             item["High"] = {"N": highest["dynamodb"]["SequenceNumber"]}
             created = float(highest["dynamodb"]["ApproximateCreationDateTime"])
+            item["HighCreated"] = {"N": str(created)}
             item["Vouched"] = {"N": str(max(created, float(item["Vouched"]["N"])))}
         if vouched:
             item["Vouched"] = {"N": str(self.env.clock())}
@@ -494,9 +503,8 @@ class OneReaderDesign(Design):
                     high = int(note["High"]["N"]) if "High" in note else 0
                     found.append({**_trimmed(shard, high, None)})
             else:
-                ancestor, ancestor_note = self.nearest_noted(shard)
-                found = self.unfinished_trimmed(ancestor, ancestor_note) if ancestor and ancestor_note else []
-                if self.aged(ancestor_note):
+                found, aged = self.lineage_aged(shard)
+                if aged:
                     found.append(_trimmed(shard, 0, None, lost_ancestors=True))
             messages += found
             vouch += [shard] if found else []

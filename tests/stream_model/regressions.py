@@ -586,6 +586,7 @@ LEDGER_HISTORIES: dict[str, History] = {
 download mended, delete and re-put in another month, a history download deleted or edited before the backfill); each
 must be exact on every ledger design (the model's, and the shipped one once it has ledger mode)."""
 
+LEDGER_HISTORY = {"retractions": True, "ledger": True, "history": 6}
 ONE_READER_HISTORIES: dict[str, History] = {
     # Found by the one-reader design's random ledger histories (seed 152): the transaction that took an edited
     # download out of its category's boards landed, the step that takes a board at 0 out of the index was held back
@@ -593,6 +594,45 @@ ONE_READER_HISTORIES: dict[str, History] = {
     "an edit's boards at 0 leave the index though the invocation that emptied them failed": History(
         Config(retractions=True, ledger=True, boards="periods and a category"),
         (Write(genre=1), Deliver(), Edit(), Write(), Deliver(fault="late_write"), Delete(), Deliver(extend=1)),
+    ),
+    # Seed 252: a pause past the retention skipped a child's deletion of a download its grandparent's delivery had
+    # counted; the check that reported the grandparent's unfinished records had taken that report for the lineage's.
+    "a deletion in a child skipped during a second pause is reported though its grandparent was reported on": History(
+        Config(
+            maximum_retry_attempts=3,
+            maximum_record_age=None,
+            aggregate_writes="per_window",
+            songs=1,
+            timestamps=1,
+            **LEDGER_HISTORY,
+        ),
+        (
+            Pause(rollovers=2, hours=13),
+            Write(),
+            Heat(),
+            Write(),
+            Deliver(fault="killed"),
+            Delete(pick=10),
+            *(Write(),) * 8,
+            Deliver(part=1),
+            Deliver(fault="write_timeout"),
+            Pause(rollovers=2, hours=13, sweeps=1),
+        ),
+    ),
+    # Seed 152: the expiry of a download the backfill counted was discarded for its age (named by a failure record),
+    # and its key's rewrite moved from the backfill's count: missing until recover applies the expiry.
+    "an expiry discarded for its age, its key written again, is counted once recover applies it": History(
+        Config(maximum_retry_attempts=3, songs=1, timestamps=1, **LEDGER_HISTORY),
+        (
+            Direct(),
+            Deliver(),
+            Wait(seconds=2),
+            Backfill(),
+            Delete(ttl=True),
+            Wait(seconds=3700),
+            *(Write(),) * 6,
+            Rewrite(),
+        ),
     ),
 }
 """Ledger histories the one-reader design's random histories found against it, kept for it."""
