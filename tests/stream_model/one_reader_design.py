@@ -1,5 +1,5 @@
-"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "One reader per shard"), in the model's words:
-the design the product would ship next, held to the ledger histories beside the ledger designs of ledger_design.py.
+"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "Two readers per shard today, one next"):
+the design the product would ship next, in the model's words, held to the ledger histories beside ledger_design.py's.
 
 The handler applies only the records the mapping delivers: no GetRecords, no checkpoint of its own. Per download key
 K, a versioned ledger item (the claims table's, keyed by `leaderboard_core.claims.claim_key`) holds
@@ -13,11 +13,12 @@ A record r of K is applied iff it is after Version: same shard and a higher sequ
 ancestor of r's (lineage from each shard's ParentShardId); the backfill's item, or none, is before every record. A
 record not after Version changes nothing (a duplicate, or an older record retried after a newer one); a record whose
 shard and Version's are unrelated by lineage is reported (`refused_record`) and never guessed. Applying moves K from
-Contribution to what r's new image counts (a REMOVE: nothing; an expiry by Time to Live: its old image, frozen, so
-Contribution becomes nothing and the aggregates keep it), in one TransactWriteItems per entity: each key's ledger Put
-conditioned on the Version read, and one ADD per aggregate of the summed moves. A condition that fails re-reads and
-retries. Because each move ends where a record's image says, whatever came before, the latest record of K applied
-decides K's count: order, duplicates and bisection do not matter, and every record must only be delivered once.
+Contribution to what r's new image counts (a REMOVE: nothing), in one TransactWriteItems per entity: each key's ledger
+Put conditioned on the Version read, and one ADD per aggregate of the summed moves. A condition that fails re-reads
+and retries. Because each move ends where a record's image says, whatever came before, the latest record of K applied
+decides K's count: order, duplicates and bisection do not matter, and every record need only be delivered once at
+least. An expiry by Time to Live is no state but retention: its old image stays counted, once, by the expiry's own
+item (`expired#<key>|<version>`), wherever the expiry stands against Version.
 
 What the mapping may not deliver: a batch it gives up names its range on the failure queue, and recover reads that
 range back (GetShardIterator, GetRecords: a momentary reader) and applies it like any delivery; read too late, the
