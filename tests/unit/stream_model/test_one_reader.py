@@ -1,11 +1,11 @@
 """Ledger mode with one reader per shard (tests/stream_model/one_reader_design.py), played on the stream model.
 
 The handler applies only what the mapping delivers: a versioned ledger item per download key decides whether a record
-moves anything. The quick tests play the stories that show each rule (a retry out of order, a child numbered below its
-parent, a batch given up and read back by recover, a direct invocation, a pause past the retention) and the naive
-variants' stories; the slow ones play random ledger histories (MODEL_HISTORIES sizes them, one in ten per write mode
-as for every ledger design), under the histories' own mapping settings and under the settings the design asks for
-(MaximumRetryAttempts and MaximumRecordAgeInSeconds -1).
+moves anything. The quick tests play the stories that show each rule (a retry out of order, a batch given up and read
+back by recover, a direct invocation, a pause past the retention), the naive variants' stories and the kept ledger
+histories; the slow one plays random ledger histories with the mapping the design asks for (MaximumRetryAttempts and
+MaximumRecordAgeInSeconds -1), sized by MODEL_HISTORIES as every ledger design's (test_exactly_once.py plays this
+design under the histories' own mappings, as one of LEDGER_DESIGNS).
 """
 
 from __future__ import annotations
