@@ -81,6 +81,10 @@ class Design:
     """Whether the design has a scheduled invocation (`{"lineageSweep": ...}`) that the world fires."""
     keeps_index: bool = False
     """Whether the design keeps the sparse leaderboard index (period and order attributes) the oracle checks."""
+    expiry_moves_its_key: bool = False
+    """Whether an expiry by TTL moves its key's later records too (a design that applies each record by the key's
+    version, not as a difference): one the mapping gave up leaves the key's next write moving from a stale state until
+    recover applies it, so a failure record naming the expiry covers what its old image counts."""
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         raise NotImplementedError

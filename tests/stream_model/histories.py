@@ -621,6 +621,9 @@ def covered_by_failure_records(world: World) -> tuple[Counter[tuple[str, str]], 
             for key, amount in delta_of(record, world.config.boards).items():
                 added[key] += max(amount, 0)
                 taken[key] += max(-amount, 0)
+            if record.by_ttl and world.design.expiry_moves_its_key:
+                for key, amount in contribution(record.old_written, world.config.boards).items():
+                    added[key] += amount
     return added, taken
 
 

@@ -50,6 +50,7 @@ from leaderboard_core.source_items import expired_by_ttl
 from tests.stream_model.designs import ShardWatermarkDesign, schema_of, shipped_ledger
 from tests.stream_model.environment import Environment
 from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item
+from tests.stream_model.one_reader_design import one_reader
 
 Moves = dict[AggregateKey, Decimal]
 
@@ -243,6 +244,10 @@ def ledger(env: Environment, config: Any) -> LedgerDesign:
     return LedgerDesign(env, config)
 
 
-LEDGER_DESIGNS: dict[str, Callable[[Environment, Any], Any]] = {"the model's ledger": ledger, "shipped": shipped_ledger}
-"""Every ledger design the suite holds to the ledger histories: the model's, and the shipped aggregator's ledger mode
-(designs.py), both with the model's backfill (ledger_backfill.py)."""
+LEDGER_DESIGNS: dict[str, Callable[[Environment, Any], Any]] = {
+    "the model's ledger": ledger,
+    "shipped": shipped_ledger,
+    "one reader": one_reader,
+}
+"""Every ledger design the suite holds to the ledger histories: the model's, the shipped aggregator's ledger mode
+(designs.py), and the one-reader design (one_reader_design.py), all with the model's backfill (ledger_backfill.py)."""

@@ -11,6 +11,8 @@ design (the reference counts INSERTs only).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.stream_model.histories import (
     Backfill,
     Config,
@@ -584,6 +586,57 @@ LEDGER_HISTORIES: dict[str, History] = {
 download mended, delete and re-put in another month, a history download deleted or edited before the backfill); each
 must be exact on every ledger design (the model's, and the shipped one once it has ledger mode)."""
 
+LEDGER_HISTORY = {"retractions": True, "ledger": True, "history": 6}
+ONE_READER_HISTORIES: dict[str, History] = {
+    # Found by the one-reader design's random ledger histories (seed 152): the transaction that took an edited
+    # download out of its category's boards landed, the step that takes a board at 0 out of the index was held back
+    # (the invocation failed), and the retry, with a deletion of the same key, moved only from the edit on.
+    "an edit's boards at 0 leave the index though the invocation that emptied them failed": History(
+        Config(retractions=True, ledger=True, boards="periods and a category"),
+        (Write(genre=1), Deliver(), Edit(), Write(), Deliver(fault="late_write"), Delete(), Deliver(extend=1)),
+    ),
+    # Seed 252: a pause past the retention skipped a child's deletion of a download its grandparent's delivery had
+    # counted; the check that reported the grandparent's unfinished records had taken that report for the lineage's.
+    "a deletion in a child skipped during a second pause is reported though its grandparent was reported on": History(
+        Config(
+            maximum_retry_attempts=3,
+            maximum_record_age=None,
+            aggregate_writes="per_window",
+            songs=1,
+            timestamps=1,
+            **LEDGER_HISTORY,
+        ),
+        (
+            Pause(rollovers=2, hours=13),
+            Write(),
+            Heat(),
+            Write(),
+            Deliver(fault="killed"),
+            Delete(pick=10),
+            *(Write(),) * 8,
+            Deliver(part=1),
+            Deliver(fault="write_timeout"),
+            Pause(rollovers=2, hours=13, sweeps=1),
+        ),
+    ),
+    # Seed 152: the expiry of a download the backfill counted was discarded for its age (named by a failure record),
+    # and its key's rewrite moved from the backfill's count: missing until recover applies the expiry.
+    "an expiry discarded for its age, its key written again, is counted once recover applies it": History(
+        Config(maximum_retry_attempts=3, songs=1, timestamps=1, **LEDGER_HISTORY),
+        (
+            Direct(),
+            Deliver(),
+            Wait(seconds=2),
+            Backfill(),
+            Delete(ttl=True),
+            Wait(seconds=3700),
+            *(Write(),) * 6,
+            Rewrite(),
+        ),
+    ),
+}
+"""Ledger histories the one-reader design's random histories found against it, kept for it."""
+
 LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
     "a MODIFY applied as a new download counts an edit into the next month in both months": (
         "LedgerAppliesModifyAsNewDownload",
@@ -623,6 +676,31 @@ LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
     "an expiry that claims nothing lets a rewrite under its key take back what the backfill counted": (
         "LedgerExpiryClaimsNothing",
         History(HISTORY, (Backfill(), Delete(ttl=True), Rewrite(), Deliver())),
+        "lost",
+    ),
+    "one reader comparing sequences across shards takes an edit in a child numbered lower for older": (
+        "OneReaderComparesSequencesAcrossShards",
+        History(LEDGER, (Write(), Deliver(), Reshard(lower=True), Edit(change="when", to=1), Deliver())),
+        "lost",
+    ),
+    "one reader applying a MODIFY as a new download counts an edit into the next month in both months": (
+        "OneReaderAppliesModifyAsNewDownload",
+        History(LEDGER, (Write(), Deliver(), Edit(change="when", to=1), Deliver())),
+        "over-counted",
+    ),
+    "one reader subtracting every REMOVE takes a deletion retried after a lost response back twice": (
+        "OneReaderSubtractsEveryRemove",
+        History(LEDGER, (Write(), Deliver(), Delete(), Deliver(fault="lost_response"), Deliver())),
+        "lost",
+    ),
+    # Found by the one-reader design's random ledger histories (seed 152): the rewrite, in the child, was applied before
+    # recover read back the parent's given-up batch; the expiry, taken for a state of the key, was then behind Version.
+    "one reader expiring by Version never counts an expired download whose rewrite a child applied first": (
+        "OneReaderExpiresByVersion",
+        History(
+            replace(LEDGER, maximum_retry_attempts=0),
+            (Write(), Delete(ttl=True), Reshard(), Rewrite(), Deliver(fault="killed")),
+        ),
         "lost",
     ),
 }

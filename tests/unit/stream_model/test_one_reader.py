@@ -1,0 +1,202 @@
+"""Ledger mode with one reader per shard (tests/stream_model/one_reader_design.py), played on the stream model.
+
+The handler applies only what the mapping delivers: a versioned ledger item per download key decides whether a record
+moves anything. The quick tests play the stories that show each rule (a retry out of order, a batch given up and read
+back by recover, a direct invocation, a pause past the retention), the naive variants' stories and the kept ledger
+histories; the slow one plays random ledger histories with the mapping the design asks for (MaximumRetryAttempts and
+MaximumRecordAgeInSeconds -1), sized by MODEL_HISTORIES as every ledger design's (test_exactly_once.py plays this
+design under the histories' own mappings, as one of LEDGER_DESIGNS).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from aggregator_settings import PER_BATCH, PER_WINDOW
+from tests.stream_model import naive_designs as naive
+from tests.stream_model.aws_delivery import HAZARDS
+from tests.stream_model.environment import Environment
+from tests.stream_model.histories import (
+    BOARDS,
+    LEDGER_KINDS,
+    Config,
+    Deliver,
+    Direct,
+    Edit,
+    History,
+    Pause,
+    Write,
+    histories,
+    play,
+)
+from tests.stream_model.one_reader_design import HAZARDS_IT_NEVER_MEETS, OneReaderDesign, one_reader, with_its_mapping
+from tests.stream_model.regressions import LEDGER, LEDGER_HISTORIES, LEDGER_STORIES, ONE_READER_HISTORIES
+
+HISTORIES = int(os.environ.get("MODEL_HISTORIES", "1000"))
+MODES = (PER_BATCH, PER_WINDOW)
+ONE_READER_STORIES = {name: story for name, story in LEDGER_STORIES.items() if story[0].startswith("OneReader")}
+NOT_REQUIRED = {
+    "expired iterator",
+    "timed out",
+    "larger retry",
+    "direct behind the mapping",
+    "failure queue refused a send",
+}
+"""As for every ledger design (test_exactly_once.py): tracked, not required."""
+GIVEN_UP = {"batch given up", "retry quota 0", "record-age discard", "window given up", "records expired"}
+"""What a mapping retried until the records expire gives up only when they do, which few histories reach."""
+KEPT = {**LEDGER_HISTORIES, **ONE_READER_HISTORIES, **{name: story[1] for name, story in LEDGER_STORIES.items()}}
+
+
+@pytest.mark.parametrize("name", list(ONE_READER_STORIES))
+def test_a_naive_one_reader_design_breaks_on_its_story_and_the_one_reader_design_does_not(name: str) -> None:
+    # given a naive way of keeping the versioned ledger, and a ledger history that shows what it ignores
+    design_name, history, expected = ONE_READER_STORIES[name]
+    # when the naive design and the one-reader design play it
+    broken = play(history, naive.factory(getattr(naive, design_name)))
+    exact = play(history, one_reader)
+    # then the naive design loses or over-counts as its docstring says, and the one-reader design is exact
+    assert any(expected in problem for problem in broken.problems()), broken.summary()
+    assert exact.problems() == [], exact.summary()
+
+
+@pytest.mark.parametrize("name", list(KEPT))
+def test_a_kept_ledger_history_is_exact_on_the_one_reader_design(name: str) -> None:
+    # given a ledger history kept for what it shows (an issue's finding, or a naive ledger design's story)
+    history = KEPT[name]
+    # when the one-reader design plays it, an operator's backfill run to its end after the steps
+    outcome = play(history, one_reader)
+    # then every board equals the recount of the table's last items, and ranks as it does
+    assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+def test_an_older_record_retried_after_a_newer_one_changes_nothing() -> None:
+    # given a download and its edit into the next month, delivered and applied, the response lost
+    history = History(LEDGER, (Write(), Edit(change="when", to=1), Deliver(fault="lost_response"), Deliver(order=1)))
+    # when the mapping retries them in reverse order: the edit, then the INSERT it follows
+    outcome = play(history, one_reader)
+    # then the INSERT is not after the key's Version and moves nothing: the download counts in its new month only
+    assert "reordered retry" in outcome.hazards
+    assert outcome.problems() == [], outcome.summary()
+
+
+def test_a_batch_the_mapping_gives_up_is_read_back_by_recover_and_applied() -> None:
+    # given a mapping that retries nothing, and a counted download whose edit into the next month meets a killed
+    # invocation (the backfill after the steps skips the key: its ledger item is the stream's)
+    steps = (Write(), Deliver(), Edit(change="when", to=1), Deliver(fault="killed"))
+    history = History(replace(LEDGER, maximum_retry_attempts=0), steps)
+    # when the mapping gives the batch up (the on-failure record names its range only) and recover runs
+    outcome = play(history, one_reader)
+    # then the edit was missing before recover, named by the failure record, and applied by recover's read
+    assert "batch given up" in outcome.hazards
+    assert (outcome.lost_before, outcome.uncovered, outcome.lost, outcome.over) == (1, 0, 0, 0), outcome.summary()
+
+
+def test_a_direct_invocation_is_refused_and_counts_nothing() -> None:
+    # given a download delivered, and an operator's direct invocation with records the stream does not hold
+    history = History(LEDGER, (Write(), Deliver(), Direct(kind="invented", count=3)))
+    # when the one-reader design plays it
+    outcome = play(history, one_reader)
+    # then nothing invented is counted: only the mapping's events are applied
+    assert "direct invented records" in outcome.hazards
+    assert outcome.problems() == [], outcome.summary()
+
+
+def test_records_trimmed_during_a_pause_are_reported_without_reading_the_stream() -> None:
+    # given a mapping paused past the retention while downloads are written, with no scheduled check meanwhile and
+    # nothing written after it (no later delivery of the shard shows the gap)
+    history = History(LEDGER, (Write(), Deliver(), Pause(hours=25, writes_after=False)))
+    reads: Counter[str] = Counter()
+    designs: list[OneReaderDesign] = []
+
+    def counting_reads(env: Environment, config: Any) -> OneReaderDesign:
+        for operation in ("get_shard_iterator", "get_records"):
+            setattr(env.streams, operation, _counted(reads, operation, getattr(env.streams, operation)))
+        designs.append(one_reader(env, config))
+        return designs[-1]
+
+    # when the one-reader design plays it and recover acts on what it reported
+    outcome = play(history, counting_reads)
+    # then the records the mapping skipped were reported (records_trimmed: recover recounts), every board ends exact,
+    # and no shard was read
+    assert "mapping paused past the retention" in outcome.hazards
+    assert designs[0].env.queue.of_kind("records_trimmed") != []
+    assert outcome.uncovered == 0, outcome.summary()
+    assert outcome.problems() == [], outcome.summary()
+    assert reads == Counter()
+
+
+def _counted(reads: Counter[str], operation: str, call: Any) -> Any:
+    def counted(**parameters: Any) -> Any:
+        reads.update([operation])
+        return call(**parameters)
+
+    return counted
+
+
+def _explore(mode: str, examples: int, chunk: int, mapping_as_asked: bool) -> Counter[str]:
+    """Play seeded random ledger histories (half of them on one aggregate); fail with the shrunk history."""
+    seen: Counter[str] = Counter()
+    drawn = st.one_of(
+        histories((mode,), boards=tuple(BOARDS), retractions=True, ledger=True),
+        histories((mode,), focused=True, boards=tuple(BOARDS), retractions=True, ledger=True),
+    )
+    if mapping_as_asked:
+        drawn = drawn.map(with_its_mapping)
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+    )
+    @seed(chunk)
+    @given(history=drawn)
+    def every_history_is_exact(history: History) -> None:
+        outcome = play(history, one_reader)
+        seen.update(outcome.hazards | outcome.board_kinds)
+        assert not outcome.problems(), f"{outcome.problems()}: {outcome.summary()}\n{history!r}"
+
+    every_history_is_exact()
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_the_one_reader_design_is_exact_under_every_ledger_history_with_the_mapping_retrying_until_expiry(
+    mode: str,
+) -> None:
+    # given seeded random ledger histories with the hazards AWS documents (retries in any order, bisection, duplicates,
+    # splits, children numbered lower, pauses past the retention), a history before the stream, deletions, edits,
+    # rewrites, expiries and backfills, with the mapping the design asks for: retried until the records expire (under
+    # the histories' own mappings, test_exactly_once.py plays it as every ledger design)
+    examples = max(1, HISTORIES // (10 * len(MODES)))
+    required = (set(HAZARDS) - HAZARDS_IT_NEVER_MEETS - NOT_REQUIRED - GIVEN_UP) | set(LEDGER_KINDS)
+    seen: Counter[str] = Counter()
+    # when each is played against the one-reader design, then recovered (more chunks, up to four, until every hazard
+    # and kind has occurred)
+    for more in range(5):
+        if seen and not required - set(seen):
+            break
+        seen += _explore(mode, examples, chunk=7052 + 100 * MODES.index(mode) + 1000 * more, mapping_as_asked=True)
+    # then every board equals the recount of the items' last images, and ranks as it does; and every hazard a design
+    # that reads no shard meets under that mapping occurred
+    assert required - set(seen) == set()
+
+
+def test_the_mapping_the_design_asks_for_retries_until_the_records_expire() -> None:
+    # given any ledger history's configuration
+    history = History(Config(maximum_retry_attempts=2, maximum_record_age=60, ledger=True, retractions=True), ())
+    # when it is set to the mapping the one-reader design asks for
+    asked = with_its_mapping(history).config
+    # then retries and record age are -1 (None in the model: until the records expire), the rest unchanged
+    assert (asked.maximum_retry_attempts, asked.maximum_record_age) == (None, None)
+    assert replace(asked, maximum_retry_attempts=2, maximum_record_age=60) == history.config
