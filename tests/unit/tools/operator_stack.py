@@ -559,8 +559,9 @@ def band_of(stack: MotoStack) -> str | None:
     return ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {}).get("S")
 
 
-def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
-    """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline."""
+def killed_repair_holding_a_missed_download(stack: MotoStack, band_seconds: float = 1) -> int:
+    """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline.
+    `band_seconds` past the fence's second: a test that needs the deadline ahead of it gives a span no load outlasts."""
     aggregator = ModelAggregator(stack)
 
     def listener_then_kill() -> None:
@@ -569,7 +570,7 @@ def killed_repair_holding_a_missed_download(stack: MotoStack) -> int:
         assert aggregator.held == 1
         raise RepairKilled
 
-    killed = reconciler(stack, once_the_band_opens(stack, listener_then_kill, month=MONTH))
+    killed = reconciler(stack, once_the_band_opens(stack, listener_then_kill, month=MONTH), band_seconds=band_seconds)
     killed._close_at_once = lambda bands: None  # type: ignore[method-assign] # SIGKILL: no handler of it runs
     with pytest.raises(RepairKilled):
         killed.run_month(MONTH, repair=True)

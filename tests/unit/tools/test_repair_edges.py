@@ -132,7 +132,7 @@ def test_the_record_of_a_band_naming_its_board_as_board_waits_while_the_band_is_
 def test_the_record_of_a_band_still_open_before_its_deadline_waits_for_the_next_run(aws: None) -> None:
     # given a repair killed while its band is open, whose record recover meets before the band's deadline
     stack = drifted_song()
-    killed_repair_holding_a_missed_download(stack)
+    killed_repair_holding_a_missed_download(stack, band_seconds=120)
     assert queue_counts(stack) == (0, 1)  # its own record, delayed until the deadline
     body = {"kind": "recount_band", "entityId": "song1", "period": MONTH, "band": band_of(stack)}
     body["deadline"] = int(str(body["band"]).split("|")[1])
