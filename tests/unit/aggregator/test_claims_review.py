@@ -1,0 +1,273 @@
+"""An adversarial review of watermark mode's backfill claims (FirstWrite, FirstRemoval): histories AWS's documentation
+allows, each ending with the boards checked against what the design promises (every download counted once, by the
+stream or by the backfill, and a key written again counted once as first claimed with its new write reported).
+Those marked xfail are findings: they fail on the reviewed code, and say why and which AWS sentence allows them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from aggregator import AggregatesNotWritten
+from download_records import Download
+from leaderboard_core.claims import FIRST_WRITE, backfill_claim, claim_key, stream_claim
+from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
+from stream_claims import ClaimOutcome, Removal, StreamClaims
+from tests.unit.aggregator.handler_on_moto import WRITERS
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, backfill_update, key_of
+from tests.unit.aggregator.test_ledger_review import LEFT, RIGHT, kinds, watermark_mode
+from tests.unit.tools.test_backfill import _deployment
+
+
+@pytest.fixture
+def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    sqs, queue_url = sqs_queue
+    world = LedgerWorld(dynamodb, sqs, queue_url)
+    watermark_mode(world)
+    return world
+
+
+def backfill_transaction(song: str, number: int, month: str) -> list[dict[str, Any]]:
+    """What `leaderboard-tools backfill` with backfill_claims (no ledger) sends for one scanned download: its claim Put
+    exactly as transaction_items builds it, and its count."""
+    scanned = ScannedDownload(key_of(song, number), claim_key(key_of(song, number)), song, (month,))
+    actions, _ = transaction_items([scanned], dataclasses.replace(_deployment(), ledger=False), LEDGER_TABLE)
+    claim = next(action for action in actions if "Put" in action)
+    return [claim, backfill_update(song, month, 1)]
+
+
+def commit(world: LedgerWorld, transaction: list[dict[str, Any]]) -> bool:
+    """Sends a backfill's transaction; whether it committed (False: cancelled, a claim existed)."""
+    try:
+        world.dynamodb.transact_write_items(TransactItems=transaction)
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "TransactionCanceledException":
+            raise
+        return False
+    return True
+
+
+def refused_boards(world: LedgerWorld) -> list[str]:
+    return sorted(message["board"] for message in world.reports() if message["kind"] == "refused_record")
+
+
+def use_claims(world: LedgerWorld, claims: Any) -> None:
+    world.deployed.dependencies = dataclasses.replace(world.deployed.dependencies, claims=claims)
+
+
+class ClaimsOfARelease020:
+    """The aggregator of release 0.2.0 with backfill_claims: it claimed INSERTs and never wrote a claim for a REMOVE
+    (FirstRemoval did not exist), so its checkpoint passed deletions without a trace in the claims table."""
+
+    def __init__(self, claims: StreamClaims) -> None:
+        self._claims = claims
+
+    def sort(
+        self, downloads: list[Download], late: Callable[[], bool] = lambda: False, removals: Sequence[Removal] = ()
+    ) -> ClaimOutcome:
+        return self._claims.sort(downloads, late)
+
+
+class ThrottledInsertClaimOnce:
+    """The claims' client with its first claim of an INSERT (the one that records FirstWrite) throttled."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.throttled = 0
+
+    def update_item(self, **request: Any) -> Any:
+        if self.throttled == 0 and request["ExpressionAttributeNames"].get("#from") == FIRST_WRITE:
+            self.throttled += 1
+            error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}}
+            raise ClientError(error, "UpdateItem")
+        return self._client.update_item(**request)
+
+
+def test_two_backfill_runs_around_a_delete_and_re_put_count_the_key_once_and_the_re_put_is_reported(
+    world: LedgerWorld,
+) -> None:
+    # given a January download from before the stream, scanned by one run before it was deleted and put again in
+    # February, and by a second run after
+    world.history_before_the_stream("song1", 1, "2018-01")
+    early_run = backfill_transaction("song1", 1, "2018-01")
+    world.delete(ROOT, "song1", 1)
+    world.put(ROOT, "song1", 1, "2018-02")
+    late_run = backfill_transaction("song1", 1, "2018-02")
+    # when the late run commits first, then the early one, then the stream reads the deletion and the re-put
+    assert commit(world, late_run)
+    assert not commit(world, early_run)
+    world.read(ROOT)
+    # then the key counts once, where the item is, and the re-put is reported (one too many, as the docs say)
+    assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
+    assert refused_boards(world) == ["2018-02"]
+
+
+def test_a_stale_reader_reading_a_deletion_and_re_put_again_changes_no_count(world: LedgerWorld) -> None:
+    # given a January download the backfill counted, deleted and put again in February, read once
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.delete(ROOT, "song1", 1)
+    world.put(ROOT, "song1", 1, "2018-02")
+    stale = world.unread(ROOT)
+    world.read(ROOT)
+    # when a reader that saw the shard unread reads the deletion and the re-put again (a retry, out of order)
+    world.reread(ROOT, stale)
+    # then January keeps the backfill's count and only the re-put's board is ever reported
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert set(refused_boards(world)) == {"2018-02"}
+
+
+def test_a_download_the_backfill_counted_then_deleted_for_good_keeps_its_count_and_nothing_is_reported(
+    world: LedgerWorld,
+) -> None:
+    # given a January download from before the stream that the backfill counted
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    # when it is deleted and never put again, and the stream reads that
+    world.delete(ROOT, "song1", 1)
+    world.read(ROOT)
+    # then watermark mode takes nothing back: January keeps it, and nothing is reported
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
+
+
+def test_a_deletion_and_re_put_in_one_step_of_a_child_with_lower_sequences_is_reported(world: LedgerWorld) -> None:
+    # given a January download the backfill counted, and a split whose child numbers its records below the parent's
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.put(ROOT, "song2", 1, "2018-01")
+    world.read(ROOT)
+    world.split(ROOT, LEFT, first_sequence=5)
+    # when the download is deleted and put again in February in the child, read in one step
+    world.delete(LEFT, "song1", 1)
+    world.put(LEFT, "song1", 1, "2018-02")
+    world.read(LEFT)
+    # then January keeps the backfill's count and the re-put is reported
+    assert world.boards() == {("song1", "2018-01"): 1, ("song2", "2018-01"): 1}
+    assert refused_boards(world) == ["2018-02"]
+
+
+def test_an_insert_claim_throttled_after_its_deletion_was_claimed_is_reported_on_the_next_read(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted, deleted and put again in February, and the re-put's claim
+    # throttled the first time (the deletion's claim landed)
+    throttling = ThrottledInsertClaimOnce(world.dynamodb)
+    use_claims(world, StreamClaims(throttling, LEDGER_TABLE, WRITERS))
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.delete(ROOT, "song1", 1)
+    reput = world.put(ROOT, "song1", 1, "2018-02")
+    # when the shard is read (the re-put unclaimed: the checkpoint stays below it), and read again
+    with pytest.raises(AggregatesNotWritten):
+        world.read(ROOT)
+    checkpoint = world.progress(ROOT).checkpoint
+    assert throttling.throttled == 1
+    assert checkpoint is None or checkpoint < reput.zfill(40)
+    world.read(ROOT)
+    # then the re-put is reported once, and January keeps the backfill's count
+    assert refused_boards(world) == ["2018-02"]
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_an_insert_an_older_release_claimed_without_first_write_and_never_counted_is_reported_for_recover(
+    world: LedgerWorld,
+) -> None:
+    # given a January download on the stream that the aggregator of release 0.2.0 claimed (no FirstWrite) and died
+    # before counting (its checkpoint below it)
+    world.put(ROOT, "song1", 1, "2018-01")
+    world.dynamodb.update_item(**stream_claim(LEDGER_TABLE, key_of("song1", 1)))
+    # when the upgraded aggregator reads it
+    world.read(ROOT)
+    # then the download, valid and counted nowhere, is refused (the claim cannot tell it from a re-put) and reported,
+    # for recover to recount its board: not lost silently
+    assert world.boards() == {}
+    assert refused_boards(world) == ["2018-01"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "silent: the re-put counts nowhere and nothing is reported. The deletion was read by release 0.2.0, which "
+        "wrote no claim for a REMOVE; after the upgrade the re-put's INSERT finds owner backfill, FirstWrite = itself, "
+        "no FirstRemoval, and is 'left to the backfill' (docs/exactly-once-claims.md, third row), which counted the "
+        "January image. AWS: 'Each stream record appears exactly once in the stream' (Streams.html): the REMOVE is "
+        "never delivered again to the new release. CHANGELOG: backfill_claims is in 0.2.0, FirstRemoval is not"
+    ),
+)
+def test_a_re_put_after_an_upgrade_from_a_release_that_read_the_deletion_without_claiming_it_is_reported(
+    world: LedgerWorld,
+) -> None:
+    # given a January download from before the stream that the backfill counted, and its deletion read by the
+    # aggregator of release 0.2.0 (claims on, a backfill still to be released)
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    upgraded = world.deployed.dependencies.claims
+    assert isinstance(upgraded, StreamClaims)
+    use_claims(world, ClaimsOfARelease020(upgraded))
+    world.delete(ROOT, "song1", 1)
+    world.read(ROOT)
+    # when the aggregator is upgraded, and the key is put again in February and read
+    use_claims(world, upgraded)
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then February counts the re-put, or the re-put is reported
+    assert world.boards().get(("song1", "2018-02")) == 1 or refused_boards(world) == ["2018-02"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "silent: January keeps the backfill's count, February counts nothing, nothing is reported. The re-put is on "
+        "the sibling of the shard holding the deletion; the sibling is read first, its INSERT finds owner backfill and "
+        "no FirstRemoval and is left to the backfill; the deletion's claim then fails its condition (FirstWrite "
+        "exists) and is taken as recorded. AWS orders only lineage: 'an application must always process a parent "
+        "shard before it processes a child shard' and 'the stream records appear in the same sequence as the actual "
+        "modifications to the item' (Streams.html); nothing orders siblings, and ledger mode's own review "
+        "(test_a_key_whose_records_reach_sibling_shards_is_reported_not_guessed) takes one key on siblings as possible"
+    ),
+)
+def test_a_re_put_on_a_sibling_shard_read_before_the_deletions_shard_is_reported(world: LedgerWorld) -> None:
+    # given a January download from before the stream that the backfill counted, and a split into two children
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.put(ROOT, "song2", 1, "2018-01")
+    world.split(ROOT, LEFT, first_sequence=500)
+    world.split(ROOT, RIGHT, first_sequence=700)
+    # when it is deleted on one child and put again in February on the other, and the second child is read first
+    world.delete(LEFT, "song1", 1)
+    world.put(RIGHT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    world.read(RIGHT)
+    world.read(LEFT)
+    # then February counts the re-put, or the re-put is reported
+    assert world.boards().get(("song1", "2018-02")) == 1 or refused_boards(world) == ["2018-02"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "silent loss: the expired download counts nowhere and nothing is reported. The backfill scanned it expired "
+        "but not yet deleted; the stream read its TTL REMOVE first and the removal claim set the owner to stream "
+        "('the item is gone'), so the backfill's transaction was cancelled; the stream never counts a REMOVE. Had the "
+        "backfill committed first, January would keep it (an expiry changes no count, docs/attaching.md). AWS: "
+        "'Items that have expired and not been deleted will still show up in reads, queries, and scans' "
+        "(API_UpdateTimeToLive.html)"
+    ),
+)
+def test_an_expired_download_the_backfill_scanned_keeps_its_count_when_the_stream_reads_its_expiry_first(
+    world: LedgerWorld,
+) -> None:
+    # given a January download from before the stream, past its TTL but still in the table, which a backfill scans
+    world.history_before_the_stream("song1", 1, "2018-01")
+    scanned = backfill_transaction("song1", 1, "2018-01")
+    # when TTL deletes it, the stream reads the expiry, and then the backfill sends what it scanned
+    world.expire(ROOT, "song1", 1)
+    world.read(ROOT)
+    committed = commit(world, scanned)
+    # then the download counts once in January (by whichever side), or its loss is reported
+    assert world.boards() == {("song1", "2018-01"): 1} or kinds(world) != [], committed
