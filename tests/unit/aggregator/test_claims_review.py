@@ -1,6 +1,7 @@
 """An adversarial review of watermark mode's backfill claims (FirstWrite, FirstRemoval): histories AWS's documentation
 allows, each ending with the boards checked against what the design promises (every download counted once, by the
-stream or by the backfill, and a key written again counted once as first claimed with its new write reported).
+stream or by the backfill, and a key written again counted once as first claimed with its new write reported); those
+named ledger_mode play the same out-of-lineage reads in ledger mode, checked against the items' last images.
 Those marked xfail are findings: they fail on the reviewed code, and say why and which AWS sentence allows them."""
 
 from __future__ import annotations
