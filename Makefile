@@ -81,13 +81,14 @@ UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/local
 # Two workers, a file each at a time (some files share a fixture folder or Terraform state among their tests), in
 # collection order, which tests/unit/conftest.py makes longest first.
 UNIT_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
-# make check: four workers on two cores, since a quarter of the unit tier's time is waiting (a repair's fence is whole
-# seconds of real time, the CLI tests wait on subprocesses); the property tests draw a quarter of their examples.
-CHECK_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
+# make check: six workers on two cores, since a third of the unit tier's time is waiting (a repair's fence is whole
+# seconds of real time, the tools wait on threads reading the stream); four kept the two cores about two-thirds busy.
+# The property tests draw a quarter of their examples.
+CHECK_WORKERS := -n 6 --dist loadfile --no-loadscope-reorder
 MODEL_HISTORIES ?= 1000
 export MODEL_HISTORIES
 
-# The fast loop for whoever changes the code: lint beside the unit tier on four workers, leaving out the runs marked
+# The fast loop for whoever changes the code: lint beside the unit tier on six workers, leaving out the runs marked
 # slow (the stream model and the property searches at length: `make test-unit` and CI run them). Needs only the venv:
 # the tests that read a zip build their own, and the provider-schema check skips without its package. Lint's output
 # follows the tests'; either failing fails the check.

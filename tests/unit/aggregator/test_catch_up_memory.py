@@ -58,6 +58,7 @@ def test_an_invocation_short_of_time_reads_a_bounded_step_and_the_next_goes_on_f
     assert not first.caught_up
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 def test_a_backlog_of_several_read_budgets_drains_in_one_invocation_each_step_exact() -> None:
     # given a backlog several read budgets long
     records = Settings.read_budget_records * 2 + 777

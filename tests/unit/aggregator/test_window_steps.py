@@ -184,6 +184,7 @@ def invoke_through_the_backlog(
     return response
 
 
+@pytest.mark.slow  # a backlog of tens of thousands of records: CI runs it, make check does not
 def test_an_invocation_through_60000_rejected_records_ends_before_its_timeout() -> None:
     # given a 60-second invocation, a backlog of 60,000 rejected records (three read budgets) behind its bound,
     # GetRecords at 50 ms a page and SendMessageBatch at 10 ms per batch of ten (a step's reports: 20 s)

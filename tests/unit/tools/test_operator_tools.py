@@ -459,6 +459,7 @@ class GeneratedDownloads:
         return page
 
 
+@pytest.mark.slow  # a month of 120,000 downloads: CI runs it, make check does not
 def test_reconcile_s_memory_does_not_grow_with_a_month_s_downloads(
     aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -229,6 +229,7 @@ class GeneratedTable:
         return {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
 
 
+@pytest.mark.slow  # a month of 120,000 downloads: CI runs it, make check does not
 def test_the_recount_holds_counters_per_song_not_the_downloads(aws: None) -> None:
     # given a month of 120,000 downloads of three songs, read through paginators only
     stack = deploy()
