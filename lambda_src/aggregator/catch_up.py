@@ -133,7 +133,9 @@ def catch_up(
     report.downloads += len(downloads)
     report.note_rejected(rejected)
     groups: dict[AggregateKey, list[Contribution]] = {}
-    for download in downloads:
+    # Each aggregate's list in the shard's order (S2), whatever order the claims left the downloads in (by key): its
+    # write is conditioned on the watermark being below the list's first record, and the checkpoint held below it.
+    for download in sorted(downloads, key=lambda download: download.sequence):
         for change in download.changes:
             contribution = Contribution(
                 download.sequence,

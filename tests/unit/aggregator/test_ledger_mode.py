@@ -169,6 +169,27 @@ def test_a_retry_after_the_ledger_claims_but_before_the_aggregate_writes_counts_
     assert world.reports() == []
 
 
+def test_a_retry_adds_only_what_lies_above_a_watermark_its_failed_try_left_though_its_downloads_interleave(
+    world: LedgerWorld,
+) -> None:
+    # given a January download read, then edited into March, a new February download of its song, and the first
+    # download edited into February: February's records in the step are the second download's, then the first's
+    world.put(ROOT, "song1", 1, "2018-01")
+    world.read(ROOT)
+    stale = world.progress(ROOT)
+    world.put(ROOT, "song1", 1, "2018-03")
+    inserted = world.put(ROOT, "song1", 2, "2018-02")
+    world.put(ROOT, "song1", 1, "2018-02")
+    # when a try writes the aggregates through the new download (its invocation then fails: the checkpoint is the
+    # retry's, read before), and the retry reads the whole step from that checkpoint
+    world.read(ROOT, through=inserted)
+    world.reread(ROOT, stale)
+    # then February adds the new download once, beside the edit: every download counts once where its item says
+    assert world.recount() == {("song1", "2018-02"): 2}
+    assert world.boards() == world.recount()
+    assert world.reports() == []
+
+
 CHILD = "shardId-00000002000000000000-bbbb0000"
 OTHER = "shardId-00000001000000000000-cccc0000"
 
