@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from download_records import Download
-from leaderboard_core.claims import FIRST_WRITE, claim_key, stream_claim
+from leaderboard_core.claims import FIRST_WRITE, backfill_claim, claim_key, stream_claim
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
 from stream_claims import ClaimOutcome, Removal, StreamClaims
 from tests.unit.aggregator.handler_on_moto import WRITERS, client_error
@@ -381,6 +381,70 @@ def test_with_claims_released_a_re_put_counts_as_a_new_download_beside_the_backf
     # then watermark mode takes downloads as immutable: the re-put is one more download, counted in February beside
     # the backfill's January, and nothing is reported (as for a key the stream counted first)
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+    assert kinds(world) == []
+
+
+def test_a_download_the_backfill_counted_before_the_stream_read_it_is_left_to_it_unreported(world: LedgerWorld) -> None:
+    # given a January download on the stream that a backfill counted first
+    world.put(ROOT, "song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    # when the stream reads it
+    world.read(ROOT)
+    # then its boards are those the backfill's claim records: it counts once, by the backfill, and nothing is reported
+    assert world.boards() == world.recount() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
+
+
+def test_a_re_put_into_the_board_the_backfill_counted_read_before_its_deletion_is_left_to_the_backfill(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted, deleted in the parent and put again in January in the child
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.delete(ROOT, "song1", 1)
+    world.split(ROOT, LEFT, first_sequence=5_000_000)
+    world.put(LEFT, "song1", 1, "2018-01")
+    # when the child is read while every read of the parent is throttled, and the parent later
+    throttled = ThrottledShard(world, ROOT, times=1_000)
+    world.read(LEFT)
+    throttled.left = 0
+    world.read(ROOT)
+    # then the re-put counts in the board the backfill counted: the boards agree with the table, and nothing is reported
+    assert world.boards() == world.recount() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
+
+
+def test_a_re_put_after_an_expiry_of_a_download_the_backfill_counted_is_reported(world: LedgerWorld) -> None:
+    # given a January download the backfill counted, then deleted by Time to Live (which claims nothing)
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.expire(ROOT, "song1", 1)
+    # when the key is put again in February and the stream reads both
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then January keeps the backfill's count, and the re-put is reported for its own board
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert refused_boards(world) == ["2018-02"]
+
+
+def test_an_insert_the_backfill_owns_by_a_claim_recording_no_boards_is_left_to_it_unchecked(
+    world: LedgerWorld,
+) -> None:
+    # given a January download counted by a backfill whose claim records no boards (written by an older tools
+    # release), deleted in the parent and put again in February in the child
+    world.history_before_the_stream("song1", 1, "2018-01")
+    older_claim = backfill_claim(LEDGER_TABLE, key_of("song1", 1))
+    assert commit(world, [older_claim, backfill_update("song1", "2018-01", 1)])
+    world.delete(ROOT, "song1", 1)
+    world.split(ROOT, LEFT, first_sequence=5_000_000)
+    world.put(LEFT, "song1", 1, "2018-02")
+    # when the child is read while every read of the parent is throttled, and the parent later
+    throttled = ThrottledShard(world, ROOT, times=1_000)
+    world.read(LEFT)
+    throttled.left = 0
+    world.read(ROOT)
+    # then the re-put is left to the backfill, as docs/exactly-once-claims.md says of such claims: no check is possible
+    assert world.boards() == {("song1", "2018-01"): 1}
     assert kinds(world) == []
 
 
