@@ -3,9 +3,10 @@ download it reads is claimed before it is counted, and a download the backfill c
 
 A claim names the first stream record it was made for (its eventID, as FirstWrite), and a REMOVE of the key read before
 any INSERT of it (FirstRemoval). An INSERT whose claim names another record is the same key written again after a
-deletion; one the backfill owns whose claim names a removal is a key the backfill counted before it was deleted and
-written again. A claim says who counted the key, not which of its writes, so such a write is counted nowhere and
-reported (`refused_record`: recover recounts its board); ledger mode counts it where its last image says."""
+deletion; one the backfill owns whose claim names a removal, or other boards than the backfill's claim says it
+counted, is a key the backfill counted before it was deleted and written again. A claim says who counted the key, not
+which of its writes, so such a write is counted nowhere and reported (`refused_record`: recover recounts its board);
+ledger mode counts it where its last image says. A deletion by Time to Live changes no count and claims nothing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
     BACKFILL,
     STREAM,
+    backfill_counted,
     claim_key,
     first_record_of,
     first_removal_of,
@@ -30,6 +32,7 @@ from leaderboard_core.claims import (
     removal_claim,
     stream_claim,
 )
+from leaderboard_core.source_items import expired_by_ttl
 
 WRITTEN_AGAIN = (
     "download key written again while backfill_claims is on (deleted and put back): its claim belongs to an earlier "
@@ -42,6 +45,13 @@ COUNTED_BEFORE_REMOVAL = (
     "record {removal}), so what it counted is an earlier write, and a claim says who counted the key, not which of "
     "its writes, so this write is counted nowhere; recover recounts its board. Ledger mode (ledger = true) counts such "
     "keys where their last image says"
+)
+COUNTED_IN_OTHER_BOARDS = (
+    "download key written again while backfill_claims is on: the backfill's claim says it counted the key in "
+    "{counted}, and this write counts in other boards, so it is a later write of the key whose deletion this read has "
+    "not met (on a shard not read yet, or read by an aggregator that claimed no deletions); a claim says who counted "
+    "the key, not which of its writes, so this write is counted nowhere; recover recounts its board. Ledger mode "
+    "(ledger = true) counts such keys where their last image says"
 )
 UNKNOWN_FIRST_WRITE = (
     "download key claimed by the stream without FirstWrite (the claim does not name the record it was made for): this "
@@ -63,9 +73,10 @@ class Removal:
 
 
 def removal_of(record: Mapping[str, Any]) -> Removal | None:
-    """A REMOVE with its Keys, eventID and sequence number; None for any other record."""
+    """A REMOVE with its Keys, eventID and sequence number; None for any other record, and for an expiry by Time to
+    Live: it changes no count, so a backfill that scanned the expired item before it went counts it all the same."""
     stream = record.get("dynamodb")
-    if record.get("eventName") != "REMOVE" or not isinstance(stream, Mapping):
+    if record.get("eventName") != "REMOVE" or expired_by_ttl(record) or not isinstance(stream, Mapping):
         return None
     keys, sequence, event_id = stream.get("Keys"), stream.get("SequenceNumber"), record.get("eventID")
     if not (isinstance(keys, dict) and keys and isinstance(sequence, str) and isinstance(event_id, str) and event_id):
@@ -102,6 +113,8 @@ class _Claimed:
     """Not made (throttled, an error, too late): the key's records wait below the checkpoint."""
     unknown_first_write: bool = False
     """The stream owns the claim but it names no first write: which write it counted cannot be told."""
+    backfill_counted: frozenset[tuple[str, str]] | None = None
+    """(entity, board) pairs the backfill's claim says it counted; None where it records none."""
 
 
 _FAILED = _Claimed(failed=True)
@@ -136,7 +149,12 @@ class StreamClaims:
             return _Claimed(unknown_first_write=True) if unknown else _FAILED
         except BotoCoreError:
             return _FAILED
-        return _Claimed(owner_of(response), first_record_of(response), first_removal_of(response))
+        return _Claimed(
+            owner_of(response),
+            first_record_of(response),
+            first_removal_of(response),
+            backfill_counted=backfill_counted(response),
+        )
 
     def _claim(self, downloads: list[Download], removals: list[Removal], late: Callable[[], bool]) -> _Claimed:
         """One key's claim in a step: a REMOVE before its first INSERT here first (the INSERT is then a write
@@ -182,9 +200,16 @@ class StreamClaims:
                     outcome.ours.append(download)
                 elif claim.first_removal is not None:
                     outcome.refused.append((download, COUNTED_BEFORE_REMOVAL.format(removal=claim.first_removal)))
+                elif claim.backfill_counted is not None and claim.backfill_counted != _boards(download):
+                    counted = ", ".join(f"{board} of {entity}" for entity, board in sorted(claim.backfill_counted))
+                    outcome.refused.append((download, COUNTED_IN_OTHER_BOARDS.format(counted=counted)))
                 else:
                     outcome.backfilled.append(download)
         return outcome
+
+
+def _boards(download: Download) -> frozenset[tuple[str, str]]:
+    return frozenset((key.entity_id, key.board) for key in download.keys)
 
 
 def claimed_step(

@@ -40,9 +40,10 @@ STREAM_FROM = "StreamFrom"
 """Ledger mode: the first record of a download the stream applied, `<stream label>|<shard id>|<padded sequence>`;
 set once, never changed."""
 BASE_ENTITY = "Entity"
-"""Ledger mode, on a download the backfill counted: the entity it counted it for."""
+"""On a download the backfill counted: the entity it counted it for."""
 BASE_CONTRIBUTION = "Contribution"
-"""Ledger mode, on a download the backfill counted: what it added, board id -> amount."""
+"""On a download the backfill counted: what it added, board id -> amount. Ledger mode moves the count from there;
+watermark mode leaves to the backfill only an INSERT that counts in exactly these boards."""
 
 
 def claim_key(key: Mapping[str, Any]) -> str:
@@ -108,15 +109,25 @@ def owner_of(response: Mapping[str, Any]) -> str | None:
     return ((response.get("Attributes") or {}).get(CLAIM_OWNER) or {}).get("S")
 
 
+def backfill_counted(response: Mapping[str, Any]) -> frozenset[tuple[str, str]] | None:
+    """What the backfill's claim says it counted, as (entity, board) pairs, from the claim's answer; None where the
+    claim records no entity or no boards (a claim of the stream, or one written by a backfill that recorded neither)."""
+    entry = ledger_entry(response)
+    if entry.base_entity is None or not entry.base:
+        return None
+    return frozenset((entry.base_entity, board) for board in entry.base)
+
+
 def backfill_claim(
     table: str,
     key: Mapping[str, Any],
     entity: str | None = None,
     contribution: Mapping[str, int | Decimal] | None = None,
 ) -> dict[str, Any]:
-    """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. In ledger mode it
-    also records what the backfill counts (`entity`, board id -> amount): the Base the stream's first record of the
-    download moves from, so a later edit or deletion takes back exactly that."""
+    """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. It also records
+    what the backfill counts (`entity`, board id -> amount): in ledger mode the Base the stream's first record of the
+    download moves from, so a later edit or deletion takes back exactly that; in watermark mode what an INSERT the
+    backfill owns must count in to be the write it counted."""
     item: dict[str, Any] = {CLAIM_KEY: {"S": claim_key(key)}, CLAIM_OWNER: {"S": BACKFILL}}
     if entity is not None:
         item[BASE_ENTITY] = {"S": entity}

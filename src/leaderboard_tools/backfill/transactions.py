@@ -153,23 +153,20 @@ def aggregate_update(deployment: Deployment, entity: str, board: str, added: int
 
 
 def contribution(download: ScannedDownload) -> dict[str, int]:
-    """Ledger mode: what the backfill adds for a download, board id -> amount (a count: 1 in each of its boards), kept
-    in its ledger item so that the stream's first record of it moves the count from there."""
+    """What the backfill adds for a download, board id -> amount (a count: 1 in each of its boards), kept in its claim:
+    in ledger mode the stream's first record of it moves the count from there; in watermark mode an INSERT of the key
+    counting elsewhere is a later write, reported rather than left to the backfill."""
     return dict.fromkeys(download.boards, 1)
 
 
 def transaction_items(
     chunk: list[ScannedDownload], deployment: Deployment, claims_table: str
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The chunk's TransactItems: its claims first (in the chunk's order; in ledger mode each with what it adds),
+    """The chunk's TransactItems: its claims first (in the chunk's order, each with what it adds),
     then its aggregates' updates; and the aggregates in the order of their actions."""
     claims = []
     for download in chunk:
-        put = (
-            backfill_claim(claims_table, download.key, entity=download.entity, contribution=contribution(download))
-            if deployment.ledger
-            else backfill_claim(claims_table, download.key)
-        )
+        put = backfill_claim(claims_table, download.key, entity=download.entity, contribution=contribution(download))
         put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         claims.append(put)
     counts = aggregate_counts(chunk)

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from aggregator import AggregatesNotWritten
 from download_records import Download
-from leaderboard_core.claims import FIRST_WRITE, claim_key, stream_claim
+from leaderboard_core.claims import FIRST_WRITE, backfill_claim, claim_key, stream_claim
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
 from stream_claims import ClaimOutcome, Removal, StreamClaims
 from tests.unit.aggregator.handler_on_moto import WRITERS, client_error
@@ -224,16 +224,6 @@ def test_an_insert_an_older_release_claimed_without_first_write_and_never_counte
     assert refused_boards(world) == ["2018-01"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent: the re-put counts nowhere and nothing is reported. The deletion was read by release 0.2.0, which "
-        "wrote no claim for a REMOVE; after the upgrade the re-put's INSERT finds owner backfill, FirstWrite = itself, "
-        "no FirstRemoval, and is 'left to the backfill' (docs/exactly-once-claims.md, third row), which counted the "
-        "January image. AWS: 'Each stream record appears exactly once in the stream' (Streams.html): the REMOVE is "
-        "never delivered again to the new release. CHANGELOG: backfill_claims is in 0.2.0, FirstRemoval is not"
-    ),
-)
 def test_a_re_put_after_an_upgrade_from_a_release_that_read_the_deletion_without_claiming_it_is_reported(
     world: LedgerWorld,
 ) -> None:
@@ -246,27 +236,17 @@ def test_a_re_put_after_an_upgrade_from_a_release_that_read_the_deletion_without
     use_claims(world, ClaimsOfARelease020(upgraded))
     world.delete(ROOT, "song1", 1)
     world.read(ROOT)
-    # when the aggregator is upgraded, and the key is put again in February and read
+    # when the aggregator is upgraded, and the key is put again in February beside three other downloads, and read
     use_claims(world, upgraded)
     world.put(ROOT, "song1", 1, "2018-02")
+    for number in range(3):
+        world.put(ROOT, "song2", number, "2018-01")
     world.read(ROOT)
     # then February counts the re-put, or the re-put is reported
     assert world.boards().get(("song2", "2018-01")) == 3
     assert world.boards().get(("song1", "2018-02")) == 1 or refused_boards(world) == ["2018-02"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent: January keeps the backfill's count, February counts nothing, nothing is reported. The re-put is on "
-        "the sibling of the shard holding the deletion; the sibling is read first, its INSERT finds owner backfill and "
-        "no FirstRemoval and is left to the backfill; the deletion's claim then fails its condition (FirstWrite "
-        "exists) and is taken as recorded. AWS orders only lineage: 'an application must always process a parent "
-        "shard before it processes a child shard' and 'the stream records appear in the same sequence as the actual "
-        "modifications to the item' (Streams.html); nothing orders siblings, and ledger mode's own review "
-        "(test_a_key_whose_records_reach_sibling_shards_is_reported_not_guessed) takes one key on siblings as possible"
-    ),
-)
 def test_a_re_put_on_a_sibling_shard_read_before_the_deletions_shard_is_reported(world: LedgerWorld) -> None:
     # given a January download from before the stream that the backfill counted, and a split into two children
     world.history_before_the_stream("song1", 1, "2018-01")
@@ -284,17 +264,6 @@ def test_a_re_put_on_a_sibling_shard_read_before_the_deletions_shard_is_reported
     assert world.boards().get(("song1", "2018-02")) == 1 or refused_boards(world) == ["2018-02"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent loss: the expired download counts nowhere and nothing is reported. The backfill scanned it expired "
-        "but not yet deleted; the stream read its TTL REMOVE first and the removal claim set the owner to stream "
-        "('the item is gone'), so the backfill's transaction was cancelled; the stream never counts a REMOVE. Had the "
-        "backfill committed first, January would keep it (an expiry changes no count, docs/attaching.md). AWS: "
-        "'Items that have expired and not been deleted will still show up in reads, queries, and scans' "
-        "(API_UpdateTimeToLive.html)"
-    ),
-)
 def test_an_expired_download_the_backfill_scanned_keeps_its_count_when_the_stream_reads_its_expiry_first(
     world: LedgerWorld,
 ) -> None:
@@ -309,24 +278,13 @@ def test_an_expired_download_the_backfill_scanned_keeps_its_count_when_the_strea
     assert world.boards() == {("song1", "2018-01"): 1} or kinds(world) != [], committed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent: January keeps the backfill's count, February counts nothing, nothing is reported. The parent's "
-        "read is throttled during the child's invocation, and the aggregator reads the child anyway (exactly-once.md "
-        "rule 8: 'no ancestor, however its reading or writing ends, keeps a child from being read'), so the re-put's "
-        "INSERT is claimed before the deletion's REMOVE: left to the backfill; the REMOVE's claim then fails its "
-        "condition (FirstWrite exists). exactly-once-claims.md assumes 'parents first (S7)'. AWS allows the throttle: "
-        "'More than 2 processes are reading from the same streams shard at the same time. Exceeding this limit may "
-        "result in request throttling.' (DynamoDB Streams API, LimitExceededException)"
-    ),
-)
 def test_a_re_put_in_a_child_read_while_its_parents_read_is_throttled_is_reported(world: LedgerWorld) -> None:
     # given a January download from before the stream that the backfill counted, deleted in the parent shard (unread),
     # and put again in February in its child after a split
     world.history_before_the_stream("song1", 1, "2018-01")
     assert commit(world, backfill_transaction("song1", 1, "2018-01"))
-    world.put(ROOT, "song2", 1, "2018-01")
+    for number in range(3):
+        world.put(ROOT, "song2", number, "2018-01")
     world.delete(ROOT, "song1", 1)
     world.split(ROOT, LEFT, first_sequence=5_000_000)
     world.put(LEFT, "song1", 1, "2018-02")
@@ -340,17 +298,6 @@ def test_a_re_put_in_a_child_read_while_its_parents_read_is_throttled_is_reporte
     assert world.boards().get(("song1", "2018-02")) == 1 or refused_boards(world) == ["2018-02"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the report names the wrong board: February (the re-put) counts nothing and is not reported; January, which "
-        "the backfill counted, is reported instead, so recover recounts January only. The child is read while its "
-        "parent's read is throttled (exactly-once.md rule 8), its INSERT claims FirstWrite first and is left to the "
-        "backfill; the parent's first INSERT then finds FirstWrite naming the child's record and is refused as a "
-        "write again. AWS: 'More than 2 processes are reading from the same streams shard at the same time. "
-        "Exceeding this limit may result in request throttling.' (DynamoDB Streams API, LimitExceededException)"
-    ),
-)
 def test_a_re_put_in_a_child_read_before_its_parents_first_insert_is_reported_for_its_own_board(
     world: LedgerWorld,
 ) -> None:
@@ -434,6 +381,70 @@ def test_with_claims_released_a_re_put_counts_as_a_new_download_beside_the_backf
     # then watermark mode takes downloads as immutable: the re-put is one more download, counted in February beside
     # the backfill's January, and nothing is reported (as for a key the stream counted first)
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+    assert kinds(world) == []
+
+
+def test_a_download_the_backfill_counted_before_the_stream_read_it_is_left_to_it_unreported(world: LedgerWorld) -> None:
+    # given a January download on the stream that a backfill counted first
+    world.put(ROOT, "song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    # when the stream reads it
+    world.read(ROOT)
+    # then its boards are those the backfill's claim records: it counts once, by the backfill, and nothing is reported
+    assert world.boards() == world.recount() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
+
+
+def test_a_re_put_into_the_board_the_backfill_counted_read_before_its_deletion_is_left_to_the_backfill(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted, deleted in the parent and put again in January in the child
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.delete(ROOT, "song1", 1)
+    world.split(ROOT, LEFT, first_sequence=5_000_000)
+    world.put(LEFT, "song1", 1, "2018-01")
+    # when the child is read while every read of the parent is throttled, and the parent later
+    throttled = ThrottledShard(world, ROOT, times=1_000)
+    world.read(LEFT)
+    throttled.left = 0
+    world.read(ROOT)
+    # then the re-put counts in the board the backfill counted: the boards agree with the table, and nothing is reported
+    assert world.boards() == world.recount() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
+
+
+def test_a_re_put_after_an_expiry_of_a_download_the_backfill_counted_is_reported(world: LedgerWorld) -> None:
+    # given a January download the backfill counted, then deleted by Time to Live (which claims nothing)
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert commit(world, backfill_transaction("song1", 1, "2018-01"))
+    world.expire(ROOT, "song1", 1)
+    # when the key is put again in February and the stream reads both
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.read(ROOT)
+    # then January keeps the backfill's count, and the re-put is reported for its own board
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert refused_boards(world) == ["2018-02"]
+
+
+def test_an_insert_the_backfill_owns_by_a_claim_recording_no_boards_is_left_to_it_unchecked(
+    world: LedgerWorld,
+) -> None:
+    # given a January download counted by a backfill whose claim records no boards (written by an older tools
+    # release), deleted in the parent and put again in February in the child
+    world.history_before_the_stream("song1", 1, "2018-01")
+    older_claim = backfill_claim(LEDGER_TABLE, key_of("song1", 1))
+    assert commit(world, [older_claim, backfill_update("song1", "2018-01", 1)])
+    world.delete(ROOT, "song1", 1)
+    world.split(ROOT, LEFT, first_sequence=5_000_000)
+    world.put(LEFT, "song1", 1, "2018-02")
+    # when the child is read while every read of the parent is throttled, and the parent later
+    throttled = ThrottledShard(world, ROOT, times=1_000)
+    world.read(LEFT)
+    throttled.left = 0
+    world.read(ROOT)
+    # then the re-put is left to the backfill, as docs/exactly-once-claims.md says of such claims: no check is possible
+    assert world.boards() == {("song1", "2018-01"): 1}
     assert kinds(world) == []
 
 
@@ -527,18 +538,6 @@ def test_a_deletion_in_the_parent_and_a_re_put_in_its_child_read_in_order_is_rep
     assert refused_boards(world) == ["2018-02"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent: January keeps the backfill's count, February counts nothing, nothing is reported. No throttling is "
-        "needed: a parent with a backlog longer than the ancestors' share of one invocation (here one page) is left "
-        "part-read and the child is read anyway (exactly-once.md rule 8), so the re-put's INSERT is claimed before the "
-        "deletion's REMOVE and left to the backfill. AWS documents the order the aggregator does not keep here: "
-        "'Because shards have a lineage (parent and children), an application must always process a parent shard "
-        "before it processes a child shard.' (Streams.html); a page holds 'a maximum of 1 MB of data or 1000 stream "
-        "records, whichever comes first' (DynamoDB Streams API, GetRecords)"
-    ),
-)
 def test_a_re_put_in_a_child_read_while_its_parent_has_a_backlog_is_reported(world: LedgerWorld) -> None:
     # given a January download from before the stream that the backfill counted, a parent shard whose backlog is
     # longer than the ancestors' share (one page of one record, standing for hours of records), then the download's
