@@ -18,10 +18,11 @@ from aggregate_writes import Contribution
 from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from download_records import AggregateKey
-from leaderboard_core.bookkeeping import pad_sequence
+from leaderboard_core.band_holds import shard_tag
+from leaderboard_core.bookkeeping import download_id, pad_sequence
 from ledger import StreamLedger
 from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, STREAM_ARN, TABLE, LedgerWorld, key_of
 from tests.unit.aggregator.test_ledger_mode import LedgerThrottledOnce
 from tests.unit.aggregator.test_ledger_review import watermark_mode
 
@@ -221,3 +222,39 @@ def test_every_claims_mode_write_carries_one_shards_records_lowest_first_with_ke
         assert set(sequences) <= sequences_of(world, shard_id)
     assert world.boards() == {("song1", "2018-01"): 4}
     assert {message["kind"] for message in world.reports()} == {"refused_record"}
+
+
+def open_band_on(world: LedgerWorld, board: str, count: int) -> None:
+    """The aggregate as a repair leaves it: its count set to the recount, a fence past every record here, an open band
+    whose deadline is far off."""
+    world.dynamodb.update_item(
+        TableName=TABLE,
+        Key={"songID": {"S": "song1"}, "SK": {"S": board}},
+        UpdateExpression="SET DownloadCount = :count, RecountedThrough = :fence, RecountBand = :band",
+        ExpressionAttributeValues={
+            ":count": {"N": str(count)},
+            ":fence": {"N": str(world.clock + 10**6)},
+            ":band": {"S": "token|4000000000"},
+        },
+    )
+
+
+def test_a_band_holds_each_download_of_an_interleaved_list_at_its_last_record_and_a_retry_holds_nothing_again(
+    world: LedgerWorld,
+) -> None:
+    # given the interleaved step, and February recounted by a repair (both downloads) whose band is still open
+    inserted, edited = interleaved_step(world)
+    open_band_on(world, "2018-02", 2)
+    stale = world.progress(ROOT)
+    # when the step is read, then read again by a reader whose progress read is from before it
+    world.read(ROOT)
+    world.reread(ROOT, stale)
+    # then February keeps the repair's count and its band holds each download once, at its last record, at 1
+    item = world.dynamodb.get_item(TableName=TABLE, Key={"songID": {"S": "song1"}, "SK": {"S": "2018-02"}})["Item"]
+    tag = shard_tag(STREAM_ARN, ROOT)
+    assert item["DownloadCount"] == {"N": "2"}
+    assert set(item["RecountHeld"]["SS"]) == {
+        f"{download_id('song1-d2')}|{tag}|{inserted}|1",
+        f"{download_id('song1-d1')}|{tag}|{edited}|1",
+    }
+    assert world.boards() == {("song1", "2018-02"): 2}
