@@ -166,6 +166,7 @@ class ShippedLedgerDesign(ShardWatermarkDesign):
     (ledger_backfill.py: the lead's transaction, built with the shipped claim request)."""
 
     takes_config = True
+    first_record_moves_from_base = True
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, aggregate_writes=config.aggregate_writes, schema=schema_of(config, retractions=True))

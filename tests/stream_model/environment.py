@@ -85,6 +85,10 @@ class Design:
     """Whether an expiry by TTL moves its key's later records too (a design that applies each record by the key's
     version, not as a difference): one the mapping gave up leaves the key's next write moving from a stale state until
     recover applies it, so a failure record naming the expiry covers what its old image counts."""
+    first_record_moves_from_base: bool = False
+    """Ledger mode: whether a download's first stream record moves it from the ledger's Base (nothing, when no backfill
+    counted it) to its new image, so that a failure record naming an edit of a download from before the stream that
+    no backfill read covers the whole new image (`histories.moved_whole`)."""
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
         raise NotImplementedError

@@ -616,15 +616,34 @@ def covered_by_failure_records(world: World) -> tuple[Counter[tuple[str, str]], 
     covers = failure_coverage(world)
     added: Counter[tuple[str, str]] = Counter()
     taken: Counter[tuple[str, str]] = Counter()
-    for record in world.changes:
+    whole = moved_whole(world) if world.design.first_record_moves_from_base else set()
+    for index, record in enumerate(world.changes):
         if covers(record):
-            for key, amount in delta_of(record, world.config.boards).items():
+            delta = delta_of(record, world.config.boards)
+            if index in whole:
+                delta = dict(contribution(record.written, world.config.boards))
+            for key, amount in delta.items():
                 added[key] += max(amount, 0)
                 taken[key] += max(-amount, 0)
             if record.by_ttl and world.design.expiry_moves_its_key:
                 for key, amount in contribution(record.old_written, world.config.boards).items():
                     added[key] += amount
     return added, taken
+
+
+def moved_whole(world: World) -> set[int]:
+    """Ledger mode: the records (their places in `world.changes`) that move their download from nothing to the new
+    image: a download from before the stream that no backfill read, whose first stream record this is (StreamFrom,
+    Base nothing). A failure record naming it covers the whole new image, not the edit's difference."""
+    seen: set[tuple[str, str]] = set()
+    whole: set[int] = set()
+    for index, record in enumerate(world.changes):
+        key = (record.keys["songID"]["S"], record.keys["SK"]["S"])
+        first, never_backfilled = key not in seen, key not in world.backfill_read
+        seen.add(key)
+        if first and never_backfilled and record.old_written is not None and record.written is not None:
+            whole.add(index)
+    return whole
 
 
 def refused_aggregates(world: World) -> set[tuple[str, str]]:

@@ -64,6 +64,7 @@ class LedgerDesign(ShardWatermarkDesign):
     """The shipped aggregator's watermark engine, every record of a download moved as its ledger item says."""
 
     takes_config = True
+    first_record_moves_from_base = True
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config.aggregate_writes, schema=schema_of(config, retractions=True))

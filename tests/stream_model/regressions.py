@@ -591,6 +591,31 @@ LEDGER_HISTORIES: dict[str, History] = {
         Config(retractions=True, ledger=True, boards="periods and a category"),
         (Write(genre=1), Deliver(), Edit(), Write(), Deliver(fault="late_write"), Delete(), Deliver(extend=1)),
     ),
+    # Seed 7202 of the shipped ledger's random histories: a download from before the stream, edited (its first stream
+    # record, which moves it from nothing to the new image: no backfill read it), then expired by TTL before the
+    # backfill; the mapping discards the batch for its age, and its failure record names the edit, which recover
+    # replays. The oracle credits such an edit with the whole new image, not the edit's difference (0 on all@rock).
+    "an edit of a download from before the stream, expired before the backfill, is lost only to a discarded batch": (
+        History(
+            Config(
+                maximum_retry_attempts=3,
+                songs=1,
+                timestamps=1,
+                boards="periods and a category",
+                retractions=True,
+                ledger=True,
+                history=6,
+            ),
+            (
+                *(Write(),) * 4,
+                Edit(pick=1),
+                Direct(),
+                Delete(pick=1, ttl=True),
+                *(Write(),) * 3,
+                Wait(seconds=3700),
+            ),
+        )
+    ),
 }
 """Ledger mode: histories of the issue's findings in the model (a backfill killed while another runs, a rejected
 download mended, delete and re-put in another month, a history download deleted or edited before the backfill); each
