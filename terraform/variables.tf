@@ -626,7 +626,7 @@ variable "alarm_iterator_age_threshold_seconds" {
 ################################################################################
 
 variable "backfill_claims" {
-  description = "Claims for `leaderboard-tools backfill`, which counts the downloads a table held before the module was attached (its history) exactly once beside the stream: a table <name>-claims, in which the aggregator claims every download before counting it (one conditional write each) and the backfill every download it counts. Turn it on in the apply that attaches the module, run the backfill, then off once the backfill says so (docs/attaching.md). Not with ledger, which keeps the claims for good. false: no backfill can run (but in ledger mode)."
+  description = "Claims for `leaderboard-tools backfill`, which counts the downloads a table held before the module was attached (its history) exactly once beside the stream: a table <name>-claims, in which the aggregator claims every download before counting it and every deletion it reads before its download (one conditional write each) and the backfill every download it counts, with the boards it counted it in. Turn it on in the apply that attaches the module, run the backfill, then off once the backfill says so (docs/attaching.md). Not with ledger, which keeps the claims for good. false: no backfill can run (but in ledger mode)."
   type        = bool
   default     = false
 }
