@@ -15,7 +15,7 @@ computes the same changes, which the aggregates' watermarks apply once (docs/exa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -81,30 +81,37 @@ class Lineage:
         self._parents[cached] = progress.parent_shard_id
         return True, progress.parent_shard_id
 
-    def unknown_above(self, stream_arn: str, shard_id: str) -> str | None:
-        """The nearest shard of `shard_id`'s lineage (itself included) whose parent is not known, if any."""
+    def _ancestry(self, stream_arn: str, shard_id: str) -> Iterator[tuple[str, bool, str | None]]:
+        """Each shard of the lineage from `shard_id` up (at most ANCESTRY_LIMIT): (shard, its parent known, parent);
+        it stops at a shard whose parent is unknown or which has none."""
         current = shard_id
         for _ in range(ANCESTRY_LIMIT):
             known, parent = self._parent(stream_arn, current)
+            yield current, known, parent
+            if not known or parent is None:
+                return
+            current = parent
+
+    def unknown_above(self, stream_arn: str, shard_id: str) -> str | None:
+        """The nearest shard of `shard_id`'s lineage (itself included) whose parent is not known, if any."""
+        top = shard_id
+        for current, known, parent in self._ancestry(stream_arn, shard_id):
             if not known:
                 return current
             if parent is None:
                 return None
-            current = parent
-        return current
+            top = parent
+        return top
 
     def descends(self, stream_arn: str, shard_id: str, ancestor_id: str) -> bool | None:
         """Whether `ancestor_id` is an ancestor of `shard_id`; None where the walk cannot tell."""
-        current = shard_id
-        for _ in range(ANCESTRY_LIMIT):
-            known, parent = self._parent(stream_arn, current)
+        for _, known, parent in self._ancestry(stream_arn, shard_id):
             if not known:
                 return None
             if parent is None:
                 return False
             if parent == ancestor_id:
                 return True
-            current = parent
         return None
 
 
