@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -72,10 +73,12 @@ def explore(
     boards: tuple[str, ...] = ("month",),
     retractions: bool = False,
     ledger: bool = False,
+    mapped: Callable[[History], History] | None = None,
 ) -> Counter[str]:
     """Play `examples` seeded histories; fail with the shrunk history if any is not exact; the hazards seen
     (and the kinds of boards counted, and of retractions). With `retractions` (or `ledger`), half the histories feed
-    one aggregate, where counts most often end back at 0."""
+    one aggregate, where counts most often end back at 0. `mapped` changes each history drawn (its mapping's settings,
+    say) before it is played."""
     seen: Counter[str] = Counter()
     drawn = histories(modes, boards=boards)
     if retractions or ledger:
@@ -83,6 +86,8 @@ def explore(
             histories(modes, boards=boards, retractions=True, ledger=ledger),
             histories(modes, focused=True, boards=boards, retractions=True, ledger=ledger),
         )
+    if mapped is not None:
+        drawn = drawn.map(mapped)
 
     @settings(
         max_examples=examples,
@@ -96,7 +101,7 @@ def explore(
     def every_history_is_exact(history: History) -> None:
         outcome = play(history, make_design)
         seen.update(outcome.hazards | outcome.board_kinds)
-        assert not outcome.problems(), f"{outcome.problems()}: {outcome.summary()}"
+        assert not outcome.problems(), f"{outcome.problems()}: {outcome.summary()}\n{history!r}"
 
     every_history_is_exact()
     return seen

@@ -16,8 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
-from hypothesis import strategies as st
 
 from aggregator_settings import PER_BATCH, PER_WINDOW
 from tests.stream_model import naive_designs as naive
@@ -33,11 +31,11 @@ from tests.stream_model.histories import (
     History,
     Pause,
     Write,
-    histories,
     play,
 )
 from tests.stream_model.one_reader_design import HAZARDS_IT_NEVER_MEETS, OneReaderDesign, one_reader, with_its_mapping
 from tests.stream_model.regressions import LEDGER, LEDGER_HISTORIES, LEDGER_STORIES, ONE_READER_HISTORIES
+from tests.unit.stream_model.test_exactly_once import explore
 
 HISTORIES = int(os.environ.get("MODEL_HISTORIES", "1000"))
 MODES = (PER_BATCH, PER_WINDOW)
@@ -143,30 +141,8 @@ def _counted(reads: Counter[str], operation: str, call: Any) -> Any:
 
 def _explore(mode: str, examples: int, chunk: int, mapping_as_asked: bool) -> Counter[str]:
     """Play seeded random ledger histories (half of them on one aggregate); fail with the shrunk history."""
-    seen: Counter[str] = Counter()
-    drawn = st.one_of(
-        histories((mode,), boards=tuple(BOARDS), retractions=True, ledger=True),
-        histories((mode,), focused=True, boards=tuple(BOARDS), retractions=True, ledger=True),
-    )
-    if mapping_as_asked:
-        drawn = drawn.map(with_its_mapping)
-
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
-    )
-    @seed(chunk)
-    @given(history=drawn)
-    def every_history_is_exact(history: History) -> None:
-        outcome = play(history, one_reader)
-        seen.update(outcome.hazards | outcome.board_kinds)
-        assert not outcome.problems(), f"{outcome.problems()}: {outcome.summary()}\n{history!r}"
-
-    every_history_is_exact()
-    return seen
+    mapped = with_its_mapping if mapping_as_asked else None
+    return explore(one_reader, (mode,), examples, chunk, boards=tuple(BOARDS), ledger=True, mapped=mapped)
 
 
 @pytest.mark.slow
