@@ -1,5 +1,7 @@
-"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "Two readers per shard today, one next"):
-the design the product would ship next, in the model's words, held to the ledger histories beside ledger_design.py's.
+"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "One reader per shard"): the shipped aggregator
+with STREAM_READERS=1 (lambda_src/aggregator/one_reader.py, versioned_ledger.py, delivery_notes.py, stream_shards.py),
+driven through the model's fakes and held to the ledger histories beside ledger_design.py's. This file is the adapter
+and the operator's recover; the design, in the model's words:
 
 The handler applies only the records the mapping delivers: no GetRecords, no checkpoint of its own. Per download key
 K, a versioned ledger item (the claims table's, keyed by `leaderboard_core.claims.claim_key`) holds
@@ -20,9 +22,10 @@ decides K's count: order, duplicates and bisection do not matter, and every reco
 least. An expiry by Time to Live is no state but retention: its old image stays counted, once, by the expiry's own
 item (`expired#<key>|<version>`), wherever the expiry stands against Version.
 
-What the mapping may not deliver: a batch it gives up names its range on the failure queue, and recover reads that
-range back (GetShardIterator, GetRecords: a momentary reader) and applies it like any delivery; read too late, the
-range is trimmed and recover recounts. A mapping paused past the retention skips trimmed records without a word
+What the mapping may not deliver: a batch it gives up names its range on the failure queue, and recover hands that
+range to the function (`{"readBack": <DDBStreamBatchInfo>}`), which reads it back (GetShardIterator, GetRecords: a
+momentary reader) and applies it like any delivery; read too late, the range is trimmed, the function says so, and
+recover recounts. A mapping paused past the retention skips trimmed records without a word
 (L6): the handler keeps per shard the highest record delivered and its creation time, and the records of invocations
 not yet finished, and reports `records_trimmed` wherever a record that old may have been skipped (at the next delivery
 of the shard or its first child, and on the schedule): a conservative test that reads nothing from the stream.
@@ -148,8 +151,8 @@ HAZARDS_IT_NEVER_MEETS = frozenset(
     }
 )
 """Hazards this design meets seldom or never: those of a design that reads shards itself or keeps watermarks (it reads
-a shard only when recover reads a given-up range back), a direct invocation paused midway (it refuses one before any
-call) and a retry's fresh state (it keeps none)."""
+a shard only when recover hands it a given-up range to read back), a direct invocation paused midway (it refuses one
+before any call) and a retry's fresh state (it keeps none)."""
 
 
 def with_its_mapping(history: History) -> History:
