@@ -11,7 +11,15 @@ import pytest
 
 import wiring
 from aggregator_settings import Settings
-from leaderboard_core.claims import CLAIM_KEY, CLAIMS_TABLE_VARIABLE, LEDGER_VARIABLE, claim_key
+from leaderboard_core.claims import (
+    CLAIM_KEY,
+    CLAIM_OWNER,
+    CLAIMS_TABLE_VARIABLE,
+    LEDGER_VARIABLE,
+    STREAM,
+    STREAM_FROM,
+    claim_key,
+)
 from one_reader import DIRECT_REFUSED
 from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, STREAM_ARN, TABLE, LedgerWorld, key_of
@@ -212,6 +220,45 @@ def test_a_read_back_naming_another_tables_stream_is_not_read(world: LedgerWorld
     # then it is not read, and the answer says why and asks for a recount
     assert (answer["readBack"], answer["recount"]) == ("unreadable", True)
     assert "is not a stream of" in answer["reason"]
+
+
+def test_a_key_whose_ledger_item_two_readers_wrote_is_reported_not_guessed(world: LedgerWorld) -> None:
+    # given a download whose ledger item was written with two readers per shard (StreamFrom, no Version)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    item = {
+        CLAIM_KEY: {"S": claim_key(key_of("song1", 1))},
+        CLAIM_OWNER: {"S": STREAM},
+        STREAM_FROM: {"S": f"2018-01-01T00:00:00.000|{ROOT}|{first.zfill(40)}"},
+    }
+    world.dynamodb.put_item(TableName=LEDGER_TABLE, Item=item)
+    # when its edit into February is delivered
+    edit = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [edit])) == OK
+    # then nothing is counted, and each board the record touches is reported for recover to recount
+    assert world.boards() == {}
+    reports = world.reports()
+    assert [(report["kind"], report["board"]) for report in reports] == [
+        ("refused_record", "2018-01"),
+        ("refused_record", "2018-02"),
+    ]
+    assert all("two readers" in report["reason"] for report in reports)
+
+
+def test_the_schedule_reports_a_shard_silent_past_the_retention_once(world: LedgerWorld) -> None:
+    # given a download delivered, and then a day and more in which the mapping delivered nothing of the shard
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    deliver(world, ROOT, delivered(world, ROOT, [first]))
+    world.clock += 25 * 3600
+    sweep = {"lineageSweep": {"streamArn": STREAM_ARN}}
+    # when the schedule's sweep runs, twice
+    answers = [world.deployed.invoke(sweep, FakeLambdaContext()) for _ in range(2)]
+    # then the first reports that records after the delivered one may have been trimmed (recover recounts), the
+    # second nothing more: the first vouched for the shard until then
+    reports = world.reports()
+    assert [answer["trimmedReports"] for answer in answers] == [1, 0]
+    assert [(report["kind"], report["shardId"], report["checkpoint"]) for report in reports] == [
+        ("records_trimmed", ROOT, first)
+    ]
 
 
 def test_stream_readers_1_without_ledger_is_refused_at_startup() -> None:
