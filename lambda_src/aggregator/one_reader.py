@@ -13,7 +13,7 @@ shard").
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,10 +82,9 @@ def parts(deps: Dependencies) -> tuple[VersionedLedger, DeliveryNotes]:
     return deps.versioned_ledger, deps.delivery_notes
 
 
-def process_event(
-    event: Any, deps: Dependencies, settings: Settings, remaining_ms: Callable[[], int]
-) -> tuple[dict[str, Any], Summary]:
-    """One invocation in one-reader mode: the schedule's trimmed check, recover's readBack, or the mapping's event."""
+def process_event(event: Any, deps: Dependencies, settings: Settings) -> tuple[dict[str, Any], Summary]:
+    """One invocation in one-reader mode: the schedule's trimmed check, recover's readBack, or the mapping's event. It
+    needs no deadline of its own: a batch cut short by the timeout is retried, and applies nothing twice."""
     if is_lineage_sweep_event(event):
         return sweep(event, deps, settings)
     if is_read_back_event(event):
@@ -271,7 +270,7 @@ def handle_one_reader(
     """aggregator.handle's path when STREAM_READERS is 1: the invocation, its log line and its metrics."""
     started = time.monotonic()
     try:
-        response, summary = process_event(event, deps, settings, context.get_remaining_time_in_millis)
+        response, summary = process_event(event, deps, settings)
     except Exception:
         logger.exception(
             "invocation failed; it is retried",

@@ -115,7 +115,7 @@ class OneReaderDesign(Design):
         )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        response, _summary = shipped_one_reader.process_event(event, self.dependencies, self.settings, remaining_ms)
+        response, _summary = shipped_one_reader.process_event(event, self.dependencies, self.settings)
         return response
 
     def backfill(self, image: dict[str, Any]) -> None:
