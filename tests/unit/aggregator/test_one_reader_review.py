@@ -15,6 +15,7 @@ import wiring
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
 from tests.unit.conftest import count_of
 
@@ -59,7 +60,8 @@ class Interleaved:
         return call
 
 
-def ledger_client(world: LedgerWorld, interleaved: Interleaved) -> Interleaved:
+def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
+    """The versioned ledger's DynamoDB client replaced by `interleaved`."""
     ledger = world.deployed.dependencies.versioned_ledger
     assert ledger is not None
     ledger.client = interleaved
@@ -213,6 +215,35 @@ def test_a_modify_without_a_readable_new_image_is_reported(world: LedgerWorld) -
     assert deliver(world, ROOT, records) == OK
     # then whatever it does to the count, the record is reported
     assert "rejected_download" in kinds(world)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ClientError,
+    reason="an aggregate whose order would pass 38 digits (a summed board reaching 10^12) cancels the transaction with "
+    "reason ValidationError ('a similar validation error occurs because of changes made by the transaction', "
+    "TransactionCanceledException); VersionedLedger.commit re-raises it, so the batch fails on every retry until its "
+    "records expire (L4) and the shard stalls, where aggregate_store reports such records (_refused_outright) "
+    "(loud, blocking)",
+)
+def test_a_download_past_38_digits_is_reported_and_the_batch_succeeds(world: LedgerWorld) -> None:
+    # given song1's January aggregate one step short of 38 digits in its order, with DynamoDB's number precision
+    world.dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "songID": {"S": "song1"},
+            "SK": {"S": "2018-01"},
+            "DownloadCount": {"N": "999999999999"},
+            "LeaderboardOrder": {"N": "9" * 38},
+        },
+    )
+    ledger_client(world, ThirtyEightDigits(world.dynamodb))
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    # when the mapping delivers another January download of song1
+    response = deliver(world, ROOT, delivered(world, ROOT, [first]))
+    # then the batch succeeds and the download is reported for recover, not retried for ever
+    assert response == OK
+    assert "refused_record" in kinds(world)
 
 
 # ------------------------------------------------------------------------------------------------ angles that held
