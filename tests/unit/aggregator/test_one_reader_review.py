@@ -533,3 +533,27 @@ def test_an_expiry_spelled_as_a_lambda_event_spells_it_keeps_the_download_counte
     assert deliver(world, ROOT, records) == OK
     # then the expired download stays counted, once
     assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_an_aggregate_whose_removal_from_the_index_failed_leaves_it_on_the_retry(world: LedgerWorld) -> None:
+    # given song1's only January download, delivered; then its deletion, whose removal of the aggregate from the index
+    # meets another writer's transaction on the item once (TransactionConflictException)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    deliver(world, ROOT, delivered(world, ROOT, [first]))
+    removed = world.delete(ROOT, "song1", 1)
+    assert removed is not None
+
+    def conflicts_once(calls: int, send: Callable[..., Any], parameters: dict[str, Any]) -> Any:
+        if calls == 1:
+            raise client_error("TransactionConflictException", "UpdateItem")
+        return send(**parameters)
+
+    ledger_client(world, Interleaved(world.dynamodb, "update_item", instead=conflicts_once))
+    # when the invocation fails after its transaction, and the mapping retries it
+    with pytest.raises(ClientError):
+        deliver(world, ROOT, delivered(world, ROOT, [removed]))
+    assert in_index(world, "song1", "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [removed])) == OK
+    # then the aggregate is at 0 and out of the index: the ledger item's Decreased named it to the retry
+    assert world.boards() == world.recount() == {}
+    assert not in_index(world, "song1", "2018-01")
