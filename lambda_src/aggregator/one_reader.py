@@ -27,9 +27,10 @@ from delivery_notes import DeliveryNotes
 from dependencies import Dependencies
 from download_records import Rejected
 from failure_messages import refused_message, rejected_message
+from ledger_records import sequence_of, well_formed
 from lineage_sweep import LINEAGE_SWEEP_EVENT, is_lineage_sweep_event
 from telemetry import logger, metrics
-from versioned_ledger import VersionedLedger, sequence_of
+from versioned_ledger import VersionedLedger
 
 READ_BACK_EVENT = "readBack"
 """`{"readBack": <DDBStreamBatchInfo of an on-failure record>}`: recover's request to apply a given-up range."""
@@ -125,23 +126,6 @@ def deliver(event: Any, deps: Dependencies, settings: Settings) -> tuple[dict[st
     return {"state": {}, "batchItemFailures": []}, summary
 
 
-def well_formed(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Rejected]]:
-    """The records that name a sequence number and creation time, and the rest: reported, never blocking a shard."""
-    kept: list[dict[str, Any]] = []
-    malformed: list[Rejected] = []
-    for record in records:
-        stream = record.get("dynamodb") if isinstance(record, dict) else None
-        sequence = stream.get("SequenceNumber") if isinstance(stream, dict) else None
-        created = stream.get("ApproximateCreationDateTime") if isinstance(stream, dict) else None
-        if not (isinstance(sequence, str) and sequence.isdigit() and len(sequence) <= 40):
-            malformed.append(Rejected("SequenceNumber is missing or not 1-40 digits", None, record))
-        elif not isinstance(created, int | float) or isinstance(created, bool):
-            malformed.append(Rejected("ApproximateCreationDateTime is missing or not a number", sequence, record))
-        else:
-            kept.append(record)
-    return kept, malformed
-
-
 def _rejected(ledger: VersionedLedger, shard: ShardRef, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A `rejected_download` for every download whose new image cannot count, reported on every delivery."""
     found = []
@@ -226,7 +210,10 @@ def _invalid_range(info: Mapping[str, Any], settings: Settings) -> str | None:
 
 
 def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict[str, Any]]:
-    """The range from its first record through its last, by GetRecords: a reader for the moments it runs."""
+    """The range from its first record through its last, by GetRecords: a reader for the moments it runs. It ends at
+    the range's last record (`endSequenceNumber`, a record the mapping delivered): on an open shard whose last record
+    it is, GetRecords answers empty pages from there on, with an iterator ("If there are no stream records available
+    in the portion of the shard that the iterator points to, GetRecords returns an empty list")."""
     iterator = streams.get_shard_iterator(
         StreamArn=shard.stream_arn,
         ShardId=shard.shard_id,
@@ -242,6 +229,8 @@ def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict
             if sequence_of(record) > end:
                 return records
             records.append(record)
+            if sequence_of(record) == end:
+                return records
         iterator = page.get("NextShardIterator")
     raise RuntimeError("the given-up range was not read to its end")
 
