@@ -170,10 +170,13 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
 
 @pytest.mark.xfail(
     strict=True,
-    reason="only a `window` tells the mapping's event from a direct one, and L1 says what a window event carries, not "
-    "who sent it: an invocation shaped like the mapping's is applied as the stream's truth, and a record it names "
-    "with a sequence number the shard never reached becomes the key's Version, so the key's genuine records are "
-    "ignored from then on (silent)",
+    reason="AWS documents nothing that proves an invocation's caller: the tumbling-window event carries window, "
+    "state, shardId and eventSourceARN, which any caller can write (L1), and the context's identity and client_context "
+    "serve Cognito and mobile SDK callers only. An invocation shaped like the mapping's, by a principal allowed "
+    "lambda:InvokeFunction on the aggregator, is applied as the stream's truth, and a record it names with a sequence "
+    "number the shard never reached becomes the key's Version, so the key's genuine records are ignored from then on "
+    "(silent). Only a read of the shard (GetRecords) could check it, the second reader this mode exists to avoid: "
+    "docs/exactly-once-ledger.md says who can do this",
 )
 def test_a_window_shaped_invocation_not_sent_by_the_mapping_cannot_hide_the_streams_records(
     world: LedgerWorld,
