@@ -1,0 +1,84 @@
+"""One download key's versioned ledger item as read, and what a batch's records make of it (versioned_ledger.py).
+
+The item: `Version` (the last record of the key applied), `Contribution` (board -> amount, what the key counts now),
+`Entity` (the entity it counts for: an attribute of the download's image, never the record's Keys, since a
+single-table design keys the item by anything), and `Decreased` (the aggregates the key's moves took from, which may
+have reached 0 and must leave the index: a board of `Entity`, or `[entity, board]` of an entity it counted for
+before, when an edit moved the download to another entity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from leaderboard_core.claims import BASE_ENTITY, CLAIM_KEY
+from ledger_records import Boards
+
+Aggregate = tuple[str, str]
+"""(entity, board)."""
+VERSION = "Version"
+DECREASED = "Decreased"
+
+
+@dataclass
+class Fold:
+    """One key's ledger item as read, and what the batch's records after its Version make of it."""
+
+    key: dict[str, Any]
+    item: dict[str, Any] | None
+    entity: str = ""
+    version: str | None = None
+    contribution: Boards = field(default_factory=dict)
+    moves: Boards = field(default_factory=dict)
+    """The moves of `entity`'s aggregates; `by_entity` holds them and those of entities the key counted for before."""
+    applied: bool = False
+    freezes: list[str] = field(default_factory=list)
+    """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
+    by_entity: dict[str, Boards] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_entity[self.entity] = self.moves
+
+    @contextmanager
+    def counting_for(self, entity: str | None) -> Iterator[None]:
+        """Moves made inside go to `entity`'s aggregates (None: the key's), whatever the key counts for."""
+        current = self.moves
+        if entity is not None:
+            self.moves = self.by_entity.setdefault(entity, {})
+        try:
+            yield
+        finally:
+            self.moves = current
+
+    def enter(self, entity: str) -> None:
+        """The key now counts for `entity`: later moves go to its aggregates."""
+        self.entity = entity
+        self.moves = self.by_entity.setdefault(entity, {})
+
+    def aggregate_moves(self) -> dict[Aggregate, Decimal]:
+        return {(entity, board): amount for entity, moves in self.by_entity.items() for board, amount in moves.items()}
+
+    def decreased(self) -> set[Aggregate]:
+        """The aggregates the key's earlier moves took from (its item's `Decreased`), with the item's entity."""
+        if self.item is None:
+            return set()
+        entity = (self.item.get(BASE_ENTITY) or {}).get("S", "")
+        found: set[Aggregate] = set()
+        for value in self.item.get(DECREASED, {}).get("L", []):
+            if "S" in value:
+                found.add((entity, value["S"]))
+            elif len(pair := value.get("L", [])) == 2:
+                found.add((pair[0]["S"], pair[1]["S"]))
+        return found
+
+    def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's, or none)."""
+        if self.item is None:
+            return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
+        if VERSION not in self.item:
+            return "attribute_not_exists(#version)", {"#version": VERSION}, {}
+        return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}
