@@ -27,7 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from aggregate_store import _refused_outright as overflows
+from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema
 from leaderboard_core.bookkeeping import pad_sequence
