@@ -33,6 +33,7 @@ from download_records import Ignored, Schema, parse_record
 from failure_messages import gap_message, refused_message
 from leaderboard_core.bookkeeping import pad_sequence
 from lineage_sweep import LineageSweepUnreported, is_lineage_sweep_event, sweep_lineages, sweep_lineages_on_schedule
+from one_reader import handle_one_reader
 from progress_item import Progress
 from shard_lineage import count_ancestry
 from shard_reader import ShardRead
@@ -350,9 +351,11 @@ def handle(
     event: dict[str, Any], context: LambdaContext, settings: Settings, dependencies: Dependencies
 ) -> dict[str, Any]:
     """One invocation, with the settings and clients it is given: a band queue's records, the lineage sweep, or a
-    delivery of a shard (the mapping's window or a direct invocation)."""
+    delivery of a shard (the mapping's window or a direct invocation); with one reader per shard, one_reader's."""
     if is_band_record_event(event):
         return settle_band_records(event, dependencies)
+    if settings.stream_readers == 1:
+        return handle_one_reader(event, context, settings, dependencies)
     started = time.monotonic()
     if is_lineage_sweep_event(event):
         try:

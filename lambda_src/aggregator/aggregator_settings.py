@@ -16,6 +16,8 @@ GUIDE_SCHEMA = Schema()
 """The guide's attribute names: what the function uses where the module sets none."""
 PER_BATCH = "per_batch"
 PER_WINDOW = "per_window"
+STREAM_READERS_VARIABLE = "STREAM_READERS"
+"""Readers per stream shard: "2" (the mapping and the aggregator's own reads) or "1" (the mapping alone: ledger)."""
 MEMORY_SIZE_VARIABLE = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"
 """Set by Lambda in every function: "The amount of memory available to the function in MB"."""
 READ_RECORDS_PER_MB = 128
@@ -44,6 +46,9 @@ class Settings:
     ledger: bool = False
     """LEDGER: the claims table is kept for good as the ledger, and every INSERT, MODIFY and REMOVE of a download moves
     its contribution by the ledger's rule (docs/exactly-once-ledger.md); it implies retractions' parse."""
+    stream_readers: int = 2
+    """STREAM_READERS: 2, the aggregator reads each shard itself beside the mapping; 1 (ledger mode only), the mapping's
+    deliveries are applied by versioned ledger items and nothing else reads the shard (one_reader.py)."""
     read_budget_records: int = 20_000
     """Records one step reads at most (a page more at most); the rest waits for the next step or invocation."""
     read_budget_bytes: int = 32 * 1024 * 1024
@@ -71,6 +76,7 @@ class Settings:
                 f"{LEDGER_VARIABLE} is true but {CLAIMS_TABLE_VARIABLE} is not set: ledger mode keeps each download's "
                 "ledger item in the claims table"
             )
+        stream_readers = _stream_readers(environ, ledger)
         retractions = ledger or environ.get(RETRACTIONS_VARIABLE, "false") == "true"
         tie_break = environ.get(TIE_BREAK_VARIABLE) or ENTITY_TIE_BREAK
         if tie_break not in TIE_BREAKS:
@@ -102,8 +108,23 @@ class Settings:
             deadline_margin_ms=int(environ.get("DEADLINE_MARGIN_MS", "5000")),
             claims_table_name=claims_table,
             ledger=ledger,
+            stream_readers=stream_readers,
             **read_budget(environ),
         )
+
+
+def _stream_readers(environ: Mapping[str, str], ledger: bool) -> int:
+    """STREAM_READERS, refused unless "1" or "2", and "1" unless in ledger mode: only versioned ledger items make the
+    mapping's deliveries exact on their own."""
+    readers = environ.get(STREAM_READERS_VARIABLE) or "2"
+    if readers not in ("1", "2"):
+        raise ValueError(f"{STREAM_READERS_VARIABLE} is {readers!r}, not 1 or 2")
+    if readers == "1" and not ledger:
+        raise ValueError(
+            f"{STREAM_READERS_VARIABLE} is 1 but {LEDGER_VARIABLE} is not true: one reader per shard needs ledger "
+            "mode's versioned ledger items (docs/exactly-once-ledger.md)"
+        )
+    return int(readers)
 
 
 def read_budget(environ: Mapping[str, str]) -> dict[str, int]:

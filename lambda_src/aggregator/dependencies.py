@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aggregate_store import AggregateStore
+from delivery_notes import DeliveryNotes
 from ledger import StreamLedger
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 from stream_description import ShardFacts
+from versioned_ledger import VersionedLedger
 
 
 @dataclass
@@ -36,3 +38,7 @@ class Dependencies:
     """While a backfill may count the table's history (CLAIMS_TABLE_NAME): each download is claimed before it counts."""
     ledger: StreamLedger | None = None
     """Ledger mode (LEDGER): each download key's ledger item places every record of it (and holds what it counted)."""
+    versioned_ledger: VersionedLedger | None = None
+    """One reader per shard (STREAM_READERS=1): each download key's versioned ledger item says what a record moves."""
+    delivery_notes: DeliveryNotes | None = None
+    """One reader per shard: what each shard's deliveries left, to report records the mapping may have skipped."""

@@ -88,6 +88,12 @@ class FakeStreams:
     calls: int = 0
     _iterators: dict[str, _Iterator] = field(default_factory=dict)
     _empty_run: int = 0
+    created: float | None = None
+    """When the stream was created (CreationRequestDateTime): the model's clock when the fake is made, unless given."""
+
+    def __post_init__(self) -> None:
+        if self.created is None:
+            self.created = self.clock()
 
     def _call(self, operation: str, parameters: dict[str, Any]) -> None:
         self.calls += 1
@@ -123,7 +129,7 @@ class FakeStreams:
             "StreamLabel": STREAM_ARN.rsplit("/", 1)[-1],
             "StreamStatus": "ENABLED",
             "StreamViewType": self.stream.view_type,
-            "CreationRequestDateTime": datetime(2018, 1, 1, tzinfo=UTC),
+            "CreationRequestDateTime": datetime.fromtimestamp(self.created or 0.0, UTC),
             "TableName": TABLE,
             "KeySchema": [
                 {"AttributeName": "songID", "KeyType": "HASH"},

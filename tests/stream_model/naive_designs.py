@@ -4,7 +4,7 @@ The suite asserts that each of them fails, which shows that the model really pro
 named in its docstring. `GuideDesign`, `PreviousDesign` (0.1) and `HighMarkDesign` are earlier
 designs of this project; the rest are the reference checkpoint reader with one guard removed, the shipped
 aggregator with one way of following retractions changed, or a ledger design (the model's or the shipped one) with
-one rule changed (the one-reader ledger's too, one_reader_design.py).
+one rule changed (the shipped one-reader ledger's too, versioned_ledger.py, as one_reader_design.py drives it).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from tests.stream_model.environment import FAILURE_QUEUE_URL, TABLE, Design, Env
 from tests.stream_model.histories import utc_month
 from tests.stream_model.ledger_backfill import LEDGER_TABLE
 from tests.stream_model.ledger_design import LedgerDesign, Moves
-from tests.stream_model.one_reader_design import Fold, OneReaderDesign
+from tests.stream_model.one_reader_design import OneReaderDesign
 from tests.stream_model.reference_design import CheckpointReader, Guards
+from versioned_ledger import Fold, VersionedLedger
 
 
 class NotWritten(Exception):
@@ -720,68 +721,92 @@ class ShippedLedgerComparesSequencesAcrossShards(ShippedLedgerAppliesModifyAsNew
         self.name = f"shipped ledger comparing sequence numbers across shards, {config.aggregate_writes}"
 
 
+class _SequenceComparingFold(VersionedLedger):
+    def after(self, version: str, current: str | None, stream_arn: str) -> bool:
+        return current is None or version.split("|")[1] > current.split("|")[1]
+
+
 class OneReaderComparesSequencesAcrossShards(OneReaderDesign):
     """One reader per shard that orders a record against its key's Version by sequence number alone, across shards
-    too: an edit in a child numbered below its parent (child-lower-sequence) is taken for older than the parent's
-    record the key was last moved by, and changes nothing. The download stays where its first image put it: lost in
-    its new month, over-counted in its old one."""
+    too (the shipped VersionedLedger.after swapped): an edit in a child numbered below its parent
+    (child-lower-sequence) is taken for older than the parent's record the key was last moved by, and changes nothing.
+    The download stays where its first image put it: lost in its new month, over-counted in its old one."""
+
+    ledger_class = _SequenceComparingFold
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config)
         self.name = f"one reader comparing sequence numbers across shards, {config.aggregate_writes}"
 
-    def after(self, version: str, current: str | None) -> bool:
-        return current is None or version.split("|")[1] > current.split("|")[1]
 
-
-class OneReaderAppliesModifyAsNewDownload(OneReaderDesign):
-    """One reader per shard that applies a MODIFY as a new download: it adds what the new image counts and never takes
-    the ledger's Contribution back. Any edit of a counted download counts it twice (in both months, across one)."""
-
-    def __init__(self, env: Environment, config: Any) -> None:
-        super().__init__(env, config)
-        self.name = f"one reader applying a MODIFY as a new download, {config.aggregate_writes}"
-
-    def fold(self, fold: Fold, shard: str, record: dict[str, Any]) -> None:
+class _ModifyAsNewFold(VersionedLedger):
+    def fold(self, fold: Fold, shard: Any, record: dict[str, Any]) -> None:
         if record.get("eventName") == "MODIFY":
             fold.contribution = {}  # what the key counted is left where it is: the new image is added beside it
         super().fold(fold, shard, record)
 
 
-class OneReaderSubtractsEveryRemove(OneReaderDesign):
-    """One reader per shard that takes a REMOVE's old image back each time the REMOVE is delivered, whatever the key's
-    Version and Contribution say: a deletion retried after a lost response is taken back twice, and a download from
-    before the stream deleted before any backfill is taken back though it was never counted. Lost."""
+class OneReaderAppliesModifyAsNewDownload(OneReaderDesign):
+    """One reader per shard that applies a MODIFY as a new download (the shipped VersionedLedger.fold swapped): it adds
+    what the new image counts and never takes the ledger's Contribution back. Any edit of a counted download counts
+    it twice (in both months, across one)."""
+
+    ledger_class = _ModifyAsNewFold
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config)
-        self.name = f"one reader subtracting every REMOVE, {config.aggregate_writes}"
+        self.name = f"one reader applying a MODIFY as a new download, {config.aggregate_writes}"
 
-    def fold(self, fold: Fold, shard: str, record: dict[str, Any]) -> None:
+
+class _SubtractingFold(VersionedLedger):
+    def fold(self, fold: Fold, shard: Any, record: dict[str, Any]) -> None:
         if record.get("eventName") != "REMOVE" or expired_by_ttl(record):
             super().fold(fold, shard, record)
             return
         for board, amount in self.counts(record["dynamodb"].get("OldImage")).items():
             fold.moves[board] = fold.moves.get(board, 0) - amount
         fold.contribution, fold.applied = {}, True
-        fold.version = max(fold.version or "", f"{shard}|{record['dynamodb']['SequenceNumber'].zfill(40)}")
+        fold.version = max(fold.version or "", f"{shard.shard_id}|{record['dynamodb']['SequenceNumber'].zfill(40)}")
+
+
+class OneReaderSubtractsEveryRemove(OneReaderDesign):
+    """One reader per shard that takes a REMOVE's old image back each time the REMOVE is delivered, whatever the key's
+    Version and Contribution say (the shipped VersionedLedger.fold swapped): a deletion retried after a lost response
+    is taken back twice, and a download from before the stream deleted before any backfill is taken back though it
+    was never counted. Lost."""
+
+    ledger_class = _SubtractingFold
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"one reader subtracting every REMOVE, {config.aggregate_writes}"
+
+
+class _VersionExpiringFold(VersionedLedger):
+    stream_arn = ""
+
+    def fold(self, fold: Fold, shard: Any, record: dict[str, Any]) -> None:
+        self.stream_arn = shard.stream_arn
+        super().fold(fold, shard, record)
+
+    def freeze(self, fold: Fold, version: str, kept: Any) -> None:
+        if self.after(version, fold.version, self.stream_arn):
+            for board, amount in kept.items():
+                fold.moves[board] = fold.moves.get(board, 0) + amount
 
 
 class OneReaderExpiresByVersion(OneReaderDesign):
     """One reader per shard that takes an expiry by TTL for one more state of its key, applied by Version like the
-    rest: moved to its old image, the key then counting nothing. A rewrite under the key applied before the expiry (a
-    child read before its parent's given-up batch, which recover reads back; a smaller retry of the later records)
-    puts the key's Version past the expiry, which then changes nothing: the expired download, counted by no record
-    yet, is never counted. Lost."""
+    rest (the shipped VersionedLedger.freeze swapped): moved to its old image, the key then counting nothing. A
+    rewrite under the key applied before the expiry (a child read before its parent's given-up batch, which recover
+    reads back; a smaller retry of the later records) puts the key's Version past the expiry, which then changes
+    nothing: the expired download, counted by no record yet, is never counted. Lost."""
+
+    ledger_class = _VersionExpiringFold
 
     def __init__(self, env: Environment, config: Any) -> None:
         super().__init__(env, config)
         self.name = f"one reader expiring by Version, {config.aggregate_writes}"
-
-    def freeze(self, fold: Fold, version: str, kept: Any) -> None:
-        if self.after(version, fold.version):
-            for board, amount in kept.items():
-                fold.moves[board] = fold.moves.get(board, 0) + amount
 
 
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:

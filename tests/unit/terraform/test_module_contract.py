@@ -36,6 +36,7 @@ VALID = {
     "LEADERBOARD_SEASON_START": "2026-01-05",
     "LEADERBOARD_SEASON_LENGTH_DAYS": "28",
     "LEADERBOARD_TIE_BREAK": "first_reached",
+    "STREAM_READERS": "2",
 }
 """Settings a handler checks; every other variable is given "1"."""
 
