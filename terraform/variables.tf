@@ -639,7 +639,7 @@ variable "ledger" {
 }
 
 variable "stream_readers" {
-  description = "Readers of each stream shard the module takes, of the 2 DynamoDB Streams allows before it throttles (`leaderboard-tools readers` counts them). 2: the mapping and the aggregator's own reads of the shard from its checkpoint. 1 (ledger mode only): the mapping is the only steady reader; the aggregator applies what it delivers by each ledger item's version and refuses direct invocations, the mapping retries a failing batch until its records expire (maximum_retry_attempts and maximum_record_age_in_seconds -1, bisected), and `leaderboard-tools recover` reads a batch it gave up back from the stream. Leaves the second reader to another consumer of the table's stream (docs/attaching.md)."
+  description = "Readers of each stream shard the module takes, of the 2 DynamoDB Streams allows before it throttles (`leaderboard-tools readers` counts them). 2: the mapping and the aggregator's own reads of the shard from its checkpoint. 1 (ledger mode only): the mapping is the only steady reader; the aggregator applies what it delivers by each ledger item's version and refuses direct invocations, the mapping retries a failing batch until its records expire (maximum_retry_attempts and maximum_record_age_in_seconds -1, bisected), and `leaderboard-tools recover` reads a batch it gave up back from the stream. Leaves the second reader to another consumer of the table's stream. Set it with ledger, in the apply that attaches the module: to change a running stack's readers, attach a new stack and backfill it (docs/attaching.md)."
   type        = number
   default     = 2
   nullable    = false
