@@ -6,7 +6,9 @@ its stream through its own event source mapping. The module is applied with `led
 `stream_readers = 1`: its mapping is the only steady reader it takes, retrying until the records expire. Downloads are
 written, edited across months and genres, deleted and written again under the same key. Then every board equals a
 recount of the table's items as they are, the audit feed received every record of the stream, and
-`leaderboard-tools readers` counts two readers of each shard (the module's one and the audit feed's): exit 0.
+`leaderboard-tools readers` counts two readers of each shard (the module's one and the audit feed's): exit 0. An
+on-failure record of a range already delivered, handed to the aggregator by `recover`, is read back and changes
+nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from leaderboard_dev.leaderboard import poll_until
 from leaderboard_dev.loadgen import write_items
 from leaderboard_dev.observe import scan_all
 from leaderboard_dev.settings import Endpoint
-from tests.acceptance.conftest import stack, stored
+from tests.acceptance.conftest import stack, stored, stream_records
 from tests.acceptance.test_existing_table import GENRES, MARKER, MONTHS, cli, enable_stream
 from tests.acceptance.test_ledger_mode import audit_feed, recount, stream_record_ids, without_zeros
 
@@ -150,3 +152,26 @@ def test_one_reader_per_shard_counts_edits_and_deletions_exactly_beside_another_
         ]
         assert (answer["readers"][0]["streamReaders"], answer["total"], answer["tooMany"]) == (1, 2, False)
         assert "momentary" in answer["readers"][0]["momentary"]
+        # and an on-failure record naming a range the mapping delivered already is read back by the aggregator when
+        # `recover` hands it over: applied again, it changes nothing, and the message is deleted
+        shard_id, records = stream_records(aws, outputs["table_stream_arn"])
+        aws.sqs.send_message(
+            QueueUrl=outputs["failure_queue_url"],
+            MessageBody=json.dumps(
+                {
+                    "requestContext": {"condition": "RetryAttemptsExhausted"},
+                    "DDBStreamBatchInfo": {
+                        "shardId": shard_id,
+                        "streamArn": outputs["table_stream_arn"],
+                        "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+                        "endSequenceNumber": records[99]["dynamodb"]["SequenceNumber"],
+                        "batchSize": 100,
+                    },
+                }
+            ),
+        )
+        recovered = cli("recover", "--table", table, "--json")
+        assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+        (batch,) = json.loads(recovered.stdout)["batches"]
+        assert (batch["shardId"], batch["done"], batch["readBack"]["readBack"]) == (shard_id, True, "applied")
+        assert without_zeros(stored(aws, outputs["aggregates_table_name"])) == truth
