@@ -92,6 +92,8 @@ data "aws_iam_policy_document" "aggregator" {
 
   # Every stream of this table, not only the current one: the aggregator reads each shard it counts
   # (and a direct invocation may name a shard of an earlier stream); DescribeStream finds a shard's parent.
+  # With stream_readers = 1 it reads no shard steadily, only the range of a batch the mapping gave up
+  # when `recover` hands it back (which may be of an earlier stream), with the same three actions.
   statement {
     sid       = "ReadTheStreams"
     actions   = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]

@@ -42,6 +42,7 @@ resource "aws_lambda_function" "aggregator" {
       PROGRESS_TABLE_NAME            = aws_dynamodb_table.progress[0].name
       CLAIMS_TABLE_NAME              = local.claims_table_enabled ? aws_dynamodb_table.claims[0].name : ""
       LEDGER                         = var.ledger ? "true" : "false"
+      STREAM_READERS                 = tostring(var.stream_readers)
       ENTITY_ATTRIBUTE               = var.entity_attribute_name
       SORT_KEY_ATTRIBUTE             = var.sort_key_attribute_name
       TIMESTAMP_ATTRIBUTE            = var.timestamp_attribute_name
@@ -135,6 +136,11 @@ resource "aws_lambda_function" "aggregator" {
     }
 
     precondition {
+      condition     = var.stream_readers == 2 || var.ledger
+      error_message = "stream_readers = 1 needs ledger = true: only the ledger's versioned items let the aggregator apply what the mapping delivers (retried, out of order, bisected) without reading the shard itself. Set ledger = true (with retractions = true), or keep stream_readers = 2."
+    }
+
+    precondition {
       condition     = !(var.ledger && var.backfill_claims)
       error_message = "ledger with backfill_claims: ledger mode keeps the claims table for good as its ledger, in which the backfill counts at any time with nothing to release, so backfill_claims is redundant. Remove backfill_claims (or set it to false) and keep ledger = true."
     }
@@ -177,6 +183,10 @@ resource "aws_lambda_function" "aggregator" {
 # checkpoint in the progress table, through the highest record delivered. What the mapping
 # delivers, retries, merges, splits or gives up on is a trigger and a bound, never what is
 # counted, so it reports no partial batch.
+# With stream_readers = 1 the mapping is the only steady reader and its deliveries are what is
+# applied: it retries a failing batch until its records expire ("-1 means infinite: failed records
+# are retried until the record expires", Lambda Developer Guide, Lambda parameters for Amazon
+# DynamoDB event source mappings), bisecting it; the aggregator fails a batch for an outage only.
 resource "aws_lambda_event_source_mapping" "aggregator" {
   count = local.create ? 1 : 0
 
@@ -186,8 +196,8 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
   batch_size                         = local.batch_size
   maximum_batching_window_in_seconds = var.maximum_batching_window_in_seconds
   tumbling_window_in_seconds         = var.tumbling_window_in_seconds
-  maximum_retry_attempts             = var.maximum_retry_attempts
-  maximum_record_age_in_seconds      = var.maximum_record_age_in_seconds
+  maximum_retry_attempts             = local.one_stream_reader ? -1 : var.maximum_retry_attempts
+  maximum_record_age_in_seconds      = local.one_stream_reader ? -1 : var.maximum_record_age_in_seconds
   bisect_batch_on_function_error     = true
   parallelization_factor             = var.parallelization_factor
 
@@ -209,7 +219,7 @@ resource "aws_lambda_event_source_mapping" "aggregator" {
 
   lifecycle {
     precondition {
-      condition     = var.maximum_record_age_in_seconds >= 2 * var.tumbling_window_in_seconds
+      condition     = local.one_stream_reader || var.maximum_record_age_in_seconds >= 2 * var.tumbling_window_in_seconds
       error_message = "maximum_record_age_in_seconds must be at least twice tumbling_window_in_seconds: a window holds its records until it ends, and they must not expire before it is written."
     }
   }

@@ -14,9 +14,11 @@ locals {
   progress_table_name   = "${var.name}-progress"
   claims_table_name     = "${var.name}-claims"
   provisioned           = var.billing_mode == "PROVISIONED"
-  table_arn             = local.source_table_given ? one(data.aws_dynamodb_table.source[*].arn) : one(aws_dynamodb_table.this[*].arn)
-  table_stream_arn      = local.source_table_given ? one(data.aws_dynamodb_table.source[*].stream_arn) : one(aws_dynamodb_table.this[*].stream_arn)
-  aggregates_table_arn  = local.separate_aggregates ? one(aws_dynamodb_table.aggregates[*].arn) : local.table_arn
+  # The mapping as the only steady reader of each shard (ledger mode's versioned items); else the aggregator reads too.
+  one_stream_reader    = var.stream_readers == 1
+  table_arn            = local.source_table_given ? one(data.aws_dynamodb_table.source[*].arn) : one(aws_dynamodb_table.this[*].arn)
+  table_stream_arn     = local.source_table_given ? one(data.aws_dynamodb_table.source[*].stream_arn) : one(aws_dynamodb_table.this[*].stream_arn)
+  aggregates_table_arn = local.separate_aggregates ? one(aws_dynamodb_table.aggregates[*].arn) : local.table_arn
   # The key a platform's table (and so its stream) is encrypted under, when it names one (KMS: an AWS managed or a
   # customer managed key); null under the AWS owned key, which needs no permission.
   source_table_kms_key_arn = one(compact(flatten([

@@ -511,7 +511,7 @@ variable "maximum_batching_window_in_seconds" {
 }
 
 variable "maximum_retry_attempts" {
-  description = "Retries of a failing batch before its records go to the failure queue. Finite, so a poison batch cannot block a shard."
+  description = "Retries of a failing batch before its records go to the failure queue. Finite, so a poison batch cannot block a shard. With stream_readers = 1 the mapping is given -1 instead (retried until its records expire): the aggregator fails a batch for an outage only, never for a record's content."
   type        = number
   default     = 10
 
@@ -522,7 +522,7 @@ variable "maximum_retry_attempts" {
 }
 
 variable "maximum_record_age_in_seconds" {
-  description = "Age after which a failing record goes to the failure queue. Finite, below the stream's 24 h retention; at least twice tumbling_window_in_seconds. Watermarks are kept this long plus the window and a margin."
+  description = "Age after which a failing record goes to the failure queue. Finite, below the stream's 24 h retention; at least twice tumbling_window_in_seconds. Watermarks are kept this long plus the window and a margin. With stream_readers = 1 the mapping is given -1 instead, as maximum_retry_attempts."
   type        = number
   default     = 3600
 
@@ -636,4 +636,16 @@ variable "ledger" {
   type        = bool
   default     = false
   nullable    = false
+}
+
+variable "stream_readers" {
+  description = "Readers of each stream shard the module takes, of the 2 DynamoDB Streams allows before it throttles (`leaderboard-tools readers` counts them). 2: the mapping and the aggregator's own reads of the shard from its checkpoint. 1 (ledger mode only): the mapping is the only steady reader; the aggregator applies what it delivers by each ledger item's version and refuses direct invocations, the mapping retries a failing batch until its records expire (maximum_retry_attempts and maximum_record_age_in_seconds -1, bisected), and `leaderboard-tools recover` reads a batch it gave up back from the stream. Leaves the second reader to another consumer of the table's stream. Set it with ledger, in the apply that attaches the module: to change a running stack's readers, attach a new stack and backfill it (docs/attaching.md)."
+  type        = number
+  default     = 2
+  nullable    = false
+
+  validation {
+    condition     = contains([1, 2], var.stream_readers)
+    error_message = "stream_readers must be 1 or 2."
+  }
 }

@@ -40,6 +40,9 @@ NAME_FLAGS = {name: f"--{name.replace('_', '-')}-attribute" for name in NAME_VAR
 AGGREGATOR_SUFFIX = "-aggregator"
 QUERY_SUFFIX = "-query"
 AGGREGATES_SUFFIX = "-aggregates"
+STREAM_READERS_VARIABLE = "STREAM_READERS"
+"""The module's `stream_readers`: 1, the mapping is each shard's only steady reader (ledger mode); else 2."""
+TWO_STREAM_READERS = 2
 
 
 class DeploymentError(RuntimeError):
@@ -113,6 +116,16 @@ class Deployment:
     ledger: bool = False
     """LEDGER (the module's `ledger`): the claims table is the ledger, kept for good; the backfill records what it
     counts of each download there and may run at any time, and there is no release step."""
+    stream_readers: int = TWO_STREAM_READERS
+    """STREAM_READERS (the module's `stream_readers`): 1, the aggregator applies only what the mapping delivers and
+    reads a batch the mapping gave up back when `recover` hands it over; 2 (and where it is not set), it reads each
+    shard itself from its checkpoint."""
+
+    @property
+    def one_stream_reader(self) -> bool:
+        """The mapping is each shard's only steady reader: a batch it gave up is read back, not counted from a
+        checkpoint."""
+        return self.stream_readers == 1
 
     @property
     def aggregates(self) -> str:
@@ -364,7 +377,16 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         retractions=environment.get(RETRACTIONS_VARIABLE) == "true",
         ledger=environment.get(LEDGER_VARIABLE) == "true",
         tie_break=environment.get(TIE_BREAK_VARIABLE) or ENTITY_TIE_BREAK,
+        stream_readers=deployed_stream_readers(environment),
     )
+
+
+def deployed_stream_readers(environment: Mapping[str, str]) -> int:
+    """STREAM_READERS as the aggregator reads it: 1 or 2, and 2 where it is not set (a deployment older than it)."""
+    value = environment.get(STREAM_READERS_VARIABLE) or str(TWO_STREAM_READERS)
+    if value not in ("1", "2"):
+        raise DeploymentError(f"the aggregator's {STREAM_READERS_VARIABLE} is {value!r}: the module sets 1 or 2")
+    return int(value)
 
 
 def check_layout(deployment: Deployment, shards: int) -> None:

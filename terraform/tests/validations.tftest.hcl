@@ -1311,6 +1311,120 @@ run "ledger_mode_on_the_modules_own_table_plans" {
   }
 }
 
+run "the_defaults_take_two_readers_per_shard_with_bounded_retries" {
+  command = plan
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["STREAM_READERS"] == "2"
+    error_message = "the aggregator reads its shards itself by default: two readers per shard"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].maximum_retry_attempts == 10 && aws_lambda_event_source_mapping.aggregator[0].maximum_record_age_in_seconds == 3600 && aws_lambda_event_source_mapping.aggregator[0].bisect_batch_on_function_error == true
+    error_message = "by default the mapping retries a failing batch a bounded number of times, bisected, as before"
+  }
+}
+
+run "ledger_mode_keeps_two_readers_per_shard_by_default" {
+  command = plan
+
+  variables {
+    retractions = true
+    ledger      = true
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["STREAM_READERS"] == "2" && aws_lambda_event_source_mapping.aggregator[0].maximum_retry_attempts == 10 && aws_lambda_event_source_mapping.aggregator[0].maximum_record_age_in_seconds == 3600
+    error_message = "ledger mode alone changes neither the readers nor the mapping's retries"
+  }
+}
+
+run "one_stream_reader_in_ledger_mode_retries_until_the_records_expire" {
+  command = plan
+
+  variables {
+    source_table_name  = "platform"
+    source_item_filter = { attribute = "type", value = "DOWNLOAD" }
+    retractions        = true
+    ledger             = true
+    stream_readers     = 1
+  }
+
+  assert {
+    condition     = aws_lambda_function.aggregator[0].environment[0].variables["STREAM_READERS"] == "1" && aws_lambda_function.aggregator[0].environment[0].variables["LEDGER"] == "true"
+    error_message = "the aggregator is told it is not a reader of the shards, in ledger mode"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].maximum_retry_attempts == -1 && aws_lambda_event_source_mapping.aggregator[0].maximum_record_age_in_seconds == -1
+    error_message = "with one reader the mapping retries a failing batch until its records expire (-1 and -1)"
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].bisect_batch_on_function_error == true && aws_lambda_event_source_mapping.aggregator[0].parallelization_factor == 1
+    error_message = "with one reader the mapping still bisects a failing batch, one batch per shard at a time"
+  }
+
+  assert {
+    condition     = length(one(aws_lambda_event_source_mapping.aggregator[0].destination_config).on_failure) == 1
+    error_message = "a batch the mapping gives up still reaches the failure queue, for recover to read it back"
+  }
+
+  assert {
+    condition     = anytrue([for statement in data.aws_iam_policy_document.aggregator[0].statement : statement.sid == "ReadTheStreams" && toset(statement.actions) == toset(["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"])])
+    error_message = "the aggregator still reads a given-up range back and the shards' lineage"
+  }
+}
+
+run "one_stream_reader_ignores_the_bounded_retry_settings" {
+  command = plan
+
+  variables {
+    retractions                   = true
+    ledger                        = true
+    stream_readers                = 1
+    maximum_record_age_in_seconds = 60
+  }
+
+  assert {
+    condition     = aws_lambda_event_source_mapping.aggregator[0].maximum_record_age_in_seconds == -1
+    error_message = "with one reader the record age is -1 whatever maximum_record_age_in_seconds says, so its window check does not apply"
+  }
+}
+
+run "one_stream_reader_without_ledger_is_refused" {
+  command = plan
+
+  variables {
+    stream_readers = 1
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "one_stream_reader_with_retractions_but_without_ledger_is_refused" {
+  command = plan
+
+  variables {
+    retractions    = true
+    stream_readers = 1
+  }
+
+  expect_failures = [aws_lambda_function.aggregator]
+}
+
+run "three_stream_readers_are_refused" {
+  command = plan
+
+  variables {
+    retractions    = true
+    ledger         = true
+    stream_readers = 3
+  }
+
+  expect_failures = [var.stream_readers]
+}
+
 run "ledger_without_retractions_is_refused" {
   command = plan
 

@@ -39,6 +39,7 @@ LONGEST_FIRST = (
     "test_consumer_stack.py",
     "test_existing_table.py",
     "test_ledger_mode.py",
+    "test_one_reader.py",
     "test_local_time.py",
     "test_existing_table_example.py",
     "test_leaderboard.py",

@@ -1,7 +1,7 @@
 """`readers`: who reads the table's stream, against the two readers a shard allows (the work is `reader_count.py`).
 
 Run it before attaching the module to a platform's table (docs/attaching.md): with no aggregator of the module on the
-stream yet, it counts the two readers the module will add."""
+stream yet, it counts the readers the module will add (`--stream-readers`, 2 unless given)."""
 
 from __future__ import annotations
 
@@ -23,20 +23,28 @@ STATE_NOTES = {
 """Why a mapping that is not reading now is counted."""
 
 
-DESCRIPTION = """Who reads the table's stream: the module's aggregator (its mapping and its own reads: 2, in ledger mode
-too) and every other event source mapping (1 each), against the 2 readers DynamoDB Streams allows a shard before it
-throttles. Run it before attaching the module to a platform's table too (docs/attaching.md); it writes nothing."""
+DESCRIPTION = """Who reads the table's stream: the module's aggregator (its mapping and its own reads: 2; with
+stream_readers = 1 in ledger mode, its mapping only: 1) and every other event source mapping (1 each), against the 2
+readers DynamoDB Streams allows a shard before it throttles. Run it before attaching the module to a platform's table
+too, with the --stream-readers it will be applied with (docs/attaching.md); it writes nothing."""
 
 
 def register(commands: Any) -> None:
     command = add_command(
         commands,
         "readers",
-        "who reads the table's stream: the module's aggregator (2) and every other mapping (1 each), of the 2 "
-        "readers a shard allows; runs before the module is attached too",
+        "who reads the table's stream: the module's aggregator (2, or 1 with stream_readers = 1) and every other "
+        "mapping (1 each), of the 2 readers a shard allows; runs before the module is attached too",
         DESCRIPTION,
     )
     add_table_arguments(command)
+    command.add_argument(
+        "--stream-readers",
+        type=int,
+        choices=(1, 2),
+        help="the module's stream_readers: what it will take before it is attached (default 2); attached, the "
+        "aggregator's STREAM_READERS, which this must agree with",
+    )
     add_output_argument(command)
     command.set_defaults(handler=run, on_interrupt="nothing was written (readers only reads)")
 
@@ -52,7 +60,7 @@ def run(arguments: argparse.Namespace) -> int:
         # No aggregator of the module reads the stream yet (run before `terraform apply` against the source table),
         # or not one discovery can read: the stream and its mappings are read from the table itself.
         aws, deployment = operator_clients(arguments.profile, arguments.region, arguments.endpoint_url), None
-    report = stream_readers(aws, arguments.table, deployment)
+    report = stream_readers(aws, arguments.table, deployment, arguments.stream_readers)
     output = chosen_format(arguments)
     if output == "json":
         print(json.dumps(report.as_json()))
@@ -91,8 +99,16 @@ def _described(reader: dict[str, Any]) -> str:
         for mapping in reader["mappings"]
     )
     function = (reader["function"] or "").split(":function:")[-1]
+    one_reader = reader["kind"] == "aggregator" and reader["streamReaders"] == 1
     if reader["kind"] == "aggregator" and not reader["attached"]:
+        if one_reader:
+            return f"the module's aggregator, not attached yet: its mapping only, once applied; {reader['momentary']}"
         return "the module's aggregator, not attached yet: its mapping and its own reads of the shard, once applied"
+    if one_reader:
+        return (
+            f"the module's aggregator {function} ({mappings}), its mapping the only steady reader (ledger mode, "
+            f"stream_readers = 1); {reader['momentary']}"
+        )
     if reader["kind"] == "aggregator":
         mode = ", in ledger mode too" if reader.get("ledger") else ""
         return f"the module's aggregator {function} ({mappings}) and its own reads of the shard{mode}"

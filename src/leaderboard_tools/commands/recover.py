@@ -19,8 +19,9 @@ from leaderboard_tools.commands.operator_common import (
 from leaderboard_tools.deployment import DeploymentError
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
-DESCRIPTION = """Answer the failure queue (and the band queue): count the batches the event source mapping gave up on,
-recount and repair the aggregates a refused record or an expired band names, report the malformed downloads with their
+DESCRIPTION = """Answer the failure queue (and the band queue): count the batches the event source mapping gave up on
+(with stream_readers = 1, the aggregator reads each back; a range no longer in the stream is recounted), recount and
+repair the aggregates a refused record or an expired band names, report the malformed downloads with their
 item's key, and delete each message once everything it names is exact; what is not exact yet is kept for the next run
 (docs/operations.md, "Reconcile and recover")."""
 ON_INTERRUPT = "recover had not begun to answer the queue: nothing was changed; run the same command again"

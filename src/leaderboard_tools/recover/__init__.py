@@ -7,7 +7,12 @@ The failure queue holds five kinds of messages:
   (through empty pages, to the range's end or the shard's end) to name the aggregates it touches,
   invokes the deployed aggregator directly with `throughSequenceNumber` = the range's end unless the
   shard's progress `Checkpoint` already passed it, and deletes the message only once the
-  checkpoint is at or past the end (everything at or below it is counted);
+  checkpoint is at or past the end (everything at or below it is counted). With one reader per shard
+  (the module's `stream_readers = 1`) there is no checkpoint: recover invokes the aggregator with
+  `{"readBack": <the record's DDBStreamBatchInfo>}`, which reads the range back and applies it by its
+  ledger items' versions (a momentary reader of the shard; recover reads nothing of it itself), and
+  deletes the message once it answers "applied"; a range it answers "trimmed" or "unreadable" is
+  recounted on every board, as `records_trimmed` is;
 - `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
   records' downloads could be of any board (their timestamps are the writers'), so every board of
   the table is recounted and repaired;

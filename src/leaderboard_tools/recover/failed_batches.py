@@ -1,4 +1,5 @@
-"""The mapping's on-failure records, answered through the aggregator and the shard's progress."""
+"""The mapping's on-failure records, answered through the aggregator: from the shard's progress (two readers per shard),
+or by its read-back of the range (one reader per shard: the module's `stream_readers = 1`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ from leaderboard_tools.stream_reading import (
     starting_sequence,
     stream_shards,
 )
+
+READ_BACK_EVENT = "readBack"
+"""The one-reader aggregator's event: `{"readBack": <DDBStreamBatchInfo>}`, read that range and apply it. Its answer's
+`readBack` says "applied", or "trimmed" / "unreadable" with `recount` true (the range is not in the stream whole)."""
+READ_BACK_APPLIED = "applied"
+BATCH_FIELDS = {"shardId": "shardId", "start": "startSequenceNumber", "end": "endSequenceNumber"}
+"""The report's name of each field of the on-failure record's range."""
 
 
 class BatchAnswerer:
@@ -46,7 +54,10 @@ class BatchAnswerer:
         return int(progress.checkpoint) if progress.checkpoint else None
 
     def answer(self, message: Message) -> None:
-        """Mark the message done when its shard's checkpoint is at or past the range's end; else say why not."""
+        """Mark the message done when its range is counted; else say why not, or name every board for a recount."""
+        if self._deployment.one_stream_reader:
+            self._read_back(message)
+            return
         info = message.body["DDBStreamBatchInfo"]
         stream_arn, shard_id = info.get("streamArn"), info.get("shardId")
         start, end = info.get("startSequenceNumber"), info.get("endSequenceNumber")
@@ -88,6 +99,37 @@ class BatchAnswerer:
         else:
             message.retry, message.note = True, "the aggregator did not reach the range's end yet: run again"
 
+    def _read_back(self, message: Message) -> None:
+        """One reader per shard: no checkpoint says what was counted, so the aggregator reads the range back and applies
+        it by its ledger items' versions (anything of it applied already changes nothing). A range the stream no longer
+        holds whole (trimmed past the 24 hours, or unreadable) is recounted on every board, as `records_trimmed` is:
+        its downloads could be of any board. recover reads nothing of the range itself: the aggregator's read is the
+        one momentary reader."""
+        info = message.body["DDBStreamBatchInfo"]
+        if not isinstance(info, dict):
+            message.note = "the failure record names no shard and sequence range"
+            return
+        message.batch = {key: info.get(name) for key, name in BATCH_FIELDS.items()}
+        try:
+            response = self._invoke_with({READ_BACK_EVENT: info})
+        except (ClientError, BotoCoreError, RuntimeError) as error:
+            message.retry, message.note = True, f"the aggregator could not read the range back ({error}): run again"
+            return
+        outcome = response.get(READ_BACK_EVENT)
+        message.batch["readBack"] = {key: value for key, value in response.items() if key not in BATCH_FIELDS.values()}
+        if outcome == READ_BACK_APPLIED and response.get("recount") is not True:
+            message.done, message.note = True, "read back and applied by the aggregator"
+        elif response.get("recount") is True:
+            message.every_month = True
+            reason = f" ({response['reason']})" if response.get("reason") else ""
+            message.note = f"the range is {outcome or 'unreadable'}{reason}: every board is recounted"
+        else:
+            message.retry = True
+            message.note = (
+                f"the aggregator did not read the range back (it answered {response!r}): is it deployed with "
+                "stream_readers = 1? run again"
+            )
+
     def _touched(self, shard: dict[str, Any], start: str, end: str) -> list[list[str]]:
         """The aggregates the range's downloads count in, read back from the stream (a report, not a decision)."""
         touched: set[AggregateId] = set()
@@ -110,10 +152,13 @@ class BatchAnswerer:
 
     def _invoke(self, stream_arn: str, shard_id: str, end: str) -> dict[str, Any]:
         """The aggregator's direct-invocation contract: count the shard from its checkpoint through `end`."""
+        return self._invoke_with({"shardId": shard_id, "eventSourceARN": stream_arn, "throughSequenceNumber": end})
+
+    def _invoke_with(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The aggregator's answer to `event`; a function error is raised with what it said."""
         assert self._deployment.aggregator_function is not None
         response = self._clients.lambda_.invoke(
-            FunctionName=self._deployment.aggregator_function,
-            Payload=json.dumps({"shardId": shard_id, "eventSourceARN": stream_arn, "throughSequenceNumber": end}),
+            FunctionName=self._deployment.aggregator_function, Payload=json.dumps(event)
         )
         payload = json.loads(response["Payload"].read() or b"null")
         if response.get("FunctionError"):

@@ -149,17 +149,26 @@ def recover(
         raise Interrupted(_interrupted_outcome(error, report, visibility_seconds)) from error
 
 
+def _invoked_batches(report: RecoveryReport) -> tuple[int, str]:
+    """How many of the mapping's failed batches recover handed to the aggregator, and what that did."""
+    read_back = sum(1 for batch in report.batches if "readBack" in batch)
+    if read_back:
+        return read_back, "which reads each range back and applies each record once, by its ledger item's version"
+    return sum(1 for batch in report.batches if "aggregates" in batch), (
+        "which counts their records once from the shard's checkpoint"
+    )
+
+
 def _interrupted_outcome(error: KeyboardInterrupt, report: RecoveryReport, visibility_seconds: int) -> str:
     """What a run stopped by Ctrl-C did: the messages it deleted, its repair's state, and that the rest come back."""
-    invoked = sum(1 for batch in report.batches if "aggregates" in batch)
+    invoked, how = _invoked_batches(report)
     parts = [
         f"recover had deleted {report.deleted} of the {counted(report.messages, 'message')} it received (each only "
         "once everything it named was exact)"
     ]
     if invoked:
         parts.append(
-            f"it had invoked the aggregator for {invoked} of the mapping's failed batches (which counts their records "
-            "once from the shard's checkpoint: nothing to undo)"
+            f"it had invoked the aggregator for {invoked} of the mapping's failed batches ({how}: nothing to undo)"
         )
     if isinstance(error, Interrupted):
         parts.append(f"its repair: {error.outcome.removesuffix(': run the same command again to repair the rest')}")
@@ -178,10 +187,10 @@ def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_s
         if error.repaired
         else "recover stopped; it changed no aggregate"
     )
-    invoked = sum(1 for batch in report.batches if "aggregates" in batch)
+    invoked, how = _invoked_batches(report)
     batches = (
-        f"; before it, recover invoked the aggregator for {invoked} of the mapping's failed batches, which counts "
-        "their records once from the shard's checkpoint whatever this machine's clock (nothing to undo)"
+        f"; before it, recover invoked the aggregator for {invoked} of the mapping's failed batches, {how} whatever "
+        "this machine's clock (nothing to undo)"
         if invoked
         else ""
     )

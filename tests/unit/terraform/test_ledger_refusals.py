@@ -55,6 +55,13 @@ REFUSALS = {
         "live), so an expiry in another region would reach this stream as a deletion and take its download's count "
         "back. Keep retractions = false (and ledger = false) on a global table.",
     ),
+    "one_stream_reader_without_ledger": (
+        {"retractions": "true", "stream_readers": "1"},
+        "",
+        "stream_readers = 1 needs ledger = true: only the ledger's versioned items let the aggregator apply what the "
+        "mapping delivers (retried, out of order, bisected) without reading the shard itself. Set ledger = true (with "
+        "retractions = true), or keep stream_readers = 2.",
+    ),
     "retractions_beside_backfill_claims_without_ledger": (
         {"retractions": "true", "backfill_claims": "true"},
         "",

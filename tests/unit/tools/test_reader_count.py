@@ -197,3 +197,112 @@ def test_without_ledger_mode_the_aggregator_is_not_said_to_be_in_it(
     (aggregator,) = json.loads(out)["readers"]
     assert outcome == EXIT_EXACT
     assert (aggregator["ledger"], aggregator["readers"]) == (False, 2)
+
+
+ONE_READER = {"LEDGER": "true", "CLAIMS_TABLE_NAME": "music-claims", "STREAM_READERS": "1"}
+"""The aggregator's environment as terraform/lambda.tf sets it with ledger = true and stream_readers = 1."""
+
+
+def test_with_one_stream_reader_the_module_and_another_consumer_are_the_two_a_shard_allows(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the module attached in ledger mode with stream_readers = 1 to a table whose stream feeds an indexer
+    deploy(single_table=PLATFORM, retractions=True, aggregator_settings=ONE_READER)
+    uuid = other_consumer(PLATFORM.table)
+    # when readers runs, as text and as JSON
+    outcome, out, err = readers(PLATFORM.table, capsys)
+    json_outcome, json_out, _ = readers(PLATFORM.table, capsys, "--json")
+    # then the aggregator is one steady reader (its mapping), recover's read-back momentary: two readers, exit 0
+    assert (outcome, json_outcome) == (EXIT_EXACT, EXIT_EXACT), err
+    assert "  1  the module's aggregator music-aggregator (mapping " in out
+    assert "its mapping the only steady reader (ledger mode, stream_readers = 1)" in out
+    assert "recover's read-back of a batch the mapping gave up is a momentary reader, only after a give-up" in out
+    assert f"  1  search-indexer (mapping {uuid} Enabled, batch size 50)" in out
+    assert "2 readers; a shard allows 2\n" in out
+    assert err == ""
+    report = json.loads(json_out)
+    aggregator, indexer = report["readers"]
+    assert (aggregator["ledger"], aggregator["streamReaders"], aggregator["readers"]) == (True, 1, 1)
+    assert "momentary" in aggregator["momentary"]
+    assert "momentary" not in indexer
+    assert (report["total"], report["tooMany"], report["warning"]) == (2, False, None)
+
+
+def test_with_two_stream_readers_the_same_consumer_is_one_too_many_and_the_warning_offers_one_reader(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the same table and indexer, the module in ledger mode with its default stream_readers = 2 (said outright)
+    deploy(
+        single_table=PLATFORM,
+        retractions=True,
+        aggregator_settings={**ONE_READER, "STREAM_READERS": "2"},
+    )
+    other_consumer(PLATFORM.table)
+    # when readers runs
+    outcome, out, err = readers(PLATFORM.table, capsys, "--json")
+    # then three readers: exit 3, and the warning names stream_readers = 1 as a way to fit
+    report = json.loads(out)
+    assert outcome == EXIT_DIFFERENCES
+    assert (report["readers"][0]["streamReaders"], report["total"], report["tooMany"]) == (2, 3, True)
+    assert "momentary" not in report["readers"][0]
+    assert "apply the module with stream_readers = 1" in err
+
+
+def test_with_one_stream_reader_two_other_consumers_are_too_many_and_no_reader_of_the_module_is_left_to_give(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the one-reader module beside two other consumers
+    deploy(single_table=PLATFORM, retractions=True, aggregator_settings=ONE_READER)
+    other_consumer(PLATFORM.table)
+    other_consumer(PLATFORM.table, name="analytics-feed")
+    # when readers runs
+    outcome, out, err = readers(PLATFORM.table, capsys)
+    # then three readers, exit 3; the warning moves a consumer, offers no stream_readers = 1 (it has it), and says the
+    # mappings' reads are what is throttled (the aggregator reads no shard steadily)
+    assert outcome == EXIT_DIFFERENCES
+    assert "3 readers; a shard allows 2: too many" in out
+    assert "Move analytics-feed, search-indexer off the stream" in err
+    assert "stream_readers = 1" not in err
+    assert "iterator_age" in err
+    assert "ThrottledStreamReads" not in err
+
+
+@pytest.mark.parametrize(("planned", "expected"), [("1", EXIT_EXACT), ("2", EXIT_DIFFERENCES)])
+def test_before_attaching_the_planned_stream_readers_decide_whether_an_existing_consumer_leaves_room(
+    aws: None, capsys: pytest.CaptureFixture[str], planned: str, expected: int
+) -> None:
+    # given a platform's table whose stream feeds one consumer, and no module attached yet
+    platform_table(PLATFORM)
+    other_consumer(PLATFORM.table)
+    # when readers runs with the stream_readers the module will be applied with
+    outcome, out, err = readers(PLATFORM.table, capsys, "--stream-readers", planned)
+    # then the module to come counts as that many readers: 1 fits beside the consumer, 2 do not
+    assert outcome == expected, err
+    assert f"  {planned}  the module's aggregator, not attached yet: its mapping " in out
+    assert f"{int(planned) + 1} readers; a shard allows 2" in out
+
+
+def test_a_planned_stream_readers_that_contradicts_the_attached_aggregator_is_refused(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the one-reader module attached
+    deploy(single_table=PLATFORM, retractions=True, aggregator_settings=ONE_READER)
+    # when readers runs saying the module takes two readers
+    outcome, out, err = readers(PLATFORM.table, capsys, "--stream-readers", "2")
+    # then it refuses, naming what the aggregator says
+    assert outcome == EXIT_ERROR
+    assert "--stream-readers 2 contradicts the deployment" in err
+    assert "(STREAM_READERS) says 1" in err
+    assert out == ""
+
+
+def test_an_aggregator_without_stream_readers_in_its_environment_takes_two_readers(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given the module deployed before stream_readers existed (no STREAM_READERS in the aggregator's environment)
+    deploy(single_table=PLATFORM, retractions=True, aggregator_settings={"LEDGER": "true"})
+    # when readers runs with --json, then the aggregator is two readers
+    outcome, out, _ = readers(PLATFORM.table, capsys, "--json")
+    (aggregator,) = json.loads(out)["readers"]
+    assert outcome == EXIT_EXACT
+    assert (aggregator["streamReaders"], aggregator["readers"]) == (2, 2)
