@@ -1,22 +1,20 @@
 """Ledger mode with one reader per shard (`stream_readers = 1`) attached to a platform's table whose stream already
 feeds another team's function.
 
-The platform's table, keyed by song and a download id, holds downloads and items of another type; an audit feed reads
-its stream through its own event source mapping. The module is applied with `ledger`, `retractions` and
-`stream_readers = 1`: its mapping is the only steady reader it takes, retrying until the records expire. Downloads are
-written, edited across months and genres, deleted and written again under the same key. Then every board equals a
-recount of the table's items as they are, the audit feed received every record of the stream, and
-`leaderboard-tools readers` counts two readers of each shard (the module's one and the audit feed's): exit 0. An
-on-failure record of a range already delivered, handed to the aggregator by `recover`, is read back and changes
-nothing.
+The platform's table, a single-table design keyed PK/SK (the song an attribute), holds downloads and items of
+another type; an audit feed reads its stream through its own event source mapping. The module is applied with
+`ledger`, `retractions` and `stream_readers = 1`: its mapping is the only steady reader it takes, retrying until the
+records expire. Downloads are written, edited across months, genres and songs, deleted and written again under the
+same key. Then every board equals a recount of the table's items as they are, the audit feed received every record of
+the stream, and `leaderboard-tools readers` counts two readers of each shard (the module's one and the audit feed's):
+exit 0. An on-failure record of a range already delivered, handed to the aggregator by `recover`, is read back and
+changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,47 +31,32 @@ from tests.acceptance.test_ledger_mode import audit_feed, recount, stream_record
 pytestmark = pytest.mark.acceptance
 
 
-@pytest.fixture
-def song_keyed_table(aws: Clients) -> Iterator[str]:
-    """The platform's table, keyed songID/SK, created outside the module and deleted afterwards."""
-    name = f"platform-{uuid.uuid4().hex[:6]}"
-    aws.dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "songID", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "songID", "AttributeType": "S"},
-            {"AttributeName": "SK", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    aws.dynamodb.get_waiter("table_exists").wait(TableName=name)
-    try:
-        yield name
-    finally:
-        aws.dynamodb.delete_table(TableName=name)
-
-
 def download(number: int, chance: random.Random) -> dict[str, Any]:
+    """A download of a single-table design: keyed by its user and a download id, its song an attribute."""
+    user = f"user{chance.randrange(40)}"
     return {
-        "songID": {"S": f"song{chance.randrange(12)}"},
+        "PK": {"S": f"USER#{user}"},
         "SK": {"S": f"DOWNLOAD#{number:05d}"},
+        "songID": {"S": f"song{chance.randrange(12)}"},
         "type": {"S": "DOWNLOAD"},
         "Timestamp": {"S": f"{chance.choice(MONTHS)}-{chance.randrange(1, 29):02d}T{chance.randrange(24):02d}:00:00Z"},
         "Genre": {"S": chance.choice(GENRES)},
-        "UserID": {"S": f"user{chance.randrange(40)}"},
+        "UserID": {"S": user},
     }
 
 
 def profile(number: int) -> dict[str, Any]:
     """An item of another type, which the module's filter leaves out."""
-    return {"songID": {"S": f"USER#{number:03d}"}, "SK": {"S": "PROFILE"}, "type": {"S": "USER"}}
+    return {"PK": {"S": f"USER#user{number}"}, "SK": {"S": "PROFILE"}, "type": {"S": "USER"}}
 
 
 def change(
     aws: Clients, table: str, live: list[dict[str, Any]], deleted: list[dict[str, Any]], chance: random.Random
 ) -> str:
-    """One of the platform's writes: an edit across months or genres, a deletion, or a deleted key written again."""
-    kind = chance.choice(["edit month", "edit genre", "delete", "put again"] if deleted else ["delete"])
+    """One of the platform's writes: an edit across months, genres or songs, a deletion, or a deleted key written
+    again."""
+    kinds = ["edit month", "edit genre", "edit song", "delete", "put again"]
+    kind = chance.choice(kinds if deleted else ["delete"])
     if kind == "put again":
         item = deleted.pop(chance.randrange(len(deleted)))
         item = {**item, "Genre": {"S": chance.choice(GENRES)}}
@@ -82,12 +65,14 @@ def change(
         return kind
     item = live.pop(chance.randrange(len(live)))
     if kind == "delete":
-        aws.dynamodb.delete_item(TableName=table, Key={"songID": item["songID"], "SK": item["SK"]})
+        aws.dynamodb.delete_item(TableName=table, Key={"PK": item["PK"], "SK": item["SK"]})
         deleted.append(item)
         return kind
     if kind == "edit month":
         month = next(m for m in MONTHS if m != item["Timestamp"]["S"][:7])
         item = {**item, "Timestamp": {"S": month + item["Timestamp"]["S"][7:]}}
+    elif kind == "edit song":
+        item = {**item, "songID": {"S": f"song{(int(item['songID']['S'].removeprefix('song')) + 1) % 12}"}}
     else:
         item = {**item, "Genre": {"S": chance.choice([g for g in GENRES if g != item["Genre"]["S"]])}}
     write_items(aws.dynamodb, table, [item])
@@ -96,11 +81,11 @@ def change(
 
 
 def test_one_reader_per_shard_counts_edits_and_deletions_exactly_beside_another_consumer(
-    endpoint: Endpoint, aws: Clients, song_keyed_table: str
+    endpoint: Endpoint, aws: Clients, platform_table: str
 ) -> None:
     # given a platform's table whose stream an audit feed reads, and the module attached to it in ledger mode with
     # one reader per shard: its mapping retries a failing batch until the records expire, bisected
-    table = song_keyed_table
+    table = platform_table
     enable_stream(aws, table)
     variables = {
         "source_table_name": table,
@@ -118,15 +103,15 @@ def test_one_reader_per_shard_counts_edits_and_deletions_exactly_beside_another_
         mapping = aws.lambda_.get_event_source_mapping(UUID=outputs["aggregator_event_source_mapping_uuid"])
         assert (mapping["MaximumRetryAttempts"], mapping["MaximumRecordAgeInSeconds"]) == (-1, -1)
         assert mapping["BisectBatchOnFunctionError"] is True
-        # when 400 downloads and 30 items of another type are written, then 300 changes: edits across months and
-        # genres, deletions, and deleted keys written again
+        # when 400 downloads (keyed by user, their song an attribute) and 30 items of another type are written, then
+        # 300 changes: edits across months, genres and songs, deletions, and deleted keys written again
         chance = random.Random(41)
         live = [download(number, chance) for number in range(400)]
         write_items(aws.dynamodb, table, live + [profile(number) for number in range(30)])
         deleted: list[dict[str, Any]] = []
         kinds = [change(aws, table, live, deleted, chance) for _ in range(300)]
         assert {kind: kinds.count(kind) > 10 for kind in set(kinds)} == dict.fromkeys(
-            ("edit month", "edit genre", "delete", "put again"), True
+            ("edit month", "edit genre", "edit song", "delete", "put again"), True
         )
         # then every board, month and genre, equals a recount of the table's items as they are now
         truth = recount(aws, table)
