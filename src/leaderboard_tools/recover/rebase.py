@@ -13,7 +13,9 @@ touched. The rebase moves the ledger item and the aggregates together, key by ke
   Version is a prefix, so before it, and a later record differs within the padding, so after it): a transaction of
   the aggregator that read the key before the rebase then fails its condition and reads the key again;
 - a ledger item that counts something with no item in the table is reported, never guessed: a deletion whose record
-  was trimmed is taken back, an expiry stays counted (retention), and nothing left tells them apart.
+  was trimmed is taken back, an expiry stays counted (retention), and nothing left tells them apart. The operator, who
+  knows which it was, names the deleted ones (`deleted`): those are taken back, by the same conditioned move to
+  nothing.
 
 Every write is conditioned on what was read, the item read after its ledger item (a record applied meanwhile fails the
 condition: the key is read again). Expiries' own items (`expired#...`) are left as they are.
@@ -22,7 +24,7 @@ condition: the key is read again). Expiries' own items (`expired#...`) are left 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -60,6 +62,8 @@ class RebaseReport:
     """Keys with no ledger item, counted as the backfill counts them."""
     moved: int = 0
     """Keys whose ledger item moved to what their item counts."""
+    taken_back: int = 0
+    """Keys reported gone before, named deleted by the operator, moved to nothing."""
     retries: int = 0
     gone: list[dict[str, Any]] = field(default_factory=list)
     """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
@@ -85,12 +89,13 @@ def rebase_refusal(deployment: Deployment) -> str | None:
     return None
 
 
-def rebase(dynamodb: Any, deployment: Deployment) -> RebaseReport:
-    """Move every key's ledger item, and the aggregates with it, to what the table's item counts now."""
+def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ()) -> RebaseReport:
+    """Move every key's ledger item, and the aggregates with it, to what the table's item counts now; a key whose item
+    is gone is reported, or taken back where the operator names its claim key among the `deleted`."""
     refusal = rebase_refusal(deployment)
     if refusal is not None:
         raise RebaseRefused(f"{refusal}; nothing was written")
-    rebaser = Rebaser(dynamodb, deployment)
+    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted))
     ledger = dict(rebaser.ledger_items())
     seen: set[str] = set()
     for item in rebaser.downloads():
@@ -112,8 +117,9 @@ def rebase(dynamodb: Any, deployment: Deployment) -> RebaseReport:
 class Rebaser:
     """One rebase's reads and conditioned writes."""
 
-    def __init__(self, dynamodb: Any, deployment: Deployment) -> None:
+    def __init__(self, dynamodb: Any, deployment: Deployment, deleted: frozenset[str] = frozenset()) -> None:
         assert deployment.claims_table is not None
+        self.deleted = deleted
         self.dynamodb = dynamodb
         self.deployment = deployment
         self.claims = deployment.claims_table
@@ -174,8 +180,7 @@ class Rebaser:
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             item = self._get(self.deployment.table, key)
             if item is None:
-                if ledger_item is not None and self.state(ledger_item)[1]:
-                    self._gone(claim, ledger_item)
+                self.check_gone(claim)
                 return
             if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
                 self._unplaced(claim, "a ledger item of two readers per shard (StreamFrom): recount it by hand")
@@ -242,6 +247,7 @@ class Rebaser:
         moves: dict[Aggregate, Decimal],
     ) -> dict[str, Any]:
         """The ledger item moved to `target`, conditioned on its Version and Contribution as read."""
+        entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
         before = {value["S"] for value in ledger_item.get(DECREASED, {}).get("L", [])}
         taken = {board for (counted, board), amount in moves.items() if amount < 0 and counted == entity}
         item = {
@@ -320,10 +326,22 @@ class Rebaser:
     # ------------------------------------------------------------------ reporting
 
     def check_gone(self, claim: str) -> None:
-        """A ledger item the table scan found no item for, read again: reported if it still counts something."""
-        ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-        if ledger_item is not None and self.state(ledger_item)[1]:
-            self._gone(claim, ledger_item)
+        """A ledger item the table scan found no item for, read again: if it still counts something, reported, or
+        taken back when the operator named it deleted."""
+        for _ in range(ATTEMPTS):
+            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
+            if ledger_item is None or not self.state(ledger_item)[1]:
+                return
+            if claim not in self.deleted:
+                self._gone(claim, ledger_item)
+                return
+            moves = self._moves(ledger_item, "", {})
+            if self._commit(claim, {}, ledger_item, "", {}, moves):
+                self.report.taken_back += 1
+                self._leave_index(ledger_item, moves)
+                return
+            self.report.retries += 1
+        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again")
 
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
         entity, contribution = self.state(ledger_item)
