@@ -62,6 +62,14 @@ def register(commands: Any) -> None:
         "stream); refused without a progress table",
     )
     command.add_argument(
+        "--deleted-key",
+        action="append",
+        default=[],
+        metavar="CLAIM_KEY",
+        help="with --repair and stream_readers = 1: a key the rebase reported gone (its claimKey) that the application "
+        "deleted, not Time to Live: its count is taken back (repeatable; one that expired stays counted)",
+    )
+    command.add_argument(
         "--dry-run",
         action="store_true",
         help="with --repair: run its checks and say what it would repair (state would_repair), writing nothing",
@@ -87,7 +95,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise UsageError("--dry-run shows what --repair would write: give both (without --repair nothing is written)")
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
     if arguments.repair and not arguments.dry_run and deployment.one_stream_reader:
-        return rebase_ledger(aws, deployment, chosen_format(arguments))
+        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_key)
+    if arguments.deleted_key:
+        raise UsageError("--deleted-key answers the rebase's report: give it with --repair, with stream_readers = 1")
     songs = arguments.songs
     board = arguments.board or arguments.month
     output = chosen_format(arguments)
@@ -129,13 +139,13 @@ def run(arguments: argparse.Namespace) -> int:
     return reconcile_exit_code(report.differences, report.refused is not None)
 
 
-def rebase_ledger(aws: Any, deployment: Any, output: str) -> int:
+def rebase_ledger(aws: Any, deployment: Any, output: str, deleted: list[str]) -> int:
     """With one reader per shard the repair is the rebase of every key's ledger item (a key's move spans its old and
     new boards, so no board is repaired alone): its report, and 3 when it left keys for the operator."""
     from leaderboard_tools.commands.recover import rebase_table, rebase_text
     from leaderboard_tools.recover.rebase import rebase
 
-    report = rebase(aws.dynamodb, deployment)
+    report = rebase(aws.dynamodb, deployment, deleted=deleted)
     answer = report.as_json()
     if output == "json":
         print(json.dumps(answer))
