@@ -62,12 +62,12 @@ def register(commands: Any) -> None:
         "stream); refused without a progress table",
     )
     command.add_argument(
-        "--deleted-key",
-        action="append",
+        "--deleted-keys",
+        type=claim_keys,
         default=[],
-        metavar="CLAIM_KEY",
-        help="with --repair and stream_readers = 1: a key the rebase reported gone (its claimKey) that the application "
-        "deleted, not Time to Live: its count is taken back (repeatable; one that expired stays counted)",
+        metavar="CLAIM_KEY,...",
+        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
+        "that the application deleted, not Time to Live: their counts are taken back (one that expired stays counted)",
     )
     command.add_argument(
         "--dry-run",
@@ -84,6 +84,13 @@ def month_argument(text: str) -> str:
     return text
 
 
+def claim_keys(text: str) -> list[str]:
+    keys = [key for key in text.split(",") if key]
+    if not keys or not all(key.startswith("download#") for key in keys):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of claim keys (download#...)")
+    return keys
+
+
 def board_argument(text: str) -> str:
     if period_of_board(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a board id: <bucket> or <bucket>@<category>")
@@ -95,9 +102,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise UsageError("--dry-run shows what --repair would write: give both (without --repair nothing is written)")
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
     if arguments.repair and not arguments.dry_run and deployment.one_stream_reader:
-        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_key)
-    if arguments.deleted_key:
-        raise UsageError("--deleted-key answers the rebase's report: give it with --repair, with stream_readers = 1")
+        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_keys)
+    if arguments.deleted_keys:
+        raise UsageError("--deleted-keys answers the rebase's report: give it with --repair, with stream_readers = 1")
     songs = arguments.songs
     board = arguments.board or arguments.month
     output = chosen_format(arguments)

@@ -125,7 +125,7 @@ def rebase_table(rebased: dict[str, Any]) -> list[str]:
     if rebased["gone"]:
         lines.append(
             "  each key gone that the application deleted (not Time to Live): `leaderboard-tools reconcile --repair "
-            "--deleted-key <claimKey>` takes it back"
+            "--deleted-keys <claimKey>,...` takes it back"
         )
     return lines
 

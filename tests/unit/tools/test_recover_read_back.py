@@ -255,9 +255,8 @@ def test_with_one_reader_a_gone_key_the_operator_names_deleted_is_taken_back(
     main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
     (gone,) = json.loads(capsys.readouterr().out)["gone"]
     # when the operator, who knows the application deleted it, names it
-    code = main(
-        ["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--deleted-key", gone["claimKey"], "--json"]
-    )
+    deleted = ["--deleted-keys", gone["claimKey"]]
+    code = main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", *deleted, "--json"])
     # then its count is taken back, and nothing is left
     answer = json.loads(capsys.readouterr().out)
     assert (code, answer["taken_back"], answer["gone"]) == (EXIT_EXACT, 1, [])
