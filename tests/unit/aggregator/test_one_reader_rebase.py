@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import wiring
-from leaderboard_core.claims import CLAIM_KEY
+from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key
 from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
 from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
 from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
@@ -150,3 +150,24 @@ def test_a_rebase_between_the_handlers_read_and_transaction_makes_the_handler_re
     assert rebased[0].moved == 1
     assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
     assert ledger_item(world, "song1", 1)["Version"]["S"].endswith(again)
+
+
+def test_a_key_whose_ledger_item_was_written_with_two_readers_is_reported_and_left_as_it_is(
+    world: LedgerWorld,
+) -> None:
+    # given a download whose ledger item names a StreamFrom and no Version (written with two readers per shard),
+    # counting January while its item says February
+    world.history_before_the_stream("song1", 1, "2018-02")
+    claim = claim_key(key_of("song1", 1))
+    item = {
+        CLAIM_KEY: {"S": claim},
+        STREAM_FROM: {"S": f"stream|{ROOT}|1"},
+        "Contribution": {"M": {"2018-01": {"N": "1"}}},
+    }
+    world.dynamodb.put_item(TableName=LEDGER_TABLE, Item=item)
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key is reported, never guessed, and its ledger item is as it was
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert report.differences_remain
+    assert ledger(world)[claim] == item
