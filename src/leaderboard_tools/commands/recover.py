@@ -20,10 +20,11 @@ from leaderboard_tools.deployment import DeploymentError
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 DESCRIPTION = """Answer the failure queue (and the band queue): count the batches the event source mapping gave up on
-(with stream_readers = 1, the aggregator reads each back; a range no longer in the stream is recounted), recount and
-repair the aggregates a refused record or an expired band names, report the malformed downloads with their
-item's key, and delete each message once everything it names is exact; what is not exact yet is kept for the next run
-(docs/operations.md, "Reconcile and recover")."""
+(with stream_readers = 1, the aggregator reads each back; a range no longer in the stream is repaired by the rebase of
+every key's ledger item, as trimmed records are), recount and repair the aggregates a refused record or an expired
+band names (with stream_readers = 1: the rebase), report the malformed downloads with their item's key, and delete
+each message once everything it names is exact; what is not exact yet is kept for the next run (docs/operations.md,
+"Reconcile and recover")."""
 ON_INTERRUPT = "recover had not begun to answer the queue: nothing was changed; run the same command again"
 
 
@@ -55,9 +56,9 @@ def run(arguments: argparse.Namespace) -> int:
         print("\n".join(_text(answer)))
     else:
         print(_table(answer))
-    if not report.kept:
-        return EXIT_EXACT
-    return EXIT_PENDING if report.pending else EXIT_DIFFERENCES
+    if report.differences_remain:
+        return EXIT_DIFFERENCES
+    return EXIT_PENDING if report.kept else EXIT_EXACT
 
 
 def _key(key: dict[str, Any] | None) -> str:
@@ -87,10 +88,45 @@ def _text(answer: dict[str, Any]) -> list[str]:
         text_line("recount_band", band["entityId"], band["board"], band["done"], band["note"])
         for band in answer["bands"]
     ]
+    lines += rebase_text(answer["rebased"])
     lines += [
         text_line("kept", entry["kind"], ",".join(entry["boards"]), "pending" if entry["retry"] else "", entry["note"])
         for entry in answer["kept"]
     ]
+    return lines
+
+
+def rebase_text(rebased: dict[str, Any] | None) -> list[str]:
+    """`--output text`: the rebase's tally, then each key it left as it is or found gone."""
+    if rebased is None:
+        return []
+    tally = [rebased[name] for name in ("keys_read", "in_step", "moved", "counted", "taken_back")]
+    return [
+        text_line("rebase", *tally),
+        *(text_line("rebase_unplaced", entry["claimKey"], entry["why"]) for entry in rebased["unplaced"]),
+        *(
+            text_line("rebase_gone", entry["claimKey"], entry["entityId"], json.dumps(entry["counts"]), entry["why"])
+            for entry in rebased["gone"]
+        ),
+    ]
+
+
+def rebase_table(rebased: dict[str, Any]) -> list[str]:
+    """For a person: the rebase's tally, then each key it left as it is or found gone."""
+    lines = [
+        f"rebase of the ledger: {counted(rebased['keys_read'], 'key')} read, {rebased['in_step']} in step, "
+        f"{rebased['moved']} moved, {rebased['counted']} counted, {rebased['taken_back']} taken back"
+    ]
+    lines += [f"  left as it is: {entry['claimKey']}: {entry['why']}" for entry in rebased["unplaced"]]
+    lines += [
+        f"  gone: {entry['entityId']} {entry['counts']} ({entry['claimKey']}): {entry['why']}"
+        for entry in rebased["gone"]
+    ]
+    if rebased["gone"]:
+        lines.append(
+            "  each key gone that the application deleted (not Time to Live): `leaderboard-tools reconcile --repair "
+            "--deleted-keys <claimKey>,...` takes it back"
+        )
     return lines
 
 
@@ -134,6 +170,8 @@ def _table(answer: dict[str, Any]) -> str:
                 f"  recount of {board['board']}: {repaired} repaired, {pending} pending, {left} left"
                 + (f"; refused: {board['refused']}" if board.get("refused") else "")
             )
+    if answer["rebased"] is not None:
+        lines += ["  " + line for line in rebase_table(answer["rebased"])]
     if answer["kept"]:
         lines.append("  kept for the next run:")
         lines += [

@@ -32,7 +32,17 @@ def check_supported(deployment: Deployment, table: str) -> None:
         )
 
 
+ONE_READER_REPAIR = (
+    "with one reader per shard (STREAM_READERS=1) the aggregator moves each download from what its ledger item says "
+    "it counts: a recount that sets the aggregates alone would leave those items behind, and the key's next record "
+    "would count it twice. The repair there is the rebase, which moves every key's ledger item to its item and the "
+    "aggregates with it: `leaderboard-tools recover`, or `leaderboard-tools reconcile --repair` without --dry-run"
+)
+
+
 def check_repairable(deployment: Deployment, table: str, dynamodb: Any) -> None:
+    if deployment.one_stream_reader:
+        raise RepairUnavailable(f"{ONE_READER_REPAIR}; nothing was written")
     if not deployment.stream_arn:
         raise RepairUnavailable(f"{table} has no stream: nothing can show that no download is in flight")
     if not deployment.progress_table:

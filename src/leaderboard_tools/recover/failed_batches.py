@@ -102,9 +102,9 @@ class BatchAnswerer:
     def _read_back(self, message: Message) -> None:
         """One reader per shard: no checkpoint says what was counted, so the aggregator reads the range back and applies
         it by its ledger items' versions (anything of it applied already changes nothing). A range the stream no longer
-        holds whole (trimmed past the 24 hours, or unreadable) is recounted on every board, as `records_trimmed` is:
-        its downloads could be of any board. recover reads nothing of the range itself: the aggregator's read is the
-        one momentary reader."""
+        holds whole (trimmed past the 24 hours, or unreadable) is repaired as `records_trimmed` is, by the rebase of
+        every key's ledger item (rebase.py): its downloads could be of any key. recover reads nothing of the range
+        itself: the aggregator's read is the one momentary reader."""
         info = message.body["DDBStreamBatchInfo"]
         if not isinstance(info, dict):
             message.note = "the failure record names no shard and sequence range"
@@ -122,7 +122,7 @@ class BatchAnswerer:
         elif response.get("recount") is True:
             message.every_month = True
             reason = f" ({response['reason']})" if response.get("reason") else ""
-            message.note = f"the range is {outcome or 'unreadable'}{reason}: every board is recounted"
+            message.note = f"the range is {outcome or 'unreadable'}{reason}: every key's ledger item is rebased"
         else:
             message.retry = True
             message.note = (

@@ -26,6 +26,7 @@ from leaderboard_tools.recover.advice import fix_for
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
+from leaderboard_tools.recover.rebase import RebaseRefused, RebaseReport, rebase
 
 
 @dataclass
@@ -38,8 +39,15 @@ class RecoveryReport:
     refused_records: list[dict[str, Any]] = field(default_factory=list)
     bands: list[dict[str, Any]] = field(default_factory=list)
     reconciled: list[dict[str, Any]] = field(default_factory=list)
+    rebased: RebaseReport | None = None
+    """One reader per shard: the repair's rebase of every key's ledger item (rebase.py), where others recount."""
     rejected_fix: str = ""
     """How to fix the rejected downloads' items so that they count, in the deployment's mode (advice.py)."""
+
+    @property
+    def differences_remain(self) -> bool:
+        """Something no run of recover settles: a message kept for good, or keys the rebase reported."""
+        return (bool(self.kept) and not self.pending) or (self.rebased is not None and self.rebased.differences_remain)
 
     @property
     def pending(self) -> bool:
@@ -57,6 +65,7 @@ class RecoveryReport:
             "refused_records": self.refused_records,
             "bands": self.bands,
             "reconciled": self.reconciled,
+            "rebased": None if self.rebased is None else self.rebased.as_json(),
         }
 
 
@@ -200,6 +209,21 @@ def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_s
     )
 
 
+def _rebase(report: RecoveryReport, clients: Any, deployment: Deployment, messages: list[Message]) -> None:
+    """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
+    item (a recount would leave those items behind). The messages are answered once it ran: a key it reports (its
+    item gone, deleted or expired) is no matter of waiting, and stays in the report for the operator."""
+    try:
+        report.rebased = rebase(clients.dynamodb, deployment)
+    except RebaseRefused as refused:
+        for message in messages:
+            message.note = str(refused)
+        return
+    for message in messages:
+        message.done = True
+        message.note = message.note or "repaired by the rebase of every key's ledger item"
+
+
 def _recover(
     report: RecoveryReport,
     clients: Any,
@@ -252,6 +276,9 @@ def _recover(
                 if message.expired_band is not None:
                     message.note = ""  # what the recount leaves says why it is kept, if it is
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
+        if to_recount and deployment.one_stream_reader:
+            _rebase(report, clients, deployment, to_recount)
+            to_recount = []
         run = None
         if to_recount:
             expired = {m.expired_band for m in to_recount if m.expired_band is not None}

@@ -15,6 +15,7 @@ import wiring
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
 from tests.unit.conftest import count_of
@@ -68,19 +69,6 @@ def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
     return interleaved
 
 
-def recount_as_reconcile_writes(world: LedgerWorld) -> None:
-    """`reconcile --repair`'s result: each aggregate set to the recount of the table's items. It writes the aggregates
-    only: nothing under src/leaderboard_tools/reconcile writes a ledger item's Contribution or Version."""
-    truth = world.recount()
-    for board in set(world.boards()) | set(truth):
-        world.dynamodb.update_item(
-            TableName=TABLE,
-            Key={"songID": {"S": board[0]}, "SK": {"S": board[1]}},
-            UpdateExpression="SET DownloadCount = :count",
-            ExpressionAttributeValues={":count": {"N": str(truth.get(board, 0))}},
-        )
-
-
 def kinds(world: LedgerWorld) -> list[str]:
     return [report["kind"] for report in world.reports()]
 
@@ -114,13 +102,6 @@ def test_a_download_keyed_without_its_entity_counts_under_the_entity_its_image_n
     assert count_of(world.dynamodb, "song1", "2018-01") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after records_trimmed (L6, S5) recover's recount sets the aggregates to the table's truth but leaves each "
-    "ledger item's Contribution as it was (no code moves it, though docs/exactly-once-ledger.md says 'The repair ... "
-    "also moves each key's ledger item'); the key's next record moves from the stale Contribution: its old board "
-    "goes to -1 and the trimmed edit's board stays counted beside the new one (silent, after a loud report)",
-)
 def test_a_key_edited_after_the_recount_of_a_trim_counts_once_where_its_last_image_says(world: LedgerWorld) -> None:
     # given a January download delivered, its edit into February trimmed during a pause past the retention, and the
     # shard's next delivery reporting records_trimmed
@@ -131,21 +112,15 @@ def test_a_key_edited_after_the_recount_of_a_trim_counts_once_where_its_last_ima
     other = world.put(ROOT, "song2", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [other])) == OK
     assert "records_trimmed" in kinds(world)
-    # when recover answers it with a recount, and the download is then edited into March and delivered
-    recount_as_reconcile_writes(world)
+    # when recover answers it with its one-reader repair (the rebase), and the download is then edited into March and
+    # delivered
+    rebase_world(world)
     again = world.put(ROOT, "song1", 1, "2018-03")
     assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
     # then every board equals the recount: the download counts once, in March
     assert world.boards() == world.recount() == {("song1", "2018-03"): 1, ("song2", "2018-01"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with MaximumRetryAttempts and MaximumRecordAgeInSeconds -1 a batch is given up only as its records expire "
-    "('failed records are retried until the record expires'), so recover's readBack mostly answers 'trimmed' (S5) and "
-    "recover recounts; the recount leaves the key's ledger Contribution stale and the key's next record moves from it "
-    "(silent, after a loud failure record)",
-)
 def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_recount(world: LedgerWorld) -> None:
     # given a January download delivered, and its edit into February in a batch the mapping gave up, read back by
     # recover after the stream trimmed it
@@ -160,8 +135,8 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
     world.streams.get_shard_iterator = trimmed  # type: ignore[method-assign]
     assert read_back(world, ROOT, edit, edit)["readBack"] == "trimmed"
     world.streams.get_shard_iterator = reading  # type: ignore[method-assign]
-    # when recover recounts, and the download is then edited into March and delivered
-    recount_as_reconcile_writes(world)
+    # when recover repairs (the rebase), and the download is then edited into March and delivered
+    rebase_world(world)
     again = world.put(ROOT, "song1", 1, "2018-03")
     assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
     # then the download counts once, in March

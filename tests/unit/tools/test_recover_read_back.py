@@ -1,7 +1,8 @@
 """Recover with one reader per shard (the module's stream_readers = 1, ledger mode): a batch the mapping gave up is read
 back by the aggregator (`{"readBack": <DDBStreamBatchInfo>}`), not counted from a checkpoint; a range the stream no
-longer holds whole is recounted on every board, as trimmed records are. On moto, the aggregator's answers played by a
-stub that records what it was asked (the read-back itself is the aggregator's, tested with it)."""
+longer holds whole is repaired, as trimmed records are, by the rebase of every key's ledger item (the recount's repair
+is refused in this mode). On moto, the aggregator's answers played by a stub that records what it was asked (the
+read-back itself is the aggregator's, tested with it)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import Any
 import boto3
 import pytest
 
-from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY
+from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY, claim_key
+from leaderboard_tools.cli import main
+from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
-from leaderboard_tools.reconcile import Reconciler
+from leaderboard_tools.reconcile import Reconciler, RepairUnavailable
 from leaderboard_tools.recover import recover
 from leaderboard_tools.recover.recovery import RecoveryReport
 from tests.unit.tools.operator_stack import (
@@ -176,29 +179,112 @@ def test_a_given_up_batch_is_handed_to_the_aggregator_to_read_back_and_deleted_o
     assert queue_depth(stack) == 0
 
 
+def stale_ledger_item(stack: MotoStack, month: str) -> None:
+    """song1's download d1, in the table in MONTH, counted in `month` by its ledger item (its edit's record lost)."""
+    write_download(stack, "song1", "d1")
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    key = {stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
+    dynamodb.put_item(
+        TableName="music-claims",
+        Item={
+            CLAIM_KEY: {"S": claim_key(key)},
+            "Version": {"S": "shardId-00000001000000000000-aaaa0000|" + "1".zfill(40)},
+            "Entity": {"S": "song1"},
+            "Contribution": {"M": {month: {"N": "1"}}},
+        },
+    )
+    set_count(stack, "song1", month, 1)
+
+
 @pytest.mark.parametrize("answer", [TRIMMED, UNREADABLE], ids=["trimmed", "unreadable"])
-def test_a_range_the_stream_no_longer_holds_whole_is_recounted_on_every_board_then_deleted(
+def test_a_range_the_stream_no_longer_holds_whole_is_repaired_by_the_rebase_then_deleted(
     aws: None, answer: dict[str, Any]
 ) -> None:
-    # given a one-reader deployment, a batch the mapping gave up whose records the stream no longer holds, and an
-    # aggregate that drifted meanwhile
+    # given a one-reader deployment, a batch the mapping gave up whose records the stream no longer holds, and a
+    # download counted in February by its ledger item while its item, edited in the lost range, says March
     stack = one_reader_stack()
     given_up_batch(stack, trimmed=True)
-    set_count(stack, "song9", MONTH, 3)
+    stale_ledger_item(stack, "2018-02")
     function = ReadBackFunction(answer)
     # when recover runs and the aggregator answers that the range cannot be read whole
     report, reconciler, _ = run_recover(stack, function)
-    # then every board is recounted in one pass, as for trimmed records, and the drifted aggregate repaired
+    # then no aggregate is recounted alone: the rebase moved the key's ledger item and its aggregates to its item
     assert len(function.payloads) == 1
-    assert reconciler.runs == [None]
-    assert stored_count(stack, "song9", MONTH) == 0
+    assert reconciler.runs == []
+    assert (stored_count(stack, "song1", "2018-02"), stored_count(stack, "song1", MONTH)) == (0, 1)
     (batch,) = report.batches
     assert batch["readBack"]["recount"] is True
-    assert f"the range is {answer['readBack']} ({answer['reason']}): every board is recounted" == batch["note"]
-    assert [board["board"] for board in report.reconciled] == [MONTH]
+    assert (
+        f"the range is {answer['readBack']} ({answer['reason']}): every key's ledger item is rebased" == batch["note"]
+    )
+    assert report.rebased is not None
+    assert (report.rebased.moved, report.rebased.differences_remain) == (1, False)
     # and, everything exact, the message is deleted
     assert (report.deleted, report.kept) == (1, [])
-    assert queue_depth(stack) == 0
+
+
+def test_with_one_reader_a_key_whose_item_is_gone_is_reported_and_recover_exits_with_differences(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a one-reader deployment whose stream trimmed records, and a download its ledger counts whose item is gone
+    # (deleted or expired: the table no longer says which)
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    boto3.client("dynamodb", region_name=REGION).delete_item(
+        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
+    )
+    send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "checkpoint": "1", "firstReadableSequence": "9"})
+    # when recover runs from the command line
+    code = main(["recover", "--table", stack.table, "--json"])
+    # then the key is reported, its count left as it is, and the exit code says differences remain
+    answer = json.loads(capsys.readouterr().out)
+    assert code == EXIT_DIFFERENCES
+    assert [(gone["entityId"], gone["counts"]) for gone in answer["rebased"]["gone"]] == [("song1", {MONTH: "1"})]
+    assert stored_count(stack, "song1", MONTH) == 1
+
+
+def test_with_one_reader_a_gone_key_the_operator_names_deleted_is_taken_back(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a one-reader deployment with a download its ledger counts whose item is gone, reported by the rebase
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    boto3.client("dynamodb", region_name=REGION).delete_item(
+        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
+    )
+    main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
+    (gone,) = json.loads(capsys.readouterr().out)["gone"]
+    # when the operator, who knows the application deleted it, names it
+    deleted = ["--deleted-keys", gone["claimKey"]]
+    code = main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", *deleted, "--json"])
+    # then its count is taken back, and nothing is left
+    answer = json.loads(capsys.readouterr().out)
+    assert (code, answer["taken_back"], answer["gone"]) == (EXIT_EXACT, 1, [])
+    assert stored_count(stack, "song1", MONTH) == 0
+
+
+def test_with_one_reader_the_recounts_repair_is_refused_naming_the_rebase(aws: None) -> None:
+    # given a one-reader deployment
+    stack = one_reader_stack()
+    real = operator_clients(region=REGION)
+    reconciler = Reconciler(real, discover(real, stack.table), **QUICK_BANDS)
+    # when a repair by recount is asked for
+    with pytest.raises(RepairUnavailable) as refused:
+        reconciler.run(None, repair=True)
+    # then it is refused, naming the rebase
+    assert "rebase" in str(refused.value)
+
+
+def test_with_one_reader_reconcile_repair_rebases_every_key(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # given a one-reader deployment with a download counted in February by its ledger item, its item in March
+    stack = one_reader_stack()
+    stale_ledger_item(stack, "2018-02")
+    # when `reconcile --repair` runs on any board
+    code = main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
+    # then it rebased the key: March counts it, February no longer
+    answer = json.loads(capsys.readouterr().out)
+    assert (code, answer["moved"]) == (EXIT_EXACT, 1)
+    assert (stored_count(stack, "song1", "2018-02"), stored_count(stack, "song1", MONTH)) == (0, 1)
 
 
 def test_a_read_back_the_aggregator_fails_is_kept_for_the_next_run(aws: None) -> None:

@@ -1,0 +1,366 @@
+"""The repair of ledger mode with one reader per shard (STREAM_READERS=1): each download key's ledger item moved to what
+the table's item counts now (a rebase), by conditioned transactions like the aggregator's, instead of a recount.
+
+A recount writes the aggregates only; the key's next record would then move from a Contribution the recount never
+touched. The rebase moves the ledger item and the aggregates together, key by key:
+
+- a key with an item and no ledger item is counted as the ledger-mode backfill counts it (the ledger Put conditioned on
+  its absence, and the aggregates' ADDs, all or nothing);
+- a key whose ledger item counts C while its item counts N moves to N in one transaction: the ledger Put conditioned
+  on the item as read (Version and Contribution), and the ADD of N - C per aggregate. Version keeps its record (a
+  record after it still moves the key on from N; one at or before it stays ignored) and takes a suffix, `~<n>`, that
+  orders nowhere between two records (the aggregator compares sequence numbers as padded strings: the record at
+  Version is a prefix, so before it, and a later record differs within the padding, so after it): a transaction of
+  the aggregator that read the key before the rebase then fails its condition and reads the key again;
+- a ledger item that counts something with no item in the table is reported, never guessed: a deletion whose record
+  was trimmed is taken back, an expiry stays counted (retention), and nothing left tells them apart. The operator, who
+  knows which it was, names the deleted ones (`deleted`): those are taken back, by the same conditioned move to
+  nothing.
+
+Every write is conditioned on what was read, the item read after its ledger item (a record applied meanwhile fails the
+condition: the key is read again). Expiries' own items (`expired#...`) are left as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, STREAM_FROM, backfill_claim, claim_key
+from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
+from leaderboard_tools.backfill.transactions import item_key
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
+
+VERSION = "Version"
+DECREASED = "Decreased"
+REBASED = "~"
+"""Version's suffix after a rebase: `<shard>|<padded sequence>~<n>`, ordered as the record it names."""
+LEDGER_PREFIX = "download#"
+ATTEMPTS = 5
+"""Reads of one key whose transaction was cancelled (a record applied meanwhile) before it is reported."""
+
+Aggregate = tuple[str, str]
+
+
+class RebaseRefused(RuntimeError):
+    """The deployment is not one a rebase applies to: nothing was written."""
+
+
+@dataclass
+class RebaseReport:
+    """What a rebase read and wrote, and what it left for the operator."""
+
+    keys_read: int = 0
+    in_step: int = 0
+    counted: int = 0
+    """Keys with no ledger item, counted as the backfill counts them."""
+    moved: int = 0
+    """Keys whose ledger item moved to what their item counts."""
+    taken_back: int = 0
+    """Keys reported gone before, named deleted by the operator, moved to nothing."""
+    retries: int = 0
+    gone: list[dict[str, Any]] = field(default_factory=list)
+    """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
+    unplaced: list[dict[str, Any]] = field(default_factory=list)
+    """Keys left as they are: a ledger item of two readers per shard, or one in conflict ATTEMPTS times."""
+
+    @property
+    def differences_remain(self) -> bool:
+        return bool(self.gone or self.unplaced)
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"differences_remain": self.differences_remain}
+
+
+def rebase_refusal(deployment: Deployment) -> str | None:
+    """Why this deployment's boards cannot be rebased (a plain recount is what they take), or None."""
+    if not (deployment.ledger and deployment.one_stream_reader and deployment.claims_table):
+        return "the rebase repairs ledger mode with one reader per shard (LEDGER=true, STREAM_READERS=1) only"
+    if deployment.sum_attribute:
+        return f"the deployment sums {deployment.sum_attribute} (SUM_ATTRIBUTE): the rebase counts downloads"
+    if deployment.tie_break == FIRST_REACHED:
+        return "the aggregator breaks ties by first_reached: the rebase moves counts without their downloads' instants"
+    return None
+
+
+def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ()) -> RebaseReport:
+    """Move every key's ledger item, and the aggregates with it, to what the table's item counts now; a key whose item
+    is gone is reported, or taken back where the operator names its claim key among the `deleted`."""
+    refusal = rebase_refusal(deployment)
+    if refusal is not None:
+        raise RebaseRefused(f"{refusal}; nothing was written")
+    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted))
+    ledger = dict(rebaser.ledger_items())
+    seen: set[str] = set()
+    for item in rebaser.downloads():
+        key = item_key(item, deployment)
+        claim = claim_key(key)
+        seen.add(claim)
+        rebaser.report.keys_read += 1
+        known = ledger.get(claim)
+        if known is not None and rebaser.state(known) == rebaser.counts(item):
+            rebaser.report.in_step += 1
+            continue
+        rebaser.rebase_key(claim, key)
+    for claim in sorted(set(ledger) - seen):
+        if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
+            rebaser.check_gone(claim)
+    return rebaser.report
+
+
+class Rebaser:
+    """One rebase's reads and conditioned writes."""
+
+    def __init__(self, dynamodb: Any, deployment: Deployment, deleted: frozenset[str] = frozenset()) -> None:
+        assert deployment.claims_table is not None
+        self.deleted = deleted
+        self.dynamodb = dynamodb
+        self.deployment = deployment
+        self.claims = deployment.claims_table
+        self.report = RebaseReport()
+
+    # ------------------------------------------------------------------ reading
+
+    def _scan(self, **parameters: Any) -> Iterator[dict[str, Any]]:
+        for page in self.dynamodb.get_paginator("scan").paginate(**parameters):
+            yield from page.get("Items", [])
+
+    def ledger_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`)."""
+        for item in self._scan(TableName=self.claims, ConsistentRead=True):
+            claim = item[CLAIM_KEY]["S"]
+            if claim.startswith(LEDGER_PREFIX):
+                yield claim, item
+
+    def downloads(self) -> Iterator[dict[str, Any]]:
+        """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing
+        now, and a key the ledger counts for must be told from a key that is gone)."""
+        deployment = self.deployment
+        parameters = download_scan_parameters(dataclasses.replace(deployment, marker=None), with_key=True)
+        if deployment.marker is not None:
+            parameters["ProjectionExpression"] += ", #marker"
+            parameters["ExpressionAttributeNames"]["#marker"] = deployment.marker.attribute
+        yield from self._scan(TableName=deployment.table, **parameters)
+
+    def counts(self, item: Mapping[str, Any] | None) -> tuple[str, dict[str, Decimal]]:
+        """What an item counts, (entity, board -> amount), as the aggregator parses it; ("", {}) for no download."""
+        marker = self.deployment.marker
+        if item is None or (marker is not None and not marker.marks(item)):
+            return "", {}
+        boards = boards_of_download(item, self.deployment)
+        if not boards:
+            return "", {}
+        return item[self.deployment.names.entity]["S"], dict.fromkeys(boards, Decimal(1))
+
+    @staticmethod
+    def state(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]]:
+        """What a ledger item counts, (entity, board -> amount)."""
+        contribution = {
+            board: Decimal(value["N"]) for board, value in ledger_item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()
+        }
+        entity = ledger_item.get(BASE_ENTITY, {}).get("S", "") if contribution else ""
+        return entity, contribution
+
+    def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        return item
+
+    # ------------------------------------------------------------------ writing
+
+    def rebase_key(self, claim: str, key: dict[str, Any]) -> None:
+        """Read the ledger item, then the item, and move the one to the other; again when a record came between."""
+        for attempt in range(ATTEMPTS):
+            self.report.retries += bool(attempt)
+            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
+            item = self._get(self.deployment.table, key)
+            if item is None:
+                self.check_gone(claim)
+                return
+            if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
+                self._unplaced(claim, "a ledger item of two readers per shard (StreamFrom): recount it by hand")
+                return
+            entity, target = self.counts(item)
+            if ledger_item is None and not target:
+                return
+            if ledger_item is not None and self.state(ledger_item) == (entity, target):
+                self.report.in_step += 1
+                return
+            moves = self._moves(ledger_item, entity, target)
+            if self._commit(claim, key, ledger_item, entity, target, moves):
+                if ledger_item is None:
+                    self.report.counted += 1
+                else:
+                    self.report.moved += 1
+                self._leave_index(ledger_item, moves)
+                return
+        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again")
+
+    def _moves(
+        self, ledger_item: Mapping[str, Any] | None, entity: str, target: dict[str, Decimal]
+    ) -> dict[Aggregate, Decimal]:
+        """Each aggregate's change: from what the ledger item counts to what the item counts."""
+        moves: dict[Aggregate, Decimal] = {(entity, board): amount for board, amount in target.items()}
+        if ledger_item is not None:
+            counted_entity, contribution = self.state(ledger_item)
+            for board, amount in contribution.items():
+                moves[(counted_entity, board)] = moves.get((counted_entity, board), Decimal(0)) - amount
+        return {aggregate: amount for aggregate, amount in moves.items() if amount}
+
+    def _commit(
+        self,
+        claim: str,
+        key: dict[str, Any],
+        ledger_item: dict[str, Any] | None,
+        entity: str,
+        target: dict[str, Decimal],
+        moves: dict[Aggregate, Decimal],
+    ) -> bool:
+        """One transaction: the ledger Put on the item as read, the aggregates' ADDs; False when it was cancelled."""
+        if ledger_item is None:
+            put = backfill_claim(self.claims, key, entity=entity, contribution=target)
+        else:
+            put = self._ledger_put(claim, ledger_item, entity, target, moves)
+        actions = [put] + [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
+        try:
+            self.dynamodb.transact_write_items(TransactItems=actions)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = error.response.get("CancellationReasons") or []
+            if not any(reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
+                raise
+            return False
+        return True
+
+    def _ledger_put(
+        self,
+        claim: str,
+        ledger_item: dict[str, Any],
+        entity: str,
+        target: dict[str, Decimal],
+        moves: dict[Aggregate, Decimal],
+    ) -> dict[str, Any]:
+        """The ledger item moved to `target`, conditioned on its Version and Contribution as read."""
+        entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
+        before = {value["S"] for value in ledger_item.get(DECREASED, {}).get("L", [])}
+        taken = {board for (counted, board), amount in moves.items() if amount < 0 and counted == entity}
+        item = {
+            **ledger_item,
+            BASE_ENTITY: {"S": entity},
+            BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
+            DECREASED: {"L": [{"S": board} for board in sorted(before | taken)]},
+        }
+        names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
+        values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
+        if VERSION in ledger_item:
+            item[VERSION] = {"S": rebased_version(ledger_item[VERSION]["S"])}
+            condition = "#version = :version"
+            values[":version"] = ledger_item[VERSION]
+        else:
+            condition = "attribute_exists(#key) AND attribute_not_exists(#version)"
+            names["#key"] = CLAIM_KEY
+        if BASE_CONTRIBUTION in ledger_item:
+            condition += " AND #contribution = :contribution"
+        else:
+            condition += " AND attribute_not_exists(#contribution)"
+            del values[":contribution"]
+        put = {
+            "TableName": self.claims,
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        return {"Put": put | ({"ExpressionAttributeValues": values} if values else {})}
+
+    def _aggregate_add(self, aggregate: Aggregate, amount: Decimal) -> dict[str, Any]:
+        """The aggregator's ADD: an addition puts the aggregate in the index, its order moved by the amount."""
+        entity, board = aggregate
+        names = self.deployment.names
+        attribute_names = {"#count": names.count, "#order": names.order}
+        values: dict[str, Any] = {":amount": {"N": str(amount)}, ":scaled": {"N": str(int(amount * ORDER_SCALE))}}
+        if amount < 0:
+            expression = "ADD #count :amount, #order :scaled"
+        else:
+            expression = "ADD #count :amount SET #period = :period, #order = if_not_exists(#order, :tie) + :scaled"
+            attribute_names["#period"] = names.period
+            values[":period"] = {"S": leaderboard_partition(board, entity, self.deployment.shards())}
+            values[":tie"] = {"N": str(order_tiebreak(entity))}
+        return {
+            "Update": {
+                "TableName": self.deployment.aggregates,
+                "Key": {names.entity: {"S": entity}, names.sort_key: {"S": board}},
+                "UpdateExpression": expression,
+                "ExpressionAttributeNames": attribute_names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _leave_index(self, ledger_item: Mapping[str, Any] | None, moves: dict[Aggregate, Decimal]) -> None:
+        """As the aggregator does: every aggregate taken from (now, or by the key's last move: Decreased), at 0, leaves
+        the index."""
+        aggregates = {aggregate for aggregate, amount in moves.items() if amount < 0}
+        if ledger_item is not None:
+            entity = ledger_item.get(BASE_ENTITY, {}).get("S", "")
+            aggregates |= {(entity, value["S"]) for value in ledger_item.get(DECREASED, {}).get("L", [])}
+        names = self.deployment.names
+        for entity, board in sorted(aggregates):
+            try:
+                self.dynamodb.update_item(
+                    TableName=self.deployment.aggregates,
+                    Key={names.entity: {"S": entity}, names.sort_key: {"S": board}},
+                    UpdateExpression="REMOVE #period, #order",
+                    ConditionExpression="#count <= :zero AND attribute_exists(#period)",
+                    ExpressionAttributeNames={"#count": names.count, "#period": names.period, "#order": names.order},
+                    ExpressionAttributeValues={":zero": {"N": "0"}},
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+
+    # ------------------------------------------------------------------ reporting
+
+    def check_gone(self, claim: str) -> None:
+        """A ledger item the table scan found no item for, read again: if it still counts something, reported, or
+        taken back when the operator named it deleted."""
+        for _ in range(ATTEMPTS):
+            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
+            if ledger_item is None or not self.state(ledger_item)[1]:
+                return
+            if claim not in self.deleted:
+                self._gone(claim, ledger_item)
+                return
+            moves = self._moves(ledger_item, "", {})
+            if self._commit(claim, {}, ledger_item, "", {}, moves):
+                self.report.taken_back += 1
+                self._leave_index(ledger_item, moves)
+                return
+            self.report.retries += 1
+        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again")
+
+    def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
+        entity, contribution = self.state(ledger_item)
+        self.report.gone.append(
+            {
+                "claimKey": claim,
+                "entityId": entity,
+                "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
+                "version": ledger_item.get(VERSION, {}).get("S"),
+                "why": "the key counts here but its item is not in the table: deleted (to take back) or expired by "
+                "TTL (to keep counted), its record no longer in the stream; not told apart, left as it is",
+            }
+        )
+
+    def _unplaced(self, claim: str, why: str) -> None:
+        self.report.unplaced.append({"claimKey": claim, "why": why})
+
+
+def rebased_version(version: str) -> str:
+    """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
+    record, _, count = version.partition(REBASED)
+    return f"{record}{REBASED}{int(count or 0) + 1}"

@@ -1,0 +1,173 @@
+"""One-reader mode's repair (`leaderboard_tools.recover.rebase`): each key's ledger item moved to what its item counts,
+with the aggregates, by conditioned transactions beside the handler (docs/exactly-once-ledger.md, "One reader per
+shard"). The records lost here are those a trim or a given-up batch read back too late never applied."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+import wiring
+from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key
+from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
+from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
+from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
+from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
+
+
+@pytest.fixture
+def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
+    sqs, queue_url = sqs_queue
+    world = LedgerWorld(dynamodb, sqs, queue_url)
+    settings = dataclasses.replace(world.settings, stream_readers=1)
+    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
+    dependencies.clock = lambda: float(world.clock)
+    wiring.one_reader_parts(dependencies, settings, dynamodb)
+    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
+    return world
+
+
+def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:
+    items = world.dynamodb.scan(TableName=LEDGER_TABLE, ConsistentRead=True)["Items"]
+    return {item[CLAIM_KEY]["S"]: item for item in items}
+
+
+def test_the_rebase_makes_the_boards_equal_the_items_recount(world: LedgerWorld) -> None:
+    # given a download delivered whose edit into February was lost, one never delivered, one written before the
+    # stream, and one delivered and in step
+    lost = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [lost])) == OK
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.put(ROOT, "song2", 1, "2018-01")
+    world.history_before_the_stream("song3", 1, "2018-03")
+    in_step = world.put(ROOT, "song4", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [in_step])) == OK
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then every board equals the recount of the items, and nothing is left to the operator
+    assert world.boards() == world.recount()
+    assert world.recount() == {("song1", "2018-02"): 1, ("song2", "2018-01"): 1, ("song3", "2018-03"): 1,
+                               ("song4", "2018-01"): 1}  # fmt: skip
+    assert (report.moved, report.counted, report.in_step, report.differences_remain) == (1, 2, 1, False)
+    assert not in_index(world, "song1", "2018-01")
+
+
+def test_a_key_edited_after_the_rebase_counts_once_where_its_last_image_says(world: LedgerWorld) -> None:
+    # given a download the backfill counted in January, its edit into February lost, and the rebase
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.put(ROOT, "song1", 1, "2018-02")
+    rebase_world(world)
+    # when the download is edited into March and the edit delivered
+    again = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then it counts once, in March
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
+
+
+def test_a_record_older_than_the_ledgers_version_delivered_after_the_rebase_changes_nothing(world: LedgerWorld) -> None:
+    # given a January download delivered, an older record of it (its INSERT) retried later, and its edit into
+    # February lost and rebased
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    edit = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [edit])) == OK
+    world.put(ROOT, "song1", 1, "2018-03")
+    rebase_world(world)
+    # when the INSERT (before the ledger's Version) and the February edit (at it) are delivered after the rebase
+    assert deliver(world, ROOT, delivered(world, ROOT, [first, edit])) == OK
+    # then nothing moves: the download counts in March, as its item says
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
+
+
+def test_a_key_whose_item_is_gone_is_reported_not_guessed(world: LedgerWorld) -> None:
+    # given a January download delivered, then deleted, its REMOVE lost (a deletion or an expiry: the table no longer
+    # says which)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.delete(ROOT, "song1", 1)
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key is reported, and what it counts is left as it is
+    assert report.differences_remain
+    assert [(gone["entityId"], gone["counts"]) for gone in report.gone] == [("song1", {"2018-01": "1"})]
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_running_the_rebase_twice_changes_nothing_the_second_time(world: LedgerWorld) -> None:
+    # given a download whose edit into February was lost, one never delivered, and a first rebase
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.put(ROOT, "song1", 1, "2018-02")
+    world.put(ROOT, "song2", 1, "2018-01")
+    rebase_world(world)
+    boards, items = world.boards(), ledger(world)
+    # when the repair runs again
+    report = rebase_world(world)
+    # then it writes nothing: every key is in step
+    assert (report.moved, report.counted, report.in_step) == (0, 0, 2)
+    assert (world.boards(), ledger(world)) == (boards, items)
+
+
+def test_a_handler_transaction_between_the_rebases_read_and_write_wins_and_the_rebase_reads_again(
+    world: LedgerWorld,
+) -> None:
+    # given a January download delivered, its edit into February lost, and an edit into March written and delivered
+    # between the rebase's reads of the key and its transaction
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.put(ROOT, "song1", 1, "2018-02")
+
+    def march() -> None:
+        again = world.put(ROOT, "song1", 1, "2018-03")
+        write_items(world)
+        assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+
+    # when the repair rebases the ledger
+    report = rebase_world(world, Interleaved(world.dynamodb, "transact_write_items", march))
+    # then the handler's move decided, the rebase's condition failed, and read again the key was in step
+    assert (report.retries, report.moved, report.in_step) == (1, 0, 1)
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
+
+
+def test_a_rebase_between_the_handlers_read_and_transaction_makes_the_handler_read_again(world: LedgerWorld) -> None:
+    # given a January download delivered, its edit into February lost, and its edit into March delivered, the rebase
+    # moving the key between the handler's read of its ledger item and the handler's transaction
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.put(ROOT, "song1", 1, "2018-02")
+    again = world.put(ROOT, "song1", 1, "2018-03")
+    rebased: list[Any] = []
+    ledger_client(
+        world, Interleaved(world.dynamodb, "transact_write_items", lambda: rebased.append(rebase_world(world)))
+    )
+    # when the mapping delivers the March edit
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then the rebase moved the key, the handler's condition failed, and read again it moved nothing more
+    assert rebased[0].moved == 1
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
+    assert ledger_item(world, "song1", 1)["Version"]["S"].endswith(again)
+
+
+def test_a_key_whose_ledger_item_was_written_with_two_readers_is_reported_and_left_as_it_is(
+    world: LedgerWorld,
+) -> None:
+    # given a download whose ledger item names a StreamFrom and no Version (written with two readers per shard),
+    # counting January while its item says February
+    world.history_before_the_stream("song1", 1, "2018-02")
+    claim = claim_key(key_of("song1", 1))
+    item = {
+        CLAIM_KEY: {"S": claim},
+        STREAM_FROM: {"S": f"stream|{ROOT}|1"},
+        "Contribution": {"M": {"2018-01": {"N": "1"}}},
+    }
+    world.dynamodb.put_item(TableName=LEDGER_TABLE, Item=item)
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key is reported, never guessed, and its ledger item is as it was
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert report.differences_remain
+    assert ledger(world)[claim] == item
