@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import wiring
-from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key
+from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
 from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
 from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
@@ -171,3 +171,38 @@ def test_a_key_whose_ledger_item_was_written_with_two_readers_is_reported_and_le
     assert [entry["claimKey"] for entry in report.unplaced] == [claim]
     assert report.differences_remain
     assert ledger(world)[claim] == item
+
+
+def test_a_rebase_keeps_the_aggregates_an_earlier_entity_move_took_from_in_the_handlers_format(
+    world: LedgerWorld,
+) -> None:
+    # given a January download delivered, whose ledger item also names an aggregate of another song its key counted
+    # for before (a single-table download moved between songs: an [entity, board] pair in Decreased), and its edit
+    # into February lost
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    claim = claim_key(key_of("song1", 1))
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE,
+        Key={CLAIM_KEY: {"S": claim}},
+        UpdateExpression="SET Decreased = :moved",
+        ExpressionAttributeValues={":moved": {"L": [{"L": [{"S": "song9"}, {"S": "2018-01"}]}]}},
+    )
+    world.put(ROOT, "song1", 1, "2018-02")
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key moves to February, and its ledger item names both the earlier move's aggregate and January's, each
+    # under its own song, as the handler reads them
+    assert (report.moved, report.differences_remain) == (1, False)
+    assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
+    assert decreased_of(ledger(world)[claim]) == {("song9", "2018-01"), ("song1", "2018-01")}
+
+
+def test_decreased_reads_plain_boards_against_the_items_entity_and_pairs_as_written() -> None:
+    # given the aggregates a key took from: two of its own song's boards and one of another song's
+    taken = {("song1", "2018-01"), ("song1", "2018-W03"), ("song9", "2018-01")}
+    # when they are written beside Entity song1 and read back
+    value = decreased_value(taken, "song1")
+    # then song1's boards are plain, song9's a pair, and reading gives back exactly what was written
+    assert value == {"L": [{"S": "2018-01"}, {"S": "2018-W03"}, {"L": [{"S": "song9"}, {"S": "2018-01"}]}]}
+    assert decreased_of({"Entity": {"S": "song1"}, "Decreased": value}) == taken
