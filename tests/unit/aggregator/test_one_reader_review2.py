@@ -449,3 +449,52 @@ def test_a_ledger_item_whose_decreased_names_boards_leaves_them_when_the_key_mov
         ("song1", "2018-01"),
         ("song1", "2018-02"),
     }
+
+
+def test_an_entity_change_racing_another_invocation_on_the_old_entity_keeps_the_old_entity_right(
+    world: LedgerWorld,
+) -> None:
+    # given a single-table download counted for song1, its edit to song2, and another download of song1 applied by
+    # another invocation between this invocation's read of the key and its transaction
+    key, first = single_table(1, "song1")
+    inserted = write(world, "INSERT", key, None, first)
+    assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
+    edit = write(world, "MODIFY", key, first, {**first, "songID": {"S": "song2"}})
+    other_key, other = single_table(2, "song1")
+    racing = write(world, "INSERT", other_key, None, other)
+    answers: list[dict[str, Any]] = []
+    ledger_client(
+        world,
+        Interleaved(
+            world.dynamodb,
+            "transact_write_items",
+            lambda: answers.append(deliver(world, ROOT, delivered(world, ROOT, [racing]))),
+        ),
+    )
+    # when this invocation applies the edit
+    assert deliver(world, ROOT, delivered(world, ROOT, [edit])) == OK
+    # then song1 counts the other download and stays in the index, song2 counts the moved one
+    assert answers == [OK]
+    assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [1, 1]
+    assert [in_index(world, song, "2018-01") for song in ("song1", "song2")] == [True, True]
+
+
+def test_a_remove_delivered_before_a_given_up_entity_change_takes_the_download_from_where_it_counted(
+    world: LedgerWorld,
+) -> None:
+    # given a single-table download counted for song1, its edit to song2 in a batch the mapping gave up, and then its
+    # deletion delivered
+    key, first = single_table(1, "song1")
+    moved = {**first, "songID": {"S": "song2"}}
+    inserted = write(world, "INSERT", key, None, first)
+    assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
+    edit = write(world, "MODIFY", key, first, moved)
+    removed = write(world, "REMOVE", key, moved, None)
+    assert deliver(world, ROOT, delivered(world, ROOT, [removed])) == OK
+    # when recover reads the given-up edit back
+    answer = read_back(world, ROOT, edit, edit)
+    # then the deletion took the download from song1, where the ledger said it counted, and the edit read back after
+    # it moved nothing: no board counts it
+    assert (answer["readBack"], answer["keysApplied"]) == ("applied", 0)
+    assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [0, 0]
+    assert [in_index(world, song, "2018-01") for song in ("song1", "song2")] == [False, False]
