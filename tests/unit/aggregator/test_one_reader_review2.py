@@ -498,3 +498,25 @@ def test_a_remove_delivered_before_a_given_up_entity_change_takes_the_download_f
     assert (answer["readBack"], answer["keysApplied"]) == ("applied", 0)
     assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [0, 0]
     assert [in_index(world, song, "2018-01") for song in ("song1", "song2")] == [False, False]
+
+
+def test_an_expiry_delivered_before_a_given_up_entity_change_keeps_the_download_where_it_expired(
+    world: LedgerWorld,
+) -> None:
+    # given a single-table download counted for song1, its edit to song2 in a batch the mapping gave up, and then its
+    # expiry by TTL (old image: song2) delivered, twice
+    key, first = single_table(1, "song1")
+    moved = {**first, "songID": {"S": "song2"}}
+    inserted = write(world, "INSERT", key, None, first)
+    assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
+    edit = write(world, "MODIFY", key, first, moved)
+    expired = write(world, "REMOVE", key, moved, None)
+    world.shards[ROOT].records[-1]["userIdentity"] = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.com"}
+    assert deliver(world, ROOT, delivered(world, ROOT, [expired])) == OK
+    assert deliver(world, ROOT, delivered(world, ROOT, [expired])) == OK
+    # when recover reads the given-up edit back
+    answer = read_back(world, ROOT, edit, edit)
+    # then the expired download stays counted once, as its last image says (song2), and song1 no longer counts it
+    assert (answer["readBack"], answer["keysApplied"]) == ("applied", 0)
+    assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [0, 1]
+    assert [in_index(world, song, "2018-01") for song in ("song1", "song2")] == [False, True]
