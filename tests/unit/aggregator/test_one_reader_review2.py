@@ -100,17 +100,6 @@ def test_a_remove_without_its_old_image_of_a_counted_download_takes_it_away_or_a
     assert world.boards() == {} or ("song1", "2018-01") in recounted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key's ledger Decreased only ever grows: each move adds the aggregates it took from (ledger_put unions "
-    "the item's Decreased with the move's), none is ever dropped. A single-table download moved across enough "
-    "entities (each up to 2048 bytes) makes its ledger Put pass 400 KB: 'DynamoDB cancels a TransactWriteItems "
-    "request ... An item size becomes too large (larger than 400 KB) ... or a similar validation error' "
-    "(TransactionCanceledException; moto answers ValidationException). commit re-raises any cancellation that is "
-    "neither an overflow nor a condition or conflict, so the batch fails on every retry and blocks the shard (loud: "
-    "the mapping's retries, then its on-failure record; the readBack fails the same way). Each delivery of the key "
-    "also makes one UpdateItem per Decreased entry (leave_index)",
-)
 def test_a_download_moved_across_many_entities_still_moves_and_never_blocks_its_shard(world: LedgerWorld) -> None:
     # given a single-table download counted for the 197th of 2040-byte songs, its ledger item's Decreased naming the
     # January aggregates of the 196 songs it was moved from (what 196 delivered moves leave: none is dropped)
@@ -130,16 +119,6 @@ def test_a_download_moved_across_many_entities_still_moves_and_never_blocks_its_
     assert counts(world, (songs[196], "2018-01"), (songs[197], "2018-01")) == [0, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the refused_record of an aggregate left out of its transaction for passing 38 digits is only gathered in "
-    "memory (Applied.refused) and sent after every transaction of the batch; the keys' ledger items moved with the "
-    "transaction that left it out. If anything fails after that commit and before the send (a later entity's "
-    "transaction, StillInConflict, the failure queue itself: ReportsNotSent), the invocation fails and the mapping "
-    "retries it ('Lambda retries the entire batch'), but the retry finds each key's Version at its record and moves "
-    "nothing, so the overflow is never met again and never reported: the aggregate silently lacks the download while "
-    "the ledger says it counts it (silent loss; recover has nothing to recount)",
-)
 def test_an_overflow_is_reported_even_when_the_batch_fails_after_its_transaction_and_is_retried(
     world: LedgerWorld,
 ) -> None:
@@ -179,16 +158,6 @@ def test_an_overflow_is_reported_even_when_the_batch_fails_after_its_transaction
     assert [(report["kind"], report["board"]) for report in world.reports()] == [("refused_record", "2018-01")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_range takes whatever GetRecords answers from the range's start and never checks that the first record "
-    "it reads is startSequenceNumber (the first record of the batch the mapping gave up). AWS promises no exception "
-    "when the start is trimmed: 'You might receive a TrimmedDataAccessException if: ... You obtain a shard iterator, "
-    "but before you use the iterator in a GetRecords request, a stream record in the shard exceeds the 24 hour period "
-    "and is trimmed' (TrimmedDataAccessException). When none comes, the range's trimmed head is skipped and the "
-    "readBack answers applied with recount false: recover deletes the on-failure record and the head's downloads are "
-    "never counted (silent)",
-)
 def test_a_read_back_whose_first_records_are_gone_without_an_exception_asks_for_a_recount(world: LedgerWorld) -> None:
     # given two downloads the mapping gave up, the first trimmed between GetShardIterator and GetRecords, GetRecords
     # then answering from the next record without TrimmedDataAccessException
