@@ -82,7 +82,11 @@ class Fold:
     def unchanged(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """A condition that the item's Version is still the one the batch read, or wrote if it applied a record."""
         if self.version is None:
-            return "attribute_exists(#key) AND attribute_not_exists(#version)", {"#key": CLAIM_KEY, "#version": VERSION}, {}
+            return (
+                "attribute_exists(#key) AND attribute_not_exists(#version)",
+                {"#key": CLAIM_KEY, "#version": VERSION},
+                {},
+            )
         return "#version = :version", {"#version": VERSION}, {":version": {"S": self.version}}
 
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:

@@ -239,7 +239,9 @@ def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
         for record in page.get("Records", []):
             if not records and sequence_of(record) != int(start):
-                raise HeadMissing(f"the first record read is {sequence_of(record)}, not {start}: it may have been trimmed")
+                raise HeadMissing(
+                    f"the first record read is {sequence_of(record)}, not {start}: it may have been trimmed"
+                )
             if sequence_of(record) > end:
                 return records
             records.append(record)

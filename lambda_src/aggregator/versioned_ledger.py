@@ -161,6 +161,8 @@ class VersionedLedger:
                 self.freeze(fold, version, kept)
         if not self.after(version, fold.version, shard.stream_arn):
             return
+        if record.get("eventName") == "REMOVE" and fold.item is None and not fold.contribution:
+            logger.debug("a REMOVE of a key that counts nothing: nothing to take", extra={"keys": fold.key})
         entity, target = (
             (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
         )
