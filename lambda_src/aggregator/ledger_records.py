@@ -114,8 +114,8 @@ def rejection(record: dict[str, Any], schema: Schema) -> str | None:
                 "the download stays counted as its ledger item says"
             )
         return (
-            "REMOVE without OldImage (stream view type must be NEW_AND_OLD_IMAGES): applied by its Keys, the download's "
-            "ledger item saying what it counted"
+            "REMOVE without OldImage (stream view type must be NEW_AND_OLD_IMAGES): applied by its Keys, its "
+            "ledger item saying what the download counted"
         )
     if not isinstance(new, dict):
         return f"{event} without NewImage (stream view type must be NEW_AND_OLD_IMAGES)"
