@@ -2,9 +2,9 @@
 
 The item: `Version` (the last record of the key applied), `Contribution` (board -> amount, what the key counts now),
 `Entity` (the entity it counts for: an attribute of the download's image, never the record's Keys, since a
-single-table design keys the item by anything), and `Decreased` (the aggregates the key's moves took from, which may
-have reached 0 and must leave the index: a board of `Entity`, or `[entity, board]` of an entity it counted for
-before, when an edit moved the download to another entity).
+single-table design keys the item by anything), and `Decreased` (the aggregates the key's last move took from, until
+they have left the index if at 0: a board of `Entity`, or `[entity, board]` of an entity it counted for before, when
+an edit moved the download to another entity).
 """
 
 from __future__ import annotations
@@ -74,6 +74,20 @@ class Fold:
             elif len(pair := value.get("L", [])) == 2:
                 found.add((pair[0]["S"], pair[1]["S"]))
         return found
+
+    def decreases(self) -> set[Aggregate]:
+        """The aggregates this batch's moves take from: its ledger Put's `Decreased`."""
+        return {aggregate for aggregate, amount in self.aggregate_moves().items() if amount < 0}
+
+    def unchanged(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """A condition that the item's Version is still the one the batch read, or wrote if it applied a record."""
+        if self.version is None:
+            return (
+                "attribute_exists(#key) AND attribute_not_exists(#version)",
+                {"#key": CLAIM_KEY, "#version": VERSION},
+                {},
+            )
+        return "#version = :version", {"#version": VERSION}, {":version": {"S": self.version}}
 
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's, or none)."""

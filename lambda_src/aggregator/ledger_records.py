@@ -13,6 +13,7 @@ from typing import Any
 
 from delivery import ShardRef
 from download_records import Download, Ignored, Rejected, Schema, parse_record
+from leaderboard_core.source_items import expired_by_ttl
 
 Boards = dict[str, Decimal]
 KEY_TYPES = ("S", "N", "B")
@@ -83,25 +84,38 @@ def counted(image: dict[str, Any] | None, schema: Schema) -> tuple[str | None, B
 
 
 def is_download_record(record: dict[str, Any], schema: Schema) -> bool:
-    """An INSERT, MODIFY or REMOVE of an item that is no aggregate (an expiry by TTL too)."""
+    """An INSERT, MODIFY or REMOVE of an item that is no aggregate (an expiry by TTL too). A REMOVE needs only its
+    Keys: the key's ledger item says what it counts, and a REMOVE moves it to nothing whatever its old image was (an
+    aggregate's key has no ledger item, so it takes nothing). An expiry keeps its old image counted: it needs it."""
     if record.get("eventName") not in CHANGES:
         return False
     stream = record.get("dynamodb") or {}
     images = [stream.get(name) for name in ("NewImage", "OldImage") if isinstance(stream.get(name), dict)]
+    if not images and record.get("eventName") == "REMOVE" and not expired_by_ttl(record):
+        return bool(stream.get("Keys"))
     return bool(images) and bool(stream.get("Keys")) and not any(map(schema.is_aggregate, images))
 
 
 def rejection(record: dict[str, Any], schema: Schema) -> str | None:
     """Why a change of a download cannot be applied as its images say (reported on every delivery, applied or not);
-    None if it can. An INSERT or MODIFY needs its new image, a REMOVE its old one (NEW_AND_OLD_IMAGES)."""
+    None if it can. An INSERT or MODIFY needs its new image, a REMOVE its old one (NEW_AND_OLD_IMAGES): one without it
+    is reported for the stream's view type, and applied by its Keys unless it is an expiry (`is_download_record`)."""
     event = record.get("eventName")
     stream = record.get("dynamodb") or {}
     new, old = stream.get("NewImage"), stream.get("OldImage")
     if event not in CHANGES or (isinstance(old, dict) and schema.is_aggregate(old)):
         return None
     if event == "REMOVE":
+        if isinstance(old, dict):
+            return None
+        if expired_by_ttl(record):
+            return (
+                "REMOVE without OldImage (stream view type must be NEW_AND_OLD_IMAGES), an expiry by TTL: not applied, "
+                "the download stays counted as its ledger item says"
+            )
         return (
-            None if isinstance(old, dict) else "REMOVE without OldImage (stream view type must be NEW_AND_OLD_IMAGES)"
+            "REMOVE without OldImage (stream view type must be NEW_AND_OLD_IMAGES): applied by its Keys, its "
+            "ledger item saying what the download counted"
         )
     if not isinstance(new, dict):
         return f"{event} without NewImage (stream view type must be NEW_AND_OLD_IMAGES)"

@@ -45,6 +45,10 @@ TRIMMED_CODES = {"TrimmedDataAccessException", "ResourceNotFoundException"}
 """A range the stream no longer holds (S5), or a shard or stream it no longer lists (S8): recover recounts."""
 
 
+class HeadMissing(Exception):
+    """The range's first record was not the first read: it, and any before the first read, may have been trimmed."""
+
+
 class ReportsNotSent(Exception):
     """Reports did not reach the failure queue: the invocation fails, and the mapping retries it."""
 
@@ -141,11 +145,10 @@ def _rejected(ledger: VersionedLedger, shard: ShardRef, records: list[dict[str, 
 def _apply(
     ledger: VersionedLedger, deps: Dependencies, shard: ShardRef, records: list[dict[str, Any]], summary: Summary
 ) -> None:
-    applied = ledger.apply(shard, records)
+    applied = ledger.apply(shard, records, lambda reports: _send(deps, reports))
     summary.keys_applied += applied.keys
     summary.expiries_kept += applied.expiries
-    summary.refused += len(applied.refused)
-    _send(deps, applied.refused)
+    summary.refused += applied.refused
 
 
 def _send(deps: Dependencies, messages: list[dict[str, Any]]) -> None:
@@ -176,6 +179,8 @@ def read_back(info: Mapping[str, Any], deps: Dependencies, settings: Settings) -
         code = error.response.get("Error", {}).get("Code", "")
         outcome = "trimmed" if code in TRIMMED_CODES else "unreadable"
         return {**answer, "readBack": outcome, "recount": True, "reason": f"{code}: {error}"}, summary
+    except HeadMissing as missing:
+        return {**answer, "readBack": "trimmed", "recount": True, "reason": str(missing)}, summary
     except (BotoCoreError, RuntimeError) as error:
         return {**answer, "readBack": "unreadable", "recount": True, "reason": str(error)}, summary
     ledger, _ = parts(deps)
@@ -215,7 +220,10 @@ def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict
     """The range from its first record through its last, by GetRecords: a reader for the moments it runs. It ends at
     the range's last record (`endSequenceNumber`, a record the mapping delivered): on an open shard whose last record
     it is, GetRecords answers empty pages from there on, with an iterator ("If there are no stream records available
-    in the portion of the shard that the iterator points to, GetRecords returns an empty list")."""
+    in the portion of the shard that the iterator points to, GetRecords returns an empty list"). It begins at the
+    range's first record (`startSequenceNumber`, also delivered) or not at all: AWS says only that a read whose records
+    were trimmed meanwhile "might" receive TrimmedDataAccessException, so a first record numbered otherwise, or none,
+    raises HeadMissing."""
     iterator = streams.get_shard_iterator(
         StreamArn=shard.stream_arn,
         ShardId=shard.shard_id,
@@ -224,10 +232,16 @@ def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict
     )["ShardIterator"]
     records: list[dict[str, Any]] = []
     for _ in range(READ_BACK_PAGES):
+        if iterator is None and not records:
+            raise HeadMissing(f"the shard ended before {start} was read: it may have been trimmed")
         if iterator is None:
             return records
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
         for record in page.get("Records", []):
+            if not records and sequence_of(record) != int(start):
+                raise HeadMissing(
+                    f"the first record read is {sequence_of(record)}, not {start}: it may have been trimmed"
+                )
             if sequence_of(record) > end:
                 return records
             records.append(record)

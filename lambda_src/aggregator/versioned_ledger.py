@@ -7,8 +7,9 @@ Per download key K, the ledger item (the claims table's, keyed by `leaderboard_c
   K and no record of it was applied since),
 - `Contribution`: board -> amount, what K counts now; `Entity` the entity it counts for (the image's attribute, never
   the record's Keys: a single-table design keys the item by anything),
-- `Decreased`: the aggregates K's moves took something from, which may have reached 0 and must leave the index: a
-  board of `Entity`, or `[entity, board]` of an entity K counted for before.
+- `Decreased`: the aggregates K's last move took something from, which may have reached 0 and must leave the index:
+  a board of `Entity`, or `[entity, board]` of an entity K counted for before. It holds them only until that step is
+  done: it is then removed on the condition that Version is unchanged, so a retry after a crash still finds them.
 
 A record r of K is applied iff it is after Version: same shard and a higher sequence number (S2), or Version's shard
 an ancestor of r's (S7); the backfill's item, or none, is before every record. Applying moves K from Contribution to
@@ -20,8 +21,8 @@ own item (`expired#<key>|<version>`), wherever it stands against Version (docs/e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -37,6 +38,7 @@ from leaderboard_core.source_items import expired_by_ttl
 from ledger_fold import DECREASED, VERSION, Aggregate, Fold
 from ledger_records import Boards, counted, is_download_record, refused_report, rejection, sequence_of
 from stream_shards import StreamShards
+from telemetry import logger
 
 FROZEN = "expired#"
 """An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
@@ -44,6 +46,8 @@ TRANSACTION_ITEMS = 100
 """TransactWriteItems "groups up to 100 action requests"."""
 ATTEMPTS = 5
 """Reads and folds of a key whose transaction was cancelled, before the invocation fails (the mapping retries it)."""
+Report = Callable[[list[dict[str, Any]]], None]
+"""Sends reports to the failure queue, or raises: the invocation then fails, and the mapping retries it."""
 
 
 class Unrelated(Exception):
@@ -57,11 +61,11 @@ class StillInConflict(Exception):
 
 @dataclass
 class Applied:
-    """What one apply did: keys moved, expiries kept, and the reports of records no order places."""
+    """What one apply did: keys moved, expiries kept, and the `refused_record` reports it sent."""
 
     keys: int = 0
     expiries: int = 0
-    refused: list[dict[str, Any]] = field(default_factory=list)
+    refused: int = 0
 
 
 class VersionedLedger:
@@ -85,8 +89,9 @@ class VersionedLedger:
 
     # ------------------------------------------------------------------ applying records
 
-    def apply(self, shard: ShardRef, records: list[dict[str, Any]]) -> Applied:
-        """Every record of one shard moved by its key's ledger item, one transaction per entity, retried on conflict."""
+    def apply(self, shard: ShardRef, records: list[dict[str, Any]], report: Report) -> Applied:
+        """Every record of one shard moved by its key's ledger item, one transaction per entity, retried on conflict.
+        Each `refused_record` is sent by `report` before anything that would make it unneeded to a retry commits."""
         by_key: dict[str, list[dict[str, Any]]] = {}
         for record in sorted(records, key=sequence_of):
             if self.is_download_record(record):
@@ -97,14 +102,17 @@ class VersionedLedger:
             if not pending:
                 return applied
             folds, refused = self.folds(shard, pending)
-            applied.refused += refused
+            report(refused)
+            applied.refused += len(refused)
+            self.leave_index(set().union(*(fold.decreased() for fold in folds.values())))
             failed: set[str] = set()
             for group in self.transactions(folds):
-                conflicted, overflowing = self.commit(group)
+                conflicted, reported = self.commit(group, shard, by_key, report)
                 failed |= conflicted
-                applied.refused += self.overflowed(shard, group, overflowing, by_key)
-            self.leave_index(folds, failed)
+                applied.refused += reported
             done = [fold for claim, fold in folds.items() if claim not in failed]
+            self.leave_index(set().union(*(fold.decreases() for fold in done)))
+            self.forget_decreased(done)
             applied.keys += sum(1 for fold in done if fold.applied)
             applied.expiries += sum(len(fold.freezes) for fold in done)
             pending = {claim: by_key[claim] for claim in failed}
@@ -153,6 +161,8 @@ class VersionedLedger:
                 self.freeze(fold, version, kept)
         if not self.after(version, fold.version, shard.stream_arn):
             return
+        if record.get("eventName") == "REMOVE" and fold.item is None and not fold.contribution:
+            logger.debug("a REMOVE of a key that counts nothing: nothing to take", extra={"keys": fold.key})
         entity, target = (
             (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
         )
@@ -221,11 +231,14 @@ class VersionedLedger:
             if chunk:
                 yield chunk
 
-    def commit(self, group: list[Fold]) -> tuple[set[str], set[Aggregate]]:
+    def commit(
+        self, group: list[Fold], shard: ShardRef, by_key: dict[str, list[dict[str, Any]]], report: Report
+    ) -> tuple[set[str], int]:
         """One transaction: each key's ledger Put on its condition, each aggregate's summed ADD. Returns the keys to
-        read and fold again when it was cancelled for a condition or a conflict (all or nothing), and the aggregates
-        whose number would pass DynamoDB's 38 digits: the transaction is made without them, and they are reported
-        (`overflowed`) as aggregate_store reports them in the other modes, never retried for ever."""
+        read and fold again when it was cancelled for a condition or a conflict (all or nothing), and how many reports
+        it sent: an aggregate whose number would pass DynamoDB's 38 digits is reported (`overflowed`) as aggregate_store
+        reports it in the other modes, and only then is the transaction made without it. The keys' ledger items then
+        move, so a retry meets the overflow no more: the report must be out before."""
         summed: dict[Aggregate, Decimal] = {}
         for fold in group:
             for aggregate, amount in fold.aggregate_moves().items():
@@ -233,6 +246,7 @@ class VersionedLedger:
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
         writes += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
         overflowing: set[Aggregate] = set()
+        reported = 0
         while True:
             adds = [
                 aggregate for aggregate, amount in sorted(summed.items()) if amount and aggregate not in overflowing
@@ -247,20 +261,25 @@ class VersionedLedger:
                 reasons = error.response.get("CancellationReasons") or []
                 if overflows(error):
                     named = {adds[index - len(writes)] for index in overflowing_actions(reasons, len(writes))}
-                    if not (named or set(adds)) - overflowing:
+                    refused = (named or set(adds)) - overflowing
+                    if not refused:
                         raise
-                    overflowing |= named or set(adds)
+                    reports = self.overflowed(shard, group, refused, by_key)
+                    report(reports)
+                    reported += len(reports)
+                    overflowing |= refused
                     continue
                 if not any(
                     reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons
                 ):
                     raise
-                return {claim_key(fold.key) for fold in group}, set()
-            return set(), overflowing
+                return {claim_key(fold.key) for fold in group}, reported
+            return set(), reported
 
     def ledger_put(self, fold: Fold) -> dict[str, Any]:
+        """The key's new item. Its `Decreased` is this batch's alone: those it was read with left the index first."""
         condition, names, values = fold.condition()
-        decreased = fold.decreased() | {aggregate for aggregate, amount in fold.aggregate_moves().items() if amount < 0}
+        decreased = fold.decreases()
         item = {
             CLAIM_KEY: {"S": claim_key(fold.key)},
             VERSION: {"S": fold.version},
@@ -307,14 +326,9 @@ class VersionedLedger:
         update = {"TableName": self.aggregates_table, "Key": key, "UpdateExpression": expression}
         return {"Update": {**update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
 
-    def leave_index(self, folds: dict[str, Fold], failed: set[str]) -> None:
-        """Every aggregate a move took from, at 0, leaves the index: those of this batch's moves, and those the key's
-        last move took from (a crash between that move's transaction and this step: the retry finds them)."""
-        aggregates: set[Aggregate] = set()
-        for claim, fold in folds.items():
-            aggregates |= fold.decreased()
-            if (fold.applied or fold.freezes) and claim not in failed:
-                aggregates |= {aggregate for aggregate, amount in fold.aggregate_moves().items() if amount < 0}
+    def leave_index(self, aggregates: set[Aggregate]) -> None:
+        """Each aggregate a move took from leaves the index if it is at 0 (a conditional REMOVE): those a key's item
+        names (a crash before its `Decreased` was removed), before the transaction, and this batch's after it."""
         schema = self.schema
         for entity, board in sorted(aggregates):
             try:
@@ -326,6 +340,28 @@ class VersionedLedger:
                     ExpressionAttributeNames={"#count": schema.count, "#period": schema.period, "#order": schema.order},
                     ExpressionAttributeValues={":zero": {"N": "0"}},
                 )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+
+    def forget_decreased(self, folds: list[Fold]) -> None:
+        """Once their aggregates' step is done, a key's `Decreased` is removed, if its Version is still the one this
+        batch read or wrote: a newer move's entries are its own. It stays one move's aggregates, never a history."""
+        for fold in folds:
+            if not (fold.decreases() if fold.applied else fold.decreased()):
+                continue
+            condition, names, values = fold.unchanged()
+            update: dict[str, Any] = {
+                "TableName": self.ledger_table,
+                "Key": {CLAIM_KEY: {"S": claim_key(fold.key)}},
+                "UpdateExpression": "REMOVE #decreased",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {**names, "#decreased": DECREASED},
+            }
+            if values:
+                update["ExpressionAttributeValues"] = values
+            try:
+                self.client.update_item(**update)
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
