@@ -295,6 +295,36 @@ def test_a_transactional_write_is_charged_two_write_units_per_item_a_standard_wr
     assert reads.read_units == {"ledger": 2.5}
 
 
+def test_a_transaction_served_without_moto_backups_that_fails_fails_the_run() -> None:
+    # given a table and one item on it, transactions served without moto's table copies
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws(), ledger_cost.transactions_without_backups():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="ledger",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "ClaimKey", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "ClaimKey", "KeyType": "HASH"}],
+        )
+        dynamodb.put_item(TableName="ledger", Item={"ClaimKey": {"S": "there"}})
+        put = {"TableName": "ledger", "ConditionExpression": "attribute_not_exists(ClaimKey)"}
+
+        # when a transaction is cancelled after its first Put was written, then one succeeds
+        with pytest.raises(ledger_cost.TransactionNotRolledBack):
+            dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Put": {**put, "Item": {"ClaimKey": {"S": "new"}}}},
+                    {"Put": {**put, "Item": {"ClaimKey": {"S": "there"}}}},
+                ]
+            )
+        dynamodb.transact_write_items(TransactItems=[{"Put": {**put, "Item": {"ClaimKey": {"S": "other"}}}}])
+
+        # then the failure is loud, and a transaction that holds is written
+        assert "Item" in dynamodb.get_item(TableName="ledger", Key={"ClaimKey": {"S": "other"}})
+
+
 def test_other_dollars_are_every_component_the_table_does_not_show_apart() -> None:
     # given
     dollars = {
