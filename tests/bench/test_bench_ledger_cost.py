@@ -493,7 +493,7 @@ def test_ledger_mode_ends_exact_under_edits_where_per_batch_keeps_what_was_first
     assert per_batch["per_100_downloads"]["ledger_writes"] == 0
 
 
-@pytest.mark.slow  # streams a few hundred downloads through the shipped handler: CI runs it, make check does not
+# a few seconds of CPU (its transactions served without moto's table copies): make check runs it
 def test_one_reader_ends_exact_under_edits_and_deletions_its_transactions_charged_twice_no_stream_read_its_own() -> (
     None
 ):
