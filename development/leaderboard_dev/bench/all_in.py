@@ -1,14 +1,13 @@
 """Every request the aggregator makes, counted at the SDK and priced: ours and the guide's, on moto, in process.
 
-The shipped handler's steps (`handler_cpu.ours`) and the guide's handler run against moto's tables
-and stream as `handler_cpu` runs them; here every request botocore sends is caught where moto
-answers it (`BotocoreStubber.process_request`) and charged by DynamoDB's rules (`prices.SIZE_RULES`):
-the item's image before and after each write is read from moto's backend, outside the clock, and
-gives the write units (the larger image, rounded up to 1 KB; each item of a TransactWriteItems twice,
-TRANSACTIONAL_WRITE_FACTOR) and the index writes (an entry that
-appears or goes is one, one whose index key moves is two, one whose projected count changes is
-one). Reads are charged by the size of what they return, rounded up to 4 KB, half when eventually
-consistent; each GetRecords call of the aggregator's is a streams read request unit (the mapping's
+The shipped handler's steps (`handler_cpu.ours`) and the guide's handler run against moto's tables and stream
+as `handler_cpu` runs them; here every request botocore sends is caught where moto answers it
+(`BotocoreStubber.process_request`) and charged by DynamoDB's rules (`prices.SIZE_RULES`): the item's image
+before and after each write is read from moto's backend, outside the clock, and gives the write units (the
+larger image, rounded up to 1 KB; each item of a TransactWriteItems twice, TRANSACTIONAL_WRITE_FACTOR) and the
+index writes (an entry that appears or goes is one, one whose index key moves is two, one whose projected
+count changes is one). Reads are charged by the size of what they return, rounded up to 4 KB, half when
+eventually consistent; each GetRecords call of the aggregator's is a streams read request unit (the mapping's
 are free, and not made here: the mapping is `handler_cpu.StreamTail`, outside the meter).
 
 Each configuration runs the same Zipf catalogue at RATE downloads a second: a warm-up window
