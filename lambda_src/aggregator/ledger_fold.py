@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.claims import BASE_ENTITY, CLAIM_KEY
+from leaderboard_core.claims import CLAIM_KEY, decreased_of
 from ledger_records import Boards
 
 Aggregate = tuple[str, str]
 """(entity, board)."""
 VERSION = "Version"
-DECREASED = "Decreased"
 
 
 @dataclass
@@ -64,16 +63,7 @@ class Fold:
 
     def decreased(self) -> set[Aggregate]:
         """The aggregates the key's earlier moves took from (its item's `Decreased`), with the item's entity."""
-        if self.item is None:
-            return set()
-        entity = (self.item.get(BASE_ENTITY) or {}).get("S", "")
-        found: set[Aggregate] = set()
-        for value in self.item.get(DECREASED, {}).get("L", []):
-            if "S" in value:
-                found.add((entity, value["S"]))
-            elif len(pair := value.get("L", [])) == 2:
-                found.add((pair[0]["S"], pair[1]["S"]))
-        return found
+        return decreased_of(self.item)
 
     def decreases(self) -> set[Aggregate]:
         """The aggregates this batch's moves take from: its ledger Put's `Decreased`."""

@@ -32,10 +32,18 @@ from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema
 from leaderboard_core.bookkeeping import pad_sequence
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, STREAM_FROM, claim_key
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    DECREASED,
+    STREAM_FROM,
+    claim_key,
+    decreased_value,
+)
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
-from ledger_fold import DECREASED, VERSION, Aggregate, Fold
+from ledger_fold import VERSION, Aggregate, Fold
 from ledger_records import Boards, counted, is_download_record, refused_report, rejection, sequence_of
 from stream_shards import StreamShards
 from telemetry import logger
@@ -284,12 +292,7 @@ class VersionedLedger:
             CLAIM_KEY: {"S": claim_key(fold.key)},
             VERSION: {"S": fold.version},
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in fold.contribution.items()}},
-            DECREASED: {
-                "L": [
-                    {"S": board} if entity == fold.entity else {"L": [{"S": entity}, {"S": board}]}
-                    for entity, board in sorted(decreased)
-                ]
-            },
+            DECREASED: decreased_value(decreased, fold.entity),
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}
