@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.claims import CLAIM_KEY, decreased_of
+from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, decreased_of
 from ledger_records import Boards
 
 Aggregate = tuple[str, str]
@@ -80,9 +80,16 @@ class Fold:
         return "#version = :version", {"#version": VERSION}, {":version": {"S": self.version}}
 
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's, or none)."""
+        """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's as it was, or
+        none). The backfill's item is held by its Contribution too: the repair's rebase moves it without a Version."""
         if self.item is None:
             return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
+        if VERSION not in self.item and BASE_CONTRIBUTION in self.item:
+            return (
+                "attribute_not_exists(#version) AND #contribution = :contribution",
+                {"#version": VERSION, "#contribution": BASE_CONTRIBUTION},
+                {":contribution": self.item[BASE_CONTRIBUTION]},
+            )
         if VERSION not in self.item:
             return "attribute_not_exists(#version)", {"#version": VERSION}, {}
         return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}

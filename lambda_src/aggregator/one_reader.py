@@ -5,11 +5,10 @@ record moves its download key as the key's versioned ledger item says (versioned
 duplicates and bisected batches change nothing twice. What it never applies: an invocation without a window (a
 direct one: nothing can tell its records from the stream's without reading the shard). What it cannot refuse: an
 event shaped like the mapping's from another caller, since AWS documents nothing in an event or its context that
-proves the caller; whoever may invoke the function is trusted like the mapping (docs/exactly-once-ledger.md). What the
-mapping may not deliver: a batch it gives up, named by its on-failure record, which `leaderboard-tools recover` has
-read back by this function's `readBack` event (a reader for the moments it runs); and records trimmed during a pause
-past the retention, which the trimmed check reports (delivery_notes.py) at each delivery and on the schedule
-(docs/exactly-once-ledger.md, "One reader per shard").
+proves the caller; whoever may invoke the function is trusted like the mapping. What the mapping may not deliver: a
+batch it gives up, named by its on-failure record, which `leaderboard-tools recover` has read back by this function's
+`readBack` event (a reader for the moments it runs); and records trimmed during a pause past the retention, which the
+trimmed check reports (delivery_notes.py) at each delivery and on the schedule (docs/exactly-once-one-reader.md).
 """
 
 from __future__ import annotations

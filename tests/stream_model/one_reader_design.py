@@ -1,4 +1,4 @@
-"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "One reader per shard"): the shipped aggregator
+"""Ledger mode with one reader per shard (docs/exactly-once-one-reader.md): the shipped aggregator
 with STREAM_READERS=1 (lambda_src/aggregator/one_reader.py, versioned_ledger.py, delivery_notes.py, stream_shards.py),
 driven through the model's fakes and held to the ledger histories beside ledger_design.py's. This file is the adapter
 and the operator's recover; the design, in the model's words:

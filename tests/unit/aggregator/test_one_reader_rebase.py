@@ -1,6 +1,6 @@
 """One-reader mode's repair (`leaderboard_tools.recover.rebase`): each key's ledger item moved to what its item counts,
-with the aggregates, by conditioned transactions beside the handler (docs/exactly-once-ledger.md, "One reader per
-shard"). The records lost here are those a trim or a given-up batch read back too late never applied."""
+with the aggregates, by conditioned transactions beside the handler (docs/exactly-once-one-reader.md). The
+records lost here are those a trim or a given-up batch read back too late never applied."""
 
 from __future__ import annotations
 
@@ -206,3 +206,24 @@ def test_decreased_reads_plain_boards_against_the_items_entity_and_pairs_as_writ
     # then song1's boards are plain, song9's a pair, and reading gives back exactly what was written
     assert value == {"L": [{"S": "2018-01"}, {"S": "2018-W03"}, {"L": [{"S": "song9"}, {"S": "2018-01"}]}]}
     assert decreased_of({"Entity": {"S": "song1"}, "Decreased": value}) == taken
+
+
+def test_a_rebase_between_the_handlers_read_and_transaction_of_a_backfilled_key_makes_the_handler_read_again(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted (its ledger item has no Version), its edit into February lost,
+    # and its edit into March delivered, the rebase moving the key between the handler's read and its transaction
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.put(ROOT, "song1", 1, "2018-02")
+    again = world.put(ROOT, "song1", 1, "2018-03")
+    rebased: list[Any] = []
+    ledger_client(
+        world, Interleaved(world.dynamodb, "transact_write_items", lambda: rebased.append(rebase_world(world)))
+    )
+    # when the mapping delivers the March edit
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then the rebase moved the key to February, the handler's condition on what it read failed, and read again it
+    # moved the key from February to March: it counts once, in March
+    assert rebased[0].moved == 1
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}

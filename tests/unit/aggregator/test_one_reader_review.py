@@ -151,7 +151,7 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
     "lambda:InvokeFunction on the aggregator, is applied as the stream's truth, and a record it names with a sequence "
     "number the shard never reached becomes the key's Version, so the key's genuine records are ignored from then on "
     "(silent). Only a read of the shard (GetRecords) could check it, the second reader this mode exists to avoid: "
-    "docs/exactly-once-ledger.md says who can do this",
+    "docs/exactly-once-one-reader.md says who can do this",
 )
 def test_a_window_shaped_invocation_not_sent_by_the_mapping_cannot_hide_the_streams_records(
     world: LedgerWorld,
