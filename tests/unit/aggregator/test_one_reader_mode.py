@@ -4,13 +4,11 @@ boards with a recount of the items made by the test itself (ledger_on_moto.py), 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import wiring
 from aggregator_settings import Settings
 from leaderboard_core.claims import (
     CLAIM_KEY,
@@ -22,8 +20,16 @@ from leaderboard_core.claims import (
     claim_key,
 )
 from one_reader import DIRECT_REFUSED
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, STREAM_ARN, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.handler_on_moto import client_error
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    ROOT,
+    STREAM_ARN,
+    TABLE,
+    LedgerWorld,
+    key_of,
+    one_reader_world,
+)
 from tests.unit.aggregator.test_aggregate_store import NUMBER_OVERFLOW, ThirtyEightDigits
 from tests.unit.conftest import FakeLambdaContext, count_of
 
@@ -38,14 +44,7 @@ OK = {"state": {}, "batchItemFailures": []}
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 def delivered(world: LedgerWorld, shard_id: str, sequences: list[str]) -> list[dict[str, Any]]:

@@ -4,15 +4,12 @@ records lost here are those a trim or a given-up batch read back too late never 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
-import wiring
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
 from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
@@ -21,14 +18,7 @@ from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_cli
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:

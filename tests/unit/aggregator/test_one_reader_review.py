@@ -4,17 +4,15 @@ says what happens instead and which sentence it meets. The rest are angles tried
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import wiring
 from leaderboard_core.claims import CLAIM_KEY, claim_key
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.handler_on_moto import client_error
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
@@ -28,14 +26,7 @@ GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 class Interleaved:
