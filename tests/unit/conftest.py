@@ -25,21 +25,35 @@ share_parsed_models()
 
 LONGEST_FIRST = (
     "tests/unit/stream_model/test_exactly_once.py",
-    "tests/unit/aggregator/test_catch_up_memory.py",
-    "tests/bench/test_bench_all_in.py",
-    "tests/unit/tools/test_backfill_histories.py",
-    "tests/unit/tools/test_band_records.py",
-    "tests/unit/terraform/test_module_validations.py",
-    "tests/unit/aggregator/test_window_steps.py",
     "tests/unit/stream_model/test_guard_mutations.py",
     "tests/unit/query/test_query_verbs_adversarial.py",
+    "tests/unit/tools/test_backfill_histories.py",
+    "tests/unit/aggregator/test_catch_up_memory.py",
+    "tests/bench/test_bench_all_in.py",
+    "tests/unit/terraform/test_module_validations.py",
+    "tests/unit/tools/test_band_records.py",
+    "tests/unit/aggregator/test_window_steps.py",
     "tests/unit/tools/test_backfill.py",
     "tests/unit/tools/test_repair_band_histories.py",
     "tests/unit/aggregator/test_catch_up_nested_items.py",
+    "tests/unit/tools/test_recover.py",
+    "tests/unit/development/test_release.py",
+    "tests/unit/terraform/test_stream_filter.py",
+    "tests/unit/tools/test_cli_errors.py",
+    "tests/unit/tools/test_single_table.py",
+    "tests/unit/terraform/test_examples.py",
+    "tests/unit/tools/test_backfill_release_concurrent.py",
+    "tests/unit/tools/test_reconcile.py",
+    "tests/unit/terraform/test_ledger_refusals.py",
+    "tests/unit/tools/test_repair_band_retractions.py",
+    "tests/unit/tools/test_operator_tools.py",
+    "tests/unit/tools/test_backfill_ledger.py",
+    "tests/unit/query/test_query.py",
 )
-"""The unit tier's longest files (pytest --durations in `make test`), longest first: `--dist loadfile
---no-loadscope-reorder` hands files to the workers in collection order, so these start first and the short files fill
-in, and the two workers finish together instead of one running a long file alone at the end."""
+"""The unit tier's longest files (`make test`'s and `make check`'s, by their --durations), longest first: `--dist
+loadfile --no-loadscope-reorder` hands work units to the workers in collection order, so these start first and the
+short files fill in, and the workers finish together instead of one running a long file alone at the end. The
+files that tests/scheduling.py spreads a test at a time are here too: their long tests start first."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
