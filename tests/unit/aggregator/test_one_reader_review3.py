@@ -19,6 +19,7 @@ from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     ROOT,
+    TABLE,
     LedgerWorld,
     backfill_update,
     key_of,
@@ -49,9 +50,7 @@ def single_table_deployment(world: LedgerWorld) -> Deployment:
         AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
     )
-    return dataclasses.replace(
-        deployment_of(world), table=SINGLE_TABLE, aggregates_table="test-downloads", key_attributes=("PK",)
-    )
+    return dataclasses.replace(deployment_of(world), table=SINGLE_TABLE, aggregates_table=TABLE, key_attributes=("PK",))
 
 
 def backfilled(world: LedgerWorld, key: dict[str, Any], image: dict[str, Any]) -> None:
@@ -114,6 +113,7 @@ def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_hand
     # then the rebase moved the key, and the handler, its condition failed, read it again: song2 counts it once
     assert rebased[0].moved == 1
     assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [0, 1]
+    assert ledger_of(world, key)["Entity"] == {"S": "song2"}
 
 
 @pytest.mark.xfail(
