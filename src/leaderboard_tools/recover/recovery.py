@@ -209,19 +209,98 @@ def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_s
     )
 
 
-def _rebase(report: RecoveryReport, clients: Any, deployment: Deployment, messages: list[Message]) -> None:
+def _rebase(
+    report: RecoveryReport, clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
+) -> None:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
-    item (a recount would leave those items behind). The messages are answered once it ran: a key it reports (its
-    item gone, deleted or expired) is no matter of waiting, and stays in the report for the operator."""
+    item (a recount would leave those items behind). The rebase moves ledger items: an aggregate whose count no ledger
+    item explains, or a key it left (gone, unplaced), stays as it is. So each message is done only once a recount
+    that compares and writes nothing finds every aggregate it names exact, judged as the recount's repair is (`_exact`),
+    and no key the rebase left counts in them; the others are kept, saying what is left and what to do."""
     try:
         report.rebased = rebase(clients.dynamodb, deployment)
     except RebaseRefused as refused:
         for message in messages:
             message.note = str(refused)
         return
+    try:
+        run = reconciler.run(_targets(messages), repair=False)
+    except RecountUnsupported as unsupported:
+        for message in messages:
+            message.note = f"rebased, but what it names could not be checked: {unsupported}"
+        return
+    report.reconciled = [board.as_json() for board in run.boards]
     for message in messages:
-        message.done = True
-        message.note = message.note or "repaired by the rebase of every key's ledger item"
+        exact, _ = _exact(message, run)
+        left = _left_by_rebase(message, report.rebased)
+        message.done = exact and not left
+        if message.done:
+            message.note = message.note or "repaired by the rebase of every key's ledger item, and checked exact"
+        else:
+            message.note = _not_rebased(message, run, left)
+
+
+def _names(message: Message, entity: str, board: str) -> bool:
+    """Whether the message names the aggregate (entity, board)."""
+    if message.every_month:
+        return True
+    songs = message.aggregates.get(board, set())
+    return songs is None or entity in songs
+
+
+def _left_by_rebase(message: Message, rebased: RebaseReport) -> list[dict[str, Any]]:
+    """The keys the rebase left (gone, unplaced) that count, or may count, in an aggregate the message names."""
+    gone = [
+        entry for entry in rebased.gone if any(_names(message, entry["entityId"], board) for board in entry["counts"])
+    ]
+    unplaced = [
+        entry
+        for entry in rebased.unplaced
+        if message.every_month or any(_names(message, entity, board) for entity, board in entry["aggregates"])
+    ]
+    return gone + unplaced
+
+
+def _not_rebased(message: Message, run: RunReport, left: list[dict[str, Any]]) -> str:
+    """What is left of what the message names after the rebase, and what the operator does about it."""
+    parts = []
+    gone = [entry["claimKey"] for entry in left if "counts" in entry]
+    unplaced = [entry for entry in left if "counts" not in entry]
+    if gone:
+        parts.append(
+            f"the rebase found {_listed(gone)} counted with no item in the table (deleted or expired by TTL, not told "
+            "apart): those the application deleted are taken back by `leaderboard-tools reconcile --repair "
+            "--deleted-keys <claimKey>,...`; an expired one stays counted"
+        )
+    if unplaced:
+        parts.append(
+            "the rebase left "
+            + "; ".join(f"{entry['claimKey']} as it is ({entry['why']})" for entry in unplaced[:10])
+            + (f"; and {len(unplaced) - 10} more" if len(unplaced) > 10 else "")
+        )
+    refusal = _refusal(message, run)
+    if refusal:
+        parts.append(f"its recount was refused: {refusal}")
+    differing = [
+        f"{difference.entity_id} in {board.board} (stored {difference.stored}, recounted {difference.recounted})"
+        for board in run.boards
+        for difference in board.differences
+        if not difference.repaired and _names(message, difference.entity_id, board.board)
+    ]
+    if differing:
+        parts.append(
+            f"after the rebase, {_listed(differing)} still differ from the recount of the table: a download written "
+            "during this run that the mapping has not delivered yet settles by itself (run recover again); a "
+            "difference that stays is a count no download's ledger item explains (an aggregate written by hand, or "
+            "one that would pass DynamoDB's 38 digits), which the rebase cannot set: this message stays until it is "
+            "set right"
+        )
+    return "; ".join(parts) or "not every aggregate it names is exact yet"
+
+
+def _listed(names: list[str], shown: int = 10) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _recover(
@@ -277,7 +356,7 @@ def _recover(
                     message.note = ""  # what the recount leaves says why it is kept, if it is
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
         if to_recount and deployment.one_stream_reader:
-            _rebase(report, clients, deployment, to_recount)
+            _rebase(report, clients, deployment, reconciler, to_recount)
             to_recount = []
         run = None
         if to_recount:
