@@ -16,6 +16,7 @@ from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
     ClockDisagrees,
+    Difference,
     Reconciler,
     RecountUnsupported,
     RepairUnavailable,
@@ -23,6 +24,7 @@ from leaderboard_tools.reconcile import (
 )
 from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 from leaderboard_tools.recover.advice import fix_for
+from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
@@ -41,6 +43,8 @@ class RecoveryReport:
     reconciled: list[dict[str, Any]] = field(default_factory=list)
     rebased: RebaseReport | None = None
     """One reader per shard: the repair's rebase of every key's ledger item (rebase.py), where others recount."""
+    drift: DriftReport | None = None
+    """One reader per shard: the aggregates the messages name set to what the ledger counts in them (drift.py)."""
     rejected_fix: str = ""
     """How to fix the rejected downloads' items so that they count, in the deployment's mode (advice.py)."""
 
@@ -66,6 +70,7 @@ class RecoveryReport:
             "bands": self.bands,
             "reconciled": self.reconciled,
             "rebased": None if self.rebased is None else self.rebased.as_json(),
+            "drift": None if self.drift is None else self.drift.as_json(),
         }
 
 
@@ -213,10 +218,10 @@ def _rebase(
     report: RecoveryReport, clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
 ) -> None:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
-    item (a recount would leave those items behind). The rebase moves ledger items: an aggregate whose count no ledger
-    item explains, or a key it left (gone, unplaced), stays as it is. So each message is done only once a recount
-    that compares and writes nothing finds every aggregate it names exact, judged as the recount's repair is (`_exact`),
-    and no key the rebase left counts in them; the others are kept, saying what is left and what to do."""
+    item (a recount would leave those items behind), then by setting each aggregate they name whose count the ledger
+    does not explain (drift.py). Each message is done only once a recount that compares and writes nothing finds every
+    aggregate it names exact, judged as the recount's repair is (`_exact`), and no key the rebase left (gone, unplaced)
+    counts in them; the others are kept, saying what is left and what to do."""
     try:
         report.rebased = rebase(clients.dynamodb, deployment)
     except RebaseRefused as refused:
@@ -225,6 +230,11 @@ def _rebase(
         return
     try:
         run = reconciler.run(_targets(messages), repair=False)
+        drifted = _drifted(messages, run, report.rebased)
+        if drifted:
+            report.drift = settle_drift(clients.dynamodb, deployment, drifted)
+            if report.drift.settled:
+                run = reconciler.run(_targets(messages), repair=False)
     except RecountUnsupported as unsupported:
         for message in messages:
             message.note = f"rebased, but what it names could not be checked: {unsupported}"
@@ -237,7 +247,7 @@ def _rebase(
         if message.done:
             message.note = message.note or "repaired by the rebase of every key's ledger item, and checked exact"
         else:
-            message.note = _not_rebased(message, run, left)
+            message.note, message.retry = _not_rebased(message, run, left, report.drift)
 
 
 def _names(message: Message, entity: str, board: str) -> bool:
@@ -261,18 +271,46 @@ def _left_by_rebase(message: Message, rebased: RebaseReport) -> list[dict[str, A
     return gone + unplaced
 
 
-def _not_rebased(message: Message, run: RunReport, left: list[dict[str, Any]]) -> str:
-    """What is left of what the message names after the rebase, and what the operator does about it."""
+def _differing(message: Message, run: RunReport) -> list[tuple[str, Difference]]:
+    """The aggregates the message names whose count differs from the recount: (board, difference)."""
+    return [
+        (board.board, difference)
+        for board in run.boards
+        if not board.refused
+        for difference in board.differences
+        if not difference.repaired and _names(message, difference.entity_id, board.board)
+    ]
+
+
+def _drifted(messages: list[Message], run: RunReport, rebased: RebaseReport) -> set[tuple[str, str]]:
+    """The aggregates to measure against the ledger: those differing that the messages name, where the rebase left no
+    key (a key it left makes the ledger no measure of the table)."""
+    return {
+        (difference.entity_id, board)
+        for message in messages
+        if not _left_by_rebase(message, rebased)
+        for board, difference in _differing(message, run)
+    }
+
+
+def _not_rebased(
+    message: Message, run: RunReport, left: list[dict[str, Any]], drift: DriftReport | None
+) -> tuple[str, bool]:
+    """What is left of what the message names after the rebase, what the operator does about it, and whether running
+    recover again later is all it takes."""
     parts = []
+    retry = True
     gone = [entry["claimKey"] for entry in left if "counts" in entry]
     unplaced = [entry for entry in left if "counts" not in entry]
     if gone:
+        retry = False
         parts.append(
             f"the rebase found {_listed(gone)} counted with no item in the table (deleted or expired by TTL, not told "
             "apart): those the application deleted are taken back by `leaderboard-tools reconcile --repair "
             "--deleted-keys <claimKey>,...`; an expired one stays counted"
         )
     if unplaced:
+        retry = False
         parts.append(
             "the rebase left "
             + "; ".join(f"{entry['claimKey']} as it is ({entry['why']})" for entry in unplaced[:10])
@@ -280,22 +318,22 @@ def _not_rebased(message: Message, run: RunReport, left: list[dict[str, Any]]) -
         )
     refusal = _refusal(message, run)
     if refusal:
+        retry = False
         parts.append(f"its recount was refused: {refusal}")
-    differing = [
-        f"{difference.entity_id} in {board.board} (stored {difference.stored}, recounted {difference.recounted})"
-        for board in run.boards
-        for difference in board.differences
-        if not difference.repaired and _names(message, difference.entity_id, board.board)
-    ]
-    if differing:
-        parts.append(
-            f"after the rebase, {_listed(differing)} still differ from the recount of the table: a download written "
-            "during this run that the mapping has not delivered yet settles by itself (run recover again); a "
-            "difference that stays is a count no download's ledger item explains (an aggregate written by hand, or "
-            "one that would pass DynamoDB's 38 digits), which the rebase cannot set: this message stays until it is "
-            "set right"
-        )
-    return "; ".join(parts) or "not every aggregate it names is exact yet"
+    for board, difference in _differing(message, run):
+        named = f"{difference.entity_id} in {board} (stored {difference.stored}, recounted {difference.recounted})"
+        kept = drift.left_for(difference.entity_id, board) if drift is not None else None
+        if kept is not None:
+            retry = retry and kept["retry"]
+            parts.append(f"{named} differs from what the ledger counts in it and is not set: {kept['why']}")
+        elif not left:
+            parts.append(
+                f"{named} differs from the table's recount as the ledger does: downloads written during this run, "
+                "counted once the mapping delivers them; run recover again"
+            )
+        else:
+            parts.append(f"{named} differs from the table's recount")
+    return "; ".join(parts) or "not every aggregate it names is exact yet", retry and bool(parts)
 
 
 def _listed(names: list[str], shown: int = 10) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from leaderboard_tools.cli import main
-from leaderboard_tools.commands import EXIT_DIFFERENCES
+from leaderboard_tools.commands import EXIT_EXACT
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.recover import RecoveryReport, recover
@@ -72,17 +72,19 @@ def two_reader_ledger_item(stack: MotoStack, song: str, download_id: str, month:
 
 
 def recover_once(
-    stack: MotoStack, reconciler_class: type[CountingReconciler] = CountingReconciler
+    stack: MotoStack,
+    reconciler_class: type[CountingReconciler] = CountingReconciler,
+    clients: OperatorClients | None = None,
 ) -> tuple[RecoveryReport, CountingReconciler]:
     """recover's run, its check by `reconciler_class` (the aggregator's read-back, not asked here, would apply)."""
     real = operator_clients(region=REGION)
-    clients = OperatorClients(real.dynamodb, real.dynamodbstreams, ReadBackFunction(APPLIED), real.sqs)
+    clients = clients or OperatorClients(real.dynamodb, real.dynamodbstreams, ReadBackFunction(APPLIED), real.sqs)
     deployment = discover(real, stack.table)
     reconciler = reconciler_class(clients, deployment, empty_page_pause=0, **QUICK_BANDS)
     return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30), reconciler
 
 
-def test_a_refused_record_of_an_aggregate_no_download_explains_is_kept_saying_the_rebase_cannot_set_it(
+def test_a_refused_record_of_an_aggregate_no_download_explains_is_set_to_what_the_ledger_counts_and_deleted(
     aws: None,
 ) -> None:
     # given a one-reader deployment whose download of song1 counts once, its ledger item in step with its item, while
@@ -94,19 +96,94 @@ def test_a_refused_record_of_an_aggregate_no_download_explains_is_kept_saying_th
     refused_record(stack, "song1", MONTH)
     # when recover runs
     report, reconciler = recover_once(stack)
-    # then the rebase found the key in step and wrote nothing; the check compared song1's aggregate and repaired nothing
+    # then the rebase found the key in step and wrote nothing, the aggregate was set to what the ledger counts in it,
+    # and the check, before and after, compared and repaired nothing
     assert report.rebased is not None
     assert (report.rebased.in_step, report.rebased.moved, report.rebased.differences_remain) == (1, 0, False)
-    assert (reconciler.runs, reconciler.repairs) == ([{MONTH: {"song1"}}], [False])
+    assert report.drift is not None
+    assert report.drift.settled == [{"entityId": "song1", "board": MONTH, "stored": "999999999999", "ledger": "1"}]
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (reconciler.runs, reconciler.repairs) == ([{MONTH: {"song1"}}] * 2, [False, False])
+    # and, song1 exact, the message is deleted
+    assert (report.deleted, report.kept, queue_depth(stack)) == (1, [], 0)
+    assert not report.differences_remain
+
+
+class LedgerWrittenAtEveryRead:
+    """The DynamoDB client, a download of song9 moved in the ledger at every read of an aggregate (as the aggregator's
+    transactions do while recover measures the drift)."""
+
+    def __init__(self, dynamodb: Any, aggregates_table: str) -> None:
+        self._dynamodb = dynamodb
+        self._aggregates = aggregates_table
+        self.moves = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dynamodb, name)
+
+    def get_item(self, **parameters: Any) -> Any:
+        if parameters["TableName"] == self._aggregates:
+            self.moves += 1
+            self._dynamodb.put_item(
+                TableName="music-claims",
+                Item={
+                    CLAIM_KEY: {"S": "download#song9-d1"},
+                    "Version": {"S": f"shardId-1|{self.moves:040d}"},
+                    "Entity": {"S": "song9"},
+                    "Contribution": {"M": {"2018-02": {"N": "1"}}},
+                },
+            )
+        return self._dynamodb.get_item(**parameters)
+
+
+def test_an_aggregate_whose_ledger_moves_under_every_measurement_is_left_and_its_message_kept_to_run_again(
+    aws: None,
+) -> None:
+    # given a one-reader deployment with song1's aggregate holding a count no download explains, its refused_record,
+    # and the ledger written between every two scans of it
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 999999999999)
+    refused_record(stack, "song1", MONTH)
+    real = operator_clients(region=REGION)
+    dynamodb = LedgerWrittenAtEveryRead(real.dynamodb, stack.aggregates_table)
+    # when recover runs
+    report, _ = recover_once(stack, clients=OperatorClients(dynamodb, real.dynamodbstreams, None, real.sqs))
+    # then the aggregate is left as it is after every measurement, and the message is kept, saying to run again
     assert stored_count(stack, "song1", MONTH) == 999999999999
-    # and the message is kept, saying what differs and that the rebase cannot set it; waiting will not settle it
+    assert report.drift is not None
+    assert ([(entry["entityId"], entry["board"], entry["retry"]) for entry in report.drift.left]) == [
+        ("song1", MONTH, True)
+    ]
     assert (report.deleted, queue_depth(stack)) == (0, 1)
     (kept,) = report.kept
-    assert (kept["kind"], kept["boards"], kept["retry"]) == ("refused_record", [MONTH], False)
+    assert (kept["kind"], kept["retry"]) == ("refused_record", True)
     assert f"song1 in {MONTH} (stored 999999999999, recounted 1)" in kept["note"]
-    assert "the rebase cannot set" in kept["note"]
+    assert "changed under 3 measurements" in kept["note"]
+    assert "run recover again" in kept["note"]
+    assert report.pending
+
+
+def test_with_an_expiry_kept_in_the_ledger_no_aggregate_is_set_and_the_message_is_kept_saying_why(aws: None) -> None:
+    # given a one-reader deployment with song1's aggregate holding a count no download explains, its refused_record,
+    # and the ledger keeping a download expired by TTL counted (its own item, which names no aggregate)
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 5)
+    refused_record(stack, "song1", MONTH)
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
+    )
+    # when recover runs
+    report, _ = recover_once(stack)
+    # then the aggregate is left as it is, and the message is kept, saying why; waiting will not settle it
+    assert stored_count(stack, "song1", MONTH) == 5
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    (kept,) = report.kept
+    assert kept["retry"] is False
+    assert f"song1 in {MONTH} (stored 5, recounted 1)" in kept["note"]
+    assert "expired by TTL" in kept["note"]
     assert report.differences_remain
-    assert [board["differences"][0]["state"] for board in report.reconciled] == ["differs"]
 
 
 def test_a_refused_record_whose_aggregate_the_rebase_makes_exact_is_deleted(aws: None) -> None:
@@ -203,7 +280,7 @@ def test_a_difference_the_check_meets_from_a_download_written_during_the_run_kee
     assert "run recover again" in kept["note"]
 
 
-def test_recover_from_the_command_line_exits_with_differences_while_a_message_is_kept_after_the_rebase(
+def test_recover_from_the_command_line_sets_an_aggregate_no_download_explains_and_exits_exact(
     aws: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # given a one-reader deployment with song1's aggregate holding a count no download explains, and its refused_record
@@ -213,9 +290,12 @@ def test_recover_from_the_command_line_exits_with_differences_while_a_message_is
     refused_record(stack, "song1", MONTH)
     # when recover runs from the command line
     code = main(["recover", "--table", stack.table, "--json"])
-    # then the exit code says differences remain, and the message is kept with its note
+    # then the aggregate is set to what the ledger counts, the message deleted, and the exit code says exact
     answer = json.loads(capsys.readouterr().out)
-    assert (code, answer["deleted"]) == (EXIT_DIFFERENCES, 0)
-    (kept,) = answer["kept"]
-    assert f"song1 in {MONTH} (stored 7, recounted 1)" in kept["note"]
-    assert queue_depth(stack) == 1
+    assert (code, answer["deleted"], answer["kept"]) == (EXIT_EXACT, 1, [])
+    assert answer["drift"] == {
+        "settled": [{"entityId": "song1", "board": MONTH, "stored": "7", "ledger": "1"}],
+        "left": [],
+    }
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert queue_depth(stack) == 0
