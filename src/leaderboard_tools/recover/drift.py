@@ -14,8 +14,9 @@ items' contributions to it, changes under none of them, and is measured once, at
   between its two reads, which enclose t: the first scan's sums are the ledger's at t. Where one changed, both are read
   again, up to ATTEMPTS times; then the aggregates are left, and said.
 
-The drift is then taken away by an ADD, which commutes with whatever the aggregator added since. An aggregate past 38
-digits whose ledger explains that count stays as it is (no such count can be stored). Expiries' items (`expired#...`)
+The drift is then taken away by an ADD, which commutes with whatever the aggregator added since, conditioned on the
+count read (another recover may have set it since: then measured again). An aggregate whose ledger puts it past 38
+digits stays as it is (no such count can be stored). Expiries' items (`expired#...`)
 keep counted a download they do not name the aggregates of: with one in the ledger, every aggregate is left.
 """
 
