@@ -313,18 +313,21 @@ def _not_rebased(
         retry = False
         parts.append(
             "the rebase left "
-            + "; ".join(f"{entry['claimKey']} as it is ({entry['why']})" for entry in unplaced[:10])
-            + (f"; and {len(unplaced) - 10} more" if len(unplaced) > 10 else "")
+            + "; ".join(f"{entry['claimKey']} as it is ({entry['why']})" for entry in unplaced[:SHOWN_DIFFERENCES])
+            + (f"; and {len(unplaced) - SHOWN_DIFFERENCES} more" if len(unplaced) > SHOWN_DIFFERENCES else "")
         )
     refusal = _refusal(message, run)
     if refusal:
         retry = False
         parts.append(f"its recount was refused: {refusal}")
-    for board, difference in _differing(message, run):
-        named = f"{difference.entity_id} in {board} (stored {difference.stored}, recounted {difference.recounted})"
+    differing = _differing(message, run)
+    for shown, (board, difference) in enumerate(differing):
         kept = drift.left_for(difference.entity_id, board) if drift is not None else None
+        retry = retry and (kept is None or kept["retry"])
+        if shown >= SHOWN_DIFFERENCES:
+            continue
+        named = f"{difference.entity_id} in {board} (stored {difference.stored}, recounted {difference.recounted})"
         if kept is not None:
-            retry = retry and kept["retry"]
             parts.append(f"{named} differs from what the ledger counts in it and is not set: {kept['why']}")
         elif not left:
             parts.append(
@@ -333,10 +336,16 @@ def _not_rebased(
             )
         else:
             parts.append(f"{named} differs from the table's recount")
+    if len(differing) > SHOWN_DIFFERENCES:
+        parts.append(f"and {len(differing) - SHOWN_DIFFERENCES} more aggregates differ (the report's `reconciled`)")
     return "; ".join(parts) or "not every aggregate it names is exact yet", retry and bool(parts)
 
 
-def _listed(names: list[str], shown: int = 10) -> str:
+SHOWN_DIFFERENCES = 10
+"""Aggregates a kept message's note names, one by one; the report's `reconciled` has every one."""
+
+
+def _listed(names: list[str], shown: int = SHOWN_DIFFERENCES) -> str:
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
 

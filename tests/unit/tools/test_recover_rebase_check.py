@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from leaderboard_tools.cli import main
@@ -162,6 +163,49 @@ def test_an_aggregate_whose_ledger_moves_under_every_measurement_is_left_and_its
     assert "changed under 3 measurements" in kept["note"]
     assert "run recover again" in kept["note"]
     assert report.pending
+
+
+class NumberOverflow:
+    """The DynamoDB client, refusing every update of an aggregate as DynamoDB refuses a number past 38 digits."""
+
+    def __init__(self, dynamodb: Any, aggregates_table: str) -> None:
+        self._dynamodb = dynamodb
+        self._aggregates = aggregates_table
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dynamodb, name)
+
+    def update_item(self, **parameters: Any) -> Any:
+        if parameters["TableName"] == self._aggregates:
+            error = {
+                "Code": "ValidationException",
+                "Message": "Number overflow. Attempting to store a number with magnitude larger than supported range",
+            }
+            raise ClientError({"Error": error}, "UpdateItem")
+        return self._dynamodb.update_item(**parameters)
+
+
+def test_an_aggregate_whose_setting_dynamodb_refuses_is_left_and_its_message_kept_for_good(aws: None) -> None:
+    # given a one-reader deployment with song1's aggregate holding a count no download explains, its refused_record,
+    # and DynamoDB refusing the aggregate's update as a number past 38 digits
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 999999999999)
+    refused_record(stack, "song1", MONTH)
+    real = operator_clients(region=REGION)
+    dynamodb = NumberOverflow(real.dynamodb, stack.aggregates_table)
+    # when recover runs
+    report, _ = recover_once(stack, clients=OperatorClients(dynamodb, real.dynamodbstreams, None, real.sqs))
+    # then the aggregate is left as it is, and the message is kept, saying why; waiting will not settle it
+    assert stored_count(stack, "song1", MONTH) == 999999999999
+    assert report.drift is not None
+    assert [(entry["entityId"], entry["retry"]) for entry in report.drift.left] == [("song1", False)]
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    (kept,) = report.kept
+    assert kept["retry"] is False
+    assert "the ledger counts 1 in it, which DynamoDB refused" in kept["note"]
+    assert "Number overflow" in kept["note"]
+    assert report.differences_remain
 
 
 def test_with_an_expiry_kept_in_the_ledger_no_aggregate_is_set_and_the_message_is_kept_saying_why(aws: None) -> None:
