@@ -343,3 +343,21 @@ def test_recover_from_the_command_line_sets_an_aggregate_no_download_explains_an
     }
     assert stored_count(stack, "song1", MONTH) == 1
     assert queue_depth(stack) == 0
+
+
+@pytest.mark.parametrize("output", ["table", "text"])
+def test_recover_for_a_person_and_for_a_script_names_the_aggregate_it_set_and_both_counts(
+    aws: None, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    # given a one-reader deployment with song1's aggregate holding a count no download explains, and its refused_record
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 7)
+    refused_record(stack, "song1", MONTH)
+    # when recover runs with that output
+    code = main(["recover", "--table", stack.table, "--output", output])
+    # then the output names the aggregate set, what it held and what the ledger counts
+    printed = capsys.readouterr().out
+    assert code == EXIT_EXACT
+    expected = f"set: song1 in {MONTH}: 7 -> 1" if output == "table" else f"drift_settled\tsong1\t{MONTH}\t7\t1"
+    assert expected in printed, printed
