@@ -122,7 +122,9 @@ def drift_text(drift: dict[str, Any] | None) -> list[str]:
             for entry in drift["settled"]
         ),
         *(
-            text_line("drift_left", entry["entityId"], entry["board"], "pending" * entry["retry"], entry["why"])
+            text_line(
+                "drift_left", entry["entityId"], entry["board"], "pending" if entry["retry"] else "", entry["why"]
+            )
             for entry in drift["left"]
         ),
     ]
