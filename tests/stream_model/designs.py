@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import aggregator
 import lineage_sweep
+import two_readers
 from aggregate_store import AggregateStore
 from aggregator_settings import PER_BATCH, Settings
 from delivery import parse_delivery
@@ -89,7 +89,7 @@ class ShardWatermarkDesign(Design):
                 event, self.dependencies, self.settings, remaining_ms
             )
             return response
-        response, _report = aggregator.process_delivery(
+        response, _report = two_readers.process_delivery(
             parse_delivery(event, TABLE_ARN), self.dependencies, self.settings, remaining_ms
         )
         return response

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import aggregator
 import catch_up
 import shard_lineage
+import two_readers
 from delivery import ShardRef
 from download_records import AggregateKey, Change, Download, Ignored, Parsed, Rejected, parse_record
 from leaderboard_core.bookkeeping import pad_sequence
@@ -236,7 +236,7 @@ def _catch_up(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
 
 
 catch_up.parse_record = _parse
-aggregator.catch_up = shard_lineage.catch_up = _catch_up
+two_readers.catch_up = shard_lineage.catch_up = _catch_up
 """Installed once, for good: outside a ledger design's invocation each is the shipped function itself."""
 
 

@@ -469,11 +469,11 @@ class OneLevelOfAncestry(ShardWatermarkDesign):
         self.name = "drains one level of parent"
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        import aggregator
         import lineage_sweep
+        import two_readers
 
-        walk = aggregator.count_ancestry
-        callers = (aggregator, lineage_sweep)
+        walk = two_readers.count_ancestry
+        callers = (two_readers, lineage_sweep)
         for caller in callers:
             caller.count_ancestry = _parent_only
         try:

@@ -259,7 +259,7 @@ class _TrimmedClosedParent:
 
 def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not_ended() -> None:
     # given a closed parent counted through 200 whose later records were trimmed, and a failure queue that refuses
-    import aggregator
+    import two_readers
     from delivery import ShardRef, parse_delivery
     from tests.stream_model.environment import STREAM_ARN, TABLE_ARN
 
@@ -270,10 +270,10 @@ def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not
     progress.advance(parent, "200".zfill(40), "200", None, False)
     event = {"shardId": "shardC", "eventSourceARN": STREAM_ARN, "Records": [], "throughSequenceNumber": "500"}
     # when the child is invoked while the queue refuses, then again once it takes messages
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
+    two_readers.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
     refused_then = (progress.read(parent).ended, progress.read(child).lineage_counted)
     wired.queue_up = True
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
+    two_readers.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
     # then the parent stayed open until its gap was in the queue, and the gap is there now
     assert refused_then == (False, False)
     assert [message["shardId"] for message in wired.sent if message.get("kind") == "records_trimmed"] == ["shardP"]
