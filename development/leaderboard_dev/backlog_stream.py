@@ -177,6 +177,8 @@ def catch_up(
     False the settings hold no memory ceiling: tracemalloc's own bookkeeping is resident memory too, so under it
     the ceiling would cut steps that in Lambda it leaves whole.
     """
+    from invocation_context import InvocationContext
+
     settings, dependencies, delivery = backlog_invocation(
         dynamodb,
         stream,
@@ -194,7 +196,9 @@ def catch_up(
             meter.reset()
             remaining_ms = _invocation_time(stream, pages_per_invocation, settings.deadline_margin_ms)
             try:
-                _, report = two_readers.process_delivery(delivery, dependencies, settings, remaining_ms)
+                _, report = two_readers.process_delivery(
+                    delivery, InvocationContext(settings, dependencies, remaining_ms)
+                )
             except two_readers.AggregatesNotWritten as not_yet:
                 report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
             yield Invocation(

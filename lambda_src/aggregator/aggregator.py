@@ -29,6 +29,7 @@ from aggregator_settings import Settings
 from band_records import is_band_record_event, settle_band_records
 from batch_report import publish
 from dependencies import Dependencies
+from invocation_context import InvocationContext
 from lineage_sweep import LineageSweepUnreported, is_lineage_sweep_event, sweep_lineages_on_schedule
 from one_reader import handle_one_reader
 from telemetry import logger, metrics
@@ -77,9 +78,8 @@ def _sweep_lineages(
     """The schedule's sweep with two readers per shard, its log line and metrics whether or not it reported all."""
     started = time.monotonic()
     try:
-        response, report = sweep_lineages_on_schedule(
-            event, dependencies, settings, context.get_remaining_time_in_millis
-        )
+        invocation = InvocationContext(settings, dependencies, context.get_remaining_time_in_millis)
+        response, report = sweep_lineages_on_schedule(event, invocation)
     except LineageSweepUnreported as failure:
         publish(failure.report, started, succeeded=False)
         raise

@@ -25,6 +25,7 @@ from delivery import Delivery, Refused, ShardRef, parse_delivery
 from dependencies import Dependencies
 from download_records import Ignored, Schema, parse_record
 from failure_messages import gap_message, refused_message
+from invocation_context import InvocationContext
 from leaderboard_core.bookkeeping import pad_sequence
 from lineage_sweep import sweep_lineages
 from progress_item import Progress
@@ -62,13 +63,9 @@ def _bound_of(delivery: Delivery, state_high: str | None) -> str | None:
     return max(candidates) if candidates else None
 
 
-def process_delivery(
-    delivery: Delivery,
-    deps: Dependencies,
-    settings: Settings,
-    remaining_ms: Callable[[], int],
-) -> tuple[dict[str, Any], BatchReport]:
+def process_delivery(delivery: Delivery, invocation: InvocationContext) -> tuple[dict[str, Any], BatchReport]:
     """Count the delivery's shard from its checkpoint through what the delivery names, and answer Lambda."""
+    deps, settings = invocation.deps, invocation.settings
     report = BatchReport(
         shard_id=delivery.shard_id,
         window_start=delivery.window.start if delivery.window else None,
@@ -95,7 +92,7 @@ def process_delivery(
     if shard is None:
         return _response(delivery, None, None, report), report
     swept = BatchReport()
-    sweep_lineages(deps, settings, shard.stream_arn, remaining_ms, swept)
+    sweep_lineages(invocation, shard.stream_arn, swept)
     report.trimmed = swept.trimmed or report.trimmed
     report.ancestor_lost = swept.ancestor_lost
     report.unreported += swept.unreported
@@ -108,7 +105,7 @@ def process_delivery(
         report.caught_up = True
         return _response(delivery, shard, bound, report), report
 
-    keep_reading = _step_budget(settings, remaining_ms)
+    keep_reading = _step_budget(invocation)
 
     try:
         progress = _progress_of(deps, shard, delivery)
@@ -126,16 +123,14 @@ def process_delivery(
         # earlier batch delivered: recover's invocation through that range reads through those too.
         bound = max(bound, progress.delivered_high)
         report.bound = bound
-    count_ancestry(deps, settings, shard, progress, remaining_ms, keep_reading, report)
+    count_ancestry(invocation, shard, progress, keep_reading, report)
     if bound is not None and progress.checkpoint is not None and progress.checkpoint >= bound:
         report.checkpoint_after = progress.checkpoint
         report.caught_up = True
         _report_unconfirmed(deps, delivery, progress, None, report)
         return _response(delivery, shard, bound, report), report
     try:
-        catchup = _catch_up_in_steps(
-            deps, settings, delivery, shard, progress, bound, remaining_ms, keep_reading, report
-        )
+        catchup = _catch_up_in_steps(invocation, delivery, shard, progress, bound, keep_reading, report)
     except ClientError as error:
         if not delivery.is_direct or error.response.get("Error", {}).get("Code") not in GONE:
             raise
@@ -153,8 +148,9 @@ def process_delivery(
     return _response(delivery, shard, bound, report), report
 
 
-def _step_budget(settings: Settings, remaining_ms: Callable[[], int]) -> Callable[[int, int], bool]:
+def _step_budget(invocation: InvocationContext) -> Callable[[int, int], bool]:
     """One step's read budget, leaving the deadline margin and half the time then left (2 s at least) to write."""
+    settings, remaining_ms = invocation.settings, invocation.remaining_ms
     write_reserve_ms = max(2000, (remaining_ms() - settings.deadline_margin_ms) // 2)
     return reading_budget(settings, remaining_ms, settings.deadline_margin_ms + write_reserve_ms)
 
@@ -164,13 +160,11 @@ def _reached(catchup: Catchup, bound: str | None, checkpoint: str | None) -> boo
 
 
 def _catch_up_in_steps(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     delivery: Delivery,
     shard: ShardRef,
     progress: Progress,
     bound: str | None,
-    remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
 ) -> Catchup:
@@ -179,9 +173,10 @@ def _catch_up_in_steps(
     for another step.
 
     A window longer than one step is then counted by one invocation instead of failing once per step (rule 9)."""
+    deps, settings, remaining_ms = invocation.deps, invocation.settings, invocation.remaining_ms
     step_began_ms = remaining_ms()
     while True:
-        catchup = catch_up(deps, settings, shard, progress, bound, remaining_ms, keep_reading, report)
+        catchup = catch_up(invocation, shard, progress, bound, keep_reading, report)
         _report_unconfirmed(deps, delivery, progress, catchup.read, report)
         report.checkpoint_after = advance(deps, catchup)
         report.shard_ended = catchup.read.shard_ended
@@ -195,7 +190,7 @@ def _catch_up_in_steps(
             return catchup
         del catchup, read  # the step's records, released before the next step reads and measures its memory
         progress = deps.progress.read(shard)
-        keep_reading = _step_budget(settings, remaining_ms)
+        keep_reading = _step_budget(invocation)
         step_began_ms = step_ended_ms
 
 
@@ -301,8 +296,9 @@ def handle_delivery(
     invocation, its log line and its metrics."""
     started = time.monotonic()
     delivery = parse_delivery(event, settings.table_arn)
+    invocation = InvocationContext(settings, dependencies, context.get_remaining_time_in_millis)
     try:
-        response, report = process_delivery(delivery, dependencies, settings, context.get_remaining_time_in_millis)
+        response, report = process_delivery(delivery, invocation)
     except AggregatesNotWritten as failure:
         publish(failure.report, started, succeeded=False)
         raise

@@ -225,12 +225,12 @@ def _parse(record: Any, schema: Any) -> Parsed:
     return design.parse(record, schema) if design is not None else _SHIPPED_PARSE(record, schema)
 
 
-def _catch_up(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
+def _catch_up(invocation: Any, shard: ShardRef, *rest: Any) -> Any:
     if getattr(_ACTIVE, "design", None) is None:
-        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+        return _SHIPPED_CATCH_UP(invocation, shard, *rest)
     outer, _ACTIVE.shard = getattr(_ACTIVE, "shard", None), shard
     try:
-        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+        return _SHIPPED_CATCH_UP(invocation, shard, *rest)
     finally:
         _ACTIVE.shard = outer
 

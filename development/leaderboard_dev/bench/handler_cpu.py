@@ -418,14 +418,15 @@ def invoker(two_readers: Any, settings: Any, dependencies: Any) -> Callable[[dic
     """One invocation of the shipped handler's steps, as lambda_handler runs them: parse, process, publish, flush."""
     from batch_report import publish
     from delivery import parse_delivery
+    from invocation_context import InvocationContext
     from telemetry import metrics
+
+    invocation = InvocationContext(settings, dependencies, LambdaContext.get_remaining_time_in_millis)
 
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
         delivery = parse_delivery(event, settings.table_arn)
-        response, report = two_readers.process_delivery(
-            delivery, dependencies, settings, LambdaContext.get_remaining_time_in_millis
-        )
+        response, report = two_readers.process_delivery(delivery, invocation)
         publish(report, started, succeeded=True)
         metrics.flush_metrics()
         return dict(response["state"])

@@ -15,6 +15,7 @@ import pytest
 
 import two_readers
 from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
+from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up, catch_up_alone
 from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
@@ -166,7 +167,7 @@ def test_a_process_at_its_memory_ceiling_reads_a_page_a_step_and_still_counts_th
     )
     settings = dataclasses.replace(settings, memory_ceiling_bytes=1)
     # when the aggregator is invoked through the backlog's end
-    _, report = two_readers.process_delivery(delivery, dependencies, settings, lambda: 900_000)
+    _, report = two_readers.process_delivery(delivery, InvocationContext(settings, dependencies, lambda: 900_000))
     # then each step read one page (1,000 records) and moved on, and every download is counted once
     assert report.caught_up
     assert report.records_read == records

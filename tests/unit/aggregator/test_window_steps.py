@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 import two_readers
 from aggregator_settings import PER_WINDOW
+from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up_alone
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed
@@ -178,7 +179,9 @@ def invoke_through_the_backlog(
         dynamodb, stream, MEMORY_TABLE, MEMORY_PROGRESS_TABLE, deadline_margin_ms=5000, send_failures=queue
     )
     try:
-        response, _ = two_readers.process_delivery(delivery, dependencies, settings, clock.remaining_ms)
+        response, _ = two_readers.process_delivery(
+            delivery, InvocationContext(settings, dependencies, clock.remaining_ms)
+        )
     except two_readers.AggregatesNotWritten:  # out of time before its bound: retried
         return None
     return response
