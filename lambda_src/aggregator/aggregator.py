@@ -77,8 +77,8 @@ def _sweep_lineages(
 ) -> dict[str, Any]:
     """The schedule's sweep with two readers per shard, its log line and metrics whether or not it reported all."""
     started = time.monotonic()
+    invocation = InvocationContext(settings, dependencies, context.get_remaining_time_in_millis)
     try:
-        invocation = InvocationContext(settings, dependencies, context.get_remaining_time_in_millis)
         response, report = sweep_lineages_on_schedule(event, invocation)
     except LineageSweepUnreported as failure:
         publish(failure.report, started, succeeded=False)
