@@ -157,7 +157,7 @@ def backlog_invocation(
 
 
 def catch_up(
-    aggregator: Any,
+    two_readers: Any,
     dynamodb: Any,
     stream: BacklogStream,
     invocations: int,
@@ -168,15 +168,17 @@ def catch_up(
     memory_ceiling: bool = True,
     resident: bool = False,
 ) -> Iterator[Invocation]:
-    """Invoke the shipped `process_delivery` (loaded from lambda_src) through the backlog's end, up to `invocations`
-    times or until it is caught up, each one measured alone: tracemalloc's peak, reset before it, or with `resident`
-    the process's resident memory (ResidentMeter; catch_up_alone runs it in a fresh process).
+    """Invoke the shipped `process_delivery` (`two_readers`, loaded from lambda_src) through the backlog's end, up to
+    `invocations` times or until it is caught up, each one measured alone: tracemalloc's peak, reset before it, or
+    with `resident` the process's resident memory (ResidentMeter; catch_up_alone runs it in a fresh process).
 
     An invocation reads in bounded steps for as long as its time allows: here, `pages_per_invocation` GetRecords
     pages (None: no end), after which it has only the time to write what its step read. With `memory_ceiling`
     False the settings hold no memory ceiling: tracemalloc's own bookkeeping is resident memory too, so under it
     the ceiling would cut steps that in Lambda it leaves whole.
     """
+    from invocation_context import InvocationContext
+
     settings, dependencies, delivery = backlog_invocation(
         dynamodb,
         stream,
@@ -194,8 +196,10 @@ def catch_up(
             meter.reset()
             remaining_ms = _invocation_time(stream, pages_per_invocation, settings.deadline_margin_ms)
             try:
-                _, report = aggregator.process_delivery(delivery, dependencies, settings, remaining_ms)
-            except aggregator.AggregatesNotWritten as not_yet:
+                _, report = two_readers.process_delivery(
+                    delivery, InvocationContext(settings, dependencies, remaining_ms)
+                )
+            except two_readers.AggregatesNotWritten as not_yet:
                 report = not_yet.report  # a step short of the bound: Lambda (or recover) invokes again
             yield Invocation(
                 round(meter.peak_bytes() / 2**20, 1),
@@ -256,7 +260,7 @@ def _status_kib(field: str) -> int:
 
 
 def catch_up_alone(
-    aggregator_module: str,
+    two_readers_module: str,
     dynamodb_factory: Callable[[], Any],
     stream: BacklogStream,
     invocations: int,
@@ -265,16 +269,16 @@ def catch_up_alone(
     **options: Any,
 ) -> tuple[list[Invocation], BacklogStream]:
     """`catch_up` in a fresh process, each invocation measured by its resident memory (ResidentMeter): the memory
-    Lambda limits, without tracemalloc's CPU. The aggregator is imported there by name; the backlog goes there and
+    Lambda limits, without tracemalloc's CPU. `two_readers` is imported there by name; the backlog goes there and
     back, its counters as the invocations left them."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(
-            _catch_up_here, (aggregator_module, dynamodb_factory, stream, invocations, table, progress_table, options)
+            _catch_up_here, (two_readers_module, dynamodb_factory, stream, invocations, table, progress_table, options)
         )
 
 
 def _catch_up_here(
-    aggregator_module: str,
+    two_readers_module: str,
     dynamodb_factory: Callable[[], Any],
     stream: BacklogStream,
     invocations: int,
@@ -282,9 +286,9 @@ def _catch_up_here(
     progress_table: str,
     options: dict[str, Any],
 ) -> tuple[list[Invocation], BacklogStream]:
-    aggregator = importlib.import_module(aggregator_module)
+    two_readers = importlib.import_module(two_readers_module)
     found = list(
-        catch_up(aggregator, dynamodb_factory(), stream, invocations, table, progress_table, resident=True, **options)
+        catch_up(two_readers, dynamodb_factory(), stream, invocations, table, progress_table, resident=True, **options)
     )
     return found, stream
 

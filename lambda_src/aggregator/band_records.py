@@ -11,12 +11,17 @@ copied to the failure queue, where the alarm fires and `recover` recounts the ag
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
+
+from dependencies import Dependencies
 from download_records import AggregateKey
 from leaderboard_core.bookkeeping import RECOUNT_BAND
+from telemetry import logger, metrics
 
 BAND_RECORD_KIND = "recount_band"
 CLOCK_MARGIN_SECONDS = 60
@@ -134,3 +139,26 @@ def settle(
                 (message_id, "its band outlived its deadline; the failure queue refused the report")
             )
     return settled
+
+
+def settle_band_records(event: dict[str, Any], dependencies: Dependencies) -> dict[str, Any]:
+    """The band queue's records, at their bands' deadlines: a band its repair never closed goes to the failure queue."""
+    settled = settle(event, dependencies.store.read, dependencies.send_failures, time.time)
+    for record in settled.expired:
+        logger.error(
+            "a repair's band outlived its deadline: its repair did not close it; reported for recover",
+            extra={"entity_id": record.entity_id, "board": record.board, "band": record.band},
+        )
+    for message_id, why in settled.malformed:
+        logger.error("band record not understood; reported", extra={"message_id": message_id, "reason": why})
+    for message_id, why in settled.unsettled:
+        logger.error(
+            "band record past its deadline not settled; retried", extra={"message_id": message_id, "reason": why}
+        )
+    metrics.add_metric(name="ExpiredRepairBands", unit=MetricUnit.Count, value=len(settled.expired))
+    metrics.add_metric(name="UnsettledBandRecords", unit=MetricUnit.Count, value=len(settled.unsettled))
+    logger.info(
+        "band records",
+        extra={"gone": settled.gone, "open": settled.open, "expired": len(settled.expired), "retried": settled.retry},
+    )
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in settled.retry]}

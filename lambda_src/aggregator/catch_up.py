@@ -16,6 +16,7 @@ from delivery import Refused, ShardRef
 from dependencies import Dependencies
 from download_records import AggregateKey, Download, Ignored, Rejected, parse_expiry, parse_record
 from failure_messages import gap_message, refused_contribution, refused_message, rejected_message
+from invocation_context import InvocationContext
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
 from shard_reader import ShardRead, read_shard
@@ -70,18 +71,17 @@ def _at_ceiling(ceiling: int | None) -> bool:
 
 
 def catch_up(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     shard: ShardRef,
     progress: Progress,
     bound: str | None,
-    remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
     ending: str | None = None,
 ) -> Catchup:
     """Read the shard from its checkpoint, write every aggregate, report what cannot be counted; a closed shard to
     its `ending` record or null iterator, not to a few empty pages."""
+    deps, settings, remaining_ms = invocation.deps, invocation.settings, invocation.remaining_ms
     read = read_shard(
         deps.streams,
         shard,
@@ -147,7 +147,7 @@ def catch_up(
             )
             groups.setdefault(change.key, []).append(contribution)
     report.distinct_aggregates += len(groups)
-    unwritten, refused = _write_all(deps, settings, shard, groups, remaining_ms, report)
+    unwritten, refused = _write_all(invocation, shard, groups, report)
     refused = refused_by_owner + refused
     report.refused.extend(refused)
     unhandled = [groups[key][0].sequence for key in unwritten] + unclaimed
@@ -160,7 +160,7 @@ def catch_up(
         )
         reports.append(("", report.trimmed))  # unsent, it holds the checkpoint before the whole read
     reports.sort(key=lambda held_message: held_message[0] or "")
-    sent = _send_before_deadline(deps, settings, remaining_ms, [message for _, message in reports])
+    sent = _send_before_deadline(invocation, [message for _, message in reports])
     # Unreported, they must not be passed: the next reader meets them again and reports them.
     report.unreported += len(reports) - sent
     unhandled += [held for held, _ in reports[sent:] if held is not None]
@@ -181,26 +181,22 @@ REPORTS_PER_SEND = 10
 """One SendMessageBatch's worth: the deadline is asked before each."""
 
 
-def _send_before_deadline(
-    deps: Dependencies, settings: Settings, remaining_ms: Callable[[], int], messages: list[dict[str, Any]]
-) -> int:
+def _send_before_deadline(invocation: InvocationContext, messages: list[dict[str, Any]]) -> int:
     """How many of the messages, from the first, the failure queue took: ten at a time until the deadline margin or a
     refused send, so that a step's reports, however many, end by the deadline (rule 10) and hold what they leave."""
     sent = 0
-    while sent < len(messages) and remaining_ms() >= settings.deadline_margin_ms:
+    while sent < len(messages) and invocation.remaining_ms() >= invocation.settings.deadline_margin_ms:
         batch = messages[sent : sent + REPORTS_PER_SEND]
-        if not deps.send_failures(batch):
+        if not invocation.deps.send_failures(batch):
             break
         sent += len(batch)
     return sent
 
 
 def _write_all(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     shard: ShardRef,
     groups: dict[AggregateKey, list[Contribution]],
-    remaining_ms: Callable[[], int],
     report: BatchReport,
 ) -> tuple[list[AggregateKey], list[Refused]]:
     """Write every aggregate in parallel, returning before the deadline margin whatever the SDK is doing.
@@ -211,6 +207,7 @@ def _write_all(
     """
     if not groups:
         return [], []
+    deps, settings, remaining_ms = invocation.deps, invocation.settings, invocation.remaining_ms
     keys = sorted(groups, key=lambda key: groups[key][0].sequence)
 
     def apply_unless_late(key: AggregateKey) -> ApplyOutcome | None:

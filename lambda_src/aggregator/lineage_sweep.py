@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from aggregator_settings import Settings
 from batch_report import BatchReport
 from catch_up import reading_budget
 from delivery import ShardRef
 from dependencies import Dependencies
+from invocation_context import InvocationContext
 from progress_item import Progress
 from shard_lineage import count_ancestry, drain
 from shard_reader import read_shard
@@ -26,10 +26,8 @@ lineage of every listed shard whose parent is no longer listed: a lineage that g
 
 
 def sweep_lineages(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     stream_arn: str,
-    remaining_ms: Callable[[], int],
     report: BatchReport,
     scheduled: bool = False,
 ) -> bool:
@@ -45,6 +43,7 @@ def sweep_lineages(
     whether or not their lineage is invoked again: hence `scheduled`, the schedule's own invocation, which
     sweeps whenever it comes and takes the whole invocation. Returns whether the sweep went through every shard.
     """
+    deps, settings, remaining_ms = invocation.deps, invocation.settings, invocation.remaining_ms
     now = deps.clock()
     if not scheduled and deps.lineages_swept_at is not None and now - deps.lineages_swept_at < LINEAGE_SWEEP_SECONDS:
         return False
@@ -90,10 +89,10 @@ def sweep_lineages(
                 deps.progress.note_closed_unread(shard, now)
             if not (to_read or orphaned):
                 continue
-            walked = count_ancestry(deps, settings, shard, known, remaining_ms, keep_reading, report, listed)
+            walked = count_ancestry(invocation, shard, known, keep_reading, report, listed)
             finished = walked and finished
             if to_read:
-                finished = drain(deps, settings, shard, remaining_ms, keep_reading, report, facts) and finished
+                finished = drain(invocation, shard, keep_reading, report, facts) and finished
     except (ClientError, BotoCoreError) as error:
         logger.warning("lineage sweep not finished; the next one goes on", extra={"error": str(error)})
         if after_this is not None:
@@ -147,15 +146,16 @@ def is_lineage_sweep_event(event: Mapping[str, Any]) -> bool:
 
 
 def sweep_lineages_on_schedule(
-    event: Mapping[str, Any], deps: Dependencies, settings: Settings, remaining_ms: Callable[[], int]
+    event: Mapping[str, Any], invocation: InvocationContext
 ) -> tuple[dict[str, Any], BatchReport]:
     """The lineage sweep whether or not any download comes: a stream that gets none after a pause past the
     retention is invoked by nothing else, and its loss must still be reported."""
     stream_arn = event[LINEAGE_SWEEP_EVENT].get("streamArn")
-    if not isinstance(stream_arn, str) or not stream_arn.startswith(f"{settings.table_arn}/stream/"):
-        raise ValueError(f"lineageSweep.streamArn is {stream_arn!r}, not a stream of {settings.table_arn}")
+    table_arn = invocation.settings.table_arn
+    if not isinstance(stream_arn, str) or not stream_arn.startswith(f"{table_arn}/stream/"):
+        raise ValueError(f"lineageSweep.streamArn is {stream_arn!r}, not a stream of {table_arn}")
     report = BatchReport()
-    finished = sweep_lineages(deps, settings, stream_arn, remaining_ms, report, scheduled=True)
+    finished = sweep_lineages(invocation, stream_arn, report, scheduled=True)
     response = {"streamArn": stream_arn, "finished": finished, "summary": report.summary()}
     if report.unreported:
         raise LineageSweepUnreported(f"{report.unreported} loss reports the failure queue did not take", report)

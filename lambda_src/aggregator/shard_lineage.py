@@ -6,12 +6,12 @@ from collections.abc import Callable, Mapping
 
 from botocore.exceptions import ClientError
 
-from aggregator_settings import Settings
 from batch_report import BatchReport
 from catch_up import GONE, advance, catch_up
 from delivery import ShardRef
 from dependencies import Dependencies
 from failure_messages import gap_message, lost_ancestor_message
+from invocation_context import InvocationContext
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
 from stream_description import GONE_FACTS, ShardFacts, described_ending, shard_facts
@@ -28,11 +28,9 @@ only this long after (the lineage sweep's interval), not by every invocation of 
 
 
 def count_ancestry(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     shard: ShardRef,
     progress: Progress,
-    remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
     listing: Mapping[str, ShardFacts] | None = None,
@@ -49,6 +47,7 @@ def count_ancestry(
     """
     if progress.lineage_counted or progress.lineage_unknown:
         return True  # a shard first seen unlisted: its descendants, which know it as their parent, walk on past it
+    deps = invocation.deps
     chain, lost, unfinished = _ancestry(deps, shard, progress, listing)
     lost_reported = lost is None
     if lost is not None:
@@ -58,11 +57,11 @@ def count_ancestry(
             report.trimmed, report.ancestor_lost, lost_reported = gap, lost.shard_id, True
         else:
             report.unreported += 1
-    within_share_ms, share = _ancestors_budget(settings, remaining_ms, keep_reading)
+    within_share, share = _ancestors_budget(invocation, keep_reading)
     for ancestor, _ in reversed(chain):
         if not share(0, 0):
             break
-        drain(deps, settings, ancestor, within_share_ms, share, report)
+        drain(within_share, ancestor, share, report)
     if unfinished or not lost_reported:
         return False
     for ancestor, walked in reversed(chain):
@@ -74,11 +73,13 @@ def count_ancestry(
 
 
 def _ancestors_budget(
-    settings: Settings, remaining_ms: Callable[[], int], keep_reading: Callable[[int, int], bool]
-) -> tuple[Callable[[], int], Callable[[int, int], bool]]:
-    """The ancestors' `remaining_ms` and `keep_reading` within ANCESTORS_SHARE of the time left now, its first half to
-    read, the rest to write: their writes, which stop at the deadline margin of the time they are given, end with the
-    share as their reads do, so they never starve the child (a write cut off holds its checkpoint back, rule 10)."""
+    invocation: InvocationContext, keep_reading: Callable[[int, int], bool]
+) -> tuple[InvocationContext, Callable[[int, int], bool]]:
+    """The ancestors' invocation (its `remaining_ms`) and `keep_reading` within ANCESTORS_SHARE of the time left now,
+    its first half to read, the rest to write: their writes, which stop at the deadline margin of the time they are
+    given, end with the share as their reads do, so they never starve the child (a write cut off holds its checkpoint
+    back, rule 10)."""
+    settings, remaining_ms = invocation.settings, invocation.remaining_ms
     left_ms = remaining_ms()
     share_ms = max(0, left_ms - settings.deadline_margin_ms) // ANCESTORS_SHARE
     until_ms = left_ms - share_ms
@@ -87,7 +88,8 @@ def _ancestors_budget(
     def within_share_ms() -> int:
         return remaining_ms() - until_ms + settings.deadline_margin_ms
 
-    return within_share_ms, lambda records, size: keep_reading(records, size) and remaining_ms() > read_until_ms
+    within_share = invocation.within(within_share_ms)
+    return within_share, lambda records, size: keep_reading(records, size) and remaining_ms() > read_until_ms
 
 
 def _ancestry(
@@ -130,10 +132,8 @@ def _ancestry(
 
 
 def drain(
-    deps: Dependencies,
-    settings: Settings,
+    invocation: InvocationContext,
     parent: ShardRef,
-    remaining_ms: Callable[[], int],
     keep_reading: Callable[[int, int], bool],
     report: BatchReport,
     facts: ShardFacts | None = None,
@@ -149,6 +149,7 @@ def drain(
     is not put off). A parent that can no longer be read (DynamoDB deletes shards past the stream's retention) is
     reported like trimmed records and marked ended: it must never block its child.
     """
+    deps = invocation.deps
     progress = deps.progress.read(parent)
     if progress.ended:
         return True
@@ -161,7 +162,7 @@ def drain(
     if ending is not None and walked is not None and now - walked < EMPTY_TAIL_SECONDS:
         return False
     try:
-        catchup = catch_up(deps, settings, parent, progress, None, remaining_ms, keep_reading, report, ending)
+        catchup = catch_up(invocation, parent, progress, None, keep_reading, report, ending)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") not in GONE:
             logger.warning("parent shard not read", extra={"parent": parent.shard_id, "error": str(error)})

@@ -11,14 +11,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import aggregator
 import lineage_sweep
+import two_readers
 from aggregate_store import AggregateStore
 from aggregator_settings import PER_BATCH, Settings
 from delivery import parse_delivery
 from dependencies import Dependencies
 from download_records import Schema
 from failure_messages import send_to_failure_queue
+from invocation_context import InvocationContext
 from leaderboard_core.buckets import Calendar
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_core.periods import Season
@@ -84,14 +85,11 @@ class ShardWatermarkDesign(Design):
         )
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
+        invocation = InvocationContext(self.settings, self.dependencies, remaining_ms)
         if lineage_sweep.is_lineage_sweep_event(event):
-            response, _report = lineage_sweep.sweep_lineages_on_schedule(
-                event, self.dependencies, self.settings, remaining_ms
-            )
+            response, _report = lineage_sweep.sweep_lineages_on_schedule(event, invocation)
             return response
-        response, _report = aggregator.process_delivery(
-            parse_delivery(event, TABLE_ARN), self.dependencies, self.settings, remaining_ms
-        )
+        response, _report = two_readers.process_delivery(parse_delivery(event, TABLE_ARN), invocation)
         return response
 
     def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:

@@ -24,13 +24,13 @@ from hypothesis.errors import NoSuchExample
 
 import aggregate_store
 import aggregate_writes
-import aggregator
 import catch_up
 import lineage_sweep
 import progress_item
 import shard_lineage
 import shard_progress
 import shard_reader
+import two_readers
 from tests.stream_model import reference_design
 from tests.stream_model.histories import History, histories, play
 from tests.stream_model.regressions import GUARD_WITNESSES
@@ -72,7 +72,7 @@ def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: A
     original = getattr(modules[0], name, None)
     if original is None or any(getattr(module, name, None) is not original for module in modules):
         raise GuardNotFound(f"not every one of {[module.__name__ for module in modules]} holds {name}")
-    folder = sys.modules["aggregator"].__file__.rsplit("/", 1)[0]
+    folder = sys.modules["two_readers"].__file__.rsplit("/", 1)[0]
     holders = {
         module.__name__
         for module in list(sys.modules.values())
@@ -152,7 +152,7 @@ def _checkpoint_may_go_back(patch: pytest.MonkeyPatch) -> None:
 
 def _counts_delivered_records(patch: pytest.MonkeyPatch) -> None:
     """The shard is not read: what the event delivered (or claims) is counted."""
-    original_process = aggregator.process_delivery
+    original_process = two_readers.process_delivery
     delivered: list[list[dict[str, Any]]] = []
 
     def process_delivery(delivery: Any, *args: Any, **kwargs: Any) -> Any:
@@ -171,7 +171,7 @@ def _counts_delivered_records(patch: pytest.MonkeyPatch) -> None:
         records.sort(key=lambda record: shard_reader.pad_sequence(record["dynamodb"]["SequenceNumber"]))
         return shard_reader.ShardRead(records=records, reached_bound=True)
 
-    _replace(patch, "process_delivery", process_delivery, aggregator)
+    _replace(patch, "process_delivery", process_delivery, two_readers)
     _replace(patch, "read_shard", read_shard, catch_up, lineage_sweep)
 
 
@@ -183,7 +183,7 @@ def _checkpoint_passes_unwritten(patch: pytest.MonkeyPatch) -> None:
         catchup.held_back_from = None
         return original(deps, catchup, *args, **kwargs)
 
-    _replace(patch, "advance", advance, aggregator, shard_lineage)
+    _replace(patch, "advance", advance, two_readers, shard_lineage)
 
 
 class _PassedProgress:
@@ -235,7 +235,7 @@ def _no_recount_fence(patch: pytest.MonkeyPatch) -> None:
 
 def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:
     """A final (or early-terminated) invocation answers without reading through its bound."""
-    original = aggregator.process_delivery
+    original = two_readers.process_delivery
 
     def process_delivery(delivery: Any, *args: Any, **kwargs: Any) -> Any:
         if not delivery.is_direct and (delivery.is_final or delivery.terminated_early):
@@ -244,12 +244,12 @@ def _finals_do_not_catch_up(patch: pytest.MonkeyPatch) -> None:
             return {"state": {}, "batchItemFailures": []}, report
         return original(delivery, *args, **kwargs)
 
-    _replace(patch, "process_delivery", process_delivery, aggregator)
+    _replace(patch, "process_delivery", process_delivery, two_readers)
 
 
 def _children_before_parents(patch: pytest.MonkeyPatch) -> None:
     """A new shard is read without first reading its ancestors to their end, or reporting those deleted unread."""
-    _replace(patch, "count_ancestry", lambda *arguments: None, aggregator, lineage_sweep)
+    _replace(patch, "count_ancestry", lambda *arguments: None, two_readers, lineage_sweep)
 
 
 def _finals_forget_what_was_delivered(patch: pytest.MonkeyPatch) -> None:
@@ -263,7 +263,7 @@ def _gone_shards_fail_direct_invocations(patch: pytest.MonkeyPatch) -> None:
     def gone(deps: Any, delivery: Any, shard: Any, progress: Any, report: Any) -> Any:
         raise RuntimeError(f"{shard.shard_id} is gone")
 
-    _replace(patch, "_gone", gone, aggregator)
+    _replace(patch, "_gone", gone, two_readers)
 
 
 def _empty_page_ends_a_read(patch: pytest.MonkeyPatch) -> None:

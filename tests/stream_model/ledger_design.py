@@ -30,9 +30,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import aggregator
 import catch_up
 import shard_lineage
+import two_readers
 from delivery import ShardRef
 from download_records import AggregateKey, Change, Download, Ignored, Parsed, Rejected, parse_record
 from leaderboard_core.bookkeeping import pad_sequence
@@ -225,18 +225,18 @@ def _parse(record: Any, schema: Any) -> Parsed:
     return design.parse(record, schema) if design is not None else _SHIPPED_PARSE(record, schema)
 
 
-def _catch_up(deps: Any, settings: Any, shard: ShardRef, *rest: Any) -> Any:
+def _catch_up(invocation: Any, shard: ShardRef, *rest: Any) -> Any:
     if getattr(_ACTIVE, "design", None) is None:
-        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+        return _SHIPPED_CATCH_UP(invocation, shard, *rest)
     outer, _ACTIVE.shard = getattr(_ACTIVE, "shard", None), shard
     try:
-        return _SHIPPED_CATCH_UP(deps, settings, shard, *rest)
+        return _SHIPPED_CATCH_UP(invocation, shard, *rest)
     finally:
         _ACTIVE.shard = outer
 
 
 catch_up.parse_record = _parse
-aggregator.catch_up = shard_lineage.catch_up = _catch_up
+two_readers.catch_up = shard_lineage.catch_up = _catch_up
 """Installed once, for good: outside a ledger design's invocation each is the shipped function itself."""
 
 

@@ -469,11 +469,11 @@ class OneLevelOfAncestry(ShardWatermarkDesign):
         self.name = "drains one level of parent"
 
     def invoke(self, event: dict[str, Any], remaining_ms: Callable[[], int]) -> dict[str, Any] | None:
-        import aggregator
         import lineage_sweep
+        import two_readers
 
-        walk = aggregator.count_ancestry
-        callers = (aggregator, lineage_sweep)
+        walk = two_readers.count_ancestry
+        callers = (two_readers, lineage_sweep)
         for caller in callers:
             caller.count_ancestry = _parent_only
         try:
@@ -506,16 +506,16 @@ class TrustsTheWindowState(ShardWatermarkDesign):
             shard_progress.ProgressStore.note_delivered = note  # type: ignore[method-assign]
 
 
-def _parent_only(deps: Any, settings: Any, shard: Any, progress: Any, remaining: Any, keep: Any, report: Any) -> None:
+def _parent_only(invocation: Any, shard: Any, progress: Any, keep: Any, report: Any) -> None:
     from delivery import ShardRef
     from shard_lineage import drain
 
     if progress.parent_shard_id is None:
         return
     parent = ShardRef(shard.stream_arn, progress.parent_shard_id)
-    known = deps.progress.lower_bound(parent)
+    known = invocation.deps.progress.lower_bound(parent)
     if known.exists and not known.ended:
-        drain(deps, settings, parent, remaining, keep, report)
+        drain(invocation, parent, keep, report)
 
 
 # ---------------------------------------------------------------------------------------------- retractions, naively

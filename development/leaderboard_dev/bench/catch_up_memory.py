@@ -55,7 +55,7 @@ def run_catch_up_memory(
     sys.path.insert(0, str(AGGREGATOR_SOURCE))
     rows = []
     try:
-        aggregator = load_module("aggregator", AGGREGATOR_SOURCE / "aggregator.py")
+        two_readers = load_module("two_readers", AGGREGATOR_SOURCE / "two_readers.py")
         from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings
 
         settings = Settings.from_environment({**os.environ, MEMORY_SIZE_VARIABLE: str(MEMORY_MB)})
@@ -67,7 +67,7 @@ def run_catch_up_memory(
                     stream = BacklogStream(backlog, size)
                     measured = list(
                         catch_up(
-                            aggregator,
+                            two_readers,
                             dynamodb,
                             stream,
                             MEASURED_INVOCATIONS,

@@ -390,6 +390,7 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
     """The shipped handler's own steps, on clients configured as its own, the writes one after another."""
     import boto3
 
+    import two_readers
     from aggregate_store import AggregateStore
     from aggregator_settings import Settings
     from dependencies import Dependencies
@@ -410,21 +411,22 @@ def ours(environment: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, An
         send_failures=lambda messages: True,
     )
 
-    return invoker(aggregator, settings, dependencies)
+    return invoker(two_readers, settings, dependencies)
 
 
-def invoker(aggregator: Any, settings: Any, dependencies: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def invoker(two_readers: Any, settings: Any, dependencies: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """One invocation of the shipped handler's steps, as lambda_handler runs them: parse, process, publish, flush."""
     from batch_report import publish
     from delivery import parse_delivery
+    from invocation_context import InvocationContext
     from telemetry import metrics
+
+    invocation = InvocationContext(settings, dependencies, LambdaContext.get_remaining_time_in_millis)
 
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
         delivery = parse_delivery(event, settings.table_arn)
-        response, report = aggregator.process_delivery(
-            delivery, dependencies, settings, LambdaContext.get_remaining_time_in_millis
-        )
+        response, report = two_readers.process_delivery(delivery, invocation)
         publish(report, started, succeeded=True)
         metrics.flush_metrics()
         return dict(response["state"])

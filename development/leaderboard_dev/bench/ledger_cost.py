@@ -201,6 +201,7 @@ def shipped(environment: dict[str, str]) -> Any:
     reader per shard, the function's own entry (aggregator.handle), which routes every event to one_reader.py."""
     import boto3
 
+    import two_readers
     from aggregator_settings import Settings
     from wiring import dependencies_for
 
@@ -212,7 +213,7 @@ def shipped(environment: dict[str, str]) -> Any:
     dependencies.send_failures = lambda messages: True
     if settings.stream_readers == 1:
         return one_reader_invoker(aggregator, settings, dependencies)
-    return invoker(aggregator, settings, dependencies)
+    return invoker(two_readers, settings, dependencies)
 
 
 def one_reader_invoker(aggregator: Any, settings: Any, dependencies: Any) -> Any:

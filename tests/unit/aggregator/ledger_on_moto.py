@@ -23,6 +23,7 @@ from batch_report import BatchReport
 from catch_up import advance, catch_up
 from delivery import ShardRef
 from download_records import Schema
+from invocation_context import InvocationContext
 from leaderboard_core.claims import CLAIM_KEY, backfill_claim
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import DownloadMarker
@@ -243,7 +244,7 @@ class LedgerWorld:
         remaining: Callable[[], int] = FakeLambdaContext().get_remaining_time_in_millis
         shard = ShardRef(STREAM_ARN, shard_id)
         bound = through or self.last(shard_id)
-        caught = catch_up(deps, settings, shard, stale, bound, remaining, lambda *_: True, report)
+        caught = catch_up(InvocationContext(settings, deps, remaining), shard, stale, bound, lambda *_: True, report)
         advance(deps, caught)
         return report
 

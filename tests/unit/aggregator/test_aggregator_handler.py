@@ -25,9 +25,7 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import aggregator
 import shard_reader
-from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
@@ -38,6 +36,7 @@ from tests.unit.aggregator.handler_on_moto import (
     wire,
 )
 from tests.unit.conftest import PROGRESS_TABLE, TABLE, FakeLambdaContext, count_of, create_progress_table, create_table
+from two_readers import AggregatesNotWritten
 
 
 def summary_of(caplog: pytest.LogCaptureFixture) -> Any:
@@ -643,7 +642,7 @@ def test_an_orphaned_band_report_whose_send_failed_is_sent_by_the_next_reader(
     send = deployed.dependencies.send_failures
     refusals = iter([True])
     deployed.dependencies.send_failures = lambda messages: False if next(refusals, False) else send(messages)
-    with contextlib.suppress(aggregator.AggregatesNotWritten):
+    with contextlib.suppress(AggregatesNotWritten):
         deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)
     # and Lambda retries the batch (the queue accepts now); nobody downloads the song again that month
     deployed.invoke(deployed.window_event(deployed.stream_records(), final=True), lambda_context)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-import aggregator
+import two_readers
 from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
+from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up, catch_up_alone
 from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
@@ -36,7 +37,7 @@ def test_an_invocation_catching_up_100000_records_of_4_kb_in_steps_peaks_under_2
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB (400 MB) behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
     # when the aggregator is invoked through the backlog's end, with time enough to read it all, in a process of its own
-    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE)
+    (invocation,), stream = catch_up_alone("two_readers", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE)
     # then that one invocation reads the whole backlog in several steps and peaks under 256 MiB resident
     assert invocation.caught_up
     assert invocation.records_read == 100_000
@@ -48,7 +49,7 @@ def test_an_invocation_short_of_time_reads_a_bounded_step_and_the_next_goes_on_f
     # given a shard whose checkpoint lags 100,000 downloads of 4 KB behind the bound
     stream = BacklogStream(records=100_000, item_bytes=4096)
     # when each invocation has time for ten pages of the stream only
-    first, second = catch_up(aggregator, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE, pages_per_invocation=10)
+    first, second = catch_up(two_readers, FakeDynamoDB(), stream, 2, TABLE, PROGRESS_TABLE, pages_per_invocation=10)
     # then each reads a bounded step, moves the checkpoint on, and is not caught up
     assert 0 < first.records_read < 100_000
     assert second.records_read > 0
@@ -64,7 +65,7 @@ def test_a_backlog_of_several_read_budgets_drains_in_one_invocation_each_step_ex
     records = Settings.read_budget_records * 2 + 777
     stream, dynamodb = BacklogStream(records=records, item_bytes=100, songs=7), FakeDynamoDB()
     # when the aggregator is invoked through its end
-    invocations = list(catch_up(aggregator, dynamodb, stream, 10, TABLE, PROGRESS_TABLE))
+    invocations = list(catch_up(two_readers, dynamodb, stream, 10, TABLE, PROGRESS_TABLE))
     # then one invocation read it (in steps of at most a budget and a page), and every download is counted once
     assert len(invocations) == 1
     assert invocations[0].caught_up
@@ -108,7 +109,7 @@ def test_a_512_mb_function_catching_up_a_backlog_of_two_steps_peaks_under_half_i
     records = min(budget["read_budget_records"], budget["read_budget_bytes"] // item_bytes) * 2
     stream = BacklogStream(records=records, item_bytes=item_bytes)
     # when the aggregator is invoked through the backlog's end, in a process of its own
-    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE, memory_mb=512)
+    (invocation,), stream = catch_up_alone("two_readers", FakeDynamoDB, stream, 2, TABLE, PROGRESS_TABLE, memory_mb=512)
     # then one invocation reads it all in steps, and peaks under 256 MiB resident
     assert invocation.caught_up
     assert invocation.records_read == records
@@ -143,7 +144,7 @@ def test_a_512_mb_backlog_of_downloads_of_24_small_attributes_is_cut_into_shorte
     stream = WideBacklog(records=budget["read_budget_records"], item_bytes=100)
     assert stream.record(0)["dynamodb"]["SizeBytes"] * budget["read_budget_records"] < budget["read_budget_bytes"]
     # when the aggregator is invoked through the backlog's end, in a process of its own
-    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 1, TABLE, PROGRESS_TABLE, memory_mb=512)
+    (invocation,), stream = catch_up_alone("two_readers", FakeDynamoDB, stream, 1, TABLE, PROGRESS_TABLE, memory_mb=512)
     # then the memory ceiling cut the budget's one step into several, and every download is counted
     assert invocation.caught_up
     assert invocation.records_read == budget["read_budget_records"]
@@ -166,7 +167,7 @@ def test_a_process_at_its_memory_ceiling_reads_a_page_a_step_and_still_counts_th
     )
     settings = dataclasses.replace(settings, memory_ceiling_bytes=1)
     # when the aggregator is invoked through the backlog's end
-    _, report = aggregator.process_delivery(delivery, dependencies, settings, lambda: 900_000)
+    _, report = two_readers.process_delivery(delivery, InvocationContext(settings, dependencies, lambda: 900_000))
     # then each step read one page (1,000 records) and moved on, and every download is counted once
     assert report.caught_up
     assert report.records_read == records

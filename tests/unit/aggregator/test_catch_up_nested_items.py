@@ -16,7 +16,7 @@ import botocore.session
 import pytest
 from botocore.parsers import create_parser
 
-import aggregator
+import two_readers
 from leaderboard_dev.backlog_stream import FIRST_SEQUENCE, SEQUENCE_STEP, BacklogStream, catch_up
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
@@ -73,7 +73,7 @@ def test_a_128_mb_step_of_downloads_carrying_a_list_of_small_numbers_fits_in_the
     # given a 128 MB function whose shard lags two pages of downloads, each carrying 300 small numbers in a list
     stream = WireStream(records=2_000, item_bytes=1000)
     # when the aggregator is invoked through the backlog's end
-    (invocation,) = catch_up(aggregator, FakeDynamoDB(), stream, 1, TABLE, PROGRESS_TABLE, memory_mb=128)
+    (invocation,) = catch_up(two_readers, FakeDynamoDB(), stream, 1, TABLE, PROGRESS_TABLE, memory_mb=128)
     # then it counts them, and what it allocates fits in the function's memory beside the runtime
     assert invocation.caught_up
     assert invocation.records_read == 2_000

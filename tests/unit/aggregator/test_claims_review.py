@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregator import AggregatesNotWritten
 from download_records import Download
 from leaderboard_core.claims import FIRST_WRITE, backfill_claim, claim_key, stream_claim
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
@@ -22,6 +21,7 @@ from tests.unit.aggregator.handler_on_moto import WRITERS, client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, backfill_update, key_of
 from tests.unit.aggregator.test_ledger_review import LEFT, RIGHT, kinds, watermark_mode
 from tests.unit.tools.test_backfill import _deployment
+from two_readers import AggregatesNotWritten
 
 
 @pytest.fixture

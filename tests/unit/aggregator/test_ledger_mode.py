@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from aggregator import AggregatesNotWritten
 from leaderboard_core.claims import CLAIM_KEY, claim_key
 from ledger import StreamLedger
 from shard_progress import LedgerTurnedOnLate
 from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of
+from two_readers import AggregatesNotWritten
 
 
 @pytest.fixture

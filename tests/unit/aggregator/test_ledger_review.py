@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregator import AggregatesNotWritten
 from download_records import Schema
 from leaderboard_core.claims import FIRST_REMOVAL, backfill_claim, claim_key
 from leaderboard_tools.backfill.transactions import ScannedDownload, transaction_items
@@ -26,6 +25,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     key_of,
 )
 from tests.unit.tools.test_backfill import _deployment
+from two_readers import AggregatesNotWritten
 
 LEFT = "shardId-00000002000000000000-left0000"
 RIGHT = "shardId-00000002000000000000-rite0000"

@@ -15,7 +15,6 @@ import pytest
 
 from aggregate_store import AggregateStore, ApplyOutcome
 from aggregate_writes import Contribution
-from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from download_records import AggregateKey
 from leaderboard_core.band_holds import shard_tag
@@ -25,6 +24,7 @@ from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, STREAM_ARN, TABLE, LedgerWorld, key_of
 from tests.unit.aggregator.test_ledger_mode import LedgerThrottledOnce
 from tests.unit.aggregator.test_ledger_review import watermark_mode
+from two_readers import AggregatesNotWritten
 
 CHILD = "shardId-00000002000000000000-bbbb0000"
 

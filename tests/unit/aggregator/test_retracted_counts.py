@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-import aggregator
+import two_readers
 from aggregate_store import AggregateStore
 from aggregate_writes import Contribution
 from delivery import ShardRef
@@ -197,7 +197,7 @@ def test_a_count_below_0_whose_report_the_queue_refused_is_reported_by_the_retry
     send = deployed.dependencies.send_failures
     refused = iter([True])
     deployed.dependencies.send_failures = lambda messages: False if next(refused, False) else send(messages)
-    with contextlib.suppress(aggregator.AggregatesNotWritten):
+    with contextlib.suppress(two_readers.AggregatesNotWritten):
         deployed.invoke(deployed.window_event(deployed.stream_records(unfiltered=True), final=True), lambda_context)
     # when Lambda retries the window, the queue accepting now
     deployed.invoke(deployed.window_event(deployed.stream_records(unfiltered=True), final=True), lambda_context)

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregator import AggregatesNotWritten
 from delivery import ShardRef
 from shard_reader import EMPTY_PAGES_AT_THE_TIP, MAX_EMPTY_PAGES, read_shard
 from stream_description import ShardFacts, described_ending
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
+from two_readers import AggregatesNotWritten
 
 CHILD = "shardId-00000002000000000000-c0ffee00"
 

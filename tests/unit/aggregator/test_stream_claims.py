@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from aggregator import AggregatesNotWritten
 from download_records import parse_record
 from leaderboard_core.claims import BACKFILL, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key, stream_claim
 from stream_claims import StreamClaims
 from tests.unit.aggregator.conftest import CLAIMS
 from tests.unit.aggregator.handler_on_moto import Deployed, client_error
 from tests.unit.conftest import FakeLambdaContext, count_of
+from two_readers import AggregatesNotWritten
 
 MONTH = "2018-01"
 

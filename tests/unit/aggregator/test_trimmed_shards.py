@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-import aggregator
-from aggregator import AggregatesNotWritten
 from aggregator_settings import PER_WINDOW
 from delivery import ShardRef
 from leaderboard_core.bookkeeping import pad_sequence
@@ -27,6 +25,7 @@ from tests.unit.aggregator.handler_on_moto import (
     sequence_of,
 )
 from tests.unit.conftest import PROGRESS_TABLE, count_of
+from two_readers import AggregatesNotWritten
 
 
 class EmptyPagesFirst:
@@ -156,7 +155,7 @@ def test_a_gap_report_the_queue_refused_is_held_and_sent_again_without_double_co
     refusals = iter([True])
     deployed.dependencies.send_failures = lambda messages: False if next(refusals, False) else send(messages)
     # when the window's final invocation fails for want of the report, and Lambda retries it
-    with pytest.raises(aggregator.AggregatesNotWritten):
+    with pytest.raises(AggregatesNotWritten):
         deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
     held = deployed.checkpoint()
     deployed.invoke(deployed.window_event(records[5:], final=True), lambda_context)
@@ -234,7 +233,7 @@ def test_a_listing_cached_by_the_instance_is_trusted_from_first_sight_not_from_w
     deployed.dependencies.sleep = lambda seconds: None
     monkeypatch.setattr(deployed.dependencies.progress, "_clock", lambda: now + 3 * hours)
     deployed.dependencies.clock = lambda: now + 3 * hours
-    with pytest.raises(aggregator.AggregatesNotWritten):
+    with pytest.raises(AggregatesNotWritten):
         deployed.invoke(deployed.window_event(records, final=True), lambda_context)
     # when the shard is next read at T+25h, after DynamoDB trimmed the first five (25 hours old)
     throttled.on = False

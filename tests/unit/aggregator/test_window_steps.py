@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-import aggregator
-from aggregator import AggregatesNotWritten
+import two_readers
 from aggregator_settings import PER_WINDOW
+from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up_alone
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
+from two_readers import AggregatesNotWritten
 
 BUDGET, PAGE = 5, 2
 
@@ -117,7 +118,7 @@ def test_an_invocation_passing_100000_rejected_records_of_4_kb_in_steps_peaks_un
     stream = MalformedBacklog(records=100_000, item_bytes=4096)
     # when the aggregator is invoked through the backlog's end, with time enough to read it all, in a process of its
     # own (its log written out and kept by nobody, as on Lambda)
-    (invocation,), stream = catch_up_alone("aggregator", FakeDynamoDB, stream, 2, MEMORY_TABLE, MEMORY_PROGRESS_TABLE)
+    (invocation,), stream = catch_up_alone("two_readers", FakeDynamoDB, stream, 2, MEMORY_TABLE, MEMORY_PROGRESS_TABLE)
     # then that one invocation reads the whole backlog in several steps (every record rejected and reported)...
     assert invocation.caught_up
     assert invocation.records_read == 100_000
@@ -178,8 +179,10 @@ def invoke_through_the_backlog(
         dynamodb, stream, MEMORY_TABLE, MEMORY_PROGRESS_TABLE, deadline_margin_ms=5000, send_failures=queue
     )
     try:
-        response, _ = aggregator.process_delivery(delivery, dependencies, settings, clock.remaining_ms)
-    except aggregator.AggregatesNotWritten:  # out of time before its bound: retried
+        response, _ = two_readers.process_delivery(
+            delivery, InvocationContext(settings, dependencies, clock.remaining_ms)
+        )
+    except two_readers.AggregatesNotWritten:  # out of time before its bound: retried
         return None
     return response
 

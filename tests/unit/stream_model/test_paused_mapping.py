@@ -259,8 +259,9 @@ class _TrimmedClosedParent:
 
 def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not_ended() -> None:
     # given a closed parent counted through 200 whose later records were trimmed, and a failure queue that refuses
-    import aggregator
+    import two_readers
     from delivery import ShardRef, parse_delivery
+    from invocation_context import InvocationContext
     from tests.stream_model.environment import STREAM_ARN, TABLE_ARN
 
     wired = _aggregator_on(_TrimmedClosedParent())
@@ -270,10 +271,14 @@ def test_a_trimmed_ancestor_whose_report_the_queue_refused_is_reported_again_not
     progress.advance(parent, "200".zfill(40), "200", None, False)
     event = {"shardId": "shardC", "eventSourceARN": STREAM_ARN, "Records": [], "throughSequenceNumber": "500"}
     # when the child is invoked while the queue refuses, then again once it takes messages
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
+    two_readers.process_delivery(
+        parse_delivery(event, TABLE_ARN), InvocationContext(wired.settings, wired.deps, lambda: 60_000)
+    )
     refused_then = (progress.read(parent).ended, progress.read(child).lineage_counted)
     wired.queue_up = True
-    aggregator.process_delivery(parse_delivery(event, TABLE_ARN), wired.deps, wired.settings, lambda: 60_000)
+    two_readers.process_delivery(
+        parse_delivery(event, TABLE_ARN), InvocationContext(wired.settings, wired.deps, lambda: 60_000)
+    )
     # then the parent stayed open until its gap was in the queue, and the gap is there now
     assert refused_then == (False, False)
     assert [message["shardId"] for message in wired.sent if message.get("kind") == "records_trimmed"] == ["shardP"]
@@ -317,6 +322,7 @@ class _ChildOfADeletedShard:
 def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_retry_reports_it() -> None:
     # given a stream whose only listed shard descends from a deleted shard, and a failure queue that refuses at first
     from delivery import ShardRef
+    from invocation_context import InvocationContext
     from lineage_sweep import LineageSweepUnreported, sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
@@ -324,9 +330,9 @@ def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_ret
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule invokes the aggregator while the queue refuses, and Lambda retries once the queue takes messages
     with pytest.raises(LineageSweepUnreported) as refused:
-        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+        sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))
     wired.queue_up = True
-    response, _ = sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    response, _ = sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))
     # then the first failed, saying why, the retry reported the lost ancestor, and the lineage is settled
     assert refused.value.report.unreported == 1
     assert [(m["kind"], m["shardId"], m.get("lostAncestorOf")) for m in wired.sent] == [
@@ -346,6 +352,7 @@ def test_a_scheduled_sweep_whose_loss_report_the_queue_refused_fails_and_its_ret
     ids=["another table's stream", "no stream", "not a string"],
 )
 def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothing(event: dict[str, object]) -> None:
+    from invocation_context import InvocationContext
     from lineage_sweep import sweep_lineages_on_schedule
 
     # given an aggregator whose stream client fails any call
@@ -353,7 +360,7 @@ def test_a_scheduled_sweep_of_no_stream_of_the_table_is_refused_and_reads_nothin
     # when the schedule's event names no stream of the table
     # then the aggregator says so before any call (one on a stream client of None would raise AttributeError)
     with pytest.raises(ValueError, match="not a stream of"):
-        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+        sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))
 
 
 class _IdleOpenShard:
@@ -380,6 +387,7 @@ class _IdleOpenShard:
 def test_an_idle_open_shard_whose_checkpoint_aged_past_the_retention_is_reported_once_not_at_every_sweep() -> None:
     # given an open shard counted through record 200, which the stream has trimmed since, and nothing after it
     from delivery import ShardRef
+    from invocation_context import InvocationContext
     from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
     from tests.streams import download_record
@@ -393,10 +401,10 @@ def test_an_idle_open_shard_whose_checkpoint_aged_past_the_retention_is_reported
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule sweeps four times, then a download lands in the shard and it sweeps again
     for _ in range(4):
-        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+        sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))
     reports_while_idle = [(m["kind"], m["checkpoint"], m["firstReadableSequence"]) for m in wired.sent]
     stream.new_records.append(download_record("900", "song1", download_id="d1"))
-    sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)
+    sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))
     # then the possible gap was reported once while the shard stayed idle (recover recounts: never a loss)
     assert reports_while_idle == [("records_trimmed", "200", None)]
     # and the new download was read and counted at once, its possible gap reported with its end
@@ -427,6 +435,7 @@ class _ManyOpenShards:
 
 def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_next_on_any_instance() -> None:
     # given ten open shards, and sweeps whose time runs out after four shards, each on a new function instance
+    from invocation_context import InvocationContext
     from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
@@ -442,7 +451,7 @@ def test_a_sweep_cut_short_by_its_budget_is_taken_up_where_it_stopped_by_the_nex
         def remaining_ms(before: int = probed_before) -> int:
             return 60_000 if len(stream.probed) - before < 4 else 0  # out of time after four shards
 
-        response, _ = sweep_lineages_on_schedule(event, fresh.deps, wired.settings, remaining_ms)
+        response, _ = sweep_lineages_on_schedule(event, InvocationContext(wired.settings, fresh.deps, remaining_ms))
         finished.append(response["finished"])
     # then the three sweeps together reached every shard, none starting over from the first
     assert finished == [False, False, False]
@@ -460,6 +469,7 @@ class _OneShardFailing(_ManyOpenShards):
 
 def test_a_shard_that_keeps_failing_does_not_stall_the_sweeps_behind_it() -> None:
     # given ten open shards, one of which fails every read
+    from invocation_context import InvocationContext
     from lineage_sweep import sweep_lineages_on_schedule
     from tests.stream_model.environment import STREAM_ARN
 
@@ -468,7 +478,8 @@ def test_a_shard_that_keeps_failing_does_not_stall_the_sweeps_behind_it() -> Non
     event = {"lineageSweep": {"streamArn": STREAM_ARN}}
     # when the schedule sweeps twice
     answers = [
-        sweep_lineages_on_schedule(event, wired.deps, wired.settings, lambda: 60_000)[0]["finished"] for _ in range(2)
+        sweep_lineages_on_schedule(event, InvocationContext(wired.settings, wired.deps, lambda: 60_000))[0]["finished"]
+        for _ in range(2)
     ]
     # then each sweep ended at the failing shard and said so, and the second went on past it to every other shard
     assert answers == [False, False]

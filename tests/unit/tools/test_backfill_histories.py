@@ -50,7 +50,6 @@ from hypothesis import HealthCheck, Phase, example, find, given, seed, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from aggregator import AggregatesNotWritten
 from leaderboard_core.attributes import AttributeNames
 from leaderboard_core.claims import BACKFILL, BACKFILL_ITEM_PREFIX, CLAIM_KEY, CLAIM_OWNER, STREAM, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE
@@ -63,6 +62,7 @@ from tests.property_examples import examples
 from tests.stream_model.aws_delivery import DOCS as DELIVERY_DOCS
 from tests.unit.aggregator.handler_on_moto import Deployed, TrimmedStream, client_error, sequence_of, wire
 from tests.unit.conftest import INDEX, TABLE, FakeLambdaContext, create_progress_table
+from two_readers import AggregatesNotWritten
 
 pytestmark = pytest.mark.slow  # hypothesis histories at length: CI runs them, make check does not
 
