@@ -73,12 +73,13 @@ def _replace(patch: pytest.MonkeyPatch, name: str, replacement: Any, *modules: A
     if original is None or any(getattr(module, name, None) is not original for module in modules):
         raise GuardNotFound(f"not every one of {[module.__name__ for module in modules]} holds {name}")
     folder = sys.modules["two_readers"].__file__.rsplit("/", 1)[0]
+    defined_in = getattr(original, "__module__", None)  # a constant (a string) names no module
     holders = {
         module.__name__
         for module in list(sys.modules.values())
         if getattr(module, "__file__", None)
         and module.__file__.rsplit("/", 1)[0] == folder
-        and module.__name__ != original.__module__
+        and module.__name__ != defined_in
         and getattr(module, name, None) is original
     }
     missed = holders - {module.__name__ for module in modules}
