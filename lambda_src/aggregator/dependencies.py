@@ -10,10 +10,10 @@ from typing import Any
 
 from aggregate_store import AggregateStore
 from delivery_notes import DeliveryNotes
+from described_shard import ShardFacts
 from ledger import StreamLedger
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
-from stream_description import ShardFacts
 from versioned_ledger import VersionedLedger
 
 

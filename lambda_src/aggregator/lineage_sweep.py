@@ -12,11 +12,12 @@ from batch_report import BatchReport
 from catch_up import reading_budget
 from delivery import ShardRef
 from dependencies import Dependencies
+from described_shard import ShardFacts
 from invocation_context import InvocationContext
 from progress_item import Progress
 from shard_lineage import count_ancestry, drain
 from shard_reader import read_shard
-from stream_description import ShardFacts, listed_shards
+from stream_description import listed_shards
 from telemetry import logger
 
 LINEAGE_SWEEP_EVENT = "lineageSweep"

@@ -10,11 +10,12 @@ from batch_report import BatchReport
 from catch_up import GONE, advance, catch_up
 from delivery import ShardRef
 from dependencies import Dependencies
+from described_shard import GONE_FACTS, ShardFacts
 from failure_messages import gap_message, lost_ancestor_message
 from invocation_context import InvocationContext
 from leaderboard_core.bookkeeping import pad_sequence
 from progress_item import Progress
-from stream_description import GONE_FACTS, ShardFacts, described_ending, shard_facts
+from stream_description import described_ending, shard_facts
 from telemetry import logger
 
 ANCESTRY_LIMIT = 1000

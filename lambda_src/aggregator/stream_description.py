@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from delivery import ShardRef
+from described_shard import GONE_FACTS, ShardFacts
 from telemetry import logger
 
 if TYPE_CHECKING:
@@ -21,28 +21,6 @@ read from its trim horizon, its parent unknown, and says so in the log."""
 UNLISTED_SECONDS = 900.0
 """A parent DescribeStream did not list is not searched for again (up to DESCRIBE_PAGES pages) before this long, per
 function instance: it is read as an open shard meanwhile, as when DescribeStream refuses."""
-
-
-@dataclass(frozen=True)
-class ShardFacts:
-    """What DescribeStream says of a shard: its parent, and the sequence number of its first record."""
-
-    parent_shard_id: str | None
-    first_sequence: str | None
-    listed: bool = True
-    """False: DescribeStream did not list the shard."""
-    described_whole: bool = True
-    """With `listed` False: every page of the description was read (the shard is gone), or the search gave up."""
-    ending_sequence: str | None = None
-    """DescribeStream's EndingSequenceNumber, "the last sequence number for the stream records contained within a
-    shard": present, the shard is closed ("can no longer receive more data")."""
-
-    @property
-    def closed(self) -> bool:
-        return self.ending_sequence is not None
-
-
-GONE_FACTS = ShardFacts(None, None, listed=False, described_whole=True)
 
 
 def shard_facts(deps: Dependencies, shard: ShardRef) -> ShardFacts:

@@ -13,8 +13,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from delivery import ShardRef
+from described_shard import ShardFacts
 from shard_reader import EMPTY_PAGES_AT_THE_TIP, MAX_EMPTY_PAGES, read_shard
-from stream_description import ShardFacts, described_ending
+from stream_description import described_ending
 from tests.unit.aggregator.handler_on_moto import Deployed
 from tests.unit.conftest import FakeLambdaContext, count_of
 from two_readers import AggregatesNotWritten
