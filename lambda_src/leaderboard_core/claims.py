@@ -196,6 +196,24 @@ def ledger_entry(response: Mapping[str, Any]) -> LedgerEntry:
     )
 
 
+REBASES = "Rebases"
+"""One reader per shard: on a ledger item with no Version (the backfill's), how many times the rebase moved it. Every
+write of such an item sets Version (the handler) or raises Rebases (the rebase), so a condition on both as read holds
+only while the item is the one read, whatever its other attributes hold by value."""
+
+
+def rebases_condition(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that a ledger item with no Version was moved by no rebase since it was read (`ledger_item`)."""
+    if REBASES not in ledger_item:
+        return "attribute_not_exists(#rebases)", {"#rebases": REBASES}, {}
+    return "#rebases = :rebases", {"#rebases": REBASES}, {":rebases": ledger_item[REBASES]}
+
+
+def rebased_count(ledger_item: Mapping[str, Any]) -> dict[str, str]:
+    """Rebases after one more move by the rebase."""
+    return {"N": str(int((ledger_item.get(REBASES) or {}).get("N", "0")) + 1)}
+
+
 DECREASED = "Decreased"
 """One reader per shard: the aggregates a download key's moves took from, which may have reached 0 and must leave the
 index. An entry is a board of the ledger item's own `Entity`, or an [entity, board] pair for another entity the key

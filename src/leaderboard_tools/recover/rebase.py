@@ -36,11 +36,14 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
+    REBASES,
     STREAM_FROM,
     backfill_claim,
     claim_key,
     decreased_of,
     decreased_value,
+    rebased_count,
+    rebases_condition,
 )
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.transactions import item_key
@@ -255,7 +258,8 @@ class Rebaser:
         target: dict[str, Decimal],
         moves: dict[Aggregate, Decimal],
     ) -> dict[str, Any]:
-        """The ledger item moved to `target`, conditioned on its Version and Contribution as read."""
+        """The ledger item moved to `target`, conditioned on its Version and Contribution as read; one with no Version
+        (the backfill's) on its Rebases as read, which the move raises: no other writer's condition then holds."""
         entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
         taken = {aggregate for aggregate, amount in moves.items() if amount < 0}
         item = {
@@ -271,8 +275,11 @@ class Rebaser:
             condition = "#version = :version"
             values[":version"] = ledger_item[VERSION]
         else:
-            condition = "attribute_exists(#key) AND attribute_not_exists(#version)"
-            names["#key"] = CLAIM_KEY
+            item[REBASES] = rebased_count(ledger_item)
+            rebased, rebases_names, rebases_values = rebases_condition(ledger_item)
+            condition = f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}"
+            names |= {"#key": CLAIM_KEY, **rebases_names}
+            values |= rebases_values
         if BASE_CONTRIBUTION in ledger_item:
             condition += " AND #contribution = :contribution"
         else:

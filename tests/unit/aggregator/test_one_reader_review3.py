@@ -80,18 +80,6 @@ def on_call(number: int, step: Any) -> Any:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fold.condition holds a backfilled ledger item (no Version) by its Contribution alone, and the rebase moves"
-    " such an item without giving it a Version: a single-table download the backfill counted for song1 and "
-    "edited to song2 is moved by the rebase (song1 -1, song2 +1, Contribution {2018-01: 1} as before), and the "
-    "handler that read it before commits its own move of the same edit, its condition met by a Contribution "
-    "equal by value (Entity is not in it): song1 at -1, song2 at 2, silent (nothing is reported, the rebase "
-    "says moved 1). The docs have the rebase run while the mapping delivers (recover answers any "
-    "records_trimmed of the table with it), and DynamoDB checks only what the condition names: 'If the "
-    "condition expression evaluates to true, the operation succeeds; otherwise, the operation fails.' "
-    "(Condition expressions)",
-)
 def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_handler_read_again(
     world: LedgerWorld,
 ) -> None:
@@ -116,15 +104,6 @@ def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_hand
     assert ledger_of(world, key)["Entity"] == {"S": "song2"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase conditions its move of a backfilled ledger item (no Version) on the Contribution read, not the "
-    "Entity: two rebases at once (two operators, or recover and reconcile --repair) both read song1 {2018-01: "
-    "1} for a single-table download now of song2, and the second's condition still holds after the first moved "
-    "it (the Contribution is equal by value): song1 at -1, song2 at 2, silent (each reports moved 1). Nothing "
-    "stops two repairs at once, and DynamoDB checks only what the condition names: 'If the condition expression"
-    " evaluates to true, the operation succeeds; otherwise, the operation fails.' (Condition expressions)",
-)
 def test_two_rebases_at_once_move_a_backfilled_download_to_another_entity_once(world: LedgerWorld) -> None:
     # given a single-table download the backfill counted for song1, edited to song2 (the edit's record lost), and a
     # second rebase running between the first's reads of the key and its transaction
