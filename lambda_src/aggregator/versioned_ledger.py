@@ -37,9 +37,11 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
+    DOWNLOAD_KEY,
     STREAM_FROM,
     claim_key,
     decreased_value,
+    stored_key,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -293,6 +295,7 @@ class VersionedLedger:
             VERSION: {"S": fold.version},
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in fold.contribution.items()}},
             DECREASED: decreased_value(decreased, fold.entity),
+            DOWNLOAD_KEY: stored_key(fold.key),
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}

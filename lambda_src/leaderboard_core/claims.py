@@ -10,6 +10,7 @@ counts the download as its own).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -44,6 +45,27 @@ BASE_ENTITY = "Entity"
 BASE_CONTRIBUTION = "Contribution"
 """On a download the backfill counted: what it added, board id -> amount. Ledger mode moves the count from there;
 watermark mode leaves to the backfill only an INSERT that counts in exactly these boards."""
+
+
+DOWNLOAD_KEY = "DownloadKey"
+"""A download's ledger item: its primary key as the table holds it (a map), so that the rebase can read the item again
+before it takes the key back, and name the download in what it reports."""
+
+
+def stored_key(key: Mapping[str, Any]) -> dict[str, Any]:
+    """`DownloadKey`'s value for a key (a stream record's Keys, a scanned item's key): a binary value, base64 text in a
+    Lambda event, bytes from a client, is stored as the bytes the table holds."""
+    attributes = {}
+    for name, value in key.items():
+        binary = value.get("B") if isinstance(value, Mapping) else None
+        attributes[name] = {"B": base64.b64decode(binary)} if isinstance(binary, str) else value
+    return {"M": attributes}
+
+
+def download_key_of(ledger_item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The download's primary key a ledger item keeps, or None for one written before it kept it."""
+    key = (ledger_item.get(DOWNLOAD_KEY) or {}).get("M")
+    return dict(key) if key else None
 
 
 def claim_key(key: Mapping[str, Any]) -> str:
@@ -127,12 +149,14 @@ def backfill_claim(
     """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. It also records
     what the backfill counts (`entity`, board id -> amount): in ledger mode the Base the stream's first record of the
     download moves from, so a later edit or deletion takes back exactly that; in watermark mode what an INSERT the
-    backfill owns must count in to be the write it counted."""
+    backfill owns must count in to be the write it counted. With what it counts goes the download's key
+    (`DownloadKey`)."""
     item: dict[str, Any] = {CLAIM_KEY: {"S": claim_key(key)}, CLAIM_OWNER: {"S": BACKFILL}}
     if entity is not None:
         item[BASE_ENTITY] = {"S": entity}
     if contribution is not None:
         item[BASE_CONTRIBUTION] = {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}}
+        item[DOWNLOAD_KEY] = stored_key(key)
     return {
         "Put": {
             "TableName": table,

@@ -23,6 +23,7 @@ condition: the key is read again). Expiries' own items (`expired#...`) are left 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,14 +37,17 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
+    DOWNLOAD_KEY,
     REBASES,
     STREAM_FROM,
     backfill_claim,
     claim_key,
     decreased_of,
     decreased_value,
+    download_key_of,
     rebased_count,
     rebases_condition,
+    stored_key,
 )
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.transactions import item_key
@@ -122,7 +126,7 @@ def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ())
         rebaser.rebase_key(claim, key)
     for claim in sorted(set(ledger) - seen):
         if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
-            rebaser.check_gone(claim)
+            rebaser.check_gone(claim, ledger[claim])
     return rebaser.report
 
 
@@ -185,14 +189,18 @@ class Rebaser:
 
     # ------------------------------------------------------------------ writing
 
-    def rebase_key(self, claim: str, key: dict[str, Any]) -> None:
-        """Read the ledger item, then the item, and move the one to the other; again when a record came between."""
+    def rebase_key(self, claim: str, key: dict[str, Any], gone_checked: bool = False) -> None:
+        """Read the ledger item, then the item, and move the one to the other; again when a record came between.
+        `gone_checked`: the key's item was found again by `check_gone`."""
         for attempt in range(ATTEMPTS):
             self.report.retries += bool(attempt)
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             item = self._get(self.deployment.table, key)
+            if item is None and gone_checked:
+                self._unplaced(claim, "its item was written and deleted again while the rebase ran: run it again")
+                return
             if item is None:
-                self.check_gone(claim)
+                self.check_gone(claim, ledger_item)
                 return
             if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
                 self._unplaced(claim, "a ledger item of two readers per shard (StreamFrom): recount it by hand")
@@ -238,6 +246,8 @@ class Rebaser:
             put = backfill_claim(self.claims, key, entity=entity, contribution=target)
         else:
             put = self._ledger_put(claim, ledger_item, entity, target, moves)
+            if key:
+                put["Put"]["Item"][DOWNLOAD_KEY] = stored_key(key)
         actions = [put] + [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
         try:
             self.dynamodb.transact_write_items(TransactItems=actions)
@@ -338,14 +348,24 @@ class Rebaser:
 
     # ------------------------------------------------------------------ reporting
 
-    def check_gone(self, claim: str) -> None:
-        """A ledger item the table scan found no item for, read again: if it still counts something, reported, or
-        taken back when the operator named it deleted."""
+    def check_gone(self, claim: str, found_gone: Mapping[str, Any] | None) -> None:
+        """A ledger item whose item the table was then found without (`found_gone`, the ledger item as read before),
+        read again: if it still counts something, reported, or taken back when the operator named it deleted.
+
+        Taken back only while no record was applied since `found_gone` (Version, and Rebases, unchanged: both only
+        move on), and conditioned on that, so the take-back never undoes a write of the key delivered during the run.
+        A ledger item moved since is read against its item (the key it keeps): an item written again is moved to;
+        one still missing is reported again, for the operator to judge as it is now."""
         for _ in range(ATTEMPTS):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             if ledger_item is None or not self.state(ledger_item)[1]:
                 return
-            if claim not in self.deleted:
+            moved_since = found_gone is None or generation(ledger_item) != generation(found_gone)
+            key = download_key_of(ledger_item)
+            if moved_since and key is not None and self._get(self.deployment.table, key) is not None:
+                self.rebase_key(claim, key, gone_checked=True)
+                return
+            if moved_since or claim not in self.deleted:
                 self._gone(claim, ledger_item)
                 return
             moves = self._moves(ledger_item, "", {})
@@ -361,6 +381,7 @@ class Rebaser:
         self.report.gone.append(
             {
                 "claimKey": claim,
+                "key": shown_key(download_key_of(ledger_item)),
                 "entityId": entity,
                 "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
                 "version": ledger_item.get(VERSION, {}).get("S"),
@@ -373,7 +394,25 @@ class Rebaser:
         self.report.unplaced.append({"claimKey": claim, "why": why})
 
 
+def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """What changes with every move of a ledger item: its Version (the handler's and the rebase's), or with none its
+    Rebases (the rebase's)."""
+    return (ledger_item.get(VERSION) or {}).get("S"), (ledger_item.get(REBASES) or {}).get("N")
+
+
 def rebased_version(version: str) -> str:
     """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
     record, _, count = version.partition(REBASED)
     return f"{record}{REBASED}{int(count or 0) + 1}"
+
+
+def shown_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A download's key as JSON holds it, binary values base64 (as `aws dynamodb get-item --key` takes them); None for a
+    ledger item written before it kept its key."""
+    if key is None:
+        return None
+    return {
+        name: {kind: base64.b64encode(bytes(inner)).decode() if isinstance(inner, bytes | bytearray) else inner}
+        for name, value in key.items()
+        for kind, inner in value.items()
+    }

@@ -122,15 +122,6 @@ def test_two_rebases_at_once_move_a_backfilled_download_to_another_entity_once(w
     assert other[0].moved + report.moved == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase's check_gone re-reads the ledger item but not the table's item: a key the operator names with "
-    "--deleted-keys, written again by the application during the run and delivered before the rebase reads its "
-    "ledger item, is taken back from its new write (February at 0 while its item counts there), silent: the "
-    "report says taken_back 1 and no differences. A consistent Scan guarantees only that 'all of the write "
-    "operations that completed before the Scan began are guaranteed to be contained in the Scan response', so "
-    "the scan's absence of the key says nothing of the moment the ledger item is read",
-)
 def test_a_key_named_deleted_but_written_again_while_the_rebase_runs_keeps_its_new_download(
     world: LedgerWorld,
 ) -> None:
@@ -212,15 +203,6 @@ def test_a_rebase_killed_before_its_index_step_leaves_the_index_when_run_again(w
     assert not in_index(world, "song1", "2018-01")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase's gone report names a key by its claimKey, 'download#' and 16 bytes of SHA-256 of the key, "
-    "beside its song, counts and Version: the download's own key is in no field, and the ledger item does not keep it. "
-    "The operator the docs ask to tell a deletion from an expiry ('The operator, who knows which it was, names the "
-    "deleted ones') cannot tell which download it is without hashing every candidate key, and the stream that named it "
-    "is gone: 'Stream records whose age exceeds this limit are subject to removal (trimming) from the stream.' Loud "
-    "(exit 3) but not actionable",
-)
 def test_a_key_reported_gone_names_the_download_it_counted(world: LedgerWorld) -> None:
     # given a January download delivered, then deleted, its REMOVE lost
     first = world.put(ROOT, "song1", 1, "2018-01")
