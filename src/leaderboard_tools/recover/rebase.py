@@ -122,11 +122,14 @@ def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ())
         known = ledger.get(claim)
         if known is not None and rebaser.state(known) == rebaser.counts(item):
             rebaser.report.in_step += 1
+            rebaser.settle_decreased(known)
             continue
         rebaser.rebase_key(claim, key)
     for claim in sorted(set(ledger) - seen):
         if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
             rebaser.check_gone(claim, ledger[claim])
+        else:
+            rebaser.settle_decreased(ledger[claim])
     return rebaser.report
 
 
@@ -210,6 +213,7 @@ class Rebaser:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
                 self.report.in_step += 1
+                self.settle_decreased(ledger_item)
                 return
             moves = self._moves(ledger_item, entity, target)
             if self._commit(claim, key, ledger_item, entity, target, moves):
@@ -345,6 +349,14 @@ class Rebaser:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
+
+    def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
+        """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,
+        as the handler does before its own transaction, in case the move's own never ran (a rebase or a handler stopped
+        between its transaction and its index step). A conditional REMOVE of an aggregate at 0: run again, it changes
+        nothing. `Decreased` stays for the key's next record, as a rebase's move leaves it."""
+        if decreased_of(ledger_item):
+            self._leave_index(ledger_item, {})
 
     # ------------------------------------------------------------------ reporting
 

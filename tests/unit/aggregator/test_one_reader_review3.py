@@ -173,15 +173,6 @@ def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_writt
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1, ("song2", "2018-01"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase takes aggregates at 0 out of the index only right after its own transaction: killed between the"
-    " two (a timeout, an InternalServerError on the UpdateItem), its rerun finds the key in step and does "
-    "nothing, so song1's January stays in MonthDownloadsIndex at 0 and is listed on the month's board until "
-    "another record of the key comes (the handler reads Decreased; the rebase does not), silent. "
-    "TransactWriteItems commits the move whole ('either all of them succeed, or all of them fail'); the index "
-    "step is a separate request that can fail alone",
-)
 def test_a_rebase_killed_before_its_index_step_leaves_the_index_when_run_again(world: LedgerWorld) -> None:
     # given song1's only January download delivered, its edit into February lost, and a rebase killed after its move's
     # transaction, before the January aggregate at 0 left the index

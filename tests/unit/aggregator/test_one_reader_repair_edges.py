@@ -1,0 +1,50 @@
+"""The one-reader repair (the rebase) at the edges the third review's fixes cover beyond its own tests: a take-back
+killed before its index step, the keys the operator names expired, and a download whose entity cannot key an
+aggregate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from leaderboard_core.claims import claim_key
+from leaderboard_tools.recover.rebase import rebase
+from tests.unit.aggregator.handler_on_moto import client_error
+from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, key_of, one_reader_world
+from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
+from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
+from tests.unit.aggregator.test_one_reader_review import Interleaved
+
+
+@pytest.fixture
+def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
+    return one_reader_world(dynamodb, *sqs_queue)
+
+
+def fails_first(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+    """An `Interleaved` replacement: the first call fails as an outage would, the others go through."""
+    if calls == 1:
+        raise client_error("InternalServerError", "UpdateItem")
+    return send(**parameters)
+
+
+def test_a_take_back_killed_before_its_index_step_leaves_the_index_when_run_again(world: LedgerWorld) -> None:
+    # given song1's only January download delivered, then deleted (its REMOVE lost), and its take-back killed after its
+    # transaction, before the January aggregate at 0 left the index
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.delete(ROOT, "song1", 1)
+    write_items(world)
+    claim = claim_key(key_of("song1", 1))
+    with pytest.raises(ClientError):
+        rebase(Interleaved(world.dynamodb, "update_item", instead=fails_first), deployment_of(world), deleted=[claim])
+    assert world.boards() == world.recount() == {}
+    assert in_index(world, "song1", "2018-01")
+    # when the repair runs again
+    report = rebase_world(world)
+    # then January at 0 is out of the index, and nothing is left to the operator
+    assert not in_index(world, "song1", "2018-01")
+    assert not report.differences_remain
