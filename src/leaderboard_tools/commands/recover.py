@@ -89,6 +89,7 @@ def _text(answer: dict[str, Any]) -> list[str]:
         for band in answer["bands"]
     ]
     lines += rebase_text(answer["rebased"])
+    lines += drift_text(answer["drift"])
     lines += [
         text_line("kept", entry["kind"], ",".join(entry["boards"]), "pending" if entry["retry"] else "", entry["note"])
         for entry in answer["kept"]
@@ -109,6 +110,38 @@ def rebase_text(rebased: dict[str, Any] | None) -> list[str]:
             for entry in rebased["gone"]
         ),
     ]
+
+
+def drift_text(drift: dict[str, Any] | None) -> list[str]:
+    """`--output text`: each aggregate set to what the ledger counts in it, then each one left as it is."""
+    if drift is None:
+        return []
+    return [
+        *(
+            text_line("drift_settled", entry["entityId"], entry["board"], entry["stored"], entry["ledger"])
+            for entry in drift["settled"]
+        ),
+        *(
+            text_line(
+                "drift_left", entry["entityId"], entry["board"], "pending" if entry["retry"] else "", entry["why"]
+            )
+            for entry in drift["left"]
+        ),
+    ]
+
+
+def drift_table(drift: dict[str, Any]) -> list[str]:
+    """For a person: the aggregates set to what the ledger counts in them, and those left as they are."""
+    lines = [
+        f"aggregates the ledger does not explain: {len(drift['settled'])} set to what the ledger counts, "
+        f"{len(drift['left'])} left"
+    ]
+    lines += [
+        f"  set: {entry['entityId']} in {entry['board']}: {entry['stored']} -> {entry['ledger']}"
+        for entry in drift["settled"]
+    ]
+    lines += [f"  left: {entry['entityId']} in {entry['board']}: {entry['why']}" for entry in drift["left"]]
+    return lines
 
 
 def rebase_table(rebased: dict[str, Any]) -> list[str]:
@@ -143,7 +176,7 @@ def _table(answer: dict[str, Any]) -> str:
             for entry in answer["rejected_downloads"]
         ]
     if answer["refused_records"]:
-        lines.append("  refused records (their aggregates recounted):")
+        lines.append("  refused records (their aggregates made exact):")
         lines += [f"    sequence {entry['sequenceNumber']}: {entry['reason']}" for entry in answer["refused_records"]]
     if answer["batches"]:
         lines.append("  batches the mapping gave up on:")
@@ -172,6 +205,8 @@ def _table(answer: dict[str, Any]) -> str:
             )
     if answer["rebased"] is not None:
         lines += ["  " + line for line in rebase_table(answer["rebased"])]
+    if answer["drift"] is not None:
+        lines += ["  " + line for line in drift_table(answer["drift"])]
     if answer["kept"]:
         lines.append("  kept for the next run:")
         lines += [

@@ -13,7 +13,10 @@ The failure queue holds five kinds of messages:
   ledger items' versions (a momentary reader of the shard; recover reads nothing of it itself), and
   deletes the message once it answers "applied"; a range it answers "trimmed" or "unreadable" is
   repaired as `records_trimmed` is: with one reader per shard, every repair is the rebase of each
-  download's ledger item to the table's item (rebase.py), never a recount of the aggregates alone;
+  download's ledger item to the table's item (rebase.py), never a recount of the aggregates alone,
+  then each aggregate the messages name whose count the ledger does not explain set to what it
+  counts (drift.py); a message is deleted once a recount that writes nothing finds it exact and no
+  key the rebase left (gone, unplaced) counts in what it names;
 - `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
   records' downloads could be of any board (their timestamps are the writers'), so every board of
   the table is recounted and repaired;

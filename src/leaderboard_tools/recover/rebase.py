@@ -84,7 +84,8 @@ class RebaseReport:
     gone: list[dict[str, Any]] = field(default_factory=list)
     """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
     unplaced: list[dict[str, Any]] = field(default_factory=list)
-    """Keys left as they are: a ledger item of two readers per shard, or one in conflict ATTEMPTS times."""
+    """Keys left as they are: a ledger item of two readers per shard, or one in conflict ATTEMPTS times; each names the
+    aggregates ([entity, board]) its ledger item and its item count in."""
 
     @property
     def differences_remain(self) -> bool:
@@ -205,10 +206,11 @@ class Rebaser:
             if item is None:
                 self.check_gone(claim, ledger_item)
                 return
-            if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
-                self._unplaced(claim, "a ledger item of two readers per shard (StreamFrom): recount it by hand")
-                return
             entity, target = self.counts(item)
+            if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
+                why = "a ledger item of two readers per shard (StreamFrom): recount it by hand"
+                self._unplaced(claim, why, ledger_item, entity, target)
+                return
             if ledger_item is None and not target:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
@@ -223,7 +225,8 @@ class Rebaser:
                     self.report.moved += 1
                 self._leave_index(ledger_item, moves)
                 return
-        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again")
+        why = f"its ledger item changed under {ATTEMPTS} rebases: run the repair again"
+        self._unplaced(claim, why, ledger_item, entity, target)
 
     def _moves(
         self, ledger_item: Mapping[str, Any] | None, entity: str, target: dict[str, Decimal]
@@ -386,7 +389,7 @@ class Rebaser:
                 self._leave_index(ledger_item, moves)
                 return
             self.report.retries += 1
-        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again")
+        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again", ledger_item)
 
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
         entity, contribution = self.state(ledger_item)
@@ -402,8 +405,21 @@ class Rebaser:
             }
         )
 
-    def _unplaced(self, claim: str, why: str) -> None:
-        self.report.unplaced.append({"claimKey": claim, "why": why})
+    def _unplaced(
+        self,
+        claim: str,
+        why: str,
+        ledger_item: Mapping[str, Any] | None,
+        entity: str = "",
+        target: Mapping[str, Decimal] | None = None,
+    ) -> None:
+        """A key left as it is, with the aggregates it may be wrong in: those its ledger item counts, and those its
+        item counts (recover keeps the messages that name them)."""
+        counted_entity, contribution = self.state(ledger_item) if ledger_item is not None else ("", {})
+        aggregates = {(counted_entity, board) for board in contribution} | {(entity, board) for board in target or {}}
+        self.report.unplaced.append(
+            {"claimKey": claim, "why": why, "aggregates": [list(aggregate) for aggregate in sorted(aggregates)]}
+        )
 
 
 def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:

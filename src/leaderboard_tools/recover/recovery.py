@@ -16,6 +16,7 @@ from leaderboard_tools.output_format import counted
 from leaderboard_tools.reconcile import (
     BAND_MESSAGE_KIND,
     ClockDisagrees,
+    Difference,
     Reconciler,
     RecountUnsupported,
     RepairUnavailable,
@@ -23,6 +24,7 @@ from leaderboard_tools.reconcile import (
 )
 from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 from leaderboard_tools.recover.advice import fix_for
+from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import Message, answer_band, board_of, classify
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
@@ -41,6 +43,8 @@ class RecoveryReport:
     reconciled: list[dict[str, Any]] = field(default_factory=list)
     rebased: RebaseReport | None = None
     """One reader per shard: the repair's rebase of every key's ledger item (rebase.py), where others recount."""
+    drift: DriftReport | None = None
+    """One reader per shard: the aggregates the messages name set to what the ledger counts in them (drift.py)."""
     rejected_fix: str = ""
     """How to fix the rejected downloads' items so that they count, in the deployment's mode (advice.py)."""
 
@@ -66,6 +70,7 @@ class RecoveryReport:
             "bands": self.bands,
             "reconciled": self.reconciled,
             "rebased": None if self.rebased is None else self.rebased.as_json(),
+            "drift": None if self.drift is None else self.drift.as_json(),
         }
 
 
@@ -209,19 +214,140 @@ def _stopped_outcome(error: ClockDisagrees, report: RecoveryReport, visibility_s
     )
 
 
-def _rebase(report: RecoveryReport, clients: Any, deployment: Deployment, messages: list[Message]) -> None:
+def _rebase(
+    report: RecoveryReport, clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
+) -> None:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
-    item (a recount would leave those items behind). The messages are answered once it ran: a key it reports (its
-    item gone, deleted or expired) is no matter of waiting, and stays in the report for the operator."""
+    item (a recount would leave those items behind), then by setting each aggregate they name whose count the ledger
+    does not explain (drift.py). Each message is done only once a recount that compares and writes nothing finds every
+    aggregate it names exact, judged as the recount's repair is (`_exact`), and no key the rebase left (gone, unplaced)
+    counts in them; the others are kept, saying what is left and what to do."""
     try:
         report.rebased = rebase(clients.dynamodb, deployment)
     except RebaseRefused as refused:
         for message in messages:
             message.note = str(refused)
         return
+    try:
+        run = reconciler.run(_targets(messages), repair=False)
+        drifted = _drifted(messages, run, report.rebased)
+        if drifted:
+            report.drift = settle_drift(clients.dynamodb, deployment, drifted)
+            if report.drift.settled:
+                run = reconciler.run(_targets(messages), repair=False)
+    except RecountUnsupported as unsupported:
+        for message in messages:
+            message.note = f"rebased, but what it names could not be checked: {unsupported}"
+        return
+    report.reconciled = [board.as_json() for board in run.boards]
     for message in messages:
-        message.done = True
-        message.note = message.note or "repaired by the rebase of every key's ledger item"
+        exact, _ = _exact(message, run)
+        left = _left_by_rebase(message, report.rebased)
+        message.done = exact and not left
+        if message.done:
+            message.note = message.note or "repaired by the rebase of every key's ledger item, and checked exact"
+        else:
+            message.note, message.retry = _not_rebased(message, run, left, report.drift)
+
+
+def _names(message: Message, entity: str, board: str) -> bool:
+    """Whether the message names the aggregate (entity, board)."""
+    if message.every_month:
+        return True
+    songs = message.aggregates.get(board, set())
+    return songs is None or entity in songs
+
+
+def _left_by_rebase(message: Message, rebased: RebaseReport) -> list[dict[str, Any]]:
+    """The keys the rebase left (gone, unplaced) that count, or may count, in an aggregate the message names."""
+    gone = [
+        entry for entry in rebased.gone if any(_names(message, entry["entityId"], board) for board in entry["counts"])
+    ]
+    unplaced = [
+        entry
+        for entry in rebased.unplaced
+        if message.every_month or any(_names(message, entity, board) for entity, board in entry["aggregates"])
+    ]
+    return gone + unplaced
+
+
+def _differing(message: Message, run: RunReport) -> list[tuple[str, Difference]]:
+    """The aggregates the message names whose count differs from the recount: (board, difference)."""
+    return [
+        (board.board, difference)
+        for board in run.boards
+        if not board.refused
+        for difference in board.differences
+        if not difference.repaired and _names(message, difference.entity_id, board.board)
+    ]
+
+
+def _drifted(messages: list[Message], run: RunReport, rebased: RebaseReport) -> set[tuple[str, str]]:
+    """The aggregates to measure against the ledger: those differing that the messages name, where the rebase left no
+    key (a key it left makes the ledger no measure of the table)."""
+    return {
+        (difference.entity_id, board)
+        for message in messages
+        if not _left_by_rebase(message, rebased)
+        for board, difference in _differing(message, run)
+    }
+
+
+def _not_rebased(
+    message: Message, run: RunReport, left: list[dict[str, Any]], drift: DriftReport | None
+) -> tuple[str, bool]:
+    """What is left of what the message names after the rebase, what the operator does about it, and whether running
+    recover again later is all it takes."""
+    parts = []
+    retry = True
+    gone = [entry["claimKey"] for entry in left if "counts" in entry]
+    unplaced = [entry for entry in left if "counts" not in entry]
+    if gone:
+        retry = False
+        parts.append(
+            f"the rebase found {_listed(gone)} counted with no item in the table (deleted or expired by TTL, not told "
+            "apart): those the application deleted are taken back by `leaderboard-tools reconcile --repair "
+            "--deleted-keys <claimKey>,...`; an expired one stays counted"
+        )
+    if unplaced:
+        retry = False
+        parts.append(
+            "the rebase left "
+            + "; ".join(f"{entry['claimKey']} as it is ({entry['why']})" for entry in unplaced[:SHOWN_DIFFERENCES])
+            + (f"; and {len(unplaced) - SHOWN_DIFFERENCES} more" if len(unplaced) > SHOWN_DIFFERENCES else "")
+        )
+    refusal = _refusal(message, run)
+    if refusal:
+        retry = False
+        parts.append(f"its recount was refused: {refusal}")
+    differing = _differing(message, run)
+    for shown, (board, difference) in enumerate(differing):
+        kept = drift.left_for(difference.entity_id, board) if drift is not None else None
+        retry = retry and (kept is None or kept["retry"])
+        if shown >= SHOWN_DIFFERENCES:
+            continue
+        named = f"{difference.entity_id} in {board} (stored {difference.stored}, recounted {difference.recounted})"
+        if kept is not None:
+            parts.append(f"{named} differs from what the ledger counts in it and is not set: {kept['why']}")
+        elif not left:
+            parts.append(
+                f"{named} differs from the table's recount as the ledger does: downloads written during this run, "
+                "counted once the mapping delivers them; run recover again"
+            )
+        else:
+            parts.append(f"{named} differs from the table's recount")
+    if len(differing) > SHOWN_DIFFERENCES:
+        parts.append(f"and {len(differing) - SHOWN_DIFFERENCES} more aggregates differ (the report's `reconciled`)")
+    return "; ".join(parts) or "not every aggregate it names is exact yet", retry and bool(parts)
+
+
+SHOWN_DIFFERENCES = 10
+"""Aggregates a kept message's note names, one by one; the report's `reconciled` has every one."""
+
+
+def _listed(names: list[str], shown: int = SHOWN_DIFFERENCES) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _recover(
@@ -277,7 +403,7 @@ def _recover(
                     message.note = ""  # what the recount leaves says why it is kept, if it is
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
         if to_recount and deployment.one_stream_reader:
-            _rebase(report, clients, deployment, to_recount)
+            _rebase(report, clients, deployment, reconciler, to_recount)
             to_recount = []
         run = None
         if to_recount:

@@ -10,6 +10,7 @@ from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, STREAM_ARN, TABLE, LedgerWorld, key_of
 
@@ -59,3 +60,10 @@ def rebase_world(world: LedgerWorld, dynamodb: Any = None) -> RebaseReport:
     """recover's repair in one-reader mode, on the world's table (through `dynamodb` when given)."""
     write_items(world)
     return rebase(dynamodb or world.dynamodb, deployment_of(world))
+
+
+def repair_world(world: LedgerWorld, aggregates: list[tuple[str, str]]) -> tuple[RebaseReport, DriftReport]:
+    """recover's whole repair in one-reader mode: the rebase, then the `aggregates` its messages name set to what the
+    ledger counts in them."""
+    rebased = rebase_world(world)
+    return rebased, settle_drift(world.dynamodb, deployment_of(world), aggregates, settle_seconds=0)
