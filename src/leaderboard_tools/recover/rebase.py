@@ -201,7 +201,8 @@ class Rebaser:
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             item = self._get(self.deployment.table, key)
             if item is None and gone_checked:
-                self._unplaced(claim, "its item was written and deleted again while the rebase ran: run it again")
+                why = "its item was written and deleted again while the rebase ran: run the repair again"
+                self._unplaced(claim, why, ledger_item)
                 return
             if item is None:
                 self.check_gone(claim, ledger_item)
