@@ -236,16 +236,6 @@ def test_a_rebase_leaves_a_download_whose_entity_cannot_key_an_aggregate_uncount
     assert counts(world, ("song1", "2018-01"), ("song1", "2018-02")) == [0, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the schedule's sweep vouches for every shard it found a report for, and for a shard nothing was delivered "
-    "from it finds its ancestors' unfinished records: it writes the child a note vouched until now though its report "
-    "covers the parent's range only. The child's first delivery then checks that note (not its lineage), and records "
-    "of the child written after the parent's highest record, trimmed during a pause, are reported by nobody: silent. "
-    "AWS allows the pause and the trim: 'You can change the function that Lambda invokes, or pause invocation and "
-    "resume later from the same location.' (UpdateEventSourceMapping) and 'Stream records whose age exceeds this limit "
-    "are subject to removal (trimming) from the stream.' (TrimmedDataAccessException)",
-)
 def test_a_childs_records_trimmed_after_a_sweep_reported_its_parents_unfinished_batch_are_reported(
     world: LedgerWorld,
 ) -> None:
