@@ -238,6 +238,14 @@ def rebased_count(ledger_item: Mapping[str, Any]) -> dict[str, str]:
     return {"N": str(int((ledger_item.get(REBASES) or {}).get("N", "0")) + 1)}
 
 
+EXPIRY_PREFIX = "expired#"
+"""An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
+EXPIRY_KEPT = "ExpiryKept"
+"""One reader per shard: on a ledger item the operator named expired (its REMOVE by TTL reported gone, thought
+trimmed), set by the rebase's move of the key to nothing that keeps its count: the first record applied after it, if
+an expiry, is that expiry, already kept. Any later move of the key drops it."""
+
+
 DECREASED = "Decreased"
 """One reader per shard: the aggregates a download key's moves took from, which may have reached 0 and must leave the
 index. An entry is a board of the ledger item's own `Entity`, or an [entity, board] pair for another entity the key

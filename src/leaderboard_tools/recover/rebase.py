@@ -15,7 +15,8 @@ touched. The rebase moves the ledger item and the aggregates together, key by ke
 - a ledger item that counts something with no item in the table is reported, never guessed: a deletion whose record
   was trimmed is taken back, an expiry stays counted (retention), and nothing left tells them apart. The operator, who
   knows which it was, names the deleted ones (`deleted`): those are taken back, by the same conditioned move to
-  nothing.
+  nothing; and the expired ones (`expired`): those move to nothing with their count kept, as the handler keeps an
+  expiry's, so the key's next write no longer takes it back.
 
 Every write is conditioned on what was read, the item read after its ledger item (a record applied meanwhile fails the
 condition: the key is read again). Expiries' own items (`expired#...`) are left as they are.
@@ -38,6 +39,8 @@ from leaderboard_core.claims import (
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
+    EXPIRY_KEPT,
+    EXPIRY_PREFIX,
     REBASES,
     STREAM_FROM,
     backfill_claim,
@@ -80,6 +83,8 @@ class RebaseReport:
     """Keys whose ledger item moved to what their item counts."""
     taken_back: int = 0
     """Keys reported gone before, named deleted by the operator, moved to nothing."""
+    kept_expired: int = 0
+    """Keys reported gone before, named expired by the operator: moved to nothing, their count kept (an expiry's)."""
     retries: int = 0
     gone: list[dict[str, Any]] = field(default_factory=list)
     """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
@@ -106,13 +111,18 @@ def rebase_refusal(deployment: Deployment) -> str | None:
     return None
 
 
-def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ()) -> RebaseReport:
+def rebase(
+    dynamodb: Any, deployment: Deployment, deleted: Collection[str] = (), expired: Collection[str] = ()
+) -> RebaseReport:
     """Move every key's ledger item, and the aggregates with it, to what the table's item counts now; a key whose item
-    is gone is reported, or taken back where the operator names its claim key among the `deleted`."""
+    is gone is reported, or taken back where the operator names its claim key among the `deleted`, or kept counted as
+    an expiry is where it is among the `expired`."""
     refusal = rebase_refusal(deployment)
+    if refusal is None and set(deleted) & set(expired):
+        refusal = f"keys named both deleted and expired: {', '.join(sorted(set(deleted) & set(expired)))}"
     if refusal is not None:
         raise RebaseRefused(f"{refusal}; nothing was written")
-    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted))
+    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired))
     ledger = dict(rebaser.ledger_items())
     seen: set[str] = set()
     for item in rebaser.downloads():
@@ -137,9 +147,16 @@ def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ())
 class Rebaser:
     """One rebase's reads and conditioned writes."""
 
-    def __init__(self, dynamodb: Any, deployment: Deployment, deleted: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        dynamodb: Any,
+        deployment: Deployment,
+        deleted: frozenset[str] = frozenset(),
+        expired: frozenset[str] = frozenset(),
+    ) -> None:
         assert deployment.claims_table is not None
         self.deleted = deleted
+        self.expired = expired
         self.dynamodb = dynamodb
         self.deployment = deployment
         self.claims = deployment.claims_table
@@ -286,6 +303,7 @@ class Rebaser:
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
             DECREASED: decreased_value(decreased_of(ledger_item) | taken, entity),
         }
+        item.pop(EXPIRY_KEPT, None)
         names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
         values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:
@@ -381,9 +399,15 @@ class Rebaser:
             if moved_since and key is not None and self._get(self.deployment.table, key) is not None:
                 self.rebase_key(claim, key, gone_checked=True)
                 return
-            if moved_since or claim not in self.deleted:
+            if moved_since or claim not in self.deleted | self.expired:
                 self._gone(claim, ledger_item)
                 return
+            if claim in self.expired:
+                if self._keep_expired(claim, ledger_item):
+                    self.report.kept_expired += 1
+                    return
+                self.report.retries += 1
+                continue
             moves = self._moves(ledger_item, "", {})
             if self._commit(claim, {}, ledger_item, "", {}, moves):
                 self.report.taken_back += 1
@@ -391,6 +415,33 @@ class Rebaser:
                 return
             self.report.retries += 1
         self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again", ledger_item)
+
+    def _keep_expired(self, claim: str, ledger_item: dict[str, Any]) -> bool:
+        """What the handler does for an expiry by TTL, for one whose record the operator says was trimmed: the key moves
+        to nothing while the aggregates keep what it counted (retention), in one transaction with the expiry's own
+        item, conditioned on the ledger item as read. `ExpiryKept` marks the move: the expiry's REMOVE, if it comes
+        after all, is the next record applied and adds nothing. False when the transaction was cancelled."""
+        put = self._ledger_put(claim, ledger_item, "", {}, {})
+        label = "|".join(filter(None, generation(ledger_item))) or "backfill"
+        put["Put"]["Item"][EXPIRY_KEPT] = {"S": label}
+        kept = {
+            "Put": {
+                "TableName": self.claims,
+                "Item": {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}},
+                "ConditionExpression": "attribute_not_exists(#key)",
+                "ExpressionAttributeNames": {"#key": CLAIM_KEY},
+            }
+        }
+        try:
+            self.dynamodb.transact_write_items(TransactItems=[put, kept])
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = error.response.get("CancellationReasons") or []
+            if not any(reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
+                raise
+            return False
+        return True
 
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
         entity, contribution = self.state(ledger_item)
@@ -401,8 +452,9 @@ class Rebaser:
                 "entityId": entity,
                 "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
                 "version": ledger_item.get(VERSION, {}).get("S"),
-                "why": "the key counts here but its item is not in the table: deleted (to take back) or expired by "
-                "TTL (to keep counted), its record no longer in the stream; not told apart, left as it is",
+                "why": "the key counts here but its item is not in the table: deleted (to take back: name it to "
+                "--deleted-keys) or expired by TTL (to keep counted: name it to --expired-keys), its record no longer "
+                "in the stream; not told apart, left as it is until named",
             }
         )
 

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import claim_key
-from leaderboard_tools.recover.rebase import rebase
+from leaderboard_tools.recover.rebase import RebaseRefused, rebase
 from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
@@ -48,3 +48,38 @@ def test_a_take_back_killed_before_its_index_step_leaves_the_index_when_run_agai
     # then January at 0 is out of the index, and nothing is left to the operator
     assert not in_index(world, "song1", "2018-01")
     assert not report.differences_remain
+
+
+def test_an_expiry_named_expired_whose_record_comes_after_all_counts_once(world: LedgerWorld) -> None:
+    # given a January download delivered, expired by TTL (its REMOVE not yet delivered), reported gone, and named
+    # expired by the operator
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    assert (report.kept_expired, report.differences_remain) == (1, False)
+    # when the mapping delivers the expiry's REMOVE after all, twice (a retry), and then the key written again
+    assert deliver(world, ROOT, delivered(world, ROOT, [expiry])) == OK
+    assert deliver(world, ROOT, delivered(world, ROOT, [expiry])) == OK
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then the expired download counts once in January, beside the new one in February
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_key_named_both_deleted_and_expired_is_refused_with_nothing_written(world: LedgerWorld) -> None:
+    # given a January download delivered, then deleted (its REMOVE lost), reported gone
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.delete(ROOT, "song1", 1)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    # when the operator names it both deleted and expired
+    with pytest.raises(RebaseRefused, match="both deleted and expired"):
+        rebase(world.dynamodb, deployment_of(world), deleted=[claim], expired=[claim])
+    # then nothing was written: it still counts, and is reported gone again
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]

@@ -145,19 +145,9 @@ def test_a_key_named_deleted_but_written_again_while_the_rebase_runs_keeps_its_n
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an expiry whose REMOVE was trimmed leaves the key's ledger item counting the expired download; the rebase "
-    "reports it gone and the operator, knowing it expired, leaves it, as the docs say. The key's next write (an"
-    " INSERT) moves the key from that Contribution to its own image, taking the expired download back: January "
-    "at 0 though 'an expiry by TTL (S12) is no state of its item but retention', silent (nothing reported after"
-    " the repair). Only the expiry's own item (expired#...) keeps a download counted past a rewrite, and no "
-    "tool writes one for an expiry the stream lost ('Stream records whose age exceeds this limit are subject to"
-    " removal (trimming) from the stream')",
-)
 def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_written_again(world: LedgerWorld) -> None:
     # given a January download delivered, its expiry by TTL trimmed during a pause past the retention (reported at the
-    # shard's next delivery), and the rebase reporting the key gone, which the operator leaves counted (it expired)
+    # shard's next delivery), and the rebase reporting the key gone, which the operator names expired (to keep counted)
     first = world.put(ROOT, "song1", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
     world.expire(ROOT, "song1", 1)
@@ -166,6 +156,7 @@ def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_writt
     assert deliver(world, ROOT, delivered(world, ROOT, [other])) == OK
     assert "records_trimmed" in kinds(world)
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim_key(key_of("song1", 1))]
+    assert rebase(world.dynamodb, deployment_of(world), expired=[claim_key(key_of("song1", 1))]).kept_expired == 1
     # when the application writes the key again, in February, and the mapping delivers it
     again = world.put(ROOT, "song1", 1, "2018-02")
     assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
