@@ -106,6 +106,10 @@ def rebase_text(rebased: dict[str, Any] | None) -> list[str]:
         text_line("rebase", *tally),
         *(text_line("rebase_unplaced", entry["claimKey"], entry["why"]) for entry in rebased["unplaced"]),
         *(
+            text_line("rebase_rejected", entry["claimKey"], json.dumps(entry["key"]), entry["why"])
+            for entry in rebased.get("rejected", [])
+        ),
+        *(
             text_line(
                 "rebase_gone",
                 entry["claimKey"],
@@ -159,6 +163,10 @@ def rebase_table(rebased: dict[str, Any]) -> list[str]:
         f"{rebased['kept_expired']} kept as expired"
     ]
     lines += [f"  left as it is: {entry['claimKey']}: {entry['why']}" for entry in rebased["unplaced"]]
+    lines += [
+        f"  rejected: {json.dumps(entry['key'])} ({entry['claimKey']}): {entry['why']}"
+        for entry in rebased.get("rejected", [])
+    ]
     lines += [
         f"  gone: {entry['entityId']} {entry['counts']} ({entry['claimKey']}, key {json.dumps(entry['key'])}): "
         f"{entry['why']}"

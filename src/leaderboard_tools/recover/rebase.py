@@ -33,6 +33,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
@@ -86,6 +87,9 @@ class RebaseReport:
     kept_expired: int = 0
     """Keys reported gone before, named expired by the operator: moved to nothing, their count kept (an expiry's)."""
     retries: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    """Items the aggregator rejects as it does (`rejected_download`: an entity too long to key an aggregate), counted
+    nowhere: fix the item and its next record counts it."""
     gone: list[dict[str, Any]] = field(default_factory=list)
     """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
     unplaced: list[dict[str, Any]] = field(default_factory=list)
@@ -130,6 +134,7 @@ def rebase(
         claim = claim_key(key)
         seen.add(claim)
         rebaser.report.keys_read += 1
+        rebaser.check_rejected(claim, item)
         known = ledger.get(claim)
         if known is not None and rebaser.state(known) == rebaser.counts(item):
             rebaser.report.in_step += 1
@@ -371,6 +376,19 @@ class Rebaser:
             except ClientError as error:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
+
+    def check_rejected(self, claim: str, item: Mapping[str, Any]) -> None:
+        """An item whose entity cannot key an aggregate is reported, as the aggregator reports its records."""
+        entity = (item.get(self.deployment.names.entity) or {}).get("S")
+        if isinstance(entity, str) and not fits_partition_key(entity):
+            self.report.rejected.append(
+                {
+                    "claimKey": claim,
+                    "key": shown_key(item_key(item, self.deployment)),
+                    "why": f"{self.deployment.names.entity} is longer than DynamoDB's {MAX_ENTITY_BYTES}-byte "
+                    "partition key, the aggregates' key: counted nowhere; fix the item and its next record counts it",
+                }
+            )
 
     def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
         """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,

@@ -16,6 +16,8 @@ from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, key_of, one_
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
 from tests.unit.aggregator.test_one_reader_review import Interleaved
+from tests.unit.aggregator.test_one_reader_review2 import single_table
+from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
 
 
 @pytest.fixture
@@ -83,3 +85,16 @@ def test_a_key_named_both_deleted_and_expired_is_refused_with_nothing_written(wo
     # then nothing was written: it still counts, and is reported gone again
     assert world.boards() == {("song1", "2018-01"): 1}
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+
+
+def test_a_download_whose_entity_cannot_key_an_aggregate_is_reported_rejected_by_the_rebase(world: LedgerWorld) -> None:
+    # given a single-table download whose song is longer than a partition key, in the table, counted nowhere
+    deployment = single_table_deployment(world)
+    key, oversized = single_table(1, "s" * 2049)
+    world.dynamodb.put_item(TableName=SINGLE_TABLE, Item=oversized)
+    # when the repair rebases the ledger
+    report = rebase(world.dynamodb, deployment)
+    # then the download is named rejected, by its key, and counted nowhere
+    assert [(entry["claimKey"], entry["key"]) for entry in report.rejected] == [(claim_key(key), key)]
+    assert report.counted == 0
+    assert world.boards() == {}

@@ -197,15 +197,6 @@ def test_a_key_reported_gone_names_the_download_it_counted(world: LedgerWorld) -
     assert "song1-d1" in json.dumps(report.gone[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase counts a table item by the operator tools' boards_of_download, which does not refuse an entity "
-    "longer than a partition key; the aggregator rejects it (rejected_download) and counts nothing. The rebase then "
-    "moves the key to the oversized song's aggregate, DynamoDB refuses the transaction's key ('The minimum length of "
-    "a partition key value is 1 byte. The maximum length is 2048 bytes.', Constraints: a ValidationException, not a "
-    "cancellation) and the "
-    "whole rebase stops with it: loud, and no key after it is repaired until the item is fixed",
-)
 def test_a_rebase_leaves_a_download_whose_entity_cannot_key_an_aggregate_uncounted_and_repairs_the_rest(
     world: LedgerWorld,
 ) -> None:
