@@ -106,7 +106,9 @@ class DeliveryNotes:
         self, stream_arn: str, shard: str, note: Note | None, records: list[dict[str, Any]], vouched: bool
     ) -> None:
         """Before applying: the highest record delivered, and this invocation's records until it finishes. `vouched`:
-        this delivery reported what may have been trimmed before it."""
+        this delivery reported what may have been trimmed before it, its unfinished records past the retention among
+        them (no longer kept). The report covers nothing after this delivery's records, so the note vouches only as far
+        as its highest record's creation: a record after it, written before now, still ages from then."""
         highest = max(records, key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
         began = str(self.shards.created(stream_arn))
         item = dict(note or {SHARD_KEY: {"S": NOTE_PREFIX + shard}, "Vouched": {"N": began}})
@@ -115,8 +117,6 @@ class DeliveryNotes:
             created = self.created(highest)
             item["HighCreated"] = {"N": str(created)}
             item["Vouched"] = {"N": str(max(created, float(item["Vouched"]["N"])))}
-        if vouched:
-            item["Vouched"] = {"N": str(self.clock())}
         unfinished = {
             sequence: created
             for sequence, created in item.get("Unfinished", {}).get("M", {}).items()

@@ -440,7 +440,8 @@ class Rebaser:
         item, conditioned on the ledger item as read. `ExpiryKept` marks the move: the expiry's REMOVE, if it comes
         after all, is the next record applied and adds nothing. False when the transaction was cancelled."""
         put = self._ledger_put(claim, ledger_item, "", {}, {})
-        label = "|".join(filter(None, generation(ledger_item))) or "backfill"
+        version, rebases = generation(ledger_item)
+        label = version or f"backfill~{rebases or 0}"
         put["Put"]["Item"][EXPIRY_KEPT] = {"S": label}
         kept = {
             "Put": {

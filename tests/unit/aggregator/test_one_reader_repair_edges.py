@@ -98,3 +98,24 @@ def test_a_download_whose_entity_cannot_key_an_aggregate_is_reported_rejected_by
     assert [(entry["claimKey"], entry["key"]) for entry in report.rejected] == [(claim_key(key), key)]
     assert report.counted == 0
     assert world.boards() == {}
+
+
+def test_records_after_a_delivery_that_reported_a_gap_trimmed_during_a_second_pause_are_reported(
+    world: LedgerWorld,
+) -> None:
+    # given a download delivered, two written ten hours later, and a pause past the retention after which the mapping
+    # delivers the first of the two alone (a gap reported: what came before it may have been trimmed)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.clock += 10 * 3600
+    second = world.put(ROOT, "song2", 1, "2018-01")
+    world.put(ROOT, "song3", 1, "2018-01")
+    world.clock += 15 * 3600
+    assert deliver(world, ROOT, delivered(world, ROOT, [second])) == OK
+    assert [report["checkpoint"] for report in world.reports() if report["kind"] == "records_trimmed"] == [first]
+    # when the mapping pauses again, past the retention of the third download, and then delivers a later record
+    world.clock += 9 * 3600 + 60
+    later = world.put(ROOT, "song4", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [later])) == OK
+    # then the range after the second download is reported too: the third may have been trimmed unread
+    assert [report["checkpoint"] for report in world.reports() if report["kind"] == "records_trimmed"] == [second]
