@@ -106,7 +106,9 @@ class DeliveryNotes:
         self, stream_arn: str, shard: str, note: Note | None, records: list[dict[str, Any]], vouched: bool
     ) -> None:
         """Before applying: the highest record delivered, and this invocation's records until it finishes. `vouched`:
-        this delivery reported what may have been trimmed before it."""
+        this delivery reported what may have been trimmed before it, its unfinished records past the retention among
+        them (no longer kept). The report covers nothing after this delivery's records, so the note vouches only as far
+        as its highest record's creation: a record after it, written before now, still ages from then."""
         highest = max(records, key=lambda record: int(record["dynamodb"]["SequenceNumber"]))
         began = str(self.shards.created(stream_arn))
         item = dict(note or {SHARD_KEY: {"S": NOTE_PREFIX + shard}, "Vouched": {"N": began}})
@@ -115,8 +117,6 @@ class DeliveryNotes:
             created = self.created(highest)
             item["HighCreated"] = {"N": str(created)}
             item["Vouched"] = {"N": str(max(created, float(item["Vouched"]["N"])))}
-        if vouched:
-            item["Vouched"] = {"N": str(self.clock())}
         unfinished = {
             sequence: created
             for sequence, created in item.get("Unfinished", {}).get("M", {}).items()
@@ -138,12 +138,11 @@ class DeliveryNotes:
 
     # ------------------------------------------------------------------ on the schedule
 
-    def sweep(self, stream_arn: str) -> tuple[list[Message], set[str]]:
-        """Every listed shard checked as a delivery would, for the lineages nothing delivers to: the reports, and the
-        shards they were found for, to be vouched for once the reports are sent (`vouch`)."""
+    def sweep(self, stream_arn: str) -> list[Message]:
+        """Every listed shard checked as a delivery would, for the lineages nothing delivers to: the reports, each
+        shard they name to be vouched for as far as its report goes, once they are sent (`vouch`)."""
         listing = self.shards.describe(stream_arn)
         messages: list[Message] = []
-        reported: set[str] = set()
         for shard in sorted(listing.parents):
             note = self.note_of(shard)
             if note is not None:
@@ -156,17 +155,25 @@ class DeliveryNotes:
                 if aged:
                     found.append(trimmed_message(stream_arn, shard, 0, None, lost_ancestors=True))
             messages += found
-            reported |= {shard} if found else set()
-        return messages, reported
+        return messages
 
-    def vouch(self, shards: set[str]) -> None:
-        """The shards reported on are vouched for until now: a later check reports only what ages after it."""
-        for shard in sorted(shards):
-            note = self.note_of(shard) or {SHARD_KEY: {"S": NOTE_PREFIX + shard}}
+    def vouch(self, messages: list[Message]) -> None:
+        """Each shard a sent report names, as far as the report goes: its unfinished records past the retention are
+        reported (no longer kept), and a report of its records from a point on (`firstReadableSequence` None) vouches
+        for the shard until now, so a later check reports only what ages after it. A shard reported on only for an
+        ancestor's records is not named: its own records stay unvouched, checked against its lineage."""
+        until_now = {message["shardId"] for message in messages if message["firstReadableSequence"] is None}
+        for shard in sorted({message["shardId"] for message in messages}):
+            note = self.note_of(shard)
+            if note is None and shard not in until_now:
+                continue
+            note = note or {SHARD_KEY: {"S": NOTE_PREFIX + shard}}
             unfinished = {
                 sequence: created
                 for sequence, created in note.get("Unfinished", {}).get("M", {}).items()
                 if not self._expired(float(created["N"]))
             }
-            item = {**note, "Vouched": {"N": str(self.clock())}, "Unfinished": {"M": unfinished}}
+            item = {**note, "Unfinished": {"M": unfinished}}
+            if shard in until_now:
+                item["Vouched"] = {"N": str(self.clock())}
             self.client.put_item(TableName=self.progress_table, Item=item)

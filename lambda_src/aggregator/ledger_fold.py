@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, decreased_of
+from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, decreased_of, rebases_condition
 from ledger_records import Boards
 
 Aggregate = tuple[str, str]
@@ -72,24 +72,26 @@ class Fold:
     def unchanged(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """A condition that the item's Version is still the one the batch read, or wrote if it applied a record."""
         if self.version is None:
+            rebased, names, values = rebases_condition(self.item or {})
             return (
-                "attribute_exists(#key) AND attribute_not_exists(#version)",
-                {"#key": CLAIM_KEY, "#version": VERSION},
-                {},
+                f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}",
+                {"#key": CLAIM_KEY, "#version": VERSION, **names},
+                values,
             )
         return "#version = :version", {"#version": VERSION}, {":version": {"S": self.version}}
 
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's as it was, or
-        none). The backfill's item is held by its Contribution too: the repair's rebase moves it without a Version."""
+        none). The backfill's item is held by its Rebases too: the repair's rebase moves it without a Version, and
+        raises Rebases on every move, so a move back to a Contribution and Entity equal by value still fails it."""
         if self.item is None:
             return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
-        if VERSION not in self.item and BASE_CONTRIBUTION in self.item:
-            return (
-                "attribute_not_exists(#version) AND #contribution = :contribution",
-                {"#version": VERSION, "#contribution": BASE_CONTRIBUTION},
-                {":contribution": self.item[BASE_CONTRIBUTION]},
-            )
         if VERSION not in self.item:
-            return "attribute_not_exists(#version)", {"#version": VERSION}, {}
+            rebased, names, values = rebases_condition(self.item)
+            condition = f"attribute_not_exists(#version) AND {rebased}"
+            if BASE_CONTRIBUTION in self.item:
+                condition += " AND #contribution = :contribution"
+                names["#contribution"] = BASE_CONTRIBUTION
+                values[":contribution"] = self.item[BASE_CONTRIBUTION]
+            return condition, {"#version": VERSION, **names}, values
         return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}

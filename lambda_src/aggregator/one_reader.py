@@ -259,9 +259,9 @@ def sweep(event: Mapping[str, Any], deps: Dependencies, settings: Settings) -> t
     if not isinstance(stream_arn, str) or not stream_arn.startswith(f"{settings.table_arn}/stream/"):
         raise ValueError(f"lineageSweep.streamArn is {stream_arn!r}, not a stream of {settings.table_arn}")
     _, notes = parts(deps)
-    messages, reported = notes.sweep(stream_arn)
+    messages = notes.sweep(stream_arn)
     _send(deps, messages)
-    notes.vouch(reported)
+    notes.vouch(messages)
     return {"streamArn": stream_arn, "trimmedReports": len(messages)}, Summary("sweep", trimmed=messages)
 
 

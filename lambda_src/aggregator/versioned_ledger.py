@@ -37,9 +37,13 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
+    DOWNLOAD_KEY,
+    EXPIRY_KEPT,
+    EXPIRY_PREFIX,
     STREAM_FROM,
     claim_key,
     decreased_value,
+    stored_key,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -48,8 +52,7 @@ from ledger_records import Boards, counted, is_download_record, refused_report, 
 from stream_shards import StreamShards
 from telemetry import logger
 
-FROZEN = "expired#"
-"""An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
+FROZEN = EXPIRY_PREFIX
 TRANSACTION_ITEMS = 100
 """TransactWriteItems "groups up to 100 action requests"."""
 ATTEMPTS = 5
@@ -165,6 +168,8 @@ class VersionedLedger:
         stream = record["dynamodb"]
         if expired_by_ttl(record):
             entity, kept = counted(stream.get("OldImage"), self.schema)
+            if self.kept_by_operator(fold, version, shard.stream_arn):
+                kept = {}
             with fold.counting_for(entity):
                 self.freeze(fold, version, kept)
         if not self.after(version, fold.version, shard.stream_arn):
@@ -195,6 +200,14 @@ class VersionedLedger:
         fold.freezes.append(frozen)
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
+
+    def kept_by_operator(self, fold: Fold, version: str, stream_arn: str) -> bool:
+        """Whether an expiry is the one the operator kept (`ExpiryKept`, the rebase's answer to a REMOVE by TTL
+        reported gone): the first record of the key applied after that move. Its item is still written, to be kept
+        once (a retry finds it), but it adds nothing: the key's count stayed where the expired download counted."""
+        if fold.item is None or EXPIRY_KEPT not in fold.item or fold.applied:
+            return False
+        return self.after(version, fold.version, stream_arn)
 
     @staticmethod
     def move(fold: Fold, target: Boards) -> None:
@@ -293,6 +306,7 @@ class VersionedLedger:
             VERSION: {"S": fold.version},
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in fold.contribution.items()}},
             DECREASED: decreased_value(decreased, fold.entity),
+            DOWNLOAD_KEY: stored_key(fold.key),
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}

@@ -25,6 +25,17 @@ def carries_aggregate_attributes(image: Mapping[str, Any], names: AttributeNames
     return names.period in image or (retractions and names.count in image)
 
 
+MAX_ENTITY_BYTES = 2048
+"""DynamoDB: a partition key's "maximum length is 2048 bytes" (Developer Guide, *Constraints*); the entity id is the
+aggregates' partition key. In the guide's table it is the source's own partition key and fits; in a single-table
+design it is any attribute, and a longer one makes a download uncountable."""
+
+
+def fits_partition_key(entity: str) -> bool:
+    """Whether an entity id can key an aggregate: a download whose entity cannot is rejected, counted nowhere."""
+    return len(entity.encode()) <= MAX_ENTITY_BYTES
+
+
 GUIDE_NAMES = AttributeNames()
 NAME_VARIABLES = {
     "entity": "ENTITY_ATTRIBUTE",

@@ -10,6 +10,7 @@ counts the download as its own).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -44,6 +45,27 @@ BASE_ENTITY = "Entity"
 BASE_CONTRIBUTION = "Contribution"
 """On a download the backfill counted: what it added, board id -> amount. Ledger mode moves the count from there;
 watermark mode leaves to the backfill only an INSERT that counts in exactly these boards."""
+
+
+DOWNLOAD_KEY = "DownloadKey"
+"""A download's ledger item: its primary key as the table holds it (a map), so that the rebase can read the item again
+before it takes the key back, and name the download in what it reports."""
+
+
+def stored_key(key: Mapping[str, Any]) -> dict[str, Any]:
+    """`DownloadKey`'s value for a key (a stream record's Keys, a scanned item's key): a binary value, base64 text in a
+    Lambda event, bytes from a client, is stored as the bytes the table holds."""
+    attributes = {}
+    for name, value in key.items():
+        binary = value.get("B") if isinstance(value, Mapping) else None
+        attributes[name] = {"B": base64.b64decode(binary)} if isinstance(binary, str) else value
+    return {"M": attributes}
+
+
+def download_key_of(ledger_item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The download's primary key a ledger item keeps, or None for one written before it kept it."""
+    key = (ledger_item.get(DOWNLOAD_KEY) or {}).get("M")
+    return dict(key) if key else None
 
 
 def claim_key(key: Mapping[str, Any]) -> str:
@@ -127,12 +149,14 @@ def backfill_claim(
     """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. It also records
     what the backfill counts (`entity`, board id -> amount): in ledger mode the Base the stream's first record of the
     download moves from, so a later edit or deletion takes back exactly that; in watermark mode what an INSERT the
-    backfill owns must count in to be the write it counted."""
+    backfill owns must count in to be the write it counted. With what it counts goes the download's key
+    (`DownloadKey`)."""
     item: dict[str, Any] = {CLAIM_KEY: {"S": claim_key(key)}, CLAIM_OWNER: {"S": BACKFILL}}
     if entity is not None:
         item[BASE_ENTITY] = {"S": entity}
     if contribution is not None:
         item[BASE_CONTRIBUTION] = {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}}
+        item[DOWNLOAD_KEY] = stored_key(key)
     return {
         "Put": {
             "TableName": table,
@@ -194,6 +218,32 @@ def ledger_entry(response: Mapping[str, Any]) -> LedgerEntry:
         base_entity=(item.get(BASE_ENTITY) or {}).get("S"),
         base=base,
     )
+
+
+REBASES = "Rebases"
+"""One reader per shard: on a ledger item with no Version (the backfill's), how many times the rebase moved it. Every
+write of such an item sets Version (the handler) or raises Rebases (the rebase), so a condition on both as read holds
+only while the item is the one read, whatever its other attributes hold by value."""
+
+
+def rebases_condition(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that a ledger item with no Version was moved by no rebase since it was read (`ledger_item`)."""
+    if REBASES not in ledger_item:
+        return "attribute_not_exists(#rebases)", {"#rebases": REBASES}, {}
+    return "#rebases = :rebases", {"#rebases": REBASES}, {":rebases": ledger_item[REBASES]}
+
+
+def rebased_count(ledger_item: Mapping[str, Any]) -> dict[str, str]:
+    """Rebases after one more move by the rebase."""
+    return {"N": str(int((ledger_item.get(REBASES) or {}).get("N", "0")) + 1)}
+
+
+EXPIRY_PREFIX = "expired#"
+"""An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
+EXPIRY_KEPT = "ExpiryKept"
+"""One reader per shard: on a ledger item the operator named expired (its REMOVE by TTL reported gone, thought
+trimmed), set by the rebase's move of the key to nothing that keeps its count: the first record applied after it, if
+an expiry, is that expiry, already kept. Any later move of the key drops it."""
 
 
 DECREASED = "Decreased"

@@ -26,7 +26,12 @@ DESCRIPTION = """Recount a board's aggregates from the download items and report
 right each aggregate whose downloads are all counted (none still in the stream), each with a conditional write and a
 band that keeps a late download from being counted twice (docs/operations.md, "Reconcile and recover"); with
 --repair --dry-run, say what the repair would set, writing nothing. With stream_readers = 1, --repair is the rebase of
-every key's ledger item to its item, with the aggregates (every board at once)."""
+every key's ledger item to its item, with the aggregates (every board at once), and has no dry run."""
+ONE_READER_DRY_RUN = (
+    "with stream_readers = 1, --repair is the rebase: it moves every key's ledger item to what its item counts, with "
+    "the aggregates (every board at once), and takes back or keeps the keys named by --deleted-keys or --expired-keys; "
+    "it has no dry run. `reconcile` without --repair reports the board's differences, writing nothing"
+)
 ON_INTERRUPT = (
     "nothing was written (reconcile writes only with --repair, after its recount and its in-flight check): run the "
     "same command again"
@@ -67,7 +72,16 @@ def register(commands: Any) -> None:
         default=[],
         metavar="CLAIM_KEY,...",
         help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
-        "that the application deleted, not Time to Live: their counts are taken back (one that expired stays counted)",
+        "that the application deleted, not Time to Live: their counts are taken back",
+    )
+    command.add_argument(
+        "--expired-keys",
+        type=claim_keys,
+        default=[],
+        metavar="CLAIM_KEY,...",
+        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
+        "that Time to Live deleted: they stay counted (an expiry is retention), and the key's next write no longer "
+        "takes them back",
     )
     command.add_argument(
         "--dry-run",
@@ -101,10 +115,15 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.dry_run and not arguments.repair:
         raise UsageError("--dry-run shows what --repair would write: give both (without --repair nothing is written)")
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
-    if arguments.repair and not arguments.dry_run and deployment.one_stream_reader:
-        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_keys)
-    if arguments.deleted_keys:
-        raise UsageError("--deleted-keys answers the rebase's report: give it with --repair, with stream_readers = 1")
+    if arguments.repair and arguments.dry_run and deployment.one_stream_reader:
+        raise UsageError(ONE_READER_DRY_RUN)
+    if arguments.repair and deployment.one_stream_reader:
+        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_keys, arguments.expired_keys)
+    if arguments.deleted_keys or arguments.expired_keys:
+        raise UsageError(
+            "--deleted-keys and --expired-keys answer the rebase's report: give them with --repair, with "
+            "stream_readers = 1"
+        )
     songs = arguments.songs
     board = arguments.board or arguments.month
     output = chosen_format(arguments)
@@ -146,13 +165,16 @@ def run(arguments: argparse.Namespace) -> int:
     return reconcile_exit_code(report.differences, report.refused is not None)
 
 
-def rebase_ledger(aws: Any, deployment: Any, output: str, deleted: list[str]) -> int:
+def rebase_ledger(aws: Any, deployment: Any, output: str, deleted: list[str], expired: list[str] = ()) -> int:
     """With one reader per shard the repair is the rebase of every key's ledger item (a key's move spans its old and
     new boards, so no board is repaired alone): its report, and 3 when it left keys for the operator."""
     from leaderboard_tools.commands.recover import rebase_table, rebase_text
     from leaderboard_tools.recover.rebase import rebase
 
-    report = rebase(aws.dynamodb, deployment, deleted=deleted)
+    both = sorted(set(deleted) & set(expired))
+    if both:
+        raise UsageError(f"a key is either deleted or expired, not both: {', '.join(both)}")
+    report = rebase(aws.dynamodb, deployment, deleted=deleted, expired=expired)
     answer = report.as_json()
     if output == "json":
         print(json.dumps(answer))

@@ -101,12 +101,23 @@ def rebase_text(rebased: dict[str, Any] | None) -> list[str]:
     """`--output text`: the rebase's tally, then each key it left as it is or found gone."""
     if rebased is None:
         return []
-    tally = [rebased[name] for name in ("keys_read", "in_step", "moved", "counted", "taken_back")]
+    tally = [rebased[name] for name in ("keys_read", "in_step", "moved", "counted", "taken_back", "kept_expired")]
     return [
         text_line("rebase", *tally),
         *(text_line("rebase_unplaced", entry["claimKey"], entry["why"]) for entry in rebased["unplaced"]),
         *(
-            text_line("rebase_gone", entry["claimKey"], entry["entityId"], json.dumps(entry["counts"]), entry["why"])
+            text_line("rebase_rejected", entry["claimKey"], json.dumps(entry["key"]), entry["why"])
+            for entry in rebased.get("rejected", [])
+        ),
+        *(
+            text_line(
+                "rebase_gone",
+                entry["claimKey"],
+                entry["entityId"],
+                json.dumps(entry["counts"]),
+                entry["why"],
+                json.dumps(entry["key"]),
+            )
             for entry in rebased["gone"]
         ),
     ]
@@ -148,17 +159,24 @@ def rebase_table(rebased: dict[str, Any]) -> list[str]:
     """For a person: the rebase's tally, then each key it left as it is or found gone."""
     lines = [
         f"rebase of the ledger: {counted(rebased['keys_read'], 'key')} read, {rebased['in_step']} in step, "
-        f"{rebased['moved']} moved, {rebased['counted']} counted, {rebased['taken_back']} taken back"
+        f"{rebased['moved']} moved, {rebased['counted']} counted, {rebased['taken_back']} taken back, "
+        f"{rebased['kept_expired']} kept as expired"
     ]
     lines += [f"  left as it is: {entry['claimKey']}: {entry['why']}" for entry in rebased["unplaced"]]
     lines += [
-        f"  gone: {entry['entityId']} {entry['counts']} ({entry['claimKey']}): {entry['why']}"
+        f"  rejected: {json.dumps(entry['key'])} ({entry['claimKey']}): {entry['why']}"
+        for entry in rebased.get("rejected", [])
+    ]
+    lines += [
+        f"  gone: {entry['entityId']} {entry['counts']} ({entry['claimKey']}, key {json.dumps(entry['key'])}): "
+        f"{entry['why']}"
         for entry in rebased["gone"]
     ]
     if rebased["gone"]:
         lines.append(
             "  each key gone that the application deleted (not Time to Live): `leaderboard-tools reconcile --repair "
-            "--deleted-keys <claimKey>,...` takes it back"
+            "--deleted-keys <claimKey>,...` takes it back; each that Time to Live deleted: `--expired-keys "
+            "<claimKey>,...` keeps it counted, also after the key is written again"
         )
     return lines
 

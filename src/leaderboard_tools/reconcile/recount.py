@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard_core.attributes import carries_aggregate_attributes
+from leaderboard_core.attributes import carries_aggregate_attributes, fits_partition_key
 from leaderboard_core.bookkeeping import (
     RECOUNT_BAND,
     RECOUNT_HELD,
@@ -332,10 +332,11 @@ def _string(item: Mapping[str, Any], name: str) -> str | None:
 
 def boards_of_download(item: Mapping[str, Any], deployment: Deployment) -> list[str]:
     """Every board the aggregator counts a download in (a table item, or a stream record's new image), as it parses
-    it: the same `download_boards`; none when it rejects the download (no song or timestamp, a bad category)."""
+    it: the same `download_boards`; none when it rejects the download (no song or timestamp, a song too long to key
+    an aggregate, a bad category)."""
     names, category_attribute = deployment.names, deployment.category_attribute
-    timestamp = _string(item, names.timestamp)
-    if _string(item, names.entity) is None or timestamp is None:
+    timestamp, entity = _string(item, names.timestamp), _string(item, names.entity)
+    if entity is None or timestamp is None or not fits_partition_key(entity):
         return []
     try:
         moment = utc_moment(timestamp)

@@ -15,7 +15,8 @@ touched. The rebase moves the ledger item and the aggregates together, key by ke
 - a ledger item that counts something with no item in the table is reported, never guessed: a deletion whose record
   was trimmed is taken back, an expiry stays counted (retention), and nothing left tells them apart. The operator, who
   knows which it was, names the deleted ones (`deleted`): those are taken back, by the same conditioned move to
-  nothing.
+  nothing; and the expired ones (`expired`): those move to nothing with their count kept, as the handler keeps an
+  expiry's, so the key's next write no longer takes it back.
 
 Every write is conditioned on what was read, the item read after its ledger item (a record applied meanwhile fails the
 condition: the key is read again). Expiries' own items (`expired#...`) are left as they are.
@@ -23,6 +24,7 @@ condition: the key is read again). Expiries' own items (`expired#...`) are left 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,16 +33,25 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
+    DOWNLOAD_KEY,
+    EXPIRY_KEPT,
+    EXPIRY_PREFIX,
+    REBASES,
     STREAM_FROM,
     backfill_claim,
     claim_key,
     decreased_of,
     decreased_value,
+    download_key_of,
+    rebased_count,
+    rebases_condition,
+    stored_key,
 )
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.transactions import item_key
@@ -73,7 +84,12 @@ class RebaseReport:
     """Keys whose ledger item moved to what their item counts."""
     taken_back: int = 0
     """Keys reported gone before, named deleted by the operator, moved to nothing."""
+    kept_expired: int = 0
+    """Keys reported gone before, named expired by the operator: moved to nothing, their count kept (an expiry's)."""
     retries: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    """Items the aggregator rejects as it does (`rejected_download`: an entity too long to key an aggregate), counted
+    nowhere: fix the item and its next record counts it."""
     gone: list[dict[str, Any]] = field(default_factory=list)
     """Ledger items that count something and whose item is not in the table (deleted or expired: not told apart)."""
     unplaced: list[dict[str, Any]] = field(default_factory=list)
@@ -99,13 +115,18 @@ def rebase_refusal(deployment: Deployment) -> str | None:
     return None
 
 
-def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ()) -> RebaseReport:
+def rebase(
+    dynamodb: Any, deployment: Deployment, deleted: Collection[str] = (), expired: Collection[str] = ()
+) -> RebaseReport:
     """Move every key's ledger item, and the aggregates with it, to what the table's item counts now; a key whose item
-    is gone is reported, or taken back where the operator names its claim key among the `deleted`."""
+    is gone is reported, or taken back where the operator names its claim key among the `deleted`, or kept counted as
+    an expiry is where it is among the `expired`."""
     refusal = rebase_refusal(deployment)
+    if refusal is None and set(deleted) & set(expired):
+        refusal = f"keys named both deleted and expired: {', '.join(sorted(set(deleted) & set(expired)))}"
     if refusal is not None:
         raise RebaseRefused(f"{refusal}; nothing was written")
-    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted))
+    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired))
     ledger = dict(rebaser.ledger_items())
     seen: set[str] = set()
     for item in rebaser.downloads():
@@ -113,23 +134,34 @@ def rebase(dynamodb: Any, deployment: Deployment, deleted: Collection[str] = ())
         claim = claim_key(key)
         seen.add(claim)
         rebaser.report.keys_read += 1
+        rebaser.check_rejected(claim, item)
         known = ledger.get(claim)
         if known is not None and rebaser.state(known) == rebaser.counts(item):
             rebaser.report.in_step += 1
+            rebaser.settle_decreased(known)
             continue
         rebaser.rebase_key(claim, key)
     for claim in sorted(set(ledger) - seen):
         if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
-            rebaser.check_gone(claim)
+            rebaser.check_gone(claim, ledger[claim])
+        else:
+            rebaser.settle_decreased(ledger[claim])
     return rebaser.report
 
 
 class Rebaser:
     """One rebase's reads and conditioned writes."""
 
-    def __init__(self, dynamodb: Any, deployment: Deployment, deleted: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        dynamodb: Any,
+        deployment: Deployment,
+        deleted: frozenset[str] = frozenset(),
+        expired: frozenset[str] = frozenset(),
+    ) -> None:
         assert deployment.claims_table is not None
         self.deleted = deleted
+        self.expired = expired
         self.dynamodb = dynamodb
         self.deployment = deployment
         self.claims = deployment.claims_table
@@ -183,14 +215,19 @@ class Rebaser:
 
     # ------------------------------------------------------------------ writing
 
-    def rebase_key(self, claim: str, key: dict[str, Any]) -> None:
-        """Read the ledger item, then the item, and move the one to the other; again when a record came between."""
+    def rebase_key(self, claim: str, key: dict[str, Any], gone_checked: bool = False) -> None:
+        """Read the ledger item, then the item, and move the one to the other; again when a record came between.
+        `gone_checked`: the key's item was found again by `check_gone`."""
         for attempt in range(ATTEMPTS):
             self.report.retries += bool(attempt)
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             item = self._get(self.deployment.table, key)
+            if item is None and gone_checked:
+                why = "its item was written and deleted again while the rebase ran: run the repair again"
+                self._unplaced(claim, why, ledger_item)
+                return
             if item is None:
-                self.check_gone(claim)
+                self.check_gone(claim, ledger_item)
                 return
             entity, target = self.counts(item)
             if ledger_item is not None and STREAM_FROM in ledger_item and VERSION not in ledger_item:
@@ -201,6 +238,7 @@ class Rebaser:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
                 self.report.in_step += 1
+                self.settle_decreased(ledger_item)
                 return
             moves = self._moves(ledger_item, entity, target)
             if self._commit(claim, key, ledger_item, entity, target, moves):
@@ -238,6 +276,8 @@ class Rebaser:
             put = backfill_claim(self.claims, key, entity=entity, contribution=target)
         else:
             put = self._ledger_put(claim, ledger_item, entity, target, moves)
+            if key:
+                put["Put"]["Item"][DOWNLOAD_KEY] = stored_key(key)
         actions = [put] + [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
         try:
             self.dynamodb.transact_write_items(TransactItems=actions)
@@ -258,7 +298,8 @@ class Rebaser:
         target: dict[str, Decimal],
         moves: dict[Aggregate, Decimal],
     ) -> dict[str, Any]:
-        """The ledger item moved to `target`, conditioned on its Version and Contribution as read."""
+        """The ledger item moved to `target`, conditioned on its Version and Contribution as read; one with no Version
+        (the backfill's) on its Rebases as read, which the move raises: no other writer's condition then holds."""
         entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
         taken = {aggregate for aggregate, amount in moves.items() if amount < 0}
         item = {
@@ -267,6 +308,7 @@ class Rebaser:
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
             DECREASED: decreased_value(decreased_of(ledger_item) | taken, entity),
         }
+        item.pop(EXPIRY_KEPT, None)
         names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
         values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:
@@ -274,8 +316,11 @@ class Rebaser:
             condition = "#version = :version"
             values[":version"] = ledger_item[VERSION]
         else:
-            condition = "attribute_exists(#key) AND attribute_not_exists(#version)"
-            names["#key"] = CLAIM_KEY
+            item[REBASES] = rebased_count(ledger_item)
+            rebased, rebases_names, rebases_values = rebases_condition(ledger_item)
+            condition = f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}"
+            names |= {"#key": CLAIM_KEY, **rebases_names}
+            values |= rebases_values
         if BASE_CONTRIBUTION in ledger_item:
             condition += " AND #contribution = :contribution"
         else:
@@ -332,18 +377,55 @@ class Rebaser:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
 
+    def check_rejected(self, claim: str, item: Mapping[str, Any]) -> None:
+        """An item whose entity cannot key an aggregate is reported, as the aggregator reports its records."""
+        entity = (item.get(self.deployment.names.entity) or {}).get("S")
+        if isinstance(entity, str) and not fits_partition_key(entity):
+            self.report.rejected.append(
+                {
+                    "claimKey": claim,
+                    "key": shown_key(item_key(item, self.deployment)),
+                    "why": f"{self.deployment.names.entity} is longer than DynamoDB's {MAX_ENTITY_BYTES}-byte "
+                    "partition key, the aggregates' key: counted nowhere; fix the item and its next record counts it",
+                }
+            )
+
+    def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
+        """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,
+        as the handler does before its own transaction, in case the move's own never ran (a rebase or a handler stopped
+        between its transaction and its index step). A conditional REMOVE of an aggregate at 0: run again, it changes
+        nothing. `Decreased` stays for the key's next record, as a rebase's move leaves it."""
+        if decreased_of(ledger_item):
+            self._leave_index(ledger_item, {})
+
     # ------------------------------------------------------------------ reporting
 
-    def check_gone(self, claim: str) -> None:
-        """A ledger item the table scan found no item for, read again: if it still counts something, reported, or
-        taken back when the operator named it deleted."""
+    def check_gone(self, claim: str, found_gone: Mapping[str, Any] | None) -> None:
+        """A ledger item whose item the table was then found without (`found_gone`, the ledger item as read before),
+        read again: if it still counts something, reported, or taken back when the operator named it deleted.
+
+        Taken back only while no record was applied since `found_gone` (Version, and Rebases, unchanged: both only
+        move on), and conditioned on that, so the take-back never undoes a write of the key delivered during the run.
+        A ledger item moved since is read against its item (the key it keeps): an item written again is moved to;
+        one still missing is reported again, for the operator to judge as it is now."""
         for _ in range(ATTEMPTS):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             if ledger_item is None or not self.state(ledger_item)[1]:
                 return
-            if claim not in self.deleted:
+            moved_since = found_gone is None or generation(ledger_item) != generation(found_gone)
+            key = download_key_of(ledger_item)
+            if moved_since and key is not None and self._get(self.deployment.table, key) is not None:
+                self.rebase_key(claim, key, gone_checked=True)
+                return
+            if moved_since or claim not in self.deleted | self.expired:
                 self._gone(claim, ledger_item)
                 return
+            if claim in self.expired:
+                if self._keep_expired(claim, ledger_item):
+                    self.report.kept_expired += 1
+                    return
+                self.report.retries += 1
+                continue
             moves = self._moves(ledger_item, "", {})
             if self._commit(claim, {}, ledger_item, "", {}, moves):
                 self.report.taken_back += 1
@@ -352,16 +434,46 @@ class Rebaser:
             self.report.retries += 1
         self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again", ledger_item)
 
+    def _keep_expired(self, claim: str, ledger_item: dict[str, Any]) -> bool:
+        """What the handler does for an expiry by TTL, for one whose record the operator says was trimmed: the key moves
+        to nothing while the aggregates keep what it counted (retention), in one transaction with the expiry's own
+        item, conditioned on the ledger item as read. `ExpiryKept` marks the move: the expiry's REMOVE, if it comes
+        after all, is the next record applied and adds nothing. False when the transaction was cancelled."""
+        put = self._ledger_put(claim, ledger_item, "", {}, {})
+        version, rebases = generation(ledger_item)
+        label = version or f"backfill~{rebases or 0}"
+        put["Put"]["Item"][EXPIRY_KEPT] = {"S": label}
+        kept = {
+            "Put": {
+                "TableName": self.claims,
+                "Item": {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}},
+                "ConditionExpression": "attribute_not_exists(#key)",
+                "ExpressionAttributeNames": {"#key": CLAIM_KEY},
+            }
+        }
+        try:
+            self.dynamodb.transact_write_items(TransactItems=[put, kept])
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = error.response.get("CancellationReasons") or []
+            if not any(reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
+                raise
+            return False
+        return True
+
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
         entity, contribution = self.state(ledger_item)
         self.report.gone.append(
             {
                 "claimKey": claim,
+                "key": shown_key(download_key_of(ledger_item)),
                 "entityId": entity,
                 "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
                 "version": ledger_item.get(VERSION, {}).get("S"),
-                "why": "the key counts here but its item is not in the table: deleted (to take back) or expired by "
-                "TTL (to keep counted), its record no longer in the stream; not told apart, left as it is",
+                "why": "the key counts here but its item is not in the table: deleted (to take back: name it to "
+                "--deleted-keys) or expired by TTL (to keep counted: name it to --expired-keys), its record no longer "
+                "in the stream; not told apart, left as it is until named",
             }
         )
 
@@ -382,7 +494,25 @@ class Rebaser:
         )
 
 
+def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """What changes with every move of a ledger item: its Version (the handler's and the rebase's), or with none its
+    Rebases (the rebase's)."""
+    return (ledger_item.get(VERSION) or {}).get("S"), (ledger_item.get(REBASES) or {}).get("N")
+
+
 def rebased_version(version: str) -> str:
     """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
     record, _, count = version.partition(REBASED)
     return f"{record}{REBASED}{int(count or 0) + 1}"
+
+
+def shown_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A download's key as JSON holds it, binary values base64 (as `aws dynamodb get-item --key` takes them); None for a
+    ledger item written before it kept its key."""
+    if key is None:
+        return None
+    return {
+        name: {kind: base64.b64encode(bytes(inner)).decode() if isinstance(inner, bytes | bytearray) else inner}
+        for name, value in key.items()
+        for kind, inner in value.items()
+    }

@@ -80,18 +80,6 @@ def on_call(number: int, step: Any) -> Any:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fold.condition holds a backfilled ledger item (no Version) by its Contribution alone, and the rebase moves"
-    " such an item without giving it a Version: a single-table download the backfill counted for song1 and "
-    "edited to song2 is moved by the rebase (song1 -1, song2 +1, Contribution {2018-01: 1} as before), and the "
-    "handler that read it before commits its own move of the same edit, its condition met by a Contribution "
-    "equal by value (Entity is not in it): song1 at -1, song2 at 2, silent (nothing is reported, the rebase "
-    "says moved 1). The docs have the rebase run while the mapping delivers (recover answers any "
-    "records_trimmed of the table with it), and DynamoDB checks only what the condition names: 'If the "
-    "condition expression evaluates to true, the operation succeeds; otherwise, the operation fails.' "
-    "(Condition expressions)",
-)
 def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_handler_read_again(
     world: LedgerWorld,
 ) -> None:
@@ -116,15 +104,6 @@ def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_hand
     assert ledger_of(world, key)["Entity"] == {"S": "song2"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase conditions its move of a backfilled ledger item (no Version) on the Contribution read, not the "
-    "Entity: two rebases at once (two operators, or recover and reconcile --repair) both read song1 {2018-01: "
-    "1} for a single-table download now of song2, and the second's condition still holds after the first moved "
-    "it (the Contribution is equal by value): song1 at -1, song2 at 2, silent (each reports moved 1). Nothing "
-    "stops two repairs at once, and DynamoDB checks only what the condition names: 'If the condition expression"
-    " evaluates to true, the operation succeeds; otherwise, the operation fails.' (Condition expressions)",
-)
 def test_two_rebases_at_once_move_a_backfilled_download_to_another_entity_once(world: LedgerWorld) -> None:
     # given a single-table download the backfill counted for song1, edited to song2 (the edit's record lost), and a
     # second rebase running between the first's reads of the key and its transaction
@@ -143,15 +122,6 @@ def test_two_rebases_at_once_move_a_backfilled_download_to_another_entity_once(w
     assert other[0].moved + report.moved == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase's check_gone re-reads the ledger item but not the table's item: a key the operator names with "
-    "--deleted-keys, written again by the application during the run and delivered before the rebase reads its "
-    "ledger item, is taken back from its new write (February at 0 while its item counts there), silent: the "
-    "report says taken_back 1 and no differences. A consistent Scan guarantees only that 'all of the write "
-    "operations that completed before the Scan began are guaranteed to be contained in the Scan response', so "
-    "the scan's absence of the key says nothing of the moment the ledger item is read",
-)
 def test_a_key_named_deleted_but_written_again_while_the_rebase_runs_keeps_its_new_download(
     world: LedgerWorld,
 ) -> None:
@@ -175,19 +145,9 @@ def test_a_key_named_deleted_but_written_again_while_the_rebase_runs_keeps_its_n
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an expiry whose REMOVE was trimmed leaves the key's ledger item counting the expired download; the rebase "
-    "reports it gone and the operator, knowing it expired, leaves it, as the docs say. The key's next write (an"
-    " INSERT) moves the key from that Contribution to its own image, taking the expired download back: January "
-    "at 0 though 'an expiry by TTL (S12) is no state of its item but retention', silent (nothing reported after"
-    " the repair). Only the expiry's own item (expired#...) keeps a download counted past a rewrite, and no "
-    "tool writes one for an expiry the stream lost ('Stream records whose age exceeds this limit are subject to"
-    " removal (trimming) from the stream')",
-)
 def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_written_again(world: LedgerWorld) -> None:
     # given a January download delivered, its expiry by TTL trimmed during a pause past the retention (reported at the
-    # shard's next delivery), and the rebase reporting the key gone, which the operator leaves counted (it expired)
+    # shard's next delivery), and the rebase reporting the key gone, which the operator names expired (to keep counted)
     first = world.put(ROOT, "song1", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
     world.expire(ROOT, "song1", 1)
@@ -196,6 +156,7 @@ def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_writt
     assert deliver(world, ROOT, delivered(world, ROOT, [other])) == OK
     assert "records_trimmed" in kinds(world)
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim_key(key_of("song1", 1))]
+    assert rebase(world.dynamodb, deployment_of(world), expired=[claim_key(key_of("song1", 1))]).kept_expired == 1
     # when the application writes the key again, in February, and the mapping delivers it
     again = world.put(ROOT, "song1", 1, "2018-02")
     assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
@@ -203,15 +164,6 @@ def test_an_expiry_whose_record_was_trimmed_stays_counted_after_its_key_is_writt
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1, ("song2", "2018-01"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase takes aggregates at 0 out of the index only right after its own transaction: killed between the"
-    " two (a timeout, an InternalServerError on the UpdateItem), its rerun finds the key in step and does "
-    "nothing, so song1's January stays in MonthDownloadsIndex at 0 and is listed on the month's board until "
-    "another record of the key comes (the handler reads Decreased; the rebase does not), silent. "
-    "TransactWriteItems commits the move whole ('either all of them succeed, or all of them fail'); the index "
-    "step is a separate request that can fail alone",
-)
 def test_a_rebase_killed_before_its_index_step_leaves_the_index_when_run_again(world: LedgerWorld) -> None:
     # given song1's only January download delivered, its edit into February lost, and a rebase killed after its move's
     # transaction, before the January aggregate at 0 left the index
@@ -233,15 +185,6 @@ def test_a_rebase_killed_before_its_index_step_leaves_the_index_when_run_again(w
     assert not in_index(world, "song1", "2018-01")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase's gone report names a key by its claimKey, 'download#' and 16 bytes of SHA-256 of the key, "
-    "beside its song, counts and Version: the download's own key is in no field, and the ledger item does not keep it. "
-    "The operator the docs ask to tell a deletion from an expiry ('The operator, who knows which it was, names the "
-    "deleted ones') cannot tell which download it is without hashing every candidate key, and the stream that named it "
-    "is gone: 'Stream records whose age exceeds this limit are subject to removal (trimming) from the stream.' Loud "
-    "(exit 3) but not actionable",
-)
 def test_a_key_reported_gone_names_the_download_it_counted(world: LedgerWorld) -> None:
     # given a January download delivered, then deleted, its REMOVE lost
     first = world.put(ROOT, "song1", 1, "2018-01")
@@ -254,15 +197,6 @@ def test_a_key_reported_gone_names_the_download_it_counted(world: LedgerWorld) -
     assert "song1-d1" in json.dumps(report.gone[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rebase counts a table item by the operator tools' boards_of_download, which does not refuse an entity "
-    "longer than a partition key; the aggregator rejects it (rejected_download) and counts nothing. The rebase then "
-    "moves the key to the oversized song's aggregate, DynamoDB refuses the transaction's key ('The minimum length of "
-    "a partition key value is 1 byte. The maximum length is 2048 bytes.', Constraints: a ValidationException, not a "
-    "cancellation) and the "
-    "whole rebase stops with it: loud, and no key after it is repaired until the item is fixed",
-)
 def test_a_rebase_leaves_a_download_whose_entity_cannot_key_an_aggregate_uncounted_and_repairs_the_rest(
     world: LedgerWorld,
 ) -> None:
@@ -284,16 +218,6 @@ def test_a_rebase_leaves_a_download_whose_entity_cannot_key_an_aggregate_uncount
     assert counts(world, ("song1", "2018-01"), ("song1", "2018-02")) == [0, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the schedule's sweep vouches for every shard it found a report for, and for a shard nothing was delivered "
-    "from it finds its ancestors' unfinished records: it writes the child a note vouched until now though its report "
-    "covers the parent's range only. The child's first delivery then checks that note (not its lineage), and records "
-    "of the child written after the parent's highest record, trimmed during a pause, are reported by nobody: silent. "
-    "AWS allows the pause and the trim: 'You can change the function that Lambda invokes, or pause invocation and "
-    "resume later from the same location.' (UpdateEventSourceMapping) and 'Stream records whose age exceeds this limit "
-    "are subject to removal (trimming) from the stream.' (TrimmedDataAccessException)",
-)
 def test_a_childs_records_trimmed_after_a_sweep_reported_its_parents_unfinished_batch_are_reported(
     world: LedgerWorld,
 ) -> None:
