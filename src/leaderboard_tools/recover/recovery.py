@@ -307,7 +307,8 @@ def _not_rebased(
         parts.append(
             f"the rebase found {_listed(gone)} counted with no item in the table (deleted or expired by TTL, not told "
             "apart): those the application deleted are taken back by `leaderboard-tools reconcile --repair "
-            "--deleted-keys <claimKey>,...`; an expired one stays counted"
+            "--deleted-keys <claimKey>,...`, those Time to Live expired are kept counted by "
+            "`--expired-keys <claimKey>,...`"
         )
     if unplaced:
         retry = False
