@@ -27,7 +27,14 @@ from tests.unit.tools.operator_stack import (
     stored_count,
     write_download,
 )
-from tests.unit.tools.test_recover_read_back import ONE_READER, one_reader_stack, queue_depth, send, stale_ledger_item
+from tests.unit.tools.test_recover_read_back import (
+    ONE_READER,
+    CountingReconciler,
+    one_reader_stack,
+    queue_depth,
+    send,
+    stale_ledger_item,
+)
 from tests.unit.tools.test_recover_rebase_check import (
     LedgerWrittenAtEveryRead,
     records_trimmed,
@@ -410,6 +417,41 @@ def test_an_aggregate_set_up_to_0_stays_out_of_the_sparse_index(aws: None) -> No
     assert item is not None
     assert (report.deleted, item[names.count]["N"]) == (1, "0")
     assert names.period not in item
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "silent for good: the check judges a message by the table's recount only, and a download written to the "
+        "table and not delivered yet moves the recount, not the ledger nor the aggregate. An aggregate one above "
+        "what the ledger counts (the drift the message reports) then equals the recount by coincidence: no "
+        "difference, so no drift is measured, `_exact` passes and the message is deleted; once the mapping "
+        "delivers the download the aggregate holds 3 for 2 downloads and nothing names it. Measuring the drift of "
+        "every aggregate a message names (not only those differing from the table) would see it. AWS: 'DynamoDB "
+        "Streams writes stream records in near-real time' (the table is ahead of what the mapping has delivered)"
+    ),
+)
+def test_a_message_is_kept_while_its_aggregate_differs_from_the_ledger_though_it_equals_the_tables_recount(
+    aws: None,
+) -> None:
+    # given a one-reader deployment whose download d1 of song1 counts once, song1's aggregate holding 2 (a drift of 1,
+    # which its refused_record reports), and a second download d2 written to the table after the rebase and before
+    # the check, its record not delivered yet
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 2)
+    refused_record(stack, "song1", MONTH)
+
+    class WrittenMeanwhile(CountingReconciler):
+        def run(self, targets: Any, repair: bool = False, **options: Any) -> Any:
+            write_download(stack, "song1", "d2")
+            return super().run(targets, repair=repair, **options)
+
+    # when recover runs, and then the mapping delivers d2 (its ledger item and the aggregate's ADD together)
+    report, _ = recover_once(stack, WrittenMeanwhile)
+    transact([ledger_put(stack, "d2", MONTH, 2), aggregate_add(stack, MONTH, 1)])
+    # then the message is kept, or song1's aggregate equals its two downloads
+    assert queue_depth(stack) == 1 or stored_count(stack, "song1", MONTH) == 2, report.as_json()
 
 
 # ---------------------------------------------------------------------------------------------------- what held
