@@ -642,3 +642,57 @@ def test_a_summing_deployment_keeps_the_messages_and_sets_nothing(aws: None) -> 
     (kept,) = report.kept
     assert "SUM_ATTRIBUTE" in kept["note"]
     assert queue_depth(stack) == 1
+
+
+class PagesOfOne:
+    """The DynamoDB client, its scans read one item a page, with `between_pages` run once after the first page of the
+    drift's first scan of the ledger."""
+
+    def __init__(self, dynamodb: Any, between_pages: Any) -> None:
+        self._dynamodb = dynamodb
+        self._between_pages = between_pages
+        self.fired = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dynamodb, name)
+
+    def get_paginator(self, operation: str) -> Any:
+        paginator = self._dynamodb.get_paginator(operation)
+        outer = self
+
+        class OneItemPages:
+            def paginate(self, **parameters: Any) -> Any:
+                in_drift = any(
+                    frame.function == "ledger" and frame.filename.endswith("drift.py") for frame in inspect.stack()
+                )
+                for page in paginator.paginate(**parameters, PaginationConfig={"PageSize": 1}):
+                    yield page
+                    if in_drift and not outer.fired:
+                        outer.fired = True
+                        outer._between_pages()
+
+        return OneItemPages()
+
+
+def test_a_download_counted_between_two_pages_of_a_scan_is_measured_again_or_in_both_scans(aws: None) -> None:
+    # given a one-reader deployment with song1's aggregate holding 7 where its one download counts 1, its
+    # refused_record, scans read one item a page, and the aggregator counting a new download of song1 (ledger item and
+    # ADD together) after the first page of the drift's first scan of the ledger
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song1", MONTH, 7)
+    refused_record(stack, "song1", MONTH)
+
+    def counted_meanwhile() -> None:
+        write_download(stack, "song1", "d3")
+        transact([ledger_put(stack, "d3", MONTH, 3), aggregate_add(stack, MONTH, 1)])
+
+    real = operator_clients(region=REGION)
+    dynamodb = PagesOfOne(real.dynamodb, counted_meanwhile)
+    # when recover runs
+    report, _ = recover_once(stack, clients=clients_with(dynamodb))
+    # then, wherever the page boundary fell, the aggregate holds what the ledger counts (d1 and d3), and the message is
+    # deleted
+    assert dynamodb.fired
+    assert stored_count(stack, "song1", MONTH) == 2, report.as_json()
+    assert (report.deleted, queue_depth(stack)) == (1, 0)
