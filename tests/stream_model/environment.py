@@ -66,6 +66,12 @@ class Environment:
     clock: Callable[[], float]
     sleep: Callable[[float], None]
     """Time passes on the model's clock (the function waits, e.g. backing off a throttled read)."""
+    table_items: Callable[[], list[dict[str, Any]]] = list
+    """The table's downloads now, as a scan reads them (the model keeps them apart from FakeDynamoDB): what an
+    operator's repair that reads the table finds."""
+    deleted: Callable[[], list[tuple[str, str]]] = list
+    """The keys (song, download id) the application deleted and did not write again (not those Time to Live deleted):
+    what an operator knows of their own application, asked when a repair reports a key whose item is gone."""
 
 
 class Design:
