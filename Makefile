@@ -11,6 +11,10 @@ export AWS_DEFAULT_REGION ?= us-east-1
 export AWS_ACCESS_KEY_ID ?= test
 export AWS_SECRET_ACCESS_KEY ?= test
 export EMULATOR
+# Compiled modules (and pytest's rewritten tests) are cached in __pycache__ even where the environment asks Python
+# not to write them: each test worker and CLI subprocess would otherwise compile the same sources again at every
+# start. build.py leaves __pycache__ out of the zips.
+unexport PYTHONDONTWRITEBYTECODE
 DEV := $(BIN)/python -m leaderboard_dev
 STAMP := $(VENV)/.installed
 

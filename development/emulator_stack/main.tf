@@ -66,6 +66,7 @@ module "leaderboard" {
   backfill_claims                    = var.backfill_claims
   retractions                        = var.retractions
   ledger                             = var.ledger
+  stream_readers                     = var.stream_readers
   create_alarms                      = var.create_alarms
   create_alarm_sns_topic             = var.create_alarm_sns_topic
   tags                               = var.tags

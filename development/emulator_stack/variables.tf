@@ -198,3 +198,9 @@ variable "ledger" {
   type        = bool
   default     = false
 }
+
+variable "stream_readers" {
+  description = "Readers of each stream shard the module takes: 2, or 1 with ledger (the mapping its only steady reader)."
+  type        = number
+  default     = 2
+}

@@ -173,7 +173,7 @@ class AggregateStore:
                     written = self._write(key, shard, remaining, known, held)
             except ClientError as error:
                 outcome.writes += 1
-                if _refused_outright(error):
+                if refused_outright(error):
                     reason = f"the aggregate's value or order would pass DynamoDB's 38 digits: {error}"
                     outcome.refused.extend((contribution, reason) for contribution in [*remaining, *held])
                     return outcome
@@ -371,7 +371,7 @@ def _takes_back(contributions: list[Contribution]) -> bool:
     return any(contribution.amount < 0 for contribution in contributions)
 
 
-def _refused_outright(error: ClientError) -> bool:
+def refused_outright(error: ClientError) -> bool:
     """DynamoDB refuses a number past 38 digits ("Number overflow"), in an UpdateItem or, as a cancellation reason
     `ValidationError`, in a transaction ("a similar validation error occurs because of changes made by the
     transaction", *TransactionCanceledException*): retrying cannot help, so the records are reported, never left

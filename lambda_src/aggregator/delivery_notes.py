@@ -42,11 +42,6 @@ def trimmed_message(
     return message
 
 
-def _number(value: Any) -> float:
-    """ApproximateCreationDateTime as a Lambda event gives it (epoch seconds)."""
-    return float(value)
-
-
 class DeliveryNotes:
     """The notes of each shard's deliveries, and the checks that read them."""
 
@@ -61,6 +56,12 @@ class DeliveryNotes:
             TableName=self.progress_table, Key={SHARD_KEY: {"S": NOTE_PREFIX + shard}}, ConsistentRead=True
         )
         return item.get("Item")
+
+    def created(self, record: dict[str, Any]) -> float:
+        """A record's ApproximateCreationDateTime (epoch seconds, as a Lambda event gives it), never later than now: a
+        record is delivered after it was written, and a time beyond the clock (milliseconds read as seconds, a
+        made-up event) would otherwise stand for a record that never ages, silencing every later check."""
+        return min(float(record["dynamodb"]["ApproximateCreationDateTime"]), self.clock())
 
     def _expired(self, created: float) -> bool:
         return created <= self.clock() - RETENTION_SECONDS
@@ -111,7 +112,7 @@ class DeliveryNotes:
         item = dict(note or {SHARD_KEY: {"S": NOTE_PREFIX + shard}, "Vouched": {"N": began}})
         if "High" not in item or int(highest["dynamodb"]["SequenceNumber"]) > int(item["High"]["N"]):
             item["High"] = {"N": highest["dynamodb"]["SequenceNumber"]}
-            created = _number(highest["dynamodb"]["ApproximateCreationDateTime"])
+            created = self.created(highest)
             item["HighCreated"] = {"N": str(created)}
             item["Vouched"] = {"N": str(max(created, float(item["Vouched"]["N"])))}
         if vouched:
@@ -122,8 +123,7 @@ class DeliveryNotes:
             if not (vouched and self._expired(float(created["N"])))
         }
         for record in records:
-            stream = record["dynamodb"]
-            unfinished[stream["SequenceNumber"]] = {"N": str(_number(stream["ApproximateCreationDateTime"]))}
+            unfinished[record["dynamodb"]["SequenceNumber"]] = {"N": str(self.created(record))}
         item["Unfinished"] = {"M": unfinished}
         self.client.put_item(TableName=self.progress_table, Item=item)
 

@@ -26,6 +26,10 @@ from leaderboard_core.source_items import DownloadMarker, download_identity, exp
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
 
+MAX_ENTITY_BYTES = 2048
+"""DynamoDB: a partition key's "maximum length is 2048 bytes" (Developer Guide, *Constraints*); the entity id is the
+aggregates' partition key. In the guide's table it is the source's own partition key and fits; in a single-table
+design it is any attribute, and a longer one makes a download uncountable."""
 MAX_AMOUNT = Decimal(MAX_COUNT + 1)
 """The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 
@@ -330,6 +334,9 @@ def _counted(
     entity_id = _string_attribute(image, schema.entity)
     if entity_id is None:
         return Rejected(f"{schema.entity} is missing or not a non-empty string", raw_sequence, record)
+    if len(entity_id.encode()) > MAX_ENTITY_BYTES:
+        reason = f"{schema.entity} is longer than DynamoDB's {MAX_ENTITY_BYTES}-byte partition key, the aggregates' key"
+        return Rejected(reason, raw_sequence, record)
     timestamp = _string_attribute(image, schema.timestamp)
     if timestamp is None:
         return Rejected(f"{schema.timestamp} is missing or not a non-empty string", raw_sequence, record)

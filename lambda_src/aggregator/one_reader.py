@@ -2,12 +2,13 @@
 
 The handler applies the records the mapping delivers and nothing else: no GetRecords, no checkpoint of its own. Each
 record moves its download key as the key's versioned ledger item says (versioned_ledger.py), so retries in any order,
-duplicates and bisected batches change nothing twice. What it never applies: a direct invocation's records (nothing
-can tell them from the stream's without reading the shard). What the mapping may not deliver: a batch it gives up,
-named by its on-failure record, which `leaderboard-tools recover` has read back by this function's `readBack` event
-(a reader for the moments it runs); and records trimmed during a pause past the retention, which the trimmed check
-reports (delivery_notes.py) at each delivery and on the schedule (docs/exactly-once-ledger.md, "One reader per
-shard").
+duplicates and bisected batches change nothing twice. What it never applies: an invocation without a window (a
+direct one: nothing can tell its records from the stream's without reading the shard). What it cannot refuse: an
+event shaped like the mapping's from another caller, since AWS documents nothing in an event or its context that
+proves the caller; whoever may invoke the function is trusted like the mapping. What the mapping may not deliver: a
+batch it gives up, named by its on-failure record, which `leaderboard-tools recover` has read back by this function's
+`readBack` event (a reader for the moments it runs); and records trimmed during a pause past the retention, which the
+trimmed check reports (delivery_notes.py) at each delivery and on the schedule (docs/exactly-once-one-reader.md).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from delivery_notes import DeliveryNotes
 from dependencies import Dependencies
 from download_records import Rejected
 from failure_messages import refused_message, rejected_message
+from ledger_records import sequence_of, well_formed
 from lineage_sweep import LINEAGE_SWEEP_EVENT, is_lineage_sweep_event
 from telemetry import logger, metrics
-from versioned_ledger import VersionedLedger, sequence_of
+from versioned_ledger import VersionedLedger
 
 READ_BACK_EVENT = "readBack"
 """`{"readBack": <DDBStreamBatchInfo of an on-failure record>}`: recover's request to apply a given-up range."""
@@ -40,6 +42,10 @@ DIRECT_REFUSED = (
 )
 TRIMMED_CODES = {"TrimmedDataAccessException", "ResourceNotFoundException"}
 """A range the stream no longer holds (S5), or a shard or stream it no longer lists (S8): recover recounts."""
+
+
+class HeadMissing(Exception):
+    """The range's first record was not the first read: it, and any before the first read, may have been trimmed."""
 
 
 class ReportsNotSent(Exception):
@@ -125,23 +131,6 @@ def deliver(event: Any, deps: Dependencies, settings: Settings) -> tuple[dict[st
     return {"state": {}, "batchItemFailures": []}, summary
 
 
-def well_formed(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Rejected]]:
-    """The records that name a sequence number and creation time, and the rest: reported, never blocking a shard."""
-    kept: list[dict[str, Any]] = []
-    malformed: list[Rejected] = []
-    for record in records:
-        stream = record.get("dynamodb") if isinstance(record, dict) else None
-        sequence = stream.get("SequenceNumber") if isinstance(stream, dict) else None
-        created = stream.get("ApproximateCreationDateTime") if isinstance(stream, dict) else None
-        if not (isinstance(sequence, str) and sequence.isdigit() and len(sequence) <= 40):
-            malformed.append(Rejected("SequenceNumber is missing or not 1-40 digits", None, record))
-        elif not isinstance(created, int | float) or isinstance(created, bool):
-            malformed.append(Rejected("ApproximateCreationDateTime is missing or not a number", sequence, record))
-        else:
-            kept.append(record)
-    return kept, malformed
-
-
 def _rejected(ledger: VersionedLedger, shard: ShardRef, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A `rejected_download` for every download whose new image cannot count, reported on every delivery."""
     found = []
@@ -155,11 +144,10 @@ def _rejected(ledger: VersionedLedger, shard: ShardRef, records: list[dict[str, 
 def _apply(
     ledger: VersionedLedger, deps: Dependencies, shard: ShardRef, records: list[dict[str, Any]], summary: Summary
 ) -> None:
-    applied = ledger.apply(shard, records)
+    applied = ledger.apply(shard, records, lambda reports: _send(deps, reports))
     summary.keys_applied += applied.keys
     summary.expiries_kept += applied.expiries
-    summary.refused += len(applied.refused)
-    _send(deps, applied.refused)
+    summary.refused += applied.refused
 
 
 def _send(deps: Dependencies, messages: list[dict[str, Any]]) -> None:
@@ -190,6 +178,8 @@ def read_back(info: Mapping[str, Any], deps: Dependencies, settings: Settings) -
         code = error.response.get("Error", {}).get("Code", "")
         outcome = "trimmed" if code in TRIMMED_CODES else "unreadable"
         return {**answer, "readBack": outcome, "recount": True, "reason": f"{code}: {error}"}, summary
+    except HeadMissing as missing:
+        return {**answer, "readBack": "trimmed", "recount": True, "reason": str(missing)}, summary
     except (BotoCoreError, RuntimeError) as error:
         return {**answer, "readBack": "unreadable", "recount": True, "reason": str(error)}, summary
     ledger, _ = parts(deps)
@@ -226,7 +216,13 @@ def _invalid_range(info: Mapping[str, Any], settings: Settings) -> str | None:
 
 
 def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict[str, Any]]:
-    """The range from its first record through its last, by GetRecords: a reader for the moments it runs."""
+    """The range from its first record through its last, by GetRecords: a reader for the moments it runs. It ends at
+    the range's last record (`endSequenceNumber`, a record the mapping delivered): on an open shard whose last record
+    it is, GetRecords answers empty pages from there on, with an iterator ("If there are no stream records available
+    in the portion of the shard that the iterator points to, GetRecords returns an empty list"). It begins at the
+    range's first record (`startSequenceNumber`, also delivered) or not at all: AWS says only that a read whose records
+    were trimmed meanwhile "might" receive TrimmedDataAccessException, so a first record numbered otherwise, or none,
+    raises HeadMissing."""
     iterator = streams.get_shard_iterator(
         StreamArn=shard.stream_arn,
         ShardId=shard.shard_id,
@@ -235,13 +231,21 @@ def read_range(streams: Any, shard: ShardRef, start: str, end: int) -> list[dict
     )["ShardIterator"]
     records: list[dict[str, Any]] = []
     for _ in range(READ_BACK_PAGES):
+        if iterator is None and not records:
+            raise HeadMissing(f"the shard ended before {start} was read: it may have been trimmed")
         if iterator is None:
             return records
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
         for record in page.get("Records", []):
+            if not records and sequence_of(record) != int(start):
+                raise HeadMissing(
+                    f"the first record read is {sequence_of(record)}, not {start}: it may have been trimmed"
+                )
             if sequence_of(record) > end:
                 return records
             records.append(record)
+            if sequence_of(record) == end:
+                return records
         iterator = page.get("NextShardIterator")
     raise RuntimeError("the given-up range was not read to its end")
 

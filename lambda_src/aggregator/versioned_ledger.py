@@ -5,8 +5,11 @@ Per download key K, the ledger item (the claims table's, keyed by `leaderboard_c
 
 - `Version`: `<shard id>|<padded sequence number>` of the last record of K applied (absent where the backfill counted
   K and no record of it was applied since),
-- `Contribution`: board -> amount, what K counts now; `Entity` its entity,
-- `Decreased`: the boards K's moves took something from, which may have reached 0 and must leave the index.
+- `Contribution`: board -> amount, what K counts now; `Entity` the entity it counts for (the image's attribute, never
+  the record's Keys: a single-table design keys the item by anything),
+- `Decreased`: the aggregates K's last move took something from, which may have reached 0 and must leave the index:
+  a board of `Entity`, or `[entity, board]` of an entity K counted for before. It holds them only until that step is
+  done: it is then removed on the condition that Version is unchanged, so a retry after a crash still finds them.
 
 A record r of K is applied iff it is after Version: same shard and a higher sequence number (S2), or Version's shard
 an ancestor of r's (S7); the backfill's item, or none, is before every record. Applying moves K from Contribution to
@@ -18,30 +21,41 @@ own item (`expired#<key>|<version>`), wherever it stands against Version (docs/e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
-from download_records import Download, Ignored, Schema, parse_record
+from download_records import Schema
 from leaderboard_core.bookkeeping import pad_sequence
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, STREAM_FROM, claim_key
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    DECREASED,
+    STREAM_FROM,
+    claim_key,
+    decreased_value,
+)
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
+from ledger_fold import VERSION, Aggregate, Fold
+from ledger_records import Boards, counted, is_download_record, refused_report, rejection, sequence_of
 from stream_shards import StreamShards
+from telemetry import logger
 
-Boards = dict[str, Decimal]
-VERSION = "Version"
-DECREASED = "Decreased"
 FROZEN = "expired#"
 """An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
 TRANSACTION_ITEMS = 100
 """TransactWriteItems "groups up to 100 action requests"."""
 ATTEMPTS = 5
 """Reads and folds of a key whose transaction was cancelled, before the invocation fails (the mapping retries it)."""
+Report = Callable[[list[dict[str, Any]]], None]
+"""Sends reports to the failure queue, or raises: the invocation then fails, and the mapping retries it."""
 
 
 class Unrelated(Exception):
@@ -54,51 +68,12 @@ class StillInConflict(Exception):
 
 
 @dataclass
-class Fold:
-    """One key's ledger item as read, and what the batch's records after its Version make of it."""
-
-    key: dict[str, Any]
-    item: dict[str, Any] | None
-    entity: str = ""
-    version: str | None = None
-    contribution: Boards = field(default_factory=dict)
-    moves: Boards = field(default_factory=dict)
-    applied: bool = False
-    freezes: list[str] = field(default_factory=list)
-    """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
-
-    def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's, or none)."""
-        if self.item is None:
-            return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
-        if VERSION not in self.item:
-            return "attribute_not_exists(#version)", {"#version": VERSION}, {}
-        return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}
-
-
-@dataclass
 class Applied:
-    """What one apply did: keys moved, expiries kept, and the reports of records no order places."""
+    """What one apply did: keys moved, expiries kept, and the `refused_record` reports it sent."""
 
     keys: int = 0
     expiries: int = 0
-    refused: list[dict[str, Any]] = field(default_factory=list)
-
-
-def image_counts(image: dict[str, Any] | None, schema: Schema) -> dict[tuple[str, str], Decimal] | None:
-    """What one image counts by the aggregator's parser, (entity, board) -> amount; None if it is no download at all."""
-    if not isinstance(image, dict):
-        return {}
-    parsed = parse_record({"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}, schema)
-    if isinstance(parsed, Ignored):
-        return None
-    if not isinstance(parsed, Download):
-        return {}
-    return {(change.key.entity_id, change.key.board): Decimal(change.amount) for change in parsed.changes}
-
-
-def sequence_of(record: dict[str, Any]) -> int:
-    return int(record["dynamodb"]["SequenceNumber"])
+    refused: int = 0
 
 
 class VersionedLedger:
@@ -122,8 +97,9 @@ class VersionedLedger:
 
     # ------------------------------------------------------------------ applying records
 
-    def apply(self, shard: ShardRef, records: list[dict[str, Any]]) -> Applied:
-        """Every record of one shard moved by its key's ledger item, one transaction per entity, retried on conflict."""
+    def apply(self, shard: ShardRef, records: list[dict[str, Any]], report: Report) -> Applied:
+        """Every record of one shard moved by its key's ledger item, one transaction per entity, retried on conflict.
+        Each `refused_record` is sent by `report` before anything that would make it unneeded to a retry commits."""
         by_key: dict[str, list[dict[str, Any]]] = {}
         for record in sorted(records, key=sequence_of):
             if self.is_download_record(record):
@@ -134,12 +110,17 @@ class VersionedLedger:
             if not pending:
                 return applied
             folds, refused = self.folds(shard, pending)
-            applied.refused += refused
+            report(refused)
+            applied.refused += len(refused)
+            self.leave_index(set().union(*(fold.decreased() for fold in folds.values())))
             failed: set[str] = set()
             for group in self.transactions(folds):
-                failed |= self.commit(group)
-            self.leave_index(folds, failed)
+                conflicted, reported = self.commit(group, shard, by_key, report)
+                failed |= conflicted
+                applied.refused += reported
             done = [fold for claim, fold in folds.items() if claim not in failed]
+            self.leave_index(set().union(*(fold.decreases() for fold in done)))
+            self.forget_decreased(done)
             applied.keys += sum(1 for fold in done if fold.applied)
             applied.expiries += sum(len(fold.freezes) for fold in done)
             pending = {claim: by_key[claim] for claim in failed}
@@ -168,7 +149,8 @@ class VersionedLedger:
         return folds, refused
 
     def read_fold(self, keys: dict[str, Any], item: dict[str, Any] | None) -> Fold:
-        fold = Fold(keys, item, entity=(keys.get(self.schema.entity) or {}).get("S", ""))
+        """The key as its ledger item says; with no Entity yet, the first image that counts names it."""
+        fold = Fold(keys, item, entity=((item or {}).get(BASE_ENTITY) or {}).get("S", ""))
         if item is not None:
             fold.version = (item.get(VERSION) or {}).get("S")
             fold.contribution = {
@@ -182,10 +164,19 @@ class VersionedLedger:
         version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
         stream = record["dynamodb"]
         if expired_by_ttl(record):
-            self.freeze(fold, version, self.counts(stream.get("OldImage")))
+            entity, kept = counted(stream.get("OldImage"), self.schema)
+            with fold.counting_for(entity):
+                self.freeze(fold, version, kept)
         if not self.after(version, fold.version, shard.stream_arn):
             return
-        target = {} if record.get("eventName") == "REMOVE" else self.counts(stream.get("NewImage"))
+        if record.get("eventName") == "REMOVE" and fold.item is None and not fold.contribution:
+            logger.debug("a REMOVE of a key that counts nothing: nothing to take", extra={"keys": fold.key})
+        entity, target = (
+            (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
+        )
+        if entity is not None and entity != fold.entity:
+            self.move(fold, {})
+            fold.enter(entity)
         self.move(fold, target)
         fold.version, fold.applied = version, True
 
@@ -239,49 +230,72 @@ class VersionedLedger:
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
-                boards = {board for other in [*chunk, fold] for board in other.moves}
+                aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
                 items = sum(1 + len(other.freezes) for other in [*chunk, fold])
-                if chunk and items + len(boards) > TRANSACTION_ITEMS:
+                if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []
                 chunk.append(fold)
             if chunk:
                 yield chunk
 
-    def commit(self, group: list[Fold]) -> set[str]:
-        """One transaction: each key's ledger Put on its condition, each aggregate's summed ADD; the keys to read and
-        fold again when it was cancelled (all or nothing), or none."""
-        summed: Boards = {}
+    def commit(
+        self, group: list[Fold], shard: ShardRef, by_key: dict[str, list[dict[str, Any]]], report: Report
+    ) -> tuple[set[str], int]:
+        """One transaction: each key's ledger Put on its condition, each aggregate's summed ADD. Returns the keys to
+        read and fold again when it was cancelled for a condition or a conflict (all or nothing), and how many reports
+        it sent: an aggregate whose number would pass DynamoDB's 38 digits is reported (`overflowed`) as aggregate_store
+        reports it in the other modes, and only then is the transaction made without it. The keys' ledger items then
+        move, so a retry meets the overflow no more: the report must be out before."""
+        summed: dict[Aggregate, Decimal] = {}
         for fold in group:
-            for board, amount in fold.moves.items():
-                summed[board] = summed.get(board, Decimal(0)) + amount
-        actions = [self.ledger_put(fold) for fold in group if fold.applied]
-        actions += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
-        actions += [
-            self.aggregate_add(group[0].entity, board, amount) for board, amount in sorted(summed.items()) if amount
-        ]
-        try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-            reasons = error.response.get("CancellationReasons") or []
-            if not any(reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
-                raise
-            return {claim_key(fold.key) for fold in group}
-        return set()
+            for aggregate, amount in fold.aggregate_moves().items():
+                summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
+        writes = [self.ledger_put(fold) for fold in group if fold.applied]
+        writes += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
+        overflowing: set[Aggregate] = set()
+        reported = 0
+        while True:
+            adds = [
+                aggregate for aggregate, amount in sorted(summed.items()) if amount and aggregate not in overflowing
+            ]
+            try:
+                self.client.transact_write_items(
+                    TransactItems=writes + [self.aggregate_add(*aggregate, summed[aggregate]) for aggregate in adds]
+                )
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                reasons = error.response.get("CancellationReasons") or []
+                if overflows(error):
+                    named = {adds[index - len(writes)] for index in overflowing_actions(reasons, len(writes))}
+                    refused = (named or set(adds)) - overflowing
+                    if not refused:
+                        raise
+                    reports = self.overflowed(shard, group, refused, by_key)
+                    report(reports)
+                    reported += len(reports)
+                    overflowing |= refused
+                    continue
+                if not any(
+                    reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons
+                ):
+                    raise
+                return {claim_key(fold.key) for fold in group}, reported
+            return set(), reported
 
     def ledger_put(self, fold: Fold) -> dict[str, Any]:
+        """The key's new item. Its `Decreased` is this batch's alone: those it was read with left the index first."""
         condition, names, values = fold.condition()
-        before = {value["S"] for value in (fold.item or {}).get(DECREASED, {}).get("L", [])}
-        decreased = sorted(before | {board for board, amount in fold.moves.items() if amount < 0})
+        decreased = fold.decreases()
         item = {
             CLAIM_KEY: {"S": claim_key(fold.key)},
             VERSION: {"S": fold.version},
-            BASE_ENTITY: {"S": fold.entity},
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in fold.contribution.items()}},
-            DECREASED: {"L": [{"S": board} for board in decreased]},
+            DECREASED: decreased_value(decreased, fold.entity),
         }
+        if fold.entity:
+            item[BASE_ENTITY] = {"S": fold.entity}
         put: dict[str, Any] = {"TableName": self.ledger_table, "Item": item, "ConditionExpression": condition}
         put["ExpressionAttributeNames"] = names
         if values:
@@ -315,17 +329,11 @@ class VersionedLedger:
         update = {"TableName": self.aggregates_table, "Key": key, "UpdateExpression": expression}
         return {"Update": {**update, "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}}
 
-    def leave_index(self, folds: dict[str, Fold], failed: set[str]) -> None:
-        """Every aggregate a move took from, at 0, leaves the index: those of this batch's moves, and those the key's
-        last move took from (a crash between that move's transaction and this step: the retry finds them)."""
-        boards: set[tuple[str, str]] = set()
-        for claim, fold in folds.items():
-            if fold.item is not None:
-                boards |= {(fold.entity, value["S"]) for value in fold.item.get(DECREASED, {}).get("L", [])}
-            if (fold.applied or fold.freezes) and claim not in failed:
-                boards |= {(fold.entity, board) for board, amount in fold.moves.items() if amount < 0}
+    def leave_index(self, aggregates: set[Aggregate]) -> None:
+        """Each aggregate a move took from leaves the index if it is at 0 (a conditional REMOVE): those a key's item
+        names (a crash before its `Decreased` was removed), before the transaction, and this batch's after it."""
         schema = self.schema
-        for entity, board in sorted(boards):
+        for entity, board in sorted(aggregates):
             try:
                 self.client.update_item(
                     TableName=self.aggregates_table,
@@ -339,50 +347,75 @@ class VersionedLedger:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
 
-    # ------------------------------------------------------------------ what a record is
+    def forget_decreased(self, folds: list[Fold]) -> None:
+        """Once their aggregates' step is done, a key's `Decreased` is removed, if its Version is still the one this
+        batch read or wrote: a newer move's entries are its own. It stays one move's aggregates, never a history."""
+        for fold in folds:
+            if not (fold.decreases() if fold.applied else fold.decreased()):
+                continue
+            condition, names, values = fold.unchanged()
+            update: dict[str, Any] = {
+                "TableName": self.ledger_table,
+                "Key": {CLAIM_KEY: {"S": claim_key(fold.key)}},
+                "UpdateExpression": "REMOVE #decreased",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {**names, "#decreased": DECREASED},
+            }
+            if values:
+                update["ExpressionAttributeValues"] = values
+            try:
+                self.client.update_item(**update)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+
+    # ------------------------------------------------------------------ what a record is, and its reports
 
     def is_download_record(self, record: dict[str, Any]) -> bool:
-        """An INSERT, MODIFY or REMOVE of an item that is no aggregate (an expiry by TTL too)."""
-        if record.get("eventName") not in ("INSERT", "MODIFY", "REMOVE"):
-            return False
-        stream = record.get("dynamodb") or {}
-        images = [stream.get(name) for name in ("NewImage", "OldImage") if isinstance(stream.get(name), dict)]
-        return bool(images) and bool(stream.get("Keys")) and not any(map(self.schema.is_aggregate, images))
+        return is_download_record(record, self.schema)
 
     def counts(self, image: dict[str, Any] | None) -> Boards:
         """What an image counts, board -> amount: nothing for a malformed download or another type of item."""
-        counted = image_counts(image, self.schema) or {}
-        return {board: amount for (_, board), amount in counted.items()}
+        return counted(image, self.schema)[1]
 
     def rejection(self, record: dict[str, Any]) -> str | None:
-        """Why a download's new image cannot count (reported on every delivery, applied or not); None if it can."""
-        image = (record.get("dynamodb") or {}).get("NewImage")
-        if not self.is_download_record(record) or not isinstance(image, dict):
-            return None
-        if image_counts(image, self.schema) != {}:
-            return None
-        parsed = parse_record(
-            {"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}, self.schema
-        )
-        return getattr(parsed, "reason", "the new image is no countable download")
+        return rejection(record, self.schema)
 
     def refused(self, shard: ShardRef, records: list[dict[str, Any]], fold: Fold, reason: str) -> list[dict[str, Any]]:
         """A `refused_record` per aggregate the key's records or ledger item touch: recover recounts them."""
-        boards = set(fold.contribution)
+        aggregates = {(fold.entity, board) for board in fold.contribution}
         for record in records:
             for image in ("NewImage", "OldImage"):
-                boards |= set(self.counts(record["dynamodb"].get(image)))
-        sequences = [record["dynamodb"]["SequenceNumber"] for record in records]
-        return [
-            {
-                "kind": "refused_record",
-                "entityId": fold.entity,
-                "board": board,
-                "reason": f"ledger: {reason}: no documented order places them; counted nowhere, recount it",
-                "shardId": shard.shard_id,
-                "streamArn": shard.stream_arn,
-                "sequenceNumber": sequences[0],
-                "record": {"keys": fold.key, "sequenceNumbers": sequences},
-            }
-            for board in sorted(boards)
-        ]
+                entity, boards = counted(record["dynamodb"].get(image), self.schema)
+                aggregates |= {(entity, board) for board in boards if entity is not None}
+        reason = f"ledger: {reason}: no documented order places them; counted nowhere, recount it"
+        return [refused_report(shard, fold.key, records, entity, board, reason) for entity, board in sorted(aggregates)]
+
+    def overflowed(
+        self, shard: ShardRef, group: list[Fold], overflowing: set[Aggregate], by_key: dict[str, list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """A `refused_record` per aggregate left out of its transaction, naming the keys that moved it: their ledger
+        items moved, the aggregate did not; recover recounts it."""
+        reason = (
+            "ledger: the aggregate's value or order would pass DynamoDB's 38 digits; the keys' ledger items moved "
+            "without it: recount it"
+        )
+        reports = []
+        for entity, board in sorted(overflowing):
+            for fold in group:
+                if fold.aggregate_moves().get((entity, board)):
+                    records = by_key[claim_key(fold.key)]
+                    reports.append(refused_report(shard, fold.key, records, entity, board, reason))
+        return reports
+
+
+def overflowing_actions(reasons: list[Any], first: int) -> list[int]:
+    """The indexes, from `first` on, of a cancelled transaction's actions refused as past 38 digits."""
+    return [
+        index
+        for index, reason in enumerate(reasons)
+        if index >= first
+        and isinstance(reason, dict)
+        and reason.get("Code") == "ValidationError"
+        and "overflow" in str(reason.get("Message", "")).lower()
+    ]

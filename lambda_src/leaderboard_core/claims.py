@@ -10,7 +10,7 @@ counts the download as its own).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -194,3 +194,33 @@ def ledger_entry(response: Mapping[str, Any]) -> LedgerEntry:
         base_entity=(item.get(BASE_ENTITY) or {}).get("S"),
         base=base,
     )
+
+
+DECREASED = "Decreased"
+"""One reader per shard: the aggregates a download key's moves took from, which may have reached 0 and must leave the
+index. An entry is a board of the ledger item's own `Entity`, or an [entity, board] pair for another entity the key
+counted for before."""
+
+
+def decreased_of(ledger_item: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """The aggregates (entity, board) a ledger item's `Decreased` names, its plain boards read against its `Entity`."""
+    if not ledger_item:
+        return set()
+    entity = (ledger_item.get(BASE_ENTITY) or {}).get("S", "")
+    found: set[tuple[str, str]] = set()
+    for value in ledger_item.get(DECREASED, {}).get("L", []):
+        if "S" in value:
+            found.add((entity, value["S"]))
+        elif len(pair := value.get("L", [])) == 2:
+            found.add((pair[0]["S"], pair[1]["S"]))
+    return found
+
+
+def decreased_value(aggregates: Iterable[tuple[str, str]], entity: str) -> dict[str, Any]:
+    """`Decreased` as written beside `Entity` = `entity`: its own boards plain, another entity's as pairs."""
+    return {
+        "L": [
+            {"S": board} if counted == entity else {"L": [{"S": counted}, {"S": board}]}
+            for counted, board in sorted(set(aggregates))
+        ]
+    }

@@ -39,6 +39,7 @@ LONGEST_FIRST = (
     "test_consumer_stack.py",
     "test_existing_table.py",
     "test_ledger_mode.py",
+    "test_one_reader.py",
     "test_local_time.py",
     "test_existing_table_example.py",
     "test_leaderboard.py",
@@ -240,3 +241,30 @@ def second_plan(deployment: Stack, emulator_kind: str) -> str | None:
         deployment.apply()
         return deployment.pending_changes()
     return changes
+
+
+@pytest.fixture
+def platform_table(aws: Clients) -> Iterator[str]:
+    """The platform's table, created outside the module and deleted afterwards (after the stack that reads it)."""
+    name = f"platform-{uuid.uuid4().hex[:6]}"
+    aws.dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "PK", "AttributeType": "S"},
+            {"AttributeName": "SK", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "BySortKey",
+                "KeySchema": [{"AttributeName": "SK", "KeyType": "HASH"}, {"AttributeName": "PK", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    aws.dynamodb.get_waiter("table_exists").wait(TableName=name)
+    try:
+        yield name
+    finally:
+        aws.dynamodb.delete_table(TableName=name)

@@ -14,12 +14,8 @@ import random
 import subprocess
 import sys
 import threading
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from leaderboard_core.claims import BACKFILL_ITEM_PREFIX, CLAIM_KEY
 from leaderboard_dev.aws import Clients
@@ -66,33 +62,6 @@ def definition(aws: Clients, table: str) -> dict[str, Any]:
 
 def items_of(aws: Clients, table: str) -> list[str]:
     return sorted(json.dumps(item, sort_keys=True) for item in scan_all(aws, TableName=table, ConsistentRead=True))
-
-
-@pytest.fixture
-def platform_table(aws: Clients) -> Iterator[str]:
-    """The platform's table, created outside the module and deleted afterwards (after the stack that reads it)."""
-    name = f"platform-{uuid.uuid4().hex[:6]}"
-    aws.dynamodb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "PK", "AttributeType": "S"},
-            {"AttributeName": "SK", "AttributeType": "S"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "BySortKey",
-                "KeySchema": [{"AttributeName": "SK", "KeyType": "HASH"}, {"AttributeName": "PK", "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    aws.dynamodb.get_waiter("table_exists").wait(TableName=name)
-    try:
-        yield name
-    finally:
-        aws.dynamodb.delete_table(TableName=name)
 
 
 def enable_stream(aws: Clients, table: str) -> None:

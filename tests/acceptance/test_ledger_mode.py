@@ -43,7 +43,6 @@ from tests.acceptance.test_existing_table import (
     enable_stream,
     genred,
     platform_item,
-    platform_table,  # noqa: F401 (the fixture: the platform's table, deleted afterwards)
 )
 
 pytestmark = pytest.mark.acceptance
@@ -219,7 +218,7 @@ def backfill(*flags: str) -> subprocess.Popen[str]:
 def test_ledger_mode_counts_a_history_edited_and_deleted_beside_two_backfills_and_another_consumer(
     endpoint: Endpoint,
     aws: Clients,
-    platform_table: str,  # noqa: F811
+    platform_table: str,
 ) -> None:
     # given a platform's table holding 1,500 downloads over two months and three genres that its stream never
     # carried, beside users, whose stream an audit feed reads; and the module attached in ledger mode

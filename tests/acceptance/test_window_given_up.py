@@ -150,7 +150,7 @@ def test_a_window_given_up_is_made_exact_by_recover(
         namings = 2 if aggregate_writes == "per_batch" else 1
         records = poll_until(
             lambda: windows_given_up(failure_queue(aws, queue_url), sequences, namings),
-            timeout=180,
+            timeout=420,
             interval=3,
             describe="the windows given up, their on-failure records in the failure queue naming every download",
         )

@@ -13,25 +13,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from download_records import Download, Ignored, Schema, parse_record
+from download_records import Schema
 from leaderboard_core.claims import backfill_claim
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
+from ledger_records import image_counts
 from tests.stream_model.environment import TABLE
 
 LEDGER_TABLE = "model-downloads-claims"
 """The claims table, kept for good as the ledger."""
-
-
-def image_counts(image: dict[str, Any] | None, schema: Schema) -> dict[tuple[str, str], Decimal] | None:
-    """What one image counts by the shipped parser, (entity, board) -> amount; None if it is no download at all."""
-    if not isinstance(image, dict):
-        return {}
-    parsed = parse_record({"eventName": "INSERT", "dynamodb": {"NewImage": image, "SequenceNumber": "1"}}, schema)
-    if isinstance(parsed, Ignored):
-        return None
-    if not isinstance(parsed, Download):
-        return {}
-    return {(change.key.entity_id, change.key.board): Decimal(change.amount) for change in parsed.changes}
 
 
 def backfill_item(dynamodb: Any, schema: Schema, image: dict[str, Any], leaderboard_shards: int = 1) -> bool:

@@ -1,4 +1,4 @@
-"""Ledger mode with one reader per shard (docs/exactly-once-ledger.md, "One reader per shard"): the shipped aggregator
+"""Ledger mode with one reader per shard (docs/exactly-once-one-reader.md): the shipped aggregator
 with STREAM_READERS=1 (lambda_src/aggregator/one_reader.py, versioned_ledger.py, delivery_notes.py, stream_shards.py),
 driven through the model's fakes and held to the ledger histories beside ledger_design.py's. This file is the adapter
 and the operator's recover; the design, in the model's words:
@@ -8,8 +8,8 @@ K, a versioned ledger item (the claims table's, keyed by `leaderboard_core.claim
 
 - `Version`: `<shard id>|<padded sequence number>` of the last record of K applied (absent where the backfill counted
   K and no record of it was applied since),
-- `Contribution`: board -> amount, what K counts now; `Entity` its entity,
-- `Decreased`: the boards K's moves took something from, which may have reached 0 and must leave the index.
+- `Contribution`: board -> amount, what K counts now; `Entity` the entity it counts for (read from the image),
+- `Decreased`: the aggregates K's moves took something from, which may have reached 0 and must leave the index.
 
 A record r of K is applied iff it is after Version: same shard and a higher sequence number, or Version's shard an
 ancestor of r's (lineage from each shard's ParentShardId); the backfill's item, or none, is before every record. A

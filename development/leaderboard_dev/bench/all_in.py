@@ -1,13 +1,13 @@
 """Every request the aggregator makes, counted at the SDK and priced: ours and the guide's, on moto, in process.
 
-The shipped handler's steps (`handler_cpu.ours`) and the guide's handler run against moto's tables
-and stream as `handler_cpu` runs them; here every request botocore sends is caught where moto
-answers it (`BotocoreStubber.process_request`) and charged by DynamoDB's rules (`prices.SIZE_RULES`):
-the item's image before and after each write is read from moto's backend, outside the clock, and
-gives the write units (the larger image, rounded up to 1 KB) and the index writes (an entry that
-appears or goes is one, one whose index key moves is two, one whose projected count changes is
-one). Reads are charged by the size of what they return, rounded up to 4 KB, half when eventually
-consistent; each GetRecords call of the aggregator's is a streams read request unit (the mapping's
+The shipped handler's steps (`handler_cpu.ours`) and the guide's handler run against moto's tables and stream
+as `handler_cpu` runs them; here every request botocore sends is caught where moto answers it
+(`BotocoreStubber.process_request`) and charged by DynamoDB's rules (`prices.SIZE_RULES`): the item's image
+before and after each write is read from moto's backend, outside the clock, and gives the write units (the
+larger image, rounded up to 1 KB; each item of a TransactWriteItems twice, TRANSACTIONAL_WRITE_FACTOR) and the
+index writes (an entry that appears or goes is one, one whose index key moves is two, one whose projected
+count changes is one). Reads are charged by the size of what they return, rounded up to 4 KB, half when
+eventually consistent; each GetRecords call of the aggregator's is a streams read request unit (the mapping's
 are free, and not made here: the mapping is `handler_cpu.StreamTail`, outside the meter).
 
 Each configuration runs the same Zipf catalogue at RATE downloads a second: a warm-up window
@@ -72,6 +72,11 @@ in the next batch."""
 RETRIES = 10
 """Invocations of one event at most: a final one that fails (out of time before its bound) is retried, as on AWS."""
 START = datetime(2024, 3, 14, 12, tzinfo=UTC)
+TRANSACTIONAL_WRITE_FACTOR = 2
+"""Write units of an item written in a TransactWriteItems, per unit of the same write alone: "DynamoDB performs two
+underlying reads or writes of every item in the transaction: one to prepare the transaction and one to commit the
+transaction." (*Amazon DynamoDB Transactions: How it works*, prices.SIZE_RULES). The index writes it causes propagate
+after the transaction, as a standard write's do: charged once."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +219,8 @@ class Usage:
     changed_counts: Counter[str] = field(default_factory=Counter)
     """Writes that changed an aggregate's count in the index (the entry there before and after), by index."""
     changed_count_index_writes: Counter[str] = field(default_factory=Counter)
+    transaction_items: Counter[str] = field(default_factory=Counter)
+    """Items a TransactWriteItems wrote (a ConditionCheck writes none), by table: each charged twice its units."""
     stream_records: int = 0
     parallel_writes: int = 0
     backend_seconds: float = 0.0
@@ -280,9 +287,11 @@ class SdkMeter:
         response = respond()
         succeeded = response is not None and response[0] == 200
         after = [self.image(table, key) for table, key in touched] if succeeded else before
-        factor = 2 if operation == "TransactWriteItems" else 1
+        factor = TRANSACTIONAL_WRITE_FACTOR if operation == "TransactWriteItems" else 1
         for (table, _), old, new in zip(touched, before, after, strict=True):
             self.usage.write_units[table] += factor * max(1, math.ceil(max(item_bytes(old), item_bytes(new)) / 1024))
+            if operation == "TransactWriteItems":
+                self.usage.transaction_items[table] += 1
             for index in self.tables[table].indexes:
                 writes, units = index_writes(index, self.tables[table].keys, old, new)
                 self.usage.index_writes[index.name] += writes
@@ -530,7 +539,7 @@ class Run:
 def merge(first: Usage, second: Usage) -> Usage:
     merged = Usage()
     for usage in (first, second):
-        for name in ("requests", "write_units", "read_units", "index_writes", "index_write_units"):
+        for name in ("requests", "write_units", "read_units", "index_writes", "index_write_units", "transaction_items"):
             getattr(merged, name).update(getattr(usage, name))
         merged.stream_records += usage.stream_records
         merged.parallel_writes += usage.parallel_writes
@@ -565,11 +574,8 @@ def summarise(case: AllInCase, run: Run, window_downloads: int) -> dict[str, Any
     write_units, read_units = weighted(lambda u: u.write_units), weighted(lambda u: u.read_units)
     index_writes, index_units = weighted(lambda u: u.index_writes), weighted(lambda u: u.index_write_units)
     changed, changed_writes = weighted(lambda u: u.changed_counts), weighted(lambda u: u.changed_count_index_writes)
-    aggregate_writes = sum(
-        count
-        for key, count in requests.items()
-        if key in (f"dynamodb UpdateItem {aggregates}", f"dynamodb TransactWriteItems {aggregates}")
-    )
+    transaction_items = weighted(lambda u: u.transaction_items)
+    aggregate_writes = requests[f"dynamodb UpdateItem {aggregates}"] + transaction_items[aggregates]
     stream_reads = requests["dynamodbstreams GetRecords"]
     sqs_requests = sum(count for key, count in requests.items() if key.startswith("sqs "))
     invocations = total(lambda _: 1.0)

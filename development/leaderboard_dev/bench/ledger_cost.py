@@ -1,8 +1,12 @@
-"""Ledger mode's cost, all in: the same downloads through ledger mode, watermark mode (per_batch) and the guide.
+"""Ledger mode's cost, all in: the same downloads through ledger mode (two readers per shard and one), watermark mode
+(per_batch) and the guide.
 
 The all-in part's method (bench/all_in.py): the shipped handler and the guide's on moto, in process, every request
 counted where moto answers it and priced by DynamoDB's rules and the bench's price table. The configurations differ
-only in the aggregator's: `ledger` (LEDGER with its claims table as the ledger, retractions implied), `per_batch`
+only in the aggregator's: `ledger` (LEDGER with its claims table as the ledger, retractions implied, the aggregator
+reading each shard beside the mapping), `ledger_one_reader` (LEDGER and STREAM_READERS=1: the mapping's deliveries
+applied through versioned ledger items, one TransactWriteItems per entity, each item of it charged
+all_in.TRANSACTIONAL_WRITE_FACTOR times; no stream read but the mapping's, which are free), `per_batch`
 (the default: watermarks, INSERTs only), the guide's one ADD per download and, on the edits load, `retractions`
 (watermarks following edits and deletions of what they counted). Each at batch size 100 and 1,000 on two loads:
 
@@ -14,7 +18,9 @@ only in the aggregator's: `ledger` (LEDGER with its claims table as the ledger, 
 Every run ends by scanning the table and recounting the items' last images: a configuration that claims exactness
 (ours, with edits only where it follows them) fails the part if any board differs; the others' count error is
 recorded. The ledger's claims are priced as aggregate writes are (`ledger_writes`), and waited for in rounds of
-WRITE_CONCURRENCY, as the aggregator sends them (one per download key and step, through its executor).
+WRITE_CONCURRENCY, as the aggregator sends them (one per download key and step, through its executor); the one reader's
+transactions, its strongly consistent reads of ledger items (`ledger_reads`) and its notes in the progress table are
+sent one after another, and waited for so.
 
 Steady state (`preload`): before the warm-up, every song gets a download of the month and PRELOAD_ZIPF more are
 counted, so every aggregate the measured downloads touch exists already (an aggregate's first write is one index
@@ -23,10 +29,13 @@ write, a moved key two). Each configuration is measured twice, on two seeds, and
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -56,6 +65,7 @@ from leaderboard_dev.bench.handler_cpu import (
     WARM_UP,
     WRITE_CONCURRENCY,
     CpuCase,
+    LambdaContext,
     StreamTail,
     function_environment,
     guide,
@@ -65,11 +75,15 @@ from leaderboard_dev.bench.handler_cpu import (
     streams_as_aws,
 )
 from leaderboard_dev.bench.pressure_cost import AGGREGATOR_MEMORY_GB
-from leaderboard_dev.bench.prices import WRITE_REQUEST_UNIT, price_table
+from leaderboard_dev.bench.prices import READ_REQUEST_UNIT, WRITE_REQUEST_UNIT, price_table
 from leaderboard_dev.bench.workload import SONGS, count_error, say
 
 LEDGER_TABLE = "cpu-ledger"
 LEDGER_WRITES = f"dynamodb UpdateItem {LEDGER_TABLE}"
+LEDGER_READS = f"dynamodb GetItem {LEDGER_TABLE}"
+LEDGER_TRANSACTIONS = f"dynamodb TransactWriteItems {LEDGER_TABLE}"
+"""The one reader's transactions: the meter names one by its first action's table, always a ledger item's."""
+ONE_READER = "ledger_one_reader"
 BATCH_SIZES = (100, 1000)
 LOADS = ("clean", "edits")
 PRELOAD_ZIPF = 2_000
@@ -85,12 +99,18 @@ class NotExact(AssertionError):
     """A configuration that claims exactness left a board that differs from the recount of the items."""
 
 
+class TransactionNotRolledBack(RuntimeError):
+    """A transaction failed where moto keeps no backup to roll it back (transactions_without_backups)."""
+
+
 @dataclass(frozen=True)
 class LedgerCase(AllInCase):
     configuration: str = "per_batch"
-    """ledger, per_batch, retractions or guide."""
+    """ledger, ledger_one_reader, per_batch, retractions or guide."""
     ledger: bool = False
     load: str = "clean"
+    stream_readers: int = 2
+    """STREAM_READERS: 1 for ledger_one_reader (the mapping's deliveries only), else the default."""
 
     @property
     def claims_exact(self) -> bool:
@@ -103,27 +123,34 @@ class LedgerCase(AllInCase):
         return AllInCase(self.name, self.aggregator, self.batch_size, retractions=self.load == "edits")
 
 
+def configurations(load: str) -> tuple[str, ...]:
+    """The configurations measured on a load: retractions on the edits load only (on the clean one it is per_batch)."""
+    return ("ledger", ONE_READER, "per_batch", *(("retractions",) if load == "edits" else ()), "guide")
+
+
 def case_of(configuration: str, batch_size: int, load: str) -> LedgerCase:
     aggregator = "guide" if configuration == "guide" else "ours"
-    follows_edits = configuration in ("ledger", "retractions")
+    ledger = configuration in ("ledger", ONE_READER)
     return LedgerCase(
         f"{configuration}_{load}_{batch_size}",
         aggregator,
         batch_size,
-        retractions=follows_edits,
+        retractions=ledger or configuration == "retractions",
         configuration=configuration,
-        ledger=configuration == "ledger",
+        ledger=ledger,
         load=load,
+        stream_readers=1 if configuration == ONE_READER else 2,
     )
 
 
 def cases(batch_sizes: tuple[int, ...] = BATCH_SIZES, loads: tuple[str, ...] = LOADS) -> tuple[LedgerCase, ...]:
-    """ledger, per_batch and the guide on each load and batch size; retractions beside them on the edits load."""
+    """ledger (two readers and one), per_batch and the guide on each load and batch size; retractions beside them on
+    the edits load."""
     return tuple(
         case_of(configuration, batch_size, load)
         for batch_size in batch_sizes
         for load in loads
-        for configuration in ("ledger", "per_batch", *(("retractions",) if load == "edits" else ()), "guide")
+        for configuration in configurations(load)
     )
 
 
@@ -137,8 +164,41 @@ class LedgerMeter(SdkMeter):
         return response
 
 
+@contextlib.contextmanager
+def transactions_without_backups() -> Iterator[None]:
+    """moto's TransactWriteItems deep-copies every table an action names, once per action, to roll the transaction
+    back if it is cancelled: at a few thousand items each of the one reader's transactions took seconds. None is
+    cancelled here (one invocation at a time, each ledger Put conditioned on the item it has just read), so they are
+    served without the copies; one that fails all the same fails the run, since what it wrote before it failed stays."""
+    from types import SimpleNamespace
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table as MotoTable
+
+    transact = models.DynamoDBBackend.transact_write_items
+
+    def without_backups(backend: Any, transact_items: list[dict[str, Any]]) -> None:
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, MotoTable) else copy.deepcopy(value, memo)
+
+        models.copy = SimpleNamespace(deepcopy=deepcopy)  # type: ignore[assignment]
+        try:
+            return transact(backend, transact_items)
+        except Exception as error:
+            raise TransactionNotRolledBack(f"a transaction failed and was not rolled back: {error!r}") from error
+        finally:
+            models.copy = copy  # type: ignore[assignment]
+
+    models.DynamoDBBackend.transact_write_items = without_backups  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        models.DynamoDBBackend.transact_write_items = transact  # type: ignore[method-assign]
+
+
 def shipped(environment: dict[str, str]) -> Any:
-    """The shipped handler's steps on the function's own wiring (wiring.dependencies_for), its writes inline."""
+    """The shipped handler's steps on the function's own wiring (wiring.dependencies_for), its writes inline; with one
+    reader per shard, the function's own entry (aggregator.handle), which routes every event to one_reader.py."""
     import boto3
 
     from aggregator_settings import Settings
@@ -150,8 +210,18 @@ def shipped(environment: dict[str, str]) -> Any:
     streams = boto3.client("dynamodbstreams", region_name=REGION, config=aggregator._SDK_CONFIG)
     dependencies = dependencies_for(settings, dynamodb, streams, None, InlineExecutor())
     dependencies.send_failures = lambda messages: True
-
+    if settings.stream_readers == 1:
+        return one_reader_invoker(aggregator, settings, dependencies)
     return invoker(aggregator, settings, dependencies)
+
+
+def one_reader_invoker(aggregator: Any, settings: Any, dependencies: Any) -> Any:
+    """One invocation as lambda_handler runs it, its log line and metrics flushed: the window's state it answers."""
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        return dict(aggregator.handle(event, LambdaContext(), settings, dependencies)["state"])
+
+    return invoke
 
 
 def preload_downloads(zipf: int) -> list[Batch]:
@@ -187,9 +257,10 @@ def measure(
 
     extra = {"AGGREGATE_WRITES": case.aggregate_writes, "RETRACTIONS": str(case.retractions).lower()}
     if case.ledger:
-        extra |= {"LEDGER": "true", "CLAIMS_TABLE_NAME": LEDGER_TABLE}
+        extra |= {"LEDGER": "true", "CLAIMS_TABLE_NAME": LEDGER_TABLE, "STREAM_READERS": str(case.stream_readers)}
     function = CpuCase("ours_per_batch", "month", case.batch_size, 1)
-    with function_environment(function) as environment, mock_aws(), streams_as_aws(), quiet_stdout():
+    served = transactions_without_backups() if case.stream_readers == 1 else contextlib.nullcontext()
+    with function_environment(function) as environment, mock_aws(), streams_as_aws(), quiet_stdout(), served:
         os.environ.update(extra)
         environment.update(extra)
         sys.path.insert(0, str(AGGREGATOR_SOURCE))
@@ -206,7 +277,7 @@ def measure(
                     AttributeDefinitions=[{"AttributeName": "ClaimKey", "AttributeType": "S"}],
                     KeySchema=[{"AttributeName": "ClaimKey", "KeyType": "HASH"}],
                 )
-            meter = LedgerMeter(tables, TABLE, parallel=case.aggregator == "ours")
+            meter = LedgerMeter(tables, TABLE, parallel=case.aggregator == "ours" and case.stream_readers == 2)
             invoke = shipped(environment) if case.aggregator == "ours" else guide()
             tail = StreamTail(streams, stream_arn)
             run = Run(case, meter, tail, invoke, dynamodb, passes_filter(case))
@@ -230,21 +301,51 @@ def measure(
     return with_ledger(case, summarise(case, run, window_downloads), run, recounted)
 
 
-def weighted_ledger(run: Run) -> tuple[float, float]:
-    """The ledger's claims and their write units over the measured invocations, each weighted as all_in weighs it."""
-    claims = sum(i["weight"] * i["usage"].requests[LEDGER_WRITES] for i in run.invocations)
-    units = sum(i["weight"] * i["usage"].write_units[LEDGER_TABLE] for i in run.invocations)
-    return claims, units
+@dataclass(frozen=True)
+class LedgerUse:
+    """What the measured invocations asked of the ledger table, each weighted as all_in weighs it."""
+
+    writes: float
+    """Ledger items written: the two readers' claims (UpdateItem), the one reader's Puts in its transactions."""
+    write_units: float
+    reads: float
+    read_units: float
+    transactions: float
+    """The one reader's TransactWriteItems; its items (ledger Puts and aggregate ADDs) are each charged twice."""
+    transaction_items: float
+
+
+def weighted_ledger(run: Run) -> LedgerUse:
+    """The ledger's claims, reads and transactions over the measured invocations, weighted as all_in weighs them."""
+
+    def total(pick: Any) -> float:
+        return sum(invocation["weight"] * pick(invocation["usage"]) for invocation in run.invocations)
+
+    return LedgerUse(
+        writes=total(lambda usage: usage.requests[LEDGER_WRITES] + usage.transaction_items[LEDGER_TABLE]),
+        write_units=total(lambda usage: usage.write_units[LEDGER_TABLE]),
+        reads=total(lambda usage: usage.requests[LEDGER_READS]),
+        read_units=total(lambda usage: usage.read_units[LEDGER_TABLE]),
+        transactions=total(lambda usage: usage.requests[LEDGER_TRANSACTIONS]),
+        transaction_items=total(lambda usage: sum(usage.transaction_items.values())),
+    )
 
 
 def with_ledger(case: LedgerCase, summary: dict[str, Any], run: Run, recounted: dict[str, Any]) -> dict[str, Any]:
-    """all_in's summary of the run, with the ledger's writes priced beside the aggregates' and in the totals."""
-    claims, units = weighted_ledger(run)
+    """all_in's summary of the run, with the ledger's writes and reads priced beside the aggregates' and in the
+    totals (all_in prices the aggregates' and the progress table's units only)."""
+    use = weighted_ledger(run)
     downloads = summary["downloads"]
-    ledger_dollars = units * 1e6 / downloads * WRITE_REQUEST_UNIT.per_unit
+    write_dollars = use.write_units * 1e6 / downloads * WRITE_REQUEST_UNIT.per_unit
+    read_dollars = use.read_units * 1e6 / downloads * READ_REQUEST_UNIT.per_unit
+    ledger_dollars = write_dollars + read_dollars
     per_100 = dict(summary["per_100_downloads"])
-    per_100["ledger_writes"] = round(claims * 100 / downloads, 3)
-    per_100["ledger_write_units"] = round(units * 100 / downloads, 3)
+    per_100["ledger_writes"] = round(use.writes * 100 / downloads, 3)
+    per_100["ledger_write_units"] = round(use.write_units * 100 / downloads, 3)
+    per_100["ledger_reads"] = round(use.reads * 100 / downloads, 3)
+    per_100["ledger_read_units"] = round(use.read_units * 100 / downloads, 3)
+    per_100["transactions"] = round(use.transactions * 100 / downloads, 3)
+    per_100["transaction_items"] = round(use.transaction_items * 100 / downloads, 3)
     return {
         **summary,
         "configuration": case.configuration,
@@ -253,7 +354,11 @@ def with_ledger(case: LedgerCase, summary: dict[str, Any], run: Run, recounted: 
         "claims_exact": case.claims_exact,
         "count_error": recounted,
         "per_100_downloads": per_100,
-        "dollars_per_million": {**summary["dollars_per_million"], "ledger_writes": round(ledger_dollars, 4)},
+        "dollars_per_million": {
+            **summary["dollars_per_million"],
+            "ledger_writes": round(write_dollars, 4),
+            "ledger_reads": round(read_dollars, 4),
+        },
         "dollars_per_million_total": round(summary["dollars_per_million_total"] + ledger_dollars, 4),
         "dollars_per_million_total_with_ingest": round(
             summary["dollars_per_million_total_with_ingest"] + ledger_dollars, 4
@@ -273,11 +378,13 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per batch size and load: ledger's all-in total against per_batch's and the guide's."""
+    """Per batch size and load: ledger's all-in total against per_batch's and the guide's; ledger_one_reader's against
+    theirs and ledger's."""
     totals = {(r["configuration"], r["batch_size"], r["load"]): r["dollars_per_million_total"] for r in results}
     rows = []
     for batch_size, load in sorted({(r["batch_size"], r["load"]) for r in results}, key=lambda k: (k[1], k[0])):
         ledger = totals.get(("ledger", batch_size, load))
+        one_reader = totals.get((ONE_READER, batch_size, load))
         rows.append(
             {
                 "batch_size": batch_size,
@@ -285,21 +392,26 @@ def ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "ledger": ledger,
                 "ledger_per_batch": ratio(ledger, totals.get(("per_batch", batch_size, load))),
                 "ledger_guide": ratio(ledger, totals.get(("guide", batch_size, load))),
+                ONE_READER: one_reader,
+                f"{ONE_READER}_per_batch": ratio(one_reader, totals.get(("per_batch", batch_size, load))),
+                f"{ONE_READER}_guide": ratio(one_reader, totals.get(("guide", batch_size, load))),
+                f"{ONE_READER}_ledger": ratio(one_reader, ledger),
             }
         )
     return rows
 
 
-def goal(results: list[dict[str, Any]], batch_size: int = 100) -> dict[str, Any]:
-    """The issue's goal: ledger mode at or below the guide's all-in cost at batch size 100, on the clean load."""
+def goal(results: list[dict[str, Any]], batch_size: int = 100, configuration: str = "ledger") -> dict[str, Any]:
+    """The issue's goal: ledger mode (`configuration`) at or below the guide's all-in cost at batch size 100, on the
+    clean load."""
     clean = {
         r["configuration"]: r["dollars_per_million_total"]
         for r in results
         if r["load"] == "clean" and r["batch_size"] == batch_size
     }
-    ledger, guide_total = clean.get("ledger"), clean.get("guide")
-    met = None if ledger is None or guide_total is None else ledger <= guide_total
-    return {"batch_size": batch_size, "ledger": ledger, "guide": guide_total, "met": met}
+    ours, guide_total = clean.get(configuration), clean.get("guide")
+    met = None if ours is None or guide_total is None else ours <= guide_total
+    return {"batch_size": batch_size, configuration: ours, "guide": guide_total, "met": met}
 
 
 def agreement(first: float, second: float) -> float:
@@ -345,6 +457,7 @@ def run_ledger_cost(
         "cases": results,
         "ratios": ratios(results),
         "goal": goal(results),
+        "goal_one_reader": goal(results, configuration=ONE_READER),
         "steady_state": steady,
         "steady_ratios": ratios(steady) if steady else [],
     }
@@ -378,8 +491,14 @@ def _error(case: dict[str, Any]) -> str:
 def other_dollars(case: dict[str, Any]) -> float:
     """Everything but the aggregates', the index's, the ledger's and Lambda's duration: requests, progress, streams."""
     dollars = case["dollars_per_million"]
-    shown = ("aggregate_writes", "index_writes", "ledger_writes", "lambda_duration")
+    shown = ("aggregate_writes", "index_writes", "ledger_writes", "ledger_reads", "lambda_duration")
     return round(sum(value for key, value in dollars.items() if key not in shown), 4)
+
+
+def ledger_dollars(case: dict[str, Any]) -> float:
+    """The ledger table's writes and reads (a two-reader run's records no reads)."""
+    dollars = case["dollars_per_million"]
+    return round(dollars["ledger_writes"] + dollars.get("ledger_reads", 0.0), 4)
 
 
 def markdown_lines(measured: dict[str, Any] | None, origin: dict[str, Any] | None = None) -> list[str]:
@@ -393,7 +512,10 @@ def markdown_lines(measured: dict[str, Any] | None, origin: dict[str, Any] | Non
         f"Ledger mode against per_batch and the guide, all in{at}: the all-in part's method and prices "
         f"(bench/ledger_cost.py), {plan['measured_downloads']:,} downloads measured per configuration into an empty "
         "month; the edits load changes 10 % of each batch's downloads (a month on) and deletes 5 % in the next batch. "
-        "Per 100 downloads:",
+        f"`ledger` reads each shard beside the mapping; `{ONE_READER}` (STREAM_READERS = 1) applies the mapping's "
+        "deliveries only, each through its download key's ledger item in a TransactWriteItems, every item of which "
+        "is charged two write units per KB. Ledger writes: ledger items written (claims, or a transaction's Puts); "
+        "read units: every table's, the ledger items' strongly consistent reads among them. Per 100 downloads:",
         "",
         "| configuration | load | batch size | aggregate writes | ledger writes | read units | stream records read "
         "| index writes | Lambda GB-s | $ / million, all in | boards against a recount |",
@@ -409,7 +531,8 @@ def markdown_lines(measured: dict[str, Any] | None, origin: dict[str, Any] | Non
         )
     lines += [
         "",
-        "Dollars per million downloads by component (other: Lambda requests, the progress table, GetRecords, SQS):",
+        "Dollars per million downloads by component (ledger: the ledger table's writes and reads; other: Lambda "
+        "requests, the progress table, GetRecords, SQS):",
         "",
         "| configuration | load | batch size | aggregates | index | ledger | Lambda duration | other | total |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -419,10 +542,12 @@ def markdown_lines(measured: dict[str, Any] | None, origin: dict[str, Any] | Non
         lines.append(
             f"| {case['configuration']} | {case['load']} | {case['batch_size']:,} | "
             f"{_dollars(dollars['aggregate_writes'])} | {_dollars(dollars['index_writes'])} | "
-            f"{_dollars(dollars['ledger_writes'])} | {_dollars(dollars['lambda_duration'])} | "
+            f"{_dollars(ledger_dollars(case))} | {_dollars(dollars['lambda_duration'])} | "
             f"{_dollars(other_dollars(case))} | {_dollars(case['dollars_per_million_total'])} |"
         )
     lines += ["", *ratio_lines(measured["ratios"]), "", goal_sentence(measured["goal"])]
+    if measured.get("goal_one_reader"):
+        lines += ["", goal_sentence(measured["goal_one_reader"])]
     if measured.get("steady_state"):
         preload = plan["preload"]
         lines += [
@@ -449,22 +574,27 @@ def markdown_lines(measured: dict[str, Any] | None, origin: dict[str, Any] | Non
 
 def ratio_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| load | batch size | ledger, $ / million | ledger / per_batch | ledger / guide |",
-        "|---|---|---|---|---|",
+        "| load | batch size | ledger, $ / million | ledger / per_batch | ledger / guide "
+        f"| {ONE_READER}, $ / million | {ONE_READER} / per_batch | {ONE_READER} / guide | {ONE_READER} / ledger |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
             f"| {row['load']} | {row['batch_size']:,} | {_dollars(row['ledger'])} | "
-            f"**{_ratio(row['ledger_per_batch'])}** | **{_ratio(row['ledger_guide'])}** |"
+            f"**{_ratio(row['ledger_per_batch'])}** | **{_ratio(row['ledger_guide'])}** | "
+            f"{_dollars(row.get(ONE_READER))} | **{_ratio(row.get(f'{ONE_READER}_per_batch'))}** | "
+            f"**{_ratio(row.get(f'{ONE_READER}_guide'))}** | **{_ratio(row.get(f'{ONE_READER}_ledger'))}** |"
         )
     return lines
 
 
 def goal_sentence(goal: dict[str, Any]) -> str:
+    configuration = next(key for key in goal if key not in ("batch_size", "guide", "met"))
+    mode = "ledger mode" if configuration == "ledger" else f"ledger mode with one reader per shard (`{configuration}`)"
     if goal["met"] is None:
-        return f"The goal (ledger mode at or below the guide at batch size {goal['batch_size']:,}) was not measured."
+        return f"The goal ({mode} at or below the guide at batch size {goal['batch_size']:,}) was not measured."
     verdict = "met" if goal["met"] else "not met"
     return (
-        f"Goal, ledger mode at or below the guide's cost at batch size {goal['batch_size']:,} (clean load): "
-        f"**{verdict}**, ${goal['ledger']:.4f} against ${goal['guide']:.4f} per million downloads."
+        f"Goal, {mode} at or below the guide's cost at batch size {goal['batch_size']:,} (clean load): "
+        f"**{verdict}**, ${goal[configuration]:.4f} against ${goal['guide']:.4f} per million downloads."
     )

@@ -61,8 +61,16 @@ SIZE_RULES = (
     },
     {
         "rule": "a write rounds up to 1 KB the larger of the item before and after it; a conditional write that fails "
-        "consumes write units all the same; a transactional write consumes two units per KB",
+        "consumes write units all the same",
         "source": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html",
+        "confirmed": "secondary",
+    },
+    {
+        "rule": "each item a TransactWriteItems writes consumes twice the write units of the same write alone "
+        "(all_in.TRANSACTIONAL_WRITE_FACTOR)",
+        "quote": "DynamoDB performs two underlying reads or writes of every item in the transaction: one to prepare "
+        "the transaction and one to commit the transaction.",
+        "source": "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html",
         "confirmed": "secondary",
     },
 )

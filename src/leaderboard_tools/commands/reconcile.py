@@ -62,6 +62,14 @@ def register(commands: Any) -> None:
         "stream); refused without a progress table",
     )
     command.add_argument(
+        "--deleted-keys",
+        type=claim_keys,
+        default=[],
+        metavar="CLAIM_KEY,...",
+        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
+        "that the application deleted, not Time to Live: their counts are taken back (one that expired stays counted)",
+    )
+    command.add_argument(
         "--dry-run",
         action="store_true",
         help="with --repair: run its checks and say what it would repair (state would_repair), writing nothing",
@@ -76,6 +84,13 @@ def month_argument(text: str) -> str:
     return text
 
 
+def claim_keys(text: str) -> list[str]:
+    keys = [key for key in text.split(",") if key]
+    if not keys or not all(key.startswith("download#") for key in keys):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of claim keys (download#...)")
+    return keys
+
+
 def board_argument(text: str) -> str:
     if period_of_board(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a board id: <bucket> or <bucket>@<category>")
@@ -87,7 +102,9 @@ def run(arguments: argparse.Namespace) -> int:
         raise UsageError("--dry-run shows what --repair would write: give both (without --repair nothing is written)")
     aws, deployment = operator_setup(arguments, arguments.shards, arguments.queue_url)
     if arguments.repair and not arguments.dry_run and deployment.one_stream_reader:
-        return rebase_ledger(aws, deployment, chosen_format(arguments))
+        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_keys)
+    if arguments.deleted_keys:
+        raise UsageError("--deleted-keys answers the rebase's report: give it with --repair, with stream_readers = 1")
     songs = arguments.songs
     board = arguments.board or arguments.month
     output = chosen_format(arguments)
@@ -129,13 +146,13 @@ def run(arguments: argparse.Namespace) -> int:
     return reconcile_exit_code(report.differences, report.refused is not None)
 
 
-def rebase_ledger(aws: Any, deployment: Any, output: str) -> int:
+def rebase_ledger(aws: Any, deployment: Any, output: str, deleted: list[str]) -> int:
     """With one reader per shard the repair is the rebase of every key's ledger item (a key's move spans its old and
     new boards, so no board is repaired alone): its report, and 3 when it left keys for the operator."""
     from leaderboard_tools.commands.recover import rebase_table, rebase_text
     from leaderboard_tools.recover.rebase import rebase
 
-    report = rebase(aws.dynamodb, deployment)
+    report = rebase(aws.dynamodb, deployment, deleted=deleted)
     answer = report.as_json()
     if output == "json":
         print(json.dumps(answer))

@@ -100,7 +100,7 @@ def rebase_text(rebased: dict[str, Any] | None) -> list[str]:
     """`--output text`: the rebase's tally, then each key it left as it is or found gone."""
     if rebased is None:
         return []
-    tally = [rebased[name] for name in ("keys_read", "in_step", "moved", "counted")]
+    tally = [rebased[name] for name in ("keys_read", "in_step", "moved", "counted", "taken_back")]
     return [
         text_line("rebase", *tally),
         *(text_line("rebase_unplaced", entry["claimKey"], entry["why"]) for entry in rebased["unplaced"]),
@@ -115,13 +115,18 @@ def rebase_table(rebased: dict[str, Any]) -> list[str]:
     """For a person: the rebase's tally, then each key it left as it is or found gone."""
     lines = [
         f"rebase of the ledger: {counted(rebased['keys_read'], 'key')} read, {rebased['in_step']} in step, "
-        f"{rebased['moved']} moved, {rebased['counted']} counted"
+        f"{rebased['moved']} moved, {rebased['counted']} counted, {rebased['taken_back']} taken back"
     ]
     lines += [f"  left as it is: {entry['claimKey']}: {entry['why']}" for entry in rebased["unplaced"]]
     lines += [
         f"  gone: {entry['entityId']} {entry['counts']} ({entry['claimKey']}): {entry['why']}"
         for entry in rebased["gone"]
     ]
+    if rebased["gone"]:
+        lines.append(
+            "  each key gone that the application deleted (not Time to Live): `leaderboard-tools reconcile --repair "
+            "--deleted-keys <claimKey>,...` takes it back"
+        )
     return lines
 
 

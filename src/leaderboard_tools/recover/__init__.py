@@ -12,7 +12,8 @@ The failure queue holds five kinds of messages:
   `{"readBack": <the record's DDBStreamBatchInfo>}`, which reads the range back and applies it by its
   ledger items' versions (a momentary reader of the shard; recover reads nothing of it itself), and
   deletes the message once it answers "applied"; a range it answers "trimmed" or "unreadable" is
-  recounted on every board, as `records_trimmed` is;
+  repaired as `records_trimmed` is: with one reader per shard, every repair is the rebase of each
+  download's ledger item to the table's item (rebase.py), never a recount of the aggregates alone;
 - `records_trimmed` (the aggregator's checkpoint fell behind the stream's retention): the lost
   records' downloads could be of any board (their timestamps are the writers'), so every board of
   the table is recounted and repaired;

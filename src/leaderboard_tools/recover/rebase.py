@@ -31,14 +31,23 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, STREAM_FROM, backfill_claim, claim_key
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    DECREASED,
+    STREAM_FROM,
+    backfill_claim,
+    claim_key,
+    decreased_of,
+    decreased_value,
+)
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
 
 VERSION = "Version"
-DECREASED = "Decreased"
 REBASED = "~"
 """Version's suffix after a rebase: `<shard>|<padded sequence>~<n>`, ordered as the record it names."""
 LEDGER_PREFIX = "download#"
@@ -248,13 +257,12 @@ class Rebaser:
     ) -> dict[str, Any]:
         """The ledger item moved to `target`, conditioned on its Version and Contribution as read."""
         entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
-        before = {value["S"] for value in ledger_item.get(DECREASED, {}).get("L", [])}
-        taken = {board for (counted, board), amount in moves.items() if amount < 0 and counted == entity}
+        taken = {aggregate for aggregate, amount in moves.items() if amount < 0}
         item = {
             **ledger_item,
             BASE_ENTITY: {"S": entity},
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
-            DECREASED: {"L": [{"S": board} for board in sorted(before | taken)]},
+            DECREASED: decreased_value(decreased_of(ledger_item) | taken, entity),
         }
         names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
         values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
@@ -305,9 +313,7 @@ class Rebaser:
         """As the aggregator does: every aggregate taken from (now, or by the key's last move: Decreased), at 0, leaves
         the index."""
         aggregates = {aggregate for aggregate, amount in moves.items() if amount < 0}
-        if ledger_item is not None:
-            entity = ledger_item.get(BASE_ENTITY, {}).get("S", "")
-            aggregates |= {(entity, value["S"]) for value in ledger_item.get(DECREASED, {}).get("L", [])}
+        aggregates |= decreased_of(ledger_item)
         names = self.deployment.names
         for entity, board in sorted(aggregates):
             try:

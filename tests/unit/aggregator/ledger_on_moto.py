@@ -9,6 +9,7 @@ counts the items' last images independently of the aggregator's code.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+import wiring
 from aggregator_settings import Settings
 from batch_report import BatchReport
 from catch_up import advance, catch_up
@@ -296,3 +298,14 @@ def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
             },
         }
     }
+
+
+def one_reader_world(dynamodb: Any, sqs: Any, queue_url: str) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
+    world = LedgerWorld(dynamodb, sqs, queue_url)
+    settings = dataclasses.replace(world.settings, stream_readers=1)
+    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
+    dependencies.clock = lambda: float(world.clock)
+    wiring.one_reader_parts(dependencies, settings, dynamodb)
+    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
+    return world

@@ -4,12 +4,11 @@ boards with a recount of the items made by the test itself (ledger_on_moto.py), 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-import wiring
 from aggregator_settings import Settings
 from leaderboard_core.claims import (
     CLAIM_KEY,
@@ -21,9 +20,18 @@ from leaderboard_core.claims import (
     claim_key,
 )
 from one_reader import DIRECT_REFUSED
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, STREAM_ARN, TABLE, LedgerWorld, key_of
-from tests.unit.conftest import FakeLambdaContext
+from tests.unit.aggregator.handler_on_moto import client_error
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    ROOT,
+    STREAM_ARN,
+    TABLE,
+    LedgerWorld,
+    key_of,
+    one_reader_world,
+)
+from tests.unit.aggregator.test_aggregate_store import NUMBER_OVERFLOW, ThirtyEightDigits
+from tests.unit.conftest import FakeLambdaContext, count_of
 
 BASE_ENVIRONMENT = {
     "TABLE_NAME": "test-downloads",
@@ -36,14 +44,7 @@ OK = {"state": {}, "batchItemFailures": []}
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 def delivered(world: LedgerWorld, shard_id: str, sequences: list[str]) -> list[dict[str, Any]]:
@@ -176,6 +177,121 @@ def test_a_malformed_record_is_reported_and_the_batch_succeeds(world: LedgerWorl
     reports = world.reports()
     assert [report["kind"] for report in reports] == ["rejected_download", "rejected_download"]
     assert {report["sequenceNumber"] for report in reports} == {unreadable, None}
+
+
+def test_a_download_without_the_image_its_change_needs_is_reported_and_the_batch_succeeds(world: LedgerWorld) -> None:
+    # given an INSERT that carries no new image and a REMOVE that carries no old one (a stream view type without
+    # images), beside a valid download
+    valid = world.put(ROOT, "song1", 1, "2018-01")
+    inserted = world.put(ROOT, "song2", 1, "2018-01")
+    removed = world.delete(ROOT, "song2", 1)
+    assert removed is not None
+    records = delivered(world, ROOT, [valid, inserted, removed])
+    del records[1]["dynamodb"]["NewImage"]
+    del records[2]["dynamodb"]["OldImage"]
+    # when the mapping delivers them
+    response = deliver(world, ROOT, records)
+    # then the batch succeeds, the valid download counts, and both others are reported with the image they lack
+    assert response == OK
+    assert world.boards() == {("song1", "2018-01"): 1}
+    reports = world.reports()
+    assert [(report["kind"], report["sequenceNumber"]) for report in reports] == [
+        ("rejected_download", inserted),
+        ("rejected_download", removed),
+    ]
+    assert ["without NewImage" in reports[0]["reason"], "without OldImage" in reports[1]["reason"]] == [True, True]
+
+
+def test_a_single_table_download_edited_to_another_entity_moves_there_and_leaves_the_index_when_deleted(
+    world: LedgerWorld,
+) -> None:
+    # given a single-table design: a download keyed by PK, its song an attribute, counted for song1 in January
+    key = {"PK": {"S": "DOWNLOAD#1"}}
+    first = {**key, "songID": {"S": "song1"}, "Timestamp": {"S": "2018-01-15T10:00:00Z"}, "Type": {"S": "download"}}
+    moved = {**first, "songID": {"S": "song2"}}
+    inserted = world._record(ROOT, "INSERT", key, None, first)["dynamodb"]["SequenceNumber"]
+    assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
+    # when it is edited to song2, the edit delivered twice, and then deleted
+    edit = world._record(ROOT, "MODIFY", key, first, moved)["dynamodb"]["SequenceNumber"]
+    assert deliver(world, ROOT, delivered(world, ROOT, [edit])) == OK
+    assert deliver(world, ROOT, delivered(world, ROOT, [inserted, edit])) == OK
+    counts_after_edit = [count_of(world.dynamodb, song, "2018-01") for song in ("song1", "song2")]
+    index_after_edit = [in_index(world, song, "2018-01") for song in ("song1", "song2")]
+    removed = world._record(ROOT, "REMOVE", key, moved, None)["dynamodb"]["SequenceNumber"]
+    assert deliver(world, ROOT, delivered(world, ROOT, [removed])) == OK
+    # then the edit moved the download from song1 to song2 once, out of song1's board at 0, and the deletion took it
+    # from song2, whose board left the index too; nothing is reported
+    assert counts_after_edit == [0, 1]
+    assert index_after_edit == [False, True]
+    assert world.boards() == {}
+    assert [in_index(world, song, "2018-01") for song in ("song1", "song2")] == [False, False]
+    assert world.reports() == []
+
+
+def test_a_single_table_download_whose_entity_cannot_key_an_aggregate_is_reported_and_the_batch_succeeds(
+    world: LedgerWorld,
+) -> None:
+    # given a single-table design whose song attribute is longer than DynamoDB's 2048-byte partition key, beside a
+    # valid download
+    valid = world.put(ROOT, "song1", 1, "2018-01")
+    key = {"PK": {"S": "DOWNLOAD#1"}}
+    image = {**key, "songID": {"S": "s" * 2049}, "Timestamp": {"S": "2018-01-15T10:00:00Z"}, "Type": {"S": "download"}}
+    long = world._record(ROOT, "INSERT", key, None, image)["dynamodb"]["SequenceNumber"]
+    # when the mapping delivers both
+    response = deliver(world, ROOT, delivered(world, ROOT, [valid, long]))
+    # then the batch succeeds, the valid download counts, and the other is reported
+    assert response == OK
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert [(report["kind"], report["sequenceNumber"]) for report in world.reports()] == [("rejected_download", long)]
+
+
+class OneAggregatePastThirtyEightDigits(ThirtyEightDigits):
+    """DynamoDB's TransactWriteItems as documented: the cancellation reason names the action refused ("If no error
+    occurred for the associated item an error with a Null code and Null message will be present"), not every update
+    of the transaction."""
+
+    def transact_write_items(self, **parameters: Any) -> Any:
+        actions = parameters["TransactItems"]
+        refused = ["Update" in action and self._too_precise(action["Update"]) for action in actions]
+        if any(refused):
+            reasons = [
+                {"Code": "ValidationError", "Message": NUMBER_OVERFLOW} if r else {"Code": "None"} for r in refused
+            ]
+            error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"}
+            raise ClientError({"Error": error, "CancellationReasons": reasons}, "TransactWriteItems")
+        return self._client.transact_write_items(**parameters)
+
+
+def test_a_sum_past_38_digits_leaves_out_only_its_aggregate_and_still_moves_the_key(world: LedgerWorld) -> None:
+    # given song1's January aggregate one step short of 38 digits in its order, and a January and a February download
+    # of song1 delivered together (one transaction)
+    world.dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "songID": {"S": "song1"},
+            "SK": {"S": "2018-01"},
+            "DownloadCount": {"N": "999999999999"},
+            "LeaderboardOrder": {"N": "9" * 38},
+        },
+    )
+    ledger = world.deployed.dependencies.versioned_ledger
+    assert ledger is not None
+    ledger.client = OneAggregatePastThirtyEightDigits(world.dynamodb)
+    january = world.put(ROOT, "song1", 1, "2018-01")
+    february = world.put(ROOT, "song1", 2, "2018-02")
+    # when the mapping delivers them
+    response = deliver(world, ROOT, delivered(world, ROOT, [january, february]))
+    # then the batch succeeds: February counts its download, January is left as it was and reported for recover, and
+    # the January download's ledger item names its record, so its next edit moves from where the stream says
+    assert response == OK
+    assert count_of(world.dynamodb, "song1", "2018-01") == 999999999999
+    assert count_of(world.dynamodb, "song1", "2018-02") == 1
+    assert [(report["kind"], report["board"], report["sequenceNumber"]) for report in world.reports()] == [
+        ("refused_record", "2018-01", january)
+    ]
+    item = ledger_item(world, "song1", 1)
+    assert item["Version"]["S"].endswith(january)
+    assert item["Contribution"] == {"M": {"2018-01": {"N": "1"}}}
 
 
 def test_a_read_back_applies_a_given_up_range_exactly_once_even_when_run_twice(world: LedgerWorld) -> None:

@@ -1,18 +1,15 @@
 """One-reader mode's repair (`leaderboard_tools.recover.rebase`): each key's ledger item moved to what its item counts,
-with the aggregates, by conditioned transactions beside the handler (docs/exactly-once-ledger.md, "One reader per
-shard"). The records lost here are those a trim or a given-up batch read back too late never applied."""
+with the aggregates, by conditioned transactions beside the handler (docs/exactly-once-one-reader.md). The
+records lost here are those a trim or a given-up batch read back too late never applied."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
-import wiring
-from leaderboard_core.claims import CLAIM_KEY
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld
+from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
 from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
@@ -21,14 +18,7 @@ from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_cli
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:
@@ -150,3 +140,80 @@ def test_a_rebase_between_the_handlers_read_and_transaction_makes_the_handler_re
     assert rebased[0].moved == 1
     assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
     assert ledger_item(world, "song1", 1)["Version"]["S"].endswith(again)
+
+
+def test_a_key_whose_ledger_item_was_written_with_two_readers_is_reported_and_left_as_it_is(
+    world: LedgerWorld,
+) -> None:
+    # given a download whose ledger item names a StreamFrom and no Version (written with two readers per shard),
+    # counting January while its item says February
+    world.history_before_the_stream("song1", 1, "2018-02")
+    claim = claim_key(key_of("song1", 1))
+    item = {
+        CLAIM_KEY: {"S": claim},
+        STREAM_FROM: {"S": f"stream|{ROOT}|1"},
+        "Contribution": {"M": {"2018-01": {"N": "1"}}},
+    }
+    world.dynamodb.put_item(TableName=LEDGER_TABLE, Item=item)
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key is reported, never guessed, and its ledger item is as it was
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert report.differences_remain
+    assert ledger(world)[claim] == item
+
+
+def test_a_rebase_keeps_the_aggregates_an_earlier_entity_move_took_from_in_the_handlers_format(
+    world: LedgerWorld,
+) -> None:
+    # given a January download delivered, whose ledger item also names an aggregate of another song its key counted
+    # for before (a single-table download moved between songs: an [entity, board] pair in Decreased), and its edit
+    # into February lost
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    claim = claim_key(key_of("song1", 1))
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE,
+        Key={CLAIM_KEY: {"S": claim}},
+        UpdateExpression="SET Decreased = :moved",
+        ExpressionAttributeValues={":moved": {"L": [{"L": [{"S": "song9"}, {"S": "2018-01"}]}]}},
+    )
+    world.put(ROOT, "song1", 1, "2018-02")
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key moves to February, and its ledger item names both the earlier move's aggregate and January's, each
+    # under its own song, as the handler reads them
+    assert (report.moved, report.differences_remain) == (1, False)
+    assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
+    assert decreased_of(ledger(world)[claim]) == {("song9", "2018-01"), ("song1", "2018-01")}
+
+
+def test_decreased_reads_plain_boards_against_the_items_entity_and_pairs_as_written() -> None:
+    # given the aggregates a key took from: two of its own song's boards and one of another song's
+    taken = {("song1", "2018-01"), ("song1", "2018-W03"), ("song9", "2018-01")}
+    # when they are written beside Entity song1 and read back
+    value = decreased_value(taken, "song1")
+    # then song1's boards are plain, song9's a pair, and reading gives back exactly what was written
+    assert value == {"L": [{"S": "2018-01"}, {"S": "2018-W03"}, {"L": [{"S": "song9"}, {"S": "2018-01"}]}]}
+    assert decreased_of({"Entity": {"S": "song1"}, "Decreased": value}) == taken
+
+
+def test_a_rebase_between_the_handlers_read_and_transaction_of_a_backfilled_key_makes_the_handler_read_again(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted (its ledger item has no Version), its edit into February lost,
+    # and its edit into March delivered, the rebase moving the key between the handler's read and its transaction
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.put(ROOT, "song1", 1, "2018-02")
+    again = world.put(ROOT, "song1", 1, "2018-03")
+    rebased: list[Any] = []
+    ledger_client(
+        world, Interleaved(world.dynamodb, "transact_write_items", lambda: rebased.append(rebase_world(world)))
+    )
+    # when the mapping delivers the March edit
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then the rebase moved the key to February, the handler's condition on what it read failed, and read again it
+    # moved the key from February to March: it counts once, in March
+    assert rebased[0].moved == 1
+    assert world.boards() == world.recount() == {("song1", "2018-03"): 1}

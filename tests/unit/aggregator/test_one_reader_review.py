@@ -4,17 +4,15 @@ says what happens instead and which sentence it meets. The rest are angles tried
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import wiring
 from leaderboard_core.claims import CLAIM_KEY, claim_key
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies, client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of
+from tests.unit.aggregator.handler_on_moto import client_error
+from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
@@ -28,14 +26,7 @@ GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    sqs, queue_url = sqs_queue
-    world = LedgerWorld(dynamodb, sqs, queue_url)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return one_reader_world(dynamodb, *sqs_queue)
 
 
 class Interleaved:
@@ -76,13 +67,6 @@ def kinds(world: LedgerWorld) -> list[str]:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_range stops only at a record above endSequenceNumber; on an open shard whose last record ends the "
-    "range it gets empty pages with a non-null iterator (S4: 'If there are no stream records available ... GetRecords "
-    "returns an empty list'; NextShardIterator is null only once 'the shard has been closed'), makes 1000 GetRecords "
-    "calls and answers 'unreadable': recover recounts instead of applying (loud, costly)",
-)
 def test_a_read_back_of_a_range_ending_at_the_open_shards_last_record_is_applied(world: LedgerWorld) -> None:
     # given two downloads on an open shard, the mapping having given up the batch of both (nothing written since)
     first = world.put(ROOT, "song1", 1, "2018-01")
@@ -97,14 +81,6 @@ def test_a_read_back_of_a_range_ending_at_the_open_shards_last_record_is_applied
     assert pages.calls <= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ClientError,
-    reason="the fold takes the entity from the record's Keys; in a single-table design (docs/attaching.md: the entity "
-    "is 'any attribute of the item') Keys do not hold it, the aggregate's key gets an empty songID and every "
-    "TransactWriteItems fails with ValidationException: each batch is retried until its records expire (L4), the "
-    "shard stalls and nothing counts (loud: function errors, iterator age, failure records)",
-)
 def test_a_download_keyed_without_its_entity_counts_under_the_entity_its_image_names(world: LedgerWorld) -> None:
     # given a single-table design: the download is keyed by PK, its song is an attribute of the item
     key = {"PK": {"S": "DOWNLOAD#1"}}
@@ -160,10 +136,13 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
 
 @pytest.mark.xfail(
     strict=True,
-    reason="only a `window` tells the mapping's event from a direct one, and L1 says what a window event carries, not "
-    "who sent it: an invocation shaped like the mapping's is applied as the stream's truth, and a record it names "
-    "with a sequence number the shard never reached becomes the key's Version, so the key's genuine records are "
-    "ignored from then on (silent)",
+    reason="AWS documents nothing that proves an invocation's caller: the tumbling-window event carries window, "
+    "state, shardId and eventSourceARN, which any caller can write (L1), and the context's identity and client_context "
+    "serve Cognito and mobile SDK callers only. An invocation shaped like the mapping's, by a principal allowed "
+    "lambda:InvokeFunction on the aggregator, is applied as the stream's truth, and a record it names with a sequence "
+    "number the shard never reached becomes the key's Version, so the key's genuine records are ignored from then on "
+    "(silent). Only a read of the shard (GetRecords) could check it, the second reader this mode exists to avoid: "
+    "docs/exactly-once-one-reader.md says who can do this",
 )
 def test_a_window_shaped_invocation_not_sent_by_the_mapping_cannot_hide_the_streams_records(
     world: LedgerWorld,
@@ -181,13 +160,6 @@ def test_a_window_shaped_invocation_not_sent_by_the_mapping_cannot_hide_the_stre
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="well_formed checks only SequenceNumber and ApproximateCreationDateTime; a Keys value that is no attribute "
-    "map raises in read_fold, the invocation fails, and the mapping retries the batch until its records expire (L4): "
-    "one malformed record stalls the shard (loud), against 'a malformed record never blocks a shard'",
-)
 def test_a_record_with_untyped_keys_is_reported_and_the_batch_succeeds(world: LedgerWorld) -> None:
     # given a valid download, and a record whose Keys are not attribute values
     valid = world.put(ROOT, "song1", 1, "2018-01")
@@ -202,12 +174,6 @@ def test_a_record_with_untyped_keys_is_reported_and_the_batch_succeeds(world: Le
     assert kinds(world) == ["rejected_download"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a MODIFY whose NewImage is no map (the aggregator's parse_record rejects it: 'MODIFY without NewImage') "
-    "moves its key to nothing in VersionedLedger.fold, and rejection() returns None for it: the download's count is "
-    "taken back without a report (silent)",
-)
 def test_a_modify_without_a_readable_new_image_is_reported(world: LedgerWorld) -> None:
     # given a January download, delivered and counted, and a MODIFY of it whose NewImage is not an attribute map
     first = world.put(ROOT, "song1", 1, "2018-01")
@@ -221,15 +187,6 @@ def test_a_modify_without_a_readable_new_image_is_reported(world: LedgerWorld) -
     assert "rejected_download" in kinds(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ClientError,
-    reason="an aggregate whose order would pass 38 digits (a summed board reaching 10^12) cancels the transaction with "
-    "reason ValidationError ('a similar validation error occurs because of changes made by the transaction', "
-    "TransactionCanceledException); VersionedLedger.commit re-raises it, so the batch fails on every retry until its "
-    "records expire (L4) and the shard stalls, where aggregate_store reports such records (_refused_outright) "
-    "(loud, blocking)",
-)
 def test_a_download_past_38_digits_is_reported_and_the_batch_succeeds(world: LedgerWorld) -> None:
     # given song1's January aggregate one step short of 38 digits in its order, with DynamoDB's number precision
     world.dynamodb.put_item(
@@ -250,12 +207,6 @@ def test_a_download_past_38_digits_is_reported_and_the_batch_succeeds(world: Led
     assert "refused_record" in kinds(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="well_formed takes any number for ApproximateCreationDateTime; note_delivered keeps a creation time beyond "
-    "the clock as HighCreated and Vouched, so _expired never holds for the shard again and records trimmed during a "
-    "later pause past the retention (L6, S5) go unreported (silent)",
-)
 def test_a_record_dated_in_the_future_does_not_silence_the_trimmed_check(world: LedgerWorld) -> None:
     # given a download whose record's creation time reads ten years ahead (milliseconds read as seconds, a bad clock),
     # delivered; then a record written and not delivered, and a pause of the mapping past the retention

@@ -354,6 +354,7 @@ def test_the_deployment_is_read_from_the_table_alone(aws: None) -> None:
         "ledger": False,
         "calendar": {"time_zone": "UTC", "season": None},
         "tie_break": "entity",
+        "stream_readers": 2,
     }
     assert found["stream_arn"] == stack.stream_arn
     assert json.loads(json.dumps(found)) == found

@@ -243,6 +243,26 @@ def test_with_one_reader_a_key_whose_item_is_gone_is_reported_and_recover_exits_
     assert stored_count(stack, "song1", MONTH) == 1
 
 
+def test_with_one_reader_a_gone_key_the_operator_names_deleted_is_taken_back(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a one-reader deployment with a download its ledger counts whose item is gone, reported by the rebase
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    boto3.client("dynamodb", region_name=REGION).delete_item(
+        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
+    )
+    main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
+    (gone,) = json.loads(capsys.readouterr().out)["gone"]
+    # when the operator, who knows the application deleted it, names it
+    deleted = ["--deleted-keys", gone["claimKey"]]
+    code = main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", *deleted, "--json"])
+    # then its count is taken back, and nothing is left
+    answer = json.loads(capsys.readouterr().out)
+    assert (code, answer["taken_back"], answer["gone"]) == (EXIT_EXACT, 1, [])
+    assert stored_count(stack, "song1", MONTH) == 0
+
+
 def test_with_one_reader_the_recounts_repair_is_refused_naming_the_rebase(aws: None) -> None:
     # given a one-reader deployment
     stack = one_reader_stack()

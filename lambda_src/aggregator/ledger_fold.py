@@ -1,0 +1,95 @@
+"""One download key's versioned ledger item as read, and what a batch's records make of it (versioned_ledger.py).
+
+The item: `Version` (the last record of the key applied), `Contribution` (board -> amount, what the key counts now),
+`Entity` (the entity it counts for: an attribute of the download's image, never the record's Keys, since a
+single-table design keys the item by anything), and `Decreased` (the aggregates the key's last move took from, until
+they have left the index if at 0: a board of `Entity`, or `[entity, board]` of an entity it counted for before, when
+an edit moved the download to another entity).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, decreased_of
+from ledger_records import Boards
+
+Aggregate = tuple[str, str]
+"""(entity, board)."""
+VERSION = "Version"
+
+
+@dataclass
+class Fold:
+    """One key's ledger item as read, and what the batch's records after its Version make of it."""
+
+    key: dict[str, Any]
+    item: dict[str, Any] | None
+    entity: str = ""
+    version: str | None = None
+    contribution: Boards = field(default_factory=dict)
+    moves: Boards = field(default_factory=dict)
+    """The moves of `entity`'s aggregates; `by_entity` holds them and those of entities the key counted for before."""
+    applied: bool = False
+    freezes: list[str] = field(default_factory=list)
+    """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
+    by_entity: dict[str, Boards] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_entity[self.entity] = self.moves
+
+    @contextmanager
+    def counting_for(self, entity: str | None) -> Iterator[None]:
+        """Moves made inside go to `entity`'s aggregates (None: the key's), whatever the key counts for."""
+        current = self.moves
+        if entity is not None:
+            self.moves = self.by_entity.setdefault(entity, {})
+        try:
+            yield
+        finally:
+            self.moves = current
+
+    def enter(self, entity: str) -> None:
+        """The key now counts for `entity`: later moves go to its aggregates."""
+        self.entity = entity
+        self.moves = self.by_entity.setdefault(entity, {})
+
+    def aggregate_moves(self) -> dict[Aggregate, Decimal]:
+        return {(entity, board): amount for entity, moves in self.by_entity.items() for board, amount in moves.items()}
+
+    def decreased(self) -> set[Aggregate]:
+        """The aggregates the key's earlier moves took from (its item's `Decreased`), with the item's entity."""
+        return decreased_of(self.item)
+
+    def decreases(self) -> set[Aggregate]:
+        """The aggregates this batch's moves take from: its ledger Put's `Decreased`."""
+        return {aggregate for aggregate, amount in self.aggregate_moves().items() if amount < 0}
+
+    def unchanged(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """A condition that the item's Version is still the one the batch read, or wrote if it applied a record."""
+        if self.version is None:
+            return (
+                "attribute_exists(#key) AND attribute_not_exists(#version)",
+                {"#key": CLAIM_KEY, "#version": VERSION},
+                {},
+            )
+        return "#version = :version", {"#version": VERSION}, {":version": {"S": self.version}}
+
+    def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's as it was, or
+        none). The backfill's item is held by its Contribution too: the repair's rebase moves it without a Version."""
+        if self.item is None:
+            return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
+        if VERSION not in self.item and BASE_CONTRIBUTION in self.item:
+            return (
+                "attribute_not_exists(#version) AND #contribution = :contribution",
+                {"#version": VERSION, "#contribution": BASE_CONTRIBUTION},
+                {":contribution": self.item[BASE_CONTRIBUTION]},
+            )
+        if VERSION not in self.item:
+            return "attribute_not_exists(#version)", {"#version": VERSION}, {}
+        return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}
