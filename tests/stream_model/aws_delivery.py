@@ -755,9 +755,9 @@ class World:
         self.expired: list[Written] = []
         """Downloads Time to Live deleted, as they were: an expiry never changes a count."""
         self.deleted: dict[tuple[str, str], None] = {}
+        """Keys deleted (by the application or TTL), in order: what a rewrite writes again."""
         self.removed: dict[tuple[str, str], bool] = {}
         """Each key's last removal: whether Time to Live made it."""
-        """Keys deleted (by the application or TTL), in order: what a rewrite writes again."""
         self.changes: list[StreamRecord] = []
         """Every record of a download (INSERT, MODIFY, REMOVE), in the order the application wrote them."""
         self.retraction_kinds: set[str] = set()

@@ -27,7 +27,10 @@ range to the function (`{"readBack": <DDBStreamBatchInfo>}`), which reads it bac
 momentary reader) and applies it like any delivery; read too late, the range is trimmed, the function says so, and
 recover repairs by the rebase (leaderboard_tools.recover.rebase): each key's ledger item moved to what its item counts
 now, with the aggregates, by transactions conditioned like the handler's; a key whose item is gone is reported, and the
-operator names those the application deleted, which the rebase then takes back. A mapping paused past the retention
+operator names those the application deleted, which the rebase then takes back. What no repair can know is a download
+written and expired by TTL within a range the stream trimmed before delivery (no item, no ledger item: only the
+model's omniscient recount saw it); the design reports that range, and the oracle allows the boards to miss that
+download only where a report names it (histories.reachable_truth). A mapping paused past the retention
 skips trimmed records without a word (L6): the handler keeps per shard the highest record delivered and its creation
 time, and the records of invocations not yet finished, and reports `records_trimmed` wherever a record that old may
 have been skipped (at the next delivery of the shard or its first child, and on the schedule): a conservative test
@@ -73,6 +76,7 @@ class OneReaderDesign(Design):
     keeps_index = True
     takes_config = True
     expiry_moves_its_key = True
+    repair_reads_only_the_tables = True
     ledger_class: type[VersionedLedger] = VersionedLedger
     """The shipped fold; a naive variant (naive_designs.py) swaps one of its rules."""
 

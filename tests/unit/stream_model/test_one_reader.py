@@ -10,6 +10,7 @@ design under the histories' own mappings, as one of LEDGER_DESIGNS).
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import replace
@@ -25,6 +26,7 @@ from tests.stream_model.histories import (
     BOARDS,
     LEDGER_KINDS,
     Config,
+    Delete,
     Deliver,
     Direct,
     Edit,
@@ -129,6 +131,55 @@ def test_records_trimmed_during_a_pause_are_reported_without_reading_the_stream(
     assert outcome.uncovered == 0, outcome.summary()
     assert outcome.problems() == [], outcome.summary()
     assert reads == Counter()
+
+
+def test_a_download_written_and_expired_within_a_range_trimmed_before_delivery_is_reported_not_repaired() -> None:
+    # given a download written and expired by TTL, both records trimmed during a pause past the retention before the
+    # mapping delivered them: its item is gone and no ledger item holds it, while the truth counts it (an expiry
+    # never changes a count)
+    history = History(LEDGER, (Write(), Delete(ttl=True), Pause()))
+    designs: list[OneReaderDesign] = []
+
+    def kept(env: Environment, config: Any) -> OneReaderDesign:
+        designs.append(one_reader(env, config))
+        return designs[-1]
+
+    # when the one-reader design plays it and recover rebases the ledger
+    outcome = play(history, kept)
+    # then the boards miss that download alone, beyond what the tables hold, and the design reported the trimmed range
+    # (the oracle allows the miss only where a report names the expiry's shard and range)
+    assert designs[0].env.queue.of_kind("records_trimmed") != []
+    assert (outcome.beyond_the_tables, outcome.silent_trims) == (1, 0), outcome.summary()
+    assert outcome.problems() == [], outcome.summary()
+
+
+def test_an_expiry_trimmed_before_delivery_that_no_report_names_is_a_problem_though_trims_were_reported() -> None:
+    # given the same history, played by the one-reader design whose records_trimmed reports name a range above every
+    # record of their shard (recover still rebases the whole ledger on them)
+    history = History(LEDGER, (Write(), Delete(ttl=True), Pause()))
+    # when it plays
+    outcome = play(history, _reporting_elsewhere)
+    # then the expired download is missing and no report names its range: the model fails it
+    assert outcome.silent_trims == 1, outcome.summary()
+    assert "1 expiries trimmed before delivery, no report naming their range" in outcome.problems()
+    assert "1 lost after recover" in outcome.problems()
+
+
+def _reporting_elsewhere(env: Environment, config: Any) -> OneReaderDesign:
+    """The one-reader design, each of its records_trimmed reports moved above every record of its shard."""
+    send = env.queue.send_message_batch
+
+    def elsewhere(**parameters: Any) -> Any:
+        entries = []
+        for entry in parameters["Entries"]:
+            body = json.loads(entry["MessageBody"])
+            if body.get("kind") == "records_trimmed":
+                body = {**body, "checkpoint": str(10**39), "firstReadableSequence": None, "lostAncestorOf": None}
+            entries.append({**entry, "MessageBody": json.dumps(body)})
+        return send(**{**parameters, "Entries": entries})
+
+    env.queue.send_message_batch = elsewhere  # type: ignore[method-assign]
+    return one_reader(env, config)
 
 
 def _counted(reads: Counter[str], operation: str, call: Any) -> Any:
