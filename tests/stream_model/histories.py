@@ -386,10 +386,10 @@ class Outcome:
     """What the truth held: `category` boards, `fractions` summed, a `week of the next year` (2018-12-31's)."""
     beyond_the_tables: Decimal = Decimal(0)
     """A design whose repair reads only the tables (`Design.repair_reads_only_the_tables`): what its boards miss or
-    hold over, after recover, of downloads whose expiry the stream trimmed before delivery and a report named
-    (`TrimmedExpiries`): known to the omniscient recount only, allowed."""
+    hold over, after recover, of downloads whose expiry the stream trimmed and a report names (`reachable_truth`):
+    known to the omniscient recount only, allowed."""
     silent_trims: int = 0
-    """Expiries the stream trimmed before delivery that no report names, where the boards differ: never allowed."""
+    """Expiries the stream trimmed that no report names, where the boards differ (`reachable_truth`): never allowed."""
 
     def problems(self) -> list[str]:
         found = []
