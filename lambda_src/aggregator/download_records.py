@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
+from leaderboard_core.amounts import amount_of
 from leaderboard_core.attributes import (
     MAX_ENTITY_BYTES,
     AttributeNames,
@@ -26,13 +27,10 @@ from leaderboard_core.buckets import (
     fits_sort_key,
     utc_moment,
 )
-from leaderboard_core.index_layout import ENTITY_TIE_BREAK, MAX_COUNT, MAX_DECIMALS, instant_of
+from leaderboard_core.index_layout import ENTITY_TIE_BREAK, MAX_DECIMALS, instant_of
 from leaderboard_core.source_items import DownloadMarker, download_identity, expired_by_ttl
 
 _DIGITS = re.compile(r"^[0-9]{1,40}$")
-
-MAX_AMOUNT = Decimal(MAX_COUNT + 1)
-"""The order attribute holds value x 10^26 plus a tie-breaker: exact within DynamoDB's 38 digits below this."""
 
 
 @dataclass(frozen=True)
@@ -145,19 +143,6 @@ class Ignored:
 
 
 Parsed = Download | Rejected | Ignored
-
-
-def amount_of(value: Any) -> Decimal | None:
-    """A number attribute's value if it can be summed exactly (at most 6 decimals, below 10^12), else None."""
-    if not isinstance(value, dict) or not isinstance(value.get("N"), str):
-        return None
-    try:
-        amount = Decimal(value["N"])
-    except InvalidOperation:
-        return None
-    if not amount.is_finite() or abs(amount) >= MAX_AMOUNT or -amount.as_tuple().exponent > MAX_DECIMALS:
-        return None
-    return amount.normalize() if amount != amount.to_integral_value() else Decimal(int(amount))
 
 
 def creation_second(stream: dict[str, Any]) -> int | None:

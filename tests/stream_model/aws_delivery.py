@@ -737,7 +737,15 @@ class World:
         )
         self.streams = FakeStreams(self.stream, self.clock, random.Random(seed + 1), behaviour, self.hazards)
         self.queue = FakeQueue()
-        self.env = Environment(self.dynamodb, self.streams, self.queue, self.clock, self.wait)
+        self.env = Environment(
+            self.dynamodb,
+            self.streams,
+            self.queue,
+            self.clock,
+            self.wait,
+            table_items=lambda: [image_of(written) for written in self.table.values()],
+            deleted=lambda: [key for key, by_ttl in self.removed.items() if not by_ttl and key not in self.table],
+        )
         self.design = design_factory(self.env)
         self.lanes: dict[str, Lane] = {}
         self.written: list[tuple[Written, StreamRecord]] = []
@@ -748,6 +756,8 @@ class World:
         """Downloads Time to Live deleted, as they were: an expiry never changes a count."""
         self.deleted: dict[tuple[str, str], None] = {}
         """Keys deleted (by the application or TTL), in order: what a rewrite writes again."""
+        self.removed: dict[tuple[str, str], bool] = {}
+        """Each key's last removal: whether Time to Live made it."""
         self.changes: list[StreamRecord] = []
         """Every record of a download (INSERT, MODIFY, REMOVE), in the order the application wrote them."""
         self.retraction_kinds: set[str] = set()
@@ -1301,6 +1311,7 @@ class World:
         if by_ttl:
             self.expired.append(old)
         self.deleted[key] = None
+        self.removed[key] = by_ttl
         self.now += 0.25
 
     def wait(self, seconds: float) -> None:

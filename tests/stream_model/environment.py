@@ -66,6 +66,12 @@ class Environment:
     clock: Callable[[], float]
     sleep: Callable[[float], None]
     """Time passes on the model's clock (the function waits, e.g. backing off a throttled read)."""
+    table_items: Callable[[], list[dict[str, Any]]] = list
+    """The table's downloads now, as a scan reads them (the model keeps them apart from FakeDynamoDB): what an
+    operator's repair that reads the table finds."""
+    deleted: Callable[[], list[tuple[str, str]]] = list
+    """The keys (song, download id) the application deleted and did not write again (not those Time to Live deleted):
+    what an operator knows of their own application, asked when a repair reports a key whose item is gone."""
 
 
 class Design:
@@ -85,6 +91,10 @@ class Design:
     """Whether an expiry by TTL moves its key's later records too (a design that applies each record by the key's
     version, not as a difference): one the mapping gave up leaves the key's next write moving from a stale state until
     recover applies it, so a failure record naming the expiry covers what its old image counts."""
+    repair_reads_only_the_tables: bool = False
+    """Whether the operator's repair knows only what the tables hold now (the table's items, the ledger), not the
+    omniscient recount: then an expiry the stream trimmed before delivery, and a report named, may stay beyond it
+    (`histories.reachable_truth`)."""
     first_record_moves_from_base: bool = False
     """Ledger mode: whether a download's first stream record moves it from the ledger's Base (nothing, when no backfill
     counted it) to its new image, so that a failure record naming an edit of a download from before the stream that

@@ -18,6 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from delivery_notes import DeliveryNotes, Message, Note
 from download_records import Download, parse_record
 from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -809,6 +810,31 @@ class OneReaderExpiresByVersion(OneReaderDesign):
         self.name = f"one reader expiring by Version, {config.aggregate_writes}"
 
 
+class _SilentNotes(DeliveryNotes):
+    def check_delivery(self, stream_arn: str, shard: str, note: Note | None, lowest: int) -> list[Message]:
+        return []
+
+    def sweep(self, stream_arn: str) -> tuple[list[Message], set[str]]:
+        return [], set()
+
+
+class OneReaderReportsNoTrim(OneReaderDesign):
+    """One reader per shard that never reports records the mapping skipped, trimmed, during a pause past the retention
+    (the shipped delivery notes' checks, at each delivery and on the schedule, swapped for none): nothing says that
+    records were trimmed, so recover repairs nothing. The downloads written before the pause are lost silently, and
+    so is a download written and expired within the trimmed range, which only a report could account for."""
+
+    def __init__(self, env: Environment, config: Any) -> None:
+        super().__init__(env, config)
+        self.name = f"one reader reporting no trimmed records, {config.aggregate_writes}"
+
+    def restart(self) -> None:
+        super().restart()
+        notes = self.dependencies.delivery_notes
+        assert notes is not None
+        self.dependencies.delivery_notes = _SilentNotes(notes.client, notes.progress_table, notes.shards, notes.clock)
+
+
 def factory(design: type[Design]) -> Callable[[Environment, Any], Design]:
     """The model's factory for a design class: with the history's write mode when the design has modes, with the
     whole configuration when it takes it."""
@@ -853,6 +879,7 @@ NAIVE_LEDGERS = {
     OneReaderComparesSequencesAcrossShards: "lost",
     OneReaderAppliesModifyAsNewDownload: "over-counted",
     OneReaderSubtractsEveryRemove: "lost",
+    OneReaderReportsNoTrim: "lost without a durable failure record",
 }
 """Naive ledger designs, each with what it gets wrong: the suite breaks them on random ledger histories
 (`LedgerExpiryClaimsNothing` only by its story: 300 random histories, seed 38, never expire a download the backfill

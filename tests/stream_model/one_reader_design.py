@@ -25,10 +25,16 @@ item (`expired#<key>|<version>`), wherever the expiry stands against Version.
 What the mapping may not deliver: a batch it gives up names its range on the failure queue, and recover hands that
 range to the function (`{"readBack": <DDBStreamBatchInfo>}`), which reads it back (GetShardIterator, GetRecords: a
 momentary reader) and applies it like any delivery; read too late, the range is trimmed, the function says so, and
-recover recounts. A mapping paused past the retention skips trimmed records without a word
-(L6): the handler keeps per shard the highest record delivered and its creation time, and the records of invocations
-not yet finished, and reports `records_trimmed` wherever a record that old may have been skipped (at the next delivery
-of the shard or its first child, and on the schedule): a conservative test that reads nothing from the stream.
+recover repairs by the rebase (leaderboard_tools.recover.rebase): each key's ledger item moved to what its item counts
+now, with the aggregates, by transactions conditioned like the handler's; a key whose item is gone is reported, and the
+operator names those the application deleted, which the rebase then takes back. What no repair can know is a download
+written and expired by TTL within a range the stream trimmed before delivery (no item, no ledger item: only the
+model's omniscient recount saw it); the design reports that range, and the oracle allows the boards to miss that
+download only where a report names it (histories.reachable_truth). A mapping paused past the retention
+skips trimmed records without a word (L6): the handler keeps per shard the highest record delivered and its creation
+time, and the records of invocations not yet finished, and reports `records_trimmed` wherever a record that old may
+have been skipped (at the next delivery of the shard or its first child, and on the schedule): a conservative test
+that reads nothing from the stream.
 """
 
 from __future__ import annotations
@@ -43,9 +49,13 @@ from aggregate_store import AggregateStore
 from aggregator_settings import Settings
 from dependencies import Dependencies
 from failure_messages import send_to_failure_queue
+from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.claims import claim_key
 from leaderboard_dev.backlog_stream import InlineExecutor
+from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.recover.rebase import rebase
 from shard_progress import ProgressStore
-from tests.stream_model.designs import ShardWatermarkDesign, schema_of
+from tests.stream_model.designs import schema_of
 from tests.stream_model.environment import FAILURE_QUEUE_URL, PROGRESS_TABLE, TABLE, TABLE_ARN, Design, Environment
 from tests.stream_model.histories import History
 from tests.stream_model.ledger_backfill import LEDGER_TABLE, backfill_item
@@ -66,7 +76,7 @@ class OneReaderDesign(Design):
     keeps_index = True
     takes_config = True
     expiry_moves_its_key = True
-    recount = ShardWatermarkDesign.recount
+    repair_reads_only_the_tables = True
     ledger_class: type[VersionedLedger] = VersionedLedger
     """The shipped fold; a naive variant (naive_designs.py) swaps one of its rules."""
 
@@ -121,6 +131,18 @@ class OneReaderDesign(Design):
     def backfill(self, image: dict[str, Any]) -> None:
         backfill_item(self.env.dynamodb, self.schema, image, self.leaderboard_shards)
 
+    def recount(self, env: Environment, counts: dict[tuple[str, str], int]) -> None:
+        """The operator's repair with one reader per shard: not the recount's counts but the rebase of every key's
+        ledger item to the table's item, with the aggregates (a recount would leave the ledger behind). The keys it
+        reports gone, the operator answers from the application's own knowledge: those it deleted are taken back by
+        a second run (`reconcile --repair --deleted-key`), those that expired stay counted."""
+        tables, deployment = ModelTables(env), deployment_of(self.settings)
+        report = rebase(tables, deployment)
+        deleted = {claim_key({"songID": {"S": song}, "SK": {"S": download}}) for song, download in env.deleted()}
+        named = [gone["claimKey"] for gone in report.gone if gone["claimKey"] in deleted]
+        if named:
+            rebase(tables, deployment, deleted=named)
+
     def recover(self, message: dict[str, Any], invoke: Callable[[dict[str, Any]], Any], recount: Any) -> None:
         """The operator's recover: a range the mapping gave up is handed to the function to read back and apply; a
         range it cannot read whole (trimmed), records trimmed before delivery and records no order placed, recounted."""
@@ -137,6 +159,76 @@ class OneReaderDesign(Design):
             recount(None)
         elif message.get("kind") == "refused_record" and message.get("entityId") and message.get("board"):
             recount({(message["entityId"], message["board"])})
+
+
+class ModelTables:
+    """The model's DynamoDB as the rebase reads it: the downloads from the world's table (`Environment.table_items`),
+    the ledger and the aggregates from FakeDynamoDB, where every write goes."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    def _downloads(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(item["songID"]["S"], item["SK"]["S"]): item for item in self.env.table_items()}
+
+    def get_paginator(self, operation: str) -> ModelTables:
+        assert operation == "scan"
+        return self
+
+    def paginate(self, **parameters: Any) -> list[dict[str, Any]]:
+        """One page: every download of the table, or every item of another table (the ledger)."""
+        table = parameters["TableName"]
+        if table == TABLE:
+            return [{"Items": list(self._downloads().values())}]
+        return [{"Items": [dict(item) for (name, _), item in self.env.dynamodb.items.items() if name == table]}]
+
+    def get_item(self, **parameters: Any) -> dict[str, Any]:
+        if parameters["TableName"] == TABLE:
+            key = parameters["Key"]
+            item = self._downloads().get((key["songID"]["S"], key["SK"]["S"]))
+            return {"Item": item} if item is not None else {}
+        return dict(self.env.dynamodb.get_item(**parameters))
+
+    def transact_write_items(self, **parameters: Any) -> Any:
+        return self.env.dynamodb.transact_write_items(**parameters)
+
+    def update_item(self, **parameters: Any) -> Any:
+        return self.env.dynamodb.update_item(**parameters)
+
+
+def deployment_of(settings: Settings) -> Deployment:
+    """What the operator tools discover around the model's aggregator: ledger mode, one reader per shard."""
+    schema = settings.schema
+    return Deployment(
+        table=TABLE,
+        table_arn=TABLE_ARN,
+        stream_arn=None,
+        names=AttributeNames(
+            schema.entity, schema.sort_key, schema.timestamp, schema.period, schema.count, schema.order
+        ),
+        leaderboard_shards=settings.leaderboard_shards,
+        query_leaderboard_shards=settings.leaderboard_shards,
+        query_leaderboard_shards_previous=None,
+        ttl_attribute=None,
+        window_seconds=60,
+        failure_queue_url=FAILURE_QUEUE_URL,
+        progress_table=PROGRESS_TABLE,
+        aggregator_function="model-aggregator",
+        query_function=None,
+        mapping_uuid=None,
+        mapping_state=None,
+        periods=schema.periods,
+        calendar=schema.calendar,
+        category_attribute=schema.category,
+        sum_attribute=schema.amount,
+        key_attributes=(schema.entity, schema.sort_key),
+        marker=schema.marker,
+        claims_table=LEDGER_TABLE,
+        retractions=True,
+        tie_break=schema.tie_break,
+        ledger=True,
+        stream_readers=1,
+    )
 
 
 HAZARDS_IT_NEVER_MEETS = frozenset(

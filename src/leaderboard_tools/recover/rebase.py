@@ -1,5 +1,7 @@
 """The repair of ledger mode with one reader per shard (STREAM_READERS=1): each download key's ledger item moved to what
-the table's item counts now (a rebase), by conditioned transactions like the aggregator's, instead of a recount.
+the table's item counts now (a rebase), by conditioned transactions like the aggregator's, instead of a recount. With
+SUM_ATTRIBUTE a key counts its item's amount in each board, read as the aggregator reads it (`amount_of`), and its
+ledger item's Contribution holds that amount, as the aggregator's does.
 
 A recount writes the aggregates only; the key's next record would then move from a Contribution the recount never
 touched. The rebase moves the ledger item and the aggregates together, key by key:
@@ -33,6 +35,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from leaderboard_core.amounts import amount_of
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
@@ -108,8 +111,6 @@ def rebase_refusal(deployment: Deployment) -> str | None:
     """Why this deployment's boards cannot be rebased (a plain recount is what they take), or None."""
     if not (deployment.ledger and deployment.one_stream_reader and deployment.claims_table):
         return "the rebase repairs ledger mode with one reader per shard (LEDGER=true, STREAM_READERS=1) only"
-    if deployment.sum_attribute:
-        return f"the deployment sums {deployment.sum_attribute} (SUM_ATTRIBUTE): the rebase counts downloads"
     if deployment.tie_break == FIRST_REACHED:
         return "the aggregator breaks ties by first_reached: the rebase moves counts without their downloads' instants"
     return None
@@ -185,20 +186,30 @@ class Rebaser:
         now, and a key the ledger counts for must be told from a key that is gone)."""
         deployment = self.deployment
         parameters = download_scan_parameters(dataclasses.replace(deployment, marker=None), with_key=True)
-        if deployment.marker is not None:
-            parameters["ProjectionExpression"] += ", #marker"
-            parameters["ExpressionAttributeNames"]["#marker"] = deployment.marker.attribute
+        names = parameters["ExpressionAttributeNames"]
+        projected = {names[placeholder] for placeholder in parameters["ProjectionExpression"].split(", ")}
+        for placeholder, name in (
+            ("#marker", deployment.marker.attribute if deployment.marker is not None else None),
+            ("#amount", deployment.sum_attribute),
+        ):
+            if name is not None and name not in projected:
+                parameters["ProjectionExpression"] += f", {placeholder}"
+                names[placeholder] = name
+                projected.add(name)
         yield from self._scan(TableName=deployment.table, **parameters)
 
     def counts(self, item: Mapping[str, Any] | None) -> tuple[str, dict[str, Decimal]]:
-        """What an item counts, (entity, board -> amount), as the aggregator parses it; ("", {}) for no download."""
-        marker = self.deployment.marker
+        """What an item counts, (entity, board -> amount), as the aggregator parses it: 1 per board, or with
+        SUM_ATTRIBUTE its amount (`amount_of`, as the aggregator reads it); ("", {}) for no download, or a download
+        the aggregator rejects (its amount missing or not summable)."""
+        marker, summed = self.deployment.marker, self.deployment.sum_attribute
         if item is None or (marker is not None and not marker.marks(item)):
             return "", {}
         boards = boards_of_download(item, self.deployment)
-        if not boards:
+        amount = amount_of(item.get(summed)) if summed else Decimal(1)
+        if not boards or amount is None:
             return "", {}
-        return item[self.deployment.names.entity]["S"], dict.fromkeys(boards, Decimal(1))
+        return item[self.deployment.names.entity]["S"], dict.fromkeys(boards, amount)
 
     @staticmethod
     def state(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]]:
@@ -346,7 +357,7 @@ class Rebaser:
             expression = "ADD #count :amount SET #period = :period, #order = if_not_exists(#order, :tie) + :scaled"
             attribute_names["#period"] = names.period
             values[":period"] = {"S": leaderboard_partition(board, entity, self.deployment.shards())}
-            values[":tie"] = {"N": str(order_tiebreak(entity))}
+            values[":tie"] = {"N": str(order_tiebreak(entity, self.deployment.sum_attribute is not None))}
         return {
             "Update": {
                 "TableName": self.deployment.aggregates,
@@ -410,7 +421,7 @@ class Rebaser:
         one still missing is reported again, for the operator to judge as it is now."""
         for _ in range(ATTEMPTS):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-            if ledger_item is None or not self.state(ledger_item)[1]:
+            if ledger_item is None or not any(self.state(ledger_item)[1].values()):
                 return
             moved_since = found_gone is None or generation(ledger_item) != generation(found_gone)
             key = download_key_of(ledger_item)

@@ -158,10 +158,20 @@ class LedgerWorld:
         self.clock += 1
         return record
 
-    def put(self, shard_id: str, song: str, number: int, month: str, valid: bool = True, download: bool = True) -> str:
-        """PutItem (or an UpdateItem that leaves this image): an INSERT, or a MODIFY of the item that was there."""
+    def put(
+        self,
+        shard_id: str,
+        song: str,
+        number: int,
+        month: str,
+        valid: bool = True,
+        download: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """PutItem (or an UpdateItem that leaves this image): an INSERT, or a MODIFY of the item that was there; `extra`
+        attributes beside the download's (a summed amount)."""
         old = self.items.get((song, number))
-        new = image(song, number, month, valid, download)
+        new = image(song, number, month, valid, download) | (extra or {})
         self.items[(song, number)] = new
         record = self._record(shard_id, "MODIFY" if old else "INSERT", key_of(song, number), old, new)
         return str(record["dynamodb"]["SequenceNumber"])
@@ -182,9 +192,11 @@ class LedgerWorld:
         `first_sequence`, lower than the parent's if so chosen."""
         self.shards[child] = ShardLog(parent, first_sequence)
 
-    def history_before_the_stream(self, song: str, number: int, month: str) -> None:
+    def history_before_the_stream(
+        self, song: str, number: int, month: str, extra: dict[str, Any] | None = None
+    ) -> None:
         """An item written before the stream existed: in the table, on no shard."""
-        self.items[(song, number)] = image(song, number, month)
+        self.items[(song, number)] = image(song, number, month) | (extra or {})
 
     # the backfill
 
@@ -301,9 +313,9 @@ def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
     }
 
 
-def one_reader_world(dynamodb: Any, sqs: Any, queue_url: str) -> LedgerWorld:
+def one_reader_world(dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    world = LedgerWorld(dynamodb, sqs, queue_url)
+    world = LedgerWorld(dynamodb, sqs, queue_url, schema)
     settings = dataclasses.replace(world.settings, stream_readers=1)
     dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
     dependencies.clock = lambda: float(world.clock)

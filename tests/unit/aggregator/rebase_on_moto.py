@@ -39,6 +39,7 @@ def deployment_of(world: LedgerWorld) -> Deployment:
         mapping_state=None,
         periods=schema.periods,
         key_attributes=("songID", "SK"),
+        sum_attribute=schema.amount,
         marker=schema.marker,
         claims_table=LEDGER_TABLE,
         retractions=True,

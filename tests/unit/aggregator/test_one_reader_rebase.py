@@ -4,13 +4,26 @@ records lost here are those a trim or a given-up batch read back too late never 
 
 from __future__ import annotations
 
+import dataclasses
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from download_records import Schema
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import rebase_world, write_items
+from leaderboard_core.index_layout import FIRST_REACHED, order_of
+from leaderboard_tools.recover.rebase import rebase_refusal
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    MARKER,
+    ROOT,
+    TABLE,
+    LedgerWorld,
+    key_of,
+    one_reader_world,
+)
+from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
 from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
 
@@ -19,6 +32,29 @@ from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_cli
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
     return one_reader_world(dynamodb, *sqs_queue)
+
+
+PLAYS = "Plays"
+"""The summed attribute of the summed world (SUM_ATTRIBUTE)."""
+
+
+@pytest.fixture
+def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE)."""
+    return one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
+
+
+def plays(amount: str) -> dict[str, Any]:
+    return {PLAYS: {"N": amount}}
+
+
+def sums(world: LedgerWorld) -> dict[tuple[str, str], Decimal]:
+    """Every aggregate's sum but those at 0, read from the table."""
+    found = {}
+    for item in world.dynamodb.scan(TableName=TABLE)["Items"]:
+        if "DownloadCount" in item and Decimal(item["DownloadCount"]["N"]) != 0:
+            found[(item["songID"]["S"], item["SK"]["S"])] = Decimal(item["DownloadCount"]["N"])
+    return found
 
 
 def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:
@@ -217,3 +253,83 @@ def test_a_rebase_between_the_handlers_read_and_transaction_of_a_backfilled_key_
     # moved the key from February to March: it counts once, in March
     assert rebased[0].moved == 1
     assert world.boards() == world.recount() == {("song1", "2018-03"): 1}
+
+
+def test_a_summed_rebase_moves_each_key_to_its_items_amount(summed: LedgerWorld) -> None:
+    # given summed boards: a download of 2.5 plays delivered whose edit to 4 was lost, one of 1.25 never delivered,
+    # and one of 3 written before the stream
+    first = summed.put(ROOT, "song1", 1, "2018-01", extra=plays("2.5"))
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [first])) == OK
+    summed.put(ROOT, "song1", 1, "2018-01", extra=plays("4"))
+    summed.put(ROOT, "song2", 1, "2018-01", extra=plays("1.25"))
+    summed.history_before_the_stream("song3", 1, "2018-03", extra=plays("3"))
+    # when the repair rebases the ledger
+    report = rebase_world(summed)
+    # then every board holds its items' amounts, and each ledger item the amount, as the aggregator's holds it
+    assert sums(summed) == {("song1", "2018-01"): 4, ("song2", "2018-01"): Decimal("1.25"), ("song3", "2018-03"): 3}
+    assert (report.moved, report.counted, report.differences_remain) == (1, 2, False)
+    assert ledger_item(summed, "song1", 1)["Contribution"] == {"M": {"2018-01": {"N": "4"}}}
+    assert ledger_item(summed, "song2", 1)["Contribution"] == {"M": {"2018-01": {"N": "1.25"}}}
+
+
+def test_a_summed_aggregate_the_rebase_adds_is_ordered_as_the_aggregator_orders_sums(summed: LedgerWorld) -> None:
+    # given a download of 1.25 plays never delivered
+    summed.put(ROOT, "song2", 1, "2018-01", extra=plays("1.25"))
+    # when the repair rebases the ledger
+    rebase_world(summed)
+    # then its aggregate's order is the sum's, with the tie-breaker a sum takes (the id's first 8 bytes)
+    key = {"songID": {"S": "song2"}, "SK": {"S": "2018-01"}}
+    aggregate = summed.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+    assert int(aggregate["LeaderboardOrder"]["N"]) == order_of(Decimal("1.25"), "song2", summed=True)
+    assert in_index(summed, "song2", "2018-01")
+
+
+def test_a_summed_key_edited_after_the_rebase_moves_on_from_the_rebased_amount(summed: LedgerWorld) -> None:
+    # given a download of 2.5 plays delivered, its edit to 4 lost, and the rebase
+    first = summed.put(ROOT, "song1", 1, "2018-01", extra=plays("2.5"))
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [first])) == OK
+    summed.put(ROOT, "song1", 1, "2018-01", extra=plays("4"))
+    rebase_world(summed)
+    # when the download is edited to 7.5 plays in February and the edit delivered
+    again = summed.put(ROOT, "song1", 1, "2018-02", extra=plays("7.5"))
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [again])) == OK
+    # then the aggregator moved it from the rebased 4: January back at 0 and out of the index, February 7.5
+    assert sums(summed) == {("song1", "2018-02"): Decimal("7.5")}
+    assert not in_index(summed, "song1", "2018-01")
+
+
+def test_a_summed_key_whose_amount_cannot_be_summed_is_moved_out_of_its_boards(summed: LedgerWorld) -> None:
+    # given a download of 2.5 plays delivered, then edited to a Plays that is no number (the aggregator rejects such
+    # a download: it counts nowhere), the edit lost
+    first = summed.put(ROOT, "song1", 1, "2018-01", extra=plays("2.5"))
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [first])) == OK
+    summed.put(ROOT, "song1", 1, "2018-01", extra={PLAYS: {"S": "12"}})
+    # when the repair rebases the ledger
+    report = rebase_world(summed)
+    # then the key moves to nothing: January is back at 0 and out of the index
+    assert (report.moved, report.differences_remain) == (1, False)
+    assert sums(summed) == {}
+    assert not in_index(summed, "song1", "2018-01")
+
+
+def test_a_summed_key_whose_item_is_gone_is_reported_with_its_amount(summed: LedgerWorld) -> None:
+    # given a download of 2.5 plays delivered, then deleted, its REMOVE lost
+    first = summed.put(ROOT, "song1", 1, "2018-01", extra=plays("2.5"))
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [first])) == OK
+    summed.delete(ROOT, "song1", 1)
+    # when the repair rebases the ledger
+    report = rebase_world(summed)
+    # then the key is reported with the amount it counts, left as it is
+    assert [(gone["entityId"], gone["counts"]) for gone in report.gone] == [("song1", {"2018-01": "2.5"})]
+    assert sums(summed) == {("song1", "2018-01"): Decimal("2.5")}
+
+
+def test_the_rebase_repairs_summed_boards_and_still_refuses_the_first_reached_tie_break(summed: LedgerWorld) -> None:
+    # given the summed world's deployment, and the same with ties broken by first_reached
+    deployment = deployment_of(summed)
+    first_reached = dataclasses.replace(deployment, tie_break=FIRST_REACHED)
+    # when the rebase is asked why it would refuse them
+    # then it takes the sums, and refuses first_reached, naming it
+    assert deployment.sum_attribute == PLAYS
+    assert rebase_refusal(deployment) is None
+    assert "first_reached" in (rebase_refusal(first_reached) or "")
