@@ -814,8 +814,8 @@ class _SilentNotes(DeliveryNotes):
     def check_delivery(self, stream_arn: str, shard: str, note: Note | None, lowest: int) -> list[Message]:
         return []
 
-    def sweep(self, stream_arn: str) -> tuple[list[Message], set[str]]:
-        return [], set()
+    def sweep(self, stream_arn: str) -> list[Message]:
+        return []
 
 
 class OneReaderReportsNoTrim(OneReaderDesign):
