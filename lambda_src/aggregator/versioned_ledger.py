@@ -33,12 +33,12 @@ from delivery import ShardRef
 from download_records import Schema
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
+    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
-    BACKFILLED,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     KEPT_BY,

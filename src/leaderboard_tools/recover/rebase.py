@@ -35,12 +35,12 @@ from botocore.exceptions import ClientError
 
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
+    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
-    BACKFILLED,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     REBASES,
