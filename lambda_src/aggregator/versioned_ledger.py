@@ -213,28 +213,38 @@ class VersionedLedger:
     ) -> str | None:
         """The operator's keep (`ExpiryKept`) this expiry is, if any: its item (`expired#<key>|<version>|kept`) names
         the version the ledger counted when the rebase found the item gone, and what it counted. The expiry of that
-        version is the first REMOVE after it, whose old image counts that: the first such expiry applied takes the
-        keep (`KeptBy`, set once) and adds nothing, wherever it stands against Version; any other counts as usual."""
+        version is the first REMOVE after it: the keep of the latest kept version before this expiry, if the old image
+        counts what it kept. The first such expiry applied takes the keep (`KeptBy`, set once) and adds nothing,
+        wherever it stands against Version; any other counts as usual."""
         if fold.item is None:
             return None
-        for label in sorted(expiries_kept(fold.item)):
-            operators = f"{FROZEN}{claim_key(fold.key)}|{label}|kept"
-            if any(taken == operators for taken, _ in fold.keeps):
-                continue
-            if not label.startswith(BACKFILLED) and not self.after(version, label, stream_arn):
-                continue
-            item = self.client.get_item(
-                TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
-            ).get("Item")
-            if item is None or KEPT_BY in item:
-                continue
-            if BASE_CONTRIBUTION in item and (
-                (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
-                or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
+        before = [
+            label
+            for label in sorted(expiries_kept(fold.item))
+            if label.startswith(BACKFILLED) or self.after(version, label, stream_arn)
+        ]
+        if not before:
+            return None
+        latest = before[0]
+        for label in before[1:]:
+            if latest.startswith(BACKFILLED) or (
+                not label.startswith(BACKFILLED) and self.after(label, latest, stream_arn)
             ):
-                continue
-            return operators
-        return None
+                latest = label
+        operators = f"{FROZEN}{claim_key(fold.key)}|{latest}|kept"
+        if any(taken == operators for taken, _ in fold.keeps):
+            return None
+        item = self.client.get_item(
+            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
+        ).get("Item")
+        if item is None or KEPT_BY in item:
+            return None
+        if BASE_CONTRIBUTION in item and (
+            (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
+            or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
+        ):
+            return None
+        return operators
 
     @staticmethod
     def move(fold: Fold, target: Boards) -> None:

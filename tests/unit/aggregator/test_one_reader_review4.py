@@ -96,6 +96,79 @@ def test_a_key_named_expired_after_its_next_write_keeps_the_expired_download_or_
     assert kept or claim in left
 
 
+def test_a_kept_expiry_read_back_twice_after_the_keys_next_write_retried_counts_once(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator, the key written again
+    # into February and delivered
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # when recover reads the expiry back twice, and the write's batch is retried between
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    # then the expired download counts once in January, beside the new one in February
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_kept_expiry_read_back_after_the_keys_later_expiry_and_write_counts_each_once(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator; the key written again
+    # into February in a batch given up too, and that item expired, delivered (twice)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    second = world.last(ROOT)
+    assert deliver(world, ROOT, delivered(world, ROOT, [second])) == OK
+    assert deliver(world, ROOT, delivered(world, ROOT, [second])) == OK
+    # when recover reads the write back, then the kept expiry, each twice
+    for record in (again, again, expiry, expiry):
+        assert read_back(world, ROOT, record, record)["readBack"] == "applied"
+    # then each expired download counts once, where its item counted
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_kept_expiry_read_back_after_a_later_expiry_in_the_same_month_counts_both(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator; the key written again
+    # into January in a batch given up too, and that item expired, delivered first
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-01")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when recover reads the write back, then the kept expiry
+    assert read_back(world, ROOT, again, again)["readBack"] == "applied"
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    # then both expired downloads count in January, each once
+    assert world.boards() == {("song1", "2018-01"): 2}
+
+
+def test_a_key_named_expired_again_after_its_keep_and_its_next_write_is_left_as_it_is(world: LedgerWorld) -> None:
+    # given a January download delivered, expired by TTL (its REMOVE trimmed), kept by the operator, and the key
+    # written again into February, delivered
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # when the operator runs the same --expired-keys repair again
+    write_items(world)
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim_key(key_of("song1", 1))])
+    # then it keeps nothing more and reports nothing: the expired download counts once, beside the new one
+    assert (report.kept_expired, report.differences_remain) == (0, False)
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
 # ------------------------------------------------------------------------------------------------ angles that held
 
 
