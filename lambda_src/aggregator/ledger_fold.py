@@ -37,6 +37,8 @@ class Fold:
     applied: bool = False
     freezes: list[str] = field(default_factory=list)
     """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
+    keeps: list[tuple[str, str]] = field(default_factory=list)
+    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's expiries take, with the expiry's version."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -33,6 +33,7 @@ from delivery import ShardRef
 from download_records import Schema
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
+    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
@@ -40,9 +41,11 @@ from leaderboard_core.claims import (
     DOWNLOAD_KEY,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
+    KEPT_BY,
     STREAM_FROM,
     claim_key,
     decreased_value,
+    expiries_kept,
     stored_key,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
@@ -166,9 +169,11 @@ class VersionedLedger:
         also keeps its old image counted for good, once, wherever it stands (`freeze`)."""
         version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
         stream = record["dynamodb"]
-        if expired_by_ttl(record):
+        if expired_by_ttl(record) and not self.frozen(fold, version):
             entity, kept = counted(stream.get("OldImage"), self.schema)
-            if self.kept_by_operator(fold, version, shard.stream_arn):
+            operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
+            if operators is not None:
+                fold.keeps.append((operators, version))
                 kept = {}
             with fold.counting_for(entity):
                 self.freeze(fold, version, kept)
@@ -185,29 +190,61 @@ class VersionedLedger:
         self.move(fold, target)
         fold.version, fold.applied = version, True
 
+    def frozen(self, fold: Fold, version: str) -> bool:
+        """Whether the expiry at `version` is kept already, by this batch or by its own item."""
+        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
+        if frozen in fold.freezes:
+            return True
+        response = self.client.get_item(
+            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
+        )
+        return "Item" in response
+
     def freeze(self, fold: Fold, version: str, kept: Boards) -> None:
         """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
         the key, so it is applied by its own identity, not by Version: a rewrite under the key applied first (a retry
         out of order, a child read before a given-up parent) must not hide it."""
-        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
-        if frozen in fold.freezes:
-            return
-        response = self.client.get_item(
-            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
-        )
-        if "Item" in response:
-            return
-        fold.freezes.append(frozen)
+        fold.freezes.append(f"{FROZEN}{claim_key(fold.key)}|{version}")
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
-    def kept_by_operator(self, fold: Fold, version: str, stream_arn: str) -> bool:
-        """Whether an expiry is the one the operator kept (`ExpiryKept`, the rebase's answer to a REMOVE by TTL
-        reported gone): the first record of the key applied after that move. Its item is still written, to be kept
-        once (a retry finds it), but it adds nothing: the key's count stayed where the expired download counted."""
-        if fold.item is None or EXPIRY_KEPT not in fold.item or fold.applied:
-            return False
-        return self.after(version, fold.version, stream_arn)
+    def kept_by_operator(
+        self, fold: Fold, version: str, entity: str | None, kept: Boards, stream_arn: str
+    ) -> str | None:
+        """The operator's keep (`ExpiryKept`) this expiry is, if any: its item (`expired#<key>|<version>|kept`) names
+        the version the ledger counted when the rebase found the item gone, and what it counted. The expiry of that
+        version is the first REMOVE after it: the keep of the latest kept version before this expiry, if the old image
+        counts what it kept. The first such expiry applied takes the keep (`KeptBy`, set once) and adds nothing,
+        wherever it stands against Version; any other counts as usual."""
+        if fold.item is None:
+            return None
+        before = [
+            label
+            for label in sorted(expiries_kept(fold.item))
+            if label.startswith(BACKFILLED) or self.after(version, label, stream_arn)
+        ]
+        if not before:
+            return None
+        latest = before[0]
+        for label in before[1:]:
+            if latest.startswith(BACKFILLED) or (
+                not label.startswith(BACKFILLED) and self.after(label, latest, stream_arn)
+            ):
+                latest = label
+        operators = f"{FROZEN}{claim_key(fold.key)}|{latest}|kept"
+        if any(taken == operators for taken, _ in fold.keeps):
+            return None
+        item = self.client.get_item(
+            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
+        ).get("Item")
+        if item is None or KEPT_BY in item:
+            return None
+        if BASE_CONTRIBUTION in item and (
+            (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
+            or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
+        ):
+            return None
+        return operators
 
     @staticmethod
     def move(fold: Fold, target: Boards) -> None:
@@ -244,7 +281,7 @@ class VersionedLedger:
             chunk: list[Fold] = []
             for fold in group:
                 aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
-                items = sum(1 + len(other.freezes) for other in [*chunk, fold])
+                items = sum(1 + len(other.freezes) + len(other.keeps) for other in [*chunk, fold])
                 if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []
@@ -266,6 +303,7 @@ class VersionedLedger:
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
         writes += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
+        writes += [self.keep_taken(operators, version) for fold in group for operators, version in fold.keeps]
         overflowing: set[Aggregate] = set()
         reported = 0
         while True:
@@ -310,6 +348,8 @@ class VersionedLedger:
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}
+        if fold.item is not None and EXPIRY_KEPT in fold.item:
+            item[EXPIRY_KEPT] = fold.item[EXPIRY_KEPT]
         put: dict[str, Any] = {"TableName": self.ledger_table, "Item": item, "ConditionExpression": condition}
         put["ExpressionAttributeNames"] = names
         if values:
@@ -324,6 +364,19 @@ class VersionedLedger:
                 "Item": {CLAIM_KEY: {"S": frozen}},
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
+            }
+        }
+
+    def keep_taken(self, operators: str, version: str) -> dict[str, Any]:
+        """The operator's keep taken by the expiry at `version`, once: a later expiry of the key counts as usual."""
+        return {
+            "Update": {
+                "TableName": self.ledger_table,
+                "Key": {CLAIM_KEY: {"S": operators}},
+                "UpdateExpression": "SET #by = :version",
+                "ConditionExpression": "attribute_exists(#key) AND attribute_not_exists(#by)",
+                "ExpressionAttributeNames": {"#key": CLAIM_KEY, "#by": KEPT_BY},
+                "ExpressionAttributeValues": {":version": {"S": version}},
             }
         }
 

@@ -242,8 +242,19 @@ EXPIRY_PREFIX = "expired#"
 """An expiry's own ledger item: `expired#<claim key>|<version>`, written once, so its old image is kept once."""
 EXPIRY_KEPT = "ExpiryKept"
 """One reader per shard: on a ledger item the operator named expired (its REMOVE by TTL reported gone, thought
-trimmed), set by the rebase's move of the key to nothing that keeps its count: the first record applied after it, if
-an expiry, is that expiry, already kept. Any later move of the key drops it."""
+trimmed), the versions the ledger counted when each such keep moved the key to nothing (a string set; a string in
+items written before). Every later move carries it: the expiry of a kept version, applied in any order, finds its keep
+by it (`expired#<claim key>|<version>|kept`)."""
+KEPT_BY = "KeptBy"
+"""On an operator's keep item: the version of the expiry that took it, set once."""
+BACKFILLED = "backfill~"
+"""The label of a keep of a ledger item with no Version (the backfill's): every record follows it."""
+
+
+def expiries_kept(ledger_item: Mapping[str, Any]) -> set[str]:
+    """The versions a ledger item's `ExpiryKept` names."""
+    value = ledger_item.get(EXPIRY_KEPT) or {}
+    return set(value.get("SS", [])) | ({value["S"]} if "S" in value else set())
 
 
 DECREASED = "Decreased"

@@ -176,7 +176,8 @@ def rebase_table(rebased: dict[str, Any]) -> list[str]:
         lines.append(
             "  each key gone that the application deleted (not Time to Live): `leaderboard-tools reconcile --repair "
             "--deleted-keys <claimKey>,...` takes it back; each that Time to Live deleted: `--expired-keys "
-            "<claimKey>,...` keeps it counted, also after the key is written again"
+            "<claimKey>,...` keeps it counted if named before the key's next write is applied (after it: reported, "
+            "not kept)"
         )
     return lines
 

@@ -38,6 +38,7 @@ from botocore.exceptions import ClientError
 from leaderboard_core.amounts import amount_of
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
+    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
@@ -52,6 +53,7 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     download_key_of,
+    expiries_kept,
     rebased_count,
     rebases_condition,
     stored_key,
@@ -147,6 +149,7 @@ def rebase(
             rebaser.check_gone(claim, ledger[claim])
         else:
             rebaser.settle_decreased(ledger[claim])
+    rebaser.check_not_kept()
     return rebaser.report
 
 
@@ -167,6 +170,8 @@ class Rebaser:
         self.deployment = deployment
         self.claims = deployment.claims_table
         self.report = RebaseReport()
+        self.expiry_applied: set[str] = set()
+        """Keys named expired with an expiry of theirs applied (an `expired#<claim key>|...` item)."""
 
     # ------------------------------------------------------------------ reading
 
@@ -180,6 +185,8 @@ class Rebaser:
             claim = item[CLAIM_KEY]["S"]
             if claim.startswith(LEDGER_PREFIX):
                 yield claim, item
+            elif claim.startswith(EXPIRY_PREFIX) and claim.partition("|")[0][len(EXPIRY_PREFIX) :] in self.expired:
+                self.expiry_applied.add(claim.partition("|")[0][len(EXPIRY_PREFIX) :])
 
     def downloads(self) -> Iterator[dict[str, Any]]:
         """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing
@@ -319,7 +326,6 @@ class Rebaser:
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
             DECREASED: decreased_value(decreased_of(ledger_item) | taken, entity),
         }
-        item.pop(EXPIRY_KEPT, None)
         names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
         values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:
@@ -448,16 +454,22 @@ class Rebaser:
     def _keep_expired(self, claim: str, ledger_item: dict[str, Any]) -> bool:
         """What the handler does for an expiry by TTL, for one whose record the operator says was trimmed: the key moves
         to nothing while the aggregates keep what it counted (retention), in one transaction with the expiry's own
-        item, conditioned on the ledger item as read. `ExpiryKept` marks the move: the expiry's REMOVE, if it comes
-        after all, is the next record applied and adds nothing. False when the transaction was cancelled."""
+        item, conditioned on the ledger item as read. That item names what the key counted, and `ExpiryKept` the
+        version it counted it by: the expiry of that version, if it comes after all, in any order with the key's later
+        records, takes the keep and adds nothing. False when the transaction was cancelled."""
         put = self._ledger_put(claim, ledger_item, "", {}, {})
         version, rebases = generation(ledger_item)
-        label = version or f"backfill~{rebases or 0}"
-        put["Put"]["Item"][EXPIRY_KEPT] = {"S": label}
+        label = version or f"{BACKFILLED}{rebases or 0}"
+        put["Put"]["Item"][EXPIRY_KEPT] = {"SS": sorted(expiries_kept(ledger_item) | {label})}
+        entity, contribution = self.state(ledger_item)
         kept = {
             "Put": {
                 "TableName": self.claims,
-                "Item": {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}},
+                "Item": {
+                    CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"},
+                    BASE_ENTITY: {"S": entity},
+                    BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}},
+                },
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }
@@ -472,6 +484,21 @@ class Rebaser:
                 raise
             return False
         return True
+
+    def check_not_kept(self) -> None:
+        """A key named expired that still counts something, with no keep and no expiry of its own applied: a record of
+        it was applied between the report of it gone and this run (its next write moved it from what the expired
+        download counted, which the ledger no longer says). Reported, never guessed."""
+        left = {entry["claimKey"] for entry in self.report.gone + self.report.unplaced}
+        for claim in sorted(self.expired - left - self.expiry_applied):
+            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
+            if ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
+                continue
+            why = (
+                "named expired, but a record of the key was applied since its item was reported gone: the expired "
+                "download is not kept; recount the aggregates the gone report named for it"
+            )
+            self._unplaced(claim, why, ledger_item)
 
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
         entity, contribution = self.state(ledger_item)

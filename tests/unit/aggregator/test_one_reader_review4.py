@@ -19,12 +19,6 @@ from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
-GIVEN_UP = (
-    'Lambda Developer Guide, *Retain discarded records for a DynamoDB event source*: "If the error handling measures '
-    'fail, Lambda discards the records and continues processing batches from the stream" (L4), and recover reads the '
-    "given-up batch back later (bounded retries are exact by docs/exactly-once-one-reader.md, given a recover "
-    "within the day)"
-)
 
 
 @pytest.fixture
@@ -49,14 +43,6 @@ def without(world: LedgerWorld, song: str, number: int, *names: str) -> None:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent over-count: ExpiryKept makes the expiry's late REMOVE add nothing only while it is the first record "
-    "of the key applied after the keep; a later write of the key applied first (its INSERT delivered while the "
-    "expiry's batch waits to be read back) drops ExpiryKept, and the expiry, read back, keeps its old image a second "
-    "time under its own item (expired#<key>|<its version>, not the keep's ...|kept): January counts 2. " + GIVEN_UP,
-)
 def test_an_expiry_kept_by_the_operator_and_read_back_after_the_keys_next_write_counts_once(
     world: LedgerWorld,
 ) -> None:
@@ -75,14 +61,6 @@ def test_an_expiry_kept_by_the_operator_and_read_back_after_the_keys_next_write_
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent under-count: ExpiryKept is read as 'the next expiry applied is the one kept', so a later expiry of "
-    "the key written again (its INSERT given up, its expiry delivered first) is taken for the kept one and adds "
-    "nothing; the INSERT read back is before Version and adds nothing either: February's expired download is counted "
-    "nowhere, and readBack answers applied. " + GIVEN_UP,
-)
 def test_a_second_expiry_of_a_key_whose_first_the_operator_kept_stays_counted(world: LedgerWorld) -> None:
     # given a January download delivered, expired by TTL (its REMOVE trimmed), kept by the operator as expired; the key
     # written again into February in a batch the mapping gave up, and that item expired by TTL too, delivered
@@ -99,15 +77,6 @@ def test_a_second_expiry_of_a_key_whose_first_the_operator_kept_stays_counted(wo
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent under-count: the key's next write, delivered between the report of the key gone and the operator's "
-    "--expired-keys, moves the key from the expired download's January (the expiry's record trimmed, S5: 'All data in "
-    "DynamoDB Streams is subject to a 24 hour lifetime'); the run then finds the key in step and says nothing of the "
-    "key it was told to keep: January is 0, and the report is clean (recover's note promises the key stays counted "
-    "'also after the key is written again')",
-)
 def test_a_key_named_expired_after_its_next_write_keeps_the_expired_download_or_is_reported(world: LedgerWorld) -> None:
     # given a January download delivered, its expiry by TTL trimmed, the repair reporting the key gone, and the
     # application writing the key again into February, delivered before the operator answers the report
@@ -125,6 +94,79 @@ def test_a_key_named_expired_after_its_next_write_keeps_the_expired_download_or_
     left = [entry["claimKey"] for entry in report.gone + report.unplaced]
     kept = world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
     assert kept or claim in left
+
+
+def test_a_kept_expiry_read_back_twice_after_the_keys_next_write_retried_counts_once(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator, the key written again
+    # into February and delivered
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # when recover reads the expiry back twice, and the write's batch is retried between
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    # then the expired download counts once in January, beside the new one in February
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_kept_expiry_read_back_after_the_keys_later_expiry_and_write_counts_each_once(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator; the key written again
+    # into February in a batch given up too, and that item expired, delivered (twice)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    second = world.last(ROOT)
+    assert deliver(world, ROOT, delivered(world, ROOT, [second])) == OK
+    assert deliver(world, ROOT, delivered(world, ROOT, [second])) == OK
+    # when recover reads the write back, then the kept expiry, each twice
+    for record in (again, again, expiry, expiry):
+        assert read_back(world, ROOT, record, record)["readBack"] == "applied"
+    # then each expired download counts once, where its item counted
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_kept_expiry_read_back_after_a_later_expiry_in_the_same_month_counts_both(world: LedgerWorld) -> None:
+    # given a January download delivered, its expiry in a given-up batch, kept by the operator; the key written again
+    # into January in a batch given up too, and that item expired, delivered first
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-01")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when recover reads the write back, then the kept expiry
+    assert read_back(world, ROOT, again, again)["readBack"] == "applied"
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    # then both expired downloads count in January, each once
+    assert world.boards() == {("song1", "2018-01"): 2}
+
+
+def test_a_key_named_expired_again_after_its_keep_and_its_next_write_is_left_as_it_is(world: LedgerWorld) -> None:
+    # given a January download delivered, expired by TTL (its REMOVE trimmed), kept by the operator, and the key
+    # written again into February, delivered
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    world.expire(ROOT, "song1", 1)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # when the operator runs the same --expired-keys repair again
+    write_items(world)
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim_key(key_of("song1", 1))])
+    # then it keeps nothing more and reports nothing: the expired download counts once, beside the new one
+    assert (report.kept_expired, report.differences_remain) == (0, False)
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
 
 
 # ------------------------------------------------------------------------------------------------ angles that held
