@@ -297,16 +297,7 @@ class Rebaser:
             if key:
                 put["Put"]["Item"][DOWNLOAD_KEY] = stored_key(key)
         actions = [put] + [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
-        try:
-            self.dynamodb.transact_write_items(TransactItems=actions)
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-            reasons = error.response.get("CancellationReasons") or []
-            if not any(reason.get("Code") in ("ConditionalCheckFailed", "TransactionConflict") for reason in reasons):
-                raise
-            return False
-        return True
+        return self._transact(actions)
 
     def _ledger_put(
         self,
@@ -474,8 +465,12 @@ class Rebaser:
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }
         }
+        return self._transact([put, kept])
+
+    def _transact(self, actions: list[dict[str, Any]]) -> bool:
+        """One transaction; False when a condition failed or another transaction conflicted (the key is read again)."""
         try:
-            self.dynamodb.transact_write_items(TransactItems=[put, kept])
+            self.dynamodb.transact_write_items(TransactItems=actions)
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                 raise
