@@ -32,7 +32,6 @@ they do not name the aggregates of: with one in the ledger, every aggregate is l
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field

@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import boto3
-import pytest
 
 from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
