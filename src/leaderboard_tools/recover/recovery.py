@@ -218,10 +218,11 @@ def _rebase(
     report: RecoveryReport, clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
 ) -> None:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
-    item (a recount would leave those items behind), then by setting each aggregate they name whose count the ledger
-    does not explain (drift.py). Each message is done only once a recount that compares and writes nothing finds every
-    aggregate it names exact, judged as the recount's repair is (`_exact`), and no key the rebase left (gone, unplaced)
-    counts in them; the others are kept, saying what is left and what to do."""
+    item (a recount would leave those items behind), then by measuring each aggregate they name against the ledger and
+    setting those whose count it does not explain (drift.py). Each message is done only once every aggregate it names
+    was found equal to what the ledger counts in it, a recount that compares and writes nothing (made again after the
+    drift step wrote or measured again) finds each exact, judged as the recount's repair is (`_exact`), and no key the
+    rebase left (gone, unplaced) counts in them; the others are kept, saying what is left and what to do."""
     try:
         report.rebased = rebase(clients.dynamodb, deployment)
     except RebaseRefused as refused:

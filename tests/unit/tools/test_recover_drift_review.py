@@ -1,9 +1,9 @@
-"""Review of recover's drift step with one reader per shard (recover/drift.py, recovery.py `_rebase`): an aggregate the
-messages name that differs from the table's recount and that no key the rebase left counts in is measured against the
-ledger between two consistent scans and set by an ADD conditioned on the count read; a message is deleted only once a
-recount that writes nothing finds what it names exact. Each test is named for what should hold; those that do not hold
-today are strict xfails whose reason says what goes wrong and the AWS sentence that allows it. On moto, with the
-fixtures of test_recover_rebase_check.py."""
+"""Review of recover's drift step with one reader per shard (recover/drift.py, recovery.py `_rebase`): every aggregate
+the messages name, where no key the rebase left counts, is measured against the ledger between two consistent scans,
+set (with its index order) on the condition that it holds the count read, and measured again after every write; a
+message is deleted only once each aggregate it names equals what the ledger counts in it and a recount that writes
+nothing finds it exact. Each test is named for what should hold, against another writer interposed where the AWS
+isolation rules allow it. On moto, with the fixtures of test_recover_rebase_check.py."""
 
 from __future__ import annotations
 
