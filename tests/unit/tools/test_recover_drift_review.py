@@ -612,3 +612,52 @@ def test_a_download_counted_between_two_pages_of_a_scan_is_measured_again_or_in_
     assert dynamodb.fired
     assert stored_count(stack, "song1", MONTH) == 2, report.as_json()
     assert (report.deleted, queue_depth(stack)) == (1, 0)
+
+
+def test_a_whole_board_message_is_kept_while_an_aggregate_equal_to_the_recount_differs_from_the_ledger(
+    aws: None,
+) -> None:
+    # given a one-reader deployment whose download of song1 is exact, song3's aggregate in MONTH edited by hand to 1
+    # where no ledger item counts, the aggregator's records_trimmed (every board), and a download of song3 written to
+    # the table after the rebase and before the check, its record not delivered yet
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song3", MONTH, 1)
+    records_trimmed(stack)
+
+    class WrittenMeanwhile(CountingReconciler):
+        def run(self, targets: Any, repair: bool = False, **options: Any) -> Any:
+            write_download(stack, "song3", "d1")
+            return super().run(targets, repair=repair, **options)
+
+    # when recover runs
+    report, _ = recover_once(stack, WrittenMeanwhile)
+    # then song3's aggregate, equal to the table's recount, was measured against the ledger and set to what it counts
+    # (0), and the message is kept, to run again once the mapping delivers the download
+    assert report.drift is not None
+    assert report.drift.settled == [{"entityId": "song3", "board": MONTH, "stored": "1", "ledger": "0"}]
+    assert stored_count(stack, "song3", MONTH) == 0
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    assert report.pending
+
+
+def test_with_an_expiry_kept_in_the_ledger_a_message_whose_aggregate_equals_the_recount_is_kept_saying_why(
+    aws: None,
+) -> None:
+    # given a one-reader deployment whose download of song1 counts once and whose aggregate holds 1, its refused_record,
+    # and the ledger keeping a download expired by TTL counted (its own item, which names no aggregate)
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    refused_record(stack, "song1", MONTH)
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
+    )
+    # when recover runs
+    report, _ = recover_once(stack)
+    # then what the ledger counts in the aggregate is not known: the message is kept, saying why, not deleted unchecked
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    (kept,) = report.kept
+    assert kept["retry"] is False
+    assert f"song1 in {MONTH} equals the table's recount but was not found equal to what the ledger" in kept["note"]
+    assert "expired by TTL" in kept["note"]
