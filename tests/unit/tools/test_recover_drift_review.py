@@ -7,6 +7,7 @@ isolation rules allow it. On moto, with the fixtures of test_recover_rebase_chec
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from decimal import Decimal
 from typing import Any
@@ -15,7 +16,9 @@ import boto3
 
 from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
+from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
+from leaderboard_tools.recover.drift import DriftSettler
 from tests.unit.tools.operator_stack import (
     MONTH,
     REGION,
@@ -661,3 +664,32 @@ def test_with_an_expiry_kept_in_the_ledger_a_message_whose_aggregate_equals_the_
     assert kept["retry"] is False
     assert f"song1 in {MONTH} equals the table's recount but was not found equal to what the ledger" in kept["note"]
     assert "expired by TTL" in kept["note"]
+
+
+def test_only_where_the_entity_is_the_tables_partition_key_are_other_entities_moves_passed_over(aws: None) -> None:
+    # given a one-reader deployment (its table keyed by the entity first), the same deployment as if its table were
+    # keyed otherwise (a download's entity could then change), and a download of song9 moved in the ledger between two
+    # scans of it
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    real = operator_clients(region=REGION)
+    deployment = discover(real, stack.table)
+    keyed_otherwise = dataclasses.replace(deployment, key_attributes=(stack.names.sort_key, stack.names.entity))
+    settler = DriftSettler(real.dynamodb, deployment)
+    first = settler.ledger()
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims",
+        Item={
+            CLAIM_KEY: {"S": "download#song9-d1"},
+            "Version": {"S": version(3)["S"]},
+            "Entity": {"S": "song9"},
+            "Contribution": {"M": {FEBRUARY: {"N": "1"}}},
+        },
+    )
+    # when the two scans are compared for a measurement of song1's aggregates
+    second = settler.ledger()
+    # then song9's move is passed over only where song9's download can never count in song1's aggregates
+    assert deployment.entity_is_partition
+    assert settler.unchanged(first, second, {"song1"})
+    assert not settler.unchanged(first, second, {"song1", "song9"})
+    assert not DriftSettler(real.dynamodb, keyed_otherwise).unchanged(first, second, {"song1"})
