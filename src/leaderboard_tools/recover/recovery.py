@@ -218,10 +218,11 @@ def _rebase(
     report: RecoveryReport, clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
 ) -> None:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
-    item (a recount would leave those items behind), then by setting each aggregate they name whose count the ledger
-    does not explain (drift.py). Each message is done only once a recount that compares and writes nothing finds every
-    aggregate it names exact, judged as the recount's repair is (`_exact`), and no key the rebase left (gone, unplaced)
-    counts in them; the others are kept, saying what is left and what to do."""
+    item (a recount would leave those items behind), then by measuring each aggregate they name against the ledger and
+    setting those whose count it does not explain (drift.py). Each message is done only once every aggregate it names
+    was found equal to what the ledger counts in it, a recount that compares and writes nothing (made again after the
+    drift step wrote or measured again) finds each exact, judged as the recount's repair is (`_exact`), and no key the
+    rebase left (gone, unplaced) counts in them; the others are kept, saying what is left and what to do."""
     try:
         report.rebased = rebase(clients.dynamodb, deployment)
     except RebaseRefused as refused:
@@ -230,10 +231,10 @@ def _rebase(
         return
     try:
         run = reconciler.run(_targets(messages), repair=False)
-        drifted = _drifted(messages, run, report.rebased)
-        if drifted:
-            report.drift = settle_drift(clients.dynamodb, deployment, drifted)
-            if report.drift.settled:
+        measured, boards = _measured(messages, run, report.rebased)
+        if measured or boards:
+            report.drift = settle_drift(clients.dynamodb, deployment, measured, boards=boards)
+            if report.drift.settled or report.drift.measured_again:
                 run = reconciler.run(_targets(messages), repair=False)
     except RecountUnsupported as unsupported:
         for message in messages:
@@ -243,7 +244,7 @@ def _rebase(
     for message in messages:
         exact, _ = _exact(message, run)
         left = _left_by_rebase(message, report.rebased)
-        message.done = exact and not left
+        message.done = exact and not left and not _left_by_drift(message, report.drift)
         if message.done:
             message.note = message.note or "repaired by the rebase of every key's ledger item, and checked exact"
         else:
@@ -282,15 +283,35 @@ def _differing(message: Message, run: RunReport) -> list[tuple[str, Difference]]
     ]
 
 
-def _drifted(messages: list[Message], run: RunReport, rebased: RebaseReport) -> set[tuple[str, str]]:
-    """The aggregates to measure against the ledger: those differing that the messages name, where the rebase left no
-    key (a key it left makes the ledger no measure of the table)."""
-    return {
-        (difference.entity_id, board)
-        for message in messages
-        if not _left_by_rebase(message, rebased)
-        for board, difference in _differing(message, run)
-    }
+def _measured(messages: list[Message], run: RunReport, rebased: RebaseReport) -> tuple[set[tuple[str, str]], set[str]]:
+    """What to measure against the ledger, of the messages where the rebase left no key (a key it left makes the
+    ledger no measure of the table): every aggregate they name, whether or not it differs from the table's recount (a
+    download not delivered yet moves the recount, not the ledger), and the boards they name whole."""
+    aggregates: set[tuple[str, str]] = set()
+    boards: set[str] = set()
+    recounted = [board.board for board in run.boards if not board.refused]
+    for message in messages:
+        if _left_by_rebase(message, rebased):
+            continue
+        aggregates |= {(difference.entity_id, board) for board, difference in _differing(message, run)}
+        if message.every_month:
+            boards.update(recounted)
+            continue
+        for board, songs in message.aggregates.items():
+            if board not in recounted:
+                continue
+            if songs is None:
+                boards.add(board)
+            else:
+                aggregates |= {(song, board) for song in songs}
+    return aggregates, boards
+
+
+def _left_by_drift(message: Message, drift: DriftReport | None) -> list[dict[str, Any]]:
+    """The aggregates the message names that the drift step left (not found equal to what the ledger counts)."""
+    if drift is None:
+        return []
+    return [entry for entry in drift.left if _names(message, entry["entityId"], entry["board"])]
 
 
 def _not_rebased(
@@ -337,6 +358,17 @@ def _not_rebased(
             )
         else:
             parts.append(f"{named} differs from the table's recount")
+    differs = {(difference.entity_id, board) for board, difference in differing}
+    unchecked = [
+        entry for entry in _left_by_drift(message, drift) if (entry["entityId"], entry["board"]) not in differs
+    ]
+    for entry in unchecked:
+        retry = retry and entry["retry"]
+    parts += [
+        f"{entry['entityId']} in {entry['board']} equals the table's recount but was not found equal to what the "
+        f"ledger counts in it: {entry['why']}"
+        for entry in unchecked[:SHOWN_DIFFERENCES]
+    ]
     if len(differing) > SHOWN_DIFFERENCES:
         parts.append(f"and {len(differing) - SHOWN_DIFFERENCES} more aggregates differ (the report's `reconciled`)")
     return "; ".join(parts) or "not every aggregate it names is exact yet", retry and bool(parts)

@@ -1,22 +1,24 @@
-"""Review of recover's drift step with one reader per shard (recover/drift.py, recovery.py `_rebase`): an aggregate the
-messages name that differs from the table's recount and that no key the rebase left counts in is measured against the
-ledger between two consistent scans and set by an ADD conditioned on the count read; a message is deleted only once a
-recount that writes nothing finds what it names exact. Each test is named for what should hold; those that do not hold
-today are strict xfails whose reason says what goes wrong and the AWS sentence that allows it. On moto, with the
-fixtures of test_recover_rebase_check.py."""
+"""Review of recover's drift step with one reader per shard (recover/drift.py, recovery.py `_rebase`): every aggregate
+the messages name, where no key the rebase left counts, is measured against the ledger between two consistent scans,
+set (with its index order) on the condition that it holds the count read, and measured again after every write; a
+message is deleted only once each aggregate it names equals what the ledger counts in it and a recount that writes
+nothing finds it exact. Each test is named for what should hold, against another writer interposed where the AWS
+isolation rules allow it. On moto, with the fixtures of test_recover_rebase_check.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from decimal import Decimal
 from typing import Any
 
 import boto3
-import pytest
 
 from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
+from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
+from leaderboard_tools.recover.drift import DriftSettler
 from tests.unit.tools.operator_stack import (
     MONTH,
     REGION,
@@ -152,18 +154,6 @@ def sets_drift(stack: MotoStack) -> Any:
 # ---------------------------------------------------------------------------------------------------- findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent until the next run: the guarded ADD is conditioned on the count's value, not on a version of the "
-        "aggregate. Another recover sets it (7 -> 1) and the aggregator then applies 6 downloads (-> 7) between this "
-        "run's measurement and its ADD: the condition holds again and the stale drift (-6) is ADDed, leaving the "
-        "aggregate at 1 where the ledger counts 7 (the board wrong; the check keeps the message with a note that "
-        "blames downloads written during the run); the next run sets it right. AWS allows it: UpdateItem's "
-        "ConditionExpression is 'A condition that must be satisfied in order for a conditional update to succeed', "
-        "a condition on the values read, which the item can hold again after other writes"
-    ),
-)
 def test_an_aggregate_is_set_to_what_the_ledger_counts_when_its_count_returns_to_the_count_read_before_the_add(
     aws: None,
 ) -> None:
@@ -190,19 +180,6 @@ def test_an_aggregate_is_set_to_what_the_ledger_counts_when_its_count_returns_to
     assert stored_count(stack, "song1", MONTH) == 7, report.as_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent until the next run: a ledger item with no Version (the backfill's) moved away and back around the "
-        "drift's read of the aggregate reads the same in both scans (drift.ledger compares Version, Entity, "
-        "Contribution only; rebase._ledger_put moves such an item keeping no Version), so the first scan's sums are "
-        "not the ledger's when the aggregate was read. The ADD's condition on the count read catches it only while "
-        "the count differs: the aggregator's deletion of another download (-1) before the ADD brings the count "
-        "back, and the aggregate is set to 2 where the ledger counts 1. fix36's Rebases counter would tell the reads "
-        "apart only if drift.ledger compared it too. AWS: 'Read-committed isolation does not prevent modifications "
-        "of the item immediately after the read operation.'"
-    ),
-)
 def test_a_versionless_ledger_item_moved_away_and_back_between_the_scans_does_not_set_its_aggregate_wrong(
     aws: None,
 ) -> None:
@@ -322,17 +299,6 @@ def test_a_message_is_deleted_only_once_its_aggregate_holds_what_the_ledger_coun
     assert queue_depth(stack) == 1 or stored_count(stack, "song1", MONTH) == 2, report.as_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent for good: the ADD moves LeaderboardOrder by the drift too, so an aggregate whose count was edited "
-        "by hand without its order (order still that of 1) ends with count 1 and the order of 1 - 6 = -5: it ranks "
-        "below every song in the index, and the check, which compares counts only, deletes the message. The drift "
-        "step trusts the order to be the count's; only an absolute SET of the order would not. AWS (ADD): 'If the "
-        "existing attribute is a number, and if Value is also a number, then Value is mathematically added to the "
-        "existing attribute.'"
-    ),
-)
 def test_an_aggregate_set_to_what_the_ledger_counts_ranks_by_that_count(aws: None) -> None:
     # given a one-reader deployment whose download of song1 counts once, its aggregate's count edited by hand to 7
     # (its order left as the count 1's), and its refused_record
@@ -356,18 +322,6 @@ def test_an_aggregate_set_to_what_the_ledger_counts_ranks_by_that_count(aws: Non
     assert Decimal(item[names.order]["N"]) == order_of(1, "song1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "loud, and on a live table for good: the two scans are compared whole (`settler.ledger() != first`), so a "
-        "ledger item of any other download written between them (another song, another month) makes every "
-        "measurement start again; on a table taking downloads every second (the guide's thousands) each of the 3 "
-        "measurements, two full scans of the ledger a second apart, meets one, and the aggregate is left 'run "
-        "recover again' at every run. (Comparing only the items that count in the aggregate at either scan is not "
-        "enough: a key can count there in between, its Version moving on.) AWS: 'Read-committed isolation does not "
-        "prevent modifications of the item immediately after the read operation.'"
-    ),
-)
 def test_an_aggregate_is_set_while_the_ledger_moves_only_in_other_aggregates(aws: None) -> None:
     # given a one-reader deployment with song1's aggregate holding a count no download explains, its refused_record,
     # and the aggregator applying a download of song9 in February between every two scans of the ledger
@@ -385,18 +339,6 @@ def test_an_aggregate_is_set_while_the_ledger_moves_only_in_other_aggregates(aws
     assert (report.deleted, queue_depth(stack)) == (1, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent for good: an aggregate below what the ledger counts and out of the index (edited by hand to -3, "
-        "taken out as every aggregate at or below 0 is) is set by a positive ADD, which, as an addition of the "
-        "aggregator's, SETs the index partition (Month) and the order from the tie-break up by the drift: it ends at "
-        "0 inside the sparse index, ordered as a count of 3, listed on the month's board; `_leave_index` takes out "
-        "only aggregates moved down, and the check compares counts, not the index, so the message is deleted. AWS: "
-        "'For any item in a table, DynamoDB writes a corresponding index entry only if the index sort key value is "
-        "present in the item.'"
-    ),
-)
 def test_an_aggregate_set_up_to_0_stays_out_of_the_sparse_index(aws: None) -> None:
     # given a one-reader deployment with song2's aggregate edited by hand to -3 where nothing counts, out of the index
     # (no Month, no order), and its refused_record
@@ -419,18 +361,6 @@ def test_an_aggregate_set_up_to_0_stays_out_of_the_sparse_index(aws: None) -> No
     assert names.period not in item
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent for good: the check judges a message by the table's recount only, and a download written to the "
-        "table and not delivered yet moves the recount, not the ledger nor the aggregate. An aggregate one above "
-        "what the ledger counts (the drift the message reports) then equals the recount by coincidence: no "
-        "difference, so no drift is measured, `_exact` passes and the message is deleted; once the mapping "
-        "delivers the download the aggregate holds 3 for 2 downloads and nothing names it. Measuring the drift of "
-        "every aggregate a message names (not only those differing from the table) would see it. AWS: 'DynamoDB "
-        "Streams writes stream records in near-real time' (the table is ahead of what the mapping has delivered)"
-    ),
-)
 def test_a_message_is_kept_while_its_aggregate_differs_from_the_ledger_though_it_equals_the_tables_recount(
     aws: None,
 ) -> None:
@@ -454,17 +384,6 @@ def test_a_message_is_kept_while_its_aggregate_differs_from_the_ledger_though_it
     assert queue_depth(stack) == 1 or stored_count(stack, "song1", MONTH) == 2, report.as_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "loud, harmless: the ADD's condition fails, the drift measured again is 0 and the aggregate holds what the "
-        "ledger counts, but `_rebase` checks again only when the drift step itself set something "
-        "(`if report.drift.settled`), so the message is judged on the check from before and kept (retry), its note "
-        "saying the aggregate 'differs from the table's recount as the ledger does: downloads written during this "
-        "run', which is not so; the next run deletes it. AWS: UpdateItem's ConditionExpression is 'A condition "
-        "that must be satisfied in order for a conditional update to succeed'"
-    ),
-)
 def test_an_aggregate_another_recover_set_before_the_add_is_measured_again_and_not_moved_twice(aws: None) -> None:
     # given a one-reader deployment with song1's aggregate holding 7 where its one download counts 1, its
     # refused_record, and another recover setting it to 1 between this run's measurement and its ADD
@@ -696,3 +615,81 @@ def test_a_download_counted_between_two_pages_of_a_scan_is_measured_again_or_in_
     assert dynamodb.fired
     assert stored_count(stack, "song1", MONTH) == 2, report.as_json()
     assert (report.deleted, queue_depth(stack)) == (1, 0)
+
+
+def test_a_whole_board_message_is_kept_while_an_aggregate_equal_to_the_recount_differs_from_the_ledger(
+    aws: None,
+) -> None:
+    # given a one-reader deployment whose download of song1 is exact, song3's aggregate in MONTH edited by hand to 1
+    # where no ledger item counts, the aggregator's records_trimmed (every board), and a download of song3 written to
+    # the table after the rebase and before the check, its record not delivered yet
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    set_count(stack, "song3", MONTH, 1)
+    records_trimmed(stack)
+
+    class WrittenMeanwhile(CountingReconciler):
+        def run(self, targets: Any, repair: bool = False, **options: Any) -> Any:
+            write_download(stack, "song3", "d1")
+            return super().run(targets, repair=repair, **options)
+
+    # when recover runs
+    report, _ = recover_once(stack, WrittenMeanwhile)
+    # then song3's aggregate, equal to the table's recount, was measured against the ledger and set to what it counts
+    # (0), and the message is kept, to run again once the mapping delivers the download
+    assert report.drift is not None
+    assert report.drift.settled == [{"entityId": "song3", "board": MONTH, "stored": "1", "ledger": "0"}]
+    assert stored_count(stack, "song3", MONTH) == 0
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    assert report.pending
+
+
+def test_with_an_expiry_kept_in_the_ledger_a_message_whose_aggregate_equals_the_recount_is_kept_saying_why(
+    aws: None,
+) -> None:
+    # given a one-reader deployment whose download of song1 counts once and whose aggregate holds 1, its refused_record,
+    # and the ledger keeping a download expired by TTL counted (its own item, which names no aggregate)
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    refused_record(stack, "song1", MONTH)
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
+    )
+    # when recover runs
+    report, _ = recover_once(stack)
+    # then what the ledger counts in the aggregate is not known: the message is kept, saying why, not deleted unchecked
+    assert stored_count(stack, "song1", MONTH) == 1
+    assert (report.deleted, queue_depth(stack)) == (0, 1)
+    (kept,) = report.kept
+    assert kept["retry"] is False
+    assert f"song1 in {MONTH} equals the table's recount but was not found equal to what the ledger" in kept["note"]
+    assert "expired by TTL" in kept["note"]
+
+
+def test_only_where_the_entity_is_the_tables_partition_key_are_other_entities_moves_passed_over(aws: None) -> None:
+    # given a one-reader deployment (its table keyed by the entity first), the same deployment as if its table were
+    # keyed otherwise (a download's entity could then change), and a download of song9 moved in the ledger between two
+    # scans of it
+    stack = one_reader_stack()
+    stale_ledger_item(stack, MONTH)
+    real = operator_clients(region=REGION)
+    deployment = discover(real, stack.table)
+    keyed_otherwise = dataclasses.replace(deployment, key_attributes=(stack.names.sort_key, stack.names.entity))
+    settler = DriftSettler(real.dynamodb, deployment)
+    first = settler.ledger()
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims",
+        Item={
+            CLAIM_KEY: {"S": "download#song9-d1"},
+            "Version": {"S": version(3)["S"]},
+            "Entity": {"S": "song9"},
+            "Contribution": {"M": {FEBRUARY: {"N": "1"}}},
+        },
+    )
+    # when the two scans are compared for a measurement of song1's aggregates
+    second = settler.ledger()
+    # then song9's move is passed over only where song9's download can never count in song1's aggregates
+    assert deployment.entity_is_partition
+    assert settler.unchanged(first, second, {"song1"})
+    assert not settler.unchanged(first, second, {"song1", "song9"})
+    assert not DriftSettler(real.dynamodb, keyed_otherwise).unchanged(first, second, {"song1"})

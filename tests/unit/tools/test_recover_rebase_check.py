@@ -111,12 +111,13 @@ def test_a_refused_record_of_an_aggregate_no_download_explains_is_set_to_what_th
 
 
 class LedgerWrittenAtEveryRead:
-    """The DynamoDB client, a download of song9 moved in the ledger at every read of an aggregate (as the aggregator's
-    transactions do while recover measures the drift)."""
+    """The DynamoDB client, a download of `song` (song9 unless told) moved in the ledger at every read of an aggregate
+    (as the aggregator's transactions do while recover measures the drift)."""
 
-    def __init__(self, dynamodb: Any, aggregates_table: str) -> None:
+    def __init__(self, dynamodb: Any, aggregates_table: str, song: str = "song9") -> None:
         self._dynamodb = dynamodb
         self._aggregates = aggregates_table
+        self._song = song
         self.moves = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -128,9 +129,9 @@ class LedgerWrittenAtEveryRead:
             self._dynamodb.put_item(
                 TableName="music-claims",
                 Item={
-                    CLAIM_KEY: {"S": "download#song9-d1"},
+                    CLAIM_KEY: {"S": f"download#{self._song}-d9"},
                     "Version": {"S": f"shardId-1|{self.moves:040d}"},
-                    "Entity": {"S": "song9"},
+                    "Entity": {"S": self._song},
                     "Contribution": {"M": {"2018-02": {"N": "1"}}},
                 },
             )
@@ -141,13 +142,13 @@ def test_an_aggregate_whose_ledger_moves_under_every_measurement_is_left_and_its
     aws: None,
 ) -> None:
     # given a one-reader deployment with song1's aggregate holding a count no download explains, its refused_record,
-    # and the ledger written between every two scans of it
+    # and another download of song1 (in February) moved in the ledger between every two scans of it
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
     set_count(stack, "song1", MONTH, 999999999999)
     refused_record(stack, "song1", MONTH)
     real = operator_clients(region=REGION)
-    dynamodb = LedgerWrittenAtEveryRead(real.dynamodb, stack.aggregates_table)
+    dynamodb = LedgerWrittenAtEveryRead(real.dynamodb, stack.aggregates_table, song="song1")
     # when recover runs
     report, _ = recover_once(stack, clients=OperatorClients(dynamodb, real.dynamodbstreams, None, real.sqs))
     # then the aggregate is left as it is after every measurement, and the message is kept, saying to run again
