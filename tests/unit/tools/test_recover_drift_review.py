@@ -544,9 +544,9 @@ def test_a_refused_record_naming_no_aggregate_is_deleted_and_listed_with_its_rea
     assert (report.deleted, queue_depth(stack)) == (1, 0)
 
 
-def test_a_summing_deployment_keeps_the_messages_and_sets_nothing(aws: None) -> None:
-    # given a one-reader deployment that sums an attribute (SUM_ATTRIBUTE), song1's aggregate holding 7, and its
-    # refused_record
+def test_a_summing_deployment_is_rebased_and_keeps_the_message_saying_its_boards_cannot_be_checked(aws: None) -> None:
+    # given a one-reader deployment that sums an attribute (SUM_ATTRIBUTE), song1's aggregate holding 7 by hand, a
+    # ledger item counting a March download whose item carries no amount, and the aggregate's refused_record
     stack = deploy(retractions=True, aggregator_settings=ONE_READER | {"SUM_ATTRIBUTE": "Bytes"})
     claims_table()
     stale_ledger_item(stack, MONTH)
@@ -554,12 +554,15 @@ def test_a_summing_deployment_keeps_the_messages_and_sets_nothing(aws: None) -> 
     refused_record(stack, "song1", MONTH)
     # when recover runs
     report, _ = recover_once(stack)
-    # then the rebase refuses, nothing is measured or set, and the message is kept saying why
-    assert report.rebased is None
+    # then the rebase moves the key to what its item sums (nothing: no amount), the drift step sets nothing, and the
+    # message is kept saying that a recount cannot check a summed board
+    assert report.rebased is not None
+    assert report.rebased.moved == 1
     assert report.drift is None
-    assert stored_count(stack, "song1", MONTH) == 7
+    assert stored_count(stack, "song1", MONTH) == 6
     (kept,) = report.kept
     assert "SUM_ATTRIBUTE" in kept["note"]
+    assert "could not be checked" in kept["note"]
     assert queue_depth(stack) == 1
 
 
