@@ -5,15 +5,18 @@ instead, silent or loud, and the AWS sentence that allows it. The rest are angle
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+import wiring
 from download_records import Schema
 from leaderboard_core.claims import claim_key
-from leaderboard_core.index_layout import order_of
+from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.recover.rebase import rebase
+from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
 from tests.unit.aggregator.ledger_on_moto import MARKER, ROOT, TABLE, LedgerWorld, key_of, one_reader_world
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, read_back
@@ -32,6 +35,18 @@ def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
 def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """The same, its boards summing each download's Plays."""
     return one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
+
+
+@pytest.fixture
+def sharded(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """The summed world with each board's index spread over 4 partitions (LEADERBOARD_SHARDS=4)."""
+    world = one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
+    settings = dataclasses.replace(world.deployed.settings, leaderboard_shards=4)
+    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs_queue[0])
+    dependencies.clock = lambda: float(world.clock)
+    wiring.one_reader_parts(dependencies, settings, dynamodb)
+    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
+    return world
 
 
 # ------------------------------------------------------------------------------------------------------------ findings
@@ -271,3 +286,60 @@ def test_a_summed_aggregate_the_rebase_created_moves_its_order_by_each_later_amo
     key = {"songID": {"S": "song2"}, "SK": {"S": "2018-01"}}
     aggregate = summed.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
     assert int(aggregate["LeaderboardOrder"]["N"]) == order_of(Decimal("2.25"), "song2", summed=True)
+
+
+def test_an_expiry_kept_after_a_rebase_moved_its_key_is_taken_by_its_remove_read_back(world: LedgerWorld) -> None:
+    # given a January download delivered, its edit into February lost and rebased (Version the rebase's), the item then
+    # expired by TTL in a given-up batch, the repair reporting it gone, and the operator naming it expired
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    edit = world.put(ROOT, "song1", 1, "2018-02")
+    assert rebase_world(world).moved == 1
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    # when recover reads back the lost edit and the expiry, and the key is then written again into March, delivered
+    assert read_back(world, ROOT, edit, expiry)["readBack"] == "applied"
+    again = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # then the expired download counts once, in February, beside the new one in March
+    assert world.boards() == {("song1", "2018-02"): 1, ("song1", "2018-03"): 1}
+
+
+def test_a_backfilled_key_kept_as_expired_whose_remove_comes_after_its_next_write_counts_once(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted in January (no Version), expired by TTL in a given-up batch, kept by the
+    # operator, and the key written again into February, delivered
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [again])) == OK
+    # when recover reads the expiry back, twice
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    assert read_back(world, ROOT, expiry, expiry)["readBack"] == "applied"
+    # then the expired download counts once in January, beside the new one in February
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_summed_aggregate_the_rebase_creates_beside_leaderboard_shards_ties_as_the_aggregators_does(
+    sharded: LedgerWorld,
+) -> None:
+    # given LEADERBOARD_SHARDS=4: a download of 1.25 plays of song2 never delivered, one of 1.25 of song3 delivered
+    sharded.put(ROOT, "song2", 1, "2018-01", extra=plays("1.25"))
+    third = sharded.put(ROOT, "song3", 1, "2018-01", extra=plays("1.25"))
+    assert deliver(sharded, ROOT, delivered(sharded, ROOT, [third])) == OK
+    # when the repair rebases the ledger, creating song2's aggregate
+    assert rebase_world(sharded).counted == 1
+    # then both sit in their shard's partition with the sum's order: the tie ranks the smaller id first
+    orders = {}
+    for song in ("song2", "song3"):
+        key = {"songID": {"S": song}, "SK": {"S": "2018-01"}}
+        aggregate = sharded.dynamodb.get_item(TableName=TABLE, Key=key)["Item"]
+        assert aggregate["Month"] == {"S": leaderboard_partition("2018-01", song, 4)}
+        orders[song] = int(aggregate["LeaderboardOrder"]["N"])
+        assert orders[song] == order_of(Decimal("1.25"), song, summed=True)
+    assert orders["song2"] > orders["song3"]
