@@ -22,6 +22,8 @@ from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, wr
 from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, read_back
 from tests.unit.aggregator.test_one_reader_rebase import PLAYS, plays, sums
 from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved, ledger_client
+from tests.unit.aggregator.test_one_reader_review2 import single_table, write
+from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
 from tests.unit.aggregator.test_one_reader_review4 import kept_expired
 
 
@@ -368,3 +370,25 @@ def test_a_summed_aggregate_the_rebase_creates_beside_leaderboard_shards_ties_as
         orders[song] = int(aggregate["LeaderboardOrder"]["N"])
         assert orders[song] == order_of(Decimal("1.25"), song, summed=True)
     assert orders["song2"] > orders["song3"]
+
+
+def test_a_summed_single_table_download_moved_to_another_entity_by_a_lost_edit_is_rebased_there_once(
+    summed: LedgerWorld,
+) -> None:
+    # given a single-table download of 2.5 plays for song1, delivered; its edit to song2 with 4 plays lost
+    deployment = single_table_deployment(summed)
+    key, first = single_table(1, "song1")
+    first = {**first, **plays("2.5")}
+    inserted = write(summed, "INSERT", key, None, first)
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [inserted])) == OK
+    moved = {**first, "songID": {"S": "song2"}, **plays("4")}
+    edit = write(summed, "MODIFY", key, first, moved)
+    summed.dynamodb.put_item(TableName=SINGLE_TABLE, Item=moved)
+    # when the repair rebases the ledger, and the lost edit is then delivered after all, twice
+    assert rebase(summed.dynamodb, deployment).moved == 1
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [edit])) == OK
+    assert deliver(summed, ROOT, delivered(summed, ROOT, [inserted, edit])) == OK
+    # then song2 holds its 4 plays once, song1 nothing, and a second repair finds nothing to do
+    assert sums(summed) == {("song2", "2018-01"): Decimal(4)}
+    again = rebase(summed.dynamodb, deployment)
+    assert (again.moved, again.counted, again.differences_remain) == (0, 0, False)
