@@ -1,5 +1,5 @@
-"""Review of recover's drift step with one reader per shard (recover/drift.py, rebase_check.py `rebase_and_check`): every aggregate
-the messages name, where no key the rebase left counts, is measured against the ledger between two consistent scans,
+"""Review of recover's drift step with one reader per shard (recover/drift.py, rebase_check.py): every aggregate the
+messages name, where no key the rebase left counts, is measured against the ledger between two consistent scans,
 set (with its index order) on the condition that it holds the count read, and measured again after every write; a
 message is deleted only once each aggregate it names equals what the ledger counts in it and a recount that writes
 nothing finds it exact. Each test is named for what should hold, against another writer interposed where the AWS
