@@ -38,7 +38,10 @@ class Fold:
     freezes: list[str] = field(default_factory=list)
     """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
     keeps: list[tuple[str, str]] = field(default_factory=list)
-    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's expiries take, with the expiry's version."""
+    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's removals take, with the removal's version."""
+    bounds: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    """Keeps whose removal a later write of this batch proves came before it: keep item -> (`KeptUntil` as read, the
+    lowest such write's version)."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
