@@ -39,9 +39,9 @@ class Fold:
     """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
     keeps: list[tuple[str, str]] = field(default_factory=list)
     """The operator's keeps (`expired#<key>|<version>|kept`) this batch's removals take, with the removal's version."""
-    bounds: dict[str, tuple[str | None, str]] = field(default_factory=dict)
-    """Keeps whose removal a later write of this batch proves came before it: keep item -> (`KeptUntil` as read, the
-    lowest such write's version)."""
+    bounds: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """The keeps this batch read to take or bound: keep item -> (`KeptUntil` as read, the lowest version of a write
+    after the kept version, which proves its removal came before it)."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

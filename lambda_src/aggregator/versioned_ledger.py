@@ -250,7 +250,8 @@ class VersionedLedger:
         item = self.keep_item(operators)
         if item is None or KEPT_BY in item:
             return None
-        _, until = fold.bounds.get(operators, (None, (item.get(KEPT_UNTIL) or {}).get("S")))
+        read = (item.get(KEPT_UNTIL) or {}).get("S")
+        _, until = fold.bounds.get(operators, (read, read))
         if until is not None and not self.after(until, version, stream_arn):
             return None
         if BASE_CONTRIBUTION in item and (
@@ -258,6 +259,7 @@ class VersionedLedger:
             or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
         ):
             return None
+        fold.bounds.setdefault(operators, (read, read))
         return operators
 
     def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:
@@ -420,14 +422,17 @@ class VersionedLedger:
                 values[":version"] = {"S": taken[operators]}
             if operators in fold.bounds:
                 read, until = fold.bounds[operators]
-                sets.append("#until = :until")
                 names["#until"] = KEPT_UNTIL
-                values[":until"] = {"S": until}
+                if until != read and until is not None:
+                    sets.append("#until = :until")
+                    values[":until"] = {"S": until}
                 if read is None:
                     condition += " AND attribute_not_exists(#until)"
                 else:
                     condition += " AND #until = :read"
                     values[":read"] = {"S": read}
+            if not sets:
+                continue
             update = {
                 "TableName": self.ledger_table,
                 "Key": {CLAIM_KEY: {"S": operators}},
