@@ -38,7 +38,10 @@ class Fold:
     freezes: list[str] = field(default_factory=list)
     """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
     keeps: list[tuple[str, str]] = field(default_factory=list)
-    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's expiries take, with the expiry's version."""
+    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's removals take, with the removal's version."""
+    bounds: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """The keeps this batch read to take or bound: keep item -> (`KeptUntil` as read, the lowest version of a write
+    after the kept version, which proves its removal came before it)."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -42,6 +42,7 @@ from leaderboard_core.claims import (
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     KEPT_BY,
+    KEPT_UNTIL,
     STREAM_FROM,
     claim_key,
     decreased_value,
@@ -56,6 +57,9 @@ from stream_shards import StreamShards
 from telemetry import logger
 
 FROZEN = EXPIRY_PREFIX
+READ_FROM_THE_TABLE = "~"
+"""In a Version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item: the
+writes that item showed have records after the version's record, so none of them bounds a keep of it."""
 TRANSACTION_ITEMS = 100
 """TransactWriteItems "groups up to 100 action requests"."""
 ATTEMPTS = 5
@@ -169,6 +173,9 @@ class VersionedLedger:
         also keeps its old image counted for good, once, wherever it stands (`freeze`)."""
         version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
         stream = record["dynamodb"]
+        removal = record.get("eventName") == "REMOVE"
+        if not removal:
+            self.bound_keeps(fold, version, shard.stream_arn)
         if expired_by_ttl(record) and not self.frozen(fold, version):
             entity, kept = counted(stream.get("OldImage"), self.schema)
             operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
@@ -177,9 +184,14 @@ class VersionedLedger:
                 kept = {}
             with fold.counting_for(entity):
                 self.freeze(fold, version, kept)
+        elif removal:
+            entity, kept = counted(stream.get("OldImage"), self.schema)
+            operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
+            if operators is not None:
+                fold.keeps.append((operators, version))
         if not self.after(version, fold.version, shard.stream_arn):
             return
-        if record.get("eventName") == "REMOVE" and fold.item is None and not fold.contribution:
+        if removal and fold.item is None and not fold.contribution:
             logger.debug("a REMOVE of a key that counts nothing: nothing to take", extra={"keys": fold.key})
         entity, target = (
             (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
@@ -211,11 +223,12 @@ class VersionedLedger:
     def kept_by_operator(
         self, fold: Fold, version: str, entity: str | None, kept: Boards, stream_arn: str
     ) -> str | None:
-        """The operator's keep (`ExpiryKept`) this expiry is, if any: its item (`expired#<key>|<version>|kept`) names
-        the version the ledger counted when the rebase found the item gone, and what it counted. The expiry of that
-        version is the first REMOVE after it: the keep of the latest kept version before this expiry, if the old image
-        counts what it kept. The first such expiry applied takes the keep (`KeptBy`, set once) and adds nothing,
-        wherever it stands against Version; any other counts as usual."""
+        """The operator's keep (`ExpiryKept`) this removal is, if any: its item (`expired#<key>|<version>|kept`) names
+        the version L the ledger counted when the rebase found the item gone, and what it counted. The removal of L is
+        the first REMOVE after L: one after L, below every INSERT or MODIFY of the key after L (`KeptUntil`), whose old
+        image counts what was kept. The first such removal applied takes the keep (`KeptBy`, set once): an expiry by
+        TTL then adds nothing, wherever it stands against Version, and a REMOVE without the service's identity (the
+        application's, or a replicated expiry) leaves the keep to no later expiry; any other removal counts as usual."""
         if fold.item is None:
             return None
         before = [
@@ -234,17 +247,44 @@ class VersionedLedger:
         operators = f"{FROZEN}{claim_key(fold.key)}|{latest}|kept"
         if any(taken == operators for taken, _ in fold.keeps):
             return None
-        item = self.client.get_item(
-            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
-        ).get("Item")
+        item = self.keep_item(operators)
         if item is None or KEPT_BY in item:
+            return None
+        read = (item.get(KEPT_UNTIL) or {}).get("S")
+        _, until = fold.bounds.get(operators, (read, read))
+        if until is not None and not self.after(until, version, stream_arn):
             return None
         if BASE_CONTRIBUTION in item and (
             (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
             or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
         ):
             return None
+        fold.bounds.setdefault(operators, (read, read))
         return operators
+
+    def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:
+        """An INSERT or MODIFY of the key at `version` proves the removal of every kept version before it came before
+        it: each such keep not yet taken is bounded by it (`KeptUntil`, the lowest such version)."""
+        if fold.item is None:
+            return
+        for label in sorted(expiries_kept(fold.item)):
+            if READ_FROM_THE_TABLE in label or not self.after(version, label, stream_arn):
+                continue
+            operators = f"{FROZEN}{claim_key(fold.key)}|{label}|kept"
+            item = self.keep_item(operators)
+            if item is None or KEPT_BY in item:
+                continue
+            read = (item.get(KEPT_UNTIL) or {}).get("S")
+            until = fold.bounds.get(operators, (read, read))[1]
+            if until is None or self.after(until, version, stream_arn):
+                fold.bounds[operators] = (read, version)
+
+    def keep_item(self, operators: str) -> dict[str, Any] | None:
+        """An operator's keep item, read strongly consistent."""
+        response = self.client.get_item(
+            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
+        )
+        return response.get("Item")
 
     @staticmethod
     def move(fold: Fold, target: Boards) -> None:
@@ -275,13 +315,13 @@ class VersionedLedger:
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes:
+            if fold.applied or fold.freezes or fold.keeps or fold.bounds:
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
                 aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
-                items = sum(1 + len(other.freezes) + len(other.keeps) for other in [*chunk, fold])
+                items = sum(1 + len(other.freezes) + len(other.keeps) + len(other.bounds) for other in [*chunk, fold])
                 if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []
@@ -303,7 +343,7 @@ class VersionedLedger:
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
         writes += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
-        writes += [self.keep_taken(operators, version) for fold in group for operators, version in fold.keeps]
+        writes += [write for fold in group for write in self.keep_writes(fold)]
         overflowing: set[Aggregate] = set()
         reported = 0
         while True:
@@ -367,18 +407,42 @@ class VersionedLedger:
             }
         }
 
-    def keep_taken(self, operators: str, version: str) -> dict[str, Any]:
-        """The operator's keep taken by the expiry at `version`, once: a later expiry of the key counts as usual."""
-        return {
-            "Update": {
+    def keep_writes(self, fold: Fold) -> list[dict[str, Any]]:
+        """One Update per keep item the batch touched: taken by a removal (`KeptBy`, once: a later expiry of the key
+        counts as usual) and bounded by a write (`KeptUntil`), each conditioned on the item as read."""
+        taken = dict(fold.keeps)
+        writes = []
+        for operators in sorted(taken.keys() | fold.bounds.keys()):
+            sets: list[str] = []
+            names = {"#key": CLAIM_KEY, "#by": KEPT_BY}
+            values: dict[str, Any] = {}
+            condition = "attribute_exists(#key) AND attribute_not_exists(#by)"
+            if operators in taken:
+                sets.append("#by = :version")
+                values[":version"] = {"S": taken[operators]}
+            if operators in fold.bounds:
+                read, until = fold.bounds[operators]
+                names["#until"] = KEPT_UNTIL
+                if until != read and until is not None:
+                    sets.append("#until = :until")
+                    values[":until"] = {"S": until}
+                if read is None:
+                    condition += " AND attribute_not_exists(#until)"
+                else:
+                    condition += " AND #until = :read"
+                    values[":read"] = {"S": read}
+            if not sets:
+                continue
+            update = {
                 "TableName": self.ledger_table,
                 "Key": {CLAIM_KEY: {"S": operators}},
-                "UpdateExpression": "SET #by = :version",
-                "ConditionExpression": "attribute_exists(#key) AND attribute_not_exists(#by)",
-                "ExpressionAttributeNames": {"#key": CLAIM_KEY, "#by": KEPT_BY},
-                "ExpressionAttributeValues": {":version": {"S": version}},
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
             }
-        }
+            writes.append({"Update": update})
+        return writes
 
     def aggregate_add(self, entity: str, board: str, amount: Decimal) -> dict[str, Any]:
         """An aggregate's ADD; an addition puts it in the index under its board, with its order moved by the amount."""

@@ -246,7 +246,10 @@ trimmed), the versions the ledger counted when each such keep moved the key to n
 items written before). Every later move carries it: the expiry of a kept version, applied in any order, finds its keep
 by it (`expired#<claim key>|<version>|kept`)."""
 KEPT_BY = "KeptBy"
-"""On an operator's keep item: the version of the expiry that took it, set once."""
+"""On an operator's keep item: the version of the removal that took it, set once."""
+KEPT_UNTIL = "KeptUntil"
+"""On an operator's keep item of version L: the lowest version of an INSERT or MODIFY of the key after L applied. The
+removal of L came before it, so only a removal below it may take the keep."""
 BACKFILLED = "backfill~"
 """The label of a keep of a ledger item with no Version (the backfill's): every record follows it."""
 

@@ -54,16 +54,6 @@ def sharded(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent: the keep made for the trimmed REMOVE of version L is taken by the next expiry whose old image "
-    "counts the same, here the expiry of the key's write after L (equal content), which then adds nothing: January "
-    "counts 1 of 2, nothing is reported, and a later repair finds nothing (the item is gone, the ledger at nothing). "
-    "The keep is matched by 'latest kept version before it, same old image', not by 'first removal after L': an "
-    "INSERT applied after L proves L's removal came before it. AWS allows it: stream records are kept 24 hours, and "
-    "Time to Live deletes the rewritten item again, its REMOVE naming dynamodb.amazonaws.com",
-)
 def test_a_key_written_again_with_the_kept_downloads_content_and_expired_again_keeps_both_expired_downloads(
     world: LedgerWorld,
 ) -> None:
@@ -82,14 +72,6 @@ def test_a_key_written_again_with_the_kept_downloads_content_and_expired_again_k
     assert world.boards() == {("song1", "2018-01"): 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent: the REMOVE of the kept version, without the service identity, counts as usual (the key already "
-    "at nothing) and leaves the keep untaken; the key's next expiry by TTL, its old image equal, takes it and adds "
-    "nothing: January counts 1 of 2. AWS allows it: 'TTL deletions that are replicated to global table regions are "
-    "not identifiable in DynamoDB streams in the regions the deletion is replicated to' (ttl-expired-items)",
-)
 def test_a_kept_version_whose_remove_comes_as_the_applications_leaves_its_keep_to_no_later_expiry(
     world: LedgerWorld,
 ) -> None:
@@ -112,13 +94,6 @@ def test_a_kept_version_whose_remove_comes_as_the_applications_leaves_its_keep_t
     assert world.boards() == {("song1", "2018-01"): 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent, as the first finding: a write in between with other content does not spend the keep either; the "
-    "third write's expiry, its old image equal to the kept download's, takes it and adds nothing: January 1 of 2. "
-    "AWS allows it: stream records are kept 24 hours; each rewritten item is deleted by Time to Live again",
-)
 def test_a_kept_expiry_never_delivered_is_not_taken_by_a_later_expiry_after_other_writes(world: LedgerWorld) -> None:
     # given a January download delivered, its expiry by TTL trimmed (never delivered), kept by the operator; the key
     # written again into February and expired, both delivered
