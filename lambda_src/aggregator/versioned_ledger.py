@@ -31,22 +31,18 @@ from botocore.exceptions import ClientError
 from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema
+from expiry_keeps import ExpiryKeeps
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
-    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
     EXPIRY_KEPT,
-    EXPIRY_PREFIX,
-    KEPT_BY,
-    KEPT_UNTIL,
     STREAM_FROM,
     claim_key,
     decreased_value,
-    expiries_kept,
     stored_key,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
@@ -56,8 +52,6 @@ from ledger_records import Boards, counted, is_download_record, refused_report, 
 from stream_shards import StreamShards
 from telemetry import logger
 
-FROZEN = EXPIRY_PREFIX
-READ_FROM_THE_TABLE = "~"
 """In a Version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item: the
 writes that item showed have records after the version's record, so none of them bounds a keep of it."""
 TRANSACTION_ITEMS = 100
@@ -86,7 +80,7 @@ class Applied:
     refused: int = 0
 
 
-class VersionedLedger:
+class VersionedLedger(ExpiryKeeps):
     """The fold of a batch's records into their keys' ledger items, and the transactions that write them."""
 
     def __init__(
@@ -202,90 +196,6 @@ class VersionedLedger:
         self.move(fold, target)
         fold.version, fold.applied = version, True
 
-    def frozen(self, fold: Fold, version: str) -> bool:
-        """Whether the expiry at `version` is kept already, by this batch or by its own item."""
-        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
-        if frozen in fold.freezes:
-            return True
-        response = self.client.get_item(
-            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
-        )
-        return "Item" in response
-
-    def freeze(self, fold: Fold, version: str, kept: Boards) -> None:
-        """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
-        the key, so it is applied by its own identity, not by Version: a rewrite under the key applied first (a retry
-        out of order, a child read before a given-up parent) must not hide it."""
-        fold.freezes.append(f"{FROZEN}{claim_key(fold.key)}|{version}")
-        for board, amount in kept.items():
-            fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
-
-    def kept_by_operator(
-        self, fold: Fold, version: str, entity: str | None, kept: Boards, stream_arn: str
-    ) -> str | None:
-        """The operator's keep (`ExpiryKept`) this removal is, if any: its item (`expired#<key>|<version>|kept`) names
-        the version L the ledger counted when the rebase found the item gone, and what it counted. The removal of L is
-        the first REMOVE after L: one after L, below every INSERT or MODIFY of the key after L (`KeptUntil`), whose old
-        image counts what was kept. The first such removal applied takes the keep (`KeptBy`, set once): an expiry by
-        TTL then adds nothing, wherever it stands against Version, and a REMOVE without the service's identity (the
-        application's, or a replicated expiry) leaves the keep to no later expiry; any other removal counts as usual."""
-        if fold.item is None:
-            return None
-        before = [
-            label
-            for label in sorted(expiries_kept(fold.item))
-            if label.startswith(BACKFILLED) or self.after(version, label, stream_arn)
-        ]
-        if not before:
-            return None
-        latest = before[0]
-        for label in before[1:]:
-            if latest.startswith(BACKFILLED) or (
-                not label.startswith(BACKFILLED) and self.after(label, latest, stream_arn)
-            ):
-                latest = label
-        operators = f"{FROZEN}{claim_key(fold.key)}|{latest}|kept"
-        if any(taken == operators for taken, _ in fold.keeps):
-            return None
-        item = self.keep_item(operators)
-        if item is None or KEPT_BY in item:
-            return None
-        read = (item.get(KEPT_UNTIL) or {}).get("S")
-        _, until = fold.bounds.get(operators, (read, read))
-        if until is not None and not self.after(until, version, stream_arn):
-            return None
-        if BASE_CONTRIBUTION in item and (
-            (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
-            or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
-        ):
-            return None
-        fold.bounds.setdefault(operators, (read, read))
-        return operators
-
-    def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:
-        """An INSERT or MODIFY of the key at `version` proves the removal of every kept version before it came before
-        it: each such keep not yet taken is bounded by it (`KeptUntil`, the lowest such version)."""
-        if fold.item is None:
-            return
-        for label in sorted(expiries_kept(fold.item)):
-            if READ_FROM_THE_TABLE in label or not self.after(version, label, stream_arn):
-                continue
-            operators = f"{FROZEN}{claim_key(fold.key)}|{label}|kept"
-            item = self.keep_item(operators)
-            if item is None or KEPT_BY in item:
-                continue
-            read = (item.get(KEPT_UNTIL) or {}).get("S")
-            until = fold.bounds.get(operators, (read, read))[1]
-            if until is None or self.after(until, version, stream_arn):
-                fold.bounds[operators] = (read, version)
-
-    def keep_item(self, operators: str) -> dict[str, Any] | None:
-        """An operator's keep item, read strongly consistent."""
-        response = self.client.get_item(
-            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
-        )
-        return response.get("Item")
-
     @staticmethod
     def move(fold: Fold, target: Boards) -> None:
         """The aggregates go from what the key counts to `target`, which the key then counts."""
@@ -395,54 +305,6 @@ class VersionedLedger:
         if values:
             put["ExpressionAttributeValues"] = values
         return {"Put": put}
-
-    def freeze_put(self, frozen: str) -> dict[str, Any]:
-        """An expiry's part, kept once: a Put of its own item, conditioned on its absence."""
-        return {
-            "Put": {
-                "TableName": self.ledger_table,
-                "Item": {CLAIM_KEY: {"S": frozen}},
-                "ConditionExpression": "attribute_not_exists(#key)",
-                "ExpressionAttributeNames": {"#key": CLAIM_KEY},
-            }
-        }
-
-    def keep_writes(self, fold: Fold) -> list[dict[str, Any]]:
-        """One Update per keep item the batch touched: taken by a removal (`KeptBy`, once: a later expiry of the key
-        counts as usual) and bounded by a write (`KeptUntil`), each conditioned on the item as read."""
-        taken = dict(fold.keeps)
-        writes = []
-        for operators in sorted(taken.keys() | fold.bounds.keys()):
-            sets: list[str] = []
-            names = {"#key": CLAIM_KEY, "#by": KEPT_BY}
-            values: dict[str, Any] = {}
-            condition = "attribute_exists(#key) AND attribute_not_exists(#by)"
-            if operators in taken:
-                sets.append("#by = :version")
-                values[":version"] = {"S": taken[operators]}
-            if operators in fold.bounds:
-                read, until = fold.bounds[operators]
-                names["#until"] = KEPT_UNTIL
-                if until != read and until is not None:
-                    sets.append("#until = :until")
-                    values[":until"] = {"S": until}
-                if read is None:
-                    condition += " AND attribute_not_exists(#until)"
-                else:
-                    condition += " AND #until = :read"
-                    values[":read"] = {"S": read}
-            if not sets:
-                continue
-            update = {
-                "TableName": self.ledger_table,
-                "Key": {CLAIM_KEY: {"S": operators}},
-                "UpdateExpression": "SET " + ", ".join(sets),
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-            }
-            writes.append({"Update": update})
-        return writes
 
     def aggregate_add(self, entity: str, board: str, amount: Decimal) -> dict[str, Any]:
         """An aggregate's ADD; an addition puts it in the index under its board, with its order moved by the amount."""

@@ -43,7 +43,8 @@ from botocore.exceptions import ClientError
 from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, REBASES, download_key_of
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.deployment import Deployment
-from leaderboard_tools.recover.rebase import LEDGER_PREFIX, VERSION, Aggregate, Rebaser
+from leaderboard_tools.recover.ledger_versions import LEDGER_PREFIX, VERSION
+from leaderboard_tools.recover.rebase import Aggregate, Rebaser
 
 EXPIRED_PREFIX = "expired#"
 ATTEMPTS = 3

@@ -26,7 +26,6 @@ condition: the key is read again). Expiries' own items (`expired#...`) are left 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,15 +35,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from leaderboard_core.amounts import amount_of
-from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
-    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
-    EXPIRY_KEPT,
     EXPIRY_PREFIX,
     REBASES,
     STREAM_FROM,
@@ -52,8 +48,6 @@ from leaderboard_core.claims import (
     claim_key,
     decreased_of,
     decreased_value,
-    download_key_of,
-    expiries_kept,
     rebased_count,
     rebases_condition,
     stored_key,
@@ -62,13 +56,13 @@ from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboar
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
-
-VERSION = "Version"
-REBASED = "~"
-"""Version's suffix after a rebase: `<shard>|<padded sequence>~<n>`, ordered as the record it names."""
-LEDGER_PREFIX = "download#"
-ATTEMPTS = 5
-"""Reads of one key whose transaction was cancelled (a record applied meanwhile) before it is reported."""
+from leaderboard_tools.recover.gone_keys import GoneKeys
+from leaderboard_tools.recover.ledger_versions import (
+    ATTEMPTS,
+    LEDGER_PREFIX,
+    VERSION,
+    rebased_version,
+)
 
 Aggregate = tuple[str, str]
 
@@ -153,7 +147,7 @@ def rebase(
     return rebaser.report
 
 
-class Rebaser:
+class Rebaser(GoneKeys):
     """One rebase's reads and conditioned writes."""
 
     def __init__(
@@ -385,19 +379,6 @@ class Rebaser:
                 if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                     raise
 
-    def check_rejected(self, claim: str, item: Mapping[str, Any]) -> None:
-        """An item whose entity cannot key an aggregate is reported, as the aggregator reports its records."""
-        entity = (item.get(self.deployment.names.entity) or {}).get("S")
-        if isinstance(entity, str) and not fits_partition_key(entity):
-            self.report.rejected.append(
-                {
-                    "claimKey": claim,
-                    "key": shown_key(item_key(item, self.deployment)),
-                    "why": f"{self.deployment.names.entity} is longer than DynamoDB's {MAX_ENTITY_BYTES}-byte "
-                    "partition key, the aggregates' key: counted nowhere; fix the item and its next record counts it",
-                }
-            )
-
     def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
         """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,
         as the handler does before its own transaction, in case the move's own never ran (a rebase or a handler stopped
@@ -407,65 +388,6 @@ class Rebaser:
             self._leave_index(ledger_item, {})
 
     # ------------------------------------------------------------------ reporting
-
-    def check_gone(self, claim: str, found_gone: Mapping[str, Any] | None) -> None:
-        """A ledger item whose item the table was then found without (`found_gone`, the ledger item as read before),
-        read again: if it still counts something, reported, or taken back when the operator named it deleted.
-
-        Taken back only while no record was applied since `found_gone` (Version, and Rebases, unchanged: both only
-        move on), and conditioned on that, so the take-back never undoes a write of the key delivered during the run.
-        A ledger item moved since is read against its item (the key it keeps): an item written again is moved to;
-        one still missing is reported again, for the operator to judge as it is now."""
-        for _ in range(ATTEMPTS):
-            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-            if ledger_item is None or not any(self.state(ledger_item)[1].values()):
-                return
-            moved_since = found_gone is None or generation(ledger_item) != generation(found_gone)
-            key = download_key_of(ledger_item)
-            if moved_since and key is not None and self._get(self.deployment.table, key) is not None:
-                self.rebase_key(claim, key, gone_checked=True)
-                return
-            if moved_since or claim not in self.deleted | self.expired:
-                self._gone(claim, ledger_item)
-                return
-            if claim in self.expired:
-                if self._keep_expired(claim, ledger_item):
-                    self.report.kept_expired += 1
-                    return
-                self.report.retries += 1
-                continue
-            moves = self._moves(ledger_item, "", {})
-            if self._commit(claim, {}, ledger_item, "", {}, moves):
-                self.report.taken_back += 1
-                self._leave_index(ledger_item, moves)
-                return
-            self.report.retries += 1
-        self._unplaced(claim, f"its ledger item changed under {ATTEMPTS} rebases: run the repair again", ledger_item)
-
-    def _keep_expired(self, claim: str, ledger_item: dict[str, Any]) -> bool:
-        """What the handler does for an expiry by TTL, for one whose record the operator says was trimmed: the key moves
-        to nothing while the aggregates keep what it counted (retention), in one transaction with the expiry's own
-        item, conditioned on the ledger item as read. That item names what the key counted, and `ExpiryKept` the
-        version it counted it by: the expiry of that version, if it comes after all, in any order with the key's later
-        records, takes the keep and adds nothing. False when the transaction was cancelled."""
-        put = self._ledger_put(claim, ledger_item, "", {}, {})
-        version, rebases = generation(ledger_item)
-        label = version or f"{BACKFILLED}{rebases or 0}"
-        put["Put"]["Item"][EXPIRY_KEPT] = {"SS": sorted(expiries_kept(ledger_item) | {label})}
-        entity, contribution = self.state(ledger_item)
-        kept = {
-            "Put": {
-                "TableName": self.claims,
-                "Item": {
-                    CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"},
-                    BASE_ENTITY: {"S": entity},
-                    BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}},
-                },
-                "ConditionExpression": "attribute_not_exists(#key)",
-                "ExpressionAttributeNames": {"#key": CLAIM_KEY},
-            }
-        }
-        return self._transact([put, kept])
 
     def _transact(self, actions: list[dict[str, Any]]) -> bool:
         """One transaction; False when a condition failed or another transaction conflicted (the key is read again)."""
@@ -479,73 +401,3 @@ class Rebaser:
                 raise
             return False
         return True
-
-    def check_not_kept(self) -> None:
-        """A key named expired that still counts something, with no keep and no expiry of its own applied: a record of
-        it was applied between the report of it gone and this run (its next write moved it from what the expired
-        download counted, which the ledger no longer says). Reported, never guessed."""
-        left = {entry["claimKey"] for entry in self.report.gone + self.report.unplaced}
-        for claim in sorted(self.expired - left - self.expiry_applied):
-            ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-            if ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
-                continue
-            why = (
-                "named expired, but a record of the key was applied since its item was reported gone: the expired "
-                "download is not kept; recount the aggregates the gone report named for it"
-            )
-            self._unplaced(claim, why, ledger_item)
-
-    def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
-        entity, contribution = self.state(ledger_item)
-        self.report.gone.append(
-            {
-                "claimKey": claim,
-                "key": shown_key(download_key_of(ledger_item)),
-                "entityId": entity,
-                "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
-                "version": ledger_item.get(VERSION, {}).get("S"),
-                "why": "the key counts here but its item is not in the table: deleted (to take back: name it to "
-                "--deleted-keys) or expired by TTL (to keep counted: name it to --expired-keys), its record no longer "
-                "in the stream; not told apart, left as it is until named",
-            }
-        )
-
-    def _unplaced(
-        self,
-        claim: str,
-        why: str,
-        ledger_item: Mapping[str, Any] | None,
-        entity: str = "",
-        target: Mapping[str, Decimal] | None = None,
-    ) -> None:
-        """A key left as it is, with the aggregates it may be wrong in: those its ledger item counts, and those its
-        item counts (recover keeps the messages that name them)."""
-        counted_entity, contribution = self.state(ledger_item) if ledger_item is not None else ("", {})
-        aggregates = {(counted_entity, board) for board in contribution} | {(entity, board) for board in target or {}}
-        self.report.unplaced.append(
-            {"claimKey": claim, "why": why, "aggregates": [list(aggregate) for aggregate in sorted(aggregates)]}
-        )
-
-
-def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """What changes with every move of a ledger item: its Version (the handler's and the rebase's), or with none its
-    Rebases (the rebase's)."""
-    return (ledger_item.get(VERSION) or {}).get("S"), (ledger_item.get(REBASES) or {}).get("N")
-
-
-def rebased_version(version: str) -> str:
-    """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
-    record, _, count = version.partition(REBASED)
-    return f"{record}{REBASED}{int(count or 0) + 1}"
-
-
-def shown_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A download's key as JSON holds it, binary values base64 (as `aws dynamodb get-item --key` takes them); None for a
-    ledger item written before it kept its key."""
-    if key is None:
-        return None
-    return {
-        name: {kind: base64.b64encode(bytes(inner)).decode() if isinstance(inner, bytes | bytearray) else inner}
-        for name, value in key.items()
-        for kind, inner in value.items()
-    }

@@ -1,0 +1,40 @@
+"""A ledger item's versions as the repair reads and writes them: what every move changes, and a download's key."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from leaderboard_core.claims import REBASES
+
+VERSION = "Version"
+REBASED = "~"
+"""Version's suffix after a rebase: `<shard>|<padded sequence>~<n>`, ordered as the record it names."""
+LEDGER_PREFIX = "download#"
+ATTEMPTS = 5
+"""Reads of one key whose transaction was cancelled (a record applied meanwhile) before it is reported."""
+
+
+def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """What changes with every move of a ledger item: its Version (the handler's and the rebase's), or with none its
+    Rebases (the rebase's)."""
+    return (ledger_item.get(VERSION) or {}).get("S"), (ledger_item.get(REBASES) or {}).get("N")
+
+
+def rebased_version(version: str) -> str:
+    """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
+    record, _, count = version.partition(REBASED)
+    return f"{record}{REBASED}{int(count or 0) + 1}"
+
+
+def shown_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A download's key as JSON holds it, binary values base64 (as `aws dynamodb get-item --key` takes them); None for a
+    ledger item written before it kept its key."""
+    if key is None:
+        return None
+    return {
+        name: {kind: base64.b64encode(bytes(inner)).decode() if isinstance(inner, bytes | bytearray) else inner}
+        for name, value in key.items()
+        for kind, inner in value.items()
+    }
