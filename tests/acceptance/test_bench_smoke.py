@@ -121,12 +121,12 @@ def test_ours_writes_at_the_bound_or_above_it_only_by_retries(smoke_run: tuple[d
     allowance = per_batch["retry_writes_allowance"]
     assert per_batch["bound"] <= per_batch["aggregate_writes"] <= per_batch["bound"] + allowance
 
-    # and ours per window wrote no less than the distinct aggregates of its windows, and above them by no more than
-    # the share of its invocations that failed (a failed final invocation's window is written again on its retry)
+    # and ours per window wrote no less than the distinct aggregates of its windows, and above them only by what its
+    # failed invocations wrote (a final invocation failing after half its work has written its window so far)
     per_window = runs["ours_per_window"]
-    failed_share = per_window["failed_invocations"] / per_window["invocations"]
     assert per_window["bound"] > 0
-    assert per_window["bound"] <= per_window["aggregate_writes"] <= per_window["bound"] * (1 + failed_share)
+    allowance = per_window["retry_writes_allowance"]
+    assert per_window["bound"] <= per_window["aggregate_writes"] <= per_window["bound"] + allowance
 
     # and the guide wrote once per record delivered, retried records included: more than ours
     guide = runs["guide"]
