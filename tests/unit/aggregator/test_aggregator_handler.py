@@ -247,17 +247,18 @@ class SlowClient:
 
 def test_the_handler_returns_before_the_deadline_margin_whatever_the_sdk_is_doing(deployed: Deployed) -> None:
     deployed.configure(deadline_margin_ms=1000)
-    slow = SlowClient(deployed.dynamodb, delay=4.0)
+    slow = SlowClient(deployed.dynamodb, delay=6.0)
     deployed.use_store(slow)
     deployed.write("song1", 1)
     records = deployed.stream_records()
-    # given an invocation with 3.5 s left, a 1 s margin, and updates that take 4 s
+    # given an invocation with 3.5 s left, a 1 s margin, and updates that take 6 s
     context = FakeLambdaContext(remaining_ms=3500)
     started = time.monotonic()
     # when it runs
     response = deployed.invoke(deployed.window_event(records), context)
-    # then it answers after about the 2.5 s it had, with the checkpoint not moved past the unfinished write
-    assert time.monotonic() - started < 3.0
+    # then it answers after about the 2.5 s it had, not when the update returns (the slack is for a loaded machine),
+    # with the checkpoint not moved past the unfinished write
+    assert 2.4 <= time.monotonic() - started < 5.0
     assert deployed.checkpoint() is None
     # and when the abandoned update lands late and the next invocation writes the same aggregate, it counts once
     assert slow.landed.wait(10)

@@ -117,7 +117,7 @@ def test_the_record_of_a_band_closed_by_its_repair_is_deleted_by_recover_without
 def test_the_record_of_a_band_naming_its_board_as_board_waits_while_the_band_is_open(aws: None) -> None:
     # given a repair killed while its band is open, and its record as the aggregator now writes it ("board")
     stack = drifted_song()
-    killed_repair_holding_a_missed_download(stack)
+    killed_repair_holding_a_missed_download(stack, band_seconds=120)
     body = {"kind": "recount_band", "entityId": "song1", "board": MONTH, "band": band_of(stack)}
     body["deadline"] = int(str(body["band"]).split("|")[1])
     boto3.client("sqs", region_name=REGION).send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
