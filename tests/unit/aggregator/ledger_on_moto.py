@@ -24,11 +24,11 @@ from catch_up import advance, catch_up
 from delivery import ShardRef
 from download_records import Schema
 from invocation_context import InvocationContext
-from leaderboard_core.claims import CLAIM_KEY, backfill_claim
+from leaderboard_core.claims import CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import DownloadMarker
 from progress_item import Progress
-from tests.unit.aggregator.handler_on_moto import Deployed, aggregator_dependencies, aggregator_settings
+from tests.unit.aggregator.handler_on_moto import Deployed, aggregator_dependencies, aggregator_settings, client_error
 from tests.unit.conftest import FakeLambdaContext
 
 LEDGER_TABLE = "test-ledger"
@@ -313,12 +313,83 @@ def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
     }
 
 
-def one_reader_world(dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
+def one_reader_world(
+    dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None, **settings_changed: Any
+) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018);
+    `settings_changed`: other settings of the deployment (its index partitions), wired as the handler wires them."""
     world = LedgerWorld(dynamodb, sqs, queue_url, schema)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
+    settings = dataclasses.replace(world.settings, stream_readers=1, **settings_changed)
     dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
     dependencies.clock = lambda: float(world.clock)
     wiring.one_reader_parts(dependencies, settings, dynamodb)
     world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
     return world
+
+
+def ledger_item_of(world: LedgerWorld, key: dict[str, Any]) -> dict[str, Any]:
+    """The versioned ledger's item of a download `key`, read consistently: what the handler or the repair last wrote."""
+    item = {CLAIM_KEY: {"S": claim_key(key)}}
+    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=item, ConsistentRead=True)["Item"]
+
+
+def ledger_item(world: LedgerWorld, song: str, number: int) -> dict[str, Any]:
+    """The ledger's item of the world's download `number` of `song` (the table's own key, not a single-table one)."""
+    return ledger_item_of(world, key_of(song, number))
+
+
+# another writer, a failure or a resent request between the handler's (or the repair's) steps
+
+
+class Interleaved:
+    """A DynamoDB client whose `method` runs `before` the first time it is called (another writer's step between the
+    handler's read and its write), or whose calls are replaced by `instead` (a failure, a resent request)."""
+
+    def __init__(self, client: Any, method: str, before: Callable[[], Any] | None = None, instead: Any = None) -> None:
+        self.client, self.method, self.before, self.instead, self.calls = client, method, before, instead, 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self.method:
+            return getattr(self.client, name)
+
+        def call(**parameters: Any) -> Any:
+            self.calls += 1
+            if self.before is not None:
+                before, self.before = self.before, None
+                before()
+            if self.instead is not None:
+                return self.instead(self.calls, getattr(self.client, name), parameters)
+            return getattr(self.client, name)(**parameters)
+
+        return call
+
+
+def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
+    """The versioned ledger's DynamoDB client replaced by `interleaved`."""
+    ledger = world.deployed.dependencies.versioned_ledger
+    assert ledger is not None
+    ledger.client = interleaved
+    return interleaved
+
+
+def on_call(number: int, step: Any) -> Any:
+    """An `Interleaved` replacement: `step` runs before the client's `number`-th call of the method, then the call."""
+
+    def call(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+        if calls == number:
+            step()
+        return send(**parameters)
+
+    return call
+
+
+def fails_at(number: int | None, code: str, operation: str) -> Any:
+    """An `Interleaved` replacement: the `number`-th call (every call when None) fails with DynamoDB's error `code`,
+    as an outage or another writer's conflict would; the other calls go through."""
+
+    def call(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+        if number is None or calls == number:
+            raise client_error(code, operation)
+        return send(**parameters)
+
+    return call

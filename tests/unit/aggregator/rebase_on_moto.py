@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.claims import claim_key
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
@@ -68,3 +69,10 @@ def repair_world(world: LedgerWorld, aggregates: list[tuple[str, str]]) -> tuple
     ledger counts in them."""
     rebased = rebase_world(world)
     return rebased, settle_drift(world.dynamodb, deployment_of(world), aggregates, settle_seconds=0)
+
+
+def kept_expired(world: LedgerWorld, song: str, number: int) -> None:
+    """The repair reports the key gone, and the operator, who knows Time to Live deleted it, names it expired."""
+    claim = claim_key(key_of(song, number))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    assert rebase(world.dynamodb, deployment_of(world), expired=[claim]).kept_expired == 1

@@ -28,6 +28,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     TABLE,
     LedgerWorld,
     key_of,
+    ledger_item,
     one_reader_world,
 )
 from tests.unit.aggregator.test_aggregate_store import NUMBER_OVERFLOW, ThirtyEightDigits
@@ -84,11 +85,6 @@ def read_back(world: LedgerWorld, shard_id: str, start: str, end: str) -> dict[s
         "streamArn": STREAM_ARN,
     }
     return world.deployed.invoke({"readBack": info}, FakeLambdaContext())
-
-
-def ledger_item(world: LedgerWorld, song: str, number: int) -> dict[str, Any]:
-    key = {CLAIM_KEY: {"S": claim_key(key_of(song, number))}}
-    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=key, ConsistentRead=True)["Item"]
 
 
 def in_index(world: LedgerWorld, song: str, month: str) -> bool:

@@ -19,13 +19,15 @@ from tests.unit.aggregator.ledger_on_moto import (
     MARKER,
     ROOT,
     TABLE,
+    Interleaved,
     LedgerWorld,
     key_of,
+    ledger_client,
+    ledger_item,
     one_reader_world,
 )
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
-from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
+from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
 
 
 @pytest.fixture

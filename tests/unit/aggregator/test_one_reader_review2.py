@@ -10,9 +10,18 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, claim_key
+from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY
 from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    ROOT,
+    TABLE,
+    Interleaved,
+    LedgerWorld,
+    fails_at,
+    ledger_client,
+    ledger_item_of,
+)
 from tests.unit.aggregator.rebase_on_moto import repair_world
 from tests.unit.aggregator.test_one_reader_mode import (
     OK,
@@ -23,12 +32,7 @@ from tests.unit.aggregator.test_one_reader_mode import (
     read_back,
     world,
 )
-from tests.unit.aggregator.test_one_reader_review import (
-    CHILD,
-    Interleaved,
-    kinds,
-    ledger_client,
-)
+from tests.unit.aggregator.test_one_reader_review import CHILD, kinds
 from tests.unit.conftest import count_of
 
 __all__ = ["world"]
@@ -44,11 +48,6 @@ def single_table(number: int, song: str, month: str = "2018-01") -> tuple[dict[s
 def write(world: LedgerWorld, event: str, key: dict[str, Any], old: Any, new: Any, shard: str = ROOT) -> str:
     """A write of the table, as its stream record says it: the record's sequence number."""
     return str(world._record(shard, event, key, old, new)["dynamodb"]["SequenceNumber"])
-
-
-def ledger_item_of(world: LedgerWorld, key: dict[str, Any]) -> dict[str, Any]:
-    item = {CLAIM_KEY: {"S": claim_key(key)}}
-    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=item, ConsistentRead=True)["Item"]
 
 
 def counts(world: LedgerWorld, *aggregates: tuple[str, str]) -> list[int]:
@@ -197,12 +196,7 @@ def test_an_entity_change_whose_index_step_fails_names_the_old_entitys_aggregate
     inserted = write(world, "INSERT", key, None, first)
     assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
     edit = write(world, "MODIFY", key, first, {**first, "songID": {"S": "song2"}})
-
-    def conflicts_once(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
-        if calls == 1:
-            raise client_error("TransactionConflictException", "UpdateItem")
-        return send(**parameters)
-
+    conflicts_once = fails_at(1, "TransactionConflictException", "UpdateItem")
     ledger_client(world, Interleaved(world.dynamodb, "update_item", instead=conflicts_once))
     # when the invocation fails after its transaction
     with pytest.raises(ClientError):
