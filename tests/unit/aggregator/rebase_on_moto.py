@@ -6,6 +6,7 @@ then runs the rebase with the deployment the operator tools would discover aroun
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
@@ -14,6 +15,9 @@ from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, STREAM_ARN, TABLE, LedgerWorld, key_of
+
+SINGLE_TABLE = "test-single-table"
+"""A single-table design's downloads: keyed by PK alone, the song an attribute; the aggregates stay in their table."""
 
 
 def deployment_of(world: LedgerWorld) -> Deployment:
@@ -76,3 +80,14 @@ def kept_expired(world: LedgerWorld, song: str, number: int) -> None:
     claim = claim_key(key_of(song, number))
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
     assert rebase(world.dynamodb, deployment_of(world), expired=[claim]).kept_expired == 1
+
+
+def single_table_deployment(world: LedgerWorld) -> Deployment:
+    """The deployment the operator tools find for a single-table design: downloads keyed by PK in their own table."""
+    world.dynamodb.create_table(
+        TableName=SINGLE_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+    )
+    return dataclasses.replace(deployment_of(world), table=SINGLE_TABLE, aggregates_table=TABLE, key_attributes=("PK",))

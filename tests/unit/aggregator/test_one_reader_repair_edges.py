@@ -11,11 +11,26 @@ from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import claim_key
 from leaderboard_tools.recover.rebase import RebaseRefused, rebase
-from tests.unit.aggregator.ledger_on_moto import ROOT, Interleaved, LedgerWorld, fails_at, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
-from tests.unit.aggregator.test_one_reader_review2 import single_table
-from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
+from tests.unit.aggregator.ledger_on_moto import (
+    OK,
+    ROOT,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    fails_at,
+    in_index,
+    key_of,
+    one_reader_world,
+    single_table,
+)
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 
 
 @pytest.fixture

@@ -11,25 +11,30 @@ import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import CLAIM_KEY, claim_key
-from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
     LEDGER_TABLE,
+    OK,
     ROOT,
     TABLE,
     Interleaved,
     LedgerWorld,
+    deliver,
+    delivered,
     fails_at,
+    in_index,
     key_of,
+    kinds,
     ledger_client,
     one_reader_world,
+    read_back,
+    trimmed_iterator,
 )
 from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
 from tests.unit.conftest import count_of
 
 DAY = 24 * 3600
-CHILD = "shardId-00000002000000000000-bbbb0000"
 GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 
 
@@ -37,10 +42,6 @@ GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
     return one_reader_world(dynamodb, *sqs_queue)
-
-
-def kinds(world: LedgerWorld) -> list[str]:
-    return [report["kind"] for report in world.reports()]
 
 
 # ------------------------------------------------------------------------------------------------------------ findings
@@ -99,10 +100,7 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
     edit = world.put(ROOT, "song1", 1, "2018-02")
     reading = world.streams.get_shard_iterator
 
-    def trimmed(**_parameters: Any) -> Any:
-        raise client_error("TrimmedDataAccessException", "GetShardIterator")
-
-    world.streams.get_shard_iterator = trimmed  # type: ignore[method-assign]
+    world.streams.get_shard_iterator = trimmed_iterator  # type: ignore[method-assign]
     assert read_back(world, ROOT, edit, edit)["readBack"] == "trimmed"
     world.streams.get_shard_iterator = reading  # type: ignore[method-assign]
     # when recover repairs (the rebase), and the download is then edited into March and delivered

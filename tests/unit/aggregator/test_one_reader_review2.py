@@ -13,45 +13,29 @@ from botocore.exceptions import ClientError
 from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY
 from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
     LEDGER_TABLE,
+    OK,
     ROOT,
     TABLE,
     Interleaved,
     LedgerWorld,
-    fails_at,
-    ledger_client,
-    ledger_item_of,
-)
-from tests.unit.aggregator.rebase_on_moto import repair_world
-from tests.unit.aggregator.test_one_reader_mode import (
-    OK,
-    OneAggregatePastThirtyEightDigits,
+    counts,
     deliver,
     delivered,
+    fails_at,
     in_index,
+    kinds,
+    ledger_client,
+    ledger_item_of,
     read_back,
-    world,
+    single_table,
+    write,
 )
-from tests.unit.aggregator.test_one_reader_review import CHILD, kinds
-from tests.unit.conftest import count_of
+from tests.unit.aggregator.rebase_on_moto import repair_world
+from tests.unit.aggregator.test_one_reader_mode import OneAggregatePastThirtyEightDigits, world
 
 __all__ = ["world"]
-
-
-def single_table(number: int, song: str, month: str = "2018-01") -> tuple[dict[str, Any], dict[str, Any]]:
-    """A single-table design's download: keyed by PK, its song an attribute of the item."""
-    key = {"PK": {"S": f"DOWNLOAD#{number}"}}
-    image = {**key, "songID": {"S": song}, "Timestamp": {"S": f"{month}-15T10:00:00Z"}, "Type": {"S": "download"}}
-    return key, image
-
-
-def write(world: LedgerWorld, event: str, key: dict[str, Any], old: Any, new: Any, shard: str = ROOT) -> str:
-    """A write of the table, as its stream record says it: the record's sequence number."""
-    return str(world._record(shard, event, key, old, new)["dynamodb"]["SequenceNumber"])
-
-
-def counts(world: LedgerWorld, *aggregates: tuple[str, str]) -> list[int]:
-    return [count_of(world.dynamodb, song, month) or 0 for song, month in aggregates]
 
 
 def past_thirty_eight_digits(world: LedgerWorld, song: str, month: str) -> None:

@@ -5,7 +5,6 @@ The rest are angles tried that held."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -13,49 +12,46 @@ import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import backfill_claim, claim_key
-from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
 from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
     LEDGER_TABLE,
+    OK,
     ROOT,
-    TABLE,
     Interleaved,
     LedgerWorld,
     backfill_update,
+    counts,
+    deliver,
+    delivered,
     fails_at,
+    in_index,
     key_of,
+    kinds,
     ledger_client,
     ledger_item,
     ledger_item_of,
     on_call,
     one_reader_world,
+    single_table,
+    write,
 )
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
-from tests.unit.aggregator.test_one_reader_review import CHILD, kinds
-from tests.unit.aggregator.test_one_reader_review2 import counts, single_table, write
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
-SINGLE_TABLE = "test-single-table"
-"""A single-table design's downloads: keyed by PK alone, the song an attribute; the aggregates stay in their table."""
 
 
 @pytest.fixture
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
     return one_reader_world(dynamodb, *sqs_queue)
-
-
-def single_table_deployment(world: LedgerWorld) -> Deployment:
-    """The deployment the operator tools find for a single-table design: downloads keyed by PK in their own table."""
-    world.dynamodb.create_table(
-        TableName=SINGLE_TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-    )
-    return dataclasses.replace(deployment_of(world), table=SINGLE_TABLE, aggregates_table=TABLE, key_attributes=("PK",))
 
 
 def backfilled(world: LedgerWorld, key: dict[str, Any], image: dict[str, Any]) -> None:

@@ -13,17 +13,21 @@ import pytest
 from leaderboard_core.claims import DOWNLOAD_KEY, REBASES, claim_key
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
     LEDGER_TABLE,
+    OK,
     ROOT,
     Interleaved,
     LedgerWorld,
+    deliver,
+    delivered,
+    in_index,
     key_of,
     ledger_item,
     one_reader_world,
+    read_back,
 )
 from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
-from tests.unit.aggregator.test_one_reader_review import CHILD
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600

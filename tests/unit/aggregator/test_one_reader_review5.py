@@ -10,26 +10,36 @@ from typing import Any
 
 import pytest
 
-from download_records import Schema
 from leaderboard_core.claims import claim_key
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
-    MARKER,
+    CHILD,
+    OK,
     ROOT,
     TABLE,
     Interleaved,
     LedgerWorld,
+    deliver,
+    delivered,
     key_of,
     ledger_client,
     one_reader_world,
+    plays,
+    read_back,
+    single_table,
+    summed_world,
+    sums,
+    write,
 )
-from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, read_back
-from tests.unit.aggregator.test_one_reader_rebase import PLAYS, plays, sums
-from tests.unit.aggregator.test_one_reader_review import CHILD
-from tests.unit.aggregator.test_one_reader_review2 import single_table, write
-from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    kept_expired,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 
 
 @pytest.fixture
@@ -41,15 +51,13 @@ def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
 @pytest.fixture
 def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """The same, its boards summing each download's Plays."""
-    return one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
+    return summed_world(dynamodb, *sqs_queue)
 
 
 @pytest.fixture
 def sharded(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """The summed world with each board's index spread over 4 partitions (LEADERBOARD_SHARDS=4)."""
-    return one_reader_world(
-        dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS), leaderboard_shards=4
-    )
+    return summed_world(dynamodb, *sqs_queue, leaderboard_shards=4)
 
 
 # ------------------------------------------------------------------------------------------------------------ findings
