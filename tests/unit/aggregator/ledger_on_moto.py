@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 import wiring
@@ -317,6 +318,13 @@ def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's: the one-reader tests' `world` (import it; the
+    two-reader tests have their own)."""
+    return one_reader_world(dynamodb, *sqs_queue)
+
+
 def one_reader_world(
     dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None, **settings_changed: Any
 ) -> LedgerWorld:
@@ -489,6 +497,12 @@ def summed_world(dynamodb: Any, sqs: Any, queue_url: str, **settings_changed: An
     one_reader_world."""
     schema = Schema(retractions=True, marker=MARKER, amount=PLAYS)
     return one_reader_world(dynamodb, sqs, queue_url, schema, **settings_changed)
+
+
+@pytest.fixture
+def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE)."""
+    return summed_world(dynamodb, *sqs_queue)
 
 
 def plays(amount: str) -> dict[str, Any]:

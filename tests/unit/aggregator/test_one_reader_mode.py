@@ -32,9 +32,9 @@ from tests.unit.aggregator.ledger_on_moto import (
     in_index,
     key_of,
     ledger_item,
-    one_reader_world,
     read_back,
     trimmed_iterator,
+    world,
 )
 from tests.unit.aggregator.test_aggregate_store import NUMBER_OVERFLOW, ThirtyEightDigits
 from tests.unit.conftest import FakeLambdaContext, count_of
@@ -45,11 +45,7 @@ BASE_ENVIRONMENT = {
     "PROGRESS_TABLE_NAME": "test-progress",
 }
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def test_a_retry_of_an_older_record_after_a_newer_one_changes_nothing(world: LedgerWorld) -> None:

@@ -8,8 +8,6 @@ import dataclasses
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
 from leaderboard_core.index_layout import FIRST_REACHED, order_of
 from leaderboard_tools.recover.rebase import rebase_refusal
@@ -27,24 +25,14 @@ from tests.unit.aggregator.ledger_on_moto import (
     key_of,
     ledger_client,
     ledger_item,
-    one_reader_world,
     plays,
-    summed_world,
+    summed,
     sums,
+    world,
 )
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-@pytest.fixture
-def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE)."""
-    return summed_world(dynamodb, *sqs_queue)
+__all__ = ["summed", "world"]  # fixtures, used by name
 
 
 def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:

@@ -4,8 +4,6 @@ aggregate."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from botocore.exceptions import ClientError
 
@@ -21,8 +19,8 @@ from tests.unit.aggregator.ledger_on_moto import (
     fails_at,
     in_index,
     key_of,
-    one_reader_world,
     single_table,
+    world,
 )
 from tests.unit.aggregator.rebase_on_moto import (
     SINGLE_TABLE,
@@ -32,11 +30,7 @@ from tests.unit.aggregator.rebase_on_moto import (
     write_items,
 )
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def test_a_take_back_killed_before_its_index_step_leaves_the_index_when_run_again(world: LedgerWorld) -> None:

@@ -26,9 +26,9 @@ from tests.unit.aggregator.ledger_on_moto import (
     key_of,
     kinds,
     ledger_client,
-    one_reader_world,
     read_back,
     trimmed_iterator,
+    world,
 )
 from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
@@ -37,11 +37,7 @@ from tests.unit.conftest import count_of
 DAY = 24 * 3600
 GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 # ------------------------------------------------------------------------------------------------------------ findings

@@ -30,12 +30,13 @@ from tests.unit.aggregator.ledger_on_moto import (
     ledger_item_of,
     read_back,
     single_table,
+    world,
     write,
 )
 from tests.unit.aggregator.rebase_on_moto import repair_world
-from tests.unit.aggregator.test_one_reader_mode import OneAggregatePastThirtyEightDigits, world
+from tests.unit.aggregator.test_one_reader_mode import OneAggregatePastThirtyEightDigits
 
-__all__ = ["world"]
+__all__ = ["world"]  # fixtures, used by name
 
 
 def past_thirty_eight_digits(world: LedgerWorld, song: str, month: str) -> None:

@@ -32,8 +32,8 @@ from tests.unit.aggregator.ledger_on_moto import (
     ledger_item,
     ledger_item_of,
     on_call,
-    one_reader_world,
     single_table,
+    world,
     write,
 )
 from tests.unit.aggregator.rebase_on_moto import (
@@ -47,11 +47,7 @@ from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def backfilled(world: LedgerWorld, key: dict[str, Any], image: dict[str, Any]) -> None:

@@ -24,19 +24,15 @@ from tests.unit.aggregator.ledger_on_moto import (
     in_index,
     key_of,
     ledger_item,
-    one_reader_world,
     read_back,
+    world,
 )
 from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def without(world: LedgerWorld, song: str, number: int, *names: str) -> None:

@@ -24,12 +24,13 @@ from tests.unit.aggregator.ledger_on_moto import (
     delivered,
     key_of,
     ledger_client,
-    one_reader_world,
     plays,
     read_back,
     single_table,
+    summed,
     summed_world,
     sums,
+    world,
     write,
 )
 from tests.unit.aggregator.rebase_on_moto import (
@@ -41,17 +42,7 @@ from tests.unit.aggregator.rebase_on_moto import (
     write_items,
 )
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-@pytest.fixture
-def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """The same, its boards summing each download's Plays."""
-    return summed_world(dynamodb, *sqs_queue)
+__all__ = ["summed", "world"]  # fixtures, used by name
 
 
 @pytest.fixture
