@@ -13,8 +13,10 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 import wiring
@@ -24,20 +26,23 @@ from catch_up import advance, catch_up
 from delivery import ShardRef
 from download_records import Schema
 from invocation_context import InvocationContext
-from leaderboard_core.claims import CLAIM_KEY, backfill_claim
+from leaderboard_core.claims import CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import DownloadMarker
 from progress_item import Progress
-from tests.unit.aggregator.handler_on_moto import Deployed, aggregator_dependencies, aggregator_settings
-from tests.unit.conftest import FakeLambdaContext
+from tests.unit.aggregator.handler_on_moto import Deployed, aggregator_dependencies, aggregator_settings, client_error
+from tests.unit.conftest import FakeLambdaContext, count_of
 
 LEDGER_TABLE = "test-ledger"
 TABLE = "test-downloads"
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads"
 STREAM_ARN = TABLE_ARN + "/stream/2018-01-01T00:00:00.000"
 ROOT = "shardId-00000001000000000000-aaaa0000"
+CHILD = "shardId-00000002000000000000-bbbb0000"
 MARKER = DownloadMarker("Type", "download")
 """source_item_filter in these tests: downloads carry Type = download."""
+OK = {"state": {}, "batchItemFailures": []}
+"""The handler's answer to a tumbling-window invocation that applied its records and carries no state."""
 
 
 def key_of(song: str, number: int) -> dict[str, Any]:
@@ -313,12 +318,202 @@ def backfill_update(song: str, month: str, added: int) -> dict[str, Any]:
     }
 
 
-def one_reader_world(dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
+@pytest.fixture
+def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's: the one-reader tests' `world` (import it; the
+    two-reader tests have their own)."""
+    return one_reader_world(dynamodb, *sqs_queue)
+
+
+def one_reader_world(
+    dynamodb: Any, sqs: Any, queue_url: str, schema: Schema | None = None, **settings_changed: Any
+) -> LedgerWorld:
+    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018);
+    `settings_changed`: other settings of the deployment (its index partitions), wired as the handler wires them."""
     world = LedgerWorld(dynamodb, sqs, queue_url, schema)
-    settings = dataclasses.replace(world.settings, stream_readers=1)
+    settings = dataclasses.replace(world.settings, stream_readers=1, **settings_changed)
     dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs)
     dependencies.clock = lambda: float(world.clock)
     wiring.one_reader_parts(dependencies, settings, dynamodb)
     world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
     return world
+
+
+def ledger_item_of(world: LedgerWorld, key: dict[str, Any]) -> dict[str, Any]:
+    """The versioned ledger's item of a download `key`, read consistently: what the handler or the repair last wrote."""
+    item = {CLAIM_KEY: {"S": claim_key(key)}}
+    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=item, ConsistentRead=True)["Item"]
+
+
+def ledger_item(world: LedgerWorld, song: str, number: int) -> dict[str, Any]:
+    """The ledger's item of the world's download `number` of `song` (the table's own key, not a single-table one)."""
+    return ledger_item_of(world, key_of(song, number))
+
+
+# another writer, a failure or a resent request between the handler's (or the repair's) steps
+
+
+class Interleaved:
+    """A DynamoDB client whose `method` runs `before` the first time it is called (another writer's step between the
+    handler's read and its write), or whose calls are replaced by `instead` (a failure, a resent request)."""
+
+    def __init__(self, client: Any, method: str, before: Callable[[], Any] | None = None, instead: Any = None) -> None:
+        self.client, self.method, self.before, self.instead, self.calls = client, method, before, instead, 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self.method:
+            return getattr(self.client, name)
+
+        def call(**parameters: Any) -> Any:
+            self.calls += 1
+            if self.before is not None:
+                before, self.before = self.before, None
+                before()
+            if self.instead is not None:
+                return self.instead(self.calls, getattr(self.client, name), parameters)
+            return getattr(self.client, name)(**parameters)
+
+        return call
+
+
+def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
+    """The versioned ledger's DynamoDB client replaced by `interleaved`."""
+    ledger = world.deployed.dependencies.versioned_ledger
+    assert ledger is not None
+    ledger.client = interleaved
+    return interleaved
+
+
+def on_call(number: int, step: Any) -> Any:
+    """An `Interleaved` replacement: `step` runs before the client's `number`-th call of the method, then the call."""
+
+    def call(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+        if calls == number:
+            step()
+        return send(**parameters)
+
+    return call
+
+
+def fails_at(number: int | None, code: str, operation: str) -> Any:
+    """An `Interleaved` replacement: the `number`-th call (every call when None) fails with DynamoDB's error `code`,
+    as an outage or another writer's conflict would; the other calls go through."""
+
+    def call(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+        if number is None or calls == number:
+            raise client_error(code, operation)
+        return send(**parameters)
+
+    return call
+
+
+# what the mapping and recover hand the handler (one reader per shard)
+
+
+def delivered(world: LedgerWorld, shard_id: str, sequences: list[str]) -> list[dict[str, Any]]:
+    """The shard's records with these sequence numbers, as a Lambda event carries them."""
+    records = []
+    for record in world.shards[shard_id].records:
+        if record["dynamodb"]["SequenceNumber"] in sequences:
+            stream = {**record["dynamodb"]}
+            stream["ApproximateCreationDateTime"] = stream["ApproximateCreationDateTime"].timestamp()
+            records.append({**record, "dynamodb": stream, "eventSourceARN": STREAM_ARN})
+    return records
+
+
+def deliver(world: LedgerWorld, shard_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tumbling-window invocation of the mapping with these records."""
+    event = {
+        "Records": records,
+        "window": {"start": "2018-01-01T00:00:00Z", "end": "2018-01-01T00:01:00Z"},
+        "state": {},
+        "shardId": shard_id,
+        "eventSourceARN": STREAM_ARN,
+        "isFinalInvokeForWindow": False,
+        "isWindowTerminatedEarly": False,
+    }
+    return world.deployed.invoke(event, FakeLambdaContext())
+
+
+def read_back(world: LedgerWorld, shard_id: str, start: str, end: str) -> dict[str, Any]:
+    """recover's readBack of an on-failure record's range (its DDBStreamBatchInfo, as Lambda writes it)."""
+    info = {
+        "shardId": shard_id,
+        "startSequenceNumber": start,
+        "endSequenceNumber": end,
+        "approximateArrivalOfFirstRecord": "2018-01-01T00:00:00Z",
+        "approximateArrivalOfLastRecord": "2018-01-01T00:00:05Z",
+        "batchSize": 2,
+        "streamArn": STREAM_ARN,
+    }
+    return world.deployed.invoke({"readBack": info}, FakeLambdaContext())
+
+
+def in_index(world: LedgerWorld, song: str, month: str) -> bool:
+    """Whether the aggregate is on its board's index (it has its period attribute, Month)."""
+    item = world.dynamodb.get_item(TableName=TABLE, Key={"songID": {"S": song}, "SK": {"S": month}}).get("Item", {})
+    return "Month" in item
+
+
+def kinds(world: LedgerWorld) -> list[str]:
+    """The kinds of the failure queue's messages, in the order sent."""
+    return [report["kind"] for report in world.reports()]
+
+
+def trimmed_iterator(**_parameters: Any) -> Any:
+    """A stream's GetShardIterator past the retention: the range is trimmed (TrimmedDataAccessException)."""
+    raise client_error("TrimmedDataAccessException", "GetShardIterator")
+
+
+# a single-table design's downloads: keyed by PK alone, the song an attribute of the item
+
+
+def single_table(number: int, song: str, month: str = "2018-01") -> tuple[dict[str, Any], dict[str, Any]]:
+    """A single-table design's download: keyed by PK, its song an attribute of the item."""
+    key = {"PK": {"S": f"DOWNLOAD#{number}"}}
+    image = {**key, "songID": {"S": song}, "Timestamp": {"S": f"{month}-15T10:00:00Z"}, "Type": {"S": "download"}}
+    return key, image
+
+
+def write(world: LedgerWorld, event: str, key: dict[str, Any], old: Any, new: Any, shard: str = ROOT) -> str:
+    """A write of the table, as its stream record says it: the record's sequence number."""
+    return str(world._record(shard, event, key, old, new)["dynamodb"]["SequenceNumber"])
+
+
+def counts(world: LedgerWorld, *aggregates: tuple[str, str]) -> list[int]:
+    """The aggregates' counts, in the order named; 0 where an aggregate has no item."""
+    return [count_of(world.dynamodb, song, month) or 0 for song, month in aggregates]
+
+
+# the summed world: boards that sum an attribute of each download
+
+
+PLAYS = "Plays"
+"""The summed attribute of the summed world (SUM_ATTRIBUTE)."""
+
+
+def summed_world(dynamodb: Any, sqs: Any, queue_url: str, **settings_changed: Any) -> LedgerWorld:
+    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE); `settings_changed` as in
+    one_reader_world."""
+    schema = Schema(retractions=True, marker=MARKER, amount=PLAYS)
+    return one_reader_world(dynamodb, sqs, queue_url, schema, **settings_changed)
+
+
+@pytest.fixture
+def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
+    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE)."""
+    return summed_world(dynamodb, *sqs_queue)
+
+
+def plays(amount: str) -> dict[str, Any]:
+    """A download's summed attribute, `extra` to LedgerWorld.put."""
+    return {PLAYS: {"N": amount}}
+
+
+def sums(world: LedgerWorld) -> dict[tuple[str, str], Decimal]:
+    """Every aggregate's sum but those at 0, read from the table."""
+    found = {}
+    for item in world.dynamodb.scan(TableName=TABLE)["Items"]:
+        if "DownloadCount" in item and Decimal(item["DownloadCount"]["N"]) != 0:
+            found[(item["songID"]["S"], item["SK"]["S"])] = Decimal(item["DownloadCount"]["N"])
+    return found

@@ -6,13 +6,18 @@ then runs the rebase with the deployment the operator tools would discover aroun
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from leaderboard_core.attributes import AttributeNames
+from leaderboard_core.claims import claim_key
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.recover.drift import DriftReport, settle_drift
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
 from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, STREAM_ARN, TABLE, LedgerWorld, key_of
+
+SINGLE_TABLE = "test-single-table"
+"""A single-table design's downloads: keyed by PK alone, the song an attribute; the aggregates stay in their table."""
 
 
 def deployment_of(world: LedgerWorld) -> Deployment:
@@ -68,3 +73,21 @@ def repair_world(world: LedgerWorld, aggregates: list[tuple[str, str]]) -> tuple
     ledger counts in them."""
     rebased = rebase_world(world)
     return rebased, settle_drift(world.dynamodb, deployment_of(world), aggregates, settle_seconds=0)
+
+
+def kept_expired(world: LedgerWorld, song: str, number: int) -> None:
+    """The repair reports the key gone, and the operator, who knows Time to Live deleted it, names it expired."""
+    claim = claim_key(key_of(song, number))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    assert rebase(world.dynamodb, deployment_of(world), expired=[claim]).kept_expired == 1
+
+
+def single_table_deployment(world: LedgerWorld) -> Deployment:
+    """The deployment the operator tools find for a single-table design: downloads keyed by PK in their own table."""
+    world.dynamodb.create_table(
+        TableName=SINGLE_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+    )
+    return dataclasses.replace(deployment_of(world), table=SINGLE_TABLE, aggregates_table=TABLE, key_attributes=("PK",))

@@ -23,6 +23,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     LedgerWorld,
     backfill_update,
     key_of,
+    kinds,
 )
 from tests.unit.tools.test_backfill import _deployment
 from two_readers import AggregatesNotWritten
@@ -35,10 +36,6 @@ RIGHT = "shardId-00000002000000000000-rite0000"
 def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     sqs, queue_url = sqs_queue
     return LedgerWorld(dynamodb, sqs, queue_url)
-
-
-def kinds(world: LedgerWorld) -> list[str]:
-    return [message["kind"] for message in world.reports()]
 
 
 def shipped_backfill(world: LedgerWorld, song: str, number: int, month: str) -> None:

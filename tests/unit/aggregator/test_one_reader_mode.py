@@ -20,15 +20,21 @@ from leaderboard_core.claims import (
     claim_key,
 )
 from one_reader import DIRECT_REFUSED
-from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
+    OK,
     ROOT,
     STREAM_ARN,
     TABLE,
     LedgerWorld,
+    deliver,
+    delivered,
+    in_index,
     key_of,
-    one_reader_world,
+    ledger_item,
+    read_back,
+    trimmed_iterator,
+    world,
 )
 from tests.unit.aggregator.test_aggregate_store import NUMBER_OVERFLOW, ThirtyEightDigits
 from tests.unit.conftest import FakeLambdaContext, count_of
@@ -38,62 +44,8 @@ BASE_ENVIRONMENT = {
     "TABLE_ARN": "arn:aws:dynamodb:us-east-1:000000000000:table/test-downloads",
     "PROGRESS_TABLE_NAME": "test-progress",
 }
-OK = {"state": {}, "batchItemFailures": []}
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-def delivered(world: LedgerWorld, shard_id: str, sequences: list[str]) -> list[dict[str, Any]]:
-    """The shard's records with these sequence numbers, as a Lambda event carries them."""
-    records = []
-    for record in world.shards[shard_id].records:
-        if record["dynamodb"]["SequenceNumber"] in sequences:
-            stream = {**record["dynamodb"]}
-            stream["ApproximateCreationDateTime"] = stream["ApproximateCreationDateTime"].timestamp()
-            records.append({**record, "dynamodb": stream, "eventSourceARN": STREAM_ARN})
-    return records
-
-
-def deliver(world: LedgerWorld, shard_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """One tumbling-window invocation of the mapping with these records."""
-    event = {
-        "Records": records,
-        "window": {"start": "2018-01-01T00:00:00Z", "end": "2018-01-01T00:01:00Z"},
-        "state": {},
-        "shardId": shard_id,
-        "eventSourceARN": STREAM_ARN,
-        "isFinalInvokeForWindow": False,
-        "isWindowTerminatedEarly": False,
-    }
-    return world.deployed.invoke(event, FakeLambdaContext())
-
-
-def read_back(world: LedgerWorld, shard_id: str, start: str, end: str) -> dict[str, Any]:
-    """recover's readBack of an on-failure record's range (its DDBStreamBatchInfo, as Lambda writes it)."""
-    info = {
-        "shardId": shard_id,
-        "startSequenceNumber": start,
-        "endSequenceNumber": end,
-        "approximateArrivalOfFirstRecord": "2018-01-01T00:00:00Z",
-        "approximateArrivalOfLastRecord": "2018-01-01T00:00:05Z",
-        "batchSize": 2,
-        "streamArn": STREAM_ARN,
-    }
-    return world.deployed.invoke({"readBack": info}, FakeLambdaContext())
-
-
-def ledger_item(world: LedgerWorld, song: str, number: int) -> dict[str, Any]:
-    key = {CLAIM_KEY: {"S": claim_key(key_of(song, number))}}
-    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=key, ConsistentRead=True)["Item"]
-
-
-def in_index(world: LedgerWorld, song: str, month: str) -> bool:
-    item = world.dynamodb.get_item(TableName=TABLE, Key={"songID": {"S": song}, "SK": {"S": month}}).get("Item", {})
-    return "Month" in item
+__all__ = ["world"]  # fixtures, used by name
 
 
 def test_a_retry_of_an_older_record_after_a_newer_one_changes_nothing(world: LedgerWorld) -> None:
@@ -317,10 +269,7 @@ def test_a_read_back_of_a_trimmed_range_asks_recover_to_recount(world: LedgerWor
     # given a given-up range the stream has trimmed since (GetShardIterator answers TrimmedDataAccessException)
     first = world.put(ROOT, "song1", 1, "2018-01")
 
-    def trimmed(**_parameters: Any) -> Any:
-        raise client_error("TrimmedDataAccessException", "GetShardIterator")
-
-    world.streams.get_shard_iterator = trimmed  # type: ignore[method-assign]
+    world.streams.get_shard_iterator = trimmed_iterator  # type: ignore[method-assign]
     # when recover hands it to the function
     answer = read_back(world, ROOT, first, first)
     # then nothing is counted and the answer says the range is trimmed: recover recounts

@@ -8,53 +8,31 @@ import dataclasses
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
-from download_records import Schema
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
 from leaderboard_core.index_layout import FIRST_REACHED, order_of
 from leaderboard_tools.recover.rebase import rebase_refusal
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
-    MARKER,
+    OK,
+    PLAYS,
     ROOT,
     TABLE,
+    Interleaved,
     LedgerWorld,
+    deliver,
+    delivered,
+    in_index,
     key_of,
-    one_reader_world,
+    ledger_client,
+    ledger_item,
+    plays,
+    summed,
+    sums,
+    world,
 )
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
-from tests.unit.aggregator.test_one_reader_review import Interleaved, ledger_client
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-PLAYS = "Plays"
-"""The summed attribute of the summed world (SUM_ATTRIBUTE)."""
-
-
-@pytest.fixture
-def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """The one-reader world with boards that sum each download's Plays (SUM_ATTRIBUTE)."""
-    return one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
-
-
-def plays(amount: str) -> dict[str, Any]:
-    return {PLAYS: {"N": amount}}
-
-
-def sums(world: LedgerWorld) -> dict[tuple[str, str], Decimal]:
-    """Every aggregate's sum but those at 0, read from the table."""
-    found = {}
-    for item in world.dynamodb.scan(TableName=TABLE)["Items"]:
-        if "DownloadCount" in item and Decimal(item["DownloadCount"]["N"]) != 0:
-            found[(item["songID"]["S"], item["SK"]["S"])] = Decimal(item["DownloadCount"]["N"])
-    return found
+__all__ = ["summed", "world"]  # fixtures, used by name
 
 
 def ledger(world: LedgerWorld) -> dict[str, dict[str, Any]]:

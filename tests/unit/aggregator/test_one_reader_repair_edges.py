@@ -4,33 +4,33 @@ aggregate."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import claim_key
 from leaderboard_tools.recover.rebase import RebaseRefused, rebase
-from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index
-from tests.unit.aggregator.test_one_reader_review import Interleaved
-from tests.unit.aggregator.test_one_reader_review2 import single_table
-from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
+from tests.unit.aggregator.ledger_on_moto import (
+    OK,
+    ROOT,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    fails_at,
+    in_index,
+    key_of,
+    single_table,
+    world,
+)
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-def fails_first(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
-    """An `Interleaved` replacement: the first call fails as an outage would, the others go through."""
-    if calls == 1:
-        raise client_error("InternalServerError", "UpdateItem")
-    return send(**parameters)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def test_a_take_back_killed_before_its_index_step_leaves_the_index_when_run_again(world: LedgerWorld) -> None:
@@ -41,6 +41,7 @@ def test_a_take_back_killed_before_its_index_step_leaves_the_index_when_run_agai
     world.delete(ROOT, "song1", 1)
     write_items(world)
     claim = claim_key(key_of("song1", 1))
+    fails_first = fails_at(1, "InternalServerError", "UpdateItem")
     with pytest.raises(ClientError):
         rebase(Interleaved(world.dynamodb, "update_item", instead=fails_first), deployment_of(world), deleted=[claim])
     assert world.boards() == world.recount() == {}

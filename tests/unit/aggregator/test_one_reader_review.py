@@ -11,57 +11,33 @@ import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import CLAIM_KEY, claim_key
-from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld, key_of, one_reader_world
+from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
+    LEDGER_TABLE,
+    OK,
+    ROOT,
+    TABLE,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    fails_at,
+    in_index,
+    key_of,
+    kinds,
+    ledger_client,
+    read_back,
+    trimmed_iterator,
+    world,
+)
 from tests.unit.aggregator.rebase_on_moto import rebase_world
 from tests.unit.aggregator.test_aggregate_store import ThirtyEightDigits
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, read_back
 from tests.unit.conftest import count_of
 
 DAY = 24 * 3600
-CHILD = "shardId-00000002000000000000-bbbb0000"
 GRANDCHILD = "shardId-00000003000000000000-cccc0000"
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-class Interleaved:
-    """A DynamoDB client whose `method` runs `before` the first time it is called (another writer's step between the
-    handler's read and its write), or whose calls are replaced by `instead` (a failure, a resent request)."""
-
-    def __init__(self, client: Any, method: str, before: Callable[[], Any] | None = None, instead: Any = None) -> None:
-        self.client, self.method, self.before, self.instead, self.calls = client, method, before, instead, 0
-
-    def __getattr__(self, name: str) -> Any:
-        if name != self.method:
-            return getattr(self.client, name)
-
-        def call(**parameters: Any) -> Any:
-            self.calls += 1
-            if self.before is not None:
-                before, self.before = self.before, None
-                before()
-            if self.instead is not None:
-                return self.instead(self.calls, getattr(self.client, name), parameters)
-            return getattr(self.client, name)(**parameters)
-
-        return call
-
-
-def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
-    """The versioned ledger's DynamoDB client replaced by `interleaved`."""
-    ledger = world.deployed.dependencies.versioned_ledger
-    assert ledger is not None
-    ledger.client = interleaved
-    return interleaved
-
-
-def kinds(world: LedgerWorld) -> list[str]:
-    return [report["kind"] for report in world.reports()]
+__all__ = ["world"]  # fixtures, used by name
 
 
 # ------------------------------------------------------------------------------------------------------------ findings
@@ -120,10 +96,7 @@ def test_a_key_of_a_given_up_range_read_back_too_late_counts_once_after_the_reco
     edit = world.put(ROOT, "song1", 1, "2018-02")
     reading = world.streams.get_shard_iterator
 
-    def trimmed(**_parameters: Any) -> Any:
-        raise client_error("TrimmedDataAccessException", "GetShardIterator")
-
-    world.streams.get_shard_iterator = trimmed  # type: ignore[method-assign]
+    world.streams.get_shard_iterator = trimmed_iterator  # type: ignore[method-assign]
     assert read_back(world, ROOT, edit, edit)["readBack"] == "trimmed"
     world.streams.get_shard_iterator = reading  # type: ignore[method-assign]
     # when recover repairs (the rebase), and the download is then edited into March and delivered
@@ -288,11 +261,7 @@ def test_a_batch_failing_after_one_entitys_transaction_committed_is_retried_with
     world: LedgerWorld,
 ) -> None:
     # given two songs' downloads in one batch, and DynamoDB failing the second song's transaction once
-    def second_fails(calls: int, send: Callable[..., Any], parameters: dict[str, Any]) -> Any:
-        if calls == 2:
-            raise client_error("InternalServerError", "TransactWriteItems")
-        return send(**parameters)
-
+    second_fails = fails_at(2, "InternalServerError", "TransactWriteItems")
     ledger_client(world, Interleaved(world.dynamodb, "transact_write_items", instead=second_fails))
     records = [world.put(ROOT, "song1", 1, "2018-01"), world.put(ROOT, "song2", 1, "2018-01")]
     # when the invocation fails, and the mapping retries the whole batch
@@ -372,10 +341,7 @@ def test_records_of_an_invocation_killed_before_a_pause_past_the_retention_are_r
     first = world.put(ROOT, "song1", 1, "2018-01")
     deliver(world, ROOT, delivered(world, ROOT, [first]))
     lost = [world.put(ROOT, "song2", 1, "2018-01"), world.put(ROOT, "song3", 1, "2018-01")]
-
-    def dies(_calls: int, _send: Callable[..., Any], _parameters: dict[str, Any]) -> Any:
-        raise client_error("InternalServerError", "TransactWriteItems")
-
+    dies = fails_at(None, "InternalServerError", "TransactWriteItems")
     interleaved = ledger_client(world, Interleaved(world.dynamodb, "transact_write_items", instead=dies))
     with pytest.raises(ClientError):
         deliver(world, ROOT, delivered(world, ROOT, lost))
@@ -411,13 +377,7 @@ def test_a_batch_cut_short_between_its_transaction_and_its_notes_applies_nothing
     # given the progress table failing the note that the batch finished, once (the Lambda timing out there)
     notes = world.deployed.dependencies.delivery_notes
     assert notes is not None
-
-    def put_fails(calls: int, send: Callable[..., Any], parameters: dict[str, Any]) -> Any:
-        if calls == 2:
-            raise client_error("InternalServerError", "PutItem")
-        return send(**parameters)
-
-    notes.client = Interleaved(world.dynamodb, "put_item", instead=put_fails)
+    notes.client = Interleaved(world.dynamodb, "put_item", instead=fails_at(2, "InternalServerError", "PutItem"))
     records = [world.put(ROOT, "song1", 1, "2018-01"), world.put(ROOT, "song1", 1, "2018-02")]
     # when the invocation fails after its transaction, and the mapping retries it
     with pytest.raises(ClientError):
@@ -468,12 +428,7 @@ def test_an_aggregate_whose_removal_from_the_index_failed_leaves_it_on_the_retry
     deliver(world, ROOT, delivered(world, ROOT, [first]))
     removed = world.delete(ROOT, "song1", 1)
     assert removed is not None
-
-    def conflicts_once(calls: int, send: Callable[..., Any], parameters: dict[str, Any]) -> Any:
-        if calls == 1:
-            raise client_error("TransactionConflictException", "UpdateItem")
-        return send(**parameters)
-
+    conflicts_once = fails_at(1, "TransactionConflictException", "UpdateItem")
     ledger_client(world, Interleaved(world.dynamodb, "update_item", instead=conflicts_once))
     # when the invocation fails after its transaction, and the mapping retries it
     with pytest.raises(ClientError):

@@ -10,49 +10,33 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, claim_key
+from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY
 from tests.unit.aggregator.handler_on_moto import client_error
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, TABLE, LedgerWorld
-from tests.unit.aggregator.rebase_on_moto import repair_world
-from tests.unit.aggregator.test_one_reader_mode import (
+from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
+    LEDGER_TABLE,
     OK,
-    OneAggregatePastThirtyEightDigits,
+    ROOT,
+    TABLE,
+    Interleaved,
+    LedgerWorld,
+    counts,
     deliver,
     delivered,
+    fails_at,
     in_index,
-    read_back,
-    world,
-)
-from tests.unit.aggregator.test_one_reader_review import (
-    CHILD,
-    Interleaved,
     kinds,
     ledger_client,
+    ledger_item_of,
+    read_back,
+    single_table,
+    world,
+    write,
 )
-from tests.unit.conftest import count_of
+from tests.unit.aggregator.rebase_on_moto import repair_world
+from tests.unit.aggregator.test_one_reader_mode import OneAggregatePastThirtyEightDigits
 
-__all__ = ["world"]
-
-
-def single_table(number: int, song: str, month: str = "2018-01") -> tuple[dict[str, Any], dict[str, Any]]:
-    """A single-table design's download: keyed by PK, its song an attribute of the item."""
-    key = {"PK": {"S": f"DOWNLOAD#{number}"}}
-    image = {**key, "songID": {"S": song}, "Timestamp": {"S": f"{month}-15T10:00:00Z"}, "Type": {"S": "download"}}
-    return key, image
-
-
-def write(world: LedgerWorld, event: str, key: dict[str, Any], old: Any, new: Any, shard: str = ROOT) -> str:
-    """A write of the table, as its stream record says it: the record's sequence number."""
-    return str(world._record(shard, event, key, old, new)["dynamodb"]["SequenceNumber"])
-
-
-def ledger_item_of(world: LedgerWorld, key: dict[str, Any]) -> dict[str, Any]:
-    item = {CLAIM_KEY: {"S": claim_key(key)}}
-    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=item, ConsistentRead=True)["Item"]
-
-
-def counts(world: LedgerWorld, *aggregates: tuple[str, str]) -> list[int]:
-    return [count_of(world.dynamodb, song, month) or 0 for song, month in aggregates]
+__all__ = ["world"]  # fixtures, used by name
 
 
 def past_thirty_eight_digits(world: LedgerWorld, song: str, month: str) -> None:
@@ -197,12 +181,7 @@ def test_an_entity_change_whose_index_step_fails_names_the_old_entitys_aggregate
     inserted = write(world, "INSERT", key, None, first)
     assert deliver(world, ROOT, delivered(world, ROOT, [inserted])) == OK
     edit = write(world, "MODIFY", key, first, {**first, "songID": {"S": "song2"}})
-
-    def conflicts_once(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
-        if calls == 1:
-            raise client_error("TransactionConflictException", "UpdateItem")
-        return send(**parameters)
-
+    conflicts_once = fails_at(1, "TransactionConflictException", "UpdateItem")
     ledger_client(world, Interleaved(world.dynamodb, "update_item", instead=conflicts_once))
     # when the invocation fails after its transaction
     with pytest.raises(ClientError):

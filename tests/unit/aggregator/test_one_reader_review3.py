@@ -5,52 +5,49 @@ The rest are angles tried that held."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import CLAIM_KEY, backfill_claim, claim_key
-from leaderboard_tools.deployment import Deployment
+from leaderboard_core.claims import backfill_claim, claim_key
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
-from tests.unit.aggregator.handler_on_moto import client_error
 from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
     LEDGER_TABLE,
+    OK,
     ROOT,
-    TABLE,
+    Interleaved,
     LedgerWorld,
     backfill_update,
+    counts,
+    deliver,
+    delivered,
+    fails_at,
+    in_index,
     key_of,
-    one_reader_world,
+    kinds,
+    ledger_client,
+    ledger_item,
+    ledger_item_of,
+    on_call,
+    single_table,
+    world,
+    write,
 )
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item
-from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved, kinds, ledger_client
-from tests.unit.aggregator.test_one_reader_review2 import counts, single_table, write
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
-SINGLE_TABLE = "test-single-table"
-"""A single-table design's downloads: keyed by PK alone, the song an attribute; the aggregates stay in their table."""
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-def single_table_deployment(world: LedgerWorld) -> Deployment:
-    """The deployment the operator tools find for a single-table design: downloads keyed by PK in their own table."""
-    world.dynamodb.create_table(
-        TableName=SINGLE_TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
-    )
-    return dataclasses.replace(deployment_of(world), table=SINGLE_TABLE, aggregates_table=TABLE, key_attributes=("PK",))
+__all__ = ["world"]  # fixtures, used by name
 
 
 def backfilled(world: LedgerWorld, key: dict[str, Any], image: dict[str, Any]) -> None:
@@ -59,22 +56,6 @@ def backfilled(world: LedgerWorld, key: dict[str, Any], image: dict[str, Any]) -
     world.dynamodb.put_item(TableName=SINGLE_TABLE, Item=image)
     put = backfill_claim(LEDGER_TABLE, key, song, {month: 1})
     world.dynamodb.transact_write_items(TransactItems=[put, backfill_update(song, month, 1)])
-
-
-def ledger_of(world: LedgerWorld, key: dict[str, Any]) -> dict[str, Any]:
-    item = {CLAIM_KEY: {"S": claim_key(key)}}
-    return world.dynamodb.get_item(TableName=LEDGER_TABLE, Key=item, ConsistentRead=True)["Item"]
-
-
-def on_call(number: int, step: Any) -> Any:
-    """An `Interleaved` replacement: `step` runs before the client's `number`-th call of the method, then the call."""
-
-    def call(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
-        if calls == number:
-            step()
-        return send(**parameters)
-
-    return call
 
 
 # ------------------------------------------------------------------------------------------------------------ findings
@@ -101,7 +82,7 @@ def test_a_backfilled_download_the_rebase_moves_to_another_entity_makes_the_hand
     # then the rebase moved the key, and the handler, its condition failed, read it again: song2 counts it once
     assert rebased[0].moved == 1
     assert counts(world, ("song1", "2018-01"), ("song2", "2018-01")) == [0, 1]
-    assert ledger_of(world, key)["Entity"] == {"S": "song2"}
+    assert ledger_item_of(world, key)["Entity"] == {"S": "song2"}
 
 
 def test_two_rebases_at_once_move_a_backfilled_download_to_another_entity_once(world: LedgerWorld) -> None:
@@ -170,12 +151,7 @@ def test_a_rebase_killed_before_its_index_step_leaves_the_index_when_run_again(w
     first = world.put(ROOT, "song1", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
     world.put(ROOT, "song1", 1, "2018-02")
-
-    def fails_first(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
-        if calls == 1:
-            raise client_error("InternalServerError", "UpdateItem")
-        return send(**parameters)
-
+    fails_first = fails_at(1, "InternalServerError", "UpdateItem")
     with pytest.raises(ClientError):
         rebase_world(world, Interleaved(world.dynamodb, "update_item", instead=fails_first))
     assert world.boards() == world.recount() == {("song1", "2018-02"): 1}
@@ -224,10 +200,7 @@ def test_a_childs_records_trimmed_after_a_sweep_reported_its_parents_unfinished_
     # given the parent shard's batch whose invocation died (its records unfinished), the parent's next record delivered
     # 23 hours later (the mapping gave the batch up), then a split and a record of the child
     lost = world.put(ROOT, "song1", 1, "2018-01")
-
-    def dies(_calls: int, _send: Any, _parameters: dict[str, Any]) -> Any:
-        raise client_error("InternalServerError", "TransactWriteItems")
-
+    dies = fails_at(None, "InternalServerError", "TransactWriteItems")
     interleaved = ledger_client(world, Interleaved(world.dynamodb, "transact_write_items", instead=dies))
     with pytest.raises(ClientError):
         deliver(world, ROOT, delivered(world, ROOT, [lost]))

@@ -12,26 +12,27 @@ import pytest
 
 from leaderboard_core.claims import DOWNLOAD_KEY, REBASES, claim_key
 from leaderboard_tools.recover.rebase import rebase
-from tests.unit.aggregator.ledger_on_moto import LEDGER_TABLE, ROOT, LedgerWorld, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, in_index, ledger_item, read_back
-from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved
+from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
+    LEDGER_TABLE,
+    OK,
+    ROOT,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    in_index,
+    key_of,
+    ledger_item,
+    read_back,
+    world,
+)
+from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
 from tests.unit.conftest import FakeLambdaContext
 
 DAY = 24 * 3600
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-def kept_expired(world: LedgerWorld, song: str, number: int) -> None:
-    """The repair reports the key gone, and the operator, who knows Time to Live deleted it, names it expired."""
-    claim = claim_key(key_of(song, number))
-    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
-    assert rebase(world.dynamodb, deployment_of(world), expired=[claim]).kept_expired == 1
+__all__ = ["world"]  # fixtures, used by name
 
 
 def without(world: LedgerWorld, song: str, number: int, *names: str) -> None:

@@ -5,50 +5,50 @@ instead, silent or loud, and the AWS sentence that allows it. The rest are angle
 
 from __future__ import annotations
 
-import dataclasses
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-import wiring
-from download_records import Schema
 from leaderboard_core.claims import claim_key
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.recover.rebase import rebase
-from tests.unit.aggregator.handler_on_moto import aggregator_dependencies
-from tests.unit.aggregator.ledger_on_moto import MARKER, ROOT, TABLE, LedgerWorld, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, read_back
-from tests.unit.aggregator.test_one_reader_rebase import PLAYS, plays, sums
-from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved, ledger_client
-from tests.unit.aggregator.test_one_reader_review2 import single_table, write
-from tests.unit.aggregator.test_one_reader_review3 import SINGLE_TABLE, single_table_deployment
-from tests.unit.aggregator.test_one_reader_review4 import kept_expired
+from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
+    OK,
+    ROOT,
+    TABLE,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    key_of,
+    ledger_client,
+    plays,
+    read_back,
+    single_table,
+    summed,
+    summed_world,
+    sums,
+    world,
+    write,
+)
+from tests.unit.aggregator.rebase_on_moto import (
+    SINGLE_TABLE,
+    deployment_of,
+    kept_expired,
+    rebase_world,
+    single_table_deployment,
+    write_items,
+)
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
-
-
-@pytest.fixture
-def summed(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """The same, its boards summing each download's Plays."""
-    return one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
+__all__ = ["summed", "world"]  # fixtures, used by name
 
 
 @pytest.fixture
 def sharded(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
     """The summed world with each board's index spread over 4 partitions (LEADERBOARD_SHARDS=4)."""
-    world = one_reader_world(dynamodb, *sqs_queue, Schema(retractions=True, marker=MARKER, amount=PLAYS))
-    settings = dataclasses.replace(world.deployed.settings, leaderboard_shards=4)
-    dependencies = aggregator_dependencies(settings, dynamodb, world.streams, sqs_queue[0])
-    dependencies.clock = lambda: float(world.clock)
-    wiring.one_reader_parts(dependencies, settings, dynamodb)
-    world.deployed = dataclasses.replace(world.deployed, settings=settings, dependencies=dependencies)
-    return world
+    return summed_world(dynamodb, *sqs_queue, leaderboard_shards=4)
 
 
 # ------------------------------------------------------------------------------------------------------------ findings

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
 
 from leaderboard_tools.cli import main
 from leaderboard_tools.commands import EXIT_DIFFERENCES, EXIT_EXACT
-from tests.unit.tools.operator_stack import MONTH, REGION, stored_count
-from tests.unit.tools.test_recover_read_back import one_reader_stack, stale_ledger_item
+from tests.unit.tools.operator_stack import MONTH, stored_count
+from tests.unit.tools.test_recover_read_back import delete_download, one_reader_stack, stale_ledger_item
 
 
 def test_with_one_reader_a_gone_key_the_operator_names_expired_stays_counted_and_is_no_longer_reported(
@@ -21,9 +20,7 @@ def test_with_one_reader_a_gone_key_the_operator_names_expired_stays_counted_and
     # the download's key
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
-    boto3.client("dynamodb", region_name=REGION).delete_item(
-        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
-    )
+    delete_download(stack, "song1", "d1")
     assert main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"]) == EXIT_DIFFERENCES
     (gone,) = json.loads(capsys.readouterr().out)["gone"]
     # when the operator, who knows Time to Live deleted it, names it expired

@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from leaderboard_core.claims import BACKFILL_DONE, CLAIM_KEY, backfill_claim, claim_key
+from leaderboard_core.claims import CLAIM_KEY, backfill_claim, claim_key
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_of
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
@@ -24,14 +24,14 @@ from tests.unit.tools.operator_stack import (
     REGION,
     MotoStack,
     aggregate_item,
-    deploy,
     set_count,
     stored_count,
     write_download,
 )
 from tests.unit.tools.test_recover_read_back import (
-    ONE_READER,
     CountingReconciler,
+    delete_download,
+    download_key,
     one_reader_stack,
     queue_depth,
     send,
@@ -39,6 +39,7 @@ from tests.unit.tools.test_recover_read_back import (
 )
 from tests.unit.tools.test_recover_rebase_check import (
     LedgerWrittenAtEveryRead,
+    expiry_kept_in_ledger,
     records_trimmed,
     recover_once,
     refused_record,
@@ -50,10 +51,6 @@ SHARD = "shardId-00000001000000000000-aaaa0000"
 
 def version(sequence: int) -> dict[str, str]:
     return {"S": f"{SHARD}|{sequence:040d}"}
-
-
-def download_key(stack: MotoStack, download_id: str) -> dict[str, Any]:
-    return {stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": download_id}}
 
 
 def aggregate_add(stack: MotoStack, board: str, amount: int) -> dict[str, Any]:
@@ -77,20 +74,26 @@ def ledger_put(stack: MotoStack, download_id: str, board: str, sequence: int | N
     """song1's ledger item of `download_id` counting `board`: the handler's (with a Version) or, with no sequence, as
     the backfill writes it (no Version)."""
     item: dict[str, Any] = {
-        CLAIM_KEY: {"S": claim_key(download_key(stack, download_id))},
+        CLAIM_KEY: {"S": claim_key(download_key(stack, "song1", download_id))},
         "Entity": {"S": "song1"},
         "Contribution": {"M": {board: {"N": "1"}}},
     }
     if sequence is not None:
         item["Version"] = version(sequence)
     else:
-        item |= backfill_claim("music-claims", download_key(stack, download_id))["Put"]["Item"]
+        item |= backfill_claim("music-claims", download_key(stack, "song1", download_id))["Put"]["Item"]
     return {"Put": {"TableName": "music-claims", "Item": item}}
 
 
 def transact(actions: list[dict[str, Any]]) -> None:
     """One transaction of the aggregator's (or of another recover's rebase): the ledger moved with its aggregates."""
     boto3.client("dynamodb", region_name=REGION).transact_write_items(TransactItems=actions)
+
+
+def rebased(stack: MotoStack, source: str, target: str) -> None:
+    """Another recover's rebase moving song1's versionless download d1 from `source` to `target`: its ledger item and
+    both aggregates in one transaction."""
+    transact([ledger_put(stack, "d1", target, None), aggregate_add(stack, source, -1), aggregate_add(stack, target, 1)])
 
 
 def versionless_ledger_item(stack: MotoStack) -> None:
@@ -196,21 +199,13 @@ def test_a_versionless_ledger_item_moved_away_and_back_between_the_scans_does_no
     refused_record(stack, "song1", MONTH)
 
     def moved_away() -> None:
-        transact(
-            [
-                ledger_put(stack, "d1", FEBRUARY, None),
-                aggregate_add(stack, MONTH, -1),
-                aggregate_add(stack, FEBRUARY, 1),
-            ]
-        )
+        rebased(stack, MONTH, FEBRUARY)
 
     def moved_back() -> None:
-        transact(
-            [ledger_put(stack, "d1", MONTH, None), aggregate_add(stack, MONTH, 1), aggregate_add(stack, FEBRUARY, -1)]
-        )
+        rebased(stack, FEBRUARY, MONTH)
 
     def d9_deleted() -> None:
-        boto3.client("dynamodb", region_name=REGION).delete_item(TableName=stack.table, Key=download_key(stack, "d9"))
+        delete_download(stack, "song1", "d9")
         gone = ledger_put(stack, "d9", MONTH, 10)
         gone["Put"]["Item"]["Contribution"] = {"M": {}}
         transact([gone, aggregate_add(stack, MONTH, -1)])
@@ -239,18 +234,10 @@ def test_a_versionless_ledger_item_moved_away_and_back_around_the_read_is_caught
     refused_record(stack, "song1", MONTH)
 
     def moved_away() -> None:
-        transact(
-            [
-                ledger_put(stack, "d1", FEBRUARY, None),
-                aggregate_add(stack, MONTH, -1),
-                aggregate_add(stack, FEBRUARY, 1),
-            ]
-        )
+        rebased(stack, MONTH, FEBRUARY)
 
     def moved_back() -> None:
-        transact(
-            [ledger_put(stack, "d1", MONTH, None), aggregate_add(stack, MONTH, 1), aggregate_add(stack, FEBRUARY, -1)]
-        )
+        rebased(stack, FEBRUARY, MONTH)
 
     real = operator_clients(region=REGION)
     dynamodb = Interposed(real.dynamodb, "get_item", reads_aggregate(stack, MONTH), moved_away, moved_back)
@@ -275,19 +262,11 @@ def test_a_message_is_deleted_only_once_its_aggregate_holds_what_the_ledger_coun
     refused_record(stack, "song1", MONTH)
 
     def moved_away() -> None:
-        transact(
-            [
-                ledger_put(stack, "d1", FEBRUARY, None),
-                aggregate_add(stack, MONTH, -1),
-                aggregate_add(stack, FEBRUARY, 1),
-            ]
-        )
+        rebased(stack, MONTH, FEBRUARY)
         write_download(stack, "song1", "d2")
 
     def moved_back() -> None:
-        transact(
-            [ledger_put(stack, "d1", MONTH, None), aggregate_add(stack, MONTH, 1), aggregate_add(stack, FEBRUARY, -1)]
-        )
+        rebased(stack, FEBRUARY, MONTH)
 
     real = operator_clients(region=REGION)
     dynamodb = Interposed(real.dynamodb, "get_item", reads_aggregate(stack, MONTH), moved_away, moved_back)
@@ -459,29 +438,10 @@ def test_an_aggregate_the_ledger_counts_nothing_in_is_set_to_0_and_leaves_the_sp
     assert (report.deleted, queue_depth(stack)) == (1, 0)
 
 
-def claims_table() -> None:
-    """The ledger, its backfill finished (a repair may run), as one_reader_stack makes it."""
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName="music-claims",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": CLAIM_KEY, "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": CLAIM_KEY, "KeyType": "HASH"}],
-    )
-    dynamodb.put_item(TableName="music-claims", Item={CLAIM_KEY: {"S": BACKFILL_DONE}})
-
-
-def one_reader_stack_with_shards(shards: int) -> MotoStack:
-    """one_reader_stack, its boards spread over `shards` index partitions."""
-    stack = deploy(retractions=True, aggregator_settings=ONE_READER, shards=shards)
-    claims_table()
-    return stack
-
-
 def test_with_leaderboard_shards_an_aggregate_with_no_item_is_created_in_its_shards_partition(aws: None) -> None:
     # given a one-reader deployment over 3 index partitions whose download of song1 its ledger counts, song1's
     # aggregate missing (deleted by hand), and its refused_record
-    stack = one_reader_stack_with_shards(3)
+    stack = one_reader_stack(shards=3)
     stale_ledger_item(stack, MONTH)
     names = stack.names
     boto3.client("dynamodb", region_name=REGION).delete_item(
@@ -547,8 +507,7 @@ def test_a_refused_record_naming_no_aggregate_is_deleted_and_listed_with_its_rea
 def test_a_summing_deployment_is_rebased_and_keeps_the_message_saying_its_boards_cannot_be_checked(aws: None) -> None:
     # given a one-reader deployment that sums an attribute (SUM_ATTRIBUTE), song1's aggregate holding 7 by hand, a
     # ledger item counting a March download whose item carries no amount, and the aggregate's refused_record
-    stack = deploy(retractions=True, aggregator_settings=ONE_READER | {"SUM_ATTRIBUTE": "Bytes"})
-    claims_table()
+    stack = one_reader_stack(settings={"SUM_ATTRIBUTE": "Bytes"})
     stale_ledger_item(stack, MONTH)
     set_count(stack, "song1", MONTH, 7)
     refused_record(stack, "song1", MONTH)
@@ -655,9 +614,7 @@ def test_with_an_expiry_kept_in_the_ledger_a_message_whose_aggregate_equals_the_
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
     refused_record(stack, "song1", MONTH)
-    boto3.client("dynamodb", region_name=REGION).put_item(
-        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
-    )
+    expiry_kept_in_ledger()
     # when recover runs
     report, _ = recover_once(stack)
     # then what the ledger counts in the aggregate is not known: the message is kept, saying why, not deleted unchecked

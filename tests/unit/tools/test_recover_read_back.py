@@ -89,9 +89,10 @@ class CountingReconciler(Reconciler):
         return super().run(targets, repair=repair, **options)
 
 
-def one_reader_stack() -> MotoStack:
-    """The module in ledger mode with one reader per shard, its ledger's backfill finished (a repair may run)."""
-    stack = deploy(retractions=True, aggregator_settings=ONE_READER)
+def one_reader_stack(shards: int = 1, settings: dict[str, str] | None = None) -> MotoStack:
+    """The module in ledger mode with one reader per shard, its ledger's backfill finished (a repair may run); its
+    boards spread over `shards` index partitions, the aggregator's other `settings` (environment) as given."""
+    stack = deploy(retractions=True, aggregator_settings=ONE_READER | (settings or {}), shards=shards)
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     dynamodb.create_table(
         TableName="music-claims",
@@ -136,6 +137,23 @@ def given_up_batch(stack: MotoStack, trimmed: bool = False) -> dict[str, Any]:
 
 def send(stack: MotoStack, body: dict[str, Any]) -> None:
     boto3.client("sqs", region_name=REGION).send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+
+
+def records_trimmed(stack: MotoStack) -> None:
+    """The aggregator's `records_trimmed` of a shard, in the failure queue."""
+    send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "checkpoint": "1", "firstReadableSequence": "9"})
+
+
+def download_key(stack: MotoStack, song: str, download_id: str) -> dict[str, Any]:
+    """The key `write_download` gives a download in the guide's table."""
+    return {stack.names.entity: {"S": song}, stack.names.sort_key: {"S": download_id}}
+
+
+def delete_download(stack: MotoStack, song: str, download_id: str) -> None:
+    """The download's item deleted from the table, its record not delivered (deleted or expired: not told apart)."""
+    boto3.client("dynamodb", region_name=REGION).delete_item(
+        TableName=stack.table, Key=download_key(stack, song, download_id)
+    )
 
 
 def queue_depth(stack: MotoStack) -> int:
@@ -185,7 +203,7 @@ def stale_ledger_item(stack: MotoStack, month: str) -> None:
     """song1's download d1, in the table in MONTH, counted in `month` by its ledger item (its edit's record lost)."""
     write_download(stack, "song1", "d1")
     dynamodb = boto3.client("dynamodb", region_name=REGION)
-    key = {stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
+    key = download_key(stack, "song1", "d1")
     dynamodb.put_item(
         TableName="music-claims",
         Item={
@@ -233,10 +251,8 @@ def test_with_one_reader_a_key_whose_item_is_gone_is_reported_and_recover_exits_
     # (deleted or expired: the table no longer says which)
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
-    boto3.client("dynamodb", region_name=REGION).delete_item(
-        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
-    )
-    send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "checkpoint": "1", "firstReadableSequence": "9"})
+    delete_download(stack, "song1", "d1")
+    records_trimmed(stack)
     # when recover runs from the command line
     code = main(["recover", "--table", stack.table, "--json"])
     # then the key is reported, its count left as it is, and the exit code says differences remain
@@ -252,9 +268,7 @@ def test_with_one_reader_a_gone_key_the_operator_names_deleted_is_taken_back(
     # given a one-reader deployment with a download its ledger counts whose item is gone, reported by the rebase
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
-    boto3.client("dynamodb", region_name=REGION).delete_item(
-        TableName=stack.table, Key={stack.names.entity: {"S": "song1"}, stack.names.sort_key: {"S": "d1"}}
-    )
+    delete_download(stack, "song1", "d1")
     main(["reconcile", "--table", stack.table, "--month", MONTH, "--repair", "--json"])
     (gone,) = json.loads(capsys.readouterr().out)["gone"]
     # when the operator, who knows the application deleted it, names it

@@ -31,8 +31,11 @@ from tests.unit.tools.test_recover_read_back import (
     APPLIED,
     CountingReconciler,
     ReadBackFunction,
+    delete_download,
+    download_key,
     one_reader_stack,
     queue_depth,
+    records_trimmed,
     send,
     stale_ledger_item,
 )
@@ -48,18 +51,16 @@ def refused_record(stack: MotoStack, song: str, board: str, reason: str = OVERFL
     send(stack, {"kind": "refused_record", "entityId": song, "board": board, "reason": reason, "sequenceNumber": "5"})
 
 
-def records_trimmed(stack: MotoStack) -> None:
-    send(stack, {"kind": "records_trimmed", "shardId": "shardId-1", "checkpoint": "1", "firstReadableSequence": "9"})
-
-
-def delete_item(stack: MotoStack, song: str, download_id: str) -> None:
-    key = {stack.names.entity: {"S": song}, stack.names.sort_key: {"S": download_id}}
-    boto3.client("dynamodb", region_name=REGION).delete_item(TableName=stack.table, Key=key)
+def expiry_kept_in_ledger() -> None:
+    """The ledger keeping a download of song1 expired by TTL counted: its own item, which names no aggregate."""
+    boto3.client("dynamodb", region_name=REGION).put_item(
+        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
+    )
 
 
 def two_reader_ledger_item(stack: MotoStack, song: str, download_id: str, month: str) -> str:
     """A ledger item as two readers per shard write it (StreamFrom, no Version), counting `month`: its claim key."""
-    claim = claim_key({stack.names.entity: {"S": song}, stack.names.sort_key: {"S": download_id}})
+    claim = claim_key(download_key(stack, song, download_id))
     boto3.client("dynamodb", region_name=REGION).put_item(
         TableName="music-claims",
         Item={
@@ -216,9 +217,7 @@ def test_with_an_expiry_kept_in_the_ledger_no_aggregate_is_set_and_the_message_i
     stale_ledger_item(stack, MONTH)
     set_count(stack, "song1", MONTH, 5)
     refused_record(stack, "song1", MONTH)
-    boto3.client("dynamodb", region_name=REGION).put_item(
-        TableName="music-claims", Item={CLAIM_KEY: {"S": "expired#download#song1-d0|shardId-1|" + "7".zfill(40)}}
-    )
+    expiry_kept_in_ledger()
     # when recover runs
     report, _ = recover_once(stack)
     # then the aggregate is left as it is, and the message is kept, saying why; waiting will not settle it
@@ -255,7 +254,7 @@ def test_a_trimmed_message_whose_key_is_gone_is_kept_naming_it_until_the_operato
     # apart), and the aggregator's records_trimmed
     stack = one_reader_stack()
     stale_ledger_item(stack, MONTH)
-    delete_item(stack, "song1", "d1")
+    delete_download(stack, "song1", "d1")
     records_trimmed(stack)
     # when recover runs
     report, _ = recover_once(stack)
