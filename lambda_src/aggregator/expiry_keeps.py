@@ -13,6 +13,7 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     EXPIRY_PREFIX,
+    FOLLOWS,
     KEPT_BY,
     KEPT_UNTIL,
     claim_key,
@@ -45,11 +46,15 @@ class ExpiryKeeps:
         )
         return "Item" in response
 
-    def freeze(self, fold: Fold, version: str, kept: Boards) -> None:
+    def freeze(self, fold: Fold, version: str, kept: Boards, follows: str | None = None) -> None:
         """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
         the key, so it is applied by its own identity, not by Version: a rewrite under the key applied first (a retry
-        out of order, a child read before a given-up parent) must not hide it."""
-        fold.freezes.append(f"{FROZEN}{claim_key(fold.key)}|{version}")
+        out of order, a child read before a given-up parent) must not hide it. `follows`: the label of the key's
+        Version as applied, when the expiry follows it (the rebase tells a gone version's own expiry by it)."""
+        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
+        fold.freezes.append(frozen)
+        if follows is not None:
+            fold.follows[frozen] = follows
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
@@ -119,12 +124,13 @@ class ExpiryKeeps:
         )
         return response.get("Item")
 
-    def freeze_put(self, frozen: str) -> dict[str, Any]:
+    def freeze_put(self, frozen: str, follows: str | None = None) -> dict[str, Any]:
         """An expiry's part, kept once: a Put of its own item, conditioned on its absence."""
+        item = {CLAIM_KEY: {"S": frozen}} | ({FOLLOWS: {"S": follows}} if follows is not None else {})
         return {
             "Put": {
                 "TableName": self.ledger_table,
-                "Item": {CLAIM_KEY: {"S": frozen}},
+                "Item": item,
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }
