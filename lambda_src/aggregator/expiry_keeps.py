@@ -46,15 +46,20 @@ class ExpiryKeeps:
         )
         return "Item" in response
 
-    def freeze(self, fold: Fold, version: str, kept: Boards, follows: str | None = None) -> None:
+    def freeze(self, fold: Fold, version: str, kept: Boards, follows: str | None = None, entity: str = "") -> None:
         """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
         the key, so it is applied by its own identity, not by Version: a rewrite under the key applied first (a retry
         out of order, a child read before a given-up parent) must not hide it. `follows`: the label of the key's
-        Version as applied, when the expiry follows it (the rebase tells a gone version's own expiry by it)."""
+        Version as applied, when the expiry follows it; its item then says so, with what it kept (`entity`, `kept`):
+        the rebase tells a gone version's own expiry by both."""
         frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
         fold.freezes.append(frozen)
         if follows is not None:
-            fold.follows[frozen] = follows
+            fold.follows[frozen] = {
+                FOLLOWS: {"S": follows},
+                BASE_ENTITY: {"S": entity},
+                BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in kept.items()}},
+            }
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
@@ -124,9 +129,10 @@ class ExpiryKeeps:
         )
         return response.get("Item")
 
-    def freeze_put(self, frozen: str, follows: str | None = None) -> dict[str, Any]:
-        """An expiry's part, kept once: a Put of its own item, conditioned on its absence."""
-        item = {CLAIM_KEY: {"S": frozen}} | ({FOLLOWS: {"S": follows}} if follows is not None else {})
+    def freeze_put(self, frozen: str, follows: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An expiry's part, kept once: a Put of its own item (with what `freeze` says it follows), conditioned on its
+        absence."""
+        item = {CLAIM_KEY: {"S": frozen}} | (follows or {})
         return {
             "Put": {
                 "TableName": self.ledger_table,

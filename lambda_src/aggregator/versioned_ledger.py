@@ -179,8 +179,9 @@ class VersionedLedger(ExpiryKeeps):
                 kept = {}
             follows = fold.item is not None or fold.version is not None
             follows = follows and self.after(version, fold.version, shard.stream_arn)
+            label = version_label(fold.version, fold.item) if follows else None
             with fold.counting_for(entity):
-                self.freeze(fold, version, kept, version_label(fold.version, fold.item) if follows else None)
+                self.freeze(fold, version, kept, label, entity or "")
         elif removal:
             entity, kept = counted(stream.get("OldImage"), self.schema)
             operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)

@@ -102,17 +102,19 @@ class GoneKeys:
 
     def check_not_kept(self) -> None:
         """Each version of a key named expired that a gone report named (its `gone#` item), neither kept (`ExpiryKept`)
-        nor followed by an expiry of the key applied (`Follows`, the label of the key's last record when that expiry
-        was applied: only the version's own expiry, the first REMOVE after it, follows it): a record of the key was
-        applied between the report and this run and moved it from what the expired download counted, which the ledger
-        no longer says. Reported once, never guessed; so is a key named expired with no gone report open that counts
-        something and was never kept."""
+        nor followed by an expiry of the key applied that kept what it counted (`Follows`, the label of the key's last
+        record when that expiry was applied: only the version's own expiry, the first REMOVE after it, follows it and
+        keeps its image): a record of the key was applied between the report and this run and moved it from what the
+        expired download counted, which the ledger no longer says. Reported once, never guessed; so is a key named
+        expired with no gone report open that counts something and was never kept."""
         left = {entry["claimKey"] for entry in self.report.gone + self.report.unplaced}
         for claim in sorted(self.expired - left):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             kept = expiries_kept(ledger_item or {})
             reports = self.gone_reports.get(claim, {})
-            for label in sorted(set(reports) - self.follows.get(claim, set())):
+            for label in sorted(reports):
+                if self.version_counted(reports[label], "") in self.follows.get(claim, set()):
+                    continue
                 if label not in kept:
                     why = (
                         f"named expired, but a record of the key was applied since its item was reported gone at "

@@ -169,8 +169,9 @@ class Rebaser(GoneKeys):
         self.report = RebaseReport()
         self.gone_reports: dict[str, dict[str, dict[str, Any]]] = {}
         """Claim key -> label -> the gone report's own item (`gone#<claim key>|<label>`): the versions reported gone."""
-        self.follows: dict[str, set[str]] = {}
-        """Claim key named expired -> the labels an expiry of the key applied follows (`Follows`, on `expired#...`)."""
+        self.follows: dict[str, set[tuple[str, str, frozenset[tuple[str, Decimal]]]]] = {}
+        """Claim key named expired -> (label, entity, counts) of each expiry of the key applied after the key's record
+        at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept."""
 
     # ------------------------------------------------------------------ reading
 
@@ -189,7 +190,7 @@ class Rebaser(GoneKeys):
             elif claim.startswith(GONE_PREFIX):
                 self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
             elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in self.expired and FOLLOWS in item:
-                self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], set()).add(item[FOLLOWS]["S"])
+                self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], set()).add(self.version_counted(item, FOLLOWS))
 
     def downloads(self) -> Iterator[dict[str, Any]]:
         """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing
@@ -220,6 +221,14 @@ class Rebaser(GoneKeys):
         if not boards or amount is None:
             return "", {}
         return item[self.deployment.names.entity]["S"], dict.fromkeys(boards, amount)
+
+    @staticmethod
+    def version_counted(item: Mapping[str, Any], label: str) -> tuple[str, str, frozenset[tuple[str, Decimal]]]:
+        """A version's label (the item's attribute `label`, or its key's part after the claim key) and what was counted
+        at it, as a gone report's item or an expiry's own item keeps them."""
+        named = item[label]["S"] if label in item else item[CLAIM_KEY]["S"].partition("|")[2]
+        counts = {(board, Decimal(value["N"])) for board, value in item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()}
+        return named, item.get(BASE_ENTITY, {}).get("S", ""), frozenset(counts)
 
     @staticmethod
     def state(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]]:

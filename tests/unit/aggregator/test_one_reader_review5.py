@@ -184,6 +184,25 @@ def test_a_key_reported_gone_at_two_versions_keeps_the_one_still_gone_and_report
     assert world.boards() == {("song1", "2018-03"): 1}
 
 
+def test_a_key_named_expired_whose_next_writes_expiry_came_before_that_write_is_reported(world: LedgerWorld) -> None:
+    # given a February download delivered, its expiry by TTL trimmed, the repair reporting the key gone; the key written
+    # again into March in a batch given up, and that item expired by TTL, its REMOVE delivered
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    world.put(ROOT, "song1", 1, "2018-03")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when the operator names the key expired
+    write_items(world)
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    # then March's expiry, which follows February's record but kept March, is not taken for February's: reported
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert world.boards() == {("song1", "2018-03"): 1}
+
+
 def test_a_gone_versions_expiry_delivered_before_the_keys_next_write_and_the_operators_answer_counts_once(
     world: LedgerWorld,
 ) -> None:
