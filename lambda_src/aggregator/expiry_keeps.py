@@ -13,6 +13,7 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     EXPIRY_PREFIX,
+    FOLLOWS,
     KEPT_BY,
     KEPT_UNTIL,
     claim_key,
@@ -45,11 +46,20 @@ class ExpiryKeeps:
         )
         return "Item" in response
 
-    def freeze(self, fold: Fold, version: str, kept: Boards) -> None:
+    def freeze(self, fold: Fold, version: str, kept: Boards, follows: str | None = None, entity: str = "") -> None:
         """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
         the key, so it is applied by its own identity, not by Version: a rewrite under the key applied first (a retry
-        out of order, a child read before a given-up parent) must not hide it."""
-        fold.freezes.append(f"{FROZEN}{claim_key(fold.key)}|{version}")
+        out of order, a child read before a given-up parent) must not hide it. `follows`: the label of the key's
+        Version as applied, when the expiry follows it; its item then says so, with what it kept (`entity`, `kept`):
+        the rebase tells a gone version's own expiry by both."""
+        frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
+        fold.freezes.append(frozen)
+        if follows is not None:
+            fold.follows[frozen] = {
+                FOLLOWS: {"S": follows},
+                BASE_ENTITY: {"S": entity},
+                BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in kept.items()}},
+            }
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
@@ -119,12 +129,14 @@ class ExpiryKeeps:
         )
         return response.get("Item")
 
-    def freeze_put(self, frozen: str) -> dict[str, Any]:
-        """An expiry's part, kept once: a Put of its own item, conditioned on its absence."""
+    def freeze_put(self, frozen: str, follows: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An expiry's part, kept once: a Put of its own item (with what `freeze` says it follows), conditioned on its
+        absence."""
+        item = {CLAIM_KEY: {"S": frozen}} | (follows or {})
         return {
             "Put": {
                 "TableName": self.ledger_table,
-                "Item": {CLAIM_KEY: {"S": frozen}},
+                "Item": item,
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }

@@ -37,6 +37,9 @@ class Fold:
     applied: bool = False
     freezes: list[str] = field(default_factory=list)
     """Expiries by TTL of the key whose part this batch keeps for good: one item each."""
+    follows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Of those, each that follows the key's Version as then applied: its item's `Follows` (that version's label),
+    `Entity` and `Contribution` (what it kept)."""
     keeps: list[tuple[str, str]] = field(default_factory=list)
     """The operator's keeps (`expired#<key>|<version>|kept`) this batch's removals take, with the removal's version."""
     bounds: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)

@@ -44,6 +44,7 @@ from leaderboard_core.claims import (
     claim_key,
     decreased_value,
     stored_key,
+    version_label,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -176,8 +177,11 @@ class VersionedLedger(ExpiryKeeps):
             if operators is not None:
                 fold.keeps.append((operators, version))
                 kept = {}
+            follows = fold.item is not None or fold.version is not None
+            follows = follows and self.after(version, fold.version, shard.stream_arn)
+            label = version_label(fold.version, fold.item) if follows else None
             with fold.counting_for(entity):
-                self.freeze(fold, version, kept)
+                self.freeze(fold, version, kept, label, entity or "")
         elif removal:
             entity, kept = counted(stream.get("OldImage"), self.schema)
             operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
@@ -252,7 +256,7 @@ class VersionedLedger(ExpiryKeeps):
             for aggregate, amount in fold.aggregate_moves().items():
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
-        writes += [self.freeze_put(frozen) for fold in group for frozen in fold.freezes]
+        writes += [self.freeze_put(frozen, fold.follows.get(frozen)) for fold in group for frozen in fold.freezes]
         writes += [write for fold in group for write in self.keep_writes(fold)]
         overflowing: set[Aggregate] = set()
         reported = 0

@@ -252,6 +252,17 @@ KEPT_UNTIL = "KeptUntil"
 removal of L came before it, so only a removal below it may take the keep."""
 BACKFILLED = "backfill~"
 """The label of a keep of a ledger item with no Version (the backfill's): every record follows it."""
+FOLLOWS = "Follows"
+"""On an expiry's own item: the label (Version, or `backfill~<Rebases>`) of the key's last record applied when the
+expiry was, if the expiry follows it. Only then may it be that version's removal (the first REMOVE after it, S2)."""
+GONE_PREFIX = "gone#"
+"""A gone report's own item, `gone#<claim key>|<label>`: the version the rebase found the key's item gone at, and what
+it counted then; the operator's `--expired-keys` answers that version, no other."""
+
+
+def version_label(version: str | None, ledger_item: Mapping[str, Any] | None) -> str:
+    """A ledger item's version as keeps and gone reports name it: its Version, or with none `backfill~<Rebases>`."""
+    return version or f"{BACKFILLED}{((ledger_item or {}).get(REBASES) or {}).get('N') or 0}"
 
 
 def expiries_kept(ledger_item: Mapping[str, Any]) -> set[str]:

@@ -1,4 +1,4 @@
-"""An in-memory DynamoDB client for the stream model: GetItem, PutItem, UpdateItem and TransactWriteItems.
+"""An in-memory DynamoDB client for the stream model: GetItem, PutItem, UpdateItem, DeleteItem and TransactWriteItems.
 
 The model runs thousands of histories with hundreds of writes each; moto takes a millisecond
 a call, this takes microseconds. `tests/unit/stream_model/test_fake_dynamodb.py` holds it to moto's
@@ -277,6 +277,9 @@ class FakeDynamoDB:
     def put_item(self, **parameters: Any) -> dict[str, Any]:
         return self._write("PutItem", parameters)
 
+    def delete_item(self, **parameters: Any) -> dict[str, Any]:
+        return self._write("DeleteItem", parameters)
+
     def transact_write_items(self, **parameters: Any) -> dict[str, Any]:
         return self._write("TransactWriteItems", parameters)
 
@@ -326,6 +329,8 @@ class FakeDynamoDB:
                 return self._transact(parameters)
             if operation == "PutItem":
                 return self._put(parameters)
+            if operation == "DeleteItem":
+                return self._delete(parameters)
             return self._update(parameters)
 
     def _condition_holds(self, parameters: dict[str, Any]) -> tuple[bool, Item | None]:
@@ -372,6 +377,17 @@ class FakeDynamoDB:
         self._store(parameters["TableName"], storage_key, key, self.items.get(storage_key), item)
         return {}
 
+    def _delete(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        holds, existing = self._condition_holds(parameters)
+        if not holds:
+            raise _error("ConditionalCheckFailedException", "DeleteItem")
+        storage_key = self._key(parameters["TableName"], parameters["Key"])
+        if existing is not None:
+            del self.items[storage_key]
+            if self.on_change is not None:
+                self.on_change(parameters["TableName"], _copy(parameters["Key"]), _copy(existing), None)
+        return {}
+
     def _transact(self, parameters: dict[str, Any]) -> dict[str, Any]:
         """All conditions are evaluated against the items as they are; then every action applies, or none."""
         actions = [_action(entry) for entry in parameters["TransactItems"]]
@@ -392,6 +408,8 @@ class FakeDynamoDB:
                 self._updated_item(action)
             elif kind == "Put":
                 self._put(action)
+            elif kind == "Delete":
+                self._delete(action)
         return {}
 
     def _store(self, table: str, storage_key: Key, key: Item, old: Item | None, new: Item) -> None:
@@ -419,7 +437,7 @@ def _key_of(parameters: dict[str, Any]) -> Item:
 
 def _action(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     ((kind, action),) = entry.items()
-    if kind not in ("Update", "ConditionCheck", "Put"):
+    if kind not in ("Update", "ConditionCheck", "Put", "Delete"):
         raise ValueError(f"the fake does not implement {kind} in a transaction")
     return kind, action
 

@@ -195,6 +195,12 @@ class ModelTables:
     def update_item(self, **parameters: Any) -> Any:
         return self.env.dynamodb.update_item(**parameters)
 
+    def put_item(self, **parameters: Any) -> Any:
+        return self.env.dynamodb.put_item(**parameters)
+
+    def delete_item(self, **parameters: Any) -> Any:
+        return self.env.dynamodb.delete_item(**parameters)
+
 
 def deployment_of(settings: Settings) -> Deployment:
     """What the operator tools discover around the model's aggregator: ledger mode, one reader per shard."""

@@ -9,14 +9,15 @@ from typing import Any
 
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
-    BACKFILLED,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
+    GONE_PREFIX,
     download_key_of,
     expiries_kept,
+    version_label,
 )
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
@@ -45,7 +46,8 @@ class GoneKeys:
         Taken back only while no record was applied since `found_gone` (Version, and Rebases, unchanged: both only
         move on), and conditioned on that, so the take-back never undoes a write of the key delivered during the run.
         A ledger item moved since is read against its item (the key it keeps): an item written again is moved to;
-        one still missing is reported again, for the operator to judge as it is now."""
+        one still missing is reported again, for the operator to judge as it is now. So is one at a version no gone
+        report of the key named (`gone#` items), when any is open: the operator's answer is to those versions."""
         for _ in range(ATTEMPTS):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             if ledger_item is None or not any(self.state(ledger_item)[1].values()):
@@ -55,7 +57,9 @@ class GoneKeys:
             if moved_since and key is not None and self._get(self.deployment.table, key) is not None:
                 self.rebase_key(claim, key, gone_checked=True)
                 return
-            if moved_since or claim not in self.deleted | self.expired:
+            label = version_label(generation(ledger_item)[0], ledger_item)
+            reported = self.gone_reports.get(claim, {})
+            if moved_since or claim not in self.deleted | self.expired or (reported and label not in reported):
                 self._gone(claim, ledger_item)
                 return
             if claim in self.expired:
@@ -65,7 +69,7 @@ class GoneKeys:
                 self.report.retries += 1
                 continue
             moves = self._moves(ledger_item, "", {})
-            if self._commit(claim, {}, ledger_item, "", {}, moves):
+            if self._commit(claim, {}, ledger_item, "", {}, moves, (self._answered(claim, label),)):
                 self.report.taken_back += 1
                 self._leave_index(ledger_item, moves)
                 return
@@ -79,8 +83,7 @@ class GoneKeys:
         version it counted it by: the expiry of that version, if it comes after all, in any order with the key's later
         records, takes the keep and adds nothing. False when the transaction was cancelled."""
         put = self._ledger_put(claim, ledger_item, "", {}, {})
-        version, rebases = generation(ledger_item)
-        label = version or f"{BACKFILLED}{rebases or 0}"
+        label = version_label(generation(ledger_item)[0], ledger_item)
         put["Put"]["Item"][EXPIRY_KEPT] = {"SS": sorted(expiries_kept(ledger_item) | {label})}
         entity, contribution = self.state(ledger_item)
         kept = {
@@ -95,25 +98,46 @@ class GoneKeys:
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }
         }
-        return self._transact([put, kept])
+        return self._transact([put, kept, self._answered(claim, label)])
 
     def check_not_kept(self) -> None:
-        """A key named expired that still counts something, with no keep and no expiry of its own applied: a record of
-        it was applied between the report of it gone and this run (its next write moved it from what the expired
-        download counted, which the ledger no longer says). Reported, never guessed."""
+        """Each version of a key named expired that a gone report named (its `gone#` item), neither kept (`ExpiryKept`)
+        nor followed by an expiry of the key applied that kept what it counted (`Follows`, the label of the key's last
+        record when that expiry was applied: only the version's own expiry, the first REMOVE after it, follows it and
+        keeps its image): a record of the key was applied between the report and this run and moved it from what the
+        expired download counted, which the ledger no longer says. Reported once, never guessed; so is a key named
+        expired with no gone report open that counts something and was never kept."""
         left = {entry["claimKey"] for entry in self.report.gone + self.report.unplaced}
-        for claim in sorted(self.expired - left - self.expiry_applied):
+        for claim in sorted(self.expired - left):
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-            if ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
+            kept = expiries_kept(ledger_item or {})
+            reports = self.gone_reports.get(claim, {})
+            for label in sorted(reports):
+                if self.version_counted(reports[label], "") in self.follows.get(claim, set()):
+                    continue
+                if label not in kept:
+                    why = (
+                        f"named expired, but a record of the key was applied since its item was reported gone at "
+                        f"{label}: the expired download is not kept; recount the aggregates its gone report named"
+                    )
+                    self._unplaced(claim, why, ledger_item)
+                self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
+            if reports or ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
                 continue
-            why = (
-                "named expired, but a record of the key was applied since its item was reported gone: the expired "
-                "download is not kept; recount the aggregates the gone report named for it"
-            )
+            why = "named expired, but no gone report of the key is open: nothing kept; run the repair, then answer it"
             self._unplaced(claim, why, ledger_item)
 
+    def _answered(self, claim: str, label: str) -> dict[str, Any]:
+        """The delete of a gone report's own item, once the operator's answer to it is done."""
+        return {"Delete": {"TableName": self.claims, "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}}}
+
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
+        """The key reported gone, and the version reported kept in its own item for the operator's answer."""
         entity, contribution = self.state(ledger_item)
+        label = version_label(generation(ledger_item)[0], ledger_item)
+        counts = {board: {"N": str(amount)} for board, amount in contribution.items()}
+        item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}, BASE_ENTITY: {"S": entity}}
+        self.dynamodb.put_item(TableName=self.claims, Item=item | {BASE_CONTRIBUTION: {"M": counts}})
         self.report.gone.append(
             {
                 "claimKey": claim,

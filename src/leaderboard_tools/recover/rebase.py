@@ -21,7 +21,8 @@ touched. The rebase moves the ledger item and the aggregates together, key by ke
   expiry's, so the key's next write no longer takes it back.
 
 Every write is conditioned on what was read, the item read after its ledger item (a record applied meanwhile fails the
-condition: the key is read again). Expiries' own items (`expired#...`) are left as they are.
+condition: the key is read again). Expiries' own items (`expired#...`) are left as they are. Each gone report keeps
+the version it named in an item of its own (`gone#<claim key>|<version>`), which the operator's answer is to.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from leaderboard_core.claims import (
     DECREASED,
     DOWNLOAD_KEY,
     EXPIRY_PREFIX,
+    FOLLOWS,
+    GONE_PREFIX,
     REBASES,
     STREAM_FROM,
     backfill_claim,
@@ -164,8 +167,11 @@ class Rebaser(GoneKeys):
         self.deployment = deployment
         self.claims = deployment.claims_table
         self.report = RebaseReport()
-        self.expiry_applied: set[str] = set()
-        """Keys named expired with an expiry of theirs applied (an `expired#<claim key>|...` item)."""
+        self.gone_reports: dict[str, dict[str, dict[str, Any]]] = {}
+        """Claim key -> label -> the gone report's own item (`gone#<claim key>|<label>`): the versions reported gone."""
+        self.follows: dict[str, set[tuple[str, str, frozenset[tuple[str, Decimal]]]]] = {}
+        """Claim key named expired -> (label, entity, counts) of each expiry of the key applied after the key's record
+        at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept."""
 
     # ------------------------------------------------------------------ reading
 
@@ -174,13 +180,17 @@ class Rebaser(GoneKeys):
             yield from page.get("Items", [])
 
     def ledger_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`)."""
+        """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`); the gone
+        reports' items and, for keys named expired, what their expiries' items follow, kept aside."""
         for item in self._scan(TableName=self.claims, ConsistentRead=True):
             claim = item[CLAIM_KEY]["S"]
+            owner, _, label = claim.partition("|")
             if claim.startswith(LEDGER_PREFIX):
                 yield claim, item
-            elif claim.startswith(EXPIRY_PREFIX) and claim.partition("|")[0][len(EXPIRY_PREFIX) :] in self.expired:
-                self.expiry_applied.add(claim.partition("|")[0][len(EXPIRY_PREFIX) :])
+            elif claim.startswith(GONE_PREFIX):
+                self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
+            elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in self.expired and FOLLOWS in item:
+                self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], set()).add(self.version_counted(item, FOLLOWS))
 
     def downloads(self) -> Iterator[dict[str, Any]]:
         """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing
@@ -211,6 +221,14 @@ class Rebaser(GoneKeys):
         if not boards or amount is None:
             return "", {}
         return item[self.deployment.names.entity]["S"], dict.fromkeys(boards, amount)
+
+    @staticmethod
+    def version_counted(item: Mapping[str, Any], label: str) -> tuple[str, str, frozenset[tuple[str, Decimal]]]:
+        """A version's label (the item's attribute `label`, or its key's part after the claim key) and what was counted
+        at it, as a gone report's item or an expiry's own item keeps them."""
+        named = item[label]["S"] if label in item else item[CLAIM_KEY]["S"].partition("|")[2]
+        counts = {(board, Decimal(value["N"])) for board, value in item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()}
+        return named, item.get(BASE_ENTITY, {}).get("S", ""), frozenset(counts)
 
     @staticmethod
     def state(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]]:
@@ -282,15 +300,18 @@ class Rebaser(GoneKeys):
         entity: str,
         target: dict[str, Decimal],
         moves: dict[Aggregate, Decimal],
+        answered: tuple[dict[str, Any], ...] = (),
     ) -> bool:
-        """One transaction: the ledger Put on the item as read, the aggregates' ADDs; False when it was cancelled."""
+        """One transaction: the ledger Put on the item as read, the aggregates' ADDs, and the gone reports it answers
+        deleted; False when it was cancelled."""
         if ledger_item is None:
             put = backfill_claim(self.claims, key, entity=entity, contribution=target)
         else:
             put = self._ledger_put(claim, ledger_item, entity, target, moves)
             if key:
                 put["Put"]["Item"][DOWNLOAD_KEY] = stored_key(key)
-        actions = [put] + [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
+        actions = [put, *answered]
+        actions += [self._aggregate_add(aggregate, amount) for aggregate, amount in sorted(moves.items())]
         return self._transact(actions)
 
     def _ledger_put(

@@ -112,15 +112,6 @@ def test_a_kept_expiry_never_delivered_is_not_taken_by_a_later_expiry_after_othe
     assert world.boards() == {("song1", "2018-01"): 2, ("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent: the run takes any `expired#<claim>|...` item of the key for the named expiry's own, here the "
-    "item of an earlier expiry delivered long before, so the key named after its next write is neither kept nor "
-    "reported unplaced: February's expired download is gone from the boards and the report is clean. AWS allows "
-    "it: Time to Live deletes each rewritten item again, and a trimmed REMOVE ('removed after 24 hours') is what "
-    "the operator answers",
-)
 def test_a_key_named_expired_after_its_next_write_is_reported_though_an_earlier_expiry_of_it_was_applied(
     world: LedgerWorld,
 ) -> None:
@@ -144,6 +135,94 @@ def test_a_key_named_expired_after_its_next_write_is_reported_though_an_earlier_
     left = [entry["claimKey"] for entry in report.gone + report.unplaced]
     kept = world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1, ("song1", "2018-03"): 1}
     assert kept or claim in left
+
+
+def test_a_key_named_expired_after_it_was_written_and_expired_again_is_reported_not_taken_for_that_expiry(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, its expiry by TTL trimmed, the repair reporting the key gone; the key written
+    # again into March, delivered, and that item expired by TTL, its REMOVE delivered
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [march])) == OK
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when the operator names the key expired
+    write_items(world)
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    # then March's expiry is not taken for February's: nothing is kept and the key is reported for a recount
+    assert report.kept_expired == 0
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert world.boards() == {("song1", "2018-03"): 1}
+
+
+def test_a_key_reported_gone_at_two_versions_keeps_the_one_still_gone_and_reports_the_other(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, its expiry by TTL trimmed, reported gone; the key written again into March,
+    # delivered, that item expired by TTL with its REMOVE trimmed too, reported gone again
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [march])) == OK
+    world.expire(ROOT, "song1", 1)
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    # when the operator names the key expired, twice
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    again = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    # then March's expired download is kept and February's, no longer counted, is reported once for a recount
+    assert report.kept_expired == 1
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert (again.kept_expired, again.differences_remain) == (0, False)
+    assert world.boards() == {("song1", "2018-03"): 1}
+
+
+def test_a_key_named_expired_whose_next_writes_expiry_came_before_that_write_is_reported(world: LedgerWorld) -> None:
+    # given a February download delivered, its expiry by TTL trimmed, the repair reporting the key gone; the key written
+    # again into March in a batch given up, and that item expired by TTL, its REMOVE delivered
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    world.put(ROOT, "song1", 1, "2018-03")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when the operator names the key expired
+    write_items(world)
+    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    # then March's expiry, which follows February's record but kept March, is not taken for February's: reported
+    assert [entry["claimKey"] for entry in report.unplaced] == [claim]
+    assert world.boards() == {("song1", "2018-03"): 1}
+
+
+def test_a_gone_versions_expiry_delivered_before_the_keys_next_write_and_the_operators_answer_counts_once(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, expired by TTL, the repair reporting it gone (its REMOVE late, not trimmed);
+    # the REMOVE then delivered, and the key written again into March, delivered
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    claim = claim_key(key_of("song1", 1))
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
+    assert deliver(world, ROOT, delivered(world, ROOT, [expiry])) == OK
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [march])) == OK
+    # when the operator names the key expired, twice
+    write_items(world)
+    reports = [rebase(world.dynamodb, deployment_of(world), expired=[claim]) for _ in range(2)]
+    # then the expiry delivered is the one the report named: nothing more is kept, nothing is reported
+    assert [(report.kept_expired, report.differences_remain) for report in reports] == [(0, False), (0, False)]
+    assert world.boards() == {("song1", "2018-02"): 1, ("song1", "2018-03"): 1}
 
 
 # ------------------------------------------------------------------------------------------------ angles that held

@@ -283,3 +283,42 @@ def test_the_previous_design_behaves_identically_on_moto_and_on_the_fake(aws: No
     assert fake.get_item(TableName=MODEL_TABLE, Key=key) == {
         "Item": moto_client.get_item(TableName=MODEL_TABLE, Key=key)["Item"]
     }
+
+
+def run_deletes(client: Any) -> list[Any]:
+    """Puts, then Deletes alone and in transactions: of an item there, of one not there, and on a failed condition."""
+    outcomes: list[Any] = []
+    for song in ("song1", "song2"):
+        client.put_item(TableName=TABLE, Item={**aggregate_key(song), "A": {"S": "1"}})
+    exists = {"ConditionExpression": "attribute_exists(#a)", "ExpressionAttributeNames": {"#a": "A"}}
+    requests: list[tuple[str, dict[str, Any]]] = [
+        ("transaction", {"TableName": TABLE, "Key": aggregate_key("song1")}),
+        ("transaction", {"TableName": TABLE, "Key": aggregate_key("song3")}),
+        ("transaction", {"TableName": TABLE, "Key": aggregate_key("song1"), **exists}),
+        ("alone", {"TableName": TABLE, "Key": aggregate_key("song3"), **exists}),
+        ("alone", {"TableName": TABLE, "Key": aggregate_key("song2")}),
+    ]
+    for how, delete in requests:
+        try:
+            if how == "alone":
+                client.delete_item(**delete)
+            else:
+                client.transact_write_items(TransactItems=[{"Delete": delete}])
+            outcomes.append("ok")
+        except ClientError as error:
+            outcomes.append(error.response["Error"]["Code"])
+        outcomes.append(
+            [client.get_item(TableName=TABLE, Key=aggregate_key(song)).get("Item") for song in ("song1", "song2")]
+        )
+    return outcomes
+
+
+def test_deletes_behave_identically_on_moto_and_on_the_fake(aws: None) -> None:
+    # given an item of each of two songs, on moto and on the fake
+    # when Deletes run alone and in transactions, unconditioned and on a condition that fails
+    on_moto = run_deletes(fresh_moto())
+    on_fake = run_deletes(FakeDynamoDB())
+    # then every outcome and every item is the same
+    assert on_fake == on_moto
+    assert "TransactionCanceledException" in on_moto
+    assert "ConditionalCheckFailedException" in on_moto
