@@ -19,11 +19,14 @@ from leaderboard_core.claims import (
     claim_key,
     expiries_kept,
 )
-from ledger_fold import Fold
+from ledger_fold import Fold, Keep
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
 READ_FROM_THE_TABLE = "~"
+KEPT_BY_EXPIRY = "KeptByExpiry"
+"""On an operator's keep item: whether the removal that took it (`KeptBy`) was an expiry by TTL, which then kept its
+old image in place of the keep's."""
 
 
 class ExpiryKeeps:
@@ -63,15 +66,13 @@ class ExpiryKeeps:
         for board, amount in kept.items():
             fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
 
-    def kept_by_operator(
-        self, fold: Fold, version: str, entity: str | None, kept: Boards, stream_arn: str
-    ) -> str | None:
-        """The operator's keep (`ExpiryKept`) this removal is, if any: its item (`expired#<key>|<version>|kept`) names
-        the version L the ledger counted when the rebase found the item gone, and what it counted. The removal of L is
-        the first REMOVE after L: one after L, below every INSERT or MODIFY of the key after L (`KeptUntil`), whose old
-        image counts what was kept. The first such removal applied takes the keep (`KeptBy`, set once): an expiry by
-        TTL then adds nothing, wherever it stands against Version, and a REMOVE without the service's identity (the
-        application's, or a replicated expiry) leaves the keep to no later expiry; any other removal counts as usual."""
+    def kept_by_operator(self, fold: Fold, version: str, stream_arn: str) -> Keep | None:
+        """The operator's keep (`ExpiryKept`) the removal at `version` takes, if any: its item
+        (`expired#<key>|<version>|kept`) names the version L the ledger counted when the rebase found the item gone, and
+        what it counted. The removal of L is the first REMOVE of the key after L in the stream (S10: an item's records
+        appear in the order of its changes), whatever MODIFYs came between: a REMOVE after L, below every INSERT after L
+        (`KeptUntil`), and below the removal that took it so far (`KeptBy`), which a retry out of order may have
+        applied first: that one then counts as usual again (`retake`)."""
         if fold.item is None:
             return None
         before = [
@@ -87,47 +88,77 @@ class ExpiryKeeps:
                 not label.startswith(BACKFILLED) and self.after(label, latest, stream_arn)
             ):
                 latest = label
-        operators = f"{FROZEN}{claim_key(fold.key)}|{latest}|kept"
-        if any(taken == operators for taken, _ in fold.keeps):
+        keep = self.keep_of(fold, f"{FROZEN}{claim_key(fold.key)}|{latest}|kept")
+        if keep is None:
             return None
-        item = self.keep_item(operators)
-        if item is None or KEPT_BY in item:
+        if keep.until is not None and not self.after(keep.until, version, stream_arn):
             return None
-        read = (item.get(KEPT_UNTIL) or {}).get("S")
-        _, until = fold.bounds.get(operators, (read, read))
-        if until is not None and not self.after(until, version, stream_arn):
+        if keep.by is not None and not self.after(keep.by, version, stream_arn):
             return None
-        if BASE_CONTRIBUTION in item and (
-            (item.get(BASE_ENTITY) or {}).get("S", "") != (entity or "")
-            or {board: Decimal(value["N"]) for board, value in item[BASE_CONTRIBUTION]["M"].items()} != kept
-        ):
-            return None
-        fold.bounds.setdefault(operators, (read, read))
-        return operators
+        return keep
+
+    def take(self, fold: Fold, keep: Keep, version: str, expiry: bool, entity: str | None, old: Boards) -> None:
+        """The removal at `version` takes the keep. An expiry by TTL keeps its old image, where the item was when it
+        expired, in place of what the keep kept (the same, unless a MODIFY came between); any other removal spends the
+        keep and counts as usual."""
+        self.retake(fold, keep)
+        keep.by, keep.expiry = version, expiry
+        if not expiry:
+            return
+        with fold.counting_for(entity):
+            for board, amount in old.items():
+                fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
+        with fold.counting_for(keep.entity):
+            for board, amount in keep.contribution.items():
+                fold.moves[board] = fold.moves.get(board, Decimal(0)) - amount
+
+    @staticmethod
+    def retake(fold: Fold, keep: Keep) -> None:
+        """The keep is not the removal's that took it (`KeptBy`): an expiry by TTL that did counts as usual again, its
+        old image for the keep's."""
+        if keep.by is not None and keep.expiry:
+            with fold.counting_for(keep.entity):
+                for board, amount in keep.contribution.items():
+                    fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
+        keep.by, keep.expiry = None, False
 
     def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:
-        """An INSERT or MODIFY of the key at `version` proves the removal of every kept version before it came before
-        it: each such keep not yet taken is bounded by it (`KeptUntil`, the lowest such version)."""
+        """An INSERT of the key at `version` (a new item under it) proves the removal of every kept version before it
+        came before it: each such keep is bounded by it (`KeptUntil`, the lowest such version), and a removal after it
+        that took the keep, applied first by a retry out of order, gives it back. A MODIFY proves only that the item
+        lived on, maybe the kept version's own item, whose REMOVE then comes after it."""
         if fold.item is None:
             return
         for label in sorted(expiries_kept(fold.item)):
             if READ_FROM_THE_TABLE in label or not self.after(version, label, stream_arn):
                 continue
-            operators = f"{FROZEN}{claim_key(fold.key)}|{label}|kept"
-            item = self.keep_item(operators)
-            if item is None or KEPT_BY in item:
+            keep = self.keep_of(fold, f"{FROZEN}{claim_key(fold.key)}|{label}|kept")
+            if keep is None:
                 continue
-            read = (item.get(KEPT_UNTIL) or {}).get("S")
-            until = fold.bounds.get(operators, (read, read))[1]
-            if until is None or self.after(until, version, stream_arn):
-                fold.bounds[operators] = (read, version)
+            if keep.until is None or self.after(keep.until, version, stream_arn):
+                keep.until = version
+            if keep.by is not None and self.after(keep.by, version, stream_arn):
+                self.retake(fold, keep)
 
-    def keep_item(self, operators: str) -> dict[str, Any] | None:
-        """An operator's keep item, read strongly consistent."""
+    def keep_of(self, fold: Fold, operators: str) -> Keep | None:
+        """An operator's keep as this batch left it, or its item read strongly consistent."""
+        if operators in fold.keeps:
+            return fold.keeps[operators]
         response = self.client.get_item(
             TableName=self.ledger_table, Key={CLAIM_KEY: {"S": operators}}, ConsistentRead=True
         )
-        return response.get("Item")
+        item = response.get("Item")
+        if item is None:
+            return None
+        by = (item.get(KEPT_BY) or {}).get("S")
+        until = (item.get(KEPT_UNTIL) or {}).get("S")
+        expiry = bool((item.get(KEPT_BY_EXPIRY) or {}).get("BOOL"))
+        contribution = {
+            board: Decimal(value["N"]) for board, value in item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()
+        }
+        keep = Keep((by, until, expiry), by, until, expiry, (item.get(BASE_ENTITY) or {}).get("S", ""), contribution)
+        fold.keeps[operators] = keep
+        return keep
 
     def freeze_put(self, frozen: str, follows: dict[str, Any] | None = None) -> dict[str, Any]:
         """An expiry's part, kept once: a Put of its own item (with what `freeze` says it follows), conditioned on its
@@ -143,36 +174,35 @@ class ExpiryKeeps:
         }
 
     def keep_writes(self, fold: Fold) -> list[dict[str, Any]]:
-        """One Update per keep item the batch touched: taken by a removal (`KeptBy`, once: a later expiry of the key
-        counts as usual) and bounded by a write (`KeptUntil`), each conditioned on the item as read."""
-        taken = dict(fold.keeps)
+        """One Update per keep the batch changed: who took it (`KeptBy`, and whether an expiry by TTL did) and its bound
+        (`KeptUntil`), conditioned on the item as read."""
         writes = []
-        for operators in sorted(taken.keys() | fold.bounds.keys()):
-            sets: list[str] = []
-            names = {"#key": CLAIM_KEY, "#by": KEPT_BY}
-            values: dict[str, Any] = {}
-            condition = "attribute_exists(#key) AND attribute_not_exists(#by)"
-            if operators in taken:
-                sets.append("#by = :version")
-                values[":version"] = {"S": taken[operators]}
-            if operators in fold.bounds:
-                read, until = fold.bounds[operators]
-                names["#until"] = KEPT_UNTIL
-                if until != read and until is not None:
-                    sets.append("#until = :until")
-                    values[":until"] = {"S": until}
-                if read is None:
-                    condition += " AND attribute_not_exists(#until)"
-                else:
-                    condition += " AND #until = :read"
-                    values[":read"] = {"S": read}
-            if not sets:
+        for operators, keep in sorted(fold.keeps.items()):
+            if (keep.by, keep.until, keep.expiry) == keep.read:
                 continue
+            read_by, read_until, _ = keep.read
+            names = {"#key": CLAIM_KEY, "#by": KEPT_BY, "#until": KEPT_UNTIL, "#expiry": KEPT_BY_EXPIRY}
+            values: dict[str, Any] = {":expiry": {"BOOL": keep.expiry}}
+            sets = ["#expiry = :expiry"]
+            removes = []
+            conditions = ["attribute_exists(#key)"]
+            for name, now, read in (("by", keep.by, read_by), ("until", keep.until, read_until)):
+                if now is None:
+                    removes.append(f"#{name}")
+                else:
+                    sets.append(f"#{name} = :{name}")
+                    values[f":{name}"] = {"S": now}
+                if read is None:
+                    conditions.append(f"attribute_not_exists(#{name})")
+                else:
+                    conditions.append(f"#{name} = :read_{name}")
+                    values[f":read_{name}"] = {"S": read}
+            expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
             update = {
                 "TableName": self.ledger_table,
                 "Key": {CLAIM_KEY: {"S": operators}},
-                "UpdateExpression": "SET " + ", ".join(sets),
-                "ConditionExpression": condition,
+                "UpdateExpression": expression,
+                "ConditionExpression": " AND ".join(conditions),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
             }

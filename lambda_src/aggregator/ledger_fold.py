@@ -24,6 +24,20 @@ VERSION = "Version"
 
 
 @dataclass
+class Keep:
+    """An operator's keep of an expired version: what it kept (`entity`, `contribution`), the removal that took it
+    (`by`, and whether an expiry by TTL: `expiry`), and the lowest INSERT after the kept version (`until`). `read`:
+    (by, until, expiry) as read."""
+
+    read: tuple[str | None, str | None, bool]
+    by: str | None
+    until: str | None
+    expiry: bool
+    entity: str
+    contribution: Boards
+
+
+@dataclass
 class Fold:
     """One key's ledger item as read, and what the batch's records after its Version make of it."""
 
@@ -40,11 +54,8 @@ class Fold:
     follows: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Of those, each that follows the key's Version as then applied: its item's `Follows` (that version's label),
     `Entity` and `Contribution` (what it kept)."""
-    keeps: list[tuple[str, str]] = field(default_factory=list)
-    """The operator's keeps (`expired#<key>|<version>|kept`) this batch's removals take, with the removal's version."""
-    bounds: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
-    """The keeps this batch read to take or bound: keep item -> (`KeptUntil` as read, the lowest version of a write
-    after the kept version, which proves its removal came before it)."""
+    keeps: dict[str, Keep] = field(default_factory=dict)
+    """The operator's keeps (`expired#<key>|<version>|kept`) this batch read to take or bound, as it leaves them."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

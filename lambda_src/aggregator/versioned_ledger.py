@@ -169,24 +169,19 @@ class VersionedLedger(ExpiryKeeps):
         version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
         stream = record["dynamodb"]
         removal = record.get("eventName") == "REMOVE"
-        if not removal:
+        if record.get("eventName") == "INSERT":
             self.bound_keeps(fold, version, shard.stream_arn)
-        if expired_by_ttl(record) and not self.frozen(fold, version):
-            entity, kept = counted(stream.get("OldImage"), self.schema)
-            operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
-            if operators is not None:
-                fold.keeps.append((operators, version))
-                kept = {}
-            follows = fold.item is not None or fold.version is not None
-            follows = follows and self.after(version, fold.version, shard.stream_arn)
-            label = version_label(fold.version, fold.item) if follows else None
-            with fold.counting_for(entity):
-                self.freeze(fold, version, kept, label, entity or "")
-        elif removal:
-            entity, kept = counted(stream.get("OldImage"), self.schema)
-            operators = self.kept_by_operator(fold, version, entity, kept, shard.stream_arn)
-            if operators is not None:
-                fold.keeps.append((operators, version))
+        if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
+            entity, old = counted(stream.get("OldImage"), self.schema)
+            keep = self.kept_by_operator(fold, version, shard.stream_arn)
+            if keep is not None:
+                self.take(fold, keep, version, expired_by_ttl(record), entity, old)
+            if expired_by_ttl(record):
+                follows = fold.item is not None or fold.version is not None
+                follows = follows and self.after(version, fold.version, shard.stream_arn)
+                label = version_label(fold.version, fold.item) if follows else None
+                with fold.counting_for(entity):
+                    self.freeze(fold, version, {} if keep is not None else old, label, entity or "")
         if not self.after(version, fold.version, shard.stream_arn):
             return
         if removal and fold.item is None and not fold.contribution:
@@ -229,13 +224,13 @@ class VersionedLedger(ExpiryKeeps):
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes or fold.keeps or fold.bounds:
+            if fold.applied or fold.freezes or self.keep_writes(fold):
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
                 aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
-                items = sum(1 + len(other.freezes) + len(other.keeps) + len(other.bounds) for other in [*chunk, fold])
+                items = sum(1 + len(other.freezes) + len(self.keep_writes(other)) for other in [*chunk, fold])
                 if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []

@@ -248,8 +248,8 @@ by it (`expired#<claim key>|<version>|kept`)."""
 KEPT_BY = "KeptBy"
 """On an operator's keep item: the version of the removal that took it, set once."""
 KEPT_UNTIL = "KeptUntil"
-"""On an operator's keep item of version L: the lowest version of an INSERT or MODIFY of the key after L applied. The
-removal of L came before it, so only a removal below it may take the keep."""
+"""On an operator's keep item of version L: the lowest version of an INSERT of the key after L applied (a new item under
+the key). The removal of L came before it, so only a removal below it may take the keep."""
 BACKFILLED = "backfill~"
 """The label of a keep of a ledger item with no Version (the backfill's): every record follows it."""
 FOLLOWS = "Follows"

@@ -35,16 +35,6 @@ def expired_while_behind(world: LedgerWorld, song: str, number: int) -> None:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent double count: the MODIFY after the kept version (here one that only moves the item's TTL) sets "
-    "KeptUntil, so the REMOVE of that same item, the first REMOVE after the kept version, is taken for a later expiry: "
-    "it counts January again while the keep still counts it, January 2 for one download. A MODIFY proves the item "
-    "lived on ('MODIFY - one or more of an existing item's attributes were modified', Record), not that its removal "
-    "came before; the mapping behind the table when the repair runs is all it takes ('Records are always processed "
-    "in order the first time', Lambda Developer Guide, L2)",
-)
 def test_a_kept_version_modified_before_it_expired_is_taken_by_its_remove_and_counts_once(world: LedgerWorld) -> None:
     # given a January download delivered; the application then moves its TTL (a MODIFY that counts the same) and Time
     # to Live deletes it, neither record delivered yet when the repair finds the item gone; the operator names it
@@ -61,16 +51,6 @@ def test_a_kept_version_modified_before_it_expired_is_taken_by_its_remove_and_co
     assert world.boards() == {("song1", "2018-01"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent double count: the keep holds what the ledger counted (January), but the item was edited into "
-    "February before it expired, and that edit was not delivered yet when the repair found the item gone; the "
-    "edit moves the key into February and its expiry keeps February, while the keep still holds January: one "
-    "expired download counted in two months. The REMOVE's old image says where it counted (S12, retention), and it "
-    "is the first REMOVE after the kept version; the mapping's lag ('Records are always processed in order the first "
-    "time', L2) is all it takes",
-)
 def test_a_kept_version_edited_into_another_month_before_it_expired_counts_once_where_it_expired(
     world: LedgerWorld,
 ) -> None:
@@ -88,15 +68,6 @@ def test_a_kept_version_edited_into_another_month_before_it_expired_counts_once_
     assert world.boards() == {("song1", "2018-02"): 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent loss: the key's next write and its expiry are retried after a failed invocation, the expiry first; "
-    "no KeptUntil is known yet, so the later expiry, whose old image counts the same month, takes the keep and adds "
-    "nothing; the write, read after it, is before Version and bounds nothing (the keep is taken): January 1 where "
-    "two expired downloads stay counted. AWS allows the order: 'If records are processed more than once, they might "
-    "be processed out of order' (Lambda Developer Guide, L2), with BisectBatchOnFunctionError splitting the batch",
-)
 def test_a_keys_next_write_retried_after_its_own_expiry_leaves_the_keep_to_the_kept_versions_remove(
     world: LedgerWorld,
 ) -> None:
