@@ -90,7 +90,7 @@ def play(
     clients = operator_clients(region=REGION)
     sleep = once_the_band_opens(stack, while_band_open, month=MONTH)
     reconciler = Reconciler(
-        clients, discover(clients, stack.table), empty_page_pause=0, sleep=sleep, **QUICK_BANDS | {"band_seconds": 1}
+        clients, discover(clients, stack.table), empty_page_pause=0, sleep=sleep, **QUICK_BANDS | {"band_seconds": 120}
     )
     blind(reconciler, monkeypatch)
     report = reconciler.run_month(MONTH, repair=True)
