@@ -63,8 +63,7 @@ class ExpiryKeeps:
                 BASE_ENTITY: {"S": entity},
                 BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in kept.items()}},
             }
-        for board, amount in kept.items():
-            fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
+        fold.add(kept)
 
     def kept_by_operator(self, fold: Fold, version: str, stream_arn: str) -> Keep | None:
         """The operator's keep (`ExpiryKept`) the removal at `version` takes, if any: its item
@@ -105,21 +104,15 @@ class ExpiryKeeps:
         keep.by, keep.expiry = version, expiry
         if not expiry:
             return
-        with fold.counting_for(entity):
-            for board, amount in old.items():
-                fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
-        with fold.counting_for(keep.entity):
-            for board, amount in keep.contribution.items():
-                fold.moves[board] = fold.moves.get(board, Decimal(0)) - amount
+        fold.add(old, entity)
+        fold.add(keep.contribution, keep.entity, sign=-1)
 
     @staticmethod
     def retake(fold: Fold, keep: Keep) -> None:
         """The keep is not the removal's that took it (`KeptBy`): an expiry by TTL that did counts as usual again, its
         old image for the keep's."""
         if keep.by is not None and keep.expiry:
-            with fold.counting_for(keep.entity):
-                for board, amount in keep.contribution.items():
-                    fold.moves[board] = fold.moves.get(board, Decimal(0)) + amount
+            fold.add(keep.contribution, keep.entity)
         keep.by, keep.expiry = None, False
 
     def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:

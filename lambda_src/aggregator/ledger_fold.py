@@ -72,6 +72,12 @@ class Fold:
         finally:
             self.moves = current
 
+    def add(self, boards: Boards, entity: str | None = None, sign: int = 1) -> None:
+        """`boards` added (sign 1) or taken back (sign -1) in `entity`'s aggregates (None: the key's now)."""
+        with self.counting_for(entity):
+            for board, amount in boards.items():
+                self.moves[board] = self.moves.get(board, Decimal(0)) + sign * amount
+
     def enter(self, entity: str) -> None:
         """The key now counts for `entity`: later moves go to its aggregates."""
         self.entity = entity

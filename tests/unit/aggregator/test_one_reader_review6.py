@@ -5,23 +5,26 @@ the AWS sentence that allows the history. The rest are angles tried that held.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from leaderboard_core.claims import claim_key
 from leaderboard_tools.recover.rebase import rebase
-from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, key_of, one_reader_world
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world
-from tests.unit.aggregator.test_one_reader_mode import OK, deliver, delivered, read_back
-from tests.unit.aggregator.test_one_reader_review import CHILD, Interleaved, ledger_client
-from tests.unit.aggregator.test_one_reader_review4 import kept_expired
+from tests.unit.aggregator.ledger_on_moto import (
+    CHILD,
+    OK,
+    ROOT,
+    Interleaved,
+    LedgerWorld,
+    deliver,
+    delivered,
+    key_of,
+    ledger_client,
+    read_back,
+    world,
+)
+from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world
 
-
-@pytest.fixture
-def world(dynamodb: Any, sqs_queue: tuple[Any, str]) -> LedgerWorld:
-    """Ledger mode with one reader per shard, its clock the stream's (the records are written in 2018)."""
-    return one_reader_world(dynamodb, *sqs_queue)
+__all__ = ["world"]  # fixtures, used by name
 
 
 def expired_while_behind(world: LedgerWorld, song: str, number: int) -> None:
