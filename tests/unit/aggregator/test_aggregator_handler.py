@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import threading
 import time
 import uuid
@@ -601,19 +602,20 @@ def key_of(song: str) -> dict[str, Any]:
 
 
 def killed_repairs_band_holding_one(deployed: Deployed, lambda_context: Any) -> int:
-    """song1 counted at 2; a repair sets its fence a second ahead and a band closing two seconds ahead, and is killed;
-    one more download (created by the fence, missed by its recount) is held in the band. Returns the band's deadline."""
+    """song1 counted at 2; one more download is written, and a repair sets its fence at that record's creation second
+    (created by the fence, missed by its recount: held, however long the machine took) and a band closing two seconds
+    later, and is killed. Returns the band's deadline."""
     deployed.write("song1", 2)
     deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
-    now = int(time.time())
-    deadline = now + 2
+    deployed.write("song1", 1, first=2)
+    fence = math.ceil(max(record["dynamodb"]["ApproximateCreationDateTime"] for record in deployed.stream_records()))
+    deadline = fence + 2
     deployed.dynamodb.update_item(
         TableName=TABLE,
         Key=key_of("song1"),
         UpdateExpression="SET RecountedThrough = :fence, RecountBand = :band",
-        ExpressionAttributeValues={":fence": {"N": str(now + 1)}, ":band": {"S": f"killed-repair|{deadline}"}},
+        ExpressionAttributeValues={":fence": {"N": str(fence)}, ":band": {"S": f"killed-repair|{deadline}"}},
     )
-    deployed.write("song1", 1, first=2)
     deployed.invoke(deployed.window_event(deployed.stream_records()), lambda_context)
     item = deployed.dynamodb.get_item(TableName=TABLE, Key=key_of("song1"), ConsistentRead=True)["Item"]
     assert len(item["RecountHeld"]["SS"]) == 1

@@ -559,9 +559,10 @@ def band_of(stack: MotoStack) -> str | None:
     return ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {}).get("S")
 
 
-def killed_repair_holding_a_missed_download(stack: MotoStack, band_seconds: float = 1) -> int:
+def killed_repair_holding_a_missed_download(stack: MotoStack, band_seconds: float) -> int:
     """A repair of song1 killed while its band holds d3, a download its recount missed; the band's deadline.
-    `band_seconds` past the fence's second: a test that needs the deadline ahead of it gives a span no load outlasts."""
+    `band_seconds` past the fence's second: the band must still be open when d3 is read, so a test that waits the
+    deadline out gives a few seconds, and one that only needs the deadline's value a span no load outlasts (120)."""
     aggregator = ModelAggregator(stack)
 
     def listener_then_kill() -> None:

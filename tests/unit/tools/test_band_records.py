@@ -120,7 +120,7 @@ def test_a_killed_repair_s_band_reaches_the_failure_queue_at_its_deadline_and_re
 ) -> None:
     # given a repair killed while its band held d3, a download its recount missed, on a song nobody downloads again
     stack = drifted_song(band_queue=True)
-    deadline = killed_repair_holding_a_missed_download(stack)
+    deadline = killed_repair_holding_a_missed_download(stack, band_seconds=5)
     assert queue_counts(stack) == (0, 0)
     # when the band queue's mapping hands the record to the aggregator after the deadline
     event = mapping_event(stack, max(0.0, deadline + 62.5 - time.time()))
@@ -139,7 +139,7 @@ def test_a_killed_repair_s_band_reaches_the_failure_queue_at_its_deadline_and_re
 def test_a_band_still_open_before_its_deadline_goes_back_to_the_queue(aws: None) -> None:
     # given a killed repair's band, whose record arrives before the deadline (a delay is at most 15 minutes)
     stack = drifted_song(band_queue=True)
-    deadline = killed_repair_holding_a_missed_download(stack)
+    deadline = killed_repair_holding_a_missed_download(stack, band_seconds=120)
     band = ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {})["S"]
     record = BandRecord("song1", MONTH, band, deadline)
     event = {"Records": [{"messageId": "m1", "body": json.dumps(record.as_message()), "eventSource": "aws:sqs"}]}
@@ -171,7 +171,7 @@ def test_a_band_record_not_understood_is_reported_and_done(aws: None, body: str)
 def test_a_band_record_whose_report_the_failure_queue_refuses_goes_back_to_the_queue(aws: None) -> None:
     # given an expired band's record and a failure queue that refuses the send
     stack = drifted_song(band_queue=True)
-    deadline = killed_repair_holding_a_missed_download(stack)
+    deadline = killed_repair_holding_a_missed_download(stack, band_seconds=120)
     band = ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {})["S"]
     body = json.dumps(BandRecord("song1", MONTH, band, deadline).as_message())
     event = {"Records": [{"messageId": "m1", "body": body, "eventSource": "aws:sqs"}]}
@@ -209,7 +209,7 @@ def test_a_band_is_expired_only_past_its_deadline_and_the_clock_margin() -> None
 def test_the_handler_answers_the_band_queue_s_mapping_with_the_records_to_retry(aws: None, lambda_context: Any) -> None:
     # given the aggregator wired to a stack whose killed repair left a band open, and that band's record arriving early
     stack = drifted_song(band_queue=True)
-    deadline = killed_repair_holding_a_missed_download(stack)
+    deadline = killed_repair_holding_a_missed_download(stack, band_seconds=120)
     band = ((aggregate_item(stack, "song1", MONTH) or {}).get("RecountBand") or {})["S"]
     settings = aggregator_settings(
         aggregates_table_name=stack.table,

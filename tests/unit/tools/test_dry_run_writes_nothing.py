@@ -116,7 +116,7 @@ def test_dry_run_repair_with_downloads_in_flight_absent_aggregates_and_a_left_op
     # given song1 drifted, a band left open by a killed repair, song2 counted then drifted, song3 never counted (in
     # flight: the aggregator has not read it), song4's aggregate with no download at all
     stack = drifted_song()
-    killed_repair_holding_a_missed_download(stack)
+    killed_repair_holding_a_missed_download(stack, band_seconds=120)
     write_download(stack, "song2", "e1")
     ModelAggregator(stack).run()
     set_count(stack, "song2", MONTH, 9)

@@ -73,7 +73,7 @@ def test_a_band_its_killed_repair_left_on_an_aggregate_nobody_downloads_again_is
     # given a drifted song (2 downloads, hand-edited to 5) whose repair was killed while its band held d3, a download
     # its recount missed, and that nobody downloads again
     stack = drifted_song()
-    deadline = killed_repair_holding_a_missed_download(stack)
+    deadline = killed_repair_holding_a_missed_download(stack, band_seconds=5)
     assert stored_count(stack, "song1", MONTH) == 2
     # when the band's deadline passes and recover runs, with no further download
     wait_past(deadline)
