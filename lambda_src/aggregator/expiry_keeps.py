@@ -73,14 +73,18 @@ class ExpiryKeeps:
             }
         fold.add(kept)
 
-    def kept_by_operator(self, fold: Fold, version: str, created: int | None, stream_arn: str) -> Keep | None:
+    def kept_by_operator(
+        self, fold: Fold, version: str, created: int | None, expiry: bool, stream_arn: str
+    ) -> Keep | None:
         """The operator's keep (`ExpiryKept`) the removal at `version` takes, if any: its item
         (`expired#<key>|<version>|kept`) names the version L the ledger counted when the rebase found the item gone, and
         what it counted. The removal of L is the first REMOVE of the key after L in the stream (S10: an item's records
         appear in the order of its changes), whatever MODIFYs came between: a REMOVE after L, below every INSERT after L
         (`KeptUntil`), and below the removal that took it so far (`KeptBy`), which a retry out of order may have
         applied first: that one then counts as usual again (`retake`). Of a version read from the table, a REMOVE
-        created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then."""
+        created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then. Nor does a
+        removal that is not an `expiry` take it if created by `ReadUntil`: it may be an earlier item's too, and the
+        read item's would only spend the keep, moving no count."""
         if fold.item is None:
             return None
         before = [
@@ -103,8 +107,10 @@ class ExpiryKeeps:
             return None
         if keep.by is not None and not self.after(keep.by, version, stream_arn):
             return None
-        if keep.read_window is not None and created is not None and created < keep.read_window[0]:
-            return None
+        if keep.read_window is not None and created is not None:
+            read_from, read_until = keep.read_window
+            if created < read_from or (not expiry and created <= read_until):
+                return None
         return keep
 
     def take(

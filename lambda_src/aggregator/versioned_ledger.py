@@ -176,7 +176,7 @@ class VersionedLedger(ExpiryKeeps):
             self.bound_keeps(fold, version, created, shard.stream_arn)
         if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
-            keep = self.kept_by_operator(fold, version, created, shard.stream_arn)
+            keep = self.kept_by_operator(fold, version, created, expired_by_ttl(record), shard.stream_arn)
             if keep is not None:
                 self.take(fold, keep, version, expired_by_ttl(record), entity, old, shard.stream_arn)
             if expired_by_ttl(record):

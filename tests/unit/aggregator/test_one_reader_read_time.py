@@ -190,6 +190,31 @@ def test_recover_keeps_an_unsure_take_report_for_the_operator_with_what_it_names
     assert "'2018-01': '1'" in message.note
 
 
+def test_an_earlier_items_deletion_within_the_clock_margin_of_the_read_leaves_the_keep_to_the_read_items_expiry(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, deleted by the application, and the key written again into January, neither
+    # record delivered when, within the clock margin, the rebase moves the key to the January item; that item then
+    # expires by TTL, is found gone and named expired
+    first = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    deletion = world.delete(ROOT, "song1", 1)
+    assert deletion is not None
+    insert = world.put(ROOT, "song1", 1, "2018-01")
+    assert rebase_world(world).moved == 1
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    # when the mapping catches up: the deletion, the January item's INSERT, its expiry
+    assert deliver(world, ROOT, delivered(world, ROOT, [deletion, insert, expiry])) == OK
+    # then the deletion did not spend the keep: the expired download counts once, and the expiry's take after an
+    # INSERT no clock places is reported
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert [(report["insert"], report["takenBy"]) for report in unsure_reports(world)] == [
+        (version(insert), version(expiry))
+    ]
+
+
 # ------------------------------------------------------------------------------------------ what the repairs record
 
 
