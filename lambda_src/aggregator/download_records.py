@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -146,8 +147,11 @@ Parsed = Download | Rejected | Ignored
 
 
 def creation_second(stream: dict[str, Any]) -> int | None:
-    """ApproximateCreationDateTime (epoch seconds, possibly fractional) floored, or None if absent or not a number."""
+    """ApproximateCreationDateTime (epoch seconds, possibly fractional, or a datetime as a client's GetRecords parses
+    it) floored, or None if absent or not a number."""
     value = stream.get("ApproximateCreationDateTime")
+    if isinstance(value, datetime):
+        return math.floor(value.timestamp())
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return math.floor(value)

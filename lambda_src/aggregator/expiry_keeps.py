@@ -15,7 +15,10 @@ from leaderboard_core.claims import (
     EXPIRY_PREFIX,
     FOLLOWS,
     KEPT_BY,
+    KEPT_MAYBE_UNTIL,
     KEPT_UNTIL,
+    READ_FROM,
+    READ_UNTIL,
     claim_key,
     expiries_kept,
 )
@@ -24,9 +27,14 @@ from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
 READ_FROM_THE_TABLE = "~"
+"""In a kept version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item:
+the INSERT of the item read may have a record after the version's record, so an INSERT bounds a keep of it only when
+created after the read (`ReadUntil`)."""
 KEPT_BY_EXPIRY = "KeptByExpiry"
 """On an operator's keep item: whether the removal that took it (`KeptBy`) was an expiry by TTL, which then kept its
 old image in place of the keep's."""
+UNSURE_KIND = "keep_taken_unsure"
+"""The report of an expiry that took a keep above an INSERT that may be the kept item's own or a new item's."""
 
 
 class ExpiryKeeps:
@@ -65,13 +73,18 @@ class ExpiryKeeps:
             }
         fold.add(kept)
 
-    def kept_by_operator(self, fold: Fold, version: str, stream_arn: str) -> Keep | None:
+    def kept_by_operator(
+        self, fold: Fold, version: str, created: int | None, expiry: bool, stream_arn: str
+    ) -> Keep | None:
         """The operator's keep (`ExpiryKept`) the removal at `version` takes, if any: its item
         (`expired#<key>|<version>|kept`) names the version L the ledger counted when the rebase found the item gone, and
         what it counted. The removal of L is the first REMOVE of the key after L in the stream (S10: an item's records
         appear in the order of its changes), whatever MODIFYs came between: a REMOVE after L, below every INSERT after L
         (`KeptUntil`), and below the removal that took it so far (`KeptBy`), which a retry out of order may have
-        applied first: that one then counts as usual again (`retake`)."""
+        applied first: that one then counts as usual again (`retake`). Of a version read from the table, a REMOVE
+        created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then. Nor does a
+        removal that is not an `expiry` take it if created by `ReadUntil`: it may be an earlier item's too, and the
+        read item's would only spend the keep, moving no count."""
         if fold.item is None:
             return None
         before = [
@@ -94,14 +107,21 @@ class ExpiryKeeps:
             return None
         if keep.by is not None and not self.after(keep.by, version, stream_arn):
             return None
+        if keep.read_window is not None and created is not None:
+            read_from, read_until = keep.read_window
+            if created < read_from or (not expiry and created <= read_until):
+                return None
         return keep
 
-    def take(self, fold: Fold, keep: Keep, version: str, expiry: bool, entity: str | None, old: Boards) -> None:
+    def take(
+        self, fold: Fold, keep: Keep, version: str, expiry: bool, entity: str | None, old: Boards, stream_arn: str
+    ) -> None:
         """The removal at `version` takes the keep. An expiry by TTL keeps its old image, where the item was when it
         expired, in place of what the keep kept (the same, unless a MODIFY came between); any other removal spends the
         keep and counts as usual."""
         self.retake(fold, keep)
         keep.by, keep.expiry = version, expiry
+        self.report_unsure(fold, keep, stream_arn)
         if not expiry:
             return
         fold.add(old, entity)
@@ -115,23 +135,57 @@ class ExpiryKeeps:
             fold.add(keep.contribution, keep.entity)
         keep.by, keep.expiry = None, False
 
-    def bound_keeps(self, fold: Fold, version: str, stream_arn: str) -> None:
+    def bound_keeps(self, fold: Fold, version: str, created: int | None, stream_arn: str) -> None:
         """An INSERT of the key at `version` (a new item under it) proves the removal of every kept version before it
         came before it: each such keep is bounded by it (`KeptUntil`, the lowest such version), and a removal after it
         that took the keep, applied first by a retry out of order, gives it back. A MODIFY proves only that the item
-        lived on, maybe the kept version's own item, whose REMOVE then comes after it."""
+        lived on, maybe the kept version's own item, whose REMOVE then comes after it.
+
+        A version read from the table (`~`) was the item read then, whose own INSERT may still be behind: only an
+        INSERT created (`created`) after the read (`ReadUntil`) bounds its keep; one created before it (`ReadFrom`)
+        does not; one between, or of no known creation time, marks it (`KeptMaybeUntil`). A keep written without the
+        read's time is bounded by none."""
         if fold.item is None:
             return
         for label in sorted(expiries_kept(fold.item)):
-            if READ_FROM_THE_TABLE in label or not self.after(version, label, stream_arn):
+            if not (label.startswith(BACKFILLED) or self.after(version, label, stream_arn)):
                 continue
             keep = self.keep_of(fold, f"{FROZEN}{claim_key(fold.key)}|{label}|kept")
             if keep is None:
                 continue
+            if READ_FROM_THE_TABLE in label:
+                if keep.read_window is None or (created is not None and created < keep.read_window[0]):
+                    continue
+                if created is None or created <= keep.read_window[1]:
+                    if keep.maybe is None or self.after(keep.maybe, version, stream_arn):
+                        keep.maybe = version
+                    self.report_unsure(fold, keep, stream_arn)
+                    continue
             if keep.until is None or self.after(keep.until, version, stream_arn):
                 keep.until = version
             if keep.by is not None and self.after(keep.by, version, stream_arn):
                 self.retake(fold, keep)
+
+    def report_unsure(self, fold: Fold, keep: Keep, stream_arn: str) -> None:
+        """An expiry by TTL that took a keep above an INSERT that may be the kept item's own (then it is the kept item's
+        removal) or a new item's (then the kept item's removal came before it, trimmed, and the kept download is lost
+        to its aggregates): reported, never guessed."""
+        if not (keep.expiry and keep.by and keep.maybe and self.after(keep.by, keep.maybe, stream_arn)):
+            return
+        report = {
+            "kind": UNSURE_KIND,
+            "claimKey": claim_key(fold.key),
+            "entityId": keep.entity,
+            "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
+            "takenBy": keep.by,
+            "insert": keep.maybe,
+            "reason": "an expiry by TTL took the operator's keep of a version read from the table, after an INSERT of "
+            "the key created within the clock margin of that read: the read item's own INSERT (then this is exact) "
+            "or a new item's, written after the kept item expired with its removal's record trimmed (then the kept "
+            "download is lost: add counts back to entityId's aggregates by hand); not told apart",
+        }
+        if report not in fold.unsure:
+            fold.unsure.append(report)
 
     def keep_of(self, fold: Fold, operators: str) -> Keep | None:
         """An operator's keep as this batch left it, or its item read strongly consistent."""
@@ -145,11 +199,16 @@ class ExpiryKeeps:
             return None
         by = (item.get(KEPT_BY) or {}).get("S")
         until = (item.get(KEPT_UNTIL) or {}).get("S")
+        maybe = (item.get(KEPT_MAYBE_UNTIL) or {}).get("S")
         expiry = bool((item.get(KEPT_BY_EXPIRY) or {}).get("BOOL"))
         contribution = {
             board: Decimal(value["N"]) for board, value in item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()
         }
-        keep = Keep((by, until, expiry), by, until, expiry, (item.get(BASE_ENTITY) or {}).get("S", ""), contribution)
+        window = None
+        if READ_FROM in item and READ_UNTIL in item:
+            window = (int(Decimal(item[READ_FROM]["N"])), int(Decimal(item[READ_UNTIL]["N"])))
+        entity = (item.get(BASE_ENTITY) or {}).get("S", "")
+        keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe)
         fold.keeps[operators] = keep
         return keep
 
@@ -167,19 +226,21 @@ class ExpiryKeeps:
         }
 
     def keep_writes(self, fold: Fold) -> list[dict[str, Any]]:
-        """One Update per keep the batch changed: who took it (`KeptBy`, and whether an expiry by TTL did) and its bound
-        (`KeptUntil`), conditioned on the item as read."""
+        """One Update per keep the batch changed: who took it (`KeptBy`, and whether an expiry by TTL did) and its
+        bounds (`KeptUntil`, `KeptMaybeUntil`), conditioned on the item as read."""
         writes = []
         for operators, keep in sorted(fold.keeps.items()):
-            if (keep.by, keep.until, keep.expiry) == keep.read:
+            if keep.state() == keep.read:
                 continue
-            read_by, read_until, _ = keep.read
+            read_by, read_until, _, read_maybe = keep.read
             names = {"#key": CLAIM_KEY, "#by": KEPT_BY, "#until": KEPT_UNTIL, "#expiry": KEPT_BY_EXPIRY}
+            names["#maybe"] = KEPT_MAYBE_UNTIL
             values: dict[str, Any] = {":expiry": {"BOOL": keep.expiry}}
             sets = ["#expiry = :expiry"]
             removes = []
             conditions = ["attribute_exists(#key)"]
-            for name, now, read in (("by", keep.by, read_by), ("until", keep.until, read_until)):
+            changed = (("by", keep.by, read_by), ("until", keep.until, read_until), ("maybe", keep.maybe, read_maybe))
+            for name, now, read in changed:
                 if now is None:
                     removes.append(f"#{name}")
                 else:

@@ -26,15 +26,21 @@ VERSION = "Version"
 @dataclass
 class Keep:
     """An operator's keep of an expired version: what it kept (`entity`, `contribution`), the removal that took it
-    (`by`, and whether an expiry by TTL: `expiry`), and the lowest INSERT after the kept version (`until`). `read`:
-    (by, until, expiry) as read."""
+    (`by`, and whether an expiry by TTL: `expiry`), the lowest INSERT after the kept version that bounds it (`until`)
+    and the lowest that may or may not (`maybe`, of a version read from the table: created within the clock margin of
+    its read, `read_window`). `read`: (by, until, expiry, maybe) as read."""
 
-    read: tuple[str | None, str | None, bool]
+    read: tuple[str | None, str | None, bool, str | None]
     by: str | None
     until: str | None
     expiry: bool
     entity: str
     contribution: Boards
+    read_window: tuple[int, int] | None = None
+    maybe: str | None = None
+
+    def state(self) -> tuple[str | None, str | None, bool, str | None]:
+        return self.by, self.until, self.expiry, self.maybe
 
 
 @dataclass
@@ -56,6 +62,8 @@ class Fold:
     `Entity` and `Contribution` (what it kept)."""
     keeps: dict[str, Keep] = field(default_factory=dict)
     """The operator's keeps (`expired#<key>|<version>|kept`) this batch read to take or bound, as it leaves them."""
+    unsure: list[dict[str, Any]] = field(default_factory=list)
+    """Reports of keeps taken by an expiry above an INSERT that may be the kept item's own or a new item's."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

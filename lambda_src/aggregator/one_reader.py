@@ -63,6 +63,7 @@ class Summary:
     expiries_kept: int = 0
     rejected: int = 0
     refused: int = 0
+    keeps_unsure: int = 0
     trimmed: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,6 +75,7 @@ class Summary:
             "expiries_kept": self.expiries_kept,
             "rejected": self.rejected,
             "refused": self.refused,
+            "keeps_unsure": self.keeps_unsure,
             "trimmed_reports": len(self.trimmed),
         }
 
@@ -148,6 +150,7 @@ def _apply(
     summary.keys_applied += applied.keys
     summary.expiries_kept += applied.expiries
     summary.refused += applied.refused
+    summary.keeps_unsure += applied.unsure
 
 
 def _send(deps: Dependencies, messages: list[dict[str, Any]]) -> None:

@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
-from download_records import Schema
+from download_records import Schema, creation_second
 from expiry_keeps import ExpiryKeeps
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
@@ -53,8 +53,6 @@ from ledger_records import Boards, counted, is_download_record, refused_report, 
 from stream_shards import StreamShards
 from telemetry import logger
 
-"""In a Version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item: the
-writes that item showed have records after the version's record, so none of them bounds a keep of it."""
 TRANSACTION_ITEMS = 100
 """TransactWriteItems "groups up to 100 action requests"."""
 ATTEMPTS = 5
@@ -74,11 +72,13 @@ class StillInConflict(Exception):
 
 @dataclass
 class Applied:
-    """What one apply did: keys moved, expiries kept, and the `refused_record` reports it sent."""
+    """What one apply did: keys moved, expiries kept, and the `refused_record` and `keep_taken_unsure` reports it
+    sent."""
 
     keys: int = 0
     expiries: int = 0
     refused: int = 0
+    unsure: int = 0
 
 
 class VersionedLedger(ExpiryKeeps):
@@ -115,8 +115,10 @@ class VersionedLedger(ExpiryKeeps):
             if not pending:
                 return applied
             folds, refused = self.folds(shard, pending)
-            report(refused)
+            unsure = [message for fold in folds.values() for message in fold.unsure]
+            report(refused + unsure)
             applied.refused += len(refused)
+            applied.unsure += len(unsure)
             self.leave_index(set().union(*(fold.decreased() for fold in folds.values())))
             failed: set[str] = set()
             for group in self.transactions(folds):
@@ -169,13 +171,14 @@ class VersionedLedger(ExpiryKeeps):
         version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
         stream = record["dynamodb"]
         removal = record.get("eventName") == "REMOVE"
+        created = creation_second(stream)
         if record.get("eventName") == "INSERT":
-            self.bound_keeps(fold, version, shard.stream_arn)
+            self.bound_keeps(fold, version, created, shard.stream_arn)
         if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
-            keep = self.kept_by_operator(fold, version, shard.stream_arn)
+            keep = self.kept_by_operator(fold, version, created, expired_by_ttl(record), shard.stream_arn)
             if keep is not None:
-                self.take(fold, keep, version, expired_by_ttl(record), entity, old)
+                self.take(fold, keep, version, expired_by_ttl(record), entity, old, shard.stream_arn)
             if expired_by_ttl(record):
                 follows = fold.item is not None or fold.version is not None
                 follows = follows and self.after(version, fold.version, shard.stream_arn)

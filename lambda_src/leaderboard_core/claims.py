@@ -47,6 +47,21 @@ BASE_CONTRIBUTION = "Contribution"
 watermark mode leaves to the backfill only an INSERT that counts in exactly these boards."""
 
 
+READ_AT = "ReadAt"
+"""One reader per shard: on a ledger item the backfill or the rebase wrote from the table's item (its version
+`backfill~<n>` or `<record>~<n>`), DynamoDB's clock when that item was read: the Date header of the response that
+returned it, in epoch seconds. The item existed then, so its removal came after it; a keep of the version bounds its
+taker by it (`READ_FROM`, `READ_UNTIL`)."""
+READ_FROM = "ReadFrom"
+READ_UNTIL = "ReadUntil"
+"""On an operator's keep of a version with `ReadAt`: `ReadAt` less and plus the repair's clock margin (epoch seconds).
+A record of the key created (`ApproximateCreationDateTime`) after `ReadUntil` was written after the read, one created
+before `ReadFrom` before it; one between may be either."""
+KEPT_MAYBE_UNTIL = "KeptMaybeUntil"
+"""On an operator's keep with `ReadFrom`: the lowest INSERT of the key after the kept version created between
+`ReadFrom` and `ReadUntil`: the read item's own INSERT or a new item's, not told apart. An expiry above it that takes
+the keep is reported (`keep_taken_unsure`)."""
+
 DOWNLOAD_KEY = "DownloadKey"
 """A download's ledger item: its primary key as the table holds it (a map), so that the rebase can read the item again
 before it takes the key back, and name the download in what it reports."""
@@ -145,6 +160,7 @@ def backfill_claim(
     key: Mapping[str, Any],
     entity: str | None = None,
     contribution: Mapping[str, int | Decimal] | None = None,
+    read_at: int | None = None,
 ) -> dict[str, Any]:
     """The backfill's claim, a transaction's Put: written only where nobody has claimed the download. It also records
     what the backfill counts (`entity`, board id -> amount): in ledger mode the Base the stream's first record of the
@@ -157,6 +173,8 @@ def backfill_claim(
     if contribution is not None:
         item[BASE_CONTRIBUTION] = {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}}
         item[DOWNLOAD_KEY] = stored_key(key)
+    if read_at is not None:
+        item[READ_AT] = {"N": str(read_at)}
     return {
         "Put": {
             "TableName": table,

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from email.utils import formatdate
 from typing import Any
 
 import one_reader as shipped_one_reader
@@ -183,10 +184,12 @@ class ModelTables:
         return [{"Items": [dict(item) for (name, _), item in self.env.dynamodb.items.items() if name == table]}]
 
     def get_item(self, **parameters: Any) -> dict[str, Any]:
+        """A read of the table answers with DynamoDB's Date header, on the model's clock (the rebase records it)."""
         if parameters["TableName"] == TABLE:
             key = parameters["Key"]
             item = self._downloads().get((key["songID"]["S"], key["SK"]["S"]))
-            return {"Item": item} if item is not None else {}
+            date = {"ResponseMetadata": {"HTTPHeaders": {"date": formatdate(self.env.clock(), usegmt=True)}}}
+            return ({"Item": item} if item is not None else {}) | date
         return dict(self.env.dynamodb.get_item(**parameters))
 
     def transact_write_items(self, **parameters: Any) -> Any:

@@ -3,13 +3,15 @@ after every page it counted and every request waits its turn on the read units t
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from leaderboard_tools.backfill.report import Tally
-from leaderboard_tools.reconcile.clock import interval_clock
+from leaderboard_tools.backfill.transactions import BackfillStopped
+from leaderboard_tools.reconcile.clock import interval_clock, server_time
 from leaderboard_tools.reconcile.recount import download_scan_parameters
 
 PAGE_SIZE = 100
@@ -79,6 +81,19 @@ def consumed_units(page: Mapping[str, Any]) -> float:
 class SegmentScan:
     """The Backfill's scan of one segment, from its saved place to its end or the run's stop."""
 
+    def _read_at(self, page: Mapping[str, Any]) -> int | None:
+        """In ledger mode, when the page's items were read: DynamoDB's clock at its answer (the Date header, whole
+        seconds), which each ledger item keeps (`ReadAt`): a keep of the version it writes is bounded by it."""
+        if not self._deployment.ledger:
+            return None
+        date = server_time(page)
+        if not date:
+            raise BackfillStopped(
+                "DynamoDB's Scan answer carried no Date header (a proxy dropping it?): in ledger mode each ledger "
+                "item records when its item was read; what was counted before stays counted, run the backfill again"
+            )
+        return math.floor(date)
+
     def _segment(self, index: int) -> None:
         done, last_key = self._segment_state(index)
         parameters = {
@@ -98,7 +113,7 @@ class SegmentScan:
                 read_units=consumed_units(page),
             )
             self._pacer.settle(estimate, tally.read_units)
-            self._page(page.get("Items", []), tally, index)
+            self._page(page.get("Items", []), tally, index, self._read_at(page))
             last_key = page.get("LastEvaluatedKey") or None
             self._save(index, last_key, tally)
             done = last_key is None

@@ -160,13 +160,16 @@ def contribution(download: ScannedDownload) -> dict[str, int]:
 
 
 def transaction_items(
-    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str
+    chunk: list[ScannedDownload], deployment: Deployment, claims_table: str, read_at: int | None = None
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """The chunk's TransactItems: its claims first (in the chunk's order, each with what it adds),
-    then its aggregates' updates; and the aggregates in the order of their actions."""
+    """The chunk's TransactItems: its claims first (in the chunk's order, each with what it adds and, in ledger mode,
+    when its item was read: `read_at`), then its aggregates' updates; and the aggregates in the order of their
+    actions."""
     claims = []
     for download in chunk:
-        put = backfill_claim(claims_table, download.key, entity=download.entity, contribution=contribution(download))
+        put = backfill_claim(
+            claims_table, download.key, entity=download.entity, contribution=contribution(download), read_at=read_at
+        )
         put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         claims.append(put)
     counts = aggregate_counts(chunk)
@@ -245,13 +248,13 @@ def read_cancellation(
 class PageTransactions:
     """The Backfill's counting of a scanned page."""
 
-    def _transact(self, chunk: list[ScannedDownload], tally: Tally, segment: int) -> None:
+    def _transact(self, chunk: list[ScannedDownload], tally: Tally, segment: int, read_at: int | None = None) -> None:
         """Count a chunk with its claims; downloads claimed meanwhile are dropped, conflicts are sent again. The
         segment's fence (runs.py) goes last, when the run has one."""
         fence = self._fences[segment] if self._fences else None
         attempts = 0
         while chunk:
-            items, aggregates = transaction_items(chunk, self._deployment, self._claims)
+            items, aggregates = transaction_items(chunk, self._deployment, self._claims, read_at)
             items += [fence] if fence else []
             try:
                 self._dynamodb.transact_write_items(TransactItems=items)
@@ -292,7 +295,7 @@ class PageTransactions:
                 tally.boards.update(download.boards)
             return
 
-    def _page(self, items: list[dict[str, Any]], tally: Tally, segment: int) -> None:
+    def _page(self, items: list[dict[str, Any]], tally: Tally, segment: int, read_at: int | None = None) -> None:
         downloads = []
         for item in items:
             download = scanned_download(item, self._deployment)
@@ -305,4 +308,4 @@ class PageTransactions:
             else:
                 downloads.append(download)
         for chunk in chunks(downloads, MAX_TRANSACTION_ACTIONS - bool(self._fences)):
-            self._transact(chunk, tally, segment)
+            self._transact(chunk, tally, segment, read_at)

@@ -21,6 +21,7 @@ from leaderboard_tools.commands.operator_common import (
     progress_of,
 )
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
+from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 
 DESCRIPTION = """Recount a board's aggregates from the download items and report every difference. With --repair, set
 right each aggregate whose downloads are all counted (none still in the stream), each with a conditional write and a
@@ -118,7 +119,14 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.repair and arguments.dry_run and deployment.one_stream_reader:
         raise UsageError(ONE_READER_DRY_RUN)
     if arguments.repair and deployment.one_stream_reader:
-        return rebase_ledger(aws, deployment, chosen_format(arguments), arguments.deleted_keys, arguments.expired_keys)
+        return rebase_ledger(
+            aws,
+            deployment,
+            chosen_format(arguments),
+            arguments.deleted_keys,
+            arguments.expired_keys,
+            arguments.clock_margin_seconds,
+        )
     if arguments.deleted_keys or arguments.expired_keys:
         raise UsageError(
             "--deleted-keys and --expired-keys answer the rebase's report: give them with --repair, with "
@@ -165,16 +173,26 @@ def run(arguments: argparse.Namespace) -> int:
     return reconcile_exit_code(report.differences, report.refused is not None)
 
 
-def rebase_ledger(aws: Any, deployment: Any, output: str, deleted: list[str], expired: list[str] = ()) -> int:
+def rebase_ledger(
+    aws: Any,
+    deployment: Any,
+    output: str,
+    deleted: list[str],
+    expired: list[str] = (),
+    clock_margin_seconds: float = CLOCK_MARGIN_SECONDS,
+) -> int:
     """With one reader per shard the repair is the rebase of every key's ledger item (a key's move spans its old and
-    new boards, so no board is repaired alone): its report, and 3 when it left keys for the operator."""
+    new boards, so no board is repaired alone): its report, and 3 when it left keys for the operator. A key kept
+    expired is bounded by when its version was read, give or take `clock_margin_seconds`."""
     from leaderboard_tools.commands.recover import rebase_table, rebase_text
     from leaderboard_tools.recover.rebase import rebase
 
     both = sorted(set(deleted) & set(expired))
     if both:
         raise UsageError(f"a key is either deleted or expired, not both: {', '.join(both)}")
-    report = rebase(aws.dynamodb, deployment, deleted=deleted, expired=expired)
+    report = rebase(
+        aws.dynamodb, deployment, deleted=deleted, expired=expired, clock_margin_seconds=clock_margin_seconds
+    )
     answer = report.as_json()
     if output == "json":
         print(json.dumps(answer))

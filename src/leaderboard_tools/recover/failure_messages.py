@@ -15,6 +15,9 @@ from leaderboard_tools.reconcile import (
     download_aggregates,
 )
 
+KEEP_TAKEN_UNSURE = "keep_taken_unsure"
+"""The aggregator's report of an operator's keep taken by an expiry after an INSERT it cannot place."""
+
 
 @dataclass
 class Message:
@@ -67,6 +70,14 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
             message.aggregates.setdefault(board, set()).add(entity)
     elif kind == BAND_MESSAGE_KIND:
         message.kind = kind
+    elif kind == KEEP_TAKEN_UNSURE:
+        # Nothing in the table tells which it was: kept, for the operator to judge and add back by hand if need be.
+        message.kind = kind
+        message.note = (
+            f"{message.body.get('claimKey')}: {message.body.get('reason')}; counts {message.body.get('counts')} "
+            f"(insert {message.body.get('insert')}, taken by {message.body.get('takenBy')}): delete this message "
+            "from the queue once judged"
+        )
     return message
 
 

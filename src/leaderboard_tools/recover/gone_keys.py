@@ -3,6 +3,7 @@ the operator names them deleted, kept counted where it names them expired. Rebas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -15,12 +16,15 @@ from leaderboard_core.claims import (
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     GONE_PREFIX,
+    READ_AT,
+    READ_FROM,
+    READ_UNTIL,
     download_key_of,
     expiries_kept,
     version_label,
 )
 from leaderboard_tools.backfill.transactions import item_key
-from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
+from leaderboard_tools.recover.ledger_versions import ATTEMPTS, REBASED, VERSION, generation, shown_key
 
 
 class GoneKeys:
@@ -81,11 +85,18 @@ class GoneKeys:
         to nothing while the aggregates keep what it counted (retention), in one transaction with the expiry's own
         item, conditioned on the ledger item as read. That item names what the key counted, and `ExpiryKept` the
         version it counted it by: the expiry of that version, if it comes after all, in any order with the key's later
-        records, takes the keep and adds nothing. False when the transaction was cancelled."""
+        records, takes the keep and adds nothing. A version read from the table (`~`) gives the keep the read's time
+        less and plus the clock margin (`ReadFrom`, `ReadUntil`), which tell the aggregator the INSERTs written after
+        the read (they bound it) from the read item's own. False when the transaction was cancelled."""
         put = self._ledger_put(claim, ledger_item, "", {}, {})
         label = version_label(generation(ledger_item)[0], ledger_item)
         put["Put"]["Item"][EXPIRY_KEPT] = {"SS": sorted(expiries_kept(ledger_item) | {label})}
         entity, contribution = self.state(ledger_item)
+        read = {}
+        if REBASED in label and READ_AT in ledger_item:
+            read_at = Decimal(ledger_item[READ_AT]["N"])
+            read[READ_FROM] = {"N": str(math.floor(read_at - Decimal(str(self.margin))))}
+            read[READ_UNTIL] = {"N": str(math.ceil(read_at + Decimal(str(self.margin))))}
         kept = {
             "Put": {
                 "TableName": self.claims,
@@ -93,6 +104,7 @@ class GoneKeys:
                     CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"},
                     BASE_ENTITY: {"S": entity},
                     BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in contribution.items()}},
+                    **read,
                 },
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},

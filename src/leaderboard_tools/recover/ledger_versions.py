@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from leaderboard_core.claims import REBASES
+from leaderboard_tools.reconcile.clock import server_time
 
 VERSION = "Version"
 REBASED = "~"
@@ -26,6 +28,24 @@ def rebased_version(version: str) -> str:
     """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
     record, _, count = version.partition(REBASED)
     return f"{record}{REBASED}{int(count or 0) + 1}"
+
+
+class ReadTimeMissing(RuntimeError):
+    """A read the rebase writes a version from came without DynamoDB's Date header: the rebase stops there (what it
+    moved before stays moved, each key in one transaction; run it again once the header comes through)."""
+
+
+def read_time(response: Mapping[str, Any]) -> int:
+    """DynamoDB's clock when it answered a read: the response's Date header (whole seconds), stamped between the
+    request and its answer, like the read itself. A keep of the version written from the item read is bounded by it
+    (claims.READ_AT); without it that keep would be bounded by nothing, so a missing header stops the rebase."""
+    date = server_time(response)
+    if not date:
+        raise ReadTimeMissing(
+            "DynamoDB's response carried no Date header: the rebase records when it read each item it moves a key "
+            "to (a proxy dropping the header?); the keys moved so far stay moved, run the repair again"
+        )
+    return math.floor(date)
 
 
 def shown_key(key: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -45,6 +45,7 @@ from leaderboard_core.claims import (
     EXPIRY_PREFIX,
     FOLLOWS,
     GONE_PREFIX,
+    READ_AT,
     REBASES,
     STREAM_FROM,
     backfill_claim,
@@ -58,12 +59,14 @@ from leaderboard_core.claims import (
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.deployment import Deployment
+from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
 from leaderboard_tools.recover.gone_keys import GoneKeys
 from leaderboard_tools.recover.ledger_versions import (
     ATTEMPTS,
     LEDGER_PREFIX,
     VERSION,
+    read_time,
     rebased_version,
 )
 
@@ -116,17 +119,22 @@ def rebase_refusal(deployment: Deployment) -> str | None:
 
 
 def rebase(
-    dynamodb: Any, deployment: Deployment, deleted: Collection[str] = (), expired: Collection[str] = ()
+    dynamodb: Any,
+    deployment: Deployment,
+    deleted: Collection[str] = (),
+    expired: Collection[str] = (),
+    clock_margin_seconds: float = CLOCK_MARGIN_SECONDS,
 ) -> RebaseReport:
     """Move every key's ledger item, and the aggregates with it, to what the table's item counts now; a key whose item
     is gone is reported, or taken back where the operator names its claim key among the `deleted`, or kept counted as
-    an expiry is where it is among the `expired`."""
+    an expiry is where it is among the `expired` (a keep of a version read from the table is bounded by that read's
+    time, give or take `clock_margin_seconds`)."""
     refusal = rebase_refusal(deployment)
     if refusal is None and set(deleted) & set(expired):
         refusal = f"keys named both deleted and expired: {', '.join(sorted(set(deleted) & set(expired)))}"
     if refusal is not None:
         raise RebaseRefused(f"{refusal}; nothing was written")
-    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired))
+    rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired), clock_margin_seconds)
     ledger = dict(rebaser.ledger_items())
     seen: set[str] = set()
     for item in rebaser.downloads():
@@ -159,10 +167,12 @@ class Rebaser(GoneKeys):
         deployment: Deployment,
         deleted: frozenset[str] = frozenset(),
         expired: frozenset[str] = frozenset(),
+        margin: float = CLOCK_MARGIN_SECONDS,
     ) -> None:
         assert deployment.claims_table is not None
         self.deleted = deleted
         self.expired = expired
+        self.margin = margin
         self.dynamodb = dynamodb
         self.deployment = deployment
         self.claims = deployment.claims_table
@@ -243,6 +253,11 @@ class Rebaser(GoneKeys):
         item: dict[str, Any] | None = self.dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         return item
 
+    def _read_item(self, key: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
+        """The table's item and, when there is one, DynamoDB's clock when it was read (`ReadAt` of what it moves to)."""
+        response = self.dynamodb.get_item(TableName=self.deployment.table, Key=key, ConsistentRead=True)
+        return response.get("Item"), read_time(response) if "Item" in response else None
+
     # ------------------------------------------------------------------ writing
 
     def rebase_key(self, claim: str, key: dict[str, Any], gone_checked: bool = False) -> None:
@@ -251,7 +266,7 @@ class Rebaser(GoneKeys):
         for attempt in range(ATTEMPTS):
             self.report.retries += bool(attempt)
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
-            item = self._get(self.deployment.table, key)
+            item, read_at = self._read_item(key)
             if item is None and gone_checked:
                 why = "its item was written and deleted again while the rebase ran: run the repair again"
                 self._unplaced(claim, why, ledger_item)
@@ -271,7 +286,7 @@ class Rebaser(GoneKeys):
                 self.settle_decreased(ledger_item)
                 return
             moves = self._moves(ledger_item, entity, target)
-            if self._commit(claim, key, ledger_item, entity, target, moves):
+            if self._commit(claim, key, ledger_item, entity, target, moves, read_at=read_at):
                 if ledger_item is None:
                     self.report.counted += 1
                 else:
@@ -301,13 +316,14 @@ class Rebaser(GoneKeys):
         target: dict[str, Decimal],
         moves: dict[Aggregate, Decimal],
         answered: tuple[dict[str, Any], ...] = (),
+        read_at: int | None = None,
     ) -> bool:
-        """One transaction: the ledger Put on the item as read, the aggregates' ADDs, and the gone reports it answers
-        deleted; False when it was cancelled."""
+        """One transaction: the ledger Put on the item as read (when it was read: `read_at`), the aggregates' ADDs,
+        and the gone reports it answers deleted; False when it was cancelled."""
         if ledger_item is None:
-            put = backfill_claim(self.claims, key, entity=entity, contribution=target)
+            put = backfill_claim(self.claims, key, entity=entity, contribution=target, read_at=read_at)
         else:
-            put = self._ledger_put(claim, ledger_item, entity, target, moves)
+            put = self._ledger_put(claim, ledger_item, entity, target, moves, read_at)
             if key:
                 put["Put"]["Item"][DOWNLOAD_KEY] = stored_key(key)
         actions = [put, *answered]
@@ -321,9 +337,11 @@ class Rebaser(GoneKeys):
         entity: str,
         target: dict[str, Decimal],
         moves: dict[Aggregate, Decimal],
+        read_at: int | None = None,
     ) -> dict[str, Any]:
         """The ledger item moved to `target`, conditioned on its Version and Contribution as read; one with no Version
-        (the backfill's) on its Rebases as read, which the move raises: no other writer's condition then holds."""
+        (the backfill's) on its Rebases as read, which the move raises: no other writer's condition then holds. Its
+        `ReadAt` is `read_at`, when the table's item it moves to was read (none when it moves to no item)."""
         entity = entity or ledger_item.get(BASE_ENTITY, {}).get("S", "")
         taken = {aggregate for aggregate, amount in moves.items() if amount < 0}
         item = {
@@ -332,6 +350,9 @@ class Rebaser(GoneKeys):
             BASE_CONTRIBUTION: {"M": {board: {"N": str(amount)} for board, amount in target.items()}},
             DECREASED: decreased_value(decreased_of(ledger_item) | taken, entity),
         }
+        item.pop(READ_AT, None)
+        if read_at is not None:
+            item[READ_AT] = {"N": str(read_at)}
         names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
         values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:

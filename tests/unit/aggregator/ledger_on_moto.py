@@ -14,6 +14,7 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from email.utils import formatdate
 from typing import Any
 
 import pytest
@@ -141,6 +142,20 @@ class LedgerWorld:
         dependencies.lineages_swept_at = float("inf")  # the shards here are open: nothing for a sweep to do
         self.deployed = Deployed(dynamodb, self.streams, sqs, queue_url, STREAM_ARN, ROOT, settings, dependencies)
         self.clock = 1_514_764_800
+        """The stream's clock: each record's ApproximateCreationDateTime; one second passes with each record."""
+        self.date_offset = 0
+        """How far DynamoDB's clock (its Date header) is from the stream's: 0, one clock, unless a test skews it."""
+        dynamodb.meta.events.register("after-call.dynamodb", self._stamp)
+
+    def _stamp(self, parsed: dict[str, Any], **_: Any) -> None:
+        """A DynamoDB response's Date header, on the world's clock (what the repair records as an item's read time)."""
+        headers = (parsed.get("ResponseMetadata") or {}).get("HTTPHeaders")
+        if headers is not None and "date" in headers:
+            headers["date"] = formatdate(self.clock + self.date_offset, usegmt=True)
+
+    def pass_time(self, seconds: int) -> None:
+        """Time passes with nothing written: the next record is created `seconds` later."""
+        self.clock += seconds
 
     # the table's writers
 
@@ -205,16 +220,19 @@ class LedgerWorld:
 
     # the backfill
 
-    def backfill(self, keys: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+    def backfill(self, keys: list[tuple[str, int]] | None = None, read_time: bool = True) -> list[tuple[str, int]]:
         """`leaderboard-tools backfill` in ledger mode, key by key: what the scan finds now, counted in one transaction
-        with its ledger Put (Entity, Contribution) where no ledger item exists. Returns the keys it counted."""
+        with its ledger Put (Entity, Contribution, and when it read the item: ReadAt, DynamoDB's clock now; none when
+        not `read_time`, as a backfill before ReadAt wrote it) where no ledger item exists. Returns the keys it
+        counted."""
         counted = []
         for song, number in keys if keys is not None else sorted(self.items):
             item = self.items.get((song, number))
             month = counted_month(item)
             if item is None or month is None:
                 continue
-            put = backfill_claim(LEDGER_TABLE, key_of(song, number), song, {month: 1})
+            read_at = self.clock + self.date_offset if read_time else None
+            put = backfill_claim(LEDGER_TABLE, key_of(song, number), song, {month: 1}, read_at)
             try:
                 self.dynamodb.transact_write_items(TransactItems=[put, backfill_update(song, month, 1)])
             except ClientError as error:

@@ -973,7 +973,7 @@ def test_an_unfinished_run_exits_4_with_its_report(
     monkeypatch.setattr("leaderboard_tools.backfill.transactions.BACKOFF_CAP_SECONDS", 0.0)
     monkeypatch.setattr(
         "leaderboard_tools.backfill.transactions.PageTransactions._transact",
-        lambda self, chunk, tally, segment: (_ for _ in ()).throw(
+        lambda self, chunk, tally, segment, read_at=None: (_ for _ in ()).throw(
             BackfillUnfinished("conflicts or throttling 10 times")
         ),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from email.utils import formatdate
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from leaderboard_core.claims import (
     BASE_ENTITY,
     CLAIM_KEY,
     CLAIM_OWNER,
+    READ_AT,
     STREAM,
     claim_key,
 )
@@ -257,3 +259,25 @@ def test_in_ledger_mode_a_board_whose_count_came_back_to_0_is_counted_into_and_r
     assert item["Item"]["Month"]["S"] == "2018-03"
     assert int(item["Item"]["LeaderboardOrder"]["N"]) == 3 * ORDER_SCALE + order_tiebreak("song1")
     assert_each_download_counted_once_with_what_it_added(stack, [])
+
+
+def test_in_ledger_mode_each_ledger_item_records_when_the_scan_read_its_item(aws: None) -> None:
+    # given a ledger-mode stack with 12 downloads, scanned in pages of 5 whose Date headers DynamoDB stamps a minute
+    # apart
+    stack = ledger_stack(periods="month")
+    write_history(stack, 12)
+    read_at: dict[str, int] = {}
+
+    def stamped(request: dict[str, Any], page: dict[str, Any]) -> None:
+        moment = 1_700_000_000 + 60 * len(set(read_at.values()))
+        page["ResponseMetadata"]["HTTPHeaders"]["date"] = formatdate(moment, usegmt=True)
+        for item in page.get("Items", []):
+            read_at[claim_key({name: item[name] for name in ("songID", "SK")})] = moment
+
+    # when the backfill runs
+    report = backfill(stack, Hooked(dynamodb(), after_scan=stamped), segments=1, page_size=5).run()
+    # then every ledger item it wrote records its page's Date (ReadAt, epoch seconds), three pages' worth
+    assert report.status == DONE
+    items = ledger_items(stack)
+    assert {claim: int(items[claim][READ_AT]["N"]) for claim in read_at} == read_at
+    assert len(set(read_at.values())) == 3
