@@ -119,9 +119,9 @@ def prepare(cache_dir: Path) -> None:
                 DYNAMODB_LOCAL_NPM,
                 DYNAMODB_LOCAL_INTEGRITY,
                 str(jdk),
-                _digest_files([data / "ParentWatchAgent.java"]),
+                _digest_files([data / "DynamoDBLocalAgent.java"]),
             ],
-            lambda target: _install_dynamodb_local(target, jdk, data / "ParentWatchAgent.java"),
+            lambda target: _install_dynamodb_local(target, jdk, data / "DynamoDBLocalAgent.java"),
         )
         _link(cache_dir / "libs" / _JAVA_HOME_LINK, jdk)
 
