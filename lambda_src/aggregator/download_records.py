@@ -146,13 +146,29 @@ class Ignored:
 Parsed = Download | Rejected | Ignored
 
 
+PER_SECOND = {"MILLISECOND": 1_000, "MICROSECOND": 1_000_000}
+"""What ApproximateCreationDateTimePrecision (Kinesis Data Streams for DynamoDB's setting) may say a creation time
+counts in, per second."""
+LATEST_PLAUSIBLE_SECOND = 10**11
+"""Epoch seconds past the year 5000: a creation time that large counts in smaller units than documented."""
+
+
 def creation_second(stream: dict[str, Any]) -> int | None:
     """ApproximateCreationDateTime (epoch seconds, possibly fractional, or a datetime as a client's GetRecords parses
-    it) floored, or None if absent or not a number."""
+    it) floored, or None if absent or not a number. DynamoDB Streams documents seconds ("rounded down to the closest
+    second"); a record that says it counts in milliseconds or microseconds is read so, and one in units it does not
+    name, or too large to be seconds, is unknown (None), never taken for a time ~1000 times later."""
     value = stream.get("ApproximateCreationDateTime")
     if isinstance(value, datetime):
         return math.floor(value.timestamp())
     if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    precision = stream.get("ApproximateCreationDateTimePrecision")
+    if precision is not None:
+        if precision not in PER_SECOND:
+            return None
+        value = value / PER_SECOND[precision]
+    if value >= LATEST_PLAUSIBLE_SECOND:
         return None
     return math.floor(value)
 

@@ -15,6 +15,7 @@ from download_records import (
     Rejected,
     Schema,
     coalesce,
+    creation_second,
     parse_record,
 )
 from leaderboard_core.bookkeeping import download_id, pad_sequence
@@ -311,3 +312,40 @@ def test_a_deletion_by_the_application_takes_the_download_back() -> None:
     # then its month's count is taken back by one
     assert isinstance(parsed, Download)
     assert [(change.key, change.amount) for change in parsed.changes] == [(AggregateKey("song1", "2018-01"), -1)]
+
+
+@pytest.mark.parametrize(
+    ("stream", "second"),
+    [
+        ({"ApproximateCreationDateTime": 1517443200.75}, 1517443200),
+        ({"ApproximateCreationDateTime": datetime(2018, 2, 1, tzinfo=UTC)}, 1517443200),
+        (
+            {"ApproximateCreationDateTime": 1517443200750, "ApproximateCreationDateTimePrecision": "MILLISECOND"},
+            1517443200,
+        ),
+        (
+            {"ApproximateCreationDateTime": 1517443200750123, "ApproximateCreationDateTimePrecision": "MICROSECOND"},
+            1517443200,
+        ),
+        ({"ApproximateCreationDateTime": 1517443200, "ApproximateCreationDateTimePrecision": "FORTNIGHT"}, None),
+        ({"ApproximateCreationDateTime": 1517443200750}, None),
+        ({"ApproximateCreationDateTime": "1517443200"}, None),
+        ({}, None),
+    ],
+    ids=[
+        "seconds",
+        "datetime",
+        "milliseconds said",
+        "microseconds said",
+        "unit unknown",
+        "milliseconds unsaid",
+        "text",
+        "absent",
+    ],
+)
+def test_a_creation_time_is_read_in_the_units_its_record_names_and_is_unknown_in_any_other(
+    stream: dict[str, Any], second: int | None
+) -> None:
+    # given a stream record's creation time, in seconds as DynamoDB Streams documents, or in the units the record says
+    # when it is read, then it is that second, or unknown: never a time ~1000 times later
+    assert creation_second(stream) == second

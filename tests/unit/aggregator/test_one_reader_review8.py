@@ -45,16 +45,6 @@ def in_milliseconds(world: LedgerWorld, sequence: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent double count: creation_second floors ApproximateCreationDateTime as epoch seconds whatever the "
-    "record's ApproximateCreationDateTimePrecision says; a millisecond (or microsecond) time reads as a second "
-    "~1000x later, after every ReadUntil, so the read item's own late INSERT bounds the keep and its own expiry counts "
-    "beside it (January 2 for one download), nothing reported. AWS documents seconds for StreamRecord; the precision "
-    "attribute in stream events is reported only by third parties (aws-lambda-java-libs#543, aws-lambda-go#478/#633): "
-    "undocumented, so it must be detected (a time not in seconds taken as unknown, or refused), not trusted",
-)
 def test_a_creation_time_in_milliseconds_is_not_read_as_seconds_by_the_read_time_bound(world: LedgerWorld) -> None:
     # given a January download whose INSERT is not delivered when, more than the margin later, the backfill counts it;
     # it expires, the repair finds it gone and the operator names it expired
