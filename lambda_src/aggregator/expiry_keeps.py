@@ -5,6 +5,7 @@ once by the removal of the version kept. VersionedLedger's part for them (versio
 from __future__ import annotations
 
 from decimal import Decimal
+from functools import cmp_to_key
 from typing import Any
 
 from leaderboard_core.claims import (
@@ -84,34 +85,46 @@ class ExpiryKeeps:
         applied first: that one then counts as usual again (`retake`). Of a version read from the table, a REMOVE
         created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then. Nor does a
         removal that is not an `expiry` take it if created by `ReadUntil`: it may be an earlier item's too, and the
-        read item's would only spend the keep, moving no count."""
+        read item's would only spend the keep, moving no count. A removal created before a keep's read is looked for
+        in the keep before it, whose item it may have removed."""
         if fold.item is None:
             return None
         before = [
             label
-            for label in sorted(expiries_kept(fold.item))
+            for label in expiries_kept(fold.item)
             if label.startswith(BACKFILLED) or self.after(version, label, stream_arn)
         ]
-        if not before:
-            return None
-        latest = before[0]
-        for label in before[1:]:
-            if latest.startswith(BACKFILLED) or (
-                not label.startswith(BACKFILLED) and self.after(label, latest, stream_arn)
-            ):
-                latest = label
-        keep = self.keep_of(fold, f"{FROZEN}{claim_key(fold.key)}|{latest}|kept")
-        if keep is None:
-            return None
-        if keep.until is not None and not self.after(keep.until, version, stream_arn):
-            return None
-        if keep.by is not None and not self.after(keep.by, version, stream_arn):
-            return None
-        if keep.read_window is not None and created is not None:
-            read_from, read_until = keep.read_window
-            if created < read_from or (not expiry and created <= read_until):
+        latest_first = sorted(before, key=cmp_to_key(lambda one, other: self.kept_order(other, one, stream_arn)))
+        for label in latest_first:
+            keep = self.keep_of(fold, f"{FROZEN}{claim_key(fold.key)}|{label}|kept")
+            if keep is None:
                 return None
-        return keep
+            if keep.until is not None and not self.after(keep.until, version, stream_arn):
+                return None
+            if keep.by is not None and not self.after(keep.by, version, stream_arn):
+                return None
+            if keep.read_window is None or created is None:
+                return keep
+            read_from, read_until = keep.read_window
+            if created < read_from:
+                continue
+            if not expiry and created <= read_until:
+                return None
+            return keep
+        return None
+
+    def kept_order(self, one: str, other: str, stream_arn: str) -> int:
+        """-1, 0 or 1 as kept version `one` comes before, with or after `other`: the backfill's (`backfill~<n>`, by its
+        rebases) before every record's, records' by `after`."""
+        one_read, other_read = one.startswith(BACKFILLED), other.startswith(BACKFILLED)
+        if one_read and other_read:
+            ones, others = int(one[len(BACKFILLED) :]), int(other[len(BACKFILLED) :])
+            return (ones > others) - (ones < others)
+        if one_read != other_read:
+            return -1 if one_read else 1
+        if one == other:
+            return 0
+        return 1 if self.after(one, other, stream_arn) else -1
 
     def take(
         self, fold: Fold, keep: Keep, version: str, expiry: bool, entity: str | None, old: Boards, stream_arn: str

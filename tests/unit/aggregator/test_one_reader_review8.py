@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from expiry_keeps import ExpiryKeeps
 from leaderboard_core.claims import READ_AT, claim_key
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from tests.unit.aggregator.ledger_on_moto import (
@@ -61,13 +62,6 @@ def test_a_creation_time_in_milliseconds_is_not_read_as_seconds_by_the_read_time
     assert world.boards() == {("song1", "2018-01"): 1} or kinds(world) != []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent double count: kept_by_operator looks only at the latest keep before a removal, so a first kept "
-    "version's late expiry, created before the second keep's ReadFrom, takes neither keep: the first keep and that "
-    "expiry's own item both count it (January 2 for one expired download), nothing reported",
-)
 def test_two_keeps_of_one_key_each_taken_by_its_own_late_expiry_count_each_expired_download_once(
     world: LedgerWorld,
 ) -> None:
@@ -89,6 +83,17 @@ def test_two_keeps_of_one_key_each_taken_by_its_own_late_expiry_count_each_expir
     assert deliver(world, ROOT, delivered(world, ROOT, [first_expiry, again, second_expiry])) == OK
     # then each expired download counts once where it was, or the doubt is reported
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1} or kinds(world) != []
+
+
+def test_keeps_of_backfilled_versions_are_ordered_by_their_rebases_as_numbers_and_before_every_records() -> None:
+    # given kept labels of one key: the backfill's after two and after ten rebases, and a record's
+    order = ExpiryKeeps().kept_order
+    # when they are compared, then ten rebases come after two (not as text), and the record's version after both
+    assert order("backfill~10", "backfill~2", "arn") == 1
+    assert order("backfill~2", "backfill~10", "arn") == -1
+    assert order("backfill~2", "backfill~2", "arn") == 0
+    assert order("shard-1|0001", "backfill~10", "arn") == 1
+    assert order("backfill~10", "shard-1|0001", "arn") == -1
 
 
 @pytest.mark.xfail(
