@@ -128,7 +128,8 @@ class Fold:
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's as it was, or
         none). The backfill's item is held by its Rebases too: the repair's rebase moves it without a Version, and
-        raises Rebases on every move, so a move back to a Contribution and Entity equal by value still fails it."""
+        raises Rebases on every move, so a move back to a Contribution and Entity equal by value still fails it. And
+        `GoneAt` as read: the rebase marks a gone version without moving the item (followed_expiries.py)."""
         if self.item is None:
             return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
         if VERSION not in self.item:
