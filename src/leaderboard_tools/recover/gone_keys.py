@@ -133,9 +133,7 @@ class GoneKeys:
             reports = self.gone_reports.get(claim, {})
             for label in sorted(reports):
                 followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
-                if followed is not None and self._transact(
-                    [self._answers(followed, label), self._answered(claim, label)]
-                ):
+                if followed is not None and self._transact([self._answers(followed, label)]):
                     continue
                 if (
                     label not in kept
