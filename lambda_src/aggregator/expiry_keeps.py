@@ -13,6 +13,7 @@ from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
+    DECREASED,
     EXPIRY_PREFIX,
     FOLLOWS,
     KEPT_BY,
@@ -21,9 +22,11 @@ from leaderboard_core.claims import (
     READ_FROM,
     READ_UNTIL,
     claim_key,
+    decreased_of,
+    decreased_value,
     expiries_kept,
 )
-from ledger_fold import Fold, Keep
+from ledger_fold import Aggregate, Fold, Keep
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
@@ -53,10 +56,12 @@ class ExpiryKeeps:
         frozen = f"{FROZEN}{claim_key(fold.key)}|{version}"
         if frozen in fold.freezes:
             return True
-        response = self.client.get_item(
+        item = self.client.get_item(
             TableName=self.ledger_table, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
-        )
-        return "Item" in response
+        ).get("Item")
+        if item is not None and DECREASED in item:
+            fold.frozen_decreased[frozen] = decreased_of({DECREASED: item[DECREASED]})
+        return item is not None
 
     def freeze(self, fold: Fold, version: str, kept: Boards, follows: str | None = None, entity: str = "") -> None:
         """An expiry is retention (S12): the download it ends stays counted as its old image says. It is no state of
@@ -225,10 +230,14 @@ class ExpiryKeeps:
         fold.keeps[operators] = keep
         return keep
 
-    def freeze_put(self, frozen: str, follows: dict[str, Any] | None = None) -> dict[str, Any]:
+    def freeze_put(
+        self, frozen: str, follows: dict[str, Any] | None = None, decreased: set[Aggregate] | None = None
+    ) -> dict[str, Any]:
         """An expiry's part, kept once: a Put of its own item (with what `freeze` says it follows), conditioned on its
-        absence."""
+        absence. `decreased`: the aggregates its batch took from with no ledger Put to name them (`carrier`)."""
         item = {CLAIM_KEY: {"S": frozen}} | (follows or {})
+        if decreased:
+            item[DECREASED] = decreased_value(decreased, "")
         return {
             "Put": {
                 "TableName": self.ledger_table,

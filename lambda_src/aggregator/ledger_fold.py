@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, decreased_of, rebases_condition
+from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, GONE_AT, decreased_of, rebases_condition
 from ledger_records import Boards
 
 Aggregate = tuple[str, str]
@@ -64,6 +64,17 @@ class Fold:
     """The operator's keeps (`expired#<key>|<version>|kept`) this batch read to take or bound, as it leaves them."""
     unsure: list[dict[str, Any]] = field(default_factory=list)
     """Reports of keeps taken by an expiry above an INSERT that may be the kept item's own or a new item's."""
+    gone_at: dict[str, str] = field(default_factory=dict)
+    """The item's `GoneAt` as this batch leaves it: gone label -> the expiry that followed it, or ""."""
+    unfollowed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Expiries' own items, as read, that a record of this batch proves followed no gone version (followed_expiries)."""
+    kept_now: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Keeps of gone versions this batch writes (the operator's answer, taken by an expiry that did not follow)."""
+    gone_bounds: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    """Open gone reports (`gone#<key>|<label>`, as read) whose version's removal this batch proves came before an INSERT
+    (the lowest, `KeptUntil`): the operator's answer keeps that version bounded by it."""
+    frozen_decreased: dict[str, set[Aggregate]] = field(default_factory=dict)
+    """Expiries' own items naming the aggregates their batch took from without moving the key (`Decreased`)."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -95,8 +106,9 @@ class Fold:
         return {(entity, board): amount for entity, moves in self.by_entity.items() for board, amount in moves.items()}
 
     def decreased(self) -> set[Aggregate]:
-        """The aggregates the key's earlier moves took from (its item's `Decreased`), with the item's entity."""
-        return decreased_of(self.item)
+        """The aggregates the key's earlier moves took from (its item's `Decreased`, with the item's entity), and those
+        an expiry's own item names (a move of a batch that wrote no ledger Put)."""
+        return decreased_of(self.item).union(*self.frozen_decreased.values())
 
     def decreases(self) -> set[Aggregate]:
         """The aggregates this batch's moves take from: its ledger Put's `Decreased`."""
@@ -116,7 +128,8 @@ class Fold:
     def condition(self) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The ledger Put's condition: the item as it was read (Version unchanged, or the backfill's as it was, or
         none). The backfill's item is held by its Rebases too: the repair's rebase moves it without a Version, and
-        raises Rebases on every move, so a move back to a Contribution and Entity equal by value still fails it."""
+        raises Rebases on every move, so a move back to a Contribution and Entity equal by value still fails it. And
+        `GoneAt` as read: the rebase marks a gone version without moving the item (followed_expiries.py)."""
         if self.item is None:
             return "attribute_not_exists(#key)", {"#key": CLAIM_KEY}, {}
         if VERSION not in self.item:
@@ -126,5 +139,10 @@ class Fold:
                 condition += " AND #contribution = :contribution"
                 names["#contribution"] = BASE_CONTRIBUTION
                 values[":contribution"] = self.item[BASE_CONTRIBUTION]
-            return condition, {"#version": VERSION, **names}, values
-        return "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}
+            names["#version"] = VERSION
+        else:
+            condition, names, values = "#version = :version", {"#version": VERSION}, {":version": self.item[VERSION]}
+        names["#gone"] = GONE_AT
+        if GONE_AT not in self.item:
+            return f"{condition} AND attribute_not_exists(#gone)", names, values
+        return f"{condition} AND #gone = :gone", names, values | {":gone": self.item[GONE_AT]}

@@ -32,6 +32,7 @@ from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema, creation_second
 from expiry_keeps import ExpiryKeeps
+from followed_expiries import FollowedExpiries
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
@@ -39,9 +40,9 @@ from leaderboard_core.claims import (
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
-    EXPIRY_KEPT,
     STREAM_FROM,
     claim_key,
+    decreased_of,
     decreased_value,
     stored_key,
     version_label,
@@ -81,7 +82,7 @@ class Applied:
     unsure: int = 0
 
 
-class VersionedLedger(ExpiryKeeps):
+class VersionedLedger(ExpiryKeeps, FollowedExpiries):
     """The fold of a batch's records into their keys' ledger items, and the transactions that write them."""
 
     def __init__(
@@ -158,6 +159,7 @@ class VersionedLedger(ExpiryKeeps):
     def read_fold(self, keys: dict[str, Any], item: dict[str, Any] | None) -> Fold:
         """The key as its ledger item says; with no Entity yet, the first image that counts names it."""
         fold = Fold(keys, item, entity=((item or {}).get(BASE_ENTITY) or {}).get("S", ""))
+        fold.gone_at = self.gone_at_of(item)
         if item is not None:
             fold.version = (item.get(VERSION) or {}).get("S")
             fold.contribution = {
@@ -174,6 +176,8 @@ class VersionedLedger(ExpiryKeeps):
         created = creation_second(stream)
         if record.get("eventName") == "INSERT":
             self.bound_keeps(fold, version, created, shard.stream_arn)
+        if record.get("eventName") in ("INSERT", "REMOVE"):
+            self.unfollow(fold, version, record.get("eventName") == "INSERT", shard.stream_arn)
         if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
             keep = self.kept_by_operator(fold, version, created, expired_by_ttl(record), shard.stream_arn)
@@ -183,6 +187,8 @@ class VersionedLedger(ExpiryKeeps):
                 follows = fold.item is not None or fold.version is not None
                 follows = follows and self.after(version, fold.version, shard.stream_arn)
                 label = version_label(fold.version, fold.item) if follows else None
+                if label is not None and fold.gone_at.get(label) == "":
+                    fold.gone_at[label] = version
                 with fold.counting_for(entity):
                     self.freeze(fold, version, {} if keep is not None else old, label, entity or "")
         if not self.after(version, fold.version, shard.stream_arn):
@@ -227,13 +233,16 @@ class VersionedLedger(ExpiryKeeps):
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes or self.keep_writes(fold):
+            if fold.applied or fold.freezes or self.keep_writes(fold) or fold.unfollowed:
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
                 aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
-                items = sum(1 + len(other.freezes) + len(self.keep_writes(other)) for other in [*chunk, fold])
+                items = sum(
+                    1 + len(other.freezes) + len(self.keep_writes(other)) + len(self.follow_writes(other))
+                    for other in [*chunk, fold]
+                )
                 if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
                     chunk = []
@@ -254,8 +263,12 @@ class VersionedLedger(ExpiryKeeps):
             for aggregate, amount in fold.aggregate_moves().items():
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
-        writes += [self.freeze_put(frozen, fold.follows.get(frozen)) for fold in group for frozen in fold.freezes]
-        writes += [write for fold in group for write in self.keep_writes(fold)]
+        writes += [
+            self.freeze_put(frozen, fold.follows.get(frozen), fold.decreases() if frozen == carrier(fold) else None)
+            for fold in group
+            for frozen in fold.freezes
+        ]
+        writes += [write for fold in group for write in self.keep_writes(fold) + self.follow_writes(fold)]
         overflowing: set[Aggregate] = set()
         reported = 0
         while True:
@@ -300,8 +313,7 @@ class VersionedLedger(ExpiryKeeps):
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}
-        if fold.item is not None and EXPIRY_KEPT in fold.item:
-            item[EXPIRY_KEPT] = fold.item[EXPIRY_KEPT]
+        item |= self.carried(fold)
         put: dict[str, Any] = {"TableName": self.ledger_table, "Item": item, "ConditionExpression": condition}
         put["ExpressionAttributeNames"] = names
         if values:
@@ -346,7 +358,14 @@ class VersionedLedger(ExpiryKeeps):
         """Once their aggregates' step is done, a key's `Decreased` is removed, if its Version is still the one this
         batch read or wrote: a newer move's entries are its own. It stays one move's aggregates, never a history."""
         for fold in folds:
-            if not (fold.decreases() if fold.applied else fold.decreased()):
+            for frozen in sorted((set(fold.frozen_decreased) | {carrier(fold)}) - {""}):
+                self.client.update_item(
+                    TableName=self.ledger_table,
+                    Key={CLAIM_KEY: {"S": frozen}},
+                    UpdateExpression="REMOVE #decreased",
+                    ExpressionAttributeNames={"#decreased": DECREASED},
+                )
+            if not (fold.decreases() if fold.applied else decreased_of(fold.item)):
                 continue
             condition, names, values = fold.unchanged()
             update: dict[str, Any] = {
@@ -402,6 +421,13 @@ class VersionedLedger(ExpiryKeeps):
                     records = by_key[claim_key(fold.key)]
                     reports.append(refused_report(shard, fold.key, records, entity, board, reason))
         return reports
+
+
+def carrier(fold: Fold) -> str:
+    """The expiry's own item that names the aggregates a batch took from without moving the key (a keep taken below
+    Version: no ledger Put carries its `Decreased`), so that a retry after a crash before their step still does it;
+    "" for none."""
+    return fold.freezes[-1] if fold.freezes and not fold.applied and fold.decreases() else ""
 
 
 def overflowing_actions(reasons: list[Any], first: int) -> list[int]:

@@ -276,6 +276,13 @@ expiry was, if the expiry follows it. Only then may it be that version's removal
 GONE_PREFIX = "gone#"
 """A gone report's own item, `gone#<claim key>|<label>`: the version the rebase found the key's item gone at, and what
 it counted then; the operator's `--expired-keys` answers that version, no other."""
+GONE_AT = "GoneAt"
+"""One reader per shard: on a ledger item, gone label -> the version of the key's expiry by TTL applied while the key
+was at it (its `Follows`), or "" while none was. The rebase adds a label when it reports the key gone there; a record
+of the key later found between the two (an INSERT or a REMOVE, S10) proves that expiry was not the version's removal."""
+ANSWERS = "Answers"
+"""On an expiry's own item: the gone label the operator's `--expired-keys` took it for (it followed that version with
+its content), until a record between the two proves it was not that version's removal."""
 
 
 def version_label(version: str | None, ledger_item: Mapping[str, Any] | None) -> str:

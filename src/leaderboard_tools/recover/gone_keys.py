@@ -10,17 +10,22 @@ from typing import Any
 
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
+    ANSWERS,
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
+    FOLLOWS,
+    GONE_AT,
     GONE_PREFIX,
+    KEPT_UNTIL,
     READ_AT,
     READ_FROM,
     READ_UNTIL,
     download_key_of,
     expiries_kept,
+    rebases_condition,
     version_label,
 )
 from leaderboard_tools.backfill.transactions import item_key
@@ -64,8 +69,10 @@ class GoneKeys:
             label = version_label(generation(ledger_item)[0], ledger_item)
             reported = self.gone_reports.get(claim, {})
             if moved_since or claim not in self.deleted | self.expired or (reported and label not in reported):
-                self._gone(claim, ledger_item)
-                return
+                if self._gone(claim, ledger_item):
+                    return
+                self.report.retries += 1
+                continue
             if claim in self.expired:
                 if self._keep_expired(claim, ledger_item):
                     self.report.kept_expired += 1
@@ -125,7 +132,15 @@ class GoneKeys:
             kept = expiries_kept(ledger_item or {})
             reports = self.gone_reports.get(claim, {})
             for label in sorted(reports):
-                if self.version_counted(reports[label], "") in self.follows.get(claim, set()):
+                followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
+                if followed is not None and self._transact([self._answers(followed, label)]):
+                    continue
+                if (
+                    label not in kept
+                    and KEPT_UNTIL in reports[label]
+                    and self._keep_bounded(claim, reports[label], label)
+                ):
+                    self.report.kept_expired += 1
                     continue
                 if label not in kept:
                     why = (
@@ -139,17 +154,87 @@ class GoneKeys:
             why = "named expired, but no gone report of the key is open: nothing kept; run the repair, then answer it"
             self._unplaced(claim, why, ledger_item)
 
+    def _keep_bounded(self, claim: str, report: Mapping[str, Any], label: str) -> bool:
+        """A gone version the operator names expired, whose key an expiry of a later item moved from it (kept as that
+        item's, `Follows` undone by the aggregator): an INSERT found after the version (`KeptUntil`) proves its removal
+        came before. Kept as `--expired-keys` keeps one: its count added back, its keep bounded by that INSERT, the
+        ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. False when
+        cancelled (a record applied meanwhile): reported `unplaced`."""
+        ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
+        if ledger_item is None:
+            return False
+        entity, counts = self.state(report)
+        keep_item = {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}, KEPT_UNTIL: report[KEPT_UNTIL]}
+        keep_item |= {BASE_ENTITY: {"S": entity}, BASE_CONTRIBUTION: report.get(BASE_CONTRIBUTION, {"M": {}})}
+        names = {"#key": CLAIM_KEY}
+        keep = {"TableName": self.claims, "Item": keep_item, "ExpressionAttributeNames": names}
+        keep["ConditionExpression"] = "attribute_not_exists(#key)"
+        condition, names, values = self._on_version(ledger_item)
+        condition += " AND attribute_not_exists(#kept)"
+        if EXPIRY_KEPT in ledger_item:
+            condition = condition.replace("attribute_not_exists(#kept)", "#kept = :read_kept")
+            values[":read_kept"] = ledger_item[EXPIRY_KEPT]
+        mark = {"TableName": self.claims, "Key": {CLAIM_KEY: {"S": claim}}, "UpdateExpression": "SET #kept = :kept"}
+        mark |= {"ConditionExpression": condition, "ExpressionAttributeNames": names | {"#kept": EXPIRY_KEPT}}
+        mark["ExpressionAttributeValues"] = values | {":kept": {"SS": sorted(expiries_kept(ledger_item) | {label})}}
+        delete = self._answered(claim, label)["Delete"]
+        delete |= {"ConditionExpression": "#until = :until", "ExpressionAttributeNames": {"#until": KEPT_UNTIL}}
+        delete["ExpressionAttributeValues"] = {":until": report[KEPT_UNTIL]}
+        adds = [self._aggregate_add((entity, board), amount) for board, amount in sorted(counts.items())]
+        return self._transact([{"Put": keep}, {"Update": mark}, {"Delete": delete}, *adds])
+
+    def _answers(self, frozen: str, label: str) -> dict[str, Any]:
+        """The expiry that followed a gone version taken for its own removal (`Answers`), while its item still says it
+        follows it: the aggregator removes both when a record between the two proves otherwise, and then keeps the
+        gone version's download, as this answer would have (lambda_src/aggregator/followed_expiries.py)."""
+        update = {
+            "TableName": self.claims,
+            "Key": {CLAIM_KEY: {"S": frozen}},
+            "UpdateExpression": "SET #answers = :label",
+            "ConditionExpression": "#follows = :label",
+            "ExpressionAttributeNames": {"#answers": ANSWERS, "#follows": FOLLOWS},
+            "ExpressionAttributeValues": {":label": {"S": label}},
+        }
+        return {"Update": update}
+
+    def _gone_mark(self, claim: str, ledger_item: Mapping[str, Any], label: str) -> dict[str, Any]:
+        """The ledger item marked gone at `label` (`GoneAt`), on its version as read: the aggregator then names there
+        the expiry applied next, if it follows (lambda_src/aggregator/followed_expiries.py)."""
+        gone_at = dict((ledger_item.get(GONE_AT) or {}).get("M", {}))
+        gone_at.setdefault(label, {"S": ""})
+        condition, names, values = self._on_version(ledger_item)
+        update = {
+            "TableName": self.claims,
+            "Key": {CLAIM_KEY: {"S": claim}},
+            "UpdateExpression": "SET #gone = :gone",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#gone": GONE_AT, **names},
+            "ExpressionAttributeValues": {":gone": {"M": gone_at}, **values},
+        }
+        return {"Update": update}
+
+    @staticmethod
+    def _on_version(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """A condition that the ledger item is at its version as read (its Version, or with none its Rebases)."""
+        if VERSION in ledger_item:
+            return "#version = :version", {"#version": VERSION}, {":version": ledger_item[VERSION]}
+        rebased, names, values = rebases_condition(ledger_item)
+        return f"attribute_not_exists(#version) AND {rebased}", {"#version": VERSION, **names}, values
+
     def _answered(self, claim: str, label: str) -> dict[str, Any]:
         """The delete of a gone report's own item, once the operator's answer to it is done."""
         return {"Delete": {"TableName": self.claims, "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}}}
 
-    def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> None:
-        """The key reported gone, and the version reported kept in its own item for the operator's answer."""
+    def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> bool:
+        """The key reported gone, and the version reported kept in its own item for the operator's answer, with the
+        ledger item marked (`GoneAt`) on its version as read; False when a record moved it meanwhile."""
         entity, contribution = self.state(ledger_item)
         label = version_label(generation(ledger_item)[0], ledger_item)
         counts = {board: {"N": str(amount)} for board, amount in contribution.items()}
         item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}, BASE_ENTITY: {"S": entity}}
-        self.dynamodb.put_item(TableName=self.claims, Item=item | {BASE_CONTRIBUTION: {"M": counts}})
+        put = {"Put": {"TableName": self.claims, "Item": item | {BASE_CONTRIBUTION: {"M": counts}}}}
+        if not self._transact([put, self._gone_mark(claim, ledger_item, label)]):
+            return False
         self.report.gone.append(
             {
                 "claimKey": claim,
@@ -162,6 +247,7 @@ class GoneKeys:
                 "in the stream; not told apart, left as it is until named",
             }
         )
+        return True
 
     def _unplaced(
         self,

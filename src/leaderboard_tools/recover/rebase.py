@@ -179,9 +179,9 @@ class Rebaser(GoneKeys):
         self.report = RebaseReport()
         self.gone_reports: dict[str, dict[str, dict[str, Any]]] = {}
         """Claim key -> label -> the gone report's own item (`gone#<claim key>|<label>`): the versions reported gone."""
-        self.follows: dict[str, set[tuple[str, str, frozenset[tuple[str, Decimal]]]]] = {}
+        self.follows: dict[str, dict[tuple[str, str, frozenset[tuple[str, Decimal]]], str]] = {}
         """Claim key named expired -> (label, entity, counts) of each expiry of the key applied after the key's record
-        at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept."""
+        at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept -> its item's key."""
 
     # ------------------------------------------------------------------ reading
 
@@ -200,7 +200,8 @@ class Rebaser(GoneKeys):
             elif claim.startswith(GONE_PREFIX):
                 self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
             elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in self.expired and FOLLOWS in item:
-                self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], set()).add(self.version_counted(item, FOLLOWS))
+                followed = self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], {})
+                followed[self.version_counted(item, FOLLOWS)] = claim
 
     def downloads(self) -> Iterator[dict[str, Any]]:
         """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing

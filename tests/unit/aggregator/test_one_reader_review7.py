@@ -45,18 +45,6 @@ def named_expired(world: LedgerWorld, song: str, number: int) -> tuple[int, bool
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent at the answer (loud only by the first trim's records_trimmed): a gone version's expiry trimmed, the "
-    "key's next item written with the same content in a batch the mapping gave up, and that item's expiry delivered "
-    "while the key is still at the gone version: its `expired#` item says `Follows` that version with that content, "
-    "so `--expired-keys` takes it for the version's own expiry, keeps nothing, reports nothing and exits 0; the write "
-    "read back after it is below Version and moves nothing: February 1 where two expired downloads stay counted. "
-    "Follows proves the order of application, not that no INSERT came between in the stream (S10). AWS allows it: "
-    "'If the error handling measures fail, Lambda discards the records and continues processing batches from the "
-    "stream' (L4), and the trimmed REMOVE (S5)",
-)
 def test_a_gone_versions_answer_after_the_next_items_expiry_of_the_same_month_keeps_the_trimmed_expiry(
     world: LedgerWorld,
 ) -> None:
@@ -79,17 +67,6 @@ def test_a_gone_versions_answer_after_the_next_items_expiry_of_the_same_month_ke
     assert world.boards() == {("song1", "2018-02"): 2} or left or answer["recount"] or kinds(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent (an aggregate at 0 left in the sparse index, the January board lists song1 at 0; every count "
-    "right): the kept version's expiry read back after the key's next write is applied below Version, so its take "
-    "(the keep's January out, the expiry's February in, fix49) is written with no ledger Put and no `Decreased`; the "
-    "invocation dies between its transaction and the index step, and its retry finds the expiry kept already "
-    "(`expired#`) and moves nothing, so nothing names January to any later step (the docs' 'a retry after a crash "
-    "between the two still does it'). AWS allows it: 'If the function receives the records but returns an error, "
-    "Lambda retries' (L4); recover invokes a failed read-back again",
-)
 def test_a_keep_taken_below_version_leaves_the_kept_month_out_of_the_index_after_a_retry_past_a_failed_index_step(
     world: LedgerWorld,
 ) -> None:

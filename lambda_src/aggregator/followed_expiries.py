@@ -1,0 +1,183 @@
+"""The gone versions' expiries of the versioned ledger: an expiry by TTL applied while its key was at a version the
+rebase reported gone says it `Follows` that version, and the operator's `--expired-keys` takes it for that version's
+own removal (`Answers`). Only the first REMOVE of the key after a version is its removal (S2, S10), and the mapping
+may deliver a record between the two later (a batch given up and read back, L4): this part finds it, and puts right
+what the answer took. VersionedLedger's part for them (versioned_ledger.py)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from leaderboard_core.claims import (
+    ANSWERS,
+    BACKFILLED,
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    EXPIRY_KEPT,
+    EXPIRY_PREFIX,
+    FOLLOWS,
+    GONE_AT,
+    GONE_PREFIX,
+    KEPT_UNTIL,
+    claim_key,
+    expiries_kept,
+)
+from ledger_fold import Fold
+
+
+class FollowedExpiries:
+    """Gone versions' expiries found not to follow them; mixed into VersionedLedger, whose client, ledger table and
+    version order (`after`) they use."""
+
+    client: Any
+    ledger_table: str
+
+    def after(self, version: str, current: str | None, stream_arn: str) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def gone_at_of(item: dict[str, Any] | None) -> dict[str, str]:
+        """A ledger item's `GoneAt`: gone label -> the expiry that followed it, or ""."""
+        return {label: value.get("S", "") for label, value in ((item or {}).get(GONE_AT) or {}).get("M", {}).items()}
+
+    def unfollow(self, fold: Fold, version: str, insert: bool, stream_arn: str) -> None:
+        """An INSERT or a REMOVE of the key at `version`, between a gone version G and the expiry E that said it
+        `Follows` G: G's item was removed at or before it (an INSERT needs no item under the key; the stream records
+        of an item "appear in the same sequence as the actual modifications to the item", S10), so E was not G's
+        removal. E's item stops saying so. If the operator's `--expired-keys` had taken E for G's own expiry
+        (`Answers`), G's download, which the operator says expired, is kept now, as the answer would have kept it: its
+        count (E kept the same) added back, and a keep of G bounded by this INSERT (`KeptUntil`), which G's own
+        removal, read back later, takes. A REMOVE between keeps nothing: it is G's removal, or comes after it, and
+        counts as any REMOVE does."""
+        for gone, expiry in sorted(fold.gone_at.items()):
+            if not expiry or not self.between(gone, version, expiry, stream_arn):
+                continue
+            frozen = f"{EXPIRY_PREFIX}{claim_key(fold.key)}|{expiry}"
+            if frozen in fold.unfollowed:
+                continue
+            response = self.client.get_item(
+                TableName=self.ledger_table, Key={CLAIM_KEY: {"S": frozen}}, ConsistentRead=True
+            )
+            item = response.get("Item") or {}
+            if (item.get(FOLLOWS) or {}).get("S") != gone:
+                continue
+            fold.unfollowed[frozen] = item
+            if not insert:
+                continue
+            if (item.get(ANSWERS) or {}).get("S") != gone:
+                self.bound_gone(fold, gone, version, stream_arn)
+                continue
+            entity = (item.get(BASE_ENTITY) or {}).get("S", "")
+            counts = item.get(BASE_CONTRIBUTION) or {"M": {}}
+            fold.kept_now[gone] = {
+                BASE_ENTITY: {"S": entity},
+                BASE_CONTRIBUTION: counts,
+                KEPT_UNTIL: {"S": version},
+            }
+            fold.add({board: Decimal(value["N"]) for board, value in counts["M"].items()}, entity)
+
+    def bound_gone(self, fold: Fold, gone: str, version: str, stream_arn: str) -> None:
+        """The gone report of `gone`, still open, learns the lowest INSERT found after it (`KeptUntil`): the operator's
+        `--expired-keys` then keeps that version as a keep bounded by it, since no expiry applied answers it."""
+        report = f"{GONE_PREFIX}{claim_key(fold.key)}|{gone}"
+        item = self.client.get_item(
+            TableName=self.ledger_table, Key={CLAIM_KEY: {"S": report}}, ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return
+        until = (item.get(KEPT_UNTIL) or {}).get("S")
+        if until is None or self.after(until, version, stream_arn):
+            fold.gone_bounds[report] = (item, version)
+
+    def between(self, gone: str, version: str, expiry: str, stream_arn: str) -> bool:
+        """Whether a record at `version` lies after the gone label (every record follows a backfill's) and before
+        the expiry."""
+        return (gone.startswith(BACKFILLED) or self.after(version, gone, stream_arn)) and self.after(
+            expiry, version, stream_arn
+        )
+
+    def carried(self, fold: Fold) -> dict[str, Any]:
+        """What the key's ledger Put carries beside its move: the keeps (`ExpiryKept`, with those this batch wrote)
+        and the gone labels an expiry followed (`GoneAt`; one none followed is past once Version moves)."""
+        item: dict[str, Any] = {}
+        kept = expiries_kept(fold.item or {}) | set(fold.kept_now)
+        if kept:
+            item[EXPIRY_KEPT] = {"SS": sorted(kept)}
+        unfollowed = {(item.get(FOLLOWS) or {}).get("S", "") for item in fold.unfollowed.values()}
+        gone_at = {label: {"S": expiry} for label, expiry in fold.gone_at.items() if expiry and label not in unfollowed}
+        if gone_at:
+            item[GONE_AT] = {"M": gone_at}
+        return item
+
+    def follow_writes(self, fold: Fold) -> list[dict[str, Any]]:
+        """The batch's part for expiries found not to follow: each one's item without `Follows` and `Answers`
+        (conditioned on both as read), each keep it writes (on its absence), and, where no ledger Put moves the key,
+        the ledger item's `ExpiryKept` and `GoneAt`, conditioned on the item as read."""
+        writes: list[dict[str, Any]] = []
+        for frozen, item in sorted(fold.unfollowed.items()):
+            names = {"#follows": FOLLOWS, "#answers": ANSWERS}
+            values: dict[str, Any] = {":follows": item[FOLLOWS]}
+            condition = "#follows = :follows AND attribute_not_exists(#answers)"
+            if ANSWERS in item:
+                condition = "#follows = :follows AND #answers = :answers"
+                values[":answers"] = item[ANSWERS]
+            update = {
+                "TableName": self.ledger_table,
+                "Key": {CLAIM_KEY: {"S": frozen}},
+                "UpdateExpression": "REMOVE #follows, #answers",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+            writes.append({"Update": update})
+        for report, (item, until) in sorted(fold.gone_bounds.items()):
+            names = {"#key": CLAIM_KEY, "#until": KEPT_UNTIL}
+            values = {":until": {"S": until}}
+            condition = "attribute_exists(#key) AND attribute_not_exists(#until)"
+            if KEPT_UNTIL in item:
+                condition = "attribute_exists(#key) AND #until = :read"
+                values[":read"] = item[KEPT_UNTIL]
+            update = {
+                "TableName": self.ledger_table,
+                "Key": {CLAIM_KEY: {"S": report}},
+                "ConditionExpression": condition,
+            }
+            update |= {"UpdateExpression": "SET #until = :until", "ExpressionAttributeNames": names}
+            writes.append({"Update": update | {"ExpressionAttributeValues": values}})
+        for gone, keep in sorted(fold.kept_now.items()):
+            operators = f"{EXPIRY_PREFIX}{claim_key(fold.key)}|{gone}|kept"
+            put = {"TableName": self.ledger_table, "Item": {CLAIM_KEY: {"S": operators}, **keep}}
+            put["ConditionExpression"] = "attribute_not_exists(#key)"
+            put["ExpressionAttributeNames"] = {"#key": CLAIM_KEY}
+            writes.append({"Put": put})
+        if fold.unfollowed and not fold.applied and fold.item is not None:
+            writes.append({"Update": self.ledger_update(fold)})
+        return writes
+
+    def ledger_update(self, fold: Fold) -> dict[str, Any]:
+        """The ledger item's `ExpiryKept` and `GoneAt` as `carried` says, its move untouched, on the item as read."""
+        condition, names, values = fold.condition()
+        carried = self.carried(fold)
+        sets, removes = [], []
+        for placeholder, name in (("#kept", EXPIRY_KEPT), ("#gone", GONE_AT)):
+            names[placeholder] = name
+            if name in carried:
+                sets.append(f"{placeholder} = :new_{placeholder[1:]}")
+                values[f":new_{placeholder[1:]}"] = carried[name]
+            else:
+                removes.append(placeholder)
+        expression = " ".join(
+            [*(["SET " + ", ".join(sets)] if sets else []), *(["REMOVE " + ", ".join(removes)] if removes else [])]
+        )
+        update = {
+            "TableName": self.ledger_table,
+            "Key": {CLAIM_KEY: {"S": claim_key(fold.key)}},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            update["ExpressionAttributeValues"] = values
+        return update
