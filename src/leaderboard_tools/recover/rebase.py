@@ -53,7 +53,6 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     rebased_count,
-    rebases_condition,
     stored_key,
 )
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
@@ -66,6 +65,7 @@ from leaderboard_tools.recover.ledger_versions import (
     ATTEMPTS,
     LEDGER_PREFIX,
     VERSION,
+    as_read,
     read_time,
     rebased_version,
 )
@@ -144,7 +144,7 @@ def rebase(
         rebaser.report.keys_read += 1
         rebaser.check_rejected(claim, item)
         known = ledger.get(claim)
-        if known is not None and rebaser.state(known) == rebaser.counts(item):
+        if known is not None and READ_AT not in known and rebaser.state(known) == rebaser.counts(item):
             rebaser.report.in_step += 1
             rebaser.settle_decreased(known)
             continue
@@ -282,6 +282,8 @@ class Rebaser(GoneKeys):
             if ledger_item is None and not target:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
+                if READ_AT in ledger_item and not self._refresh_read(claim, ledger_item, read_at):
+                    continue
                 self.report.in_step += 1
                 self.settle_decreased(ledger_item)
                 return
@@ -295,6 +297,27 @@ class Rebaser(GoneKeys):
                 return
         why = f"its ledger item changed under {ATTEMPTS} rebases: run the repair again"
         self._unplaced(claim, why, ledger_item, entity, target)
+
+    def _refresh_read(self, claim: str, ledger_item: dict[str, Any], read_at: int | None) -> bool:
+        """A key in step whose ledger item holds a version read from the table (`ReadAt`: no record applied since):
+        `ReadAt` moved to this read's time, so a keep of the version is bounded by the latest read that saw the key's
+        item (maybe a new item equal by value to the one read before, its records behind in the stream). Conditioned
+        on the ledger item as read; False when a move came between (the key is read again)."""
+        condition, names, values = as_read(ledger_item)
+        try:
+            self.dynamodb.update_item(
+                TableName=self.claims,
+                Key={CLAIM_KEY: {"S": claim}},
+                UpdateExpression="SET #read_at = :read_at",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={**names, "#read_at": READ_AT},
+                ExpressionAttributeValues={**values, ":read_at": {"N": str(read_at)}},
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def _moves(
         self, ledger_item: Mapping[str, Any] | None, entity: str, target: dict[str, Decimal]
@@ -353,23 +376,11 @@ class Rebaser(GoneKeys):
         item.pop(READ_AT, None)
         if read_at is not None:
             item[READ_AT] = {"N": str(read_at)}
-        names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
-        values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:
             item[VERSION] = {"S": rebased_version(ledger_item[VERSION]["S"])}
-            condition = "#version = :version"
-            values[":version"] = ledger_item[VERSION]
         else:
             item[REBASES] = rebased_count(ledger_item)
-            rebased, rebases_names, rebases_values = rebases_condition(ledger_item)
-            condition = f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}"
-            names |= {"#key": CLAIM_KEY, **rebases_names}
-            values |= rebases_values
-        if BASE_CONTRIBUTION in ledger_item:
-            condition += " AND #contribution = :contribution"
-        else:
-            condition += " AND attribute_not_exists(#contribution)"
-            del values[":contribution"]
+        condition, names, values = as_read(ledger_item)
         put = {
             "TableName": self.claims,
             "Item": item,
