@@ -68,6 +68,7 @@ from leaderboard_tools.recover.ledger_versions import (
     as_read,
     read_time,
     rebased_version,
+    refresh_read,
 )
 
 Aggregate = tuple[str, str]
@@ -282,7 +283,7 @@ class Rebaser(GoneKeys):
             if ledger_item is None and not target:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
-                if READ_AT in ledger_item and not self._refresh_read(claim, ledger_item, read_at):
+                if READ_AT in ledger_item and not refresh_read(self.dynamodb, self.claims, ledger_item, read_at):
                     continue
                 self.report.in_step += 1
                 self.settle_decreased(ledger_item)
@@ -297,27 +298,6 @@ class Rebaser(GoneKeys):
                 return
         why = f"its ledger item changed under {ATTEMPTS} rebases: run the repair again"
         self._unplaced(claim, why, ledger_item, entity, target)
-
-    def _refresh_read(self, claim: str, ledger_item: dict[str, Any], read_at: int | None) -> bool:
-        """A key in step whose ledger item holds a version read from the table (`ReadAt`: no record applied since):
-        `ReadAt` moved to this read's time, so a keep of the version is bounded by the latest read that saw the key's
-        item (maybe a new item equal by value to the one read before, its records behind in the stream). Conditioned
-        on the ledger item as read; False when a move came between (the key is read again)."""
-        condition, names, values = as_read(ledger_item)
-        try:
-            self.dynamodb.update_item(
-                TableName=self.claims,
-                Key={CLAIM_KEY: {"S": claim}},
-                UpdateExpression="SET #read_at = :read_at",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={**names, "#read_at": READ_AT},
-                ExpressionAttributeValues={**values, ":read_at": {"N": str(read_at)}},
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
 
     def _moves(
         self, ledger_item: Mapping[str, Any] | None, entity: str, target: dict[str, Decimal]
