@@ -7,7 +7,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from leaderboard_core.claims import REBASES
+from botocore.exceptions import ClientError
+
+from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, READ_AT, REBASES, rebases_condition
 from leaderboard_tools.reconcile.clock import server_time
 
 VERSION = "Version"
@@ -22,6 +24,50 @@ def generation(ledger_item: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """What changes with every move of a ledger item: its Version (the handler's and the rebase's), or with none its
     Rebases (the rebase's)."""
     return (ledger_item.get(VERSION) or {}).get("S"), (ledger_item.get(REBASES) or {}).get("N")
+
+
+def as_read(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The condition that a ledger item is still the one read: its Version as read, or with none (the backfill's) still
+    none and its Rebases as read; and its Contribution as read. Every move of the item (the handler's, the rebase's)
+    changes Version or Rebases, so a writer that read it before a move fails this and reads the key again."""
+    names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
+    values: dict[str, Any] = {}
+    if VERSION in ledger_item:
+        condition = "#version = :version"
+        values[":version"] = ledger_item[VERSION]
+    else:
+        rebased, rebases_names, rebases_values = rebases_condition(ledger_item)
+        condition = f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}"
+        names |= {"#key": CLAIM_KEY, **rebases_names}
+        values |= rebases_values
+    if BASE_CONTRIBUTION in ledger_item:
+        condition += " AND #contribution = :contribution"
+        values[":contribution"] = ledger_item[BASE_CONTRIBUTION]
+    else:
+        condition += " AND attribute_not_exists(#contribution)"
+    return condition, names, values
+
+
+def refresh_read(dynamodb: Any, claims: str, ledger_item: Mapping[str, Any], read_at: int | None) -> bool:
+    """A key found in step whose ledger item holds a version read from the table (`ReadAt`: no record applied since):
+    `ReadAt` moved to this read's time, so a keep of the version is bounded by the latest read that saw the key's item
+    (maybe a new item equal by value to the one read before, its records behind in the stream). Conditioned on the
+    ledger item as read; False when a move came between (the key is read again)."""
+    condition, names, values = as_read(ledger_item)
+    try:
+        dynamodb.update_item(
+            TableName=claims,
+            Key={CLAIM_KEY: ledger_item[CLAIM_KEY]},
+            UpdateExpression="SET #read_at = :read_at",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={**names, "#read_at": READ_AT},
+            ExpressionAttributeValues={**values, ":read_at": {"N": str(read_at)}},
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
+        return False
+    return True
 
 
 def rebased_version(version: str) -> str:

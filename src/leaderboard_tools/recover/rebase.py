@@ -53,7 +53,6 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     rebased_count,
-    rebases_condition,
     stored_key,
 )
 from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboard_partition, order_tiebreak
@@ -66,8 +65,10 @@ from leaderboard_tools.recover.ledger_versions import (
     ATTEMPTS,
     LEDGER_PREFIX,
     VERSION,
+    as_read,
     read_time,
     rebased_version,
+    refresh_read,
 )
 
 Aggregate = tuple[str, str]
@@ -144,7 +145,7 @@ def rebase(
         rebaser.report.keys_read += 1
         rebaser.check_rejected(claim, item)
         known = ledger.get(claim)
-        if known is not None and rebaser.state(known) == rebaser.counts(item):
+        if known is not None and READ_AT not in known and rebaser.state(known) == rebaser.counts(item):
             rebaser.report.in_step += 1
             rebaser.settle_decreased(known)
             continue
@@ -283,6 +284,8 @@ class Rebaser(GoneKeys):
             if ledger_item is None and not target:
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
+                if READ_AT in ledger_item and not refresh_read(self.dynamodb, self.claims, ledger_item, read_at):
+                    continue
                 self.report.in_step += 1
                 self.settle_decreased(ledger_item)
                 return
@@ -354,23 +357,11 @@ class Rebaser(GoneKeys):
         item.pop(READ_AT, None)
         if read_at is not None:
             item[READ_AT] = {"N": str(read_at)}
-        names = {"#contribution": BASE_CONTRIBUTION, "#version": VERSION}
-        values: dict[str, Any] = {":contribution": ledger_item.get(BASE_CONTRIBUTION, {"M": {}})}
         if VERSION in ledger_item:
             item[VERSION] = {"S": rebased_version(ledger_item[VERSION]["S"])}
-            condition = "#version = :version"
-            values[":version"] = ledger_item[VERSION]
         else:
             item[REBASES] = rebased_count(ledger_item)
-            rebased, rebases_names, rebases_values = rebases_condition(ledger_item)
-            condition = f"attribute_exists(#key) AND attribute_not_exists(#version) AND {rebased}"
-            names |= {"#key": CLAIM_KEY, **rebases_names}
-            values |= rebases_values
-        if BASE_CONTRIBUTION in ledger_item:
-            condition += " AND #contribution = :contribution"
-        else:
-            condition += " AND attribute_not_exists(#contribution)"
-            del values[":contribution"]
+        condition, names, values = as_read(ledger_item)
         put = {
             "TableName": self.claims,
             "Item": item,

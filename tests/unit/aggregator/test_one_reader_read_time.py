@@ -13,11 +13,13 @@ import pytest
 
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
     CLAIM_KEY,
     EXPIRY_PREFIX,
     READ_AT,
     READ_FROM,
     READ_UNTIL,
+    REBASES,
     claim_key,
 )
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
@@ -28,6 +30,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
     ROOT,
+    Interleaved,
     LedgerWorld,
     deliver,
     delivered,
@@ -231,13 +234,14 @@ def test_the_rebase_records_when_it_read_each_item_and_the_keep_that_read_give_o
     world.pass_time(500)
     read = world.clock
     report = rebase_world(world)
+    counted = ledger_item(world, "song2", 1)
     world.expire(ROOT, "song1", 1)
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim_key(key_of("song1", 1))]
     claim = claim_key(key_of("song1", 1))
     assert rebase(world.dynamodb, deployment_of(world), expired=[claim], clock_margin_seconds=30).kept_expired == 1
     # then each ledger item it wrote from an item records that read, and the keep the read less and plus 30 s
     assert (report.moved, report.counted) == (1, 1)
-    assert ledger_item(world, "song2", 1)[READ_AT] == {"N": str(read)}
+    assert counted[READ_AT] == {"N": str(read)}
     [keep] = keep_items(world)
     assert (keep[READ_FROM], keep[READ_UNTIL]) == ({"N": str(read - 30)}, {"N": str(read + 30)})
     assert keep[CLAIM_KEY]["S"].endswith("~1|kept")
@@ -316,3 +320,70 @@ def test_a_clock_skew_past_the_margin_takes_the_read_items_own_insert_for_a_boun
     # then the documented limit: the INSERT looks written after the read, bounds the keep, and the item's own expiry
     # counts beside it: January 2 for one expired download (a margin smaller than the true skew counts twice)
     assert world.boards() == {("song1", "2018-01"): 2}
+
+
+# ------------------------------------------------------------------------------------ a key in step, read again
+
+
+def test_a_rebase_that_finds_a_read_version_in_step_records_its_own_read_and_moves_nothing(world: LedgerWorld) -> None:
+    # given a download the backfill counted (ReadAt its read), no record of it delivered
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    before = ledger_item(world, "song1", 1)
+    # when a rebase reads it again 500 s later
+    world.pass_time(500)
+    read = world.clock
+    report = rebase_world(world)
+    # then the key is in step, its ledger item read at the rebase's read and otherwise as it was: no Version, no
+    # Rebases, the same Contribution; the board as it was
+    after = ledger_item(world, "song1", 1)
+    assert (report.in_step, report.moved, report.retries) == (1, 0, 0)
+    assert int(before[READ_AT]["N"]) < read
+    assert after == {**before, READ_AT: {"N": str(read)}}
+    assert REBASES not in after
+    assert "Version" not in after
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_record_applied_between_the_rebases_read_and_its_read_time_refresh_fails_the_refresh(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted whose INSERT is not delivered; a rebase reads it again 500 s later and
+    # finds it in step, and the mapping delivers that INSERT between the rebase's read and its refresh of ReadAt
+    insert = world.put(ROOT, "song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(500)
+
+    def mapping_delivers() -> None:
+        assert deliver(world, ROOT, delivered(world, ROOT, [insert])) == OK
+
+    refresh = Interleaved(world.dynamodb, "update_item", mapping_delivers)
+    # when the rebase runs
+    report = rebase_world(world, refresh)
+    # then the refresh failed its condition (the key moved by a record meanwhile), the key was read again and found in
+    # step with the stream's version, which carries no read time: the record's version bounds a keep, no read
+    item = ledger_item(world, "song1", 1)
+    assert refresh.calls == 1
+    assert (report.in_step, report.retries) == (1, 1)
+    assert item["Version"] == {"S": version(insert)}
+    assert READ_AT not in item
+    assert item[BASE_CONTRIBUTION] == {"M": {"2018-01": {"N": "1"}}}
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_key_in_step_whose_ledger_item_has_a_records_version_is_left_as_it_is_with_no_write(
+    world: LedgerWorld,
+) -> None:
+    # given a download whose INSERT the mapping delivered (a record's Version, no read time)
+    insert = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [insert])) == OK
+    before = ledger_item(world, "song1", 1)
+    world.pass_time(500)
+    # when a rebase reads it, through a client that counts its single writes and transactions
+    updates = Interleaved(world.dynamodb, "update_item")
+    transactions = Interleaved(updates, "transact_write_items")
+    report = rebase_world(world, transactions)
+    # then it is in step and nothing was written
+    assert report.in_step == 1
+    assert (updates.calls, transactions.calls) == (0, 0)
+    assert ledger_item(world, "song1", 1) == before
