@@ -12,6 +12,7 @@ import pytest
 
 from download_records import creation_second
 from leaderboard_core.claims import claim_key
+from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     OK,
@@ -24,10 +25,11 @@ from tests.unit.aggregator.ledger_on_moto import (
     read_back,
     world,
 )
-from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
+from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
 
 __all__ = ["world"]  # fixtures, used by name
 
+MARGIN = CLOCK_MARGIN_SECONDS
 DAY = 24 * 3600
 """DynamoDB Streams' retention: "Stream records whose age exceeds this limit are subject to removal" (S5)."""
 
@@ -114,14 +116,26 @@ def test_a_creation_time_is_read_in_the_units_its_record_names() -> None:
     second = 1_517_443_200
     # when each is read, then each is that second; unnamed units or a number too large to be seconds are unknown
     assert creation_second({"ApproximateCreationDateTime": second + 0.9}) == second
-    milliseconds = {"ApproximateCreationDateTime": second * 1000 + 999, "ApproximateCreationDateTimePrecision": "MILLISECOND"}
+    milliseconds = {
+        "ApproximateCreationDateTime": second * 1000 + 999,
+        "ApproximateCreationDateTimePrecision": "MILLISECOND",
+    }
     assert creation_second(milliseconds) == second
-    micro = {"ApproximateCreationDateTime": second * 1_000_000 + 1, "ApproximateCreationDateTimePrecision": "MICROSECOND"}
+    micro = {
+        "ApproximateCreationDateTime": second * 1_000_000 + 1,
+        "ApproximateCreationDateTimePrecision": "MICROSECOND",
+    }
     assert creation_second(micro) == second
     parsed = datetime.datetime.fromtimestamp(second, datetime.UTC)
-    assert creation_second({"ApproximateCreationDateTime": parsed, "ApproximateCreationDateTimePrecision": "MILLISECOND"}) == second
+    assert (
+        creation_second({"ApproximateCreationDateTime": parsed, "ApproximateCreationDateTimePrecision": "MILLISECOND"})
+        == second
+    )
     assert creation_second({"ApproximateCreationDateTime": second * 1000}) is None
-    assert creation_second({"ApproximateCreationDateTime": second, "ApproximateCreationDateTimePrecision": "NANOSECOND"}) is None
+    assert (
+        creation_second({"ApproximateCreationDateTime": second, "ApproximateCreationDateTimePrecision": "NANOSECOND"})
+        is None
+    )
     assert creation_second({"ApproximateCreationDateTime": True}) is None
 
 
@@ -158,3 +172,69 @@ def test_a_delete_between_read_back_out_of_order_before_the_operator_answers_is_
     kept, remain = named_expired(world, "song1", 1)
     # then the gone version is kept (February 2), or left to the operator, loudly: never lost in silence
     assert (kept, world.boards()) == (1, {("song1", "2018-02"): 2}) or remain
+
+
+def test_a_later_items_expiry_created_before_a_keeps_read_takes_the_earlier_keep_only_until_its_insert_is_read_back(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted, expired (its record behind) and kept by the operator; the key
+    # written into March and expired, then written into February, counted by a rebase more than the margin later,
+    # expired and kept again
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(MARGIN + 10)
+    world.expire(ROOT, "song1", 1)
+    january_expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    world.pass_time(10)
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    world.pass_time(10)
+    world.expire(ROOT, "song1", 1)
+    march_expiry = world.last(ROOT)
+    world.pass_time(10)
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    world.pass_time(MARGIN + 10)
+    assert rebase_world(world).moved == 1
+    world.expire(ROOT, "song1", 1)
+    february_expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    # when the mapping delivers March's expiry first (created before the February keep's read: the fallback tries
+    # the January keep, unbounded yet), recover reads January's expiry and March's INSERT back, and the rest comes
+    assert deliver(world, ROOT, delivered(world, ROOT, [march_expiry])) == OK
+    assert read_back(world, ROOT, january_expiry, march)["readBack"] == "applied"
+    assert deliver(world, ROOT, delivered(world, ROOT, [february, february_expiry])) == OK
+    # then each expired download counts once where it was
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-03"): 1, ("song1", "2018-02"): 1}
+
+
+def test_a_later_items_expiry_that_took_the_earlier_keep_gives_it_back_when_its_insert_is_read_back(
+    world: LedgerWorld,
+) -> None:
+    # given a January download the backfill counted, expired (its record to be trimmed) and kept by the operator; the
+    # key written into March and expired, then written into February, counted by a rebase more than the margin
+    # later, expired and kept again
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(MARGIN + 10)
+    world.expire(ROOT, "song1", 1)
+    kept_expired(world, "song1", 1)
+    world.pass_time(10)
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    world.pass_time(10)
+    world.expire(ROOT, "song1", 1)
+    march_expiry = world.last(ROOT)
+    world.pass_time(10)
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    world.pass_time(MARGIN + 10)
+    assert rebase_world(world).moved == 1
+    world.expire(ROOT, "song1", 1)
+    february_expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    # when the mapping delivers March's expiry first, recover reads March's INSERT back (January's expiry trimmed,
+    # never read), and the rest comes
+    assert deliver(world, ROOT, delivered(world, ROOT, [march_expiry])) == OK
+    assert read_back(world, ROOT, march, march)["readBack"] == "applied"
+    assert deliver(world, ROOT, delivered(world, ROOT, [february, february_expiry])) == OK
+    # then the March INSERT bounds the January keep below the expiry that took it, which gives it back (retake):
+    # each expired download counts once where it was
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-03"): 1, ("song1", "2018-02"): 1}
