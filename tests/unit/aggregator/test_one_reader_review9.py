@@ -238,3 +238,44 @@ def test_a_later_items_expiry_that_took_the_earlier_keep_gives_it_back_when_its_
     # then the March INSERT bounds the January keep below the expiry that took it, which gives it back (retake):
     # each expired download counts once where it was
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-03"): 1, ("song1", "2018-02"): 1}
+
+
+def test_an_expiry_following_a_gone_version_with_other_content_is_not_taken_for_its_removal(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, its expiry trimmed, the repair reporting the key gone; the key written
+    # again into March in a range the mapping gave up, and that item's expiry delivered (it follows the gone version)
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    world.clock += DAY + 3600
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim_key(key_of("song1", 1))]
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    assert "records_trimmed" in kinds(world)
+    # when the operator names the key expired, and recover reads the March write back
+    kept, remain = named_expired(world, "song1", 1)
+    assert read_back(world, ROOT, march, march)["readBack"] == "applied"
+    # then February is kept (never March twice), or left to the operator loudly
+    assert world.boards().get(("song1", "2018-03")) == 1
+    assert (kept, world.boards()) == (1, {("song1", "2018-02"): 1, ("song1", "2018-03"): 1}) or remain
+
+
+def test_an_answered_expiry_delivered_again_between_two_read_backs_keeps_the_gone_version_once(
+    world: LedgerWorld,
+) -> None:
+    # given a gone February version, the key written again (A1), deleted, written again and expired, its expiry
+    # delivered; the operator names the key expired
+    first, deletion = gone_then_written_deleted_written_and_expired(world, expired=False)
+    expiry = world.last(ROOT)
+    assert named_expired(world, "song1", 1) == (0, False)
+    # when recover reads A1 back, the mapping delivers the expiry again, the operator answers again, and recover reads
+    # the whole range back
+    assert read_back(world, ROOT, first, first)["readBack"] == "applied"
+    assert deliver(world, ROOT, delivered(world, ROOT, [expiry])) == OK
+    assert named_expired(world, "song1", 1) == (0, False)
+    assert read_back(world, ROOT, first, expiry)["readBack"] == "applied"
+    # then both expired downloads count in February, each once
+    assert world.boards() == {("song1", "2018-02"): 2}
+    assert kinds(world) == []
