@@ -9,19 +9,25 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from botocore.exceptions import ClientError
 
 from download_records import creation_second
 from leaderboard_core.claims import claim_key
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
     OK,
     ROOT,
+    Interleaved,
     LedgerWorld,
     deliver,
     delivered,
+    fails_at,
+    in_index,
     key_of,
     kinds,
+    ledger_client,
     read_back,
     world,
 )
@@ -267,7 +273,7 @@ def test_an_answered_expiry_delivered_again_between_two_read_backs_keeps_the_gon
 ) -> None:
     # given a gone February version, the key written again (A1), deleted, written again and expired, its expiry
     # delivered; the operator names the key expired
-    first, deletion = gone_then_written_deleted_written_and_expired(world, expired=False)
+    first, _ = gone_then_written_deleted_written_and_expired(world, expired=False)
     expiry = world.last(ROOT)
     assert named_expired(world, "song1", 1) == (0, False)
     # when recover reads A1 back, the mapping delivers the expiry again, the operator answers again, and recover reads
@@ -279,3 +285,34 @@ def test_an_answered_expiry_delivered_again_between_two_read_backs_keeps_the_gon
     # then both expired downloads count in February, each once
     assert world.boards() == {("song1", "2018-02"): 2}
     assert kinds(world) == []
+
+
+@pytest.mark.parametrize("dies_at", [1, 2])
+def test_a_keep_taken_below_version_whose_invocation_dies_at_any_index_step_is_redone_by_the_retry(
+    world: LedgerWorld, dies_at: int
+) -> None:
+    # given a January download delivered, edited into February and expired by TTL in a batch the mapping gave up, kept
+    # by the operator; the key written again into March, delivered
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    edit = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    march = world.put(ROOT, "song1", 1, "2018-03")
+    assert deliver(world, ROOT, delivered(world, ROOT, [march])) == OK
+    # when recover reads the given-up batch back, the invocation dying at the `dies_at`-th UpdateItem after its
+    # transaction, and reads it back again
+    dies = ledger_client(
+        world,
+        Interleaved(world.dynamodb, "update_item", instead=fails_at(dies_at, "InternalServerError", "UpdateItem")),
+    )
+    with pytest.raises(ClientError):
+        read_back(world, ROOT, edit, expiry)
+    dies.instead = None
+    assert read_back(world, ROOT, edit, expiry)["readBack"] == "applied"
+    # then the expired download counts in February beside March, January is out of the index, nothing left named
+    assert world.boards() == {("song1", "2018-02"): 1, ("song1", "2018-03"): 1}
+    assert not in_index(world, "song1", "2018-01")
+    items = world.dynamodb.scan(TableName=LEDGER_TABLE, ConsistentRead=True)["Items"]
+    assert [item["ClaimKey"]["S"] for item in items if item.get("Decreased", {}).get("L")] == []
