@@ -316,3 +316,33 @@ def test_a_keep_taken_below_version_whose_invocation_dies_at_any_index_step_is_r
     assert not in_index(world, "song1", "2018-01")
     items = world.dynamodb.scan(TableName=LEDGER_TABLE, ConsistentRead=True)["Items"]
     assert [item["ClaimKey"]["S"] for item in items if item.get("Decreased", {}).get("L")] == []
+
+
+def test_a_gone_mark_written_between_the_expirys_read_and_its_transaction_is_followed_on_the_retry(
+    world: LedgerWorld,
+) -> None:
+    # given a February download delivered, its expiry trimmed during a pause past the retention; the key written
+    # again into February in a range the mapping gave up, and expired
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    world.clock += DAY + 3600
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    gone: list[str] = []
+    # when the repair reports the key gone (marking GoneAt) between the handler's read of the ledger item and its
+    # transaction applying the expiry, then the operator names the key expired and recover reads the write back
+    ledger_client(
+        world,
+        Interleaved(
+            world.dynamodb,
+            "transact_write_items",
+            before=lambda: gone.extend(entry["claimKey"] for entry in rebase_world(world).gone),
+        ),
+    )
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    assert gone == [claim_key(key_of("song1", 1))]
+    assert named_expired(world, "song1", 1) == (0, False)
+    assert read_back(world, ROOT, again, again)["readBack"] == "applied"
+    # then the expiry, retried on the mark, followed the gone version: both expired downloads count once each
+    assert world.boards() == {("song1", "2018-02"): 2}
