@@ -346,3 +346,24 @@ def test_a_gone_mark_written_between_the_expirys_read_and_its_transaction_is_fol
     assert read_back(world, ROOT, again, again)["readBack"] == "applied"
     # then the expiry, retried on the mark, followed the gone version: both expired downloads count once each
     assert world.boards() == {("song1", "2018-02"): 2}
+
+
+def test_a_key_reported_gone_by_three_repairs_around_the_read_back_is_kept_once(world: LedgerWorld) -> None:
+    # given a February download delivered, its expiry trimmed, the repair reporting the key gone twice; the key written
+    # again into February in a range the mapping gave up, and that item's expiry delivered
+    february = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [february])) == OK
+    world.expire(ROOT, "song1", 1)
+    world.clock += DAY + 3600
+    claim = claim_key(key_of("song1", 1))
+    assert [[gone["claimKey"] for gone in rebase_world(world).gone] for _ in range(2)] == [[claim], [claim]]
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    # when recover reads the write back, the repair runs again, and the operator names the key expired, twice
+    assert read_back(world, ROOT, again, again)["readBack"] == "applied"
+    rebase_world(world)
+    answers = [named_expired(world, "song1", 1) for _ in range(2)]
+    # then the gone version is kept once, bounded by the write: both expired downloads count once each
+    assert answers == [(1, False), (0, False)]
+    assert world.boards() == {("song1", "2018-02"): 2}
