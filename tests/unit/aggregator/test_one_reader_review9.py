@@ -367,3 +367,30 @@ def test_a_key_reported_gone_by_three_repairs_around_the_read_back_is_kept_once(
     # then the gone version is kept once, bounded by the write: both expired downloads count once each
     assert answers == [(1, False), (0, False)]
     assert world.boards() == {("song1", "2018-02"): 2}
+
+
+def test_a_read_items_expiry_created_within_the_margin_before_its_read_takes_its_own_keep_not_the_earlier(
+    world: LedgerWorld,
+) -> None:
+    # given DynamoDB's clock (its responses' Date) the margin ahead of the stream's; a January download the backfill
+    # counted, expired (its record behind) and kept; the key written into February, counted by a rebase more than
+    # the margin later, expired at once and kept again
+    world.date_offset = MARGIN
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.expire(ROOT, "song1", 1)
+    first_expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    world.pass_time(10)
+    again = world.put(ROOT, "song1", 1, "2018-02")
+    world.pass_time(MARGIN + 10)
+    assert rebase_world(world).moved == 1
+    world.expire(ROOT, "song1", 1)
+    second_expiry = world.last(ROOT)
+    kept_expired(world, "song1", 1)
+    # when the mapping delivers February's expiry first (created the margin before the read, by DynamoDB's clock),
+    # then recover reads the rest back
+    assert deliver(world, ROOT, delivered(world, ROOT, [second_expiry])) == OK
+    assert read_back(world, ROOT, first_expiry, again)["readBack"] == "applied"
+    # then each expired download counts once where it was
+    assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
