@@ -394,3 +394,20 @@ def test_a_read_items_expiry_created_within_the_margin_before_its_read_takes_its
     assert read_back(world, ROOT, first_expiry, again)["readBack"] == "applied"
     # then each expired download counts once where it was
     assert world.boards() == {("song1", "2018-01"): 1, ("song1", "2018-02"): 1}
+
+
+@pytest.mark.parametrize("order", ["second insert, first insert, delete", "second insert, delete, first insert"])
+def test_the_writes_between_read_back_from_the_last_keep_the_answered_gone_version_once(
+    world: LedgerWorld, order: str
+) -> None:
+    # given a gone February version, the key written again (A1), deleted, written again (A2) and expired, its expiry
+    # delivered; the operator names the key expired
+    first, deletion = gone_then_written_deleted_written_and_expired(world, expired=False)
+    second = str(int(deletion) + 100)
+    assert named_expired(world, "song1", 1) == (0, False)
+    # when recover reads the given-up writes back one by one, A2's INSERT first
+    named = {"first insert": first, "delete": deletion, "second insert": second}
+    answers = [read_back(world, ROOT, named[step], named[step])["readBack"] for step in order.split(", ")]
+    # then both expired downloads count in February, each once (A1, deleted, nowhere), or the doubt is reported
+    assert answers == ["applied"] * 3
+    assert world.boards() == {("song1", "2018-02"): 2} or kinds(world) != []
