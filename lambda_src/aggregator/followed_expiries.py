@@ -21,6 +21,7 @@ from leaderboard_core.claims import (
     GONE_AT,
     GONE_PREFIX,
     KEPT_UNTIL,
+    REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
 )
@@ -47,10 +48,13 @@ class FollowedExpiries:
         `Follows` G: G's item was removed at or before it (an INSERT needs no item under the key; the stream records
         of an item "appear in the same sequence as the actual modifications to the item", S10), so E was not G's
         removal. E's item stops saying so. If the operator's `--expired-keys` had taken E for G's own expiry
-        (`Answers`), G's download, which the operator says expired, is kept now, as the answer would have kept it: its
-        count (E kept the same) added back, and a keep of G bounded by this INSERT (`KeptUntil`), which G's own
-        removal, read back later, takes. A REMOVE between keeps nothing: it is G's removal, or comes after it, and
-        counts as any REMOVE does."""
+        (`Answers`), G's removal is the first REMOVE after G: a REMOVE R between only records itself on E
+        (`RemovedBetween`, the lowest), as R may be G's removal (an expiry then keeps G as it keeps its old image, a
+        delete keeps nothing) or a later item's, if an INSERT lies between G and R. An INSERT below every such R
+        proves G's removal came before it, unread: G's download, which the operator says expired, is kept now, as the
+        answer would have kept it: its count (E kept the same) added back, and a keep of G bounded by this INSERT
+        (`KeptUntil`), which G's own removal, read back later, takes. An INSERT above R leaves it to an INSERT below
+        R, if any: so the read-backs' order changes nothing."""
         for gone, expiry in sorted(fold.gone_at.items()):
             if not expiry or not self.between(gone, version, expiry, stream_arn):
                 continue
@@ -63,12 +67,20 @@ class FollowedExpiries:
             item = response.get("Item") or {}
             if (item.get(FOLLOWS) or {}).get("S") != gone:
                 continue
-            fold.unfollowed[frozen] = item
-            if not insert:
-                continue
             if (item.get(ANSWERS) or {}).get("S") != gone:
-                self.bound_gone(fold, gone, version, stream_arn)
+                fold.unfollowed[frozen] = item
+                if insert:
+                    self.bound_gone(fold, gone, version, stream_arn)
                 continue
+            removed = fold.between[frozen][1] if frozen in fold.between else (item.get(REMOVED_BETWEEN) or {}).get("S")
+            if not insert:
+                if removed is None or self.after(removed, version, stream_arn):
+                    fold.between[frozen] = (item, version)
+                continue
+            if removed is not None and self.after(version, removed, stream_arn):
+                continue
+            fold.between.pop(frozen, None)
+            fold.unfollowed[frozen] = item
             entity = (item.get(BASE_ENTITY) or {}).get("S", "")
             counts = item.get(BASE_CONTRIBUTION) or {"M": {}}
             fold.kept_now[gone] = {
@@ -132,6 +144,8 @@ class FollowedExpiries:
                 "ExpressionAttributeValues": values,
             }
             writes.append({"Update": update})
+        for frozen, (item, removed) in sorted(fold.between.items()):
+            writes.append({"Update": self.removed_between(frozen, item, removed)})
         for report, (item, until) in sorted(fold.gone_bounds.items()):
             names = {"#key": CLAIM_KEY, "#until": KEPT_UNTIL}
             values = {":until": {"S": until}}
@@ -155,6 +169,24 @@ class FollowedExpiries:
         if fold.unfollowed and not fold.applied and fold.item is not None:
             writes.append({"Update": self.ledger_update(fold)})
         return writes
+
+    def removed_between(self, frozen: str, item: dict[str, Any], removed: str) -> dict[str, Any]:
+        """An answered expiry's item learns the lowest REMOVE read back between (`RemovedBetween`), on the item as
+        read: `Follows`, `Answers` and the REMOVE it said before (or none)."""
+        names = {"#follows": FOLLOWS, "#answers": ANSWERS, "#removed": REMOVED_BETWEEN}
+        values = {":follows": item[FOLLOWS], ":answers": item[ANSWERS], ":removed": {"S": removed}}
+        condition = "#follows = :follows AND #answers = :answers AND attribute_not_exists(#removed)"
+        if REMOVED_BETWEEN in item:
+            condition = "#follows = :follows AND #answers = :answers AND #removed = :read"
+            values[":read"] = item[REMOVED_BETWEEN]
+        return {
+            "TableName": self.ledger_table,
+            "Key": {CLAIM_KEY: {"S": frozen}},
+            "UpdateExpression": "SET #removed = :removed",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
     def ledger_update(self, fold: Fold) -> dict[str, Any]:
         """The ledger item's `ExpiryKept` and `GoneAt` as `carried` says, its move untouched, on the item as read."""

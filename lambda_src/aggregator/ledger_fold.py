@@ -68,6 +68,8 @@ class Fold:
     """The item's `GoneAt` as this batch leaves it: gone label -> the expiry that followed it, or ""."""
     unfollowed: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Expiries' own items, as read, that a record of this batch proves followed no gone version (followed_expiries)."""
+    between: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    """Answered expiries' own items, as read, and the lowest REMOVE between (`RemovedBetween`) this batch read back."""
     kept_now: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Keeps of gone versions this batch writes (the operator's answer, taken by an expiry that did not follow)."""
     gone_bounds: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)

@@ -233,7 +233,7 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes or self.keep_writes(fold) or fold.unfollowed:
+            if fold.applied or fold.freezes or self.keep_writes(fold) or fold.unfollowed or fold.between:
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []

@@ -284,6 +284,10 @@ ANSWERS = "Answers"
 """On an expiry's own item: the gone label the operator's `--expired-keys` took it for (it followed that version with
 its content), until a record between the two proves it was not that version's removal."""
 
+REMOVED_BETWEEN = "RemovedBetween"
+"""On an expiry's own item that `Answers` a gone version: the lowest REMOVE of the key read back between the two. It
+may be that version's own removal (the first REMOVE after it, S10) until an INSERT below it is read back."""
+
 
 def version_label(version: str | None, ledger_item: Mapping[str, Any] | None) -> str:
     """A ledger item's version as keeps and gone reports name it: its Version, or with none `backfill~<Rebases>`."""
