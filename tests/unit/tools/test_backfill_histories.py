@@ -551,10 +551,10 @@ class AggregateFaults:
 
 
 def naive_transaction_items(
-    chunk: list[Any], deployment: Deployment, claims_table: str
+    chunk: list[Any], deployment: Deployment, claims_table: str, read_at: int | None = None
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The naive backfill's transactions: the same counts, without the claims."""
-    items, aggregates = ORIGINAL_TRANSACTION_ITEMS(chunk, deployment, claims_table)
+    items, aggregates = ORIGINAL_TRANSACTION_ITEMS(chunk, deployment, claims_table, read_at)
     return [item for item in items if "Put" not in item], aggregates
 
 
