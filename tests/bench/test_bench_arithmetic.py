@@ -74,6 +74,24 @@ def test_the_bound_counts_distinct_aggregates_per_batch_or_per_window() -> None:
     assert distinct_per_group(invocations, stream, by_window=True) == 3
 
 
+def test_a_window_start_its_final_invocation_closed_twice_bounds_two_windows() -> None:
+    # given a window whose final invocation closed it, then its records delivered again after a failure, in the same
+    # window interval (the same window start), and closed again
+    stream = StreamContents(
+        download_keys={10: ("a", "2024-01"), 11: ("b", "2024-01"), 12: ("a", "2024-01")},
+        aggregate_writes={},
+    )
+    invocations: list[dict[str, Any]] = [
+        {"first_sequence": "10", "last_sequence": "11", "window_start": "w1", "final": True},
+        {"first_sequence": "10", "last_sequence": "12", "window_start": "w1", "final": True},
+    ]
+    # when / then: each closing writes its window's distinct aggregates: {a, b} + {a, b}
+    assert distinct_per_group(invocations, stream, by_window=True) == 4
+    # and a window start closed once, over two invocations, is one window: {a, b}
+    invocations[0]["final"] = False
+    assert distinct_per_group(invocations, stream, by_window=True) == 2
+
+
 def test_busiest_share_puts_every_write_in_one_partition_with_one_shard() -> None:
     # given measured writes per song
     writes = {song_id(rank): 100 // rank for rank in range(1, 51)}

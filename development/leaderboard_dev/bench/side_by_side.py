@@ -345,16 +345,21 @@ def write_figures(
 
 
 def distinct_per_group(invocations: list[dict[str, Any]], stream: StreamContents, by_window: bool) -> int:
-    """Distinct (song, month) pairs per batch, or per window, from the stream records in each invocation's range."""
+    """Distinct (song, month) pairs per batch, or per window, from the stream records in each invocation's range. A
+    window is what its final invocation closes: a window start closed twice (its records delivered again after a
+    failure, within the same window interval) is two windows, each written once."""
     sequences = sorted(stream.download_keys)
     groups: dict[Any, set[tuple[str, str]]] = {}
+    closed: dict[Any, int] = {}
     for number, invocation in enumerate(invocations):
-        if invocation["first_sequence"] is None or invocation["last_sequence"] is None:
-            continue
-        low = bisect_left(sequences, int(invocation["first_sequence"]))
-        high = bisect_right(sequences, int(invocation["last_sequence"]))
-        group = groups.setdefault(invocation["window_start"] if by_window else number, set())
-        group.update(stream.download_keys[sequence] for sequence in sequences[low:high])
+        start = invocation["window_start"]
+        if invocation["first_sequence"] is not None and invocation["last_sequence"] is not None:
+            low = bisect_left(sequences, int(invocation["first_sequence"]))
+            high = bisect_right(sequences, int(invocation["last_sequence"]))
+            group = groups.setdefault((start, closed.get(start, 0)) if by_window else number, set())
+            group.update(stream.download_keys[sequence] for sequence in sequences[low:high])
+        if by_window and invocation.get("final"):
+            closed[start] = closed.get(start, 0) + 1
     return sum(len(group) for group in groups.values())
 
 
