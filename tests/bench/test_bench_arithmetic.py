@@ -18,7 +18,7 @@ from leaderboard_dev.bench.pressure_cost import (
     index_pressure,
     lambda_seconds_per_million,
 )
-from leaderboard_dev.bench.side_by_side import distinct_per_group
+from leaderboard_dev.bench.side_by_side import distinct_per_group, failed_windows_bound
 from leaderboard_dev.bench.workload import StreamContents, count_error, neighbour_months
 from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
 
@@ -460,3 +460,18 @@ def test_the_report_shows_the_boards_and_the_derived_lambda_share(tmp_path: Path
     rows = summary["cost_per_million_downloads"]["rows"]
     assert {row["lambda_duration"] for row in rows if row["aggregator"] == "ours_per_batch"} >= {"derived"}
     assert {row["configuration"] for row in rows} == {"month", "day_month_all", "day_month_all_category"}
+
+
+def test_per_windows_failed_final_invocations_allow_the_distinct_aggregates_of_the_window_they_closed() -> None:
+    # given a window of three invocations, its final one failed, and another window that did not fail
+    stream = StreamContents(
+        download_keys={10: ("a", "2024-01"), 11: ("b", "2024-01"), 12: ("a", "2024-01"), 13: ("c", "2024-01")},
+        aggregate_writes={},
+    )
+    invocations: list[dict[str, Any]] = [
+        {"first_sequence": "10", "last_sequence": "10", "window_start": "w1", "final": False, "succeeded": True},
+        {"first_sequence": "11", "last_sequence": "12", "window_start": "w1", "final": True, "succeeded": False},
+        {"first_sequence": "13", "last_sequence": "13", "window_start": "w2", "final": True, "succeeded": True},
+    ]
+    # when / then: the failed final invocation may have written its whole window, {a, b}; w2 is not allowed again
+    assert failed_windows_bound(invocations, stream) == 2
