@@ -463,7 +463,7 @@ def test_the_report_shows_the_boards_and_the_derived_lambda_share(tmp_path: Path
 
 
 def test_per_windows_failed_final_invocations_allow_the_distinct_aggregates_of_the_window_they_closed() -> None:
-    # given a window of three invocations, its final one failed, and another window that did not fail
+    # given a window whose final invocation failed and was retried, and another window that did not fail
     stream = StreamContents(
         download_keys={10: ("a", "2024-01"), 11: ("b", "2024-01"), 12: ("a", "2024-01"), 13: ("c", "2024-01")},
         aggregate_writes={},
@@ -471,7 +471,8 @@ def test_per_windows_failed_final_invocations_allow_the_distinct_aggregates_of_t
     invocations: list[dict[str, Any]] = [
         {"first_sequence": "10", "last_sequence": "10", "window_start": "w1", "final": False, "succeeded": True},
         {"first_sequence": "11", "last_sequence": "12", "window_start": "w1", "final": True, "succeeded": False},
+        {"first_sequence": "11", "last_sequence": "12", "window_start": "w1", "final": True, "succeeded": True},
         {"first_sequence": "13", "last_sequence": "13", "window_start": "w2", "final": True, "succeeded": True},
     ]
-    # when / then: the failed final invocation may have written its whole window, {a, b}; w2 is not allowed again
+    # when / then: the failed final invocation may have written its whole window once, {a, b}; w2 is not allowed
     assert failed_windows_bound(invocations, stream) == 2

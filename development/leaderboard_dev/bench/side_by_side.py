@@ -347,9 +347,11 @@ def write_figures(
 
 def failed_windows_bound(invocations: list[dict[str, Any]], stream: StreamContents) -> int:
     """What per_window's failed final invocations may have written before they failed, their retries writing it again:
-    up to the distinct aggregates of each window one closed (its own summary logs none)."""
+    up to the distinct aggregates of each window one closed (its own summary logs none), once per window: its retry
+    does not make it two."""
     windows = {i["window_start"] for i in invocations if i.get("final") and not i["succeeded"]}
-    return distinct_per_group([i for i in invocations if i["window_start"] in windows], stream, by_window=True)
+    within = [{**i, "final": False} for i in invocations if i["window_start"] in windows]
+    return distinct_per_group(within, stream, by_window=True)
 
 
 def distinct_per_group(invocations: list[dict[str, Any]], stream: StreamContents, by_window: bool) -> int:
