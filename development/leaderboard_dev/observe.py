@@ -44,7 +44,8 @@ def aggregator_invocations(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     baseline logs one `guide invocation` line. Each entry: records, succeeded, aggregate_writes,
     distinct_aggregates, duration_ms, final, already_applied (downloads a write found counted already:
     redelivered work), records_read (stream records the aggregator read itself), window_start and the first and
-    last sequence numbers (ours only).
+    last sequence numbers, the ranges of its own reads, the checkpoints
+    before and after and the request id (ours only).
     """
     faults = {
         line.get("function_request_id"): line for line in lines if line.get("message") == "test-only fault injected"
@@ -75,4 +76,8 @@ def _invocation(line: dict[str, Any], records: int, succeeded: bool) -> dict[str
         "window_start": line.get("window_start"),
         "first_sequence": line.get("first_sequence"),
         "last_sequence": line.get("last_sequence"),
+        "read_ranges": line.get("read_ranges") or [],
+        "checkpoint_before": line.get("checkpoint_before"),
+        "checkpoint_after": line.get("checkpoint_after"),
+        "request_id": line.get("function_request_id"),
     }

@@ -43,6 +43,9 @@ class BatchReport:
     distinct_aggregates: int = 0
     """(entity, board) pairs among each read's downloads (a step's, an ancestor's), summed over the invocation's
     reads: the fewest writes that could count them read by read. One read (a batch within one step) is distinct."""
+    read_ranges: list[tuple[str, str]] = field(default_factory=list)
+    """The first and last sequence number of each read with records: the ranges `distinct_aggregates` is taken over,
+    so that its writes can be checked against the stream's own records."""
     added: int = 0
     already_applied: int = 0
     held: int = 0
@@ -104,6 +107,7 @@ class BatchReport:
             "counted_by_backfill": self.counted_by_backfill,
             "unclaimed": self.unclaimed,
             "distinct_aggregates": self.distinct_aggregates,
+            "read_ranges": [list(read_range) for read_range in self.read_ranges],
             "added": self.added,
             "already_applied": self.already_applied,
             "held_for_repair": self.held,

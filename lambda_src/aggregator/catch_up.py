@@ -100,6 +100,8 @@ def catch_up(
         )
     catchup = Catchup(shard, progress, read)
     report.records_read += len(read.records)
+    if read.records:
+        report.read_ranges.append((read.records[0]["dynamodb"]["SequenceNumber"], read.last_raw_sequence or ""))
     report.read_pages += read.pages
     report.empty_pages += read.empty_pages
     report.throttled_reads += read.throttled

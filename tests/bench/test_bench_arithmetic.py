@@ -18,7 +18,13 @@ from leaderboard_dev.bench.pressure_cost import (
     index_pressure,
     lambda_seconds_per_million,
 )
-from leaderboard_dev.bench.side_by_side import distinct_per_group, failed_windows_bound
+from leaderboard_dev.bench.side_by_side import (
+    Contender,
+    distinct_per_group,
+    distinct_per_read,
+    failed_windows_bound,
+    write_figures,
+)
 from leaderboard_dev.bench.workload import StreamContents, count_error, neighbour_months
 from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
 
@@ -476,3 +482,59 @@ def test_per_windows_failed_final_invocations_allow_the_distinct_aggregates_of_t
     ]
     # when / then: the failed final invocation may have written its whole window once, {a, b}; w2 is not allowed
     assert failed_windows_bound(invocations, stream) == 2
+
+
+def test_the_per_read_bound_counts_each_aggregate_once_per_logged_read_from_the_stream() -> None:
+    # given a final invocation that read its window in two steps, {a, b} then {a, c}, and one that read nothing
+    stream = StreamContents(
+        download_keys={10: ("a", "2024-01"), 11: ("b", "2024-01"), 12: ("a", "2024-01"), 13: ("c", "2024-01")},
+        aggregate_writes={},
+    )
+    invocations: list[dict[str, Any]] = [
+        {"window_start": "w1", "final": True, "succeeded": True, "read_ranges": [["10", "11"], ["12", "13"]]},
+        {"window_start": "w2", "final": True, "succeeded": True, "read_ranges": []},
+    ]
+    # when / then: each read writes its own distinct aggregates, a twice: four, where the window alone holds three
+    assert distinct_per_read(invocations, stream) == 4
+    assert (
+        distinct_per_group([{**invocations[0], "first_sequence": "10", "last_sequence": "13"}], stream, by_window=True)
+        == 3
+    )
+
+
+def test_per_windows_bounds_close_a_window_at_each_final_invocation_that_carried_no_records() -> None:
+    # given two windows of one window start (the smoke's MiniStack run at 12:17:20Z): {a, b} delivered and closed
+    # by a final invocation carrying no records, then {a, c} delivered and closed the same way, each read in one step
+    stream = StreamContents(
+        download_keys={10: ("a", "2024-01"), 11: ("b", "2024-01"), 12: ("a", "2024-01"), 13: ("c", "2024-01")},
+        aggregate_writes={},
+    )
+
+    def invocation(first: str | None, last: str | None, final: bool, reads: list[list[str]]) -> dict[str, Any]:
+        records = 0 if first is None or last is None else int(last) - int(first) + 1
+        writes = 2 if final else 0
+        return {
+            "records": records,
+            "succeeded": True,
+            "aggregate_writes": writes,
+            "distinct_aggregates": writes,
+            "records_read": 2 if final else 0,
+            "first_sequence": first,
+            "last_sequence": last,
+            "window_start": "w1",
+            "final": final,
+            "read_ranges": reads,
+        }
+
+    invocations = [
+        invocation("10", "11", final=False, reads=[]),
+        invocation(None, None, final=True, reads=[["10", "11"]]),
+        invocation("12", "13", final=False, reads=[]),
+        invocation(None, None, final=True, reads=[["12", "13"]]),
+    ]
+    # when the figures are taken
+    figures = write_figures(invocations, Contender("ours_per_window", "per_window"), stream, downloads=4)
+    # then each window is bounded on its own, {a, b} + {a, c}, as each read wrote it: not {a, b, c} merged
+    assert figures["bound_from_stream_per_window"] == 4
+    assert figures["bound_from_stream_per_read"] == 4
+    assert figures["bound"] == figures["aggregate_writes"] == 4

@@ -301,6 +301,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
         **write_figures(invocations, contender, stream, total),
         **throughput(invocations),
         "aggregate_writes_by_song": None if stream is None else writes_by_song(stream, load.month),
+        "invocations_logged": invocations if load.fault_rate and not contender.guide else None,
     }
 
 
@@ -333,7 +334,10 @@ def write_figures(
     }
     if stream is not None:
         figures["bound_from_stream_per_batch"] = distinct_per_group(succeeded, stream, by_window=False)
-        figures["bound_from_stream_per_window"] = distinct_per_group(succeeded, stream, by_window=True)
+        # every success, final invocations without records too: each closes its window
+        closing = [invocation for invocation in invocations if invocation["succeeded"]]
+        figures["bound_from_stream_per_window"] = distinct_per_group(closing, stream, by_window=True)
+        figures["bound_from_stream_per_read"] = distinct_per_read(closing, stream)
     bound = figures["bound_from_stream_per_window"] if contender.aggregate_writes == "per_window" else recorded_bound
     figures.update(
         bound=bound,
@@ -371,6 +375,19 @@ def distinct_per_group(invocations: list[dict[str, Any]], stream: StreamContents
         if by_window and invocation.get("final"):
             closed[start] = closed.get(start, 0) + 1
     return sum(len(group) for group in groups.values())
+
+
+def distinct_per_read(invocations: list[dict[str, Any]], stream: StreamContents) -> int:
+    """Distinct (song, month) pairs of each read the invocations logged (`read_ranges`), from the stream's records in
+    its range: what a reader writing each aggregate once per read writes. A window's final invocation reads in steps
+    when one read would outlast its time or memory budget, so per_window writes up to this, not to its windows."""
+    sequences = sorted(stream.download_keys)
+    total = 0
+    for invocation in invocations:
+        for first, last in invocation.get("read_ranges") or []:
+            within = sequences[bisect_left(sequences, int(first)) : bisect_right(sequences, int(last))]
+            total += len({stream.download_keys[sequence] for sequence in within})
+    return total
 
 
 def throughput(invocations: list[dict[str, Any]]) -> dict[str, Any]:

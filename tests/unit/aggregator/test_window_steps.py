@@ -8,6 +8,7 @@ budget of five records, so that a window of fifteen downloads is three budgets l
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from aggregator_settings import PER_WINDOW
 from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up_alone
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
-from tests.unit.aggregator.handler_on_moto import Deployed
+from tests.unit.aggregator.handler_on_moto import Deployed, sequence_of
 from tests.unit.conftest import FakeLambdaContext, count_of
 from two_readers import AggregatesNotWritten
 
@@ -83,6 +84,27 @@ def test_a_final_invocation_counts_a_window_of_three_read_budgets_in_one_invocat
     assert (count_of(deployed.dynamodb, "song1", "2018-01"), count_of(deployed.dynamodb, "song2", "2018-01")) == (9, 6)
     assert len(pages.reads) >= 3
     assert max(pages.reads) <= BUDGET + PAGE
+
+
+def test_a_final_invocation_logs_each_steps_range_and_writes_each_aggregate_once_per_step(
+    deployed: Deployed, lambda_context: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a per_window window of fifteen downloads, three read budgets of five, and each download's song
+    pages, state = a_window_of_three_budgets(deployed, lambda_context)
+    song_at = {int(sequence_of(r)): r["dynamodb"]["Keys"]["songID"]["S"] for r in deployed.stream_records()}
+    pages.reads.clear()
+    # when its final invocation counts it step by step
+    deployed.invoke(deployed.window_event([], state=state, final=True), lambda_context)
+    # then its summary names one range per read that met records, in the shard's order, covering every download
+    summary = [record for record in caplog.records if record.getMessage() == "batch summary"][-1]
+    ranges = [(int(first), int(last)) for first, last in summary.read_ranges]
+    assert len(ranges) == len([read for read in pages.reads if read]) >= 3
+    assert all(first <= last < next_first for (first, last), (next_first, _) in pairwise(ranges))
+    assert ranges[0][0] <= min(song_at)
+    assert ranges[-1][1] >= max(song_at)
+    # and it wrote each song once per step that read it, as the stream's own records in each range say
+    per_step = sum(len({song for at, song in song_at.items() if first <= at <= last}) for first, last in ranges)
+    assert summary.aggregate_writes == summary.distinct_aggregates == per_step
 
 
 def test_a_final_invocation_out_of_time_mid_window_fails_and_its_retry_counts_the_window_exactly(
