@@ -78,7 +78,17 @@ def resolves(reference: str) -> bool:
 def test_the_glossary_has_its_terms() -> None:
     # given the glossary, when its rows are read, then the terms the code and the issue name are among them
     terms = " ".join(term for term, _ in glossary_rows())
-    for term in ("progress table", "claim", "named record", "segment", "phase", "read context", "query kind"):
+    for term in (
+        "progress table",
+        "claim",
+        "named record",
+        "segment",
+        "phase",
+        "read context",
+        "query kind",
+        "downloads table",
+        "aggregates table",
+    ):
         assert f"**{term}**" in terms, term
 
 

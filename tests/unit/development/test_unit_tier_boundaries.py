@@ -1,6 +1,6 @@
-"""The unit tier stands apart from the benchmark: nothing it imports, directly or through the development package,
-is `leaderboard_dev.bench` (whose plotting extras a checkout for changing the product need not have), and bare `pytest`
-collects no acceptance test."""
+"""The unit tier stands apart from the benchmark: nothing it imports, directly or through the development package or
+the tests' shared helpers (`tests/*.py`, `tests.unit...`), is `leaderboard_dev.bench` (whose plotting extras a
+checkout for changing the product need not have), and bare `pytest` collects no acceptance test."""
 
 from __future__ import annotations
 
@@ -33,10 +33,15 @@ def imported_names(path: Path) -> set[str]:
 
 
 def development_module_file(name: str, development: Path) -> Path | None:
+    """The file of a module of the development package, or of the tests' own modules (`tests.streams`), which live
+    beside it: the tests' helpers are imported by every tier."""
     parts = name.split(".")
-    if parts[0] != "leaderboard_dev":
+    if parts[0] == "leaderboard_dev":
+        base = development.joinpath(*parts)
+    elif parts[0] == "tests":
+        base = development.parent.joinpath(*parts)
+    else:
         return None
-    base = development.joinpath(*parts)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -87,6 +92,23 @@ def test_the_boundary_check_sees_an_import_of_the_benchmark_through_the_developm
     assert reached[BENCHMARK + ".report"] == ["test_reaches.py", "middle.py"]
     # and the benchmark's own tests, which import it directly, are seen too
     assert benchmark_imports_reached_from(sorted((REPOSITORY / "tests" / "bench").glob("test_*.py")))
+
+
+def test_the_boundary_check_sees_an_import_of_the_benchmark_through_a_shared_test_helper(tmp_path: Path) -> None:
+    # given a unit test that imports a helper of the tests (`tests/*.py`, outside the unit tier's folders) which
+    # imports the benchmark
+    development = tmp_path / "development"
+    (development / "leaderboard_dev").mkdir(parents=True)
+    (development / "leaderboard_dev" / "__init__.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "helper.py").write_text("from leaderboard_dev.bench.boards import bucket\n")
+    test = tmp_path / "test_reaches.py"
+    test.write_text("from tests.helper import bucket\n")
+    # when its imports are followed
+    reached = benchmark_imports_reached_from([test], development=development)
+    # then the check names the benchmark module and the chain through the helper
+    assert reached[BENCHMARK + ".boards.bucket"] == ["test_reaches.py", "helper.py"]
 
 
 def test_bare_pytest_collects_the_unit_tier_and_the_benchmark_s_own_tests_but_no_acceptance_test() -> None:

@@ -91,12 +91,24 @@ def test_the_layout_names_what_exists_and_a_home_for_every_tracked_file() -> Non
     assert outside == [], "the Layout's first column leaves these files in no named folder"
 
 
+def test_the_layout_names_every_example_of_the_module() -> None:
+    # given the README Layout's row of the module, and the examples terraform/examples holds
+    section = README.read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in section.splitlines() if line.startswith("| `terraform/`")]
+    examples = sorted(path.name for path in (REPOSITORY / "terraform" / "examples").iterdir() if path.is_dir())
+    assert len(examples) >= 4
+    # then the row names each of them
+    assert [example for example in examples if f"`{example}`" not in row] == []
+
+
 DOCS = sorted((REPOSITORY / "docs").glob("*.md"))
+PAGES = sorted((REPOSITORY / "docs").rglob("*.md"))
+"""Every page under docs/, those of its folders (the benchmark's summary) included."""
 README_LINES, PAGE_LINES = 300, 400
 """The house's bars: past them a page holds more than one subject, and a section moves to a page of its own."""
 
 
-@pytest.mark.parametrize("page", [README, *DOCS], ids=lambda page: str(page.relative_to(REPOSITORY)))
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda page: str(page.relative_to(REPOSITORY)))
 def test_the_readme_stays_within_300_lines_and_every_docs_page_within_400(page: Path) -> None:
     # given the page's bar
     bar = README_LINES if page == README else PAGE_LINES
