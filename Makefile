@@ -130,7 +130,7 @@ ACCEPTANCE_EMULATORS ?= $(EMULATOR)
 BESIDE_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 # Three workers per suite when several run at once (four for one alone, PYTEST_WORKERS).
 SUITES_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
-test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE)
+test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE) $(AWSCLI)
 	@mkdir -p build; \
 	nice -n 10 $(BIN)/python -m pytest $(BESIDE_WORKERS) --durations=10 $(UNIT_TESTS) > build/test-unit.log 2>&1 & unit=$$!; \
 	suites=""; trap 'kill $$unit $$suites 2>/dev/null' INT TERM; \
@@ -168,9 +168,9 @@ test-acceptance: $(LAMBDA_PACKAGES) $(STAMP)
 # Files in collection order, which tests/acceptance/conftest.py makes longest first (xdist would order them by count).
 PYTEST_WORKERS ?= -n 4 --dist loadfile --no-loadscope-reorder
 
-with-emulator:
+with-emulator: $(AWSCLI)
 	@started=$$($(DEV) up --emulator $(EMULATOR)) || exit 1; echo "$$started"; \
-	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=20 $(PYTEST_PATHS); status=$$?; \
+	PATH="$(CURDIR)/.venv-awscli/bin:$$PATH" $(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=20 $(PYTEST_PATHS); status=$$?; \
 	case "$$started" in *started*) $(DEV) down >/dev/null ;; esac; exit $$status
 
 # The benchmark on the emulator EMULATOR names (started here and stopped afterwards if it was not running).
@@ -183,6 +183,13 @@ bench: $(LAMBDA_PACKAGES) $(STAMP)
 
 bench-smoke: $(LAMBDA_PACKAGES) $(STAMP)
 	@$(MAKE) --no-print-directory bench BENCH_ARGS="--smoke $(BENCH_ARGS)"
+
+# The AWS CLI (v1, as pip installs it) that docs/attaching.md's commands use and the acceptance suite runs: it pins its
+# own botocore, so it gets a virtualenv of its own, put first on the acceptance suite's PATH.
+AWSCLI := .venv-awscli/bin/aws
+$(AWSCLI):
+	$(PYTHON) -m venv .venv-awscli
+	.venv-awscli/bin/python -m pip install --quiet awscli==1.45.11
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.
 CHECKOV := .venv-checkov/bin/checkov
