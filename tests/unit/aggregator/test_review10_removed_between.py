@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, FOLLOWS, REMOVED_BETWEEN, claim_key
+from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
@@ -38,6 +39,7 @@ from tests.unit.aggregator.test_one_reader_review9 import named_expired
 __all__ = ["world"]  # fixtures, used by name
 
 CLAIM = claim_key(key_of("song1", 1))
+MARGIN = CLOCK_MARGIN_SECONDS
 
 
 def answered_expiry(world: LedgerWorld) -> dict[str, dict[str, Any]]:
@@ -138,7 +140,11 @@ def test_an_expiry_of_the_gone_version_applied_after_the_insert_after_it_is_coun
 
 
 @pytest.mark.parametrize("kind", ["delete", "expiry"])
-@pytest.mark.parametrize("order", list(itertools.permutations(["R1", "I1", "R2", "I2"])), ids="-".join)
+@pytest.mark.parametrize(
+    "order",
+    [*itertools.permutations(["R1", "I1", "R2", "I2"]), *itertools.permutations(["I1", "R2", "I2"])],
+    ids="-".join,
+)
 def test_two_removals_and_two_inserts_between_keep_the_gone_version_once_in_every_read_back_order(
     world: LedgerWorld, order: tuple[str, ...], kind: str
 ) -> None:
@@ -161,10 +167,10 @@ def test_two_removals_and_two_inserts_between_keep_the_gone_version_once_in_ever
     world.expire(ROOT, "song1", 1)
     assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
     assert named_expired(world, "song1", 1) == (0, False)
-    # when recover reads the four back one by one in `order`
+    # when recover reads them back one by one in `order` (without R1: G's removal never read back, its range trimmed)
     answers = [read_back(world, ROOT, named[step], named[step])["readBack"] for step in order]
     # then G, A2 (and A1 if it expired) count once each in February, nothing reported
-    assert answers == ["applied"] * 4
+    assert answers == ["applied"] * len(order)
     assert world.boards() == {("song1", "2018-02"): 3 if kind == "expiry" else 2}
     assert kinds(world) == []
 
@@ -328,4 +334,41 @@ def test_a_removal_between_committed_during_an_inserts_invocation_is_not_overtak
     )
     assert read_back(world, ROOT, named["I"], named["I"])["readBack"] == "applied"
     # then G and A1 count once each in February (or the doubt is reported)
+    assert world.boards() == {("song1", "2018-02"): 2} or kinds(world) != []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="review10: silent double count. For a gone version read from the table (`backfill~<n>`, `<record>~<n>`), "
+    "unfollow's `between` takes every record after the label's record (the backfill's: every record) for one between "
+    "G and E, with no read time: the read item's own INSERT, created before the read (ReadFrom) and read back late, "
+    "is taken for an INSERT below every REMOVE between and keeps G again, while G's own expiry R keeps G's image by "
+    "itself (before it, or after it: the keep is bounded by that INSERT, below R): February 3 for two expired "
+    "downloads, in every read-back order, nothing reported",
+)
+@pytest.mark.parametrize("order", ["I_G..I", "I_G, R, I", "R, I_G, I"])
+def test_the_read_items_own_insert_read_back_after_its_answered_expiry_is_not_taken_for_a_write_between(
+    world: LedgerWorld, order: str
+) -> None:
+    # given a February download whose INSERT (I_G) is not delivered when, more than the margin later, the backfill
+    # counts it (a version read from the table); its expiry R, the key written again (A1's INSERT I), all in a batch
+    # the mapping gave up; the repair, run after R, reports the key gone; A1's expiry E delivered (it follows the
+    # backfill's version) and taken by the operator's answer for G's
+    insert = world.put(ROOT, "song1", 1, "2018-02")
+    world.pass_time(MARGIN + 10)
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(MARGIN + 10)
+    world.expire(ROOT, "song1", 1)
+    named = {"I_G": insert, "R": world.last(ROOT)}
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [CLAIM]
+    named["I"] = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    assert named_expired(world, "song1", 1) == (0, False)
+    # when recover reads the given-up records back in `order` ("I_G..I": the range whole)
+    for step in order.split(", "):
+        first, _, last = step.partition("..")
+        assert read_back(world, ROOT, named[first], named[last or first])["readBack"] == "applied"
+    # then G and A1, both expired, count once each in February, or the doubt is reported
     assert world.boards() == {("song1", "2018-02"): 2} or kinds(world) != []
