@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema, creation_second
-from expiry_keeps import ExpiryKeeps
+from expiry_keeps import ExpiryKeeps, carrier
 from followed_expiries import FollowedExpiries
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
@@ -45,7 +45,6 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     stored_key,
-    version_label,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -180,17 +179,7 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
             self.unfollow(fold, version, record.get("eventName") == "INSERT", shard.stream_arn)
         if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
-            keep = self.kept_by_operator(fold, version, created, expired_by_ttl(record), shard.stream_arn)
-            if keep is not None:
-                self.take(fold, keep, version, expired_by_ttl(record), entity, old, shard.stream_arn)
-            if expired_by_ttl(record):
-                follows = fold.item is not None or fold.version is not None
-                follows = follows and self.after(version, fold.version, shard.stream_arn)
-                label = version_label(fold.version, fold.item) if follows else None
-                if label is not None and fold.gone_at.get(label) == "":
-                    fold.gone_at[label] = version
-                with fold.counting_for(entity):
-                    self.freeze(fold, version, {} if keep is not None else old, label, entity or "")
+            self.removal(fold, version, created, expired_by_ttl(record), entity, old, shard.stream_arn)
         if not self.after(version, fold.version, shard.stream_arn):
             return
         if removal and fold.item is None and not fold.contribution:
@@ -263,11 +252,7 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
             for aggregate, amount in fold.aggregate_moves().items():
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
-        writes += [
-            self.freeze_put(frozen, fold.follows.get(frozen), fold.decreases() if frozen == carrier(fold) else None)
-            for fold in group
-            for frozen in fold.freezes
-        ]
+        writes += [put for fold in group for put in self.freeze_puts(fold)]
         writes += [write for fold in group for write in self.keep_writes(fold) + self.follow_writes(fold)]
         overflowing: set[Aggregate] = set()
         reported = 0
@@ -421,13 +406,6 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
                     records = by_key[claim_key(fold.key)]
                     reports.append(refused_report(shard, fold.key, records, entity, board, reason))
         return reports
-
-
-def carrier(fold: Fold) -> str:
-    """The expiry's own item that names the aggregates a batch took from without moving the key (a keep taken below
-    Version: no ledger Put carries its `Decreased`), so that a retry after a crash before their step still does it;
-    "" for none."""
-    return fold.freezes[-1] if fold.freezes and not fold.applied and fold.decreases() else ""
 
 
 def overflowing_actions(reasons: list[Any], first: int) -> list[int]:
