@@ -1,6 +1,7 @@
 """The expiries of the versioned ledger: a TTL removal's own item, written once so that its download stays counted
 (S12), and the keeps the operator's `reconcile --repair --expired-keys` writes for expiries the stream lost, taken
-once by the removal of the version kept. VersionedLedger's part for them (versioned_ledger.py)."""
+once by the removal of the version kept. VersionedLedger holds one, and hands it each key's fold
+(versioned_ledger.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from leaderboard_core.claims import (
     expiries_kept,
     version_label,
 )
-from ledger_fold import Aggregate, Fold, Keep
+from ledger_fold import Aggregate, Fold, Keep, VersionOrder
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
@@ -43,14 +44,13 @@ UNSURE_KIND = "keep_taken_unsure"
 
 
 class ExpiryKeeps:
-    """Expiries' own items and the operator's keeps; mixed into VersionedLedger, whose client, ledger table and
-    version order (`after`) they use."""
+    """Expiries' own items and the operator's keeps. It reads and writes them in the ledger table, and orders versions
+    as the ledger does (`after`): given all three, it shares nothing else with VersionedLedger but the folds."""
 
-    client: Any
-    ledger_table: str
-
-    def after(self, version: str, current: str | None, stream_arn: str) -> bool:
-        raise NotImplementedError
+    def __init__(self, client: Any, ledger_table: str, after: VersionOrder) -> None:
+        self.client = client
+        self.ledger_table = ledger_table
+        self.after = after
 
     def removal(
         self,

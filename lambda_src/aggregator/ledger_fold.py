@@ -9,7 +9,7 @@ an edit moved the download to another entity).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -21,6 +21,9 @@ from ledger_records import Boards
 Aggregate = tuple[str, str]
 """(entity, board)."""
 VERSION = "Version"
+VersionOrder = Callable[[str, str | None, str], bool]
+"""Whether a record at `version` follows `current` (a key's Version; None: none yet) in the stream `stream_arn`
+(VersionedLedger.after, which raises where no documented order places the two): what the expiries' parts are handed."""
 
 
 @dataclass
