@@ -102,6 +102,13 @@ class Fold:
             for board, amount in boards.items():
                 self.moves[board] = self.moves.get(board, Decimal(0)) + sign * amount
 
+    def move(self, target: Boards) -> None:
+        """The aggregates go from what the key counts to `target`, which the key then counts."""
+        for board in self.contribution.keys() | target.keys():
+            self.moves[board] = self.moves.get(board, Decimal(0)) + target.get(board, Decimal(0))
+            self.moves[board] -= self.contribution.get(board, Decimal(0))
+        self.contribution = dict(target)
+
     def enter(self, entity: str) -> None:
         """The key now counts for `entity`: later moves go to its aggregates."""
         self.entity = entity

@@ -191,18 +191,10 @@ class VersionedLedger:
             (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
         )
         if entity is not None and entity != fold.entity:
-            self.move(fold, {})
+            fold.move({})
             fold.enter(entity)
-        self.move(fold, target)
+        fold.move(target)
         fold.version, fold.applied = version, True
-
-    @staticmethod
-    def move(fold: Fold, target: Boards) -> None:
-        """The aggregates go from what the key counts to `target`, which the key then counts."""
-        for board in fold.contribution.keys() | target.keys():
-            fold.moves[board] = fold.moves.get(board, Decimal(0)) + target.get(board, Decimal(0))
-            fold.moves[board] -= fold.contribution.get(board, Decimal(0))
-        fold.contribution = dict(target)
 
     def after(self, version: str, current: str | None, stream_arn: str) -> bool:
         """Whether a record at `version` follows the key's Version: within a shard by sequence, across shards by
