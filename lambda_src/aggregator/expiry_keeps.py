@@ -1,6 +1,7 @@
 """The expiries of the versioned ledger: a TTL removal's own item, written once so that its download stays counted
 (S12), and the keeps the operator's `reconcile --repair --expired-keys` writes for expiries the stream lost, taken
-once by the removal of the version kept. VersionedLedger's part for them (versioned_ledger.py)."""
+once by the removal of the version kept. VersionedLedger holds one, and hands it each key's fold
+(versioned_ledger.py)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     expiries_kept,
+    version_label,
 )
-from ledger_fold import Aggregate, Fold, Keep
+from ledger_fold import Aggregate, Fold, Keep, VersionOrder
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
@@ -42,14 +44,41 @@ UNSURE_KIND = "keep_taken_unsure"
 
 
 class ExpiryKeeps:
-    """Expiries' own items and the operator's keeps; mixed into VersionedLedger, whose client, ledger table and
-    version order (`after`) they use."""
+    """Expiries' own items and the operator's keeps. It reads and writes them in the ledger table, and orders versions
+    as the ledger does (`after`): given all three, it shares nothing else with VersionedLedger but the folds."""
 
-    client: Any
-    ledger_table: str
+    def __init__(self, client: Any, ledger_table: str, after: VersionOrder) -> None:
+        self.client = client
+        self.ledger_table = ledger_table
+        self.after = after
 
-    def after(self, version: str, current: str | None, stream_arn: str) -> bool:
-        raise NotImplementedError
+    def removal(
+        self,
+        fold: Fold,
+        version: str,
+        created: int | None,
+        expiry: bool,
+        entity: str | None,
+        old: Boards,
+        stream_arn: str,
+    ) -> None:
+        """A REMOVE of the key at `version` (an `expiry` by TTL, or a delete) whose old image counts `old` for `entity`,
+        wherever it stands against Version: it takes the operator's keep it is the removal of, if any, and an expiry
+        keeps its old image counted for good (`freeze`; `take` counted it where it took a keep). An expiry that follows
+        the key's Version as applied names it (`Follows`); where the rebase reported that version gone, the ledger
+        item's `GoneAt` names the expiry (followed_expiries.py)."""
+        keep = self.kept_by_operator(fold, version, created, expiry, stream_arn)
+        if keep is not None:
+            self.take(fold, keep, version, expiry, entity, old, stream_arn)
+        if not expiry:
+            return
+        follows = fold.item is not None or fold.version is not None
+        follows = follows and self.after(version, fold.version, stream_arn)
+        label = version_label(fold.version, fold.item) if follows else None
+        if label is not None and fold.gone_at.get(label) == "":
+            fold.gone_at[label] = version
+        with fold.counting_for(entity):
+            self.freeze(fold, version, {} if keep is not None else old, label, entity or "")
 
     def frozen(self, fold: Fold, version: str) -> bool:
         """Whether the expiry at `version` is kept already, by this batch or by its own item."""
@@ -230,22 +259,24 @@ class ExpiryKeeps:
         fold.keeps[operators] = keep
         return keep
 
-    def freeze_put(
-        self, frozen: str, follows: dict[str, Any] | None = None, decreased: set[Aggregate] | None = None
-    ) -> dict[str, Any]:
-        """An expiry's part, kept once: a Put of its own item (with what `freeze` says it follows), conditioned on its
-        absence. `decreased`: the aggregates its batch took from with no ledger Put to name them (`carrier`)."""
-        item = {CLAIM_KEY: {"S": frozen}} | (follows or {})
-        if decreased:
-            item[DECREASED] = decreased_value(decreased, "")
-        return {
-            "Put": {
+    def freeze_puts(self, fold: Fold) -> list[dict[str, Any]]:
+        """Each expiry's part the batch keeps, once: a Put of its own item (with what `freeze` says it follows),
+        conditioned on its absence. The carrier's also names the aggregates the batch took from with no ledger Put to
+        name them (`carrier`)."""
+        puts = []
+        for frozen in fold.freezes:
+            item = {CLAIM_KEY: {"S": frozen}} | (fold.follows.get(frozen) or {})
+            decreased: set[Aggregate] | None = fold.decreases() if frozen == carrier(fold) else None
+            if decreased:
+                item[DECREASED] = decreased_value(decreased, "")
+            put = {
                 "TableName": self.ledger_table,
                 "Item": item,
                 "ConditionExpression": "attribute_not_exists(#key)",
                 "ExpressionAttributeNames": {"#key": CLAIM_KEY},
             }
-        }
+            puts.append({"Put": put})
+        return puts
 
     def keep_writes(self, fold: Fold) -> list[dict[str, Any]]:
         """One Update per keep the batch changed: who took it (`KeptBy`, and whether an expiry by TTL did) and its
@@ -284,3 +315,10 @@ class ExpiryKeeps:
             }
             writes.append({"Update": update})
         return writes
+
+
+def carrier(fold: Fold) -> str:
+    """The expiry's own item that names the aggregates a batch took from without moving the key (a keep taken below
+    Version: no ledger Put carries its `Decreased`), so that a retry after a crash before their step still does it;
+    "" for none."""
+    return fold.freezes[-1] if fold.freezes and not fold.applied and fold.decreases() else ""

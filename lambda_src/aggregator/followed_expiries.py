@@ -2,7 +2,7 @@
 rebase reported gone says it `Follows` that version, and the operator's `--expired-keys` takes it for that version's
 own removal (`Answers`). Only the first REMOVE of the key after a version is its removal (S2, S10), and the mapping
 may deliver a record between the two later (a batch given up and read back, L4): this part finds it, and puts right
-what the answer took. VersionedLedger's part for them (versioned_ledger.py)."""
+what the answer took. VersionedLedger holds one and hands it each key's fold (versioned_ledger.py)."""
 
 from __future__ import annotations
 
@@ -25,18 +25,18 @@ from leaderboard_core.claims import (
     claim_key,
     expiries_kept,
 )
-from ledger_fold import Fold
+from ledger_fold import Fold, VersionOrder
 
 
 class FollowedExpiries:
-    """Gone versions' expiries found not to follow them; mixed into VersionedLedger, whose client, ledger table and
-    version order (`after`) they use."""
+    """Gone versions' expiries found not to follow them. It reads and writes their items in the ledger table, and
+    orders versions as the ledger does (`after`): given all three, it shares nothing else with VersionedLedger but the
+    folds."""
 
-    client: Any
-    ledger_table: str
-
-    def after(self, version: str, current: str | None, stream_arn: str) -> bool:
-        raise NotImplementedError
+    def __init__(self, client: Any, ledger_table: str, after: VersionOrder) -> None:
+        self.client = client
+        self.ledger_table = ledger_table
+        self.after = after
 
     @staticmethod
     def gone_at_of(item: dict[str, Any] | None) -> dict[str, str]:

@@ -9,7 +9,7 @@ an edit moved the download to another entity).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -21,6 +21,9 @@ from ledger_records import Boards
 Aggregate = tuple[str, str]
 """(entity, board)."""
 VERSION = "Version"
+VersionOrder = Callable[[str, str | None, str], bool]
+"""Whether a record at `version` follows `current` (a key's Version; None: none yet) in the stream `stream_arn`
+(VersionedLedger.after, which raises where no documented order places the two): what the expiries' parts are handed."""
 
 
 @dataclass
@@ -98,6 +101,13 @@ class Fold:
         with self.counting_for(entity):
             for board, amount in boards.items():
                 self.moves[board] = self.moves.get(board, Decimal(0)) + sign * amount
+
+    def move(self, target: Boards) -> None:
+        """The aggregates go from what the key counts to `target`, which the key then counts."""
+        for board in self.contribution.keys() | target.keys():
+            self.moves[board] = self.moves.get(board, Decimal(0)) + target.get(board, Decimal(0))
+            self.moves[board] -= self.contribution.get(board, Decimal(0))
+        self.contribution = dict(target)
 
     def enter(self, entity: str) -> None:
         """The key now counts for `entity`: later moves go to its aggregates."""

@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 from aggregate_store import refused_outright as overflows
 from delivery import ShardRef
 from download_records import Schema, creation_second
-from expiry_keeps import ExpiryKeeps
+from expiry_keeps import ExpiryKeeps, carrier
 from followed_expiries import FollowedExpiries
 from leaderboard_core.bookkeeping import pad_sequence
 from leaderboard_core.claims import (
@@ -45,7 +45,6 @@ from leaderboard_core.claims import (
     decreased_of,
     decreased_value,
     stored_key,
-    version_label,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -82,8 +81,9 @@ class Applied:
     unsure: int = 0
 
 
-class VersionedLedger(ExpiryKeeps, FollowedExpiries):
-    """The fold of a batch's records into their keys' ledger items, and the transactions that write them."""
+class VersionedLedger:
+    """The fold of a batch's records into their keys' ledger items, and the transactions that write them. The expiries'
+    items are its collaborators' (`expiry_keeps`, `followed_expiries`): each is handed the fold of the key at hand."""
 
     def __init__(
         self,
@@ -100,6 +100,8 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
         self.schema = schema
         self.leaderboard_shards = leaderboard_shards
         self.shards = shards
+        self.expiry_keeps = ExpiryKeeps(client, ledger_table, self.after)
+        self.followed_expiries = FollowedExpiries(client, ledger_table, self.after)
 
     # ------------------------------------------------------------------ applying records
 
@@ -159,7 +161,7 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
     def read_fold(self, keys: dict[str, Any], item: dict[str, Any] | None) -> Fold:
         """The key as its ledger item says; with no Entity yet, the first image that counts names it."""
         fold = Fold(keys, item, entity=((item or {}).get(BASE_ENTITY) or {}).get("S", ""))
-        fold.gone_at = self.gone_at_of(item)
+        fold.gone_at = self.followed_expiries.gone_at_of(item)
         if item is not None:
             fold.version = (item.get(VERSION) or {}).get("S")
             fold.contribution = {
@@ -175,22 +177,12 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
         removal = record.get("eventName") == "REMOVE"
         created = creation_second(stream)
         if record.get("eventName") == "INSERT":
-            self.bound_keeps(fold, version, created, shard.stream_arn)
+            self.expiry_keeps.bound_keeps(fold, version, created, shard.stream_arn)
         if record.get("eventName") in ("INSERT", "REMOVE"):
-            self.unfollow(fold, version, record.get("eventName") == "INSERT", shard.stream_arn)
-        if removal and not (expired_by_ttl(record) and self.frozen(fold, version)):
+            self.followed_expiries.unfollow(fold, version, record.get("eventName") == "INSERT", shard.stream_arn)
+        if removal and not (expired_by_ttl(record) and self.expiry_keeps.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
-            keep = self.kept_by_operator(fold, version, created, expired_by_ttl(record), shard.stream_arn)
-            if keep is not None:
-                self.take(fold, keep, version, expired_by_ttl(record), entity, old, shard.stream_arn)
-            if expired_by_ttl(record):
-                follows = fold.item is not None or fold.version is not None
-                follows = follows and self.after(version, fold.version, shard.stream_arn)
-                label = version_label(fold.version, fold.item) if follows else None
-                if label is not None and fold.gone_at.get(label) == "":
-                    fold.gone_at[label] = version
-                with fold.counting_for(entity):
-                    self.freeze(fold, version, {} if keep is not None else old, label, entity or "")
+            self.expiry_keeps.removal(fold, version, created, expired_by_ttl(record), entity, old, shard.stream_arn)
         if not self.after(version, fold.version, shard.stream_arn):
             return
         if removal and fold.item is None and not fold.contribution:
@@ -199,18 +191,10 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
             (None, {}) if record.get("eventName") == "REMOVE" else counted(stream.get("NewImage"), self.schema)
         )
         if entity is not None and entity != fold.entity:
-            self.move(fold, {})
+            fold.move({})
             fold.enter(entity)
-        self.move(fold, target)
+        fold.move(target)
         fold.version, fold.applied = version, True
-
-    @staticmethod
-    def move(fold: Fold, target: Boards) -> None:
-        """The aggregates go from what the key counts to `target`, which the key then counts."""
-        for board in fold.contribution.keys() | target.keys():
-            fold.moves[board] = fold.moves.get(board, Decimal(0)) + target.get(board, Decimal(0))
-            fold.moves[board] -= fold.contribution.get(board, Decimal(0))
-        fold.contribution = dict(target)
 
     def after(self, version: str, current: str | None, stream_arn: str) -> bool:
         """Whether a record at `version` follows the key's Version: within a shard by sequence, across shards by
@@ -233,15 +217,14 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes or self.keep_writes(fold) or fold.unfollowed or fold.between:
+            if fold.applied or fold.freezes or self.expiry_keeps.keep_writes(fold) or fold.unfollowed or fold.between:
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []
             for fold in group:
                 aggregates = {aggregate for other in [*chunk, fold] for aggregate in other.aggregate_moves()}
                 items = sum(
-                    1 + len(other.freezes) + len(self.keep_writes(other)) + len(self.follow_writes(other))
-                    for other in [*chunk, fold]
+                    1 + len(other.freezes) + len(self.keep_and_follow_writes(other)) for other in [*chunk, fold]
                 )
                 if chunk and items + len(aggregates) > TRANSACTION_ITEMS:
                     yield chunk
@@ -263,12 +246,8 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
             for aggregate, amount in fold.aggregate_moves().items():
                 summed[aggregate] = summed.get(aggregate, Decimal(0)) + amount
         writes = [self.ledger_put(fold) for fold in group if fold.applied]
-        writes += [
-            self.freeze_put(frozen, fold.follows.get(frozen), fold.decreases() if frozen == carrier(fold) else None)
-            for fold in group
-            for frozen in fold.freezes
-        ]
-        writes += [write for fold in group for write in self.keep_writes(fold) + self.follow_writes(fold)]
+        writes += [put for fold in group for put in self.expiry_keeps.freeze_puts(fold)]
+        writes += [write for fold in group for write in self.keep_and_follow_writes(fold)]
         overflowing: set[Aggregate] = set()
         reported = 0
         while True:
@@ -313,12 +292,17 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
         }
         if fold.entity:
             item[BASE_ENTITY] = {"S": fold.entity}
-        item |= self.carried(fold)
+        item |= self.followed_expiries.carried(fold)
         put: dict[str, Any] = {"TableName": self.ledger_table, "Item": item, "ConditionExpression": condition}
         put["ExpressionAttributeNames"] = names
         if values:
             put["ExpressionAttributeValues"] = values
         return {"Put": put}
+
+    def keep_and_follow_writes(self, fold: Fold) -> list[dict[str, Any]]:
+        """The key's writes beside its ledger Put and its expiries' own items: the operator's keeps it changed, and
+        what it found of expiries that do not follow a gone version."""
+        return self.expiry_keeps.keep_writes(fold) + self.followed_expiries.follow_writes(fold)
 
     def aggregate_add(self, entity: str, board: str, amount: Decimal) -> dict[str, Any]:
         """An aggregate's ADD; an addition puts it in the index under its board, with its order moved by the amount."""
@@ -421,13 +405,6 @@ class VersionedLedger(ExpiryKeeps, FollowedExpiries):
                     records = by_key[claim_key(fold.key)]
                     reports.append(refused_report(shard, fold.key, records, entity, board, reason))
         return reports
-
-
-def carrier(fold: Fold) -> str:
-    """The expiry's own item that names the aggregates a batch took from without moving the key (a keep taken below
-    Version: no ledger Put carries its `Decreased`), so that a retry after a crash before their step still does it;
-    "" for none."""
-    return fold.freezes[-1] if fold.freezes and not fold.applied and fold.decreases() else ""
 
 
 def overflowing_actions(reasons: list[Any], first: int) -> list[int]:

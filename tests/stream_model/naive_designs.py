@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from delivery_notes import DeliveryNotes, Message, Note
 from download_records import Download, parse_record
+from expiry_keeps import ExpiryKeeps
 from leaderboard_core.index_layout import ORDER_SCALE, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
 from ledger import StreamLedger
@@ -783,22 +784,29 @@ class OneReaderSubtractsEveryRemove(OneReaderDesign):
         self.name = f"one reader subtracting every REMOVE, {config.aggregate_writes}"
 
 
-class _VersionExpiringFold(VersionedLedger):
+class _VersionExpiringKeeps(ExpiryKeeps):
     stream_arn = ""
 
-    def fold(self, fold: Fold, shard: Any, record: dict[str, Any]) -> None:
-        self.stream_arn = shard.stream_arn
-        super().fold(fold, shard, record)
-
-    def freeze(self, fold: Fold, version: str, kept: Any) -> None:
+    def freeze(self, fold: Fold, version: str, kept: Any, follows: str | None = None, entity: str = "") -> None:
         if self.after(version, fold.version, self.stream_arn):
             for board, amount in kept.items():
                 fold.moves[board] = fold.moves.get(board, 0) + amount
 
 
+class _VersionExpiringFold(VersionedLedger):
+    def __init__(self, *parts: Any) -> None:
+        super().__init__(*parts)
+        self.expiring = _VersionExpiringKeeps(self.client, self.ledger_table, self.after)
+        self.expiry_keeps = self.expiring
+
+    def fold(self, fold: Fold, shard: Any, record: dict[str, Any]) -> None:
+        self.expiring.stream_arn = shard.stream_arn
+        super().fold(fold, shard, record)
+
+
 class OneReaderExpiresByVersion(OneReaderDesign):
     """One reader per shard that takes an expiry by TTL for one more state of its key, applied by Version like the
-    rest (the shipped VersionedLedger.freeze swapped): moved to its old image, the key then counting nothing. A
+    rest (the shipped ExpiryKeeps.freeze swapped): moved to its old image, the key then counting nothing. A
     rewrite under the key applied before the expiry (a child read before its parent's given-up batch, which recover
     reads back; a smaller retry of the later records) puts the key's Version past the expiry, which then changes
     nothing: the expired download, counted by no record yet, is never counted. Lost."""

@@ -395,10 +395,12 @@ class Interleaved:
 
 
 def ledger_client(world: LedgerWorld, interleaved: Any) -> Any:
-    """The versioned ledger's DynamoDB client replaced by `interleaved`."""
+    """The versioned ledger's DynamoDB client replaced by `interleaved`, and its expiries' parts' (`expiry_keeps`,
+    `followed_expiries`): in place, so that an invocation under way (a step run between its read and its write) goes
+    on with it too."""
     ledger = world.deployed.dependencies.versioned_ledger
     assert ledger is not None
-    ledger.client = interleaved
+    ledger.client = ledger.expiry_keeps.client = ledger.followed_expiries.client = interleaved
     return interleaved
 
 

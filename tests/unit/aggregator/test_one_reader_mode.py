@@ -31,6 +31,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     delivered,
     in_index,
     key_of,
+    ledger_client,
     ledger_item,
     read_back,
     trimmed_iterator,
@@ -226,9 +227,7 @@ def test_a_sum_past_38_digits_leaves_out_only_its_aggregate_and_still_moves_the_
             "LeaderboardOrder": {"N": "9" * 38},
         },
     )
-    ledger = world.deployed.dependencies.versioned_ledger
-    assert ledger is not None
-    ledger.client = OneAggregatePastThirtyEightDigits(world.dynamodb)
+    ledger_client(world, OneAggregatePastThirtyEightDigits(world.dynamodb))
     january = world.put(ROOT, "song1", 1, "2018-01")
     february = world.put(ROOT, "song1", 2, "2018-02")
     # when the mapping delivers them
