@@ -87,7 +87,9 @@ def checkout(tmp_path: Path) -> Path:
 @pytest.fixture
 def shell(checkout: Path, endpoint: Endpoint, aws: Clients) -> Iterator[Shell]:
     """The doc's first block's exports; afterwards its last block, then anything of the table left over."""
-    assert shutil.which("aws"), "docs/attaching.md's commands need the AWS CLI on PATH (make puts .venv-awscli/bin first)"
+    assert shutil.which("aws"), (
+        "docs/attaching.md's commands need the AWS CLI on PATH (make puts .venv-awscli/bin first)"
+    )
     environment = {
         **{name: value for name, value in os.environ.items() if not name.startswith(("TF_VAR_", "TF_CLI_CONFIG"))},
         **emulator_environment(endpoint),
