@@ -125,21 +125,27 @@ class FollowedExpiries:
 
     def follow_writes(self, fold: Fold) -> list[dict[str, Any]]:
         """The batch's part for expiries found not to follow: each one's item without `Follows` and `Answers`
-        (conditioned on both as read), each keep it writes (on its absence), and, where no ledger Put moves the key,
-        the ledger item's `ExpiryKept` and `GoneAt`, conditioned on the item as read."""
+        (conditioned on both as read, and on `RemovedBetween` as read: a REMOVE between that another invocation
+        records after the read may be G's removal, which keeps G itself, so a fold that did not see it must be refused
+        and read again, L2), each keep it writes (on its absence), and, where no ledger Put moves the key, the ledger
+        item's `ExpiryKept` and `GoneAt`, conditioned on the item as read."""
         writes: list[dict[str, Any]] = []
         for frozen, item in sorted(fold.unfollowed.items()):
-            names = {"#follows": FOLLOWS, "#answers": ANSWERS}
+            names = {"#follows": FOLLOWS, "#answers": ANSWERS, "#removed": REMOVED_BETWEEN}
             values: dict[str, Any] = {":follows": item[FOLLOWS]}
             condition = "#follows = :follows AND attribute_not_exists(#answers)"
             if ANSWERS in item:
                 condition = "#follows = :follows AND #answers = :answers"
                 values[":answers"] = item[ANSWERS]
+            removed = "attribute_not_exists(#removed)"
+            if REMOVED_BETWEEN in item:
+                removed = "#removed = :removed"
+                values[":removed"] = item[REMOVED_BETWEEN]
             update = {
                 "TableName": self.ledger_table,
                 "Key": {CLAIM_KEY: {"S": frozen}},
                 "UpdateExpression": "REMOVE #follows, #answers",
-                "ConditionExpression": condition,
+                "ConditionExpression": f"{condition} AND {removed}",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
             }
