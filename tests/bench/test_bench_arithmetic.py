@@ -26,7 +26,7 @@ from leaderboard_dev.bench.side_by_side import (
     write_figures,
 )
 from leaderboard_dev.bench.workload import StreamContents, count_error, neighbour_months
-from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
+from leaderboard_tools.size.sizing import PARTITION_WRITE_LIMIT, Workload, partition_load, song_id
 
 
 @pytest.mark.parametrize(

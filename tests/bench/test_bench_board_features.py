@@ -18,7 +18,7 @@ from moto import mock_aws
 from leaderboard_dev.bench import __main__ as bench_main
 from leaderboard_dev.bench import board_features, report
 from leaderboard_dev.bench.request_counts import COUNT_MESSAGE, counted_invocations, counting_build, requests_by_kind
-from leaderboard_tools.prices import LAMBDA_GB_SECOND, READ_REQUEST_UNIT, WRITE_REQUEST_UNIT
+from leaderboard_tools.size.prices import LAMBDA_GB_SECOND, READ_REQUEST_UNIT, WRITE_REQUEST_UNIT
 
 from .test_bench_arithmetic import raw_results
 

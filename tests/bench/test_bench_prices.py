@@ -1,9 +1,9 @@
-"""The benchmark prices its runs with the sizing tool's prices (`leaderboard_tools.prices`), not copies of them."""
+"""The benchmark prices its runs with the sizing tool's prices (`leaderboard_tools.size.prices`), not copies of them."""
 
 from __future__ import annotations
 
 from leaderboard_dev.bench.pressure_cost import PRICES as BENCH_PRICES
-from leaderboard_tools import prices
+from leaderboard_tools.size import prices
 
 
 def test_the_benchmark_uses_the_prices_of_the_sizing_tool() -> None:

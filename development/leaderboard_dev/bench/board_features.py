@@ -38,8 +38,8 @@ from leaderboard_dev.leaderboard import NotSettled, invoke_function
 from leaderboard_dev.loadgen import write_items
 from leaderboard_dev.observe import aggregator_invocations, log_lines
 from leaderboard_dev.settings import DIST, Endpoint
-from leaderboard_tools.prices import LAMBDA_GB_SECOND, READ_REQUEST_UNIT, WRITE_REQUEST_UNIT
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size.prices import LAMBDA_GB_SECOND, READ_REQUEST_UNIT, WRITE_REQUEST_UNIT
+from leaderboard_tools.size.sizing import (
     AGGREGATOR_MEMORY_MB,
     AGGREGATOR_WRITE_CONCURRENCY,
     CALL_LATENCY_SECONDS,

@@ -10,7 +10,7 @@ batch in each load straddles midnight). Every song has a genre (song i in genre 
 
 Measured: the aggregate writes the aggregator logged per 100 downloads, the bound (distinct
 aggregates of each batch that succeeded, as the aggregator records them), and every board's
-count against the generator's own recount. Beside them, `leaderboard_tools.sizing`'s prediction:
+count against the generator's own recount. Beside them, `leaderboard_tools.size.sizing`'s prediction:
 the month's updates per batch times the boards a download is counted in (`Boards.per_download`).
 """
 
@@ -31,7 +31,7 @@ from leaderboard_dev.leaderboard import NotSettled
 from leaderboard_dev.loadgen import BATCH_WRITE_LIMIT
 from leaderboard_dev.observe import aggregator_invocations, log_lines
 from leaderboard_dev.settings import Endpoint
-from leaderboard_tools.sizing import Boards, Workload
+from leaderboard_tools.size.sizing import Boards, Workload
 
 CATEGORY_ATTRIBUTE = "Genre"
 GENRES = ("rock", "pop", "jazz", "classical", "hip-hop", "electronic", "folk", "r&b/soul")

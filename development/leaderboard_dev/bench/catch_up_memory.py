@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from leaderboard_dev.backlog_stream import STREAM_ARN, BacklogStream, catch_up
-from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB
+from leaderboard_tools.size.sizing import AGGREGATOR_MEMORY_MB
 
 INVOCATION_PAGES = 200
 """GetRecords pages a measured invocation has time for: several steps (at 512 MB a step is 65,536 records or

@@ -46,7 +46,7 @@ from leaderboard_dev.bench.boards import BY_NAME, CATEGORY_ATTRIBUTE, realtime_d
 from leaderboard_dev.bench.workload import say
 from leaderboard_dev.fault_builds import BASELINES
 from leaderboard_dev.settings import REPOSITORY
-from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB
+from leaderboard_tools.size.sizing import AGGREGATOR_MEMORY_MB
 
 AGGREGATOR_SOURCE = REPOSITORY / "lambda_src" / "aggregator"
 TABLE = "cpu-downloads"

@@ -5,7 +5,7 @@ spread over songs as the stream shows (each successful update of an aggregate mo
 sort key: a delete and a put in the index, two index writes). At D downloads a second that is
 2·w·D index writes a second, of which the busiest of N leaderboard shards takes the share its
 songs had in the measured writes (songs placed as the module places them). Beside each figure:
-`leaderboard_tools.sizing`'s prediction for the same D, N and batch size (the mean batch the
+`leaderboard_tools.size.sizing`'s prediction for the same D, N and batch size (the mean batch the
 load delivered), and the documented limit of 1,000 writes a second per partition. The guide's
 handler updates its aggregate once per download: 2·D index writes, one partition a month.
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from leaderboard_core.index_layout import leaderboard_shard
 from leaderboard_dev.bench.workload import SONGS
-from leaderboard_tools.prices import LAMBDA_GB_SECOND, LAMBDA_REQUEST, WRITE_REQUEST_UNIT
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size.prices import LAMBDA_GB_SECOND, LAMBDA_REQUEST, WRITE_REQUEST_UNIT
+from leaderboard_tools.size.sizing import (
     AGGREGATOR_MEMORY_MB,
     INDEX_WRITES_PER_UPDATE,
     PARTITION_WRITE_LIMIT,
@@ -42,7 +42,7 @@ AGGREGATOR_MEMORY_GB = AGGREGATOR_MEMORY_MB / 1024
 PRICES: dict[str, Any] = {
     "region": "us-east-1",
     "looked_up": "2026-11-30",
-    # The figures are `size`'s (leaderboard_tools.prices, with their sources and how far each is confirmed).
+    # The figures are `size`'s (leaderboard_tools.size.prices, with their sources and how far each is confirmed).
     "dynamodb_write_request_unit_per_million": WRITE_REQUEST_UNIT.usd,
     "lambda_request_per_million": LAMBDA_REQUEST.usd,
     "lambda_gb_second_x86": LAMBDA_GB_SECOND.usd,

@@ -1,6 +1,6 @@
 """The prices and billing rules the all-in part charges by, us-east-1, on demand, each with its source.
 
-DynamoDB, DynamoDB Streams and Lambda come from `leaderboard_tools.prices` (what `size` states),
+DynamoDB, DynamoDB Streams and Lambda come from `leaderboard_tools.size.prices` (what `size` states),
 so the tool and the benchmark cannot disagree; SQS is added here. `confirmed` says how far each
 price could be checked from here, without internet, through the search index: `aws` (read on
 AWS's page), `secondary` (a dated page that transcribes AWS's), `unconfirmed` (no current source).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leaderboard_tools.prices import (
+from leaderboard_tools.size.prices import (
     BILLING_RULES,
     LAMBDA_GB_SECOND,
     LAMBDA_REQUEST,

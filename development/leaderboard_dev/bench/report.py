@@ -24,7 +24,7 @@ from leaderboard_dev.bench.pressure_cost import (
     sizing_check,
 )
 from leaderboard_dev.settings import REPOSITORY
-from leaderboard_tools.sizing import PARTITION_WRITE_LIMIT
+from leaderboard_tools.size.sizing import PARTITION_WRITE_LIMIT
 
 DOCUMENT = REPOSITORY / "docs" / "benchmark.md"
 """Where a full run's tables and plots go: its Results section, replaced on every run."""
@@ -431,8 +431,8 @@ def _pressure_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         "",
         f"Index writes per second on the busiest partition (limit {pressure['partition_write_limit']:,}), from the "
-        "measured writes per song; in brackets `leaderboard_tools/sizing.py`'s prediction for the batches delivered. "
-        "All 64 values of `leaderboard_shards` are in summary.json.",
+        "measured writes per song; in brackets `leaderboard_tools/size/sizing.py`'s prediction for the batches "
+        "delivered. All 64 values of `leaderboard_shards` are in summary.json.",
         "",
         "| batch size | downloads/s | " + " | ".join(f"N={shards}" for shards in TABLE_SHARDS) + " |",
         "|---|---|" + "---|" * len(TABLE_SHARDS),

@@ -6,7 +6,7 @@ has to say and returns the exit code. `top`, `rank`, `all`, `range`, `range-by-c
 `score` share one package (`leaderboards`: their flags, their printing, their runs): they differ by
 a flag or two. `size` is a package too (its parser and run; what it prints in `size.report`).
 `cli.py` lists them and dispatches to them; the work itself is in the domain modules beside this
-package (`sizing`, `rekey`, `reconcile`, `recover`, `backfill`, `query_client`, `reader_count`).
+package (`size`, `rekey`, `reconcile`, `recover`, `backfill`, `query_client`, `reader_count`).
 
 The exit codes are one table for every command (docs/operations.md, *Exit codes*; `EXIT_CODES` below is what `--help`
 prints): scripts rely on 0, 1, 3 and 4 as they always were.

@@ -17,7 +17,7 @@ import two_readers
 from aggregator_settings import MEMORY_SIZE_VARIABLE, Settings, read_budget
 from invocation_context import InvocationContext
 from leaderboard_dev.backlog_stream import BacklogStream, backlog_invocation, catch_up, catch_up_alone
-from leaderboard_tools.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
+from leaderboard_tools.size.sizing import AGGREGATOR_MEMORY_MB, WINDOW_SECONDS_DEFAULT
 from tests.stream_model.fake_dynamodb import FakeDynamoDB
 
 TABLE, PROGRESS_TABLE = "memory-downloads", "memory-progress"

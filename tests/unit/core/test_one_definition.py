@@ -49,8 +49,9 @@ from leaderboard_core.bookkeeping import (
 )
 from leaderboard_core.buckets import board_id, bucket_key, time_zone_names
 from leaderboard_core.periods import PERIOD_NAMES, PERIODS
-from leaderboard_tools import deployment, prices, reconcile, sizing, stream_reading
+from leaderboard_tools import deployment, reconcile, stream_reading
 from leaderboard_tools.recover import failure_messages
+from leaderboard_tools.size import prices, sizing
 from tests import terraform_config
 from tests.property_examples import examples
 from tests.unit.terraform.lambda_environment import RecordingEnvironment, function_environment

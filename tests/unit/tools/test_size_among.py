@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from leaderboard_tools import prices
 from leaderboard_tools.cli import main
+from leaderboard_tools.size import prices
 
 LOAD = ["--downloads-per-second", "1000", "--songs", "10000"]
 

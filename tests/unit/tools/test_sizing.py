@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_tools import monthly_cost, prices, sizing
 from leaderboard_tools.cli import main
 from leaderboard_tools.commands import size
-from leaderboard_tools.monthly_cost import cost
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size import monthly_cost, prices, sizing
+from leaderboard_tools.size.monthly_cost import cost
+from leaderboard_tools.size.sizing import (
     PARTITION_WRITE_LIMIT,
     Boards,
     Workload,

@@ -10,8 +10,8 @@ from typing import Any, TextIO
 
 from leaderboard_core.attributes import COUNT_FIELD
 from leaderboard_tools.commands.leaderboards.flags import LISTED_ID_WIDTH
+from leaderboard_tools.commands.leaderboards.streamed_table import Column, StreamedTable
 from leaderboard_tools.output_format import OutputFormat
-from leaderboard_tools.streamed_table import Column, StreamedTable
 
 # ---------------------------------------------------------------- what is printed
 

@@ -22,6 +22,7 @@ from leaderboard_tools.commands.leaderboards.printing import (
     ranked_columns,
     text_of,
 )
+from leaderboard_tools.commands.leaderboards.streamed_table import Column
 from leaderboard_tools.interruption import Interrupted
 from leaderboard_tools.output_format import OutputFormat, chosen_format, counted
 from leaderboard_tools.query_client import (
@@ -32,7 +33,6 @@ from leaderboard_tools.query_client import (
     listing_pages,
     query_function_of,
 )
-from leaderboard_tools.streamed_table import Column
 
 # ---------------------------------------------------------------- the commands
 

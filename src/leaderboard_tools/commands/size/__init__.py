@@ -1,6 +1,6 @@
 """`size`: the leaderboard shards a workload needs, whether any number fits, and what the load costs a month.
 
-The arithmetic is `sizing.py`'s and the prices `prices.py`'s; this module takes the workload from the flags, refuses
+The arithmetic and the prices are `leaderboard_tools.size`'s; this module takes the workload from the flags, refuses
 at parse time what the module itself would refuse (its variables' validations) or what means nothing (a negative rate,
 nan), and shows the answer as a table, JSON or tab-separated text (`--output`).
 """
@@ -17,10 +17,10 @@ from leaderboard_core.periods import PERIOD_NAMES
 from leaderboard_tools.argument_types import number_within, whole_number
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
 from leaderboard_tools.commands.size.report import print_size, size_json, size_records
-from leaderboard_tools.monthly_cost import cost
 from leaderboard_tools.output_format import add_output_argument, chosen_format
-from leaderboard_tools.prices import LOOKED_UP, REGION
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size.monthly_cost import cost
+from leaderboard_tools.size.prices import LOOKED_UP, REGION
+from leaderboard_tools.size.sizing import (
     AMONG_ENTITIES_MOST,
     BATCH_SIZE_DEFAULTS,
     BATCH_SIZE_RANGE,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from leaderboard_tools.monthly_cost import Cost, CostLine
 from leaderboard_tools.output_format import counted, rich_console
-from leaderboard_tools.prices import LOOKED_UP, PRICES, REGION, price_table
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size.monthly_cost import Cost, CostLine
+from leaderboard_tools.size.prices import LOOKED_UP, PRICES, REGION, price_table
+from leaderboard_tools.size.sizing import (
     AGGREGATOR_MEMORY_MB,
     INDEX_TOO_HOT,
     PARTITION_KEY_TOO_HOT,

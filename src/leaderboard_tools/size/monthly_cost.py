@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from leaderboard_tools.prices import (
+from leaderboard_tools.size.prices import (
     LAMBDA_GB_SECOND,
     LAMBDA_REQUEST,
     READ_REQUEST_UNIT,
@@ -15,7 +15,7 @@ from leaderboard_tools.prices import (
     WRITE_REQUEST_UNIT,
     Price,
 )
-from leaderboard_tools.sizing import (
+from leaderboard_tools.size.sizing import (
     AGGREGATOR_MEMORY_MB,
     AGGREGATOR_WRITE_CONCURRENCY,
     AMONG_ENTITIES_MOST,
