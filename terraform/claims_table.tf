@@ -1,6 +1,6 @@
 # The claims of a backfill (backfill_claims): one item per download that the aggregator or
-# `leaderboard-tools backfill` counted while both could meet it, naming which one did, and the
-# backfill's own progress. Needed only while a backfill may run; removing it ends the claims.
+# `leaderboard-tools backfill` counted while both could meet it, naming which one did, and where
+# each backfill segment stopped. Needed only while a backfill may run; removing it ends the claims.
 # In ledger mode (ledger) the same table is the ledger, kept for good: each download's item also
 # records the first stream record the aggregator applied and what the backfill counted of it.
 locals {

@@ -101,7 +101,7 @@ def write_items(
     dynamodb: Any,
     table_name: str,
     items: list[dict[str, Any]],
-    on_progress: Callable[[int], None] = lambda written: None,
+    on_phase: Callable[[int], None] = lambda written: None,
     workers: int = 4,
 ) -> None:
     """BatchWriteItem in chunks of 25, resending unprocessed items until every one is written."""
@@ -118,4 +118,4 @@ def write_items(
     chunks = [items[start : start + BATCH_WRITE_LIMIT] for start in range(0, len(items), BATCH_WRITE_LIMIT)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for written in pool.map(write_chunk, chunks):
-            on_progress(written)
+            on_phase(written)

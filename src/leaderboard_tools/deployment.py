@@ -325,7 +325,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
             f"--queue-url {overrides.failure_queue_url} contradicts the deployment: "
             f"{source} (FAILURE_QUEUE_URL) says {queue}"
         )
-    progress = _agree(
+    progress_table = _agree(
         "progress_table",
         "--progress-table",
         environment.get("PROGRESS_TABLE_NAME") or None,
@@ -359,7 +359,7 @@ def discover(clients: Any, table: str, overrides: Overrides | None = None) -> De
         window_seconds=mapping.get("TumblingWindowInSeconds"),
         failure_queue_url=queue or overrides.failure_queue_url,
         recount_band_queue_url=environment.get("RECOUNT_BAND_QUEUE_URL") or None,
-        progress_table=progress,
+        progress_table=progress_table,
         aggregator_function=aggregator,
         query_function=query_function,
         mapping_uuid=mapping.get("UUID"),

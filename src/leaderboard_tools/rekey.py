@@ -118,7 +118,7 @@ def rekey(
     shards: int,
     names: AttributeNames = GUIDE_NAMES,
     segments: int = 4,
-    on_progress: Callable[[int], None] = lambda done: None,
+    on_phase: Callable[[int], None] = lambda done: None,
     dry_run: bool = False,
     tie_break: str = ENTITY_TIE_BREAK,
 ) -> RekeyReport:
@@ -137,7 +137,7 @@ def rekey(
                 outcomes.append((name, move(dynamodb, table, names, shards, item, dry_run, tie_break)))
             except ClientError as error:
                 outcomes.append((name, f"failed: {error.response.get('Error', {}).get('Code')}"))
-            on_progress(1)
+            on_phase(1)
         return outcomes
 
     with ThreadPoolExecutor(max_workers=segments) as pool:

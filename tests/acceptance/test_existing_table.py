@@ -147,7 +147,7 @@ class Writer(threading.Thread):
         return self.written
 
 
-def backfill_progress(aws: Clients, claims_table: str) -> int:
+def segments_saved(aws: Clients, claims_table: str) -> int:
     """Segments the backfill has saved a position for: it has counted something and may be killed now."""
     items = scan_all(aws, TableName=claims_table, ConsistentRead=True)
     return sum(1 for item in items if item[CLAIM_KEY]["S"].startswith(BACKFILL_ITEM_PREFIX + "segment#"))
@@ -184,7 +184,7 @@ def test_a_backfill_killed_midway_and_run_again_counts_the_history_exactly_once_
             stderr=subprocess.PIPE,
             text=True,
         )
-        poll_until(lambda: backfill_progress(aws, claims) >= 1, timeout=300, describe="the backfill's first page")
+        poll_until(lambda: segments_saved(aws, claims) >= 1, timeout=300, describe="the backfill's first page")
         first.kill()
         first.communicate(timeout=60)
         resumed = subprocess.run(

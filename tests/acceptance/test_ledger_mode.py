@@ -38,11 +38,11 @@ from tests.acceptance.test_existing_table import (
     GENRES,
     MARKER,
     MONTHS,
-    backfill_progress,
     cli,
     enable_stream,
     genred,
     platform_item,
+    segments_saved,
 )
 
 pytestmark = pytest.mark.acceptance
@@ -246,7 +246,7 @@ def test_ledger_mode_counts_a_history_edited_and_deleted_beside_two_backfills_an
         killed = backfill(*table, "--page-size", "50", "--max-read-units", "5")
         beside = backfill(*table, "--page-size", "50", "--max-read-units", "20", "--json")
         poll_until(
-            lambda: backfill_progress(aws, ledger) >= 1 or killed.poll() is not None,
+            lambda: segments_saved(aws, ledger) >= 1 or killed.poll() is not None,
             timeout=300,
             describe="a backfill's first page",
         )

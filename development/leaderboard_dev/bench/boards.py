@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from leaderboard_dev.aws import Clients, clients
 from leaderboard_dev.bench.index_layout import bench_stack
-from leaderboard_dev.bench.workload import SONGS, ZIPF_EXPONENT, progress, read_aggregates, say, wait_for
+from leaderboard_dev.bench.workload import SONGS, ZIPF_EXPONENT, phase_lines, read_aggregates, say, wait_for
 from leaderboard_dev.leaderboard import NotSettled
 from leaderboard_dev.loadgen import BATCH_WRITE_LIMIT
 from leaderboard_dev.observe import aggregator_invocations, log_lines
@@ -156,7 +156,7 @@ def read_boards(aws: Clients, table: str, keys: set[tuple[str, str]]) -> dict[tu
 
 def write_all(aws: Clients, table: str, items: list[dict[str, Any]], label: str) -> None:
     """BatchWriteItem in chunks of 25, in order (one writer): the stream holds them in time order."""
-    advance = progress(label, len(items))
+    advance = phase_lines(label, len(items))
     for start in range(0, len(items), BATCH_WRITE_LIMIT):
         requests = {table: [{"PutRequest": {"Item": item}} for item in items[start : start + BATCH_WRITE_LIMIT]]}
         for _ in range(20):

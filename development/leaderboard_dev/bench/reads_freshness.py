@@ -24,7 +24,7 @@ from typing import Any
 from leaderboard_dev.aws import Clients, clients
 from leaderboard_dev.bench.index_layout import bench_stack
 from leaderboard_dev.bench.side_by_side import Plan
-from leaderboard_dev.bench.workload import downloads_for, progress, say, wait_for, write_paced
+from leaderboard_dev.bench.workload import downloads_for, phase_lines, say, wait_for, write_paced
 from leaderboard_dev.leaderboard import index_ranking, invoke_function
 from leaderboard_dev.loadgen import utc_month
 from leaderboard_dev.settings import Endpoint
@@ -47,7 +47,7 @@ def run_reads_and_freshness(endpoint: Endpoint, plan: Plan) -> dict[str, Any]:
         written = 0
         for step, size in enumerate(plan.ladder):
             load = downloads_for(size - written, LADDER_MONTH, seed=300 + step)
-            timing = write_paced(aws, table, load, on_progress=progress(f"reads {size:,}", len(load)))
+            timing = write_paced(aws, table, load, on_phase=phase_lines(f"reads {size:,}", len(load)))
             written = size
             settled_at = wait_for_index_total(aws, table, index, LADDER_MONTH, written, plan)
             reads = time_top_ten(aws, table, index, function, LADDER_MONTH, plan.read_repeats)

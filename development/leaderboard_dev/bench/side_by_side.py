@@ -32,7 +32,7 @@ from leaderboard_dev.bench.workload import (
     count_error,
     downloads_for,
     neighbour_months,
-    progress,
+    phase_lines,
     read_aggregates,
     read_stream,
     say,
@@ -253,7 +253,7 @@ def measure_load(aws: Clients, outputs: dict[str, Any], contender: Contender, pl
     keys = candidate_keys(truth, load.month)
     total = len(downloads)
     since_ms = int(time.time() * 1000) - 1000
-    timing = write_paced(aws, table, downloads, on_progress=progress(f"{contender.name} {load.month}", total))
+    timing = write_paced(aws, table, downloads, on_phase=phase_lines(f"{contender.name} {load.month}", total))
     freshness = None
     if not load.fault_rate:
         settled_at = wait_for(

@@ -43,12 +43,12 @@ def truth_of(downloads: Iterable[Download]) -> dict[tuple[str, str], int]:
 
 
 def say(message: str) -> None:
-    """One timestamped progress line: the stacks run in parallel processes, so lines, not a live bar."""
+    """One timestamped line: the stacks run in parallel processes, so lines, not a live bar."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def progress(label: str, total: int) -> Callable[[int], None]:
-    """A write_paced callback that says each quarter of a load written (long loads take minutes)."""
+def phase_lines(label: str, total: int) -> Callable[[int], None]:
+    """A write_paced `on_phase` that says each quarter of a load written (long loads take minutes)."""
     state = {"written": 0, "next": total // 4}
 
     def advance(written: int) -> None:
@@ -77,7 +77,7 @@ def write_paced(
     table: str,
     downloads: list[Download],
     rate: float | None = None,
-    on_progress: Callable[[int], None] = lambda written: None,
+    on_phase: Callable[[int], None] = lambda written: None,
 ) -> WriteTiming:
     """BatchWriteItem in chunks of 25 from four threads; chunk k is due at start + 25·k / `rate` (None: at once)."""
     items = [download.as_item() for download in downloads]
@@ -100,7 +100,7 @@ def write_paced(
 
     with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:
         for written in pool.map(write_chunk, enumerate(chunks)):
-            on_progress(written)
+            on_phase(written)
     finished = time.monotonic()
     return WriteTiming(len(items), finished - started, finished)
 

@@ -66,7 +66,7 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         clock: Callable[[], float] = interval_clock,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
-        on_progress: Callable[[int], None] = lambda scanned: None,
+        on_phase: Callable[[int], None] = lambda scanned: None,
         dynamo_time: Callable[[], float] | None = None,
     ) -> None:
         if segments < 1 or page_size < 1:
@@ -77,8 +77,8 @@ class Backfill(SegmentPlaces, SegmentScan, PageTransactions):
         self._page_size = page_size
         self._sleep = sleep
         self._jitter = jitter
-        self._on_progress = on_progress
-        self._phase = phase_reporter(on_progress)
+        self._on_phase = on_phase
+        self._phase = phase_reporter(on_phase)
         self._pacer = ReadPacer(max_read_units, clock, sleep)
         self._dynamo_time = dynamo_time or DynamoTime(dynamodb, deployment.table).latest
         self._claims = ""

@@ -119,4 +119,4 @@ class SegmentScan:
             done = last_key is None
             with self._lock:
                 self._report.run.add(tally)
-            self._on_progress(tally.items_scanned)
+            self._on_phase(tally.items_scanned)

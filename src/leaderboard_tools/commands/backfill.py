@@ -10,7 +10,7 @@ from typing import Any
 
 from leaderboard_tools.argument_types import positive_float, positive_int, scan_segments
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT, EXIT_INTERRUPTED, EXIT_PENDING
-from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, progress_of
+from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, phase_bar
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 
 BOARDS_LISTED = 50
@@ -71,14 +71,14 @@ def run(arguments: argparse.Namespace) -> int:
         return _release_check(aws, deployment, output)
     shown = sys.stderr.isatty() and output != "json"
     total = int(aws.dynamodb.describe_table(TableName=deployment.table)["Table"].get("ItemCount") or 0)
-    with progress_of("Backfilling items (approximate total)", shown=shown, total=total or None) as on_progress:
+    with phase_bar("Backfilling items (approximate total)", shown=shown, total=total or None) as on_phase:
         report = Backfill(
             aws.dynamodb,
             deployment,
             segments=arguments.segments,
             max_read_units=arguments.max_read_units,
             page_size=arguments.page_size,
-            on_progress=on_progress,
+            on_phase=on_phase,
         ).run()
     if output == "json":
         print(json.dumps(report.as_json()))

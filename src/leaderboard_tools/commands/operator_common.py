@@ -1,5 +1,5 @@
-"""What `rekey`, `reconcile`, `recover`, `backfill` and `readers` share: the deployment's flags, reaching it, a
-progress bar, and the Reconciler that `reconcile` and `recover` configure alike."""
+"""What `rekey`, `reconcile`, `recover`, `backfill` and `readers` share: the deployment's flags, reaching it, the
+phase bar, and the Reconciler that `reconcile` and `recover` configure alike."""
 
 from __future__ import annotations
 
@@ -111,19 +111,19 @@ def operator_setup(
     return aws, discover(aws, arguments.table, overrides)
 
 
-class ProgressBar:
-    """What `progress_of` yields. Called with a count, it advances the current phase; `phase(name, total, ...)` starts
-    the next one, on the same line (the reconcile package's `on_progress` protocol, reconcile/phases.py)."""
+class PhaseBar:
+    """What `phase_bar` yields. Called with a count, it advances the current phase; `phase(name, total, ...)` starts
+    the next one, on the same line (the reconcile package's `on_phase` protocol, reconcile/phases.py)."""
 
-    def __init__(self, progress: Any, description: str, total: int | None, approximate: bool) -> None:
-        self._progress = progress
+    def __init__(self, display: Any, description: str, total: int | None, approximate: bool) -> None:
+        self._display = display
         self._task: Any = None
         self.phases: list[str] = []
         """Every phase started, in order (the first is the command's own description)."""
         self.phase(description, total, approximate=approximate)
 
     def __call__(self, done: int) -> None:
-        self._progress.advance(self._task, done)
+        self._display.advance(self._task, done)
 
     def phase(
         self,
@@ -137,20 +137,21 @@ class ProgressBar:
         """The next phase, on the line of the last one: `total` approximate (from ItemCount), or `bound` (the most it
         can take: its time remaining is "at most"), in `unit`s ("s": a wait, shown by the clock)."""
         if self._task is not None:
-            self._progress.update(self._task, visible=False)
-            self._progress.stop_task(self._task)
+            self._display.update(self._task, visible=False)
+            self._display.stop_task(self._task)
         described = f"{name} (approximate total: ItemCount)" if approximate and total else name
-        self._task = self._progress.add_task(
+        self._task = self._display.add_task(
             described, total=total or None, unit=unit, approximate=approximate and bool(total), bound=bound
         )
         self.phases.append(name)
 
 
 @contextmanager
-def progress_of(
+def phase_bar(
     description: str, shown: bool, total: int | None = None, *, approximate: bool = False, console: Any = None
-) -> Iterator[ProgressBar]:
-    """A progress bar on stderr when it is a terminal; a silent counter otherwise (JSON output, pipes).
+) -> Iterator[PhaseBar]:
+    """The phase bar: a line on stderr when it is a terminal (a rich progress display); a silent counter otherwise
+    (JSON output, pipes).
 
     One line: the phase (a run names each as it starts it, through the yielded object's `phase`), the count, the
     rate, the time elapsed and, where a total is known, the bar, "of ~N" for an approximate total (such as
@@ -165,7 +166,7 @@ def progress_of(
             return None
         return min(task.elapsed or 0.0, task.total)
 
-    class Progressing(BarColumn):
+    class ClockedBar(BarColumn):
         def render(self, task: Task) -> Bar:
             seconds = waited(task)
             if seconds is None:
@@ -201,23 +202,21 @@ def progress_of(
 
     columns = (
         TextColumn("[progress.description]{task.description}"),
-        Progressing(),
+        ClockedBar(),
         Count(),
         Rate(),
         TimeElapsedColumn(),
         Remaining(),
     )
-    with Progress(
-        *columns, console=console or rich_console(stderr=True), transient=True, disable=not shown
-    ) as progress:
-        yield ProgressBar(progress, description, total, approximate)
+    with Progress(*columns, console=console or rich_console(stderr=True), transient=True, disable=not shown) as display:
+        yield PhaseBar(display, description, total, approximate)
 
 
 def operator_reconciler(
-    arguments: argparse.Namespace, aws: Any, deployment: Any, on_progress: Callable[[int], None]
+    arguments: argparse.Namespace, aws: Any, deployment: Any, on_phase: Callable[[int], None]
 ) -> Any:
     """The Reconciler as `reconcile` and `recover` configure it from their shared flags; it names its phases through
-    `on_progress.phase` where `on_progress` has one (a ProgressBar)."""
+    `on_phase.phase` where `on_phase` has one (a PhaseBar)."""
     from leaderboard_tools.reconcile import Reconciler
 
     return Reconciler(
@@ -226,5 +225,5 @@ def operator_reconciler(
         stream_budget_seconds=arguments.stream_budget_seconds,
         band_seconds=arguments.band_seconds,
         clock_margin_seconds=arguments.clock_margin_seconds,
-        on_progress=on_progress,
+        on_phase=on_phase,
     )

@@ -18,7 +18,7 @@ from leaderboard_tools.commands.operator_common import (
     add_reconciler_arguments,
     operator_reconciler,
     operator_setup,
-    progress_of,
+    phase_bar,
 )
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
@@ -135,8 +135,8 @@ def run(arguments: argparse.Namespace) -> int:
     songs = arguments.songs
     board = arguments.board or arguments.month
     output = chosen_format(arguments)
-    with progress_of("Reading items", shown=sys.stderr.isatty() and output != "json") as on_progress:
-        reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
+    with phase_bar("Reading items", shown=sys.stderr.isatty() and output != "json") as on_phase:
+        reconciler = operator_reconciler(arguments, aws, deployment, on_phase)
         recount = reconciler.run({board: songs}, repair=arguments.repair, dry_run=arguments.dry_run)
     report = recount.month(board)
     if output == "json":

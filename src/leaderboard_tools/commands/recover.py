@@ -14,7 +14,7 @@ from leaderboard_tools.commands.operator_common import (
     add_reconciler_arguments,
     operator_reconciler,
     operator_setup,
-    progress_of,
+    phase_bar,
 )
 from leaderboard_tools.deployment import DeploymentError
 from leaderboard_tools.output_format import add_output_argument, chosen_format, counted, text_line
@@ -46,8 +46,8 @@ def run(arguments: argparse.Namespace) -> int:
     if not deployment.failure_queue_url:
         raise DeploymentError("the deployment names no failure queue (FAILURE_QUEUE_URL): pass --queue-url")
     output = chosen_format(arguments)
-    with progress_of("Reading items", shown=sys.stderr.isatty() and output != "json") as on_progress:
-        reconciler = operator_reconciler(arguments, aws, deployment, on_progress)
+    with phase_bar("Reading items", shown=sys.stderr.isatty() and output != "json") as on_phase:
+        reconciler = operator_reconciler(arguments, aws, deployment, on_phase)
         report = recover(aws, deployment, reconciler, deployment.failure_queue_url)
     answer = report.as_json()
     if output == "json":

@@ -9,7 +9,7 @@ from typing import Any
 
 from leaderboard_tools.argument_types import leaderboard_shards
 from leaderboard_tools.commands import EXIT_ERROR, EXIT_EXACT
-from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, progress_of
+from leaderboard_tools.commands.operator_common import add_command, add_operator_arguments, operator_setup, phase_bar
 from leaderboard_tools.deployment import check_layout
 from leaderboard_tools.output_format import add_output_argument, chosen_format, text_line
 from leaderboard_tools.rekey import MAX_ROUNDS, RekeyReport, rekey
@@ -48,13 +48,13 @@ def run(arguments: argparse.Namespace) -> int:
     aws, deployment = operator_setup(arguments)
     check_layout(deployment, arguments.shards)
     output = chosen_format(arguments)
-    with progress_of("Moving aggregates", shown=sys.stderr.isatty() and output != "json") as on_progress:
+    with phase_bar("Moving aggregates", shown=sys.stderr.isatty() and output != "json") as on_phase:
         report = rekey(
             aws.dynamodb,
             deployment.aggregates,
             arguments.shards,
             names=deployment.names,
-            on_progress=on_progress,
+            on_phase=on_phase,
             dry_run=arguments.dry_run,
             tie_break=deployment.tie_break,
         )

@@ -242,7 +242,7 @@ class RepairBand:
             now = self.dynamodb_time()
             if waited is None:
                 self._phase(WAITING_FOR_FENCE, max(0, math.ceil(first_look - now)), unit="s")
-                waited = SecondsWaited(self._on_progress, now)
+                waited = SecondsWaited(self._on_phase, now)
             waited.to(now)
             if now >= give_up:
                 break
@@ -251,7 +251,7 @@ class RepairBand:
                 continue
             if not reading:
                 self._phase(WAITING_FOR_STREAM, max(1, math.ceil(give_up - now)), unit="s", bound=True)
-                waited, reading = SecondsWaited(self._on_progress, now), True
+                waited, reading = SecondsWaited(self._on_phase, now), True
             in_flight, _ = self._in_flight(boards, fence, budget=max(1.0, give_up - now))
             caught_up = in_flight is not None and not (in_flight & keys)
             if not caught_up:
@@ -259,7 +259,7 @@ class RepairBand:
         self._phase(CLOSING_BANDS, len(bands), unit="bands")
         for band in bands:
             self._close(band, caught_up)
-            self._on_progress(1)
+            self._on_phase(1)
 
     def _close_at_once(self, bands: list[OpenBand]) -> None:
         """A run stopped by an error (or an interrupt) closes its open bands without waiting, as far as it can: what

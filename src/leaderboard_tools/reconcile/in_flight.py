@@ -65,10 +65,10 @@ class InFlightCheck:
                     check.in_flight += 1
 
         def read(shard: dict[str, Any]) -> ShardReadOutcome | None:
-            progress = shard_progress(
+            progress_item = shard_progress(
                 self._dynamodb, deployment.progress_table or "", deployment.stream_arn or "", shard["ShardId"]
             )
-            if progress.ended:
+            if progress_item.ended:
                 return None
             reader = ShardReader(
                 self._streams,
@@ -78,7 +78,7 @@ class InFlightCheck:
                 empty_page_pause=self._empty_page_pause,
                 sleep=self._sleep,
             )
-            at, after = progress.start
+            at, after = progress_item.start
             return reader.read(
                 shard["ShardId"],
                 on_record,
@@ -94,7 +94,7 @@ class InFlightCheck:
                 return read(shard)
             finally:
                 if phase is not None:
-                    self._on_progress(1)
+                    self._on_phase(1)
 
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(shards)))) as pool:
             outcomes = list(pool.map(read_counted, shards))

@@ -1,11 +1,12 @@
 """How a long run says what it is doing: the phases of a recount, a repair and a backfill, and how they are reported.
 
-A run is given `on_progress`, a callable taking a count (items scanned, aggregates read, seconds waited...) that
-advances the current phase. `on_progress` may also have a method `phase(name, total=None, *, approximate=False,
+A run is given `on_phase`, a callable taking a count (items scanned, aggregates read, seconds waited...) that
+advances the current phase. `on_phase` may also have a method `phase(name, total=None, *, approximate=False,
 unit="items", bound=False)` that starts the next phase (`bound`: the total is the most it can take, such as a wait
-that ends as soon as the stream has caught up): `commands.operator_common.progress_of` yields such an object (a progress
-bar naming the phase, with its rate and, when a total is known, its ETA); a plain callable gets the counts only.
-A total from DescribeTable's ItemCount is approximate (DynamoDB updates it about every six hours), and said so.
+that ends as soon as the stream has caught up): `commands.operator_common.phase_bar` yields such an object (the
+phase bar: one terminal line naming the phase, with its rate and, when a total is known, its ETA); a plain callable
+gets the counts only. A total from DescribeTable's ItemCount is approximate (DynamoDB updates it about every six hours),
+and said so. "Progress" names the aggregator's progress table alone (docs/design.md), so none of this is called so.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ def _no_phase(
     return None
 
 
-def phase_reporter(on_progress: Callable[[int], None]) -> PhaseReporter:
-    """`on_progress.phase` where it has one, else a reporter that ignores phases."""
-    phase = getattr(on_progress, "phase", None)
+def phase_reporter(on_phase: Callable[[int], None]) -> PhaseReporter:
+    """`on_phase.phase` where it has one, else a reporter that ignores phases."""
+    phase = getattr(on_phase, "phase", None)
     return phase if callable(phase) else _no_phase
 
 
@@ -56,7 +57,7 @@ def item_count(dynamodb: Any, table: str) -> int | None:
     or is 0 (a total of 0 would show a finished bar over a scan that has just begun)."""
     try:
         count = int(dynamodb.describe_table(TableName=table)["Table"].get("ItemCount") or 0)
-    except Exception:  # a progress estimate never stops the run it describes
+    except Exception:  # a phase's estimated total never stops the run it describes
         return None
     return count or None
 
@@ -64,13 +65,13 @@ def item_count(dynamodb: Any, table: str) -> int | None:
 class SecondsWaited:
     """Advances a phase counted in seconds ("s") by the whole seconds passed since `start`, on any clock."""
 
-    def __init__(self, on_progress: Callable[[int], None], start: float) -> None:
-        self._on_progress = on_progress
+    def __init__(self, on_phase: Callable[[int], None], start: float) -> None:
+        self._on_phase = on_phase
         self._start = start
         self._told = 0
 
     def to(self, now: float) -> None:
         whole = int(max(0.0, now - self._start))
         if whole > self._told:
-            self._on_progress(whole - self._told)
+            self._on_phase(whole - self._told)
             self._told = whole

@@ -66,9 +66,9 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = interval_clock,
         sleep: Callable[[float], None] = time.sleep,
-        on_progress: Callable[[int], None] = lambda scanned: None,
+        on_phase: Callable[[int], None] = lambda scanned: None,
     ) -> None:
-        """`on_progress(count)` advances the current phase; its `phase(name, total)`, where it has one, is told each
+        """`on_phase(count)` advances the current phase; its `phase(name, total)`, where it has one, is told each
         phase as it starts (reconcile/phases.py)."""
         self._dynamodb = clients.dynamodb
         self._streams = clients.dynamodbstreams
@@ -89,8 +89,8 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
         self._server = ServerClock()
         self._sqs = getattr(clients, "sqs", None)
         self._sleep = sleep
-        self._on_progress = on_progress
-        self._phase = phase_reporter(on_progress)
+        self._on_phase = on_phase
+        self._phase = phase_reporter(on_phase)
         self._stream_phase: str | None = None
         self._repair_point: RepairPoint | None = None
         self._closing: OpenBand | None = None
@@ -240,7 +240,7 @@ class Reconciler(DynamoClock, TableRecount, InFlightCheck, RepairBand):
                     band = self._settle(board, difference, snapshot, in_flight)
                     self._repair_point = None
                     left -= 1
-                    self._on_progress(1)
+                    self._on_phase(1)
                     if band is None:
                         continue
                     first_opened = first_opened if bands else self._monotonic()

@@ -69,7 +69,7 @@ class TableRecount:
                 Key={names.entity: {"S": entity_id}, names.sort_key: {"S": board}},
                 ConsistentRead=True,
             ).get("Item")
-            self._on_progress(1)
+            self._on_phase(1)
             if item and carries_aggregate_attributes(item, names, self._deployment.retractions):
                 snapshots[(entity_id, board)] = self._snapshot_of(item)
         return snapshots
@@ -105,7 +105,7 @@ class TableRecount:
                 **parameters,
             ):
                 items.extend(page.get("Items", []))
-                self._on_progress(page.get("ScannedCount", 0))
+                self._on_phase(page.get("ScannedCount", 0))
             return items
 
         with ThreadPoolExecutor(max_workers=self._segments) as pool:
@@ -151,7 +151,7 @@ class TableRecount:
         first_reached = self._deployment.tie_break == FIRST_REACHED
         for page in pages:
             if counted:
-                self._on_progress(page.get("ScannedCount", 0))
+                self._on_phase(page.get("ScannedCount", 0))
             for item in page.get("Items", []):
                 entity = _string(item, names.entity)
                 for board in boards_of_download(item, self._deployment):

@@ -50,8 +50,8 @@ class BatchAnswerer:
 
     def _checkpoint(self, stream_arn: str, shard_id: str) -> int | None:
         assert self._deployment.progress_table is not None
-        progress = shard_progress(self._clients.dynamodb, self._deployment.progress_table, stream_arn, shard_id)
-        return int(progress.checkpoint) if progress.checkpoint else None
+        progress_item = shard_progress(self._clients.dynamodb, self._deployment.progress_table, stream_arn, shard_id)
+        return int(progress_item.checkpoint) if progress_item.checkpoint else None
 
     def answer(self, message: Message) -> None:
         """Mark the message done when its range is counted; else say why not, or name every board for a recount."""

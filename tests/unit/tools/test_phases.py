@@ -1,4 +1,4 @@
-"""A long run names its phases as it goes, each with a count and, where one is known, its total: what the progress
+"""A long run names its phases as it goes, each with a count and, where one is known, its total: what the phase
 bar of `reconcile --repair`, `recover` and `backfill` shows (phase, count, rate, ETA), on moto's stack."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from leaderboard_tools.backfill import DONE
-from leaderboard_tools.commands.operator_common import progress_of
+from leaderboard_tools.commands.operator_common import phase_bar
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile.phases import (
@@ -50,7 +50,7 @@ class Phase:
 
 @dataclass
 class Recorder:
-    """An `on_progress` with `phase`, as the progress bar is: what a run reports, in order."""
+    """An `on_phase` with `phase`, as the phase bar is: what a run reports, in order."""
 
     phases: list[Phase] = field(default_factory=list)
 
@@ -79,12 +79,12 @@ class Recorder:
 def test_a_repair_reports_its_phases_in_order_with_their_counts(aws: None) -> None:
     # given a drifted song (two downloads, hand-edited to five), and a repair of its whole month
     stack = drifted_song()
-    progress = Recorder()
-    report = reconciler(stack, band_seconds=5, on_progress=progress).run_month(MONTH, repair=True)
+    phases = Recorder()
+    report = reconciler(stack, band_seconds=5, on_phase=phases).run_month(MONTH, repair=True)
     assert report.repaired
     assert stored_count(stack, "song1", MONTH) == 2
     # then it named each phase as it began it, in the order it went through them
-    assert progress.names == [
+    assert phases.names == [
         READING_AGGREGATES,
         RECOUNTING,
         READING_STREAM,
@@ -96,13 +96,13 @@ def test_a_repair_reports_its_phases_in_order_with_their_counts(aws: None) -> No
     # and the scans' totals are DescribeTable's ItemCount, said to be approximate, their counts the items scanned
     items = boto3.client("dynamodb", region_name=REGION).describe_table(TableName=stack.table)["Table"]["ItemCount"]
     for scan in (READING_AGGREGATES, RECOUNTING):
-        assert (progress[scan].total, progress[scan].approximate) == (items, True)
-        assert progress[scan].done == items  # the downloads and the aggregate, in one table
+        assert (phases[scan].total, phases[scan].approximate) == (items, True)
+        assert phases[scan].done == items  # the downloads and the aggregate, in one table
     # and the others count what they are about, out of an exact total
-    shards = progress[READING_STREAM]
+    shards = phases[READING_STREAM]
     assert (shards.unit, shards.done, shards.approximate) == ("shards", shards.total, False)
-    assert (progress[REPAIRING].unit, progress[REPAIRING].total, progress[REPAIRING].done) == ("aggregates", 1, 1)
-    assert (progress[CLOSING_BANDS].unit, progress[CLOSING_BANDS].total, progress[CLOSING_BANDS].done) == (
+    assert (phases[REPAIRING].unit, phases[REPAIRING].total, phases[REPAIRING].done) == ("aggregates", 1, 1)
+    assert (phases[CLOSING_BANDS].unit, phases[CLOSING_BANDS].total, phases[CLOSING_BANDS].done) == (
         "bands",
         1,
         1,
@@ -110,45 +110,45 @@ def test_a_repair_reports_its_phases_in_order_with_their_counts(aws: None) -> No
     # and the waits are counted in seconds, never past their total: the fence's exact, the stream's a bound (the wait
     # ends as soon as the stream shows nothing left)
     for wait in (WAITING_FOR_FENCE, WAITING_FOR_STREAM):
-        assert progress[wait].unit == "s"
-        assert progress[wait].total is not None
-        assert progress[wait].done <= max(progress[wait].total or 0, 1) + 1
-    assert (progress[WAITING_FOR_FENCE].bound, progress[WAITING_FOR_STREAM].bound) == (False, True)
+        assert phases[wait].unit == "s"
+        assert phases[wait].total is not None
+        assert phases[wait].done <= max(phases[wait].total or 0, 1) + 1
+    assert (phases[WAITING_FOR_FENCE].bound, phases[WAITING_FOR_STREAM].bound) == (False, True)
 
 
 def test_a_recount_without_repair_only_reads(aws: None) -> None:
     stack = drifted_song()
-    progress = Recorder()
-    reconciler(stack, on_progress=progress).run_month(MONTH)
-    assert progress.names == [READING_AGGREGATES, RECOUNTING]
+    phases = Recorder()
+    reconciler(stack, on_phase=phases).run_month(MONTH)
+    assert phases.names == [READING_AGGREGATES, RECOUNTING]
 
 
 def test_a_recount_of_named_songs_counts_the_aggregates_it_reads(aws: None) -> None:
     stack = drifted_song()
-    progress = Recorder()
-    reconciler(stack, on_progress=progress).run({MONTH: ["song1", "song9"]})
-    assert progress.names == [READING_AGGREGATES, RECOUNTING]
-    read = progress[READING_AGGREGATES]
+    phases = Recorder()
+    reconciler(stack, on_phase=phases).run({MONTH: ["song1", "song9"]})
+    assert phases.names == [READING_AGGREGATES, RECOUNTING]
+    read = phases[READING_AGGREGATES]
     assert (read.total, read.done, read.unit, read.approximate) == (2, 2, "aggregates", False)
-    assert progress[RECOUNTING].total is None  # a Query per song: how many items, nothing says beforehand
+    assert phases[RECOUNTING].total is None  # a Query per song: how many items, nothing says beforehand
 
 
 def test_recover_names_its_own_phases_before_the_repairs(aws: None) -> None:
     # given a stack whose failure queue holds nothing
     stack = drifted_song()
-    progress = Recorder()
+    phases = Recorder()
     clients = operator_clients(region=REGION)
     # when recover runs
     report = recover(
         clients,
         discover(clients, stack.table),
-        reconciler(stack, on_progress=progress),
+        reconciler(stack, on_phase=phases),
         stack.queue_url,
         visibility_seconds=30,
     )
     # then it read the queue, then answered what it held (nothing: no recount followed)
     assert report.messages == 0
-    assert progress.names == [READING_QUEUE, ANSWERING_MESSAGES]
+    assert phases.names == [READING_QUEUE, ANSWERING_MESSAGES]
 
 
 @pytest.mark.usefixtures("one_request_at_a_time")
@@ -156,33 +156,33 @@ def test_a_backfill_reports_its_phases_in_order(aws: None) -> None:
     # given a table's history of 20 downloads
     stack = stack_with_claims(periods="month", category=False)
     write_history(stack, 20, genres=False)
-    progress = Recorder()
+    phases = Recorder()
     # when the backfill runs to its end
-    report = backfill(stack, on_progress=progress).run()
-    # then it read its progress, scanned the history (out of DescribeTable's ItemCount), then recorded its end
+    report = backfill(stack, on_phase=phases).run()
+    # then it read where its segments stand, scanned the history (out of ItemCount), then recorded its end
     assert report.status == DONE
-    assert progress.names == [BEGINNING_BACKFILL, SCANNING_HISTORY, ENDING_BACKFILL]
-    scan = progress[SCANNING_HISTORY]
+    assert phases.names == [BEGINNING_BACKFILL, SCANNING_HISTORY, ENDING_BACKFILL]
+    scan = phases[SCANNING_HISTORY]
     assert scan.approximate
     assert scan.done >= 20
 
 
 def test_the_bar_names_the_phase_and_shows_the_count_the_rate_and_the_eta() -> None:
-    # given the progress bar on a terminal
+    # given the phase bar on a terminal
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=160, color_system=None)
-    with progress_of("Reading items", shown=True, console=console) as bar:
+    with phase_bar("Reading items", shown=True, console=console) as bar:
         # when a run names a scan with an approximate total, and advances it
         bar.phase(RECOUNTING, 1000, approximate=True)
         bar(250)
         bar(250)
-        bar._progress.refresh()
+        bar._display.refresh()
         scanning = screen.getvalue()
         # and then a wait counted in seconds, which the bar shows by the clock, and a wait with a bound
         bar.phase(WAITING_FOR_FENCE, 65, unit="s")
-        bar._progress.refresh()
+        bar._display.refresh()
         bar.phase(WAITING_FOR_STREAM, 300, unit="s", bound=True)
-        bar._progress.refresh()
+        bar._display.refresh()
     # then the line names the phase, says the total is approximate, and counts, with the time remaining
     assert RECOUNTING in scanning
     assert "approximate" in scanning
@@ -197,7 +197,7 @@ def test_the_bar_names_the_phase_and_shows_the_count_the_rate_and_the_eta() -> N
 
 def test_the_bar_is_silent_off_a_terminal() -> None:
     screen = io.StringIO()
-    with progress_of("Reading items", shown=False, console=Console(file=screen)) as bar:
+    with phase_bar("Reading items", shown=False, console=Console(file=screen)) as bar:
         bar.phase(RECOUNTING, 10)
         bar(10)
     assert screen.getvalue() == ""
