@@ -387,3 +387,53 @@ def test_a_key_in_step_whose_ledger_item_has_a_records_version_is_left_as_it_is_
     assert report.in_step == 1
     assert (updates.calls, transactions.calls) == (0, 0)
     assert ledger_item(world, "song1", 1) == before
+
+
+def test_a_refresh_refused_because_another_rebase_refreshed_first_reads_the_key_again_and_refreshes_to_that_read(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted; a rebase reads it in step 500 s later, and before its refresh lands another
+    # rebase, 100 s on, reads it in step and refreshes ReadAt to its read; then 100 s more pass
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(500)
+    reads: list[int] = []
+
+    def another_rebase() -> None:
+        world.pass_time(100)
+        reads.append(world.clock)
+        assert rebase_world(world).in_step == 1
+        assert ledger_item(world, "song1", 1)[READ_AT] == {"N": str(reads[0])}
+        world.pass_time(100)
+
+    refresh = Interleaved(world.dynamodb, "update_item", another_rebase)
+    # when the first rebase's refresh lands
+    report = rebase_world(world, refresh)
+    # then it was refused (ReadAt no longer as read), the key was read again and ReadAt moved on to that later read
+    assert (report.in_step, report.retries) == (1, 1)
+    assert refresh.calls == 2
+    assert ledger_item(world, "song1", 1)[READ_AT] == {"N": str(reads[0] + 100)}
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_rebase_whose_read_time_is_not_past_read_at_as_read_leaves_read_at_and_writes_nothing(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted, found in step by a rebase 500 s later (ReadAt its read); then DynamoDB's
+    # Date header 200 s behind, 100 s on
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(500)
+    first = world.clock
+    assert rebase_world(world).in_step == 1
+    before = ledger_item(world, "song1", 1)
+    assert before[READ_AT] == {"N": str(first)}
+    world.date_offset = -200
+    world.pass_time(100)
+    # when another rebase reads it, through a client that counts its single writes
+    updates = Interleaved(world.dynamodb, "update_item")
+    report = rebase_world(world, updates)
+    # then it is in step, ReadAt stays on the later time (it only moves forward), and nothing was written
+    assert (report.in_step, report.retries) == (1, 0)
+    assert updates.calls == 0
+    assert ledger_item(world, "song1", 1) == before

@@ -165,15 +165,6 @@ def test_a_refresh_of_a_key_named_deleted_then_found_again_leaves_it_counted_onc
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10: silent double count. refresh_read is conditioned on Version/Rebases and Contribution as read, "
-    "not on ReadAt as read: a rebase that read the old item at t1 and refreshes after another rebase read the new "
-    "item (equal by value) at t2 and refreshed, moves ReadAt back to t1. The keep's window then sits on t1 (review 8's "
-    "third finding again): the old item's deletion, created after ReadUntil, spends the keep, the new item's INSERT "
-    "bounds it, and the new item's expiry counts beside it: January 2 for one expired download, nothing reported",
-)
 def test_a_stale_refresh_from_an_earlier_read_does_not_move_read_at_back_past_a_later_rebases_read(
     world: LedgerWorld,
 ) -> None:
