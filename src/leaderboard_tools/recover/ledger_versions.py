@@ -80,6 +80,16 @@ def refresh_read(dynamodb: Any, claims: str, ledger_item: Mapping[str, Any], rea
     return True
 
 
+def records_version(ledger_item: Mapping[str, Any]) -> bool:
+    """A ledger item that counts something at a record's Version (no `~`): a rebase that finds its key in step moves it
+    to its own read (`<record>~<n>` with `ReadAt`, no count moved). The item read may be a new one equal by value, the
+    record's item deleted, both records still behind in the stream (S10 orders them after the Version); kept by that
+    record only, the old item's deletion would spend an operator's keep and the new item's expiry count beside it."""
+    version = (ledger_item.get(VERSION) or {}).get("S")
+    counts = (ledger_item.get(BASE_CONTRIBUTION) or {}).get("M")
+    return bool(version and counts and REBASED not in version)
+
+
 def rebased_version(version: str) -> str:
     """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
     record, _, count = version.partition(REBASED)
