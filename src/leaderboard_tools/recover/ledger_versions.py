@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -48,26 +49,45 @@ def as_read(ledger_item: Mapping[str, Any]) -> tuple[str, dict[str, str], dict[s
     return condition, names, values
 
 
-def refresh_read(dynamodb: Any, claims: str, ledger_item: Mapping[str, Any], read_at: int | None) -> bool:
+def refresh_read(dynamodb: Any, claims: str, ledger_item: Mapping[str, Any], read_at: int) -> bool:
     """A key found in step whose ledger item holds a version read from the table (`ReadAt`: no record applied since):
-    `ReadAt` moved to this read's time, so a keep of the version is bounded by the latest read that saw the key's item
-    (maybe a new item equal by value to the one read before, its records behind in the stream). Conditioned on the
-    ledger item as read; False when a move came between (the key is read again)."""
+    `ReadAt` moved forward to this read's time, so a keep of the version is bounded by the latest read that saw the
+    key's item (maybe a new item equal by value to the one read before, its records behind in the stream). Conditioned
+    on the ledger item as read, its `ReadAt` included: a rebase that read earlier and refreshes later must not move
+    `ReadAt` back past another's later read. False when a move or another refresh came between: the key is read again,
+    and that later read refreshes it. A read whose time is not past `ReadAt` as read writes nothing: `ReadAt` is that
+    late already."""
+    if read_at <= Decimal(ledger_item[READ_AT]["N"]):
+        return True
     condition, names, values = as_read(ledger_item)
     try:
         dynamodb.update_item(
             TableName=claims,
             Key={CLAIM_KEY: ledger_item[CLAIM_KEY]},
             UpdateExpression="SET #read_at = :read_at",
-            ConditionExpression=condition,
+            ConditionExpression=f"{condition} AND #read_at = :read_at_as_read",
             ExpressionAttributeNames={**names, "#read_at": READ_AT},
-            ExpressionAttributeValues={**values, ":read_at": {"N": str(read_at)}},
+            ExpressionAttributeValues={
+                **values,
+                ":read_at": {"N": str(read_at)},
+                ":read_at_as_read": ledger_item[READ_AT],
+            },
         )
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
             raise
         return False
     return True
+
+
+def records_version(ledger_item: Mapping[str, Any]) -> bool:
+    """A ledger item that counts something at a record's Version (no `~`): a rebase that finds its key in step moves it
+    to its own read (`<record>~<n>` with `ReadAt`, no count moved). The item read may be a new one equal by value, the
+    record's item deleted, both records still behind in the stream (S10 orders them after the Version); kept by that
+    record only, the old item's deletion would spend an operator's keep and the new item's expiry count beside it."""
+    version = (ledger_item.get(VERSION) or {}).get("S")
+    counts = (ledger_item.get(BASE_CONTRIBUTION) or {}).get("M")
+    return bool(version and counts and REBASED not in version)
 
 
 def rebased_version(version: str) -> str:

@@ -68,6 +68,7 @@ from leaderboard_tools.recover.ledger_versions import (
     as_read,
     read_time,
     rebased_version,
+    records_version,
     refresh_read,
 )
 
@@ -145,7 +146,8 @@ def rebase(
         rebaser.report.keys_read += 1
         rebaser.check_rejected(claim, item)
         known = ledger.get(claim)
-        if known is not None and READ_AT not in known and rebaser.state(known) == rebaser.counts(item):
+        in_step = known is not None and rebaser.state(known) == rebaser.counts(item)
+        if in_step and READ_AT not in known and not records_version(known):
             rebaser.report.in_step += 1
             rebaser.settle_decreased(known)
             continue
@@ -285,6 +287,10 @@ class Rebaser(GoneKeys):
                 return
             if ledger_item is not None and self.state(ledger_item) == (entity, target):
                 if READ_AT in ledger_item and not refresh_read(self.dynamodb, self.claims, ledger_item, read_at):
+                    continue
+                if records_version(ledger_item) and not self._commit(
+                    claim, key, ledger_item, entity, target, {}, (), read_at
+                ):
                     continue
                 self.report.in_step += 1
                 self.settle_decreased(ledger_item)

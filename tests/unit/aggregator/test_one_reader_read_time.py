@@ -361,29 +361,111 @@ def test_a_record_applied_between_the_rebases_read_and_its_read_time_refresh_fai
     # when the rebase runs
     report = rebase_world(world, refresh)
     # then the refresh failed its condition (the key moved by a record meanwhile), the key was read again and found in
-    # step with the stream's version, which carries no read time: the record's version bounds a keep, no read
+    # step with the stream's version, and moved to that read (<insert>~1 with ReadAt), no count moved
     item = ledger_item(world, "song1", 1)
     assert refresh.calls == 1
     assert (report.in_step, report.retries) == (1, 1)
-    assert item["Version"] == {"S": version(insert)}
-    assert READ_AT not in item
+    assert item["Version"] == {"S": version(insert) + "~1"}
+    assert item[READ_AT] == {"N": str(world.clock)}
     assert item[BASE_CONTRIBUTION] == {"M": {"2018-01": {"N": "1"}}}
     assert world.boards() == {("song1", "2018-01"): 1}
 
 
-def test_a_key_in_step_whose_ledger_item_has_a_records_version_is_left_as_it_is_with_no_write(
+def test_a_key_in_step_whose_ledger_item_has_a_records_version_moves_to_the_rebases_read_and_no_count(
     world: LedgerWorld,
 ) -> None:
     # given a download whose INSERT the mapping delivered (a record's Version, no read time)
     insert = world.put(ROOT, "song1", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [insert])) == OK
     before = ledger_item(world, "song1", 1)
+    assert READ_AT not in before
     world.pass_time(500)
     # when a rebase reads it, through a client that counts its single writes and transactions
     updates = Interleaved(world.dynamodb, "update_item")
     transactions = Interleaved(updates, "transact_write_items")
     report = rebase_world(world, transactions)
-    # then it is in step and nothing was written
-    assert report.in_step == 1
-    assert (updates.calls, transactions.calls) == (0, 0)
+    # then it is in step, and one transaction moved its ledger item to the rebase's read (a version read from the
+    # table: <insert>~1 with ReadAt), the same Contribution, the board as it was
+    assert (report.in_step, report.moved, report.retries) == (1, 0, 0)
+    assert (updates.calls, transactions.calls) == (0, 1)
+    assert ledger_item(world, "song1", 1) == {
+        **before,
+        "Version": {"S": version(insert) + "~1"},
+        READ_AT: {"N": str(world.clock)},
+    }
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_record_applied_between_the_rebases_read_and_its_move_of_a_records_version_to_its_read_fails_that_move(
+    world: LedgerWorld,
+) -> None:
+    # given a download whose INSERT the mapping delivered, written again with the same content (a MODIFY, not
+    # delivered); a rebase 500 s later finds it in step, and the mapping delivers the MODIFY between its read and its
+    # move of the ledger item to that read
+    insert = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [insert])) == OK
+    modify = world.put(ROOT, "song1", 1, "2018-01")
+    world.pass_time(500)
+    move = Interleaved(
+        world.dynamodb, "transact_write_items", lambda: deliver(world, ROOT, delivered(world, ROOT, [modify]))
+    )
+    # when the rebase runs
+    report = rebase_world(world, move)
+    # then the move failed on the Version as read, the key was read again, found in step at the MODIFY's Version and
+    # moved to that read; the board as it was
+    item = ledger_item(world, "song1", 1)
+    assert (report.in_step, report.moved, report.retries) == (1, 0, 1)
+    assert move.calls == 2
+    assert item["Version"] == {"S": version(modify) + "~1"}
+    assert item[READ_AT] == {"N": str(world.clock)}
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_refresh_refused_because_another_rebase_refreshed_first_reads_the_key_again_and_refreshes_to_that_read(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted; a rebase reads it in step 500 s later, and before its refresh lands another
+    # rebase, 100 s on, reads it in step and refreshes ReadAt to its read; then 100 s more pass
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(500)
+    reads: list[int] = []
+
+    def another_rebase() -> None:
+        world.pass_time(100)
+        reads.append(world.clock)
+        assert rebase_world(world).in_step == 1
+        assert ledger_item(world, "song1", 1)[READ_AT] == {"N": str(reads[0])}
+        world.pass_time(100)
+
+    refresh = Interleaved(world.dynamodb, "update_item", another_rebase)
+    # when the first rebase's refresh lands
+    report = rebase_world(world, refresh)
+    # then it was refused (ReadAt no longer as read), the key was read again and ReadAt moved on to that later read
+    assert (report.in_step, report.retries) == (1, 1)
+    assert refresh.calls == 2
+    assert ledger_item(world, "song1", 1)[READ_AT] == {"N": str(reads[0] + 100)}
+    assert world.boards() == {("song1", "2018-01"): 1}
+
+
+def test_a_rebase_whose_read_time_is_not_past_read_at_as_read_leaves_read_at_and_writes_nothing(
+    world: LedgerWorld,
+) -> None:
+    # given a download the backfill counted, found in step by a rebase 500 s later (ReadAt its read); then DynamoDB's
+    # Date header 200 s behind, 100 s on
+    world.history_before_the_stream("song1", 1, "2018-01")
+    assert world.backfill() == [("song1", 1)]
+    world.pass_time(500)
+    first = world.clock
+    assert rebase_world(world).in_step == 1
+    before = ledger_item(world, "song1", 1)
+    assert before[READ_AT] == {"N": str(first)}
+    world.date_offset = -200
+    world.pass_time(100)
+    # when another rebase reads it, through a client that counts its single writes
+    updates = Interleaved(world.dynamodb, "update_item")
+    report = rebase_world(world, updates)
+    # then it is in step, ReadAt stays on the later time (it only moves forward), and nothing was written
+    assert (report.in_step, report.retries) == (1, 0)
+    assert updates.calls == 0
     assert ledger_item(world, "song1", 1) == before

@@ -94,11 +94,11 @@ def test_a_rebased_records_version_in_step_records_its_read_and_a_record_between
     # when the second rebase runs
     report = rebase_world(world, refresh)
     # then the refresh failed on the Version as read, the key was read again and found in step with the edit's
-    # record Version, left unwritten (no ReadAt): February once
+    # record Version, moved to that read (fix53: <edit>~1 with ReadAt, no count moved): February once
     item = ledger_item(world, "song1", 1)
     assert (report.in_step, report.retries) == (1, 1)
-    assert item["Version"] == {"S": version(edit)}
-    assert READ_AT not in item
+    assert item["Version"] == {"S": version(edit) + "~1"}
+    assert item[READ_AT] == {"N": str(world.clock)}
     assert world.boards() == {("song1", "2018-02"): 1}
 
 
@@ -165,15 +165,6 @@ def test_a_refresh_of_a_key_named_deleted_then_found_again_leaves_it_counted_onc
 # ------------------------------------------------------------------------------------------------------------ findings
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10: silent double count. refresh_read is conditioned on Version/Rebases and Contribution as read, "
-    "not on ReadAt as read: a rebase that read the old item at t1 and refreshes after another rebase read the new "
-    "item (equal by value) at t2 and refreshed, moves ReadAt back to t1. The keep's window then sits on t1 (review 8's "
-    "third finding again): the old item's deletion, created after ReadUntil, spends the keep, the new item's INSERT "
-    "bounds it, and the new item's expiry counts beside it: January 2 for one expired download, nothing reported",
-)
 def test_a_stale_refresh_from_an_earlier_read_does_not_move_read_at_back_past_a_later_rebases_read(
     world: LedgerWorld,
 ) -> None:
@@ -202,16 +193,6 @@ def test_a_stale_refresh_from_an_earlier_read_does_not_move_read_at_back_past_a_
     assert keep[READ_FROM] == {"N": str(reads[0] - MARGIN)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10: silent double count. A key in step whose ledger item has a record's Version is not written "
-    "(fix51), and a keep of a record's version is bounded by sequence only: the old item's deletion, the first REMOVE "
-    "after the version, is taken for its removal and, not an expiry, spends the keep (its count stays); the new "
-    "item's INSERT bounds the keep and its expiry counts beside it: January 2 for one expired download, nothing "
-    "reported. The rebase did read the new item; a read time on the record's version would put both records before "
-    "ReadFrom, as fix51 does for a version read from the table",
-)
 def test_a_rebase_that_reads_a_new_item_equal_to_a_records_version_bounds_the_keep_by_that_read(
     world: LedgerWorld,
 ) -> None:
