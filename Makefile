@@ -125,9 +125,10 @@ test-model: $(STAMP)
 # and printed when all are done; the unit tier runs once beside them all, its report last (build/test-unit.log).
 # Stops each emulator only if this run started it.
 ACCEPTANCE_EMULATORS ?= $(EMULATOR)
-# Three workers for the unit tier beside the acceptance suite: its waits (a repair's fence is whole seconds of real
-# time) then overlap, and it ends with the acceptance suites instead of minutes after them.
-BESIDE_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
+# Four workers for the unit tier beside the acceptance suite: its waits (a repair's fence is whole seconds of real
+# time) then overlap. At its lower priority it gets little CPU until the acceptance suites end, and then runs alone:
+# three workers kept the two cores only three-quarters busy in that tail.
+BESIDE_WORKERS := -n 4 --dist loadfile --no-loadscope-reorder
 # Three workers per suite when several run at once (four for one alone, PYTEST_WORKERS).
 SUITES_WORKERS := -n 3 --dist loadfile --no-loadscope-reorder
 test: $(LAMBDA_PACKAGES) $(STAMP) $(PROVIDER_SCHEMA_PACKAGE) $(AWSCLI)
