@@ -187,7 +187,7 @@ class FollowedExpiries:
             "claimKey": claim_key(fold.key),
             "entityId": (item.get(BASE_ENTITY) or {}).get("S", ""),
             "counts": {board: value["N"] for board, value in sorted(counts.items())},
-            "takenBy": (item.get(CLAIM_KEY) or {}).get("S", "").rpartition("|")[2],
+            "takenBy": (item.get(CLAIM_KEY) or {}).get("S", "").removeprefix(f"{EXPIRY_PREFIX}{claim_key(fold.key)}|"),
             "insert": version,
             "reason": "an expiry that followed a gone version read from the table, a record of the key created within "
             "the clock margin of that read: the read item's own or an earlier item's (then this is exact) or written "
