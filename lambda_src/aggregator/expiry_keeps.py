@@ -18,17 +18,16 @@ from leaderboard_core.claims import (
     EXPIRY_PREFIX,
     FOLLOWS,
     KEPT_BY,
+    KEPT_BY_EXPIRY,
     KEPT_MAYBE_UNTIL,
     KEPT_UNTIL,
-    READ_FROM,
-    READ_UNTIL,
     claim_key,
     decreased_of,
     decreased_value,
     expiries_kept,
     version_label,
 )
-from ledger_fold import Aggregate, Fold, Keep, VersionOrder
+from ledger_fold import UNSURE_KIND, Aggregate, Fold, Keep, VersionOrder, read_window
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
@@ -36,11 +35,6 @@ READ_FROM_THE_TABLE = "~"
 """In a kept version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item:
 the INSERT of the item read may have a record after the version's record, so an INSERT bounds a keep of it only when
 created after the read (`ReadUntil`)."""
-KEPT_BY_EXPIRY = "KeptByExpiry"
-"""On an operator's keep item: whether the removal that took it (`KeptBy`) was an expiry by TTL, which then kept its
-old image in place of the keep's."""
-UNSURE_KIND = "keep_taken_unsure"
-"""The report of an expiry that took a keep above an INSERT that may be the kept item's own or a new item's."""
 
 
 class ExpiryKeeps:
@@ -165,14 +159,37 @@ class ExpiryKeeps:
     ) -> None:
         """The removal at `version` takes the keep. An expiry by TTL keeps its old image, where the item was when it
         expired, in place of what the keep kept (the same, unless a MODIFY came between); any other removal spends the
-        keep and counts as usual."""
+        keep and counts as usual. Of a version read from the table (a keep with a read window, which only a removal
+        created after the read takes) that removal is reported: a REMOVE with no TTL identity is a deletion (then the
+        operator's 'expired', true maybe of a later item, was not of the item read: take its count back by hand) or
+        a replica's expiry, which carries none (then this is exact); not told apart."""
         self.retake(fold, keep)
         keep.by, keep.expiry = version, expiry
         self.report_unsure(fold, keep, stream_arn)
         if not expiry:
+            if keep.read_window is not None:
+                self.report_spent(fold, keep)
             return
         fold.add(old, entity)
         fold.add(keep.contribution, keep.entity, sign=-1)
+
+    @staticmethod
+    def report_spent(fold: Fold, keep: Keep) -> None:
+        """A keep spent by a removal with no TTL identity: reported (`take`)."""
+        report = {
+            "kind": UNSURE_KIND,
+            "claimKey": claim_key(fold.key),
+            "entityId": keep.entity,
+            "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
+            "takenBy": keep.by,
+            "insert": None,
+            "reason": "a REMOVE with no TTL identity took the operator's keep (named expired) as the kept version's "
+            "removal: a replica's expiry (then this is exact) or a deletion, the operator's answer true of a later "
+            "item only (then the kept download counts twice: take counts back from entityId's aggregates by hand); "
+            "not told apart",
+        }
+        if report not in fold.unsure:
+            fold.unsure.append(report)
 
     @staticmethod
     def retake(fold: Fold, keep: Keep) -> None:
@@ -251,9 +268,7 @@ class ExpiryKeeps:
         contribution = {
             board: Decimal(value["N"]) for board, value in item.get(BASE_CONTRIBUTION, {}).get("M", {}).items()
         }
-        window = None
-        if READ_FROM in item and READ_UNTIL in item:
-            window = (int(Decimal(item[READ_FROM]["N"])), int(Decimal(item[READ_UNTIL]["N"])))
+        window = read_window(item)
         entity = (item.get(BASE_ENTITY) or {}).get("S", "")
         keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe)
         fold.keeps[operators] = keep

@@ -15,12 +15,24 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, GONE_AT, decreased_of, rebases_condition
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    CLAIM_KEY,
+    GONE_AT,
+    READ_FROM,
+    READ_UNTIL,
+    decreased_of,
+    rebases_condition,
+)
 from ledger_records import Boards
 
 Aggregate = tuple[str, str]
 """(entity, board)."""
 VERSION = "Version"
+UNSURE_KIND = "keep_taken_unsure"
+"""The report of a record of a key that a version read from the table cannot place against its read: a keep taken by an
+expiry above an INSERT that may be the kept item's own or a new item's, or a record between a gone version and its
+expiry created within the clock margin of the gone version's read."""
 VersionOrder = Callable[[str, str | None, str], bool]
 """Whether a record at `version` follows `current` (a key's Version; None: none yet) in the stream `stream_arn`
 (VersionedLedger.after, which raises where no documented order places the two): what the expiries' parts are handed."""
@@ -78,6 +90,9 @@ class Fold:
     gone_bounds: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     """Open gone reports (`gone#<key>|<label>`, as read) whose version's removal this batch proves came before an INSERT
     (the lowest, `KeptUntil`): the operator's answer keeps that version bounded by it."""
+    gone_takers: dict[str, tuple[dict[str, Any], str | None, bool]] = field(default_factory=dict)
+    """Open gone reports (as read), bounded (`KeptUntil`), and the lowest removal below the bound that takes the keep
+    the answer writes from them (`KeptBy`, and whether an expiry by TTL; None gives it back): as a keep's taker."""
     frozen_decreased: dict[str, set[Aggregate]] = field(default_factory=dict)
     """Expiries' own items naming the aggregates their batch took from without moving the key (`Decreased`)."""
     by_entity: dict[str, Boards] = field(default_factory=dict)
@@ -158,3 +173,10 @@ class Fold:
         if GONE_AT not in self.item:
             return f"{condition} AND attribute_not_exists(#gone)", names, values
         return f"{condition} AND #gone = :gone", names, values | {":gone": self.item[GONE_AT]}
+
+
+def read_window(item: dict[str, Any]) -> tuple[int, int] | None:
+    """An item's read window (`ReadFrom`, `ReadUntil`: a read's time less and plus the clock margin), or None."""
+    if READ_FROM not in item or READ_UNTIL not in item:
+        return None
+    return int(Decimal(item[READ_FROM]["N"])), int(Decimal(item[READ_UNTIL]["N"]))

@@ -179,7 +179,8 @@ class VersionedLedger:
         if record.get("eventName") == "INSERT":
             self.expiry_keeps.bound_keeps(fold, version, created, shard.stream_arn)
         if record.get("eventName") in ("INSERT", "REMOVE"):
-            self.followed_expiries.unfollow(fold, version, record.get("eventName") == "INSERT", shard.stream_arn)
+            insert = record.get("eventName") == "INSERT"
+            self.followed_expiries.unfollow(fold, version, insert, created, shard.stream_arn, expired_by_ttl(record))
         if removal and not (expired_by_ttl(record) and self.expiry_keeps.frozen(fold, version)):
             entity, old = counted(stream.get("OldImage"), self.schema)
             self.expiry_keeps.removal(fold, version, created, expired_by_ttl(record), entity, old, shard.stream_arn)
@@ -217,7 +218,7 @@ class VersionedLedger:
         """The applied keys, one entity's together, as few transactions as 100 items allow."""
         by_entity: dict[str, list[Fold]] = {}
         for fold in folds.values():
-            if fold.applied or fold.freezes or self.expiry_keeps.keep_writes(fold) or fold.unfollowed or fold.between:
+            if fold.applied or fold.freezes or self.keep_and_follow_writes(fold):
                 by_entity.setdefault(fold.entity, []).append(fold)
         for group in by_entity.values():
             chunk: list[Fold] = []

@@ -265,6 +265,9 @@ items written before). Every later move carries it: the expiry of a kept version
 by it (`expired#<claim key>|<version>|kept`)."""
 KEPT_BY = "KeptBy"
 """On an operator's keep item: the version of the removal that took it, set once."""
+KEPT_BY_EXPIRY = "KeptByExpiry"
+"""On an operator's keep item (or a gone report it is written from): whether the removal that took it (`KeptBy`) was an
+expiry by TTL, which then kept its old image in place of the keep's."""
 KEPT_UNTIL = "KeptUntil"
 """On an operator's keep item of version L: the lowest version of an INSERT of the key after L applied (a new item under
 the key). The removal of L came before it, so only a removal below it may take the keep."""

@@ -16,7 +16,8 @@ from leaderboard_tools.reconcile import (
 )
 
 KEEP_TAKEN_UNSURE = "keep_taken_unsure"
-"""The aggregator's report of an operator's keep taken by an expiry after an INSERT it cannot place."""
+"""The aggregator's report of an operator's keep taken by an expiry after an INSERT it cannot place, spent by a REMOVE
+with no TTL identity, or of a record it cannot place against a gone version's read."""
 
 
 @dataclass

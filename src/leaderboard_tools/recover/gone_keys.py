@@ -19,6 +19,8 @@ from leaderboard_core.claims import (
     FOLLOWS,
     GONE_AT,
     GONE_PREFIX,
+    KEPT_BY,
+    KEPT_BY_EXPIRY,
     KEPT_UNTIL,
     READ_AT,
     READ_FROM,
@@ -99,11 +101,7 @@ class GoneKeys:
         label = version_label(generation(ledger_item)[0], ledger_item)
         put["Put"]["Item"][EXPIRY_KEPT] = {"SS": sorted(expiries_kept(ledger_item) | {label})}
         entity, contribution = self.state(ledger_item)
-        read = {}
-        if REBASED in label and READ_AT in ledger_item:
-            read_at = Decimal(ledger_item[READ_AT]["N"])
-            read[READ_FROM] = {"N": str(math.floor(read_at - Decimal(str(self.margin))))}
-            read[READ_UNTIL] = {"N": str(math.ceil(read_at + Decimal(str(self.margin))))}
+        read = self._read_window(ledger_item, label)
         kept = {
             "Put": {
                 "TableName": self.claims,
@@ -119,6 +117,18 @@ class GoneKeys:
         }
         return self._transact([put, kept, self._answered(claim, label)])
 
+    def _read_window(self, ledger_item: Mapping[str, Any], label: str) -> dict[str, Any]:
+        """Of a version read from the table (`~`) with its read's time, `ReadFrom` and `ReadUntil`: `ReadAt` less and
+        plus the clock margin. Every keep of the version, and every report or answer a keep is written from, carries
+        them: the aggregator orders a record of the key against the read by its creation time within them."""
+        if REBASED not in label or READ_AT not in ledger_item:
+            return {}
+        read_at = Decimal(ledger_item[READ_AT]["N"])
+        return {
+            READ_FROM: {"N": str(math.floor(read_at - Decimal(str(self.margin))))},
+            READ_UNTIL: {"N": str(math.ceil(read_at + Decimal(str(self.margin))))},
+        }
+
     def check_not_kept(self) -> None:
         """Each version of a key named expired that a gone report named (its `gone#` item), neither kept (`ExpiryKept`)
         nor followed by an expiry of the key applied that kept what it counted (`Follows`, the label of the key's last
@@ -133,7 +143,7 @@ class GoneKeys:
             reports = self.gone_reports.get(claim, {})
             for label in sorted(reports):
                 followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
-                if followed is not None and self._transact([self._answers(followed, label)]):
+                if followed is not None and self._transact([self._answers(followed, label, reports[label])]):
                     continue
                 if (
                     label not in kept
@@ -158,14 +168,17 @@ class GoneKeys:
         """A gone version the operator names expired, whose key an expiry of a later item moved from it (kept as that
         item's, `Follows` undone by the aggregator): an INSERT found after the version (`KeptUntil`) proves its removal
         came before. Kept as `--expired-keys` keeps one: its count added back, its keep bounded by that INSERT, the
-        ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. False when
-        cancelled (a record applied meanwhile): reported `unplaced`."""
+        ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. A removal below the
+        bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing where an
+        expiry by TTL took it (`KeptByExpiry`: it kept its old image, as it does taking a keep). False when cancelled
+        (a record applied meanwhile): reported `unplaced`."""
         ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
         if ledger_item is None:
             return False
         entity, counts = self.state(report)
         keep_item = {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}, KEPT_UNTIL: report[KEPT_UNTIL]}
         keep_item |= {BASE_ENTITY: {"S": entity}, BASE_CONTRIBUTION: report.get(BASE_CONTRIBUTION, {"M": {}})}
+        keep_item |= {name: report[name] for name in (READ_FROM, READ_UNTIL, KEPT_BY, KEPT_BY_EXPIRY) if name in report}
         names = {"#key": CLAIM_KEY}
         keep = {"TableName": self.claims, "Item": keep_item, "ExpressionAttributeNames": names}
         keep["ConditionExpression"] = "attribute_not_exists(#key)"
@@ -178,22 +191,35 @@ class GoneKeys:
         mark |= {"ConditionExpression": condition, "ExpressionAttributeNames": names | {"#kept": EXPIRY_KEPT}}
         mark["ExpressionAttributeValues"] = values | {":kept": {"SS": sorted(expiries_kept(ledger_item) | {label})}}
         delete = self._answered(claim, label)["Delete"]
-        delete |= {"ConditionExpression": "#until = :until", "ExpressionAttributeNames": {"#until": KEPT_UNTIL}}
+        delete["ExpressionAttributeNames"] = {"#until": KEPT_UNTIL, "#by": KEPT_BY}
         delete["ExpressionAttributeValues"] = {":until": report[KEPT_UNTIL]}
-        adds = [self._aggregate_add((entity, board), amount) for board, amount in sorted(counts.items())]
+        delete["ConditionExpression"] = "#until = :until AND attribute_not_exists(#by)"
+        if KEPT_BY in report:
+            delete["ConditionExpression"] = "#until = :until AND #by = :by"
+            delete["ExpressionAttributeValues"][":by"] = report[KEPT_BY]
+        taken = bool((report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"))
+        adds = [self._aggregate_add((entity, board), amount) for board, amount in sorted(counts.items()) if not taken]
         return self._transact([{"Put": keep}, {"Update": mark}, {"Delete": delete}, *adds])
 
-    def _answers(self, frozen: str, label: str) -> dict[str, Any]:
+    def _answers(self, frozen: str, label: str, report: Mapping[str, Any]) -> dict[str, Any]:
         """The expiry that followed a gone version taken for its own removal (`Answers`), while its item still says it
         follows it: the aggregator removes both when a record between the two proves otherwise, and then keeps the
-        gone version's download, as this answer would have (lambda_src/aggregator/followed_expiries.py)."""
+        gone version's download, as this answer would have (lambda_src/aggregator/followed_expiries.py). The read
+        window of a version read from the table (the report's `ReadFrom`, `ReadUntil`) goes with it: only a record
+        created after that read lies between, and the keep the aggregator then writes carries it."""
+        sets, names = ["#answers = :label"], {"#answers": ANSWERS, "#follows": FOLLOWS}
+        values = {":label": {"S": label}}
+        for placeholder, name in (("from", READ_FROM), ("until", READ_UNTIL)):
+            if name in report:
+                sets.append(f"#{placeholder} = :{placeholder}")
+                names[f"#{placeholder}"], values[f":{placeholder}"] = name, report[name]
         update = {
             "TableName": self.claims,
             "Key": {CLAIM_KEY: {"S": frozen}},
-            "UpdateExpression": "SET #answers = :label",
+            "UpdateExpression": "SET " + ", ".join(sets),
             "ConditionExpression": "#follows = :label",
-            "ExpressionAttributeNames": {"#answers": ANSWERS, "#follows": FOLLOWS},
-            "ExpressionAttributeValues": {":label": {"S": label}},
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
         return {"Update": update}
 
@@ -232,6 +258,7 @@ class GoneKeys:
         label = version_label(generation(ledger_item)[0], ledger_item)
         counts = {board: {"N": str(amount)} for board, amount in contribution.items()}
         item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}, BASE_ENTITY: {"S": entity}}
+        item |= self._read_window(ledger_item, label)
         put = {"Put": {"TableName": self.claims, "Item": item | {BASE_CONTRIBUTION: {"M": counts}}}}
         if not self._transact([put, self._gone_mark(claim, ledger_item, label)]):
             return False

@@ -11,8 +11,6 @@ actual modifications to the item" (S10); the mapping may deliver them late, give
 
 from __future__ import annotations
 
-import pytest
-
 from leaderboard_core.claims import READ_AT, READ_FROM, claim_key
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
 from leaderboard_tools.recover.rebase import rebase
@@ -208,15 +206,6 @@ def test_a_rebase_that_reads_a_new_item_equal_to_a_records_version_bounds_the_ke
     assert world.boards() == {("song1", "2018-01"): 1} or kinds(world) != []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10 (before fix51, not reached by it): silent double count. With no rebase between, the keep's "
-    "window sits on the backfill's read of the old item; the old item's deletion, created after ReadUntil and not an "
-    "expiry, spends the keep (its count stays), the new item's INSERT bounds it and the new item's expiry counts "
-    "beside it: January 2 for one expired download, nothing reported. The answer 'expired' is true of the key's last "
-    "item, which the operator sees, not of the version the gone report names, which nothing shows",
-)
 def test_a_deleted_item_rewritten_and_expired_before_any_rebase_read_it_counts_the_expired_download_once(
     world: LedgerWorld,
 ) -> None:

@@ -370,16 +370,6 @@ def test_a_removal_above_the_insert_committed_during_its_invocation_fails_its_st
     assert kinds(world) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10: silent double count. For a gone version read from the table (`backfill~<n>`, `<record>~<n>`), "
-    "unfollow's `between` takes every record after the label's record (the backfill's: every record) for one between "
-    "G and E, with no read time: the read item's own INSERT, created before the read (ReadFrom) and read back late, "
-    "is taken for an INSERT below every REMOVE between and keeps G again, while G's own expiry R keeps G's image by "
-    "itself (before it, or after it: the keep is bounded by that INSERT, below R): February 3 for two expired "
-    "downloads, in every read-back order, nothing reported",
-)
 @pytest.mark.parametrize("order", ["I_G..I", "I_G, R, I", "R, I_G, I"])
 def test_the_read_items_own_insert_read_back_after_its_answered_expiry_is_not_taken_for_a_write_between(
     world: LedgerWorld, order: str
@@ -407,18 +397,7 @@ def test_the_read_items_own_insert_read_back_after_its_answered_expiry_is_not_ta
     assert world.boards() == {("song1", "2018-02"): 2} or kinds(world) != []
 
 
-UNANSWERED_INSERT_FIRST = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review10: silent double count (the case fix52's author named, with the report still open). I read back "
-    "first unfollows E and records I on the open gone report (`KeptUntil`); R, G's own expiry read back next, finds no "
-    "keep and keeps its old image (G's); the operator's answer then keeps G again, bounded by I, above R, so nothing "
-    "ever takes that keep: February 3 for two expired downloads, the answer counted as kept, nothing reported. The "
-    "answered branch (fix52) gets it right: there R takes the keep I wrote",
-)
-
-
-@pytest.mark.parametrize("order", [pytest.param("I, R", marks=UNANSWERED_INSERT_FIRST), "R, I", "I..R"])
+@pytest.mark.parametrize("order", ["I, R", "R, I", "I..R"])
 def test_the_gone_versions_own_expiry_read_back_with_the_insert_after_it_before_the_answer_keeps_it_once(
     world: LedgerWorld, order: str
 ) -> None:

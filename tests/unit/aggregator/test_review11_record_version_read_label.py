@@ -208,35 +208,14 @@ def deleted_rewritten_read_gone_and_answered(world: LedgerWorld) -> dict[str, st
     return named
 
 
-WINDOWLESS_KEEP = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review11: silent double count. fix53 names the read of the new item (G = r1~1), so the operator's "
-    "'expired' is now true of G, but fix52's unfollow keeps G with no read window: I (a later item's INSERT) read back "
-    "first keeps G bounded by I (`KeptUntil`, no `ReadFrom`/`ReadUntil`); D, the old item's deletion, created before "
-    "G's read, takes that keep as G's removal (a delete: spent, its count stays); R, G's own expiry, above D, counts "
-    "its own image again: February 3 for two expired downloads, nothing reported. The operator's keep of the same "
-    "version carries the window, under which D (created before ReadFrom) would not take it and R would",
-)
-OWN_INSERT_BETWEEN = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review11: silent double count (review10's read-item's-own-INSERT finding, which fix53 now reaches from "
-    "every key in step at a record's Version). `between` orders G = r1~1 by sequence only: N, the read item's own "
-    "INSERT created before G's read, read back first, is taken for an INSERT between G and E below every REMOVE, "
-    "unfollows E and keeps G bounded by N; R, G's own expiry above N, counts its own image beside it: February 3, "
-    "nothing reported",
-)
-
-
 @pytest.mark.parametrize(
     "order",
     [
         "D..I",
         "R, I, D..N",
-        pytest.param("I, D..R", marks=WINDOWLESS_KEEP),
-        pytest.param("I, N, D, R", marks=WINDOWLESS_KEEP),
-        pytest.param("N, I, R, D", marks=OWN_INSERT_BETWEEN),
+        "I, D..R",
+        "I, N, D, R",
+        "N, I, R, D",
     ],
 )
 def test_a_moved_records_version_gone_and_answered_counts_each_expired_download_once_in_any_read_back_order(
@@ -256,18 +235,7 @@ def test_a_moved_records_version_gone_and_answered_counts_each_expired_download_
     assert world.boards() == {("song1", "2018-02"): 2} or remain or kinds(world) != []
 
 
-OWN_INSERT_ON_THE_OPEN_REPORT = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review11: silent double count, on the open report's branch (`bound_gone`). N, the read item's own INSERT "
-    "(created before G = r1~1 was read), read back first, is taken for an INSERT between G and E: it unfollows E and "
-    "bounds the gone report (`KeptUntil` N); the operator's answer keeps G bounded by N, so R, G's own expiry above N, "
-    "never takes that keep and counts its own image beside it: February 3, the answer counted as kept, nothing "
-    "reported",
-)
-
-
-@pytest.mark.parametrize("order", ["D..I", "R, I", pytest.param("N, I, R, D", marks=OWN_INSERT_ON_THE_OPEN_REPORT)])
+@pytest.mark.parametrize("order", ["D..I", "R, I", "N, I, R, D"])
 def test_a_moved_records_version_gone_read_back_before_the_answer_counts_each_expired_download_once(
     world: LedgerWorld, order: str
 ) -> None:
