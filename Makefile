@@ -60,11 +60,17 @@ release: $(STAMP)
 up: $(STAMP)
 	$(DEV) up --emulator $(EMULATOR)
 
+# The Terraform workspace of development/emulator_stack keeping the demo's state: another one (`make demo
+# DEMO_WORKSPACE=mine`, then `make down` with the same) keeps a second demo, on another emulator, apart from this
+# checkout's own. The resources are named as the README gives them (`demo-downloads`, `demo-query`) in any workspace:
+# one demo per emulator.
+DEMO_WORKSPACE ?= demo
+
 down: $(STAMP)
-	$(DEV) down
+	$(DEV) down --workspace $(DEMO_WORKSPACE)
 
 demo: $(LAMBDA_PACKAGES) up
-	$(DEV) demo
+	$(DEV) demo --workspace $(DEMO_WORKSPACE)
 
 # hashicorp/aws 6.x's published schema (development/provider-schema-requirements.txt): downloaded, never installed, into
 # build/provider-schema/ (about 70 MB, once). The tests read the committed tests/unit/terraform/hashicorp-aws-6.json and,
@@ -79,6 +85,14 @@ provider-schema-package: $(PROVIDER_SCHEMA_PACKAGE)
 
 provider-schema: $(PROVIDER_SCHEMA_PACKAGE)
 	$(DEV) provider-schema
+
+# The AWS CLI (v1, as pip installs it) that docs/attaching.md's commands use and the acceptance suite runs: it pins its
+# own botocore, so it gets a virtualenv of its own, put first on the acceptance suite's PATH.
+# Defined before the targets that name it: a prerequisite's variable is expanded as its rule is read.
+AWSCLI := .venv-awscli/bin/aws
+$(AWSCLI):
+	$(PYTHON) -m venv .venv-awscli
+	.venv-awscli/bin/python -m pip install --quiet awscli==1.45.11
 
 # Everything that needs no emulator: the unit tier, the benchmark's own tests, the embedded LocalStack executor's.
 UNIT_TESTS := tests/unit tests/bench development/leaderboard_dev/emulators/localstack_runtime/process_executor/tests
@@ -184,13 +198,6 @@ bench: $(LAMBDA_PACKAGES) $(STAMP)
 
 bench-smoke: $(LAMBDA_PACKAGES) $(STAMP)
 	@$(MAKE) --no-print-directory bench BENCH_ARGS="--smoke $(BENCH_ARGS)"
-
-# The AWS CLI (v1, as pip installs it) that docs/attaching.md's commands use and the acceptance suite runs: it pins its
-# own botocore, so it gets a virtualenv of its own, put first on the acceptance suite's PATH.
-AWSCLI := .venv-awscli/bin/aws
-$(AWSCLI):
-	$(PYTHON) -m venv .venv-awscli
-	.venv-awscli/bin/python -m pip install --quiet awscli==1.45.11
 
 # checkov pins its own dependency tree, so it gets a virtualenv of its own.
 CHECKOV := .venv-checkov/bin/checkov

@@ -33,31 +33,17 @@ def command_up(arguments: argparse.Namespace) -> int:
 def command_down(arguments: argparse.Namespace) -> int:
     """Only at the endpoint AWS_ENDPOINT_URL names, and only once it answers: a mistyped port must not cost the demo's
     state or another emulator."""
-    from leaderboard_dev.demo import demo_stack
+    from leaderboard_dev.demo import DEMO_STACK, take_down
     from leaderboard_dev.terraform_stack import TerraformError
 
     endpoint = endpoint_from_environment()
     if not lifecycle.endpoint_answers(endpoint):
         raise lifecycle.EmulatorError(lifecycle.not_answering(endpoint))
-    stack = demo_stack(endpoint)
-    deployed_at = stack.deployed_at()
-    if not stack.exists():
-        print(f"no demo stack to destroy at {endpoint.url}")
-    elif deployed_at is None:
-        print(
-            "left the demo stack alone: its state does not say which emulator holds it; `make demo` with the "
-            "AWS_ENDPOINT_URL it was deployed at notes it, and `make down` there then destroys it"
-        )
-    elif not endpoint.is_at(deployed_at):
-        print(f"left the demo stack alone: it is deployed at {deployed_at}, not {endpoint.url}")
-    else:
-        try:
-            stack.destroy()
-        except TerraformError as error:
-            print(f"could not destroy the demo stack at {endpoint.url}: {error}", file=sys.stderr)
-            return 1
-        stack.delete_workspace(force=True)
-        print(f"destroyed the demo stack at {endpoint.url}")
+    try:
+        print(take_down(endpoint, arguments.workspace or DEMO_STACK))
+    except TerraformError as error:
+        print(f"could not destroy the demo stack at {endpoint.url}: {error}", file=sys.stderr)
+        return 1
     print(lifecycle.stop(endpoint))
     return 0
 
@@ -65,7 +51,8 @@ def command_down(arguments: argparse.Namespace) -> int:
 def command_demo(arguments: argparse.Namespace) -> int:
     from leaderboard_dev import demo
 
-    demo.run(endpoint_from_environment(), downloads=arguments.downloads, seed=arguments.seed)
+    workspace = arguments.workspace or demo.DEMO_STACK
+    demo.run(endpoint_from_environment(), downloads=arguments.downloads, seed=arguments.seed, workspace=workspace)
     return 0
 
 
@@ -147,10 +134,18 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--emulator", choices=lifecycle.BACKENDS, default="ministack")
     up.set_defaults(handler=command_up)
 
-    down = commands.add_parser("down", help="destroy the demo stack and stop what `up` started")
+    workspace = argparse.ArgumentParser(add_help=False)
+    workspace.add_argument(
+        "--workspace",
+        help="the Terraform workspace keeping the demo's state (default demo; its resources are named demo-… in any)",
+    )
+
+    down = commands.add_parser("down", parents=[workspace], help="destroy the demo stack and stop what `up` started")
     down.set_defaults(handler=command_down)
 
-    demo = commands.add_parser("demo", help="deploy, load skewed downloads, print the leaderboards")
+    demo = commands.add_parser(
+        "demo", parents=[workspace], help="deploy, load skewed downloads, print the leaderboards"
+    )
     demo.add_argument("--downloads", type=int, default=3000)
     demo.add_argument("--seed", type=int, default=2018)
     demo.set_defaults(handler=command_demo)

@@ -25,8 +25,30 @@ GENRES = ("rock", "pop", "jazz")
 DEMO_VARIABLES = {"leaderboard_periods": list(DEMO_PERIODS), "category_attribute_name": CATEGORY_ATTRIBUTE}
 
 
-def demo_stack(endpoint: Endpoint) -> Stack:
-    return Stack(DEMO_STACK, endpoint, dict(DEMO_VARIABLES))
+def demo_stack(endpoint: Endpoint, workspace: str = DEMO_STACK) -> Stack:
+    """The demo's resources are named `demo-…` (the README's names) in any workspace: the workspace (`make demo
+    DEMO_WORKSPACE=…`) only says where its Terraform state is kept, so that a second demo on another emulator leaves
+    this checkout's own state alone."""
+    return Stack(DEMO_STACK, endpoint, dict(DEMO_VARIABLES), workspace=workspace)
+
+
+def take_down(endpoint: Endpoint, workspace: str = DEMO_STACK) -> str:
+    """Destroy the demo whose state the workspace keeps, only if it was applied at this endpoint (the state does not
+    say which emulator holds it); say what was done. A failed destroy raises TerraformError."""
+    stack = demo_stack(endpoint, workspace)
+    deployed_at = stack.deployed_at()
+    if not stack.exists():
+        return f"no demo stack to destroy at {endpoint.url}"
+    if deployed_at is None:
+        return (
+            "left the demo stack alone: its state does not say which emulator holds it; `make demo` with the "
+            "AWS_ENDPOINT_URL it was deployed at notes it, and `make down` there then destroys it"
+        )
+    if not endpoint.is_at(deployed_at):
+        return f"left the demo stack alone: it is deployed at {deployed_at}, not {endpoint.url}"
+    stack.destroy()
+    stack.delete_workspace(force=True)
+    return f"destroyed the demo stack at {endpoint.url}"
 
 
 def genre_of(song_id: str) -> str:
@@ -38,7 +60,7 @@ def demo_item(download: Download) -> dict[str, Any]:
     return {**download.as_item(), CATEGORY_ATTRIBUTE: {"S": genre_of(download.song_id)}}
 
 
-def next_steps(endpoint: Endpoint, table: str, function: str) -> str:
+def next_steps(endpoint: Endpoint, table: str, function: str, workspace: str = DEMO_STACK) -> str:
     """What to run after the demo, on its stack (the README's "After `make demo`" says more)."""
     return (
         f"The demo's table is {table}, its query function {function}; it keeps day and month boards, overall and"
@@ -48,16 +70,24 @@ def next_steps(endpoint: Endpoint, table: str, function: str) -> str:
         f"  .venv/bin/leaderboard-tools top --table {table} --month 2018-01 --limit 5\n"
         f"  .venv/bin/leaderboard-tools rank --table {table} --month 2018-01 --song song005 --around 2\n"
         f"  .venv/bin/leaderboard-tools top --table {table} --period day --key 2018-01-15 --category rock\n"
-        'More in README.md, "After `make demo`". `make down` destroys the demo stack and stops the emulator.'
+        'More in README.md, "After `make demo`". '
+        f"`make down{'' if workspace == DEMO_STACK else f' DEMO_WORKSPACE={workspace}'}` destroys the demo stack and"
+        " stops the emulator."
     )
 
 
 def run(
-    endpoint: Endpoint, downloads: int = 3000, songs: int = 100, seed: int = 2018, settle_timeout: float = 300
+    endpoint: Endpoint,
+    downloads: int = 3000,
+    songs: int = 100,
+    seed: int = 2018,
+    settle_timeout: float = 300,
+    workspace: str = DEMO_STACK,
 ) -> None:
     console = Console()
-    console.print(f"[bold]Deploying[/] development/emulator_stack as '{DEMO_STACK}' against {endpoint.url} ...")
-    outputs = demo_stack(endpoint).apply()
+    where = f"'{DEMO_STACK}'" + (f" (state in workspace '{workspace}')" if workspace != DEMO_STACK else "")
+    console.print(f"[bold]Deploying[/] development/emulator_stack as {where} against {endpoint.url} ...")
+    outputs = demo_stack(endpoint, workspace).apply()
     aws = clients(endpoint)
     table = outputs["table_name"]
 
@@ -86,5 +116,8 @@ def run(
             leaderboard.add_row(str(rank), item[GUIDE_NAMES.entity], str(item[COUNT_FIELD]))
         console.print(leaderboard)
     console.print(
-        next_steps(endpoint, table, outputs["query_function_name"]), markup=False, highlight=False, soft_wrap=True
+        next_steps(endpoint, table, outputs["query_function_name"], workspace),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )

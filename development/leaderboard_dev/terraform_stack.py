@@ -262,12 +262,18 @@ def orphans(error: str, stack_name: str) -> list[tuple[str, str]]:
 
 @dataclass
 class Stack:
-    """One deployment of the emulator stack, isolated in a workspace named after its prefix."""
+    """One deployment of the emulator stack, isolated in a workspace named after its prefix unless `workspace` names
+    another (the demo's resources keep the names the README gives, wherever its state is kept)."""
 
     name: str
     endpoint: Endpoint | None
     variables: dict[str, Any] = field(default_factory=dict)
     working_dir: Path = EMULATOR_STACK
+    workspace: str = ""
+
+    @property
+    def workspace_name(self) -> str:
+        return self.workspace or self.name
 
     def __post_init__(self) -> None:
         self._terraform = Terraform(working_dir=str(self.working_dir))
@@ -287,7 +293,7 @@ class Stack:
         """python-terraform passes os.environ to Terraform, so the environment is swapped in for the call."""
         environment = terraform_environment(self.endpoint)
         if in_workspace:
-            environment["TF_WORKSPACE"] = self.name
+            environment["TF_WORKSPACE"] = self.workspace_name
         else:
             environment.pop("TF_WORKSPACE", None)
         binary = installed_provider(self.working_dir) if command != "init" else None
@@ -316,7 +322,7 @@ class Stack:
             if self.working_dir.resolve() not in _INITIALISED:
                 self._run("init", in_workspace=False, input=False)
                 _INITIALISED.add(self.working_dir.resolve())
-            self._run("workspace select", "-or-create", self.name, in_workspace=False)
+            self._run("workspace select", "-or-create", self.workspace_name, in_workspace=False)
 
     def apply(self) -> dict[str, Any]:
         """Apply; a resource of this stack's that an earlier create left out of the state is imported (by its name)
@@ -366,7 +372,7 @@ class Stack:
 
     @property
     def _workspace_dir(self) -> Path:
-        return self.working_dir / "terraform.tfstate.d" / self.name
+        return self.working_dir / "terraform.tfstate.d" / self.workspace_name
 
     def _note_endpoint(self) -> None:
         """Beside the workspace's state, which `terraform workspace delete` removes with it: the state does not say
@@ -385,7 +391,9 @@ class Stack:
     def delete_workspace(self, force: bool = False) -> None:
         """force drops a state that still lists resources: for an emulator that is gone with everything in it."""
         self._run("workspace select", "default", in_workspace=False, check=False)
-        self._run("workspace delete", self.name, in_workspace=False, check=False, force=IsFlagged if force else None)
+        self._run(
+            "workspace delete", self.workspace_name, in_workspace=False, check=False, force=IsFlagged if force else None
+        )
 
 
 @contextmanager

@@ -31,6 +31,7 @@ LONGEST_FIRST = (
     "test_adversarial_delivery.py",
     "test_window_given_up.py",
     "test_bench_smoke.py",
+    "test_readme_demo.py",
     "test_leaderboard_shards.py",
     "test_trending_products.py",
     "test_failure_handling.py",

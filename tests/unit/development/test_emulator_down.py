@@ -106,23 +106,29 @@ class DemoStack(Stack):
 
     def destroy(self) -> None:
         assert self.endpoint is not None
-        self.destroyed.append(self.endpoint.url)
+        self.destroyed.append(f"{self.workspace_name} at {self.endpoint.url}")
 
     def delete_workspace(self, force: bool = False) -> None:
-        (self.working_dir / "terraform.tfstate.d" / self.name / "terraform.tfstate").unlink()
+        (self.working_dir / "terraform.tfstate.d" / self.workspace_name / "terraform.tfstate").unlink()
 
 
 @pytest.fixture
 def demo_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "emulator_stack"
     DemoStack.destroyed = []
-    monkeypatch.setattr(demo, "demo_stack", lambda endpoint: DemoStack(demo.DEMO_STACK, endpoint, working_dir=folder))
+    monkeypatch.setattr(
+        demo,
+        "demo_stack",
+        lambda endpoint, workspace=demo.DEMO_STACK: DemoStack(
+            demo.DEMO_STACK, endpoint, working_dir=folder, workspace=workspace
+        ),
+    )
     return folder
 
 
-def deploy_demo(folder: Path, at: str | None) -> Path:
+def deploy_demo(folder: Path, at: str | None, workspace_name: str = demo.DEMO_STACK) -> Path:
     """A demo workspace holding a state, and the note of the endpoint it was applied at (none: an older checkout's)."""
-    workspace = folder / "terraform.tfstate.d" / demo.DEMO_STACK
+    workspace = folder / "terraform.tfstate.d" / workspace_name
     workspace.mkdir(parents=True)
     (workspace / "terraform.tfstate").write_text('{"version": 4, "resources": [{"type": "aws_dynamodb_table"}]}')
     if at is not None:
@@ -134,9 +140,9 @@ def snapshot(folder: Path) -> dict[str, str]:
     return {str(path.relative_to(folder)): path.read_text() for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-def down(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch) -> int:
+def down(endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, *arguments: str) -> int:
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint.url)
-    return cli.main(["down"])
+    return cli.main(["down", *arguments])
 
 
 def test_down_at_an_endpoint_that_does_not_answer_refuses_with_its_address_and_touches_nothing(
@@ -181,12 +187,29 @@ def test_down_destroys_the_demo_at_its_endpoint_and_stops_the_emulator_up_starte
     # then the demo is destroyed there, the emulator stopped, and each is said
     said = capsys.readouterr().out
     assert code == 0
-    assert DemoStack.destroyed == [answering.url]
+    assert DemoStack.destroyed == [f"demo at {answering.url}"]
     assert not (workspace / "terraform.tfstate").exists()
     assert f"destroyed the demo stack at {answering.url}" in said
     assert f"stopped ministack (pid {started_by_up.group}), which `make up` started at {answering.url}" in said
     assert not started_by_up.running()
     assert not note.exists()
+
+
+def test_down_in_a_workspace_of_its_own_destroys_that_demo_and_leaves_this_checkout_s_own(
+    answering: Endpoint, demo_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given this checkout's demo elsewhere, and a second demo at this emulator whose state another workspace keeps
+    own = deploy_demo(demo_folder, silent_endpoint().url)
+    before = snapshot(own)
+    second = deploy_demo(demo_folder, answering.url, workspace_name="readme-demo")
+    # when `down` is given that workspace (`make down DEMO_WORKSPACE=readme-demo`)
+    code = down(answering, monkeypatch, "--workspace", "readme-demo")
+    # then that demo is destroyed there, its state gone, and this checkout's own demo state is as it was
+    assert code == 0
+    assert DemoStack.destroyed == [f"readme-demo at {answering.url}"]
+    assert f"destroyed the demo stack at {answering.url}" in capsys.readouterr().out
+    assert not (second / "terraform.tfstate").exists()
+    assert snapshot(own) == before
 
 
 def test_down_leaves_an_emulator_up_did_not_start_and_a_demo_deployed_elsewhere(

@@ -16,6 +16,8 @@ from tests.terraform_config import outputs, resources, variables
 
 CALLERS = (REPOSITORY / "tests", REPOSITORY / "development" / "leaderboard_dev")
 STACK_FACTORIES = {"stack", "bench_stack", "Stack"}
+STACK_SETTINGS = {"working_dir", "workspace"}
+"""Stack's own keywords (where its configuration and its state are), no Terraform variable."""
 
 
 def passed_variables(source: str) -> set[str]:
@@ -38,7 +40,7 @@ def passed_variables(source: str) -> set[str]:
             literal = next((argument for argument in node.args[2:3] if isinstance(argument, ast.Dict)), None)
             if literal is not None:
                 names |= {key.value for key in literal.keys if isinstance(key, ast.Constant)}
-    return names - {"working_dir"}
+    return names - STACK_SETTINGS
 
 
 def callers_variables() -> dict[str, set[Path]]:

@@ -1,7 +1,9 @@
 """The README's commands, run. `leaderboard-tools size` as the installed command: each prints the number of shards its
 comment gives. The board commands after `make demo`, and the payload of both `aws lambda invoke` lines, through the
 query function's own handler on moto holding the boards the demo fills (test_demo_readme.py checks that each names a
-board the demo keeps; the acceptance suite deploys the module itself)."""
+board the demo keeps). The acceptance suite's test_readme_demo.py runs the section itself as written: `make demo`, the
+export line, every command (reconcile too) and the AWS CLI v1 line, on the deployed demo; the v2 line's payload is
+answered only here (the project installs AWS CLI v1, which refuses v2's flag)."""
 
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ README = (REPOSITORY / "README.md").read_text()
 LEADERBOARD_TOOLS = Path(sys.executable).with_name("leaderboard-tools")
 """The command `make venv` installs beside this interpreter, as the README's `.venv/bin/leaderboard-tools`."""
 NEEDS_A_DEPLOYMENT = {"reconcile"}
-"""Commands that read the deployment's stream, mapping and functions from AWS: run by the acceptance suite
-(test_existing_table.py, test_recovery.py) on a deployed stack, not here."""
+"""Commands that read the deployment's stream, mapping and functions from AWS: run by the acceptance suite on a
+deployed stack (the README's line on the demo: test_readme_demo.py; test_existing_table.py, test_recovery.py), not
+here."""
 
 
 def section(title: str) -> str:
