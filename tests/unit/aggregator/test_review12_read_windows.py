@@ -15,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, FOLLOWS, GONE_PREFIX, KEPT_BY, KEPT_UNTIL
+from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
@@ -28,7 +29,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     read_back,
     world,
 )
-from tests.unit.aggregator.rebase_on_moto import kept_expired, rebase_world
+from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
 from tests.unit.aggregator.test_one_reader_read_time import version
 from tests.unit.aggregator.test_one_reader_review9 import named_expired
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, MARGIN, expiry_items, ledger_items
@@ -336,3 +337,29 @@ def test_a_ttl_expiry_after_the_read_that_takes_a_read_versions_keep_is_exact_an
     # count, nothing reported (a report on every taker, not only those with no TTL identity, would show here)
     assert world.boards() == {("song1", "2018-01"): 2}
     assert kinds(world) == []
+
+
+def test_a_removal_recorded_on_the_open_report_after_recovers_read_of_it_refuses_the_answer_loudly(
+    world: LedgerWorld,
+) -> None:
+    # given the open report bounded by I; the operator's run reads it (no KeptBy), and before its answer's transaction
+    # recover's read-back of R records R on the report
+    named = gone_bounded_with_removal_given_up(world)
+
+    def read_back_r_first(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+        deletes = [item["Delete"]["Key"][CLAIM_KEY]["S"] for item in parameters["TransactItems"] if "Delete" in item]
+        if any(key.startswith(GONE_PREFIX) for key in deletes) and not ran:
+            ran.append(read_back(world, ROOT, named["R"], named["R"])["readBack"])
+        return send(**parameters)
+
+    ran: list[str] = []
+    write_items(world)
+    client = Interleaved(world.dynamodb, "transact_write_items", instead=read_back_r_first)
+    # when the operator names the key expired
+    report = rebase(client, deployment_of(world), expired=[CLAIM])
+    # then the answer, written on the report as read, was refused and left to the operator (`unplaced`), not written
+    # untaken beside R's record (which would count G again when R is read back no more): G and A1 once each
+    assert ran == ["applied"]
+    assert report.differences_remain
+    assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(named['G'])}|kept") == {}
+    assert world.boards() == {("song1", "2018-02"): 2}
