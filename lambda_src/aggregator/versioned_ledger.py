@@ -107,18 +107,23 @@ class VersionedLedger:
 
     def apply(self, shard: ShardRef, records: list[dict[str, Any]], report: Report) -> Applied:
         """Every record of one shard moved by its key's ledger item, one transaction per entity, retried on conflict.
-        Each `refused_record` is sent by `report` before anything that would make it unneeded to a retry commits."""
+        Each `refused_record` is sent by `report` before anything that would make it unneeded to a retry commits; so is
+        each `keep_taken_unsure`, once per apply: a key folded again after a conflict reports the same fact again, not
+        sent twice. A retry of the batch after a crash may still send it again, as SQS may deliver any message twice
+        ("at least once"): recover reads identical reports as one (failure_messages.py)."""
         by_key: dict[str, list[dict[str, Any]]] = {}
         for record in sorted(records, key=sequence_of):
             if self.is_download_record(record):
                 by_key.setdefault(claim_key(record["dynamodb"]["Keys"]), []).append(record)
         applied = Applied()
         pending = dict(by_key)
+        sent: list[dict[str, Any]] = []
         for _ in range(ATTEMPTS):
             if not pending:
                 return applied
             folds, refused = self.folds(shard, pending)
-            unsure = [message for fold in folds.values() for message in fold.unsure]
+            unsure = [message for fold in folds.values() for message in fold.unsure if message not in sent]
+            sent += unsure
             report(refused + unsure)
             applied.refused += len(refused)
             applied.unsure += len(unsure)

@@ -82,6 +82,23 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
     return message
 
 
+def mark_repeated(messages: list[Message]) -> None:
+    """A `keep_taken_unsure` report whose body is another's, read in the same run, is the same fact sent again: SQS
+    standard queues "support at-least-once message delivery" and "more than one copy of a message might be delivered"
+    (standard queues), and the aggregator sends a report again when a retry of its batch folds the key again after a
+    crash. Kept once (the first); the repeats are done."""
+    first: dict[str, str] = {}
+    for message in messages:
+        if message.kind != KEEP_TAKEN_UNSURE:
+            continue
+        body = json.dumps(message.body, sort_keys=True)
+        if body in first:
+            message.done = True
+            message.note = f"the same report as message {first[body]}, sent again: deleted, that one kept"
+        else:
+            first[body] = message.message_id
+
+
 def answer_band(message: Message, clients: Any, deployment: Deployment, reconciler: Reconciler) -> None:
     """Done if the aggregate no longer carries the band; waiting while its deadline has not passed; else its
     aggregate is named for the run's recount, whose repair replaces the band."""

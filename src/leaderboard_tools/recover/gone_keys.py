@@ -142,6 +142,11 @@ class GoneKeys:
             kept = expiries_kept(ledger_item or {})
             reports = self.gone_reports.get(claim, {})
             for label in sorted(reports):
+                refused = self._refused_answer(reports[label], label)
+                if refused:
+                    self._unplaced(claim, refused, ledger_item, *self.state(reports[label]))
+                    self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
+                    continue
                 followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
                 if followed is not None and self._transact([self._answers(followed, label, reports[label])]):
                     continue
@@ -163,6 +168,32 @@ class GoneKeys:
                 continue
             why = "named expired, but no gone report of the key is open: nothing kept; run the repair, then answer it"
             self._unplaced(claim, why, ledger_item)
+
+    @staticmethod
+    def _refused_answer(report: Mapping[str, Any], label: str) -> str:
+        """Why the operator's 'expired' cannot be applied to the gone report of `label` and is reported instead, or "".
+
+        A version read from the table (`~`) whose report has no read window (written before windows existed): the
+        aggregator would order the key's records against the read by sequence alone and take the read item's own
+        INSERT for a write after it. The window is not derived: the ledger item's `ReadAt` is its latest read's, which
+        nothing ties to this label once the item has moved on. And a removal with no TTL identity below the record
+        that bounds the version (`KeptBy`, `KeptByExpiry` false) took its keep: a deletion (the operator's 'expired'
+        then wrong for the item kept) or a replica's expiry, which carries no TTL identity in the regions it is
+        replicated to; not told apart. Where an expiry by TTL took it, the answer is exact and applied."""
+        if REBASED in label and READ_FROM not in report:
+            return (
+                f"named expired, but its gone report of {label}, a version read from the table, has no read window "
+                "(written before read windows): applied without it, the read item's own INSERT could be taken for a "
+                "write after the read; not applied: recount the aggregates it names"
+            )
+        if KEPT_BY in report and not (report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"):
+            return (
+                f"named expired, but a removal with no TTL identity ({report[KEPT_BY].get('S')}) below the INSERT "
+                f"that bounds {label} took its keep: a deletion (then the count is right as it is) or a replica's "
+                "expiry by TTL (then add the counts back to the aggregates it names by hand); not told apart, not "
+                "applied"
+            )
+        return ""
 
     def _keep_bounded(self, claim: str, report: Mapping[str, Any], label: str) -> bool:
         """A gone version the operator names expired, whose key an expiry of a later item moved from it (kept as that

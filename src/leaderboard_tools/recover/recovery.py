@@ -23,7 +23,7 @@ from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 from leaderboard_tools.recover.advice import fix_for
 from leaderboard_tools.recover.drift import DriftReport
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
-from leaderboard_tools.recover.failure_messages import answer_band, board_of, classify
+from leaderboard_tools.recover.failure_messages import answer_band, board_of, classify, mark_repeated
 from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 from leaderboard_tools.recover.message_checks import boards_named, exactness, refusal_of
 from leaderboard_tools.recover.rebase import RebaseReport
@@ -191,6 +191,7 @@ def _recover(
                 message.queue_url = url
             keepers[url].hold(received)
             messages += received
+        mark_repeated(messages)
         report.messages = len(messages)
         reconciler.report_phase(ANSWERING_MESSAGES)
         for message in messages:

@@ -69,14 +69,6 @@ def gone_read_then_followed(world: LedgerWorld, insert_after_read: int, removal_
 # ------------------------------------------------------------------------------ reports written before the window
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent double count: a gone report written by the release before fix55 has no ReadFrom/ReadUntil although "
-    "its ledger item has ReadAt; recover's answer copies the window from the report only (`_answers`), so the "
-    "aggregator orders by sequence (`after_the_read` with no window) and takes the read item's own INSERT N (created "
-    "before the read) for a write between: G's download kept again, February 3, nothing reported",
-)
 @pytest.mark.parametrize("order", ["I, D..R", "I, N, D, R", "N, I, R, D"])
 def test_a_gone_report_written_before_read_windows_still_orders_the_read_items_own_insert_before_the_read(
     world: LedgerWorld, order: str
@@ -243,16 +235,6 @@ def test_the_answer_written_after_r_recorded_itself_on_the_open_report_adds_noth
     assert kinds(world) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="silent wrong count, order-dependent: R, a REMOVE with no TTL identity below the open report's bound, "
-    "records itself as the keep's taker (KeptByExpiry false, `take_on_report`); the answer then adds G's count "
-    "(`_keep_bounded`: not taken by an expiry) and nothing reports that the operator's 'expired' is contradicted "
-    "unless R is a replica's expiry: February 2 where G was deleted, no message; read back R before I and the same "
-    "answer leaves February 1 and differences for the operator. fix55 reports this doubt (`report_spent`) only for a "
-    "keep with a read window",
-)
 def test_a_delete_below_an_open_reports_bound_taking_the_answers_keep_is_reported_or_left_to_the_operator(
     world: LedgerWorld,
 ) -> None:
@@ -306,13 +288,6 @@ def conflicts_once(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
     return send(**parameters)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="loud but counted twice: fold.unsure is sent before each attempt's transaction (versioned_ledger.apply), so "
-    "a batch refused once for a conflict and folded again sends the same 'take counts back from entityId's aggregates "
-    "by hand' report twice (keeps_unsure 2); an operator acting on each message takes the one download back twice",
-)
 def test_a_read_versions_keep_spent_by_a_delete_is_reported_once_when_its_transaction_conflicts_once(
     world: LedgerWorld,
 ) -> None:

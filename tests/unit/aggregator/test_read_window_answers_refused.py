@@ -1,0 +1,88 @@
+"""fix56: the operator's 'expired' answers that recover cannot apply exactly are reported, not applied: a gone report
+of a version read from the table written with no read window (before read windows existed), and an open report whose
+keep a removal with no TTL identity below its bound took ("TTL deletions that are replicated to global table regions
+are not identifiable in DynamoDB streams in the regions the deletion is replicated to": a replica's expiry looks like a
+delete). A TTL taker stays exact and applied (test_review12_read_windows.py)."""
+
+from __future__ import annotations
+
+from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX
+from leaderboard_tools.recover.rebase import rebase
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    OK,
+    ROOT,
+    LedgerWorld,
+    deliver,
+    delivered,
+    kinds,
+    read_back,
+    world,
+)
+from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
+from tests.unit.aggregator.test_one_reader_read_time import version
+from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, expiry_items, ledger_items
+from tests.unit.aggregator.test_review11_record_version_read_label import deleted_rewritten_read_gone_and_answered
+from tests.unit.aggregator.test_review12_read_windows import read_back_in
+
+__all__ = ["world"]  # fixtures, used by name
+
+
+def test_an_expired_answer_to_a_read_versions_gone_report_without_a_window_is_refused_naming_the_aggregates(
+    world: LedgerWorld,
+) -> None:
+    # given a gone report of a version read from the table (G = r1~1) as the release before read windows wrote it,
+    # the key's next item's expiry (E) following G
+    named = deleted_rewritten_read_gone_and_answered(world)
+    [report] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|").values()
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE, Key={CLAIM_KEY: report[CLAIM_KEY]}, UpdateExpression="REMOVE ReadFrom, ReadUntil"
+    )
+    # when the operator names the key expired
+    write_items(world)
+    answered = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
+    # then nothing is applied (E answers nothing, no keep), the report is consumed, and the run says why and which
+    # aggregates to recount
+    assert answered.kept_expired == 0
+    [unplaced] = answered.unplaced
+    assert "no read window" in unplaced["why"]
+    assert "recount" in unplaced["why"]
+    assert unplaced["aggregates"] == [["song1", "2018-02"]]
+    [expiry] = expiry_items(world)
+    assert ANSWERS not in expiry
+    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    # and reading back the given-up records in the order that double counted with the answer: each expired download
+    # counts once (R, the read item's own expiry, keeps G's), nothing reported
+    read_back_in(world, named, "I, N, D, R")
+    assert world.boards() == {("song1", "2018-02"): 2}
+    assert kinds(world) == []
+
+
+def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_is_left_unapplied_and_reported(
+    world: LedgerWorld,
+) -> None:
+    # given G delivered, deleted by the application (R, no TTL identity, given up), the key reported gone, written
+    # again (I, given up) and expired (E, delivered, following G); I read back bounds the open report, R read back
+    # records itself on it as the keep's taker
+    g = world.put(ROOT, "song1", 1, "2018-02")
+    assert deliver(world, ROOT, delivered(world, ROOT, [g])) == OK
+    removal = world.delete(ROOT, "song1", 1)
+    assert removal is not None
+    assert [gone["claimKey"] for gone in rebase_world(world).gone] == [CLAIM]
+    insert = world.put(ROOT, "song1", 1, "2018-02")
+    world.expire(ROOT, "song1", 1)
+    assert deliver(world, ROOT, delivered(world, ROOT, [world.last(ROOT)])) == OK
+    assert read_back(world, ROOT, insert, insert)["readBack"] == "applied"
+    assert read_back(world, ROOT, removal, removal)["readBack"] == "applied"
+    # when the operator names the key expired
+    write_items(world)
+    answered = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
+    # then G's count is not added back: the run names the removal, what to do, and the aggregates; no keep is written
+    assert answered.kept_expired == 0
+    assert world.boards() == {("song1", "2018-02"): 1}
+    [unplaced] = answered.unplaced
+    assert version(removal) in unplaced["why"]
+    assert "replica's expiry" in unplaced["why"]
+    assert unplaced["aggregates"] == [["song1", "2018-02"]]
+    assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(g)}|kept") == {}
+    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
