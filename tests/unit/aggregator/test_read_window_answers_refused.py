@@ -6,16 +6,23 @@ delete). A TTL taker stays exact and applied (test_review12_read_windows.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
 from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
     ROOT,
+    Interleaved,
     LedgerWorld,
     deliver,
     delivered,
     kinds,
+    ledger_client,
     read_back,
     world,
 )
@@ -23,7 +30,8 @@ from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, wr
 from tests.unit.aggregator.test_one_reader_read_time import version
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, expiry_items, ledger_items
 from tests.unit.aggregator.test_review11_record_version_read_label import deleted_rewritten_read_gone_and_answered
-from tests.unit.aggregator.test_review12_read_windows import read_back_in
+from tests.unit.aggregator.test_review12_read_windows import deleted_after_the_read, read_back_in
+from versioned_ledger import StillInConflict
 
 __all__ = ["world"]  # fixtures, used by name
 
@@ -86,3 +94,24 @@ def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_is_left_unap
     assert unplaced["aggregates"] == [["song1", "2018-02"]]
     assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(g)}|kept") == {}
     assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+
+
+def conflicts_always(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
+    """Every transaction is cancelled by another writer's conflict (TransactionConflict)."""
+    error = {"Code": "TransactionCanceledException", "Message": "cancelled"}
+    reasons = [{"Code": "TransactionConflict"} for _ in parameters["TransactItems"]]
+    raise ClientError({"Error": error, "CancellationReasons": reasons}, "TransactWriteItems")
+
+
+def test_a_spent_read_keep_is_reported_once_before_any_transaction_even_when_every_attempt_conflicts(
+    world: LedgerWorld,
+) -> None:
+    # given a read version's keep, D a delete created after the read, N and X; every transaction conflicts
+    named = deleted_after_the_read(world, expired=False)
+    ledger_client(world, Interleaved(world.dynamodb, "transact_write_items", instead=conflicts_always))
+    # when the mapping delivers D, N and X (the invocation fails: the mapping retries the batch)
+    with pytest.raises(StillInConflict):
+        deliver(world, ROOT, delivered(world, ROOT, [named["D"], named["N"], named["X"]]))
+    # then nothing is committed, and the spend was reported once, before the first attempt's transaction: a crash
+    # there loses no report
+    assert kinds(world) == ["keep_taken_unsure"]
