@@ -184,7 +184,8 @@ class GoneKeys:
             return (
                 f"named expired, but its gone report of {label}, a version read from the table, has no read window "
                 "(written before read windows): applied without it, the read item's own INSERT could be taken for a "
-                "write after the read; not applied: recount the aggregates it names"
+                "write after the read; not applied: read back the key's given-up ranges first (recover), then judge "
+                "the aggregates it names and add its counts back by hand where still missing"
             )
         if KEPT_BY in report and not (report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"):
             return (
@@ -200,9 +201,9 @@ class GoneKeys:
         item's, `Follows` undone by the aggregator): an INSERT found after the version (`KeptUntil`) proves its removal
         came before. Kept as `--expired-keys` keeps one: its count added back, its keep bounded by that INSERT, the
         ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. A removal below the
-        bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing where an
-        expiry by TTL took it (`KeptByExpiry`: it kept its old image, as it does taking a keep). False when cancelled
-        (a record applied meanwhile): reported `unplaced`."""
+        bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing, an expiry
+        by TTL having taken it (`KeptByExpiry`: it kept its old image, as it does taking a keep; any other taker's
+        answer is refused, `_refused_answer`). False when cancelled (a record applied meanwhile): reported `unplaced`."""
         ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
         if ledger_item is None:
             return False

@@ -54,7 +54,7 @@ def test_an_expired_answer_to_a_read_versions_gone_report_without_a_window_is_re
     assert answered.kept_expired == 0
     [unplaced] = answered.unplaced
     assert "no read window" in unplaced["why"]
-    assert "recount" in unplaced["why"]
+    assert "not applied" in unplaced["why"]
     assert unplaced["aggregates"] == [["song1", "2018-02"]]
     [expiry] = expiry_items(world)
     assert ANSWERS not in expiry
