@@ -203,7 +203,8 @@ class GoneKeys:
         ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. A removal below the
         bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing, an expiry
         by TTL having taken it (`KeptByExpiry`: it kept its old image, as it does taking a keep; any other taker's
-        answer is refused, `_refused_answer`). False when cancelled (a record applied meanwhile): reported `unplaced`."""
+        answer is refused, `_refused_answer`). False when cancelled (a record applied meanwhile): reported
+        `unplaced`."""
         ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
         if ledger_item is None:
             return False
