@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from leaderboard_dev.aws import Clients
-from leaderboard_dev.leaderboard import index_ranking, invoke_function, poll_until, query_all_pages, wait_until_totals
+from leaderboard_dev.leaderboard import (
+    NotSettled,
+    index_ranking,
+    invoke_function,
+    poll_until,
+    query_all_pages,
+    wait_until_totals,
+)
 from leaderboard_dev.loadgen import Download, utc_month, write_items
 from leaderboard_dev.observe import log_lines, scan_all
 from leaderboard_dev.settings import Endpoint, emulator_environment
@@ -119,14 +126,26 @@ def test_the_index_is_sparse_holding_aggregates_only(loaded: dict[str, Any], aws
     assert not any(item["SK"]["S"].startswith(("download-", "malformed-")) for item in index_items)
 
 
+def batch_summaries(aws: Clients, log_group: str) -> list[dict[str, Any]]:
+    return [line for line in log_lines(aws, log_group) if line.get("message") == "batch summary"]
+
+
 def test_the_aggregator_is_never_invoked_for_its_own_writes(loaded: dict[str, Any], aws: Clients) -> None:
-    summaries = [
-        line
-        for line in log_lines(aws, loaded["outputs"]["aggregator_log_group_name"])
-        if line.get("message") == "batch summary"
-    ]
+    # given every download counted (the fixture waited for the boards); the function's lines reach CloudWatch Logs
+    # after its invocations return, so the last ones may still be on their way
+    log_group = loaded["outputs"]["aggregator_log_group_name"]
+
+    def every_download_summarised() -> list[dict[str, Any]] | None:
+        summaries = batch_summaries(aws, log_group)
+        return summaries if sum(line["added"] for line in summaries) >= loaded["downloads"] else None
+
+    # when the batch summaries have arrived (a bounded poll for what they added; on its timeout, what is there)
+    try:
+        summaries = poll_until(every_download_summarised, timeout=90, interval=3, describe="every download summarised")
+    except NotSettled:
+        summaries = batch_summaries(aws, log_group)
     assert summaries, "the aggregator logged no batch summary: its logs are not reaching CloudWatch Logs"
-    # every download was counted exactly once, and no aggregate record ever reached the function in an event (the
+    # then every download was counted exactly once, and no aggregate record ever reached the function in an event (the
     # aggregator reads its shard itself from its checkpoint, and may read its own writes there: `ignored` counts those)
     assert sum(line["added"] for line in summaries) == loaded["downloads"]
     assert [line["ignored_delivered"] for line in summaries if line["ignored_delivered"]] == []
