@@ -176,20 +176,15 @@ class ExpiryKeeps:
     @staticmethod
     def report_spent(fold: Fold, keep: Keep) -> None:
         """A keep spent by a removal with no TTL identity: reported (`take`)."""
-        report = {
-            "kind": UNSURE_KIND,
-            "claimKey": claim_key(fold.key),
-            "entityId": keep.entity,
-            "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
-            "takenBy": keep.by,
-            "insert": None,
-            "reason": "a REMOVE with no TTL identity took the operator's keep (named expired) as the kept version's "
-            "removal: a replica's expiry (then this is exact) or a deletion, the operator's answer true of a later "
-            "item only (then the kept download counts twice: take counts back from entityId's aggregates by hand); "
-            "not told apart",
-        }
-        if report not in fold.unsure:
-            fold.unsure.append(report)
+        unsure(
+            fold,
+            keep,
+            None,
+            "a REMOVE with no TTL identity took the operator's keep (named expired) as the kept version's removal: a "
+            "replica's expiry (then this is exact) or a deletion, the operator's answer true of a later item only "
+            "(then the kept download counts twice: take counts back from entityId's aggregates by hand); not told "
+            "apart",
+        )
 
     @staticmethod
     def retake(fold: Fold, keep: Keep) -> None:
@@ -236,20 +231,15 @@ class ExpiryKeeps:
         to its aggregates): reported, never guessed."""
         if not (keep.expiry and keep.by and keep.maybe and self.after(keep.by, keep.maybe, stream_arn)):
             return
-        report = {
-            "kind": UNSURE_KIND,
-            "claimKey": claim_key(fold.key),
-            "entityId": keep.entity,
-            "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
-            "takenBy": keep.by,
-            "insert": keep.maybe,
-            "reason": "an expiry by TTL took the operator's keep of a version read from the table, after an INSERT of "
-            "the key created within the clock margin of that read: the read item's own INSERT (then this is exact) "
-            "or a new item's, written after the kept item expired with its removal's record trimmed (then the kept "
-            "download is lost: add counts back to entityId's aggregates by hand); not told apart",
-        }
-        if report not in fold.unsure:
-            fold.unsure.append(report)
+        unsure(
+            fold,
+            keep,
+            keep.maybe,
+            "an expiry by TTL took the operator's keep of a version read from the table, after an INSERT of the key "
+            "created within the clock margin of that read: the read item's own INSERT (then this is exact) or a new "
+            "item's, written after the kept item expired with its removal's record trimmed (then the kept download is "
+            "lost: add counts back to entityId's aggregates by hand); not told apart",
+        )
 
     def keep_of(self, fold: Fold, operators: str) -> Keep | None:
         """An operator's keep as this batch left it, or its item read strongly consistent."""
@@ -337,3 +327,18 @@ def carrier(fold: Fold) -> str:
     Version: no ledger Put carries its `Decreased`), so that a retry after a crash before their step still does it;
     "" for none."""
     return fold.freezes[-1] if fold.freezes and not fold.applied and fold.decreases() else ""
+
+
+def unsure(fold: Fold, keep: Keep, insert: str | None, reason: str) -> None:
+    """A `keep_taken_unsure` report of `keep`'s taking, once per fold: what the operator judges, and why."""
+    report = {
+        "kind": UNSURE_KIND,
+        "claimKey": claim_key(fold.key),
+        "entityId": keep.entity,
+        "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
+        "takenBy": keep.by,
+        "insert": insert,
+        "reason": reason,
+    }
+    if report not in fold.unsure:
+        fold.unsure.append(report)
