@@ -21,20 +21,17 @@ from leaderboard_core.claims import (
     KEPT_BY_EXPIRY,
     KEPT_MAYBE_UNTIL,
     KEPT_UNTIL,
+    READ_FROM_THE_TABLE,
     claim_key,
     decreased_of,
     decreased_value,
     expiries_kept,
     version_label,
 )
-from ledger_fold import UNSURE_KIND, Aggregate, Fold, Keep, VersionOrder, read_window
+from ledger_fold import Aggregate, Fold, Keep, VersionOrder, read_window, report_unsure
 from ledger_records import Boards
 
 FROZEN = EXPIRY_PREFIX
-READ_FROM_THE_TABLE = "~"
-"""In a kept version, what the rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item:
-the INSERT of the item read may have a record after the version's record, so an INSERT bounds a keep of it only when
-created after the read (`ReadUntil`)."""
 
 
 class ExpiryKeeps:
@@ -330,15 +327,6 @@ def carrier(fold: Fold) -> str:
 
 
 def unsure(fold: Fold, keep: Keep, insert: str | None, reason: str) -> None:
-    """A `keep_taken_unsure` report of `keep`'s taking, once per fold: what the operator judges, and why."""
-    report = {
-        "kind": UNSURE_KIND,
-        "claimKey": claim_key(fold.key),
-        "entityId": keep.entity,
-        "counts": {board: str(amount) for board, amount in sorted(keep.contribution.items())},
-        "takenBy": keep.by,
-        "insert": insert,
-        "reason": reason,
-    }
-    if report not in fold.unsure:
-        fold.unsure.append(report)
+    """A `keep_taken_unsure` report of `keep`'s taking."""
+    counts = {board: str(amount) for board, amount in keep.contribution.items()}
+    report_unsure(fold, keep.entity, counts, keep.by, insert, reason)

@@ -24,14 +24,13 @@ from leaderboard_core.claims import (
     KEPT_BY_EXPIRY,
     KEPT_UNTIL,
     READ_FROM,
+    READ_FROM_THE_TABLE,
     READ_UNTIL,
     REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
 )
-from ledger_fold import UNSURE_KIND, Fold, VersionOrder, read_window
-
-READ_FROM_THE_TABLE = "~"
+from ledger_fold import Fold, VersionOrder, read_window, report_unsure
 
 
 class FollowedExpiries:
@@ -182,20 +181,17 @@ class FollowedExpiries:
         if created is not None and created > window[1]:
             return True
         counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
-        report = {
-            "kind": UNSURE_KIND,
-            "claimKey": claim_key(fold.key),
-            "entityId": (item.get(BASE_ENTITY) or {}).get("S", ""),
-            "counts": {board: value["N"] for board, value in sorted(counts.items())},
-            "takenBy": (item.get(CLAIM_KEY) or {}).get("S", "").removeprefix(f"{EXPIRY_PREFIX}{claim_key(fold.key)}|"),
-            "insert": version,
-            "reason": "an expiry that followed a gone version read from the table, a record of the key created within "
-            "the clock margin of that read: the read item's own or an earlier item's (then this is exact) or written "
-            "after the read (then the gone version's removal came before it, and its download may be lost or counted "
-            "twice: recount entityId's aggregates by hand); not told apart",
-        }
-        if report not in fold.unsure:
-            fold.unsure.append(report)
+        report_unsure(
+            fold,
+            (item.get(BASE_ENTITY) or {}).get("S", ""),
+            {board: value["N"] for board, value in counts.items()},
+            (item.get(CLAIM_KEY) or {}).get("S", "").removeprefix(f"{EXPIRY_PREFIX}{claim_key(fold.key)}|"),
+            version,
+            "an expiry that followed a gone version read from the table, a record of the key created within the clock "
+            "margin of that read: the read item's own or an earlier item's (then this is exact) or written after the "
+            "read (then the gone version's removal came before it, and its download may be lost or counted twice: "
+            "recount entityId's aggregates by hand); not told apart",
+        )
         return False
 
     def between(self, gone: str, version: str, expiry: str, stream_arn: str) -> bool:

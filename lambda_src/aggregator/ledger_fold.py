@@ -21,6 +21,7 @@ from leaderboard_core.claims import (
     GONE_AT,
     READ_FROM,
     READ_UNTIL,
+    claim_key,
     decreased_of,
     rebases_condition,
 )
@@ -180,3 +181,21 @@ def read_window(item: dict[str, Any]) -> tuple[int, int] | None:
     if READ_FROM not in item or READ_UNTIL not in item:
         return None
     return int(Decimal(item[READ_FROM]["N"])), int(Decimal(item[READ_UNTIL]["N"]))
+
+
+def report_unsure(
+    fold: Fold, entity: str, counts: dict[str, str], taken_by: str | None, insert: str | None, reason: str
+) -> None:
+    """A `keep_taken_unsure` report, once per fold: the entity and counts the operator judges, the records that could
+    not be placed (`takenBy`, `insert`), and why."""
+    report = {
+        "kind": UNSURE_KIND,
+        "claimKey": claim_key(fold.key),
+        "entityId": entity,
+        "counts": dict(sorted(counts.items())),
+        "takenBy": taken_by,
+        "insert": insert,
+        "reason": reason,
+    }
+    if report not in fold.unsure:
+        fold.unsure.append(report)

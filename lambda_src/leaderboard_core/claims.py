@@ -52,6 +52,10 @@ READ_AT = "ReadAt"
 `backfill~<n>` or `<record>~<n>`), DynamoDB's clock when that item was read: the Date header of the response that
 returned it, in epoch seconds. The item existed then, so its removal came after it; a keep of the version bounds its
 taker by it (`READ_FROM`, `READ_UNTIL`)."""
+READ_FROM_THE_TABLE = "~"
+"""In a version label, what a rebase (`<record>~<n>`) or the backfill (`backfill~<n>`) wrote from the table's item: the
+INSERT of the item read may have a record after the label's record, so such a version is placed against the records of
+its key by the read's time (`ReadFrom`, `ReadUntil`), not by sequence alone."""
 READ_FROM = "ReadFrom"
 READ_UNTIL = "ReadUntil"
 """On an operator's keep of a version with `ReadAt`: `ReadAt` less and plus the repair's clock margin (epoch seconds).

@@ -24,6 +24,7 @@ from leaderboard_core.claims import (
     KEPT_UNTIL,
     READ_AT,
     READ_FROM,
+    READ_FROM_THE_TABLE,
     READ_UNTIL,
     download_key_of,
     expiries_kept,
@@ -31,7 +32,7 @@ from leaderboard_core.claims import (
     version_label,
 )
 from leaderboard_tools.backfill.transactions import item_key
-from leaderboard_tools.recover.ledger_versions import ATTEMPTS, REBASED, VERSION, generation, shown_key
+from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
 
 
 class GoneKeys:
@@ -121,7 +122,7 @@ class GoneKeys:
         """Of a version read from the table (`~`) with its read's time, `ReadFrom` and `ReadUntil`: `ReadAt` less and
         plus the clock margin. Every keep of the version, and every report or answer a keep is written from, carries
         them: the aggregator orders a record of the key against the read by its creation time within them."""
-        if REBASED not in label or READ_AT not in ledger_item:
+        if READ_FROM_THE_TABLE not in label or READ_AT not in ledger_item:
             return {}
         read_at = Decimal(ledger_item[READ_AT]["N"])
         return {
@@ -180,7 +181,7 @@ class GoneKeys:
         that bounds the version (`KeptBy`, `KeptByExpiry` false) took its keep: a deletion (the operator's 'expired'
         then wrong for the item kept) or a replica's expiry, which carries no TTL identity in the regions it is
         replicated to; not told apart. Where an expiry by TTL took it, the answer is exact and applied."""
-        if REBASED in label and READ_FROM not in report:
+        if READ_FROM_THE_TABLE in label and READ_FROM not in report:
             return (
                 f"named expired, but its gone report of {label}, a version read from the table, has no read window "
                 "(written before read windows): applied without it, the read item's own INSERT could be taken for a "

@@ -10,12 +10,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, CLAIM_KEY, READ_AT, REBASES, rebases_condition
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    CLAIM_KEY,
+    READ_AT,
+    READ_FROM_THE_TABLE,
+    REBASES,
+    rebases_condition,
+)
 from leaderboard_tools.reconcile.clock import server_time
 
 VERSION = "Version"
-REBASED = "~"
-"""Version's suffix after a rebase: `<shard>|<padded sequence>~<n>`, ordered as the record it names."""
 LEDGER_PREFIX = "download#"
 ATTEMPTS = 5
 """Reads of one key whose transaction was cancelled (a record applied meanwhile) before it is reported."""
@@ -87,13 +92,13 @@ def records_version(ledger_item: Mapping[str, Any]) -> bool:
     record only, the old item's deletion would spend an operator's keep and the new item's expiry count beside it."""
     version = (ledger_item.get(VERSION) or {}).get("S")
     counts = (ledger_item.get(BASE_CONTRIBUTION) or {}).get("M")
-    return bool(version and counts and REBASED not in version)
+    return bool(version and counts and READ_FROM_THE_TABLE not in version)
 
 
 def rebased_version(version: str) -> str:
     """Version after one more rebase: the same record, another suffix (`~1`, `~2`, ...)."""
-    record, _, count = version.partition(REBASED)
-    return f"{record}{REBASED}{int(count or 0) + 1}"
+    record, _, count = version.partition(READ_FROM_THE_TABLE)
+    return f"{record}{READ_FROM_THE_TABLE}{int(count or 0) + 1}"
 
 
 class ReadTimeMissing(RuntimeError):
