@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import random
 import re
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ import pytest
 import delivery
 from leaderboard_dev.aws import Clients, clients
 from leaderboard_dev.emulators.adversarial_retries import DIRECTORY_NAME, AdversarialRetries, switch_off, switch_on
-from leaderboard_dev.emulators.lifecycle import endpoint_answers, identify
+from leaderboard_dev.emulators.lifecycle import endpoint_answers, identify, record_path, started_by_us, tail
 from leaderboard_dev.fault_builds import faulty_aggregator, guide_aggregator
 from leaderboard_dev.loadgen import Download
 from leaderboard_dev.observe import scan_all
@@ -72,13 +74,38 @@ def shared_providers() -> Iterator[None]:
     SharedProvider.stop_all()
 
 
+ANSWER_WITHIN = 60.0
+"""How long a worker waits for the emulator's health to answer: CI starts every suite, the unit tier and lint at once
+on two cores, and an emulator that has just said it is ready may take seconds to answer again."""
+HEALTH_TIMEOUT = 10.0
+
+
 @pytest.fixture(scope="session")
 def endpoint() -> Endpoint:
     """AWS_ENDPOINT_URL picks the emulator (default http://127.0.0.1:4566); `make test` starts one there."""
     chosen = endpoint_from_environment()
-    if not endpoint_answers(chosen):
-        pytest.fail(f"no LocalStack-compatible endpoint answers at {chosen.url}: run `make up` or set AWS_ENDPOINT_URL")
+    deadline = time.monotonic() + ANSWER_WITHIN
+    while not endpoint_answers(chosen, timeout=HEALTH_TIMEOUT):
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"no LocalStack-compatible endpoint answers at {chosen.url} within {ANSWER_WITHIN:.0f} s: run"
+                f" `make up` or set AWS_ENDPOINT_URL\n{what_up_started(chosen)}"
+            )
+        time.sleep(1)
     return chosen
+
+
+def what_up_started(endpoint: Endpoint) -> str:
+    """The emulator `up` noted at this endpoint, whether it still runs, and its log's last lines."""
+    try:
+        record = json.loads(record_path(endpoint).read_text())
+    except (OSError, ValueError):
+        return f"`up` noted no emulator it started at {endpoint.url}"
+    running = started_by_us(endpoint) is not None
+    return (
+        f"`up` started {record.get('name')} there (pid {record.get('pid')}, {'still running' if running else 'gone'});"
+        f" the last lines of {record.get('log')}:\n{tail(Path(str(record.get('log'))))}"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +145,7 @@ def fault_builds(tmp_path_factory: pytest.TempPathFactory) -> FaultBuilds:
 
 @pytest.fixture(scope="session")
 def emulator_kind(endpoint: Endpoint) -> str:
-    return identify(endpoint) or "unknown"
+    return identify(endpoint, timeout=HEALTH_TIMEOUT) or "unknown"
 
 
 @pytest.fixture(scope="session")
