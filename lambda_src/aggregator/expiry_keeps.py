@@ -225,8 +225,13 @@ class ExpiryKeeps:
     def report_unsure(self, fold: Fold, keep: Keep, stream_arn: str) -> None:
         """An expiry by TTL that took a keep above an INSERT that may be the kept item's own (then it is the kept item's
         removal) or a new item's (then the kept item's removal came before it, trimmed, and the kept download is lost
-        to its aggregates): reported, never guessed."""
-        if not (keep.expiry and keep.by and keep.maybe and self.after(keep.by, keep.maybe, stream_arn)):
+        to its aggregates): reported, never guessed. Once: a keep as read that already says so (the same taker) was
+        reported when written so (a report is sent before the write that needs it commits), and a lower INSERT found
+        later changes the report's `insert`, not the fact the operator acts on."""
+        if not self.taken_unsure(keep.expiry, keep.by, keep.maybe, stream_arn):
+            return
+        read_by, _, read_expiry, read_maybe = keep.read
+        if read_by == keep.by and self.taken_unsure(read_expiry, read_by, read_maybe, stream_arn):
             return
         unsure(
             fold,
@@ -237,6 +242,10 @@ class ExpiryKeeps:
             "item's, written after the kept item expired with its removal's record trimmed (then the kept download is "
             "lost: add counts back to entityId's aggregates by hand); not told apart",
         )
+
+    def taken_unsure(self, expiry: bool, by: str | None, maybe: str | None, stream_arn: str) -> bool:
+        """Whether an expiry by TTL (`by`) took a keep above an INSERT it may be the kept item's own (`maybe`)."""
+        return bool(expiry and by and maybe and self.after(by, maybe, stream_arn))
 
     def keep_of(self, fold: Fold, operators: str) -> Keep | None:
         """An operator's keep as this batch left it, or its item read strongly consistent."""

@@ -26,6 +26,7 @@ from leaderboard_core.claims import (
     READ_FROM,
     READ_FROM_THE_TABLE,
     READ_UNTIL,
+    REFUSED,
     REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
@@ -137,6 +138,30 @@ class FollowedExpiries:
             by = self.taker_of(fold, item)
             if by is not None and self.after(by[0], version, stream_arn):
                 fold.gone_takers[report] = (item, None, False)
+                self.refusal_lifted(fold, item, by, version)
+
+    @staticmethod
+    def refusal_lifted(fold: Fold, item: dict[str, Any], by: tuple[str, bool], version: str) -> None:
+        """A report whose 'expired' recover refused for its taker, a removal with no TTL identity (`Refused`, `KeptBy`
+        as written), and whose taker the INSERT at `version`, below it, gives back: that refusal no longer holds, and
+        the report, still open, now misses the answer. Reported, once: the report's write that follows drops the
+        taker."""
+        label = item[CLAIM_KEY]["S"].removeprefix(f"{GONE_PREFIX}{claim_key(fold.key)}|")
+        windowless = READ_FROM_THE_TABLE in label and READ_FROM not in item
+        if REFUSED not in item or windowless or by[1] or (item.get(KEPT_BY) or {}).get("S") != by[0]:
+            return
+        counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
+        report_unsure(
+            fold,
+            (item.get(BASE_ENTITY) or {}).get("S", ""),
+            {board: value["N"] for board, value in counts.items()},
+            by[0],
+            version,
+            f"the operator's 'expired' to the gone report of {label} was refused for this removal with no TTL "
+            "identity, taken for its removal; an INSERT read back below it (insert) proves it was not: the report is "
+            "open and answerable again: name the key to --expired-keys (recover), unless its counts were added back "
+            "to entityId's aggregates by hand on that refusal",
+        )
 
     @staticmethod
     def bound_of(fold: Fold, item: dict[str, Any]) -> str | None:

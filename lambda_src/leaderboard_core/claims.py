@@ -283,6 +283,12 @@ expiry was, if the expiry follows it. Only then may it be that version's removal
 GONE_PREFIX = "gone#"
 """A gone report's own item, `gone#<claim key>|<label>`: the version the rebase found the key's item gone at, and what
 it counted then; the operator's `--expired-keys` answers that version, no other."""
+REFUSED = "Refused"
+"""On a gone report: why the operator's `--expired-keys` answer to it was not applied. The report stays open, listed by
+every rebase and judged again on each answer; the aggregator reports a taker it gives back on one refused for it."""
+UNSURE_FACT_PREFIX = "unsure#"
+"""A `keep_taken_unsure` fact recover received: `unsure#<digest of claim key, taker, reason>`, written once (its
+`FirstMessage`): a later copy, in any run, is told a repeat of it."""
 GONE_AT = "GoneAt"
 """One reader per shard: on a ledger item, gone label -> the version of the key's expiry by TTL applied while the key
 was at it (its `Follows`), or "" while none was. The rebase adds a label when it reports the key gone there; a record

@@ -82,8 +82,14 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
     return message
 
 
+def fact_of(body: dict[str, Any]) -> str:
+    """What a report is of: the key, the removal that took its keep, and why it is unsure. Not the INSERT it names
+    (`insert`, the lowest known when it was sent), which a record read back later may lower."""
+    return json.dumps([body.get("claimKey"), body.get("takenBy"), body.get("reason")])
+
+
 def mark_repeated(messages: list[Message]) -> None:
-    """A `keep_taken_unsure` report whose body is another's, read in the same run, is the same fact sent again: SQS
+    """A `keep_taken_unsure` report of the same fact as another read in the same run is that fact sent again: SQS
     standard queues "support at-least-once message delivery" and "more than one copy of a message might be delivered"
     (standard queues), and the aggregator sends a report again when a retry of its batch folds the key again after a
     crash. Kept once (the first); the repeats are done."""
@@ -91,12 +97,12 @@ def mark_repeated(messages: list[Message]) -> None:
     for message in messages:
         if message.kind != KEEP_TAKEN_UNSURE:
             continue
-        body = json.dumps(message.body, sort_keys=True)
-        if body in first:
+        fact = fact_of(message.body)
+        if fact in first:
             message.done = True
-            message.note = f"the same report as message {first[body]}, sent again: deleted, that one kept"
+            message.note = f"the same report as message {first[fact]}, sent again: deleted, that one kept"
         else:
-            first[body] = message.message_id
+            first[fact] = message.message_id
 
 
 def answer_band(message: Message, clients: Any, deployment: Deployment, reconciler: Reconciler) -> None:

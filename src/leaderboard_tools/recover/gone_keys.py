@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from leaderboard_core.attributes import MAX_ENTITY_BYTES, fits_partition_key
 from leaderboard_core.claims import (
     ANSWERS,
@@ -26,6 +28,7 @@ from leaderboard_core.claims import (
     READ_FROM,
     READ_FROM_THE_TABLE,
     READ_UNTIL,
+    REFUSED,
     download_key_of,
     expiries_kept,
     rebases_condition,
@@ -145,8 +148,7 @@ class GoneKeys:
             for label in sorted(reports):
                 refused = self._refused_answer(reports[label], label)
                 if refused:
-                    self._unplaced(claim, refused, ledger_item, *self.state(reports[label]))
-                    self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
+                    self._refuse(claim, label, reports[label], refused, ledger_item)
                     continue
                 followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
                 if followed is not None and self._transact([self._answers(followed, label, reports[label])]):
@@ -163,12 +165,58 @@ class GoneKeys:
                         f"named expired, but a record of the key was applied since its item was reported gone at "
                         f"{label}: the expired download is not kept; recount the aggregates its gone report named"
                     )
-                    self._unplaced(claim, why, ledger_item)
+                    self._refuse(claim, label, reports[label], why, ledger_item)
+                    continue
                 self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
             if reports or ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
                 continue
             why = "named expired, but no gone report of the key is open: nothing kept; run the repair, then answer it"
             self._unplaced(claim, why, ledger_item)
+        self._still_refused(left | self.expired)
+
+    def _refuse(
+        self, claim: str, label: str, report: Mapping[str, Any], why: str, ledger_item: Mapping[str, Any] | None
+    ) -> None:
+        """An answer not applied: the gone report stays open, marked with why (`Refused`), and is reported. Nothing is
+        deleted, so a run that stops anywhere leaves the report for the next to refuse or apply again (DeleteItem
+        applies at the table whatever becomes of its caller), and a record read back later can still change what it
+        is judged on (its bound and taker, which the aggregator keeps on the open report)."""
+        update = {
+            "TableName": self.claims,
+            "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}},
+            "UpdateExpression": "SET #refused = :why",
+            "ConditionExpression": "attribute_exists(#key)",
+            "ExpressionAttributeNames": {"#refused": REFUSED, "#key": CLAIM_KEY},
+            "ExpressionAttributeValues": {":why": {"S": why}},
+        }
+        try:
+            self.dynamodb.update_item(**update)
+            why += f"; its gone report of {label} stays open, listed by every run until an answer to it applies"
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        self._unplaced(claim, why, ledger_item, *self.state(report))
+
+    def _still_refused(self, answered: set[str]) -> None:
+        """Each open gone report refused before (`Refused`) whose key this run neither answered nor reported: listed
+        again, so that a refusal a run's lost output never showed is still said. Naming the key deleted closes it (the
+        operator has judged it: the count right as it is, or put right by hand), on `Refused` as read."""
+        for claim in sorted(set(self.gone_reports) - answered):
+            for label, report in sorted(self.gone_reports[claim].items()):
+                if REFUSED in report and claim in self.deleted:
+                    close = self._answered(claim, label)["Delete"]
+                    close |= {
+                        "ConditionExpression": "#refused = :refused",
+                        "ExpressionAttributeNames": {"#refused": REFUSED},
+                    }
+                    close["ExpressionAttributeValues"] = {":refused": report[REFUSED]}
+                    if self._transact([{"Delete": close}]):
+                        self.report.refusals_closed += 1
+                        continue
+                if REFUSED in report:
+                    why = f"answered expired before, not applied: {report[REFUSED]['S']}; its gone report of {label} "
+                    why += "stays open until an answer to it applies"
+                    self._unplaced(claim, why, None, *self.state(report))
 
     @staticmethod
     def _refused_answer(report: Mapping[str, Any], label: str) -> str:

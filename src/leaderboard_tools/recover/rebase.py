@@ -93,6 +93,8 @@ class RebaseReport:
     """Keys reported gone before, named deleted by the operator, moved to nothing."""
     kept_expired: int = 0
     """Keys reported gone before, named expired by the operator: moved to nothing, their count kept (an expiry's)."""
+    refusals_closed: int = 0
+    """Gone reports whose 'expired' was refused (`Refused`), closed by naming the key deleted: nothing applied."""
     retries: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
     """Items the aggregator rejects as it does (`rejected_download`: an entity too long to key an aggregate), counted

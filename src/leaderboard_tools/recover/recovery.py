@@ -28,6 +28,7 @@ from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, Visibili
 from leaderboard_tools.recover.message_checks import boards_named, exactness, refusal_of
 from leaderboard_tools.recover.rebase import RebaseReport
 from leaderboard_tools.recover.rebase_check import rebase_and_check
+from leaderboard_tools.recover.unsure_facts import record_facts
 
 
 @dataclass
@@ -192,6 +193,8 @@ def _recover(
             keepers[url].hold(received)
             messages += received
         mark_repeated(messages)
+        if deployment.claims_table:
+            record_facts(messages, clients.dynamodb, deployment.claims_table)
         report.messages = len(messages)
         reconciler.report_phase(ANSWERING_MESSAGES)
         for message in messages:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX
+from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX, REFUSED
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
@@ -49,8 +49,8 @@ def test_an_expired_answer_to_a_read_versions_gone_report_without_a_window_is_re
     # when the operator names the key expired
     write_items(world)
     answered = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
-    # then nothing is applied (E answers nothing, no keep), the report is consumed, and the run says why and which
-    # aggregates to recount
+    # then nothing is applied (E answers nothing, no keep), the report stays open marked with why, and the run says
+    # why and which aggregates to recount
     assert answered.kept_expired == 0
     [unplaced] = answered.unplaced
     assert "no read window" in unplaced["why"]
@@ -58,7 +58,8 @@ def test_an_expired_answer_to_a_read_versions_gone_report_without_a_window_is_re
     assert unplaced["aggregates"] == [["song1", "2018-02"]]
     [expiry] = expiry_items(world)
     assert ANSWERS not in expiry
-    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    [report] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|").values()
+    assert "no read window" in report[REFUSED]["S"]
     # and reading back the given-up records in the order that double counted with the answer: each expired download
     # counts once (R, the read item's own expiry, keeps G's), nothing reported
     read_back_in(world, named, "I, N, D, R")
@@ -93,7 +94,8 @@ def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_is_left_unap
     assert "replica's expiry" in unplaced["why"]
     assert unplaced["aggregates"] == [["song1", "2018-02"]]
     assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(g)}|kept") == {}
-    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    [report] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|").values()
+    assert version(removal) in report[REFUSED]["S"]
 
 
 def conflicts_always(calls: int, send: Any, parameters: dict[str, Any]) -> Any:

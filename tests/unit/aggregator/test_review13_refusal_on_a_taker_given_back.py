@@ -16,8 +16,6 @@ gave R's taking back (nothing to undo, R no expiry)."""
 
 from __future__ import annotations
 
-import pytest
-
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import OK, ROOT, LedgerWorld, deliver, delivered, kinds, read_back, world
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
@@ -26,14 +24,6 @@ from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM
 __all__ = ["world"]  # fixtures, used by name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review13: the refusal of an 'expired' answer whose keep a no-TTL removal took is final, but the taker is "
-    "provisional: a lower INSERT read back later proves R was not G's removal, and nothing then reports G's expired "
-    "download, which the refusal told the operator was rightly uncounted if R was a deletion (lost count; before fix56 "
-    "exact)",
-)
 def test_a_refused_answer_whose_taker_a_later_read_back_insert_disproves_leaves_the_expired_download_counted_or_said(
     world: LedgerWorld,
 ) -> None:

@@ -12,8 +12,6 @@ item" (DynamoDB Streams), so the read-back INSERT is the lower."""
 
 from __future__ import annotations
 
-import pytest
-
 from leaderboard_tools.recover.failure_messages import KEEP_TAKEN_UNSURE, Message, mark_repeated
 from tests.unit.aggregator.ledger_on_moto import OK, ROOT, LedgerWorld, deliver, delivered, read_back, world
 from tests.unit.aggregator.rebase_on_moto import kept_expired, rebase_world
@@ -22,13 +20,6 @@ from tests.unit.aggregator.test_one_reader_read_time import unsure_reports, vers
 __all__ = ["world"]  # fixtures, used by name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review13: one expiry's taking of a read version's keep is reported twice with different `insert` when a "
-    "given-up batch read back later holds a lower INSERT within the read's margin: not identical, so neither the "
-    "aggregator nor recover reads it as a repeat, and the operator adds the counts back twice",
-)
 def test_one_taking_of_a_keep_is_one_report_to_act_on_when_a_lower_insert_within_the_margin_is_read_back_later(
     world: LedgerWorld,
 ) -> None:
