@@ -4,8 +4,23 @@ bound and taker) can still make the answer exact, and a run whose output is lost
 
 from __future__ import annotations
 
-from leaderboard_core.claims import GONE_PREFIX, REFUSED
+from typing import Any
+
+import pytest
+
+from followed_expiries import FollowedExpiries
+from leaderboard_core.claims import (
+    BASE_CONTRIBUTION,
+    BASE_ENTITY,
+    CLAIM_KEY,
+    GONE_PREFIX,
+    KEPT_BY,
+    READ_FROM,
+    REFUSED,
+    claim_key,
+)
 from leaderboard_tools.recover.rebase import rebase
+from ledger_fold import Fold
 from tests.unit.aggregator.ledger_on_moto import OK, ROOT, LedgerWorld, deliver, delivered, kinds, read_back, world
 from tests.unit.aggregator.rebase_on_moto import deployment_of, rebase_world, write_items
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, ledger_items
@@ -70,3 +85,29 @@ def test_a_refusal_for_a_taker_a_later_read_back_insert_disproves_is_reported_an
     assert (again.kept_expired, again.unplaced) == (1, [])
     assert world.boards() == {("song1", "2018-02"): 2}
     assert open_reports(world) == []
+
+
+@pytest.mark.parametrize(
+    ("label", "report", "ttl", "reported"),
+    [
+        ("shard|100", {REFUSED: {"S": "refused"}}, False, 1),
+        ("backfill~1", {REFUSED: {"S": "refused"}, READ_FROM: {"N": "1"}}, False, 1),
+        ("backfill~1", {REFUSED: {"S": "no read window"}}, False, 0),
+        ("shard|100", {REFUSED: {"S": "refused"}}, True, 0),
+        ("shard|100", {}, False, 0),
+    ],
+    ids=["refused", "read_version_with_window", "windowless", "ttl_taker", "never_refused"],
+)
+def test_a_taker_given_back_is_reported_only_where_the_answer_was_refused_for_that_taker(
+    label: str, report: dict[str, Any], ttl: bool, reported: int
+) -> None:
+    # given an open gone report taken by a removal (R) and maybe refused; a windowless read version's refusal holds
+    # whatever its taker
+    key = {"songID": {"S": "song1"}, "SK": {"S": "1"}}
+    fold = Fold(key=key, item=None)
+    item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim_key(key)}|{label}"}, KEPT_BY: {"S": "shard|300"}}
+    item |= {BASE_ENTITY: {"S": "song1"}, BASE_CONTRIBUTION: {"M": {"2018-02": {"N": "1"}}}} | report
+    # when an INSERT read back below R gives R's taking back
+    FollowedExpiries.refusal_lifted(fold, item, ("shard|300", ttl), "shard|200")
+    # then the refusal's end is reported only where the refusal rested on that taker
+    assert len(fold.unsure) == reported

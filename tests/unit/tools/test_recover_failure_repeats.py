@@ -58,3 +58,14 @@ def test_recover_deletes_a_repeated_keep_taken_unsure_report_and_keeps_the_first
     # then one is deleted as a repeat, one kept for the operator to judge
     assert report.deleted == 1
     assert [kept["kind"] for kept in report.kept] == [KEEP_TAKEN_UNSURE]
+
+
+def test_reports_of_one_taking_that_name_different_inserts_are_one_fact() -> None:
+    # given two reports of the same taking, the second naming a lower INSERT a record read back later found
+    first, lower = unsure("m1"), unsure("m2")
+    first.body["insert"], lower.body["insert"] = "shard|5", "shard|3"
+    # when recover marks repeats
+    mark_repeated([first, lower])
+    # then the second is the same fact: done, naming the first
+    assert (first.done, lower.done) == (False, True)
+    assert "m1" in lower.note

@@ -9,10 +9,10 @@ counts back twice (a double count).
 
 Fixed: each fact received is recorded once in the ledger table (a PutItem conditioned on its absence), with the id of
 its first message; a copy is told the same report. The stacks here have a ledger table: only ledger mode sends
-`keep_taken_unsure`. Two runs at once: which of them records first is not known, and SQS hides a received message from
-every other consumer ("Amazon SQS sets a visibility timeout ... during which Amazon SQS prevents all consumers from
-receiving and processing the message"), so a run holding one copy cannot see the other's: the other run's receipt is
-its recording (as a real run does right after receiving), in either order."""
+`keep_taken_unsure`. Two runs at once: which of them records first is not known, and a run cannot see the copy another
+holds ("a period of time during which Amazon SQS prevents other consuming components from receiving and processing
+the message", visibility timeout), so the other run's receipt is its recording (as a real run records right after
+receiving), in either order."""
 
 from __future__ import annotations
 
