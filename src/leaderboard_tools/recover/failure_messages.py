@@ -83,9 +83,10 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
 
 
 def fact_of(body: dict[str, Any]) -> str:
-    """What a report is of: the key, the removal that took its keep, and why it is unsure. Not the INSERT it names
-    (`insert`, the lowest known when it was sent), which a record read back later may lower."""
-    return json.dumps([body.get("claimKey"), body.get("takenBy"), body.get("reason")])
+    """What a report is of: the key, the removal that took its keep, what the keep counted, and why it is unsure. Not
+    the INSERT it names (`insert`, the lowest known when it was sent), which a record read back later may lower."""
+    fields = [body.get(name) for name in ("claimKey", "takenBy", "entityId", "reason")]
+    return json.dumps([*fields, body.get("counts")], sort_keys=True)
 
 
 def mark_repeated(messages: list[Message]) -> None:
