@@ -85,3 +85,25 @@ def test_a_run_killed_after_a_lifted_refusals_answer_applied_adds_nothing_when_r
     assert rerun.kept_expired == 0
     assert world.boards() == {("song1", "2018-02"): 2}
     assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+
+
+def test_a_close_that_meets_the_report_applied_by_a_run_at_once_neither_undoes_it_nor_counts_it_closed(
+    world: LedgerWorld,
+) -> None:
+    # given a refusal whose taker a read-back gave back, the report open (`Refused`)
+    lifted(world)
+    # when one run closes it (--deleted-keys) while another, run whole between the first's read of the report and its
+    # close, names the key expired (the refusal lifted: applied)
+    other: list[RebaseReport] = []
+    interleaved = Interleaved(
+        world.dynamodb,
+        "transact_write_items",
+        before=lambda: other.append(rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])),
+    )
+    closing = rebase(interleaved, deployment_of(world), deleted=[CLAIM])
+    # then the answer applied stands (G and I once each), and the close, conditioned on the report as read, is not
+    # counted as closing it
+    assert [report.kept_expired for report in other] == [1]
+    assert world.boards() == {("song1", "2018-02"): 2}
+    assert closing.refusals_closed == 0
+    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
