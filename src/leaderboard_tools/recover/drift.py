@@ -40,13 +40,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, REBASES, download_key_of
+from leaderboard_core.claims import BASE_CONTRIBUTION, BASE_ENTITY, CLAIM_KEY, EXPIRY_PREFIX, REBASES, download_key_of
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.recover.ledger_versions import LEDGER_PREFIX, VERSION
 from leaderboard_tools.recover.rebase import Aggregate, Rebaser
 
-EXPIRED_PREFIX = "expired#"
 ATTEMPTS = 3
 """Measurements of the drift, each two scans of the ledger, before the aggregates are left for the next run: a set
 aggregate takes one more, to find it exact."""
@@ -101,7 +100,7 @@ def settle_drift(
     exact: set[Aggregate] = set()
     for attempt in range(ATTEMPTS):
         first = settler.ledger()
-        if any(claim.startswith(EXPIRED_PREFIX) for claim in first):
+        if any(claim.startswith(EXPIRY_PREFIX) for claim in first):
             why = (
                 "the ledger keeps downloads expired by TTL counted without naming their aggregates (expired#...): "
                 "what it counts in an aggregate is not known, so none is checked or set"
@@ -159,7 +158,7 @@ class DriftSettler(Rebaser):
         items: dict[str, LedgerItem] = {}
         for item in self._scan(TableName=self.claims, ConsistentRead=True):
             claim = item[CLAIM_KEY]["S"]
-            if claim.startswith(EXPIRED_PREFIX):
+            if claim.startswith(EXPIRY_PREFIX):
                 items[claim] = LedgerItem(("", "", "", ()), None)
             elif claim.startswith(LEDGER_PREFIX):
                 contribution = item.get(BASE_CONTRIBUTION, {}).get("M", {})
