@@ -30,6 +30,7 @@ from leaderboard_core.claims import (
     REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
+    read_without_window,
 )
 from ledger_fold import Fold, VersionOrder, read_window, report_unsure
 
@@ -147,8 +148,8 @@ class FollowedExpiries:
         the report, still open, now misses the answer. Reported, once: the report's write that follows drops the
         taker."""
         label = item[CLAIM_KEY]["S"].removeprefix(f"{GONE_PREFIX}{claim_key(fold.key)}|")
-        windowless = READ_FROM_THE_TABLE in label and READ_FROM not in item
-        if REFUSED not in item or windowless or by[1] or (item.get(KEPT_BY) or {}).get("S") != by[0]:
+        refused_for_it = REFUSED in item and (item.get(KEPT_BY) or {}).get("S") == by[0]
+        if not refused_for_it or read_without_window(label, item) or by[1]:
             return
         counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
         report_unsure(

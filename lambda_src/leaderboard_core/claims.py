@@ -307,6 +307,12 @@ def version_label(version: str | None, ledger_item: Mapping[str, Any] | None) ->
     return version or f"{BACKFILLED}{((ledger_item or {}).get(REBASES) or {}).get('N') or 0}"
 
 
+def read_without_window(label: str, gone_report: Mapping[str, Any]) -> bool:
+    """A gone report of a version read from the table (`~` in its label) written before reports carried the read's
+    window: recover refuses its 'expired', and the aggregator never lifts that refusal."""
+    return READ_FROM_THE_TABLE in label and READ_FROM not in gone_report
+
+
 def expiries_kept(ledger_item: Mapping[str, Any]) -> set[str]:
     """The versions a ledger item's `ExpiryKept` names."""
     value = ledger_item.get(EXPIRY_KEPT) or {}

@@ -31,6 +31,7 @@ from leaderboard_core.claims import (
     REFUSED,
     download_key_of,
     expiries_kept,
+    read_without_window,
     rebases_condition,
     version_label,
 )
@@ -229,7 +230,7 @@ class GoneKeys:
         that bounds the version (`KeptBy`, `KeptByExpiry` false) took its keep: a deletion (the operator's 'expired'
         then wrong for the item kept) or a replica's expiry, which carries no TTL identity in the regions it is
         replicated to; not told apart. Where an expiry by TTL took it, the answer is exact and applied."""
-        if READ_FROM_THE_TABLE in label and READ_FROM not in report:
+        if read_without_window(label, report):
             return (
                 f"named expired, but its gone report of {label}, a version read from the table, has no read window "
                 "(written before read windows): applied without it, the read item's own INSERT could be taken for a "
