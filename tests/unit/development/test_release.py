@@ -24,6 +24,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return release.build_release("1.2.3-rc.1", tmp_path_factory.mktemp("release") / "1.2.3-rc.1", allow_dirty=True)
 
 
+@pytest.mark.slow  # builds a release (a clean clone, the zips): CI runs it
 def test_a_release_holds_the_zips_their_checksums_and_the_manifest(built: Path) -> None:
     assert sorted(path.name for path in built.iterdir()) == [
         "SHA256SUMS",
@@ -36,6 +37,7 @@ def test_a_release_holds_the_zips_their_checksums_and_the_manifest(built: Path) 
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow  # builds a release (a clean clone, the zips): CI runs it
 def test_the_manifest_names_version_commit_runtime_and_both_hash_forms(built: Path) -> None:
     manifest = json.loads((built / "manifest.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True).stdout.strip()
@@ -47,6 +49,7 @@ def test_the_manifest_names_version_commit_runtime_and_both_hash_forms(built: Pa
         assert digest["size"] == (built / name).stat().st_size
 
 
+@pytest.mark.slow  # builds a release (a clean clone, the zips): CI runs it
 def test_the_released_zips_are_the_bytes_build_py_gives(built: Path, tmp_path: Path) -> None:
     # given the release, when build.py builds the same sources elsewhere
     subprocess.run([sys.executable, str(REPOSITORY / "build.py"), "--output-dir", str(tmp_path)], check=True)
@@ -55,6 +58,7 @@ def test_the_released_zips_are_the_bytes_build_py_gives(built: Path, tmp_path: P
         assert (tmp_path / name).read_bytes() == (built / name).read_bytes()
 
 
+@pytest.mark.slow  # builds a release (a clean clone, the zips): CI runs it
 def test_a_changed_file_is_reported(built: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -279,6 +283,7 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, release.Re
     return clone, release.release(release.package_version(clone), repository=clone)
 
 
+@pytest.mark.slow  # builds a release (a clean clone, the zips): CI runs it
 def test_a_release_of_a_clean_clone_tags_it_and_its_files_carry_the_changelog_version(
     released: tuple[Path, release.Release],
 ) -> None:

@@ -719,6 +719,7 @@ def test_recover_prints_a_table_by_default_and_text_on_request(aws: None, capsys
     ]
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("command", OPERATOR_COMMANDS)
 def test_every_operator_command_takes_output_json_table_text(
     command: str, aws: None, capsys: pytest.CaptureFixture[str]

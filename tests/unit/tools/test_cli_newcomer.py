@@ -151,6 +151,7 @@ def usage_error_lines(stderr: str) -> list[str]:
 # ---------------------------------------------------------------- a. --table: either table of a deployment
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("command", BOARD_COMMANDS)
 @pytest.mark.parametrize("table", ["music-platform", "music-aggregates"])
 def test_every_board_command_takes_either_table_of_an_attached_deployment(
@@ -183,6 +184,7 @@ def test_reconcile_reads_the_same_deployment_from_either_table(attached: str) ->
     assert json.loads(source.stdout) == json.loads(aggregates.stdout)
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize(
     "argv", [["readers"], ["recover", "--output", "text"], ["rekey", "--shards", "1", "--dry-run"]], ids=" ".join
 )
@@ -322,6 +324,7 @@ def test_every_command_says_an_unknown_flag_in_three_lines(command: str) -> None
 # ---------------------------------------------------------------- e. no deployment: said plainly
 
 
+@pytest.mark.matrix
 @pytest.mark.parametrize("command", DEPLOYMENT_COMMANDS)
 @pytest.mark.parametrize("stream", [False, True], ids=["no stream", "a stream no aggregator reads"])
 def test_a_command_on_a_table_with_no_deployment_says_there_is_none(command: str, stream: bool, endpoint: str) -> None:
