@@ -189,7 +189,7 @@ class GoneKeys:
         for _ in range(ATTEMPTS):
             refused = self._refused_answer(report, label)
             if refused:
-                if self._refuse(claim, label, report, refused, ledger_item):
+                if self._refuse(claim, label, report, refused, ledger_item, not read_without_window(label, report)):
                     return
             else:
                 followed = self.follows.get(claim, {}).get(self.version_counted(report, ""))
@@ -214,7 +214,13 @@ class GoneKeys:
         self._unplaced(claim, f"its gone report of {label} changed under {ATTEMPTS} answers: run again", ledger_item)
 
     def _refuse(
-        self, claim: str, label: str, report: Mapping[str, Any], why: str, ledger_item: Mapping[str, Any] | None
+        self,
+        claim: str,
+        label: str,
+        report: Mapping[str, Any],
+        why: str,
+        ledger_item: Mapping[str, Any] | None,
+        for_taker: bool = False,
     ) -> bool:
         """An answer not applied: the gone report stays open, marked with why (`Refused`) and the taker judged
         (`RefusedFor`, for a removal with no TTL identity), on its taker as read (`KeptBy`), and is reported. Nothing
@@ -228,7 +234,7 @@ class GoneKeys:
         if KEPT_BY in report:
             condition = "attribute_exists(#key) AND #by = :by"
             values[":by"] = report[KEPT_BY]
-        if KEPT_BY in report and "no TTL identity" in why:
+        if KEPT_BY in report and for_taker:
             sets.append("#for = :by")
         update = {
             "TableName": self.claims,

@@ -9,12 +9,23 @@ not identifiable in DynamoDB streams in the regions the deletion is replicated t
 from __future__ import annotations
 
 from leaderboard_core.claims import CLOSED, GONE_PREFIX
-from leaderboard_tools.recover.rebase import rebase
-from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, read_back, world
+from leaderboard_tools.recover.rebase import RebaseReport, rebase
+from tests.unit.aggregator.ledger_on_moto import (
+    ROOT,
+    Interleaved,
+    LedgerWorld,
+    kinds,
+    ledger_client,
+    read_back,
+    world,
+)
 from tests.unit.aggregator.rebase_on_moto import deployment_of
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, ledger_items
 from tests.unit.aggregator.test_review14_answers_by_key import written_again_and_gone
-from tests.unit.aggregator.test_review14_closed_refusals import refused_for_a_provisional_taker
+from tests.unit.aggregator.test_review14_closed_refusals import (
+    refused_for_a_provisional_taker,
+    taken_by_a_provisional_taker,
+)
 
 __all__ = ["world"]  # fixtures, used by name
 
@@ -49,6 +60,31 @@ def test_a_closed_refusal_whose_taker_a_read_back_gives_back_is_reopened_and_lis
     assert "close of that report (--deleted-keys) no longer holds" in reopened["reason"]
     [listed] = rebase(world.dynamodb, deployment_of(world)).unplaced
     assert f"--expired-keys {CLAIM}@" in listed["why"]
+    # and the answer it asks for keeps G's expired download beside I's
+    assert rebase(world.dynamodb, deployment_of(world), expired=[CLAIM]).kept_expired == 1
+    assert world.boards() == {("song1", "2018-02"): 2}
+
+
+def test_a_refusal_written_between_the_aggregators_read_and_its_giving_back_of_the_taker_is_lifted_loudly(
+    world: LedgerWorld,
+) -> None:
+    # given the open report taken by R (a removal with no TTL identity), the answer not yet given
+    between, _ = taken_by_a_provisional_taker(world)
+    # when a read-back of I' (between G and R) reads the report, and the operator's run refuses 'expired' for R before
+    # the read-back's write gives R back
+    runs: list[RebaseReport] = []
+    ledger_client(
+        world,
+        Interleaved(
+            world.dynamodb,
+            "transact_write_items",
+            before=lambda: runs.append(rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])),
+        ),
+    )
+    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    # then the refusal was made, and its end is reported, not left unseen
+    assert [len(run.unplaced) for run in runs] == [1]
+    assert kinds(world) == ["keep_taken_unsure"]
     # and the answer it asks for keeps G's expired download beside I's
     assert rebase(world.dynamodb, deployment_of(world), expired=[CLAIM]).kept_expired == 1
     assert world.boards() == {("song1", "2018-02"): 2}
