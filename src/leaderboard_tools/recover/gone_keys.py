@@ -246,7 +246,7 @@ class GoneKeys:
         }
         try:
             self.dynamodb.update_item(**update)
-            why += "; its gone report stays open, listed by every run until an answer to it applies"
+            why += f"; its gone report of {label} stays open, listed by every run until an answer to it applies"
             if len(sets) > 1:
                 why += f": once judged, --deleted-keys {claim}@{label} closes it; a record read back later that "
                 why += "proves this removal not its own reopens it (keep_taken_unsure)"
