@@ -220,7 +220,24 @@ class ExpiryKeeps:
             if keep.until is None or self.after(keep.until, version, stream_arn):
                 keep.until = version
             if keep.by is not None and self.after(keep.by, version, stream_arn):
+                if not keep.expiry and keep.read_window is not None:
+                    self.report_withdrawn(fold, keep, version)
                 self.retake(fold, keep)
+
+    @staticmethod
+    def report_withdrawn(fold: Fold, keep: Keep, version: str) -> None:
+        """A keep spent by a removal with no TTL identity, reported so (`report_spent`), given back by an INSERT below
+        that removal: the removal was a later item's, the keep stands, and the report no longer holds. Said, as a
+        fact of its own naming the removal, so that no count the operator took back by hand on it stays taken."""
+        unsure(
+            fold,
+            keep,
+            version,
+            "withdrawn: the report that this REMOVE with no TTL identity took the operator's keep (named expired) as "
+            "the kept version's removal no longer holds: an INSERT read back below it (insert) proves it removed a "
+            "later item; the kept download counts, as the answer says; if counts were taken back from entityId's "
+            "aggregates by hand on that report, add them back",
+        )
 
     def report_unsure(self, fold: Fold, keep: Keep, stream_arn: str) -> None:
         """An expiry by TTL that took a keep above an INSERT that may be the kept item's own (then it is the kept item's

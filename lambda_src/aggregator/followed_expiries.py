@@ -15,6 +15,7 @@ from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
+    CLOSED,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     FOLLOWS,
@@ -27,6 +28,7 @@ from leaderboard_core.claims import (
     READ_FROM_THE_TABLE,
     READ_UNTIL,
     REFUSED,
+    REFUSED_FOR,
     REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
@@ -143,14 +145,26 @@ class FollowedExpiries:
 
     @staticmethod
     def refusal_lifted(fold: Fold, item: dict[str, Any], by: tuple[str, bool], version: str) -> None:
-        """A report whose 'expired' recover refused for its taker, a removal with no TTL identity (`Refused`, `KeptBy`
-        as written), and whose taker the INSERT at `version`, below it, gives back: that refusal no longer holds, and
-        the report, still open, now misses the answer. Reported, once: the report's write that follows drops the
-        taker."""
-        label = item[CLAIM_KEY]["S"].removeprefix(f"{GONE_PREFIX}{claim_key(fold.key)}|")
-        refused_for_it = REFUSED in item and (item.get(KEPT_BY) or {}).get("S") == by[0]
-        if not refused_for_it or read_without_window(label, item) or by[1]:
+        """A report whose 'expired' recover refused for its taker, a removal with no TTL identity (`Refused`,
+        `RefusedFor`, or `KeptBy` as written), and whose taker the INSERT at `version`, below it, gives back: that
+        refusal no longer holds, and the report, still open, now misses the answer; one the operator closed on it
+        (`Closed`) is open again. Reported, once: the report's write that follows drops the taker, conditioned on the
+        refusal and close as read."""
+        claim = claim_key(fold.key)
+        label = item[CLAIM_KEY]["S"].removeprefix(f"{GONE_PREFIX}{claim}|")
+        judged = (item.get(REFUSED_FOR) or item.get(KEPT_BY) or {}).get("S")
+        if REFUSED not in item or judged != by[0] or read_without_window(label, item) or by[1]:
             return
+        answer = (
+            f"the report is open and answerable again: name {claim}@{label} to --expired-keys (recover), unless its "
+            "counts were added back to entityId's aggregates by hand on that refusal"
+        )
+        if CLOSED in item:
+            answer = (
+                f"the operator's close of that report (--deleted-keys) no longer holds: it is open again: name "
+                f"{claim}@{label} to --expired-keys (recover) if its counts were left as they were, or to "
+                "--deleted-keys if they were added back to entityId's aggregates by hand on that refusal"
+            )
         counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
         report_unsure(
             fold,
@@ -159,9 +173,7 @@ class FollowedExpiries:
             by[0],
             version,
             f"the operator's 'expired' to the gone report of {label} was refused for this removal with no TTL "
-            "identity, taken for its removal; an INSERT read back below it (insert) proves it was not: the report is "
-            "open and answerable again: name the key to --expired-keys (recover), unless its counts were added back "
-            "to entityId's aggregates by hand on that refusal",
+            f"identity, taken for its removal; an INSERT read back below it (insert) proves it was not: {answer}",
         )
 
     @staticmethod
@@ -284,12 +296,14 @@ class FollowedExpiries:
 
     def report_update(self, fold: Fold, report: str) -> dict[str, Any]:
         """An open gone report's bound and taker as this batch leaves them, on the report as read (`KeptUntil`,
-        `KeptBy`)."""
+        `KeptBy`, and recover's `Refused` and `Closed`: a refusal or close written after the read, which this fold did
+        not judge, cancels the write and the key is folded again)."""
         item = (fold.gone_bounds.get(report) or fold.gone_takers[report])[0]
         names = {"#key": CLAIM_KEY, "#until": KEPT_UNTIL, "#by": KEPT_BY}
         values: dict[str, Any] = {}
         sets, removes, conditions = [], [], ["attribute_exists(#key)"]
-        for name, attribute in (("until", KEPT_UNTIL), ("by", KEPT_BY)):
+        names |= {"#refused": REFUSED, "#closed": CLOSED}
+        for name, attribute in (("until", KEPT_UNTIL), ("by", KEPT_BY), ("refused", REFUSED), ("closed", CLOSED)):
             if attribute in item:
                 conditions.append(f"#{name} = :read_{name}")
                 values[f":read_{name}"] = item[attribute]

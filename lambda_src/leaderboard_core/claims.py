@@ -286,6 +286,12 @@ it counted then; the operator's `--expired-keys` answers that version, no other.
 REFUSED = "Refused"
 """On a gone report: why the operator's `--expired-keys` answer to it was not applied. The report stays open, listed by
 every rebase and judged again on each answer; the aggregator reports a taker it gives back on one refused for it."""
+REFUSED_FOR = "RefusedFor"
+"""On a refused gone report: the taker (`KeptBy`, as read) a refusal for a removal with no TTL identity rested on. A
+report whose `KeptBy` no longer says it (given back by a record read back later) is answerable again."""
+CLOSED = "Closed"
+"""On a refused gone report the operator closed (`--deleted-keys`) while a provisional taker (`RefusedFor`) stood: kept,
+not listed, so that a record read back later that gives that taker back reopens it, loudly."""
 UNSURE_FACT_PREFIX = "unsure#"
 """A `keep_taken_unsure` fact recover received: `unsure#<digest of claim key, taker, reason>`, written once (its
 `FirstMessage`): a later copy, in any run, is told a repeat of it."""

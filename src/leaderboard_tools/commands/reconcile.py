@@ -72,17 +72,18 @@ def register(commands: Any) -> None:
         type=claim_keys,
         default=[],
         metavar="CLAIM_KEY,...",
-        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
-        "that the application deleted, not Time to Live: their counts are taken back",
+        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, or claimKey@label "
+        "for one of a key's several open reports; comma-separated) that the application deleted, not Time to Live: "
+        "their counts are taken back (a refused report: closed as it is)",
     )
     command.add_argument(
         "--expired-keys",
         type=claim_keys,
         default=[],
         metavar="CLAIM_KEY,...",
-        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, comma-separated) "
-        "that Time to Live deleted: they stay counted (an expiry is retention), and the key's next write no longer "
-        "takes them back",
+        help="with --repair and stream_readers = 1: keys the rebase reported gone (their claimKey, or claimKey@label "
+        "for one of a key's several open reports; comma-separated) that Time to Live deleted: they stay counted (an "
+        "expiry is retention), and the key's next write no longer takes them back",
     )
     command.add_argument(
         "--dry-run",

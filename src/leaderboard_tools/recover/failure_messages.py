@@ -74,12 +74,16 @@ def classify(raw: dict[str, Any], deployment: Deployment) -> Message:
     elif kind == KEEP_TAKEN_UNSURE:
         # Nothing in the table tells which it was: kept, for the operator to judge and add back by hand if need be.
         message.kind = kind
-        message.note = (
-            f"{message.body.get('claimKey')}: {message.body.get('reason')}; counts {message.body.get('counts')} "
-            f"(insert {message.body.get('insert')}, taken by {message.body.get('takenBy')}): delete this message "
-            "from the queue once judged"
-        )
+        message.note = unsure_note(message.body)
     return message
+
+
+def unsure_note(body: dict[str, Any]) -> str:
+    """What recover says of a `keep_taken_unsure` report it keeps for the operator."""
+    return (
+        f"{body.get('claimKey')}: {body.get('reason')}; counts {body.get('counts')} (insert {body.get('insert')}, "
+        f"taken by {body.get('takenBy')}): delete this message from the queue once judged"
+    )
 
 
 def fact_of(body: dict[str, Any]) -> str:
@@ -93,7 +97,8 @@ def mark_repeated(messages: list[Message]) -> None:
     """A `keep_taken_unsure` report of the same fact as another read in the same run is that fact sent again: SQS
     standard queues "support at-least-once message delivery" and "more than one copy of a message might be delivered"
     (standard queues), and the aggregator sends a report again when a retry of its batch folds the key again after a
-    crash. Kept once (the first); the repeats are done."""
+    crash. Kept once (the first received; `unsure_facts.record_facts` keeps instead the one an earlier run recorded
+    first, when it is among them); the repeats are done."""
     first: dict[str, str] = {}
     for message in messages:
         if message.kind != KEEP_TAKEN_UNSURE:

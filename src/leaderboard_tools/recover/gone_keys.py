@@ -16,6 +16,7 @@ from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
+    CLOSED,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     FOLLOWS,
@@ -29,6 +30,7 @@ from leaderboard_core.claims import (
     READ_FROM_THE_TABLE,
     READ_UNTIL,
     REFUSED,
+    REFUSED_FOR,
     download_key_of,
     expiries_kept,
     read_without_window,
@@ -37,10 +39,33 @@ from leaderboard_core.claims import (
 )
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
+from leaderboard_tools.recover.report_answers import Labels, close_write, closed, lifted, resolve, touches
 
 
 class GoneKeys:
     """Reports and the operator's answers to them; mixed into Rebaser, whose reads, moves and report they use."""
+
+    answer_labels: Mapping[str, Labels] = {}
+    """Claim key answered -> the labels of its reports the answer names (None: the key bare), `resolve_answers`."""
+
+    def resolve_answers(self) -> set[str]:
+        """The operator's names read against the open reports (report_answers.py): `deleted` and `expired` become the
+        keys they answer; a bare key with more than one open report is reported, nothing written for it. Returns the
+        keys named both ways (the run is then refused, nothing written)."""
+        deleted, refused = resolve(self.deleted, self.gone_reports)
+        expired, refused_expired = resolve(self.expired, self.gone_reports)
+        for claim, labels in sorted((refused | refused_expired).items()):
+            named = ", ".join(f"{claim}@{label}" for label in labels)
+            why = f"named bare, but the key has {len(labels)} open gone reports: nothing written; name one: {named}"
+            self.report.unplaced.append({"claimKey": claim, "why": why, "aggregates": []})
+        self.deleted, self.expired = frozenset(deleted), frozenset(expired)
+        self.answer_labels = deleted | expired
+        return set(deleted) & set(expired)
+
+    def answers(self, claim: str, label: str) -> bool:
+        """Whether the operator's answer to the key reaches its gone report (or ledger version) of `label`."""
+        report = self.gone_reports.get(claim, {}).get(label)
+        return claim in self.answer_labels and touches(self.answer_labels[claim], label, report)
 
     def check_rejected(self, claim: str, item: Mapping[str, Any]) -> None:
         """An item whose entity cannot key an aggregate is reported, as the aggregator reports its records."""
@@ -75,7 +100,7 @@ class GoneKeys:
                 return
             label = version_label(generation(ledger_item)[0], ledger_item)
             reported = self.gone_reports.get(claim, {})
-            if moved_since or claim not in self.deleted | self.expired or (reported and label not in reported):
+            if moved_since or not self.answers(claim, label) or (reported and label not in reported):
                 if self._gone(claim, ledger_item):
                     return
                 self.report.retries += 1
@@ -146,78 +171,121 @@ class GoneKeys:
             ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
             kept = expiries_kept(ledger_item or {})
             reports = self.gone_reports.get(claim, {})
-            for label in sorted(reports):
-                refused = self._refused_answer(reports[label], label)
-                if refused:
-                    self._refuse(claim, label, reports[label], refused, ledger_item)
-                    continue
-                followed = self.follows.get(claim, {}).get(self.version_counted(reports[label], ""))
-                if followed is not None and self._transact([self._answers(followed, label, reports[label])]):
-                    continue
-                if (
-                    label not in kept
-                    and KEPT_UNTIL in reports[label]
-                    and self._keep_bounded(claim, reports[label], label)
-                ):
-                    self.report.kept_expired += 1
-                    continue
-                if label not in kept:
-                    why = (
-                        f"named expired, but a record of the key was applied since its item was reported gone at "
-                        f"{label}: the expired download is not kept; recount the aggregates its gone report named"
-                    )
-                    self._refuse(claim, label, reports[label], why, ledger_item)
-                    continue
-                self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
+            for label in sorted(label for label in reports if self.answers(claim, label)):
+                self._judge_expired(claim, label, reports[label], kept, ledger_item)
             if reports or ledger_item is None or EXPIRY_KEPT in ledger_item or not self.state(ledger_item)[1]:
                 continue
             why = "named expired, but no gone report of the key is open: nothing kept; run the repair, then answer it"
             self._unplaced(claim, why, ledger_item)
-        self._still_refused(left | self.expired)
+        self._still_refused(self.expired - left)
+
+    def _judge_expired(
+        self, claim: str, label: str, report: Mapping[str, Any], kept: set[str], ledger_item: Mapping[str, Any] | None
+    ) -> None:
+        """The operator's 'expired' to the gone report of `label`: applied, or refused on the report as read. A refusal
+        that meets the report changed (its taker given back or replaced by a record read back meanwhile) judges it
+        again as it is now."""
+        key = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}
+        for _ in range(ATTEMPTS):
+            refused = self._refused_answer(report, label)
+            if refused:
+                if self._refuse(claim, label, report, refused, ledger_item, not read_without_window(label, report)):
+                    return
+            else:
+                followed = self.follows.get(claim, {}).get(self.version_counted(report, ""))
+                if followed is not None and self._transact([self._answers(followed, label, report)]):
+                    return
+                if label not in kept and KEPT_UNTIL in report and self._keep_bounded(claim, report, label):
+                    self.report.kept_expired += 1
+                    return
+                if label in kept:
+                    self.dynamodb.delete_item(**self._answered(claim, label)["Delete"])
+                    return
+                why = (
+                    f"named expired, but a record of the key was applied since its item was reported gone at "
+                    f"{label}: the expired download is not kept; recount the aggregates its gone report named"
+                )
+                if self._refuse(claim, label, report, why, ledger_item):
+                    return
+            self.report.retries += 1
+            report = self._get(self.claims, key) or {}
+            if not report:
+                return
+        self._unplaced(claim, f"its gone report of {label} changed under {ATTEMPTS} answers: run again", ledger_item)
 
     def _refuse(
-        self, claim: str, label: str, report: Mapping[str, Any], why: str, ledger_item: Mapping[str, Any] | None
-    ) -> None:
-        """An answer not applied: the gone report stays open, marked with why (`Refused`), and is reported. Nothing is
-        deleted, so a run that stops anywhere leaves the report for the next to refuse or apply again (DeleteItem
+        self,
+        claim: str,
+        label: str,
+        report: Mapping[str, Any],
+        why: str,
+        ledger_item: Mapping[str, Any] | None,
+        for_taker: bool = False,
+    ) -> bool:
+        """An answer not applied: the gone report stays open, marked with why (`Refused`) and the taker judged
+        (`RefusedFor`, for a removal with no TTL identity), on its taker as read (`KeptBy`), and is reported. Nothing
+        is deleted, so a run that stops anywhere leaves the report for the next to refuse or apply again (DeleteItem
         applies at the table whatever becomes of its caller), and a record read back later can still change what it
-        is judged on (its bound and taker, which the aggregator keeps on the open report)."""
+        is judged on: the aggregator, which alone moves the taker, reports a refusal whose taker it gives back. False
+        when the taker moved since the read (judge it again); a report already gone (answered) is reported."""
+        names = {"#refused": REFUSED, "#key": CLAIM_KEY, "#by": KEPT_BY, "#for": REFUSED_FOR, "#closed": CLOSED}
+        values: dict[str, Any] = {":why": {"S": why}}
+        sets, condition = ["#refused = :why"], "attribute_exists(#key) AND attribute_not_exists(#by)"
+        if KEPT_BY in report:
+            condition = "attribute_exists(#key) AND #by = :by"
+            values[":by"] = report[KEPT_BY]
+        if KEPT_BY in report and for_taker:
+            sets.append("#for = :by")
         update = {
             "TableName": self.claims,
             "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}},
-            "UpdateExpression": "SET #refused = :why",
-            "ConditionExpression": "attribute_exists(#key)",
-            "ExpressionAttributeNames": {"#refused": REFUSED, "#key": CLAIM_KEY},
-            "ExpressionAttributeValues": {":why": {"S": why}},
+            "UpdateExpression": f"SET {', '.join(sets)} REMOVE #closed" + ("" if len(sets) > 1 else ", #for"),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
         }
         try:
             self.dynamodb.update_item(**update)
             why += f"; its gone report of {label} stays open, listed by every run until an answer to it applies"
+            if len(sets) > 1:
+                why += f": once judged, --deleted-keys {claim}@{label} closes it; a record read back later that "
+                why += "proves this removal not its own reopens it (keep_taken_unsure)"
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
+            if self._get(self.claims, update["Key"]) is not None:
+                return False
         self._unplaced(claim, why, ledger_item, *self.state(report))
+        return True
 
     def _still_refused(self, answered: set[str]) -> None:
         """Each open gone report refused before (`Refused`) whose key this run neither answered nor reported: listed
-        again, so that a refusal a run's lost output never showed is still said. Naming the key deleted closes it (the
-        operator has judged it: the count right as it is, or put right by hand), on `Refused` as read."""
+        again, so that a refusal a run's lost output never showed is still said; one whose taker a record read back
+        since gave back (`lifted`) without the reason it disproved. Naming it deleted closes it (the operator has
+        judged it: the count right as it is, or put right by hand), on `Refused` and `KeptBy` as read: one resting on
+        a taker is kept, marked `Closed` and no longer listed, so that the aggregator reopens it loudly if it gives
+        that taker back; one resting on none is deleted."""
         for claim in sorted(set(self.gone_reports) - answered):
             for label, report in sorted(self.gone_reports[claim].items()):
-                if REFUSED in report and claim in self.deleted:
-                    close = self._answered(claim, label)["Delete"]
-                    close |= {
-                        "ConditionExpression": "#refused = :refused",
-                        "ExpressionAttributeNames": {"#refused": REFUSED},
-                    }
-                    close["ExpressionAttributeValues"] = {":refused": report[REFUSED]}
-                    if self._transact([{"Delete": close}]):
+                if REFUSED not in report:
+                    continue
+                if claim in self.deleted and self.answers(claim, label):
+                    if self._close(claim, label, report):
                         self.report.refusals_closed += 1
                         continue
-                if REFUSED in report:
-                    why = f"answered expired before, not applied: {report[REFUSED]['S']}; its gone report of {label} "
-                    why += "stays open until an answer to it applies"
-                    self._unplaced(claim, why, None, *self.state(report))
+                elif closed(report):
+                    continue
+                why = f"answered expired before, not applied: {report[REFUSED]['S']}"
+                if lifted(report):
+                    why = "answered expired before, refused for a removal that a record read back since proved not its"
+                    why += f" own (keep_taken_unsure): answer it again: --expired-keys {claim}@{label} keeps it "
+                    why += f"counted; --deleted-keys {claim}@{label} closes it as it is (its counts put right by hand)"
+                why += f"; its gone report of {label} stays open until an answer to it applies"
+                self._unplaced(claim, why, None, *self.state(report))
+
+    def _close(self, claim: str, label: str, report: Mapping[str, Any]) -> bool:
+        """The operator's close of a refused report, on `Refused` and `KeptBy` as read (`_still_refused`)."""
+        return self._transact([close_write(self.claims, {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}, report)])
 
     @staticmethod
     def _refused_answer(report: Mapping[str, Any], label: str) -> str:

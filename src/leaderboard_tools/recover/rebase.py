@@ -140,6 +140,9 @@ def rebase(
         raise RebaseRefused(f"{refusal}; nothing was written")
     rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired), clock_margin_seconds)
     ledger = dict(rebaser.ledger_items())
+    both = rebaser.resolve_answers()
+    if both:
+        raise RebaseRefused(f"keys named both deleted and expired: {', '.join(sorted(both))}; nothing was written")
     seen: set[str] = set()
     for item in rebaser.downloads():
         key = item_key(item, deployment)
@@ -197,6 +200,7 @@ class Rebaser(GoneKeys):
     def ledger_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`); the gone
         reports' items and, for keys named expired, what their expiries' items follow, kept aside."""
+        expired = self.expired | {name.rpartition("@")[0] for name in self.expired}
         for item in self._scan(TableName=self.claims, ConsistentRead=True):
             claim = item[CLAIM_KEY]["S"]
             owner, _, label = claim.partition("|")
@@ -204,7 +208,7 @@ class Rebaser(GoneKeys):
                 yield claim, item
             elif claim.startswith(GONE_PREFIX):
                 self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
-            elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in self.expired and FOLLOWS in item:
+            elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in expired and FOLLOWS in item:
                 followed = self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], {})
                 followed[self.version_counted(item, FOLLOWS)] = claim
 

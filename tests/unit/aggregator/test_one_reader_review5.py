@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from leaderboard_core.claims import claim_key
+from leaderboard_core.claims import CLAIM_KEY, GONE_PREFIX, claim_key
 from leaderboard_core.index_layout import leaderboard_partition, order_of
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     CHILD,
+    LEDGER_TABLE,
     OK,
     ROOT,
     TABLE,
@@ -174,9 +175,18 @@ def test_a_key_reported_gone_at_two_versions_keeps_the_one_still_gone_and_report
     assert deliver(world, ROOT, delivered(world, ROOT, [march])) == OK
     world.expire(ROOT, "song1", 1)
     assert [gone["claimKey"] for gone in rebase_world(world).gone] == [claim]
-    # when the operator names the key expired, twice, then (having recounted) deleted
-    report = rebase(world.dynamodb, deployment_of(world), expired=[claim])
-    again = rebase(world.dynamodb, deployment_of(world), expired=[claim])
+    # when the operator names both reports expired (each by its label: the key has two open), twice, then (having
+    # recounted) the key deleted
+    items = world.dynamodb.scan(TableName=LEDGER_TABLE, ConsistentRead=True)["Items"]
+    prefix = f"{GONE_PREFIX}{claim}|"
+    both = sorted(
+        f"{claim}@{item[CLAIM_KEY]['S'].removeprefix(prefix)}"
+        for item in items
+        if item[CLAIM_KEY]["S"].startswith(prefix)
+    )
+    assert len(both) == 2
+    report = rebase(world.dynamodb, deployment_of(world), expired=both)
+    again = rebase(world.dynamodb, deployment_of(world), expired=both)
     closed = rebase(world.dynamodb, deployment_of(world), deleted=[claim])
     # then March's expired download is kept and February's, no longer counted, is reported for a recount by each run
     # until the operator closes it

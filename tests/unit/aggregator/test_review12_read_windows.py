@@ -314,7 +314,7 @@ def test_a_ttl_expiry_after_the_read_that_takes_a_read_versions_keep_is_exact_an
     assert kinds(world) == []
 
 
-def test_a_removal_recorded_on_the_open_report_after_recovers_read_of_it_refuses_the_answer_loudly(
+def test_a_removal_recorded_on_the_open_report_after_recovers_read_of_it_has_the_answer_judged_on_the_report_as_it_is(
     world: LedgerWorld,
 ) -> None:
     # given the open report bounded by I; the operator's run reads it (no KeptBy), and before its answer's transaction
@@ -332,9 +332,11 @@ def test_a_removal_recorded_on_the_open_report_after_recovers_read_of_it_refuses
     client = Interleaved(world.dynamodb, "transact_write_items", instead=read_back_r_first)
     # when the operator names the key expired
     report = rebase(client, deployment_of(world), expired=[CLAIM])
-    # then the answer, written on the report as read, was refused and left to the operator (`unplaced`), not written
-    # untaken beside R's record (which would count G again when R is read back no more): G and A1 once each
+    # then the answer, written on the report as read, was cancelled, not written untaken beside R's record (which
+    # would count G again when R is read back no more), and judged again on the report as it now is: R, an expiry by
+    # TTL below its bound, took G's keep, written taken by R and adding nothing: G and A1 once each, nothing left
     assert ran == ["applied"]
-    assert report.differences_remain
-    assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(named['G'])}|kept") == {}
+    assert (report.kept_expired, report.differences_remain) == (1, False)
+    [keep] = ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(named['G'])}|kept").values()
+    assert keep[KEPT_BY] == {"S": version(named["R"])}
     assert world.boards() == {("song1", "2018-02"): 2}

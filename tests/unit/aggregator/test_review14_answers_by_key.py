@@ -18,8 +18,6 @@ in any order ("Lambda event source mappings process each event at least once")."
 
 from __future__ import annotations
 
-import pytest
-
 from leaderboard_core.claims import GONE_PREFIX
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
@@ -62,12 +60,6 @@ def added_back_by_hand(world: LedgerWorld, month: str, amount: int) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F4 (author's left #1; quiet, only taken_back counts it): --deleted-keys given to close a refused "
-    "report also takes back the key's other open gone report, whose item expired: its download is lost",
-)
 def test_closing_a_refused_report_leaves_the_keys_other_open_report_unanswered(world: LedgerWorld) -> None:
     # given G deleted by the application (R, given up), the key reported gone at G, written again (I) and expired (E);
     # I and R read back; the operator's 'expired' refused for R (a deletion: the count is right as it is)
@@ -75,11 +67,14 @@ def test_closing_a_refused_report_leaves_the_keys_other_open_report_unanswered(w
     write_items(world)
     [refused] = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM]).unplaced
     assert "the count is right as it is" in refused["why"]
+    [refused_report] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|")
+    refused_label = refused_report.removeprefix(f"{GONE_PREFIX}{CLAIM}|")
     # and the key written again (I2, counted) and expired by TTL (given up): reported gone at I2
     written_again_and_gone(world)
     assert world.boards() == {("song1", "2018-02"): 2}
-    # when the operator closes the refused report the way fix57 documents (--deleted-keys)
-    closed = rebase(world.dynamodb, deployment_of(world), deleted=[CLAIM])
+    # when the operator closes the refused report, named as the key's other report is open too (--deleted-keys
+    # <claim key>@<label>)
+    closed = rebase(world.dynamodb, deployment_of(world), deleted=[f"{CLAIM}@{refused_label}"])
     assert closed.refusals_closed == 1
     # then I2's expired download still counts, or its report is still open for the operator's answer
     open_reports = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|")
@@ -89,13 +84,6 @@ def test_closing_a_refused_report_leaves_the_keys_other_open_report_unanswered(w
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F5 (silent; author's left #2 through another report): an 'expired' answer to a key's later gone "
-    "report applies its refused report too once its taker was given back, though the operator added that count by "
-    "hand on the refusal and obeyed the warning not to name the key for it: a double count",
-)
 def test_answering_a_later_report_of_the_key_does_not_apply_a_lifted_refusal_the_operator_put_right_by_hand(
     world: LedgerWorld,
 ) -> None:

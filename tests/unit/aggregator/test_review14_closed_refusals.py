@@ -17,8 +17,6 @@ downloads each count (2)."""
 
 from __future__ import annotations
 
-import pytest
-
 from leaderboard_core.claims import GONE_PREFIX, REFUSED
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import OK, ROOT, LedgerWorld, deliver, delivered, kinds, read_back, world
@@ -56,13 +54,6 @@ def refused_for_a_provisional_taker(world: LedgerWorld) -> tuple[str, str]:
     return between, removal
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F1 (silent): a refusal closed by --deleted-keys, as fix57's docs offer for 'the count right as it "
-    "is', is final again: an INSERT read back later that disproves its taker finds no open report, nothing is said, "
-    "and G's expired download is lost",
-)
 def test_a_refusal_the_operator_closes_as_directed_is_said_again_when_a_later_read_back_disproves_its_taker(
     world: LedgerWorld,
 ) -> None:
@@ -80,13 +71,6 @@ def test_a_refusal_the_operator_closes_as_directed_is_said_again_when_a_later_re
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F6 (misleading): after a later INSERT gives back the taker a refusal rested on, every run still "
-    "lists the report with the disproved reason ('R took its keep ... a deletion (then the count is right as it is)'), "
-    "beside the keep_taken_unsure that says the report is answerable again",
-)
 def test_a_refusal_whose_taker_was_given_back_is_not_listed_again_with_the_disproved_reason(
     world: LedgerWorld,
 ) -> None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from leaderboard_core.claims import CLAIM_KEY, GONE_PREFIX, REFUSED
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, kinds, read_back, world
@@ -52,14 +50,6 @@ class BeforeTheRefusal:
         return call
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F2 (silent): a refusal written after another run's read-back gave its taker back (UpdateItem "
-    "conditioned on the report's existence, not on KeptBy as judged) is never lifted: no keep_taken_unsure, every run "
-    "lists the disproved taker, and the operator who follows it ('a deletion (then the count is right as it is)') "
-    "closes the report and loses G's expired download",
-)
 def test_a_refusal_written_after_a_concurrent_read_back_gave_its_taker_back_still_ends_right_for_the_operator(
     world: LedgerWorld,
 ) -> None:

@@ -13,7 +13,6 @@ least once, and duplicate processing of records can occur"), so X and a copy Y c
 from __future__ import annotations
 
 import boto3
-import pytest
 
 from leaderboard_core.claims import CLAIM_KEY
 from leaderboard_tools.recover.failure_messages import mark_repeated
@@ -24,12 +23,6 @@ from tests.unit.tools.test_recover_failure_repeats import unsure
 LEDGER = "music-claims"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="review14 F7 (misleading): a run that receives a copy before the recorded first message deletes the first "
-    "as a repeat and keeps the copy, whose note says to delete it without acting once that (deleted) first is judged",
-)
 def test_a_run_receiving_a_copy_before_the_recorded_first_message_does_not_delete_the_message_it_defers_to(
     aws: None,
 ) -> None:
