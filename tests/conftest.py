@@ -50,9 +50,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what the imports and the collection built before any test runs.
 
     A test process holds a large heap that lives to its end (botocore's service models, moto's backends, hypothesis,
-    every collected test): each full collection walked it again, a sixth of the unit tier's CPU (measured on the
-    tools and aggregator tests, which allocate much and keep little). Frozen, the collector walks only what the tests
-    allocate, and less often; nothing a test sees changes."""
+    every collected test), and the tests allocate much and keep little: each full collection walked that heap again.
+    Frozen, the collector walks only what the tests allocate, and less often; nothing a test sees changes."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GENERATION_0_THRESHOLD, *gc.get_threshold()[1:])
