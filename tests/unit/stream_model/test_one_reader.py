@@ -32,6 +32,7 @@ from tests.stream_model.histories import (
     Edit,
     History,
     Pause,
+    Rewrite,
     Write,
     play,
 )
@@ -96,6 +97,38 @@ def test_an_expiry_refused_for_a_lineage_a_pause_cut_is_counted_as_it_expired(na
     # when the one-reader design plays it and recover rebases the ledger
     outcome = play(history, one_reader)
     # then every board equals the recount: the expired download counts as it expired
+    assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="found at 5,000 histories (`make test-model` size; CI's 1,000 does not draw it), per_batch, at 5da277f and "
+    "after: a download expired by TTL while the mapping was paused past the retention, its key written again, is lost "
+    "after recover (3 failure records written; not yet analysed whether they name it for the operator's answer, "
+    "which the model's recover does not give, or the loss is silent)",
+)
+def test_a_download_expired_during_a_pause_past_the_retention_then_written_again_counts_as_it_expired() -> None:
+    # given nine downloads, one delivery, two more, a pause past the retention (two rollovers), the seventh download
+    # expired by TTL and its key written again
+    history = History(
+        Config(
+            window_seconds=5,
+            batch_size=10,
+            maximum_retry_attempts=None,
+            maximum_record_age=None,
+            aggregate_writes=PER_BATCH,
+            songs=4,
+            timestamps=9,
+            retractions=True,
+            ledger=True,
+            history=6,
+        ),
+        (*(Write(),) * 9, Deliver(), Write(), Write(), Pause(rollovers=2), Delete(pick=6, ttl=True), Rewrite()),
+    )
+    # when the one-reader design plays it and recover rebases the ledger
+    outcome = play(history, one_reader)
+    # then every board equals the recount: the expired download counts as it expired, the rewrite once
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
 
 
