@@ -25,6 +25,7 @@ from tests.stream_model.environment import Environment
 from tests.stream_model.histories import (
     BOARDS,
     LEDGER_KINDS,
+    Backfill,
     Config,
     Delete,
     Deliver,
@@ -32,7 +33,9 @@ from tests.stream_model.histories import (
     Edit,
     History,
     Pause,
+    Reshard,
     Rewrite,
+    Wait,
     Write,
     play,
 )
@@ -129,6 +132,67 @@ def test_a_download_expired_during_a_pause_past_the_retention_then_written_again
     # when the one-reader design plays it and recover rebases the ledger
     outcome = play(history, one_reader)
     # then every board equals the recount: the expired download counts as it expired, the rewrite once
+    assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="found at 5,000 histories (test_exactly_once.py's one-reader ledger search, per_batch, chunk 1) on "
+    "2026-12-07: after recover every count is exact, but song1's day and week aggregates, back at 0, stay in the "
+    "leaderboard index and rank below the others (not yet analysed: an edit back and a killed invocation after a "
+    "pause, two reshards, a TTL expiry)",
+)
+def test_a_ledger_history_of_edits_reshards_and_a_killed_invocation_leaves_no_zero_count_in_the_index() -> None:
+    # given the shrunk history: downloads, reshards, an edit and two backfills, a pause whose sweeps fault, an edit
+    # back, a direct invocation, a killed invocation, an expiry by TTL, then a day's wait
+    history = History(
+        Config(
+            window_seconds=5,
+            batch_size=10,
+            maximum_retry_attempts=3,
+            maximum_record_age=3600,
+            aggregate_writes=PER_BATCH,
+            songs=4,
+            timestamps=9,
+            boards="periods and a category",
+            retractions=True,
+            ledger=True,
+            history=12,
+        ),
+        (
+            *(Write(),) * 3,
+            Reshard(),
+            Edit(pick=12),
+            Backfill(),
+            Delete(),
+            Write(),
+            Edit(change="plays"),
+            Backfill(),
+            Write(),
+            Reshard(),
+            Write(),
+            Pause(faulted_sweeps=True),
+            Write(),
+            Deliver(),
+            Write(),
+            Edit(change="back"),
+            *(Write(),) * 3,
+            Direct(),
+            Reshard(),
+            Write(),
+            Write(),
+            Deliver(fault="killed", at=5),
+            Write(),
+            Delete(pick=10, ttl=True),
+            Write(),
+            Write(),
+            Wait(seconds=90000),
+        ),
+    )
+    # when the one-reader design plays it and recover rebases the ledger
+    outcome = play(history, one_reader)
+    # then every board equals the recount, and no aggregate at 0 is listed in the index
     assert outcome.problems() == [], f"{outcome.summary()}\n{history!r}"
 
 
