@@ -42,6 +42,11 @@ from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generat
 from leaderboard_tools.recover.report_answers import Labels, close_write, closed, lifted, resolve, touches
 
 
+def report_key(claim: str, label: str) -> dict[str, Any]:
+    """The key of a gone report's own item in the ledger table: `gone#<claim key>|<label>`."""
+    return {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}
+
+
 class GoneKeys:
     """Reports and the operator's answers to them; mixed into Rebaser, whose reads, moves and report they use."""
 
@@ -185,7 +190,7 @@ class GoneKeys:
         """The operator's 'expired' to the gone report of `label`: applied, or refused on the report as read. A refusal
         that meets the report changed (its taker given back or replaced by a record read back meanwhile) judges it
         again as it is now."""
-        key = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}
+        key = report_key(claim, label)
         for _ in range(ATTEMPTS):
             refused = self._refused_answer(report, label)
             if refused:
@@ -238,7 +243,7 @@ class GoneKeys:
             sets.append("#for = :by")
         update = {
             "TableName": self.claims,
-            "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}},
+            "Key": report_key(claim, label),
             "UpdateExpression": f"SET {', '.join(sets)} REMOVE #closed" + ("" if len(sets) > 1 else ", #for"),
             "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
@@ -285,7 +290,7 @@ class GoneKeys:
 
     def _close(self, claim: str, label: str, report: Mapping[str, Any]) -> bool:
         """The operator's close of a refused report, on `Refused` and `KeptBy` as read (`_still_refused`)."""
-        return self._transact([close_write(self.claims, {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}, report)])
+        return self._transact([close_write(self.claims, report_key(claim, label), report)])
 
     @staticmethod
     def _refused_answer(report: Mapping[str, Any], label: str) -> str:
@@ -400,7 +405,7 @@ class GoneKeys:
 
     def _answered(self, claim: str, label: str) -> dict[str, Any]:
         """The delete of a gone report's own item, once the operator's answer to it is done."""
-        return {"Delete": {"TableName": self.claims, "Key": {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}}}}
+        return {"Delete": {"TableName": self.claims, "Key": report_key(claim, label)}}
 
     def _gone(self, claim: str, ledger_item: Mapping[str, Any]) -> bool:
         """The key reported gone, and the version reported kept in its own item for the operator's answer, with the
@@ -408,7 +413,7 @@ class GoneKeys:
         entity, contribution = self.state(ledger_item)
         label = version_label(generation(ledger_item)[0], ledger_item)
         counts = {board: {"N": str(amount)} for board, amount in contribution.items()}
-        item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim}|{label}"}, BASE_ENTITY: {"S": entity}}
+        item = report_key(claim, label) | {BASE_ENTITY: {"S": entity}}
         item |= self._read_window(ledger_item, label)
         put = {"Put": {"TableName": self.claims, "Item": item | {BASE_CONTRIBUTION: {"M": counts}}}}
         if not self._transact([put, self._gone_mark(claim, ledger_item, label)]):

@@ -200,7 +200,7 @@ class Rebaser(GoneKeys):
     def ledger_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`); the gone
         reports' items and, for keys named expired, what their expiries' items follow, kept aside."""
-        expired = self.expired | {name.rpartition("@")[0] for name in self.expired}
+        expired = self.expired | {name.rpartition("@")[0] for name in self.expired if "@" in name}
         for item in self._scan(TableName=self.claims, ConsistentRead=True):
             claim = item[CLAIM_KEY]["S"]
             owner, _, label = claim.partition("|")
