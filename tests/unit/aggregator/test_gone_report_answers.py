@@ -30,6 +30,22 @@ from tests.unit.aggregator.test_review14_closed_refusals import (
 __all__ = ["world"]  # fixtures, used by name
 
 
+def answered_during_a_read_back(world: LedgerWorld, between: str, **answers: list[str]) -> list[RebaseReport]:
+    """The operator's recover run (`answers`), landing after a read-back of `between` read the key and before its
+    write: the read-back then applies, and the run's report is returned."""
+    runs: list[RebaseReport] = []
+    ledger_client(
+        world,
+        Interleaved(
+            world.dynamodb,
+            "transact_write_items",
+            before=lambda: runs.append(rebase(world.dynamodb, deployment_of(world), **answers)),
+        ),
+    )
+    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    return runs
+
+
 def test_a_bare_key_with_two_open_reports_is_refused_with_their_labels_and_nothing_written(world: LedgerWorld) -> None:
     # given a key with a refused report open (G) and a later report of its own (I2)
     refused_for_a_provisional_taker(world)
@@ -72,16 +88,7 @@ def test_a_refusal_written_between_the_aggregators_read_and_its_giving_back_of_t
     between, _ = taken_by_a_provisional_taker(world)
     # when a read-back of I' (between G and R) reads the report, and the operator's run refuses 'expired' for R before
     # the read-back's write gives R back
-    runs: list[RebaseReport] = []
-    ledger_client(
-        world,
-        Interleaved(
-            world.dynamodb,
-            "transact_write_items",
-            before=lambda: runs.append(rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])),
-        ),
-    )
-    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    runs = answered_during_a_read_back(world, between, expired=[CLAIM])
     # then the refusal was made, and its end is reported, not left unseen
     assert [len(run.unplaced) for run in runs] == [1]
     assert kinds(world) == ["keep_taken_unsure"]

@@ -14,9 +14,10 @@ from __future__ import annotations
 import pytest
 
 from leaderboard_core.claims import CLOSED, GONE_PREFIX
-from leaderboard_tools.recover.rebase import RebaseRefused, RebaseReport, rebase
-from tests.unit.aggregator.ledger_on_moto import ROOT, Interleaved, LedgerWorld, kinds, ledger_client, read_back, world
+from leaderboard_tools.recover.rebase import RebaseRefused, rebase
+from tests.unit.aggregator.ledger_on_moto import ROOT, LedgerWorld, kinds, read_back, world
 from tests.unit.aggregator.rebase_on_moto import deployment_of, write_items
+from tests.unit.aggregator.test_gone_report_answers import answered_during_a_read_back
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, ledger_items
 from tests.unit.aggregator.test_review13_refusal_lost_on_crash import keep_taken_by_a_delete_below_the_bound
 from tests.unit.aggregator.test_review14_answers_by_key import written_again_and_gone
@@ -96,16 +97,7 @@ def test_a_close_landing_between_the_aggregators_read_and_its_giving_back_is_sai
     # given the refusal for R; a read-back of I' (between G and R) reads the report, and the operator's close
     # (--deleted-keys) lands before the read-back's write gives R back
     between, _ = refused_for_a_provisional_taker(world)
-    runs: list[RebaseReport] = []
-    ledger_client(
-        world,
-        Interleaved(
-            world.dynamodb,
-            "transact_write_items",
-            before=lambda: runs.append(rebase(world.dynamodb, deployment_of(world), deleted=[CLAIM])),
-        ),
-    )
-    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    runs = answered_during_a_read_back(world, between, deleted=[CLAIM])
     # then the close applied, and the aggregator, folding the key again on the close, says the close no longer holds
     assert [run.refusals_closed for run in runs] == [1]
     reasons = [report["reason"] for report in world.reports()]
