@@ -39,6 +39,6 @@ downloads still in flight is pending, and its messages wait for the next run. Wh
 it keeps its messages invisible to other consumers, renewing their visibility timeout.
 """
 
-from leaderboard_tools.recover.recovery import RecoveryReport, recover
+from leaderboard_tools.recover.recovery import Pacing, RecoveryReport, recover
 
-__all__ = ["RecoveryReport", "recover"]
+__all__ = ["Pacing", "RecoveryReport", "recover"]

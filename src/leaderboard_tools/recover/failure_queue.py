@@ -11,6 +11,8 @@ from leaderboard_tools.recover.failure_messages import Message
 
 VISIBILITY_SECONDS = 120
 """Renewed every third of it while recover runs: a crashed run frees its messages within two minutes."""
+LONG_POLL_SECONDS = 2
+"""How long the last receive waits for a message: a long poll "queries all of the servers", a short one a subset."""
 MAX_MESSAGES = 1000
 """Per run; the rest waits for the next run (memory and the run's length stay bounded)."""
 
@@ -62,7 +64,13 @@ class VisibilityKeeper:
                     continue
 
 
-def receive_all(sqs: Any, queue_url: str, visibility_seconds: int, limit: int = MAX_MESSAGES) -> list[dict[str, Any]]:
+def receive_all(
+    sqs: Any,
+    queue_url: str,
+    visibility_seconds: int,
+    limit: int = MAX_MESSAGES,
+    long_poll_seconds: int = LONG_POLL_SECONDS,
+) -> list[dict[str, Any]]:
     """Messages until a long poll comes back empty (long polling queries all servers: no false empty answer)."""
     messages: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -70,7 +78,7 @@ def receive_all(sqs: Any, queue_url: str, visibility_seconds: int, limit: int = 
         page = sqs.receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=10,
-            WaitTimeSeconds=2,
+            WaitTimeSeconds=long_poll_seconds,
             VisibilityTimeout=visibility_seconds,
         ).get("Messages", [])
         fresh = [message for message in page if message["MessageId"] not in seen]

@@ -8,7 +8,7 @@ from typing import Any
 
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile import Difference, Reconciler, RecountUnsupported, RunReport
-from leaderboard_tools.recover.drift import DriftReport, settle_drift
+from leaderboard_tools.recover.drift import SETTLE_SECONDS, DriftReport, settle_drift
 from leaderboard_tools.recover.failure_messages import Message
 from leaderboard_tools.recover.message_checks import boards_named, exactness, refusal_of
 from leaderboard_tools.recover.rebase import RebaseRefused, RebaseReport, rebase
@@ -24,7 +24,11 @@ class RebaseCheck:
 
 
 def rebase_and_check(
-    clients: Any, deployment: Deployment, reconciler: Reconciler, messages: list[Message]
+    clients: Any,
+    deployment: Deployment,
+    reconciler: Reconciler,
+    messages: list[Message],
+    settle_seconds: float = SETTLE_SECONDS,
 ) -> RebaseCheck:
     """One reader per shard: what the messages would have recounted is repaired by the rebase of every key's ledger
     item (a recount would leave those items behind), then by measuring each aggregate they name against the ledger and
@@ -43,7 +47,9 @@ def rebase_and_check(
         run = reconciler.run(boards_named(messages), repair=False)
         measured, boards = _measured(messages, run, report.rebased)
         if measured or boards:
-            report.drift = settle_drift(clients.dynamodb, deployment, measured, boards=boards)
+            report.drift = settle_drift(
+                clients.dynamodb, deployment, measured, boards=boards, settle_seconds=settle_seconds
+            )
             if report.drift.settled or report.drift.measured_again:
                 run = reconciler.run(boards_named(messages), repair=False)
     except RecountUnsupported as unsupported:

@@ -21,14 +21,23 @@ from leaderboard_tools.reconcile import (
 )
 from leaderboard_tools.reconcile.phases import ANSWERING_MESSAGES, READING_QUEUE
 from leaderboard_tools.recover.advice import fix_for
-from leaderboard_tools.recover.drift import DriftReport
+from leaderboard_tools.recover.drift import SETTLE_SECONDS, DriftReport
 from leaderboard_tools.recover.failed_batches import BatchAnswerer
 from leaderboard_tools.recover.failure_messages import answer_band, board_of, classify, mark_repeated
-from leaderboard_tools.recover.failure_queue import VISIBILITY_SECONDS, VisibilityKeeper, receive_all
+from leaderboard_tools.recover.failure_queue import LONG_POLL_SECONDS, VISIBILITY_SECONDS, VisibilityKeeper, receive_all
 from leaderboard_tools.recover.message_checks import boards_named, exactness, refusal_of
 from leaderboard_tools.recover.rebase import RebaseReport
 from leaderboard_tools.recover.rebase_check import rebase_and_check
 from leaderboard_tools.recover.unsure_facts import record_facts
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """How long a run waits where it waits for time to pass: the queue's last long poll, and the drift's pause
+    between its two scans of the ledger."""
+
+    long_poll_seconds: int = LONG_POLL_SECONDS
+    settle_seconds: float = SETTLE_SECONDS
 
 
 @dataclass
@@ -106,11 +115,12 @@ def recover(
     *,
     visibility_seconds: int = VISIBILITY_SECONDS,
     answerer: BatchAnswerer | None = None,
+    pacing: Pacing = Pacing(),
 ) -> RecoveryReport:
     """Answer the queue's messages (see the module); a clock refusal of the repair stops the run, saying what it did."""
     report = RecoveryReport()
     try:
-        return _recover(report, clients, deployment, reconciler, queue_url, visibility_seconds, answerer)
+        return _recover(report, clients, deployment, reconciler, queue_url, visibility_seconds, answerer, pacing)
     except ClockDisagrees as error:
         outcome = _stopped_outcome(error, report, visibility_seconds)
         raise ClockDisagrees(error.reason, error.repaired, outcome) from error
@@ -177,6 +187,7 @@ def _recover(
     queue_url: str,
     visibility_seconds: int,
     answerer: BatchAnswerer | None,
+    pacing: Pacing,
 ) -> RecoveryReport:
     sqs = clients.sqs
     answerer = answerer or BatchAnswerer(clients, deployment)
@@ -187,7 +198,10 @@ def _recover(
         messages = []
         reconciler.report_phase(READING_QUEUE)
         for url in queues:
-            received = [classify(raw, deployment) for raw in receive_all(sqs, url, visibility_seconds)]
+            received = [
+                classify(raw, deployment)
+                for raw in receive_all(sqs, url, visibility_seconds, long_poll_seconds=pacing.long_poll_seconds)
+            ]
             for message in received:
                 message.queue_url = url
             keepers[url].hold(received)
@@ -225,7 +239,9 @@ def _recover(
                     message.note = ""  # what the recount leaves says why it is kept, if it is
         to_recount = [m for m in messages if not m.done and (m.aggregates or m.every_month)]
         if to_recount and deployment.one_stream_reader:
-            checked = rebase_and_check(clients, deployment, reconciler, to_recount)
+            checked = rebase_and_check(
+                clients, deployment, reconciler, to_recount, settle_seconds=pacing.settle_seconds
+            )
             report.rebased, report.drift = checked.rebased, checked.drift
             report.reconciled = checked.reconciled or report.reconciled
             to_recount = []

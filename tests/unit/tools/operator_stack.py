@@ -42,7 +42,7 @@ from leaderboard_tools.cli import main
 from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import operator_clients
 from leaderboard_tools.reconcile import Reconciler
-from leaderboard_tools.recover import recover
+from leaderboard_tools.recover import Pacing, recover
 from shard_progress import ProgressStore
 from shard_reader import _as_lambda_record
 from tests.unit.conftest import moto_client
@@ -53,6 +53,9 @@ MONTH = "2018-03"
 QUICK_BANDS = {"clock_margin_seconds": 0, "band_settle_seconds": 0, "band_poll_seconds": 0.05, "band_seconds": 5}
 """A repair's band as a unit test can afford it: moto stamps stream records with this machine's clock, so no clock
 margin is needed, and the band closes once the fence's second has passed and the stream shows nothing left."""
+QUICK_RECOVERY = Pacing(long_poll_seconds=0, settle_seconds=0)
+"""recover as a unit test can afford it: moto answers a short poll with every visible message (its queue is one
+server), and its aggregator's transactions are applied before the call that sends them returns."""
 DEFAULT_ACCOUNT_ID = "123456789012"
 DOWNLOADS = DownloadMarker("type", "DOWNLOAD")
 """source_item_filter as docs/attaching.md writes it: the platform's downloads are its items of type DOWNLOAD."""
@@ -543,7 +546,14 @@ def reconciler(stack: MotoStack, sleep: Callable[[float], None] = time.sleep, **
 
 def run_recover(stack: MotoStack) -> Any:
     clients = operator_clients(region=REGION)
-    return recover(clients, discover(clients, stack.table), reconciler(stack), stack.queue_url, visibility_seconds=30)
+    return recover(
+        clients,
+        discover(clients, stack.table),
+        reconciler(stack),
+        stack.queue_url,
+        visibility_seconds=30,
+        pacing=QUICK_RECOVERY,
+    )
 
 
 def queue_counts(stack: MotoStack) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from leaderboard_tools.reconcile.phases import (
     WAITING_FOR_STREAM,
 )
 from leaderboard_tools.recover import recover
-from tests.unit.tools.operator_stack import MONTH, REGION, drifted_song, reconciler, stored_count
+from tests.unit.tools.operator_stack import MONTH, QUICK_RECOVERY, REGION, drifted_song, reconciler, stored_count
 from tests.unit.tools.test_backfill import (  # the backfill's stack, and moto serving one request at a time
     backfill,
     one_request_at_a_time,  # noqa: F401
@@ -145,6 +145,7 @@ def test_recover_names_its_own_phases_before_the_repairs(aws: None) -> None:
         reconciler(stack, on_phase=phases),
         stack.queue_url,
         visibility_seconds=30,
+        pacing=QUICK_RECOVERY,
     )
     # then it read the queue, then answered what it held (nothing: no recount followed)
     assert report.messages == 0

@@ -19,6 +19,7 @@ from leaderboard_tools.stream_reading import ShardReader
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
+    QUICK_RECOVERY,
     REGION,
     ModelAggregator,
     MotoStack,
@@ -52,7 +53,7 @@ def clients_with(function: AggregatorFunction) -> OperatorClients:
 def run_recover(stack: MotoStack, clients: OperatorClients, reconciler: Reconciler | None = None) -> Any:
     deployment = discover(operator_clients(region="us-east-1"), stack.table)
     reconciler = reconciler or Reconciler(clients, deployment, empty_page_pause=0, **QUICK_BANDS)
-    return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30)
+    return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30, pacing=QUICK_RECOVERY)
 
 
 def send(stack: MotoStack, body: dict[str, Any]) -> None:

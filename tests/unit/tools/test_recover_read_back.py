@@ -24,6 +24,7 @@ from leaderboard_tools.recover.recovery import RecoveryReport
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
+    QUICK_RECOVERY,
     REGION,
     MotoStack,
     deploy,
@@ -172,7 +173,7 @@ def run_recover(
     clients = OperatorClients(real.dynamodb, streams, function, real.sqs)
     deployment = discover(real, stack.table)
     reconciler = CountingReconciler(clients, deployment, empty_page_pause=0, **QUICK_BANDS)
-    report = recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30)
+    report = recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30, pacing=QUICK_RECOVERY)
     return report, reconciler, streams
 
 

@@ -21,6 +21,7 @@ from leaderboard_tools.recover import RecoveryReport, recover
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
+    QUICK_RECOVERY,
     REGION,
     MotoStack,
     set_count,
@@ -83,7 +84,9 @@ def recover_once(
     clients = clients or OperatorClients(real.dynamodb, real.dynamodbstreams, ReadBackFunction(APPLIED), real.sqs)
     deployment = discover(real, stack.table)
     reconciler = reconciler_class(clients, deployment, empty_page_pause=0, **QUICK_BANDS)
-    return recover(clients, deployment, reconciler, stack.queue_url, visibility_seconds=30), reconciler
+    return recover(
+        clients, deployment, reconciler, stack.queue_url, visibility_seconds=30, pacing=QUICK_RECOVERY
+    ), reconciler
 
 
 def test_a_refused_record_of_an_aggregate_no_download_explains_is_set_to_what_the_ledger_counts_and_deleted(

@@ -27,6 +27,7 @@ from leaderboard_tools.recover import recover
 from tests.unit.tools.operator_stack import (
     MONTH,
     QUICK_BANDS,
+    QUICK_RECOVERY,
     REGION,
     DynamoDBTime,
     ModelAggregator,
@@ -105,7 +106,9 @@ def test_the_record_of_a_band_closed_by_its_repair_is_deleted_by_recover_without
     clients = operator_clients(region=REGION)
     counting = reconciler(stack)
     counting.run = lambda *arguments, **options: recounts.append(arguments)  # type: ignore[method-assign]
-    recovery = recover(clients, discover(clients, stack.table), counting, stack.queue_url, visibility_seconds=30)
+    recovery = recover(
+        clients, discover(clients, stack.table), counting, stack.queue_url, visibility_seconds=30, pacing=QUICK_RECOVERY
+    )
     # then the record is deleted with nothing to do: no recount, the queue empty, the count as the repair left it
     assert [entry["done"] for entry in recovery.bands] == [True]
     assert "nothing to do" in recovery.bands[0]["note"]
