@@ -12,7 +12,8 @@ from leaderboard_tools.recover.failure_messages import Message
 VISIBILITY_SECONDS = 120
 """Renewed every third of it while recover runs: a crashed run frees its messages within two minutes."""
 LONG_POLL_SECONDS = 2
-"""How long the last receive waits for a message: a long poll "queries all of the servers", a short one a subset."""
+"""How long each receive may wait: a short poll queries "only a subset of the servers" and may answer a false empty
+response while messages wait; a long poll eliminates those (Amazon SQS short and long polling)."""
 MAX_MESSAGES = 1000
 """Per run; the rest waits for the next run (memory and the run's length stay bounded)."""
 

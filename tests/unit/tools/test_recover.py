@@ -14,7 +14,7 @@ from leaderboard_tools.deployment import discover
 from leaderboard_tools.operator_aws import OperatorClients, operator_clients
 from leaderboard_tools.reconcile import Reconciler
 from leaderboard_tools.recover import recover
-from leaderboard_tools.recover.failure_queue import VisibilityKeeper
+from leaderboard_tools.recover.failure_queue import VisibilityKeeper, receive_all
 from leaderboard_tools.stream_reading import ShardReader
 from tests.unit.tools.operator_stack import (
     MONTH,
@@ -301,6 +301,30 @@ def test_throttled_reads_back_off_and_go_on() -> None:
     assert (seen, outcome.end) == ([1, 2], "shard_end")
     assert len(pauses) == 2
     assert pauses[1] > 0
+
+
+class QueueOfPages:
+    """An SQS client whose receives answer the given pages in turn, recording each receive's arguments."""
+
+    def __init__(self, *pages: list[str]) -> None:
+        self.pages = list(pages)
+        self.receives: list[dict[str, Any]] = []
+
+    def receive_message(self, **arguments: Any) -> dict[str, Any]:
+        self.receives.append(arguments)
+        return {"Messages": [{"MessageId": ident} for ident in (self.pages.pop(0) if self.pages else [])]}
+
+
+def test_the_queue_is_read_by_long_polls_until_one_comes_back_empty() -> None:
+    # given a queue that answers two pages, then nothing
+    sqs = QueueOfPages(["m1", "m2"], ["m3"])
+    # when recover's reader receives everything with its default pacing
+    messages = receive_all(sqs, "queue", visibility_seconds=30)
+    # then it read every message, each receive a long poll (a short one queries a subset of the servers and may come
+    # back falsely empty), and it stopped at the first empty answer
+    assert [message["MessageId"] for message in messages] == ["m1", "m2", "m3"]
+    assert [receive["WaitTimeSeconds"] for receive in sqs.receives] == [2, 2, 2]
+    assert all(receive["VisibilityTimeout"] == 30 for receive in sqs.receives)
 
 
 def test_the_visibility_of_held_messages_is_renewed_while_recover_works() -> None:
