@@ -199,7 +199,7 @@ data "aws_dynamodb_table" "own" {
   lifecycle {
     postcondition {
       condition     = length(self.replica) == 0
-      error_message = "retractions = true on ${self.name}, which now has replicas (${join(", ", [for replica in self.replica : replica.region_name])}): AWS says \"TTL deletions that are replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is replicated to\" (DynamoDB Developer Guide, Working with expired items and time to live), so an expiry in another region would reach this stream as a deletion and take its download's count back. Remove the replica, or set retractions = false (and ledger = false), then recount (docs/exactly-once-retractions.md, Replicated tables)."
+      error_message = "retractions = true on ${self.name}, which now has replicas (${join(", ", [for replica in self.replica : replica.region_name])}): AWS says \"TTL deletions that are replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is replicated to\" (DynamoDB Developer Guide, Working with expired items and time to live), so an expiry in another region would reach this stream as a deletion and take its download's count back. Remove the replica, or set retractions = false and ledger = false; then recount (docs/exactly-once-retractions.md, Replicated tables)."
     }
   }
 }

@@ -79,7 +79,8 @@ def refusal_message(table_arn: str, progress_table: str, seen: Seen) -> str:
         f"({'; '.join(seen.signs)}) at {since} (item {REPLICAS_SEEN_KEY}): AWS says TTL deletions replicated to "
         'global table regions "are not identifiable in DynamoDB streams in the regions the deletion is replicated '
         "to\", so with retractions (or ledger) on no deletion can be told from another region's expiry, and nothing "
-        "more is counted. Detach: retractions = false and ledger = false (or remove the replica), then recount "
+        "more is counted. Detach (retractions = false and ledger = false), or remove the replica and, once its records "
+        "have left the stream (24 h), delete that item by hand; then recount "
         '(docs/exactly-once-retractions.md, "Replicated tables"); the records refused meanwhile stay in the stream '
         "and reach the failure queue once the mapping gives up"
     )

@@ -38,8 +38,9 @@ def replicas_seen_refusal(dynamodb: Any, deployment: Deployment) -> str | None:
         f"the aggregator found {deployment.table} replicated ({signs}) at {since} (item {REPLICAS_SEEN_KEY} in "
         f"{deployment.progress_table}): with retractions on, a deletion in its stream cannot be told from another "
         "region's expiry, so this deployment is no longer exact since about then and recover answers nothing (no "
-        "gone report's answer, no keep, no read-back). Detach: retractions = false and ledger = false (or remove "
-        "the replica), apply, then recount with `leaderboard-tools reconcile --repair` "
+        "gone report's answer, no keep, no read-back). Detach (retractions = false and ledger = false), or remove "
+        "the replica and, once its records have left the stream (24 h), delete that item by hand; then recount with "
+        "`leaderboard-tools reconcile --repair` "
         '(docs/exactly-once-retractions.md, "Replicated tables"); nothing was written'
     )
 
