@@ -78,6 +78,11 @@ locals {
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
       description = "A repair's band record past its deadline could not be settled (${local.anomaly_metric_purpose}): the aggregate could not be read or the failure queue refused the report; it is retried. See docs/operations.md, Alarms."
     }
+    replicated_source = {
+      namespace   = "MaterializedAggregation", metric = "ReplicatedSource", dimensions = local.anomaly_dimensions
+      statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0
+      description = "The table whose stream the aggregator reads has (or had) a replica while retractions are on (${local.anomaly_metric_purpose}): a replicated expiry cannot be told from a deletion, so the aggregator counts nothing more and recover answers nothing. Detach (retractions = false and ledger = false), or remove the replica and delete the #replicas-seen item by hand after 24 hours; then recount: docs/exactly-once-retractions.md, Replicated tables."
+    }
     rejected_records = {
       namespace   = "MaterializedAggregation", metric = "RejectedRecords", dimensions = local.anomaly_dimensions
       statistic   = "Sum", period = 300, evaluation_periods = 1, threshold = 0

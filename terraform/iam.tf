@@ -109,6 +109,20 @@ data "aws_iam_policy_document" "aggregator" {
     resources = ["*"]
   }
 
+  # With retractions (and so in ledger mode), the replica guard (lambda_src/aggregator/replica_guard.py) asks
+  # DescribeTable whether the table whose stream it reads has gained a replica since the plan: AWS, "TTL deletions
+  # that are replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion
+  # is replicated to". Table metadata only, no item; the sticky record of a replica goes to the progress table.
+  dynamic "statement" {
+    for_each = var.retractions ? [local.table_arn] : []
+
+    content {
+      sid       = "DescribeTheWatchedTable"
+      actions   = ["dynamodb:DescribeTable"]
+      resources = [statement.value]
+    }
+  }
+
   # Writes only what an aggregate carries, on any key: DynamoDB has no condition key on the sort
   # key, and dynamodb:LeadingKeys (the partition key) is every song. Not narrowed, and why: the
   # aggregator reads whole aggregates (GetItem without a projection: every shard's watermark) and

@@ -175,5 +175,31 @@ resource "aws_dynamodb_table" "this" {
       ], var.download_ttl_attribute_name)
       error_message = "download_ttl_attribute_name must be an attribute of its own, not a key, the timestamp or an attribute of aggregates."
     }
+
+    # The module defines no replica. One added from elsewhere (the console, aws_dynamodb_table_replica, another
+    # configuration: AWS, "add or remove replicas at any time") is left alone rather than deleted by the next apply,
+    # and is refused below with retractions on.
+    ignore_changes = [replica]
+  }
+}
+
+# With retractions, the module's own table read back as it is now, so that a replica added since the last apply is
+# refused at the next plan, as a source_table_name table's is (source_table.tf): AWS, DynamoDB Developer Guide,
+# "Working with expired items and time to live (TTL)": "TTL deletions that are replicated to global table regions are
+# not identifiable in DynamoDB streams in the regions the deletion is replicated to". The table's own `replica` cannot
+# carry the check: it is what the configuration says (none), not what the table has. Read at plan once the table
+# exists (while the table has changes to apply, at apply). Between two plans, the aggregator's replica guard
+# (lambda_src/aggregator/replica_guard.py) finds one at run time. A legacy (2017.11.29) global table shows in neither
+# (docs/exactly-once-retractions.md, "Replicated tables").
+data "aws_dynamodb_table" "own" {
+  count = local.create && !local.source_table_given && var.retractions ? 1 : 0
+
+  name = aws_dynamodb_table.this[0].name
+
+  lifecycle {
+    postcondition {
+      condition     = length(self.replica) == 0
+      error_message = "retractions = true on ${self.name}, which now has replicas (${join(", ", [for replica in self.replica : replica.region_name])}): AWS says \"TTL deletions that are replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is replicated to\" (DynamoDB Developer Guide, Working with expired items and time to live), so an expiry in another region would reach this stream as a deletion and take its download's count back. Remove the replica, or set retractions = false and ledger = false; then recount (docs/exactly-once-retractions.md, Replicated tables)."
+    }
   }
 }

@@ -5,6 +5,7 @@ instance, and `handle`, which hands each event to the module that answers it. Wh
 
 - the band queue's records (a repair's band at its deadline): `band_records.py`;
 - with one reader per shard (STREAM_READERS=1, ledger mode only), every other event: `one_reader.py`;
+- with retractions on, before anything that may apply a stream record: the replica guard, `replica_guard.py`;
 - the schedule's lineage sweep: `lineage_sweep.py` (a shard's ancestors: `shard_lineage.py`);
 - a delivery of a shard (the mapping's window or a direct invocation) with two readers per shard, the default:
   `two_readers.py`, which reads the shard from its checkpoint in steps (`catch_up.py`) and writes the aggregates
@@ -62,9 +63,13 @@ def handle(
     event: dict[str, Any], context: LambdaContext, settings: Settings, dependencies: Dependencies
 ) -> dict[str, Any]:
     """One invocation, with the settings and clients it is given: a band queue's records, the lineage sweep, or a
-    delivery of a shard (the mapping's window or a direct invocation); with one reader per shard, one_reader's."""
+    delivery of a shard (the mapping's window or a direct invocation); with one reader per shard, one_reader's.
+    With retractions on, whatever may apply a stream record first passes the replica guard (replica_guard.py); a
+    band record applies none."""
     if is_band_record_event(event):
         return settle_band_records(event, dependencies)
+    if dependencies.replica_guard is not None:
+        dependencies.replica_guard.check()
     if settings.stream_readers == 1:
         return handle_one_reader(event, context, settings, dependencies)
     if is_lineage_sweep_event(event):

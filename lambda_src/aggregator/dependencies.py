@@ -12,6 +12,7 @@ from aggregate_store import AggregateStore
 from delivery_notes import DeliveryNotes
 from described_shard import ShardFacts
 from ledger import StreamLedger
+from replica_guard import ReplicaGuard
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 from versioned_ledger import VersionedLedger
@@ -42,3 +43,6 @@ class Dependencies:
     """One reader per shard (STREAM_READERS=1): each download key's versioned ledger item says what a record moves."""
     delivery_notes: DeliveryNotes | None = None
     """One reader per shard: what each shard's deliveries left, to report records the mapping may have skipped."""
+    replica_guard: ReplicaGuard | None = None
+    """With retractions (or ledger) on: refuses every invocation that may apply a record once the stream's table is
+    found replicated (replica_guard.py)."""

@@ -11,6 +11,7 @@ from delivery_notes import DeliveryNotes
 from dependencies import Dependencies
 from failure_messages import send_to_failure_queue
 from ledger import StreamLedger
+from replica_guard import ReplicaGuard
 from shard_progress import ProgressStore
 from stream_claims import StreamClaims
 from stream_shards import StreamShards
@@ -32,6 +33,8 @@ def dependencies_for(settings: Settings, dynamodb: Any, streams: Any, sqs: Any, 
         executor=executor,
         send_failures=lambda messages: send_to_failure_queue(sqs, settings.failure_queue_url, messages),
     )
+    if settings.schema.retractions:
+        dependencies.replica_guard = ReplicaGuard(dynamodb, settings.table_arn, settings.progress_table_name)
     if settings.stream_readers == 1 and settings.claims_table_name:
         one_reader_parts(dependencies, settings, dynamodb)
     elif settings.ledger and settings.claims_table_name:

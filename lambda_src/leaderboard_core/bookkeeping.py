@@ -76,6 +76,12 @@ NEXT_SHARD = "NextShardId"
 CLOSED_UNREAD_SINCE = "ClosedUnreadSince"
 """When (epoch seconds) a lineage sweep first found the shard closed and not read to its end: a sweep at least a
 sweep's interval later reads it to its end, whichever function instance runs it."""
+REPLICAS_SEEN_KEY = "#replicas-seen"
+"""The progress table's item written once, never deleted by the tool, when the aggregator (retractions or ledger on)
+first finds its stream's table replicated (aggregator/replica_guard.py): from then on the aggregator refuses every
+record and `recover` every answer, since a replicated TTL expiry reaches this stream as a deletion."""
+REPLICA_REGIONS = "ReplicaRegions"
+"""On the REPLICAS_SEEN_KEY item: the other regions (or the global table's version) DescribeTable named."""
 EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
 """When (epoch seconds) a read of the closed shard last gave up after MAX_EMPTY_PAGES in a row without reaching its
 EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's interval

@@ -16,6 +16,20 @@ mock_provider "aws" {
     }
   }
 
+  # ARNs as the services spell them, for the runs that apply (the mocks' random strings are no ARN): used at apply
+  # only, so planned runs see these attributes unknown as before.
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::123456789012:role/validation" }
+  }
+
+  mock_resource "aws_sqs_queue" {
+    defaults = { arn = "arn:aws:sqs:eu-west-1:123456789012:validation" }
+  }
+
+  mock_resource "aws_lambda_function" {
+    defaults = { arn = "arn:aws:lambda:eu-west-1:123456789012:function:validation" }
+  }
+
   # A platform's table with a stream of new images, no replicas: what source_table_name needs.
   mock_data "aws_dynamodb_table" {
     defaults = {
@@ -620,7 +634,7 @@ run "alarms_watch_the_stream_the_queue_the_function_the_table_and_the_anomalies"
       "iterator_age", "failure_queue_messages", "aggregator_errors", "aggregator_throttles", "table_write_throttles",
       "table_read_throttles", "index_write_throttles", "refused_records", "records_trimmed",
       "previous_stream_watermarks", "failed_aggregates", "throttled_stream_reads", "rejected_records",
-      "unsettled_band_records",
+      "unsettled_band_records", "replicated_source",
     ])
     error_message = "one alarm per watched metric"
   }
@@ -1553,4 +1567,32 @@ run "a_season_starting_on_no_real_date_is_refused" {
   }
 
   expect_failures = [var.leaderboard_season]
+}
+
+run "retractions_on_the_modules_own_table_with_a_replica_added_since_are_refused" {
+  command = apply
+
+  variables {
+    retractions = true
+  }
+
+  override_data {
+    target = data.aws_dynamodb_table.own
+    values = { replica = [{ region_name = "us-east-1" }] }
+  }
+
+  expect_failures = [data.aws_dynamodb_table.own]
+}
+
+run "retractions_on_the_modules_own_table_without_replicas_apply" {
+  command = apply
+
+  variables {
+    retractions = true
+  }
+
+  assert {
+    condition     = length(data.aws_dynamodb_table.own) == 1
+    error_message = "with retractions the module's own table must be read back for replicas"
+  }
 }

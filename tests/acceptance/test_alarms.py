@@ -29,6 +29,7 @@ ANOMALIES = {
     "failed_aggregates": "FailedAggregates",
     "rejected_records": "RejectedRecords",
     "unsettled_band_records": "UnsettledBandRecords",
+    "replicated_source": "ReplicatedSource",
 }
 
 

@@ -187,10 +187,12 @@ def rebase_ledger(
     expired is bounded by when its version was read, give or take `clock_margin_seconds`."""
     from leaderboard_tools.commands.recover import rebase_table, rebase_text
     from leaderboard_tools.recover.rebase import rebase
+    from leaderboard_tools.recover.replicas_seen import refuse_if_replicas_seen
 
     both = sorted(set(deleted) & set(expired))
     if both:
         raise UsageError(f"a key is either deleted or expired, not both: {', '.join(both)}")
+    refuse_if_replicas_seen(aws.dynamodb, deployment)
     report = rebase(
         aws.dynamodb, deployment, deleted=deleted, expired=expired, clock_margin_seconds=clock_margin_seconds
     )

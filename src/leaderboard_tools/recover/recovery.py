@@ -28,6 +28,7 @@ from leaderboard_tools.recover.failure_queue import LONG_POLL_SECONDS, VISIBILIT
 from leaderboard_tools.recover.message_checks import boards_named, exactness, refusal_of
 from leaderboard_tools.recover.rebase import RebaseReport
 from leaderboard_tools.recover.rebase_check import rebase_and_check
+from leaderboard_tools.recover.replicas_seen import refuse_if_replicas_seen
 from leaderboard_tools.recover.unsure_facts import record_facts
 
 
@@ -190,6 +191,8 @@ def _recover(
     pacing: Pacing,
 ) -> RecoveryReport:
     sqs = clients.sqs
+    # Before any message is received: a replica recorded by the aggregator makes every answer unjudgeable.
+    refuse_if_replicas_seen(clients.dynamodb, deployment)
     answerer = answerer or BatchAnswerer(clients, deployment)
     report.rejected_fix = fix_for(deployment)
     queues = [queue_url] + [url for url in (deployment.recount_band_queue_url,) if url and url != queue_url]

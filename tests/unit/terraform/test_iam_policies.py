@@ -60,6 +60,7 @@ DYNAMIC_VALUES = {
     "${var.kms_key_arn == null ? [] : [var.kms_key_arn]}": [KMS_KEY_ARN],
     "${local.claims_table_enabled ? [aws_dynamodb_table.claims[0].arn] : []}": [CLAIMS_TABLE_ARN],
     "${local.source_table_kms_key_arn == null ? [] : [local.source_table_kms_key_arn]}": [SOURCE_TABLE_KMS_KEY_ARN],
+    "${var.retractions ? [local.table_arn] : []}": [TABLE_ARN],
 }
 UNSCOPED_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
 SCOPED_SUFFIXES = [
@@ -224,6 +225,21 @@ def test_list_streams_is_granted_on_the_only_resource_aws_matches_it_with() -> N
     (statement,) = granting(policy_documents(TERRAFORM_MODULE), "aggregator", "dynamodb:ListStreams")
     # then it is granted on "*", alone in its statement, so that "*" grants nothing else
     assert (statement["Action"], statement["Resource"]) == (["dynamodb:ListStreams"], ["*"])
+
+
+def test_with_retractions_the_aggregator_may_describe_the_table_whose_stream_it_reads_and_no_other() -> None:
+    # given the aggregator's policy with retractions on (the replica guard asks DescribeTable for replicas)
+    (statement,) = granting(policy_documents(TERRAFORM_MODULE), "aggregator", "dynamodb:DescribeTable")
+    # then DescribeTable is granted alone, on the watched table only (local.table_arn: the module's or the source's)
+    assert (statement["Action"], statement["Resource"]) == (["dynamodb:DescribeTable"], [TABLE_ARN])
+
+
+def test_the_describe_table_statement_is_there_only_with_retractions() -> None:
+    # given the module's aggregator policy as written
+    text = (TERRAFORM_MODULE / "iam.tf").read_text()
+    block = text[text.index('sid       = "DescribeTheWatchedTable"') - 200 :]
+    # then its statement is made for each value of a for_each that is empty without retractions
+    assert "for_each = var.retractions ? [local.table_arn] : []" in block
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ run "the_complete_example_plans" {
   }
 
   assert {
-    condition     = length(module.leaderboard.cloudwatch_metric_alarm_names) == 14
+    condition     = length(module.leaderboard.cloudwatch_metric_alarm_names) == 15
     error_message = "the AWS examples create the alarms"
   }
 

@@ -37,7 +37,7 @@ run "the_existing_table_example_plans" {
   }
 
   assert {
-    condition     = length(module.leaderboard.cloudwatch_metric_alarm_names) == 14
+    condition     = length(module.leaderboard.cloudwatch_metric_alarm_names) == 15
     error_message = "the AWS examples create the alarms"
   }
 }

@@ -33,7 +33,7 @@ run "the_trending_products_example_plans" {
   }
 
   assert {
-    condition     = length(module.trending_products.cloudwatch_metric_alarm_names) == 14
+    condition     = length(module.trending_products.cloudwatch_metric_alarm_names) == 15
     error_message = "the AWS examples create the alarms"
   }
 }
