@@ -158,10 +158,9 @@ def rebase(
             continue
         rebaser.rebase_key(claim, key)
     for claim in sorted(set(ledger) - seen):
+        rebaser.settle_decreased(ledger[claim])
         if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
             rebaser.check_gone(claim, ledger[claim])
-        else:
-            rebaser.settle_decreased(ledger[claim])
     rebaser.check_not_kept()
     return rebaser.report
 
@@ -426,10 +425,11 @@ class Rebaser(GoneKeys):
                     raise
 
     def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
-        """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,
-        as the handler does before its own transaction, in case the move's own never ran (a rebase or a handler stopped
-        between its transaction and its index step). A conditional REMOVE of an aggregate at 0: run again, it changes
-        nothing. `Decreased` stays for the key's next record, as a rebase's move leaves it."""
+        """A key in step, or gone, whose ledger item still names aggregates its last move took from (`Decreased`): their
+        step, as the handler's before its transaction, where the move's own never ran (a rebase or a handler stopped
+        between its transaction and its index step, no record of the key delivered since). A conditional REMOVE of an
+        aggregate at 0: run again, it changes nothing. `Decreased` stays for the key's next record, as a rebase's move
+        leaves it."""
         if decreased_of(ledger_item):
             self._leave_index(ledger_item, {})
 
