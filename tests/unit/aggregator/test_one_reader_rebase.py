@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
 from leaderboard_core.index_layout import FIRST_REACHED, order_of
-from leaderboard_tools.recover.rebase import rebase_refusal
+from leaderboard_tools.recover.rebase import rebase, rebase_refusal
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
@@ -337,3 +337,31 @@ def test_a_gone_key_whose_index_step_never_ran_has_its_aggregate_at_0_leave_the_
     assert [gone["claimKey"] for gone in report.gone] == [claim_key(key_of("song1", 1))]
     assert world.boards() == {("song1", "2018-02"): 1}
     assert not in_index(world, "song1", "2018-01")
+
+
+def test_an_expiry_refused_for_its_order_stays_counted_and_its_gone_report_says_the_count_is_the_expirys(
+    world: LedgerWorld,
+) -> None:
+    # given a January download delivered in one shard, then expired by TTL, the expiry in a shard that no known lineage
+    # joins to the first (a pause past the retention let the shard between them be deleted unlisted)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    unrelated = "shardId-00000001000000000000-cccc0000"
+    world.split(None, unrelated, first_sequence=2_000_000)
+    world.expire(unrelated, "song1", 1)
+    expiry = str(world.shards[unrelated].records[-1]["dynamodb"]["SequenceNumber"])
+    # when the mapping delivers the expiry, and the repair rebases the ledger
+    deliver(world, unrelated, delivered(world, unrelated, [expiry]))
+    refused = world.reports()
+    report = rebase_world(world)
+    # then the expiry was refused for its order yet kept by its own item (the key's own count left as it was), and the
+    # gone report names that item and asks for --deleted-keys; so answered, the download counts once, as it expired
+    assert {message["kind"] for message in refused} == {"refused_record"}
+    assert world.boards() == {("song1", "2018-01"): 2}
+    claim = claim_key(key_of("song1", 1))
+    (gone,) = report.gone
+    assert gone["claimKey"] == claim
+    assert list(gone["unorderedExpiries"].values()) == [ledger(world)[claim]["Version"]["S"]]
+    assert "--deleted-keys" in gone["why"].rpartition("An expiry of this key")[2]
+    assert rebase(world.dynamodb, deployment_of(world), deleted=[claim]).taken_back == 1
+    assert world.boards() == {("song1", "2018-01"): 1}
