@@ -41,10 +41,12 @@ from leaderboard_core.claims import (
     DECREASED,
     DOWNLOAD_KEY,
     STREAM_FROM,
+    UNORDERED,
     claim_key,
     decreased_of,
     decreased_value,
     stored_key,
+    version_label,
 )
 from leaderboard_core.index_layout import ORDER_SCALE, leaderboard_partition, order_tiebreak
 from leaderboard_core.source_items import expired_by_ttl
@@ -159,9 +161,27 @@ class VersionedLedger:
                     self.fold(fold, shard, record)
             except Unrelated as unrelated:
                 refused += self.refused(shard, records, fold, str(unrelated))
+                kept = self.refused_expiries(shard, records, response.get("Item"))
+                if kept.freezes:
+                    folds[claim] = kept
                 continue
             folds[claim] = fold
         return folds, refused
+
+    def refused_expiries(self, shard: ShardRef, records: list[dict[str, Any]], item: dict[str, Any] | None) -> Fold:
+        """The expiries by TTL among a key's refused records, each kept counted as its old image says (`freeze`): an
+        expiry is retention, no state of the key (S12), so no order is needed to keep it, and the rebase, which reads
+        only the tables, could not give it back. The key's move stays refused (a rebase moves it to its item); the
+        item says which Version it was refused against (`Unordered`), for a rebase that finds the key gone."""
+        fold = self.read_fold(records[0]["dynamodb"]["Keys"], item)
+        for record in records:
+            version = f"{shard.shard_id}|{pad_sequence(record['dynamodb']['SequenceNumber'])}"
+            if expired_by_ttl(record) and not self.expiry_keeps.frozen(fold, version):
+                entity, old = counted(record["dynamodb"].get("OldImage"), self.schema)
+                with fold.counting_for(entity):
+                    self.expiry_keeps.freeze(fold, version, old, None, entity or "")
+                fold.follows[fold.freezes[-1]] = {UNORDERED: {"S": version_label(fold.version, fold.item)}}
+        return fold
 
     def read_fold(self, keys: dict[str, Any], item: dict[str, Any] | None) -> Fold:
         """The key as its ledger item says; with no Entity yet, the first image that counts names it."""
@@ -392,7 +412,8 @@ class VersionedLedger:
             for image in ("NewImage", "OldImage"):
                 entity, boards = counted(record["dynamodb"].get(image), self.schema)
                 aggregates |= {(entity, board) for board in boards if entity is not None}
-        reason = f"ledger: {reason}: no documented order places them; counted nowhere, recount it"
+        reason = f"ledger: {reason}: no documented order places them; not applied, recount it"
+        reason += " (an expiry by TTL among them stays counted by its own item)"
         return [refused_report(shard, fold.key, records, entity, board, reason) for entity, board in sorted(aggregates)]
 
     def overflowed(

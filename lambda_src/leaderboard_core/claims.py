@@ -280,6 +280,10 @@ BACKFILLED = "backfill~"
 FOLLOWS = "Follows"
 """On an expiry's own item: the label (Version, or `backfill~<Rebases>`) of the key's last record applied when the
 expiry was, if the expiry follows it. Only then may it be that version's removal (the first REMOVE after it, S2)."""
+UNORDERED = "Unordered"
+"""On an expiry's own item kept for a key whose records were refused for their order (no known lineage joins their
+shard to its Version's: a pause cut it): the label of the key's Version then. Whether the expiry ended that version,
+nothing in the tables says: a rebase that finds the key gone says so beside its gone report."""
 GONE_PREFIX = "gone#"
 """A gone report's own item, `gone#<claim key>|<label>`: the version the rebase found the key's item gone at, and what
 it counted then; the operator's `--expired-keys` answers that version, no other."""

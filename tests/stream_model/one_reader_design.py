@@ -136,11 +136,13 @@ class OneReaderDesign(Design):
         """The operator's repair with one reader per shard: not the recount's counts but the rebase of every key's
         ledger item to the table's item, with the aggregates (a recount would leave the ledger behind). The keys it
         reports gone, the operator answers from the application's own knowledge: those it deleted are taken back by
-        a second run (`reconcile --repair --deleted-key`), those that expired stay counted."""
+        a second run (`reconcile --repair --deleted-key`), those that expired stay counted; as the report asks, so is
+        one whose expiry the aggregator kept by its own item with no order against the version counted
+        (`unorderedExpiries`): that count is the expiry's already."""
         tables, deployment = ModelTables(env), deployment_of(self.settings)
         report = rebase(tables, deployment)
         deleted = {claim_key({"songID": {"S": song}, "SK": {"S": download}}) for song, download in env.deleted()}
-        named = [gone["claimKey"] for gone in report.gone if gone["claimKey"] in deleted]
+        named = [gone["claimKey"] for gone in report.gone if gone["claimKey"] in deleted or gone["unorderedExpiries"]]
         if named:
             rebase(tables, deployment, deleted=named)
 

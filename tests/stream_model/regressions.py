@@ -694,13 +694,13 @@ ONE_READER_HISTORIES: dict[str, History] = {
 }
 """Ledger histories the one-reader design's random histories found against it, kept for it."""
 
-ONE_READER_GAPS: dict[str, History] = {
+ONE_READER_UNORDERED_EXPIRIES: dict[str, History] = {
     # `make test-model`'s chunks 1 and 3 of the one-reader design's random ledger histories (seeds 53 and 55, per
     # batch): a pause skipped a whole shard, so a later shard's lineage no longer reaches the shard of the key's
-    # Version; the key's expiry, delivered there, is refused (`refused_record`, no documented order) with its freeze.
-    # The rebase then finds the item gone and leaves the ledger item as it was (gone, not named deleted): the expired
-    # image, which the refused record carried, is counted nowhere, and the key's stale state is held over.
-    "an expiry refused for a lineage a pause cut keeps its key's stale state, its old image counted nowhere": History(
+    # Version; the key's expiry, delivered there, is refused (`refused_record`, no documented order). Its freeze was
+    # dropped with it (the expired image counted nowhere, the key's stale state held over); it is now kept by its own
+    # item (`Unordered`), and the rebase's gone report tells the operator that count is the expiry's (--deleted-keys).
+    "an expiry refused for a lineage a pause cut stays counted by its own item, the gone key taken back": History(
         Config(maximum_retry_attempts=3, songs=1, timestamps=1, **LEDGER_HISTORY),
         (
             Edit(pick=1),
@@ -716,7 +716,7 @@ ONE_READER_GAPS: dict[str, History] = {
             Delete(ttl=True),
         ),
     ),
-    "a rewrite and its expiry refused for a lineage a pause cut leave the expired download counted nowhere": History(
+    "a rewrite and its expiry refused for a lineage a pause cut: the expiry stays counted, the rewrite once": History(
         Config(maximum_retry_attempts=3, retractions=True, ledger=True),
         (
             Write(),
@@ -741,8 +741,8 @@ ONE_READER_GAPS: dict[str, History] = {
         ),
     ),
 }
-"""Ledger histories the one-reader design does not yet repair exactly: what its rebase cannot see but a refused
-record carried (tests/unit/stream_model/test_one_reader.py holds them as expected failures)."""
+"""Ledger histories whose key's expiry by TTL is refused for its order (a pause cut the shards' lineage): the expiry
+is kept by its own item all the same, which the rebase, reading only the tables, could not give back."""
 
 LEDGER_STORIES: dict[str, tuple[str, History, str]] = {
     "a MODIFY applied as a new download counts an edit into the next month in both months": (

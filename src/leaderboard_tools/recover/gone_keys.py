@@ -40,6 +40,7 @@ from leaderboard_core.claims import (
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
 from leaderboard_tools.recover.report_answers import Labels, close_write, closed, lifted, resolve, touches
+from leaderboard_tools.recover.unordered_expiries import gone_why
 
 
 def report_key(claim: str, label: str) -> dict[str, Any]:
@@ -425,9 +426,8 @@ class GoneKeys:
                 "entityId": entity,
                 "counts": {board: str(amount) for board, amount in sorted(contribution.items())},
                 "version": ledger_item.get(VERSION, {}).get("S"),
-                "why": "the key counts here but its item is not in the table: deleted (to take back: name it to "
-                "--deleted-keys) or expired by TTL (to keep counted: name it to --expired-keys), its record no longer "
-                "in the stream; not told apart, left as it is until named",
+                "why": gone_why(self.unordered.get(claim, {})),
+                "unorderedExpiries": dict(sorted(self.unordered.get(claim, {}).items())),
             }
         )
         return True

@@ -48,6 +48,7 @@ from leaderboard_core.claims import (
     READ_AT,
     REBASES,
     STREAM_FROM,
+    UNORDERED,
     backfill_claim,
     claim_key,
     decreased_of,
@@ -158,10 +159,9 @@ def rebase(
             continue
         rebaser.rebase_key(claim, key)
     for claim in sorted(set(ledger) - seen):
+        rebaser.settle_decreased(ledger[claim])
         if ledger[claim].get(BASE_CONTRIBUTION, {}).get("M"):
             rebaser.check_gone(claim, ledger[claim])
-        else:
-            rebaser.settle_decreased(ledger[claim])
     rebaser.check_not_kept()
     return rebaser.report
 
@@ -178,10 +178,8 @@ class Rebaser(GoneKeys):
         margin: float = CLOCK_MARGIN_SECONDS,
     ) -> None:
         assert deployment.claims_table is not None
-        self.deleted = deleted
-        self.expired = expired
-        self.margin = margin
-        self.dynamodb = dynamodb
+        self.deleted, self.expired = deleted, expired
+        self.margin, self.dynamodb = margin, dynamodb
         self.deployment = deployment
         self.claims = deployment.claims_table
         self.report = RebaseReport()
@@ -190,6 +188,8 @@ class Rebaser(GoneKeys):
         self.follows: dict[str, dict[tuple[str, str, frozenset[tuple[str, Decimal]]], str]] = {}
         """Claim key named expired -> (label, entity, counts) of each expiry of the key applied after the key's record
         at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept -> its item's key."""
+        self.unordered: dict[str, dict[str, str]] = {}
+        """Claim key -> its expiries kept unordered (`Unordered`): their items' keys -> the label refused against."""
 
     # ------------------------------------------------------------------ reading
 
@@ -208,6 +208,8 @@ class Rebaser(GoneKeys):
                 yield claim, item
             elif claim.startswith(GONE_PREFIX):
                 self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
+            elif claim.startswith(EXPIRY_PREFIX) and UNORDERED in item:
+                self.unordered.setdefault(owner[len(EXPIRY_PREFIX) :], {})[claim] = item[UNORDERED]["S"]
             elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in expired and FOLLOWS in item:
                 followed = self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], {})
                 followed[self.version_counted(item, FOLLOWS)] = claim
@@ -426,10 +428,9 @@ class Rebaser(GoneKeys):
                     raise
 
     def settle_decreased(self, ledger_item: Mapping[str, Any]) -> None:
-        """A key in step whose ledger item still names aggregates its last move took from (`Decreased`): their step,
-        as the handler does before its own transaction, in case the move's own never ran (a rebase or a handler stopped
-        between its transaction and its index step). A conditional REMOVE of an aggregate at 0: run again, it changes
-        nothing. `Decreased` stays for the key's next record, as a rebase's move leaves it."""
+        """A key in step, or gone, whose ledger item names aggregates its last move took from (`Decreased`): the index
+        step a handler or rebase stopped before (no record of the key delivered since). A conditional REMOVE of an
+        aggregate at 0, run again, changes nothing; `Decreased` stays for the key's next record."""
         if decreased_of(ledger_item):
             self._leave_index(ledger_item, {})
 

@@ -8,9 +8,12 @@ import dataclasses
 from decimal import Decimal
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
+
 from leaderboard_core.claims import CLAIM_KEY, STREAM_FROM, claim_key, decreased_of, decreased_value
 from leaderboard_core.index_layout import FIRST_REACHED, order_of
-from leaderboard_tools.recover.rebase import rebase_refusal
+from leaderboard_tools.recover.rebase import rebase, rebase_refusal
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
@@ -21,6 +24,7 @@ from tests.unit.aggregator.ledger_on_moto import (
     LedgerWorld,
     deliver,
     delivered,
+    fails_at,
     in_index,
     key_of,
     ledger_client,
@@ -311,3 +315,53 @@ def test_the_rebase_repairs_summed_boards_and_still_refuses_the_first_reached_ti
     assert deployment.sum_attribute == PLAYS
     assert rebase_refusal(deployment) is None
     assert "first_reached" in (rebase_refusal(first_reached) or "")
+
+
+def test_a_gone_key_whose_index_step_never_ran_has_its_aggregate_at_0_leave_the_index(world: LedgerWorld) -> None:
+    # given song1's only download, delivered in January, and its edit into February, whose invocation stops after its
+    # transaction and before its index step (January at 0 still listed, the ledger item's Decreased naming it); then
+    # the item expires by TTL and no record of the key is delivered again (the batch given up, read back too late)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    edit = world.put(ROOT, "song1", 1, "2018-02")
+    stops = fails_at(1, "InternalServerError", "UpdateItem")
+    ledger_client(world, Interleaved(world.dynamodb, "update_item", instead=stops))
+    with pytest.raises(ClientError):
+        deliver(world, ROOT, delivered(world, ROOT, [edit]))
+    assert in_index(world, "song1", "2018-01")
+    world.expire(ROOT, "song1", 1)
+    # when the repair rebases the ledger
+    report = rebase_world(world)
+    # then the key is reported gone, counted in February still (the operator's answer decides it), and January, at 0,
+    # has left the index as the handler's index step would have made it
+    assert [gone["claimKey"] for gone in report.gone] == [claim_key(key_of("song1", 1))]
+    assert world.boards() == {("song1", "2018-02"): 1}
+    assert not in_index(world, "song1", "2018-01")
+
+
+def test_an_expiry_refused_for_its_order_stays_counted_and_its_gone_report_says_the_count_is_the_expirys(
+    world: LedgerWorld,
+) -> None:
+    # given a January download delivered in one shard, then expired by TTL, the expiry in a shard that no known lineage
+    # joins to the first (a pause past the retention let the shard between them be deleted unlisted)
+    first = world.put(ROOT, "song1", 1, "2018-01")
+    assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
+    unrelated = "shardId-00000001000000000000-cccc0000"
+    world.split(None, unrelated, first_sequence=2_000_000)
+    world.expire(unrelated, "song1", 1)
+    expiry = str(world.shards[unrelated].records[-1]["dynamodb"]["SequenceNumber"])
+    # when the mapping delivers the expiry, and the repair rebases the ledger
+    deliver(world, unrelated, delivered(world, unrelated, [expiry]))
+    refused = world.reports()
+    report = rebase_world(world)
+    # then the expiry was refused for its order yet kept by its own item (the key's own count left as it was), and the
+    # gone report names that item and asks for --deleted-keys; so answered, the download counts once, as it expired
+    assert {message["kind"] for message in refused} == {"refused_record"}
+    assert world.boards() == {("song1", "2018-01"): 2}
+    claim = claim_key(key_of("song1", 1))
+    (gone,) = report.gone
+    assert gone["claimKey"] == claim
+    assert list(gone["unorderedExpiries"].values()) == [ledger(world)[claim]["Version"]["S"]]
+    assert "--deleted-keys" in gone["why"].rpartition("An expiry of this key")[2]
+    assert rebase(world.dynamodb, deployment_of(world), deleted=[claim]).taken_back == 1
+    assert world.boards() == {("song1", "2018-01"): 1}
