@@ -433,6 +433,6 @@ def retired_refusal(claim: str, label: str, report: Mapping[str, Any]) -> str:
         )
     return (
         f"answered expired before, refused or closed by an earlier version on a removal with no TTL identity "
-        f"({judged}): answer it again, --expired-keys {claim}@{label} applies it (a deletion that took it keeps "
-        f"nothing), --deleted-keys {claim}@{label} closes it as it is; first take back any counts added by hand on it"
+        f"({judged}), a deletion, which keeps nothing: answer it again, --expired-keys {claim}@{label} applies it, "
+        f"--deleted-keys {claim}@{label} closes it as it is; first take back any counts added by hand on it"
     )

@@ -18,10 +18,22 @@ from itertools import permutations
 
 import pytest
 
+from leaderboard_core.claims import CLAIM_KEY, GONE_PREFIX
 from leaderboard_tools.recover.rebase import rebase
-from tests.unit.aggregator.ledger_on_moto import OK, ROOT, LedgerWorld, deliver, delivered, kinds, read_back, world
+from tests.unit.aggregator.ledger_on_moto import (
+    LEDGER_TABLE,
+    OK,
+    ROOT,
+    LedgerWorld,
+    deliver,
+    delivered,
+    kinds,
+    read_back,
+    world,
+)
 from tests.unit.aggregator.rebase_on_moto import deployment_of, kept_expired, rebase_world, write_items
-from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, MARGIN
+from tests.unit.aggregator.test_one_reader_read_time import version
+from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, MARGIN, ledger_items
 
 __all__ = ["world"]  # fixtures, used by name
 
@@ -197,3 +209,34 @@ def test_a_record_versions_keep_whose_deletion_taker_a_read_back_insert_gives_ba
         assert read_back(world, ROOT, record, record)["readBack"] == "applied"
     # then G counts once, and nothing is reported
     ends_exact(world, 1)
+
+
+@pytest.mark.parametrize("closed", [False, True], ids=["refused_for", "closed"])
+def test_a_report_an_earlier_version_refused_or_closed_for_a_deletion_taker_is_listed_and_then_answerable(
+    world: LedgerWorld, closed: bool
+) -> None:
+    """An item the previous version wrote (`Refused` with `RefusedFor`, maybe `Closed`, on review13's report taken by
+    R) is neither lost nor breaks a run: listed with what it means now, and the answer applies to it."""
+    # given the open report taken by R, marked as the earlier version's refusal (and close) for R
+    between, removal = taken_by_a_deletion(world)
+    [name] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|")
+    marks = {":why": {"S": "a deletion or a replica's expiry"}, ":by": {"S": version(removal)}}
+    expression = "SET Refused = :why, RefusedFor = :by" + (", Closed = :closed" if closed else "")
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE,
+        Key={CLAIM_KEY: {"S": name}},
+        UpdateExpression=expression,
+        ExpressionAttributeValues=marks | ({":closed": {"BOOL": True}} if closed else {}),
+    )
+    # when a run names nothing, then the operator answers it by the name listed
+    [listed] = rebase(world.dynamodb, deployment_of(world)).unplaced
+    label = name.removeprefix(f"{GONE_PREFIX}{CLAIM}|")
+    answered = rebase(world.dynamodb, deployment_of(world), expired=[f"{CLAIM}@{label}"])
+    # then the listing says what the earlier mark means now, and the answer applies, keeping nothing (R took it)
+    assert "earlier version" in listed["why"]
+    assert "a deletion, which keeps nothing" in listed["why"]
+    assert (answered.kept_expired, answered.unplaced) == (1, [])
+    assert world.boards() == {("song1", "2018-02"): 1}
+    # and I' read back later gives R's taking back: exact, nothing reported
+    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    ends_exact(world, 2)

@@ -1,13 +1,10 @@
-"""review15: angles against fix58 (answers per report, refusals on their taker, closes kept on a taker) that held, and
-tests fix58's own suite lacked: with the answer's label ignored (`report_answers.touches` true for any label), a key
-named both ways by label let through (`resolve_answers`), or the aggregator's report write no longer conditioned on
-`Closed` as read (`FollowedExpiries.report_update`), every test of fix58 still passed.
+"""review15: angles against fix58 (answers per report) that held, and tests fix58's own suite lacked: with the answer's
+label ignored (`report_answers.touches` true for any label), or a key named both ways by label let through
+(`resolve_answers`), every test of fix58 still passed. The refused report is a windowless read version's (a refusal
+or close on a taker is none any more: test_deletion_takers_count_nothing.py holds those histories).
 
 AWS: a condition expression decides a write ("If the condition expression evaluates to true, the operation succeeds;
-otherwise, the operation fails", Condition expressions); a transaction's writes apply all or none; TTL deletions
-"replicated to global table regions are not identifiable in DynamoDB streams in the regions the deletion is replicated
-to" (Working with expired items); "Lambda event source mappings process each event at least once, and duplicate
-processing of records can occur" (event source mappings)."""
+otherwise, the operation fails", Condition expressions); a transaction's writes apply all or none."""
 
 from __future__ import annotations
 
