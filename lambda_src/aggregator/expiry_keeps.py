@@ -18,6 +18,7 @@ from leaderboard_core.claims import (
     EXPIRY_PREFIX,
     FOLLOWS,
     KEPT_BY,
+    KEPT_BY_DELETION,
     KEPT_BY_EXPIRY,
     KEPT_MAYBE_UNTIL,
     KEPT_UNTIL,
@@ -167,10 +168,11 @@ class ExpiryKeeps:
     @staticmethod
     def retake(fold: Fold, keep: Keep) -> None:
         """The keep is not the removal's that took it (`KeptBy`): it counts what it kept again, and the removal counts
-        as usual (an expiry by TTL its old image, a deletion nothing)."""
-        if keep.by is not None:
+        as usual (an expiry by TTL its old image, a deletion nothing). A taking an earlier version left the count in
+        place for (`spent`) adds nothing."""
+        if keep.by is not None and not keep.spent:
             fold.add(keep.contribution, keep.entity)
-        keep.by, keep.expiry = None, False
+        keep.by, keep.expiry, keep.spent = None, False, False
 
     def bound_keeps(self, fold: Fold, version: str, created: int | None, stream_arn: str) -> None:
         """An INSERT of the key at `version` (a new item under it) proves the removal of every kept version before it
@@ -247,7 +249,8 @@ class ExpiryKeeps:
         }
         window = read_window(item)
         entity = (item.get(BASE_ENTITY) or {}).get("S", "")
-        keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe)
+        spent = by is not None and not expiry and KEPT_BY_DELETION not in item
+        keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe, spent)
         fold.keeps[operators] = keep
         return keep
 
@@ -279,10 +282,15 @@ class ExpiryKeeps:
                 continue
             read_by, read_until, _, read_maybe = keep.read
             names = {"#key": CLAIM_KEY, "#by": KEPT_BY, "#until": KEPT_UNTIL, "#expiry": KEPT_BY_EXPIRY}
-            names["#maybe"] = KEPT_MAYBE_UNTIL
+            names |= {"#maybe": KEPT_MAYBE_UNTIL, "#deletion": KEPT_BY_DELETION}
             values: dict[str, Any] = {":expiry": {"BOOL": keep.expiry}}
             sets = ["#expiry = :expiry"]
             removes = []
+            if keep.by is not None and not keep.expiry and not keep.spent:
+                sets.append("#deletion = :deletion")
+                values[":deletion"] = {"BOOL": True}
+            else:
+                removes.append("#deletion")
             conditions = ["attribute_exists(#key)"]
             changed = (("by", keep.by, read_by), ("until", keep.until, read_until), ("maybe", keep.maybe, read_maybe))
             for name, now, read in changed:

@@ -272,6 +272,10 @@ KEPT_BY = "KeptBy"
 KEPT_BY_EXPIRY = "KeptByExpiry"
 """On an operator's keep item (or a gone report it is written from): whether the removal that took it (`KeptBy`) was an
 expiry by TTL, which then kept its old image in place of the keep's."""
+KEPT_BY_DELETION = "KeptByDeletion"
+"""On an operator's keep item (or written from a gone report): the removal that took it (`KeptBy`) is a deletion that
+took the kept count back with it. A keep an earlier version let a removal with no TTL identity take lacks it: that
+taking left the count in place, so giving it back adds nothing (expiry_keeps.py `retake`)."""
 KEPT_UNTIL = "KeptUntil"
 """On an operator's keep item of version L: the lowest version of an INSERT of the key after L applied (a new item under
 the key). The removal of L came before it, so only a removal below it may take the keep."""

@@ -23,6 +23,7 @@ from leaderboard_core.claims import (
     GONE_AT,
     GONE_PREFIX,
     KEPT_BY,
+    KEPT_BY_DELETION,
     KEPT_BY_EXPIRY,
     KEPT_UNTIL,
     READ_AT,
@@ -305,6 +306,9 @@ class GoneKeys:
         keep_item = {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}, KEPT_UNTIL: report[KEPT_UNTIL]}
         keep_item |= {BASE_ENTITY: {"S": entity}, BASE_CONTRIBUTION: report.get(BASE_CONTRIBUTION, {"M": {}})}
         keep_item |= {name: report[name] for name in (READ_FROM, READ_UNTIL, KEPT_BY, KEPT_BY_EXPIRY) if name in report}
+        taken = KEPT_BY in report
+        if taken and not (report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"):
+            keep_item[KEPT_BY_DELETION] = {"BOOL": True}
         names = {"#key": CLAIM_KEY}
         keep = {"TableName": self.claims, "Item": keep_item, "ExpressionAttributeNames": names}
         keep["ConditionExpression"] = "attribute_not_exists(#key)"
@@ -323,7 +327,6 @@ class GoneKeys:
         if KEPT_BY in report:
             delete["ConditionExpression"] = "#until = :until AND #by = :by"
             delete["ExpressionAttributeValues"][":by"] = report[KEPT_BY]
-        taken = KEPT_BY in report
         adds = [self._aggregate_add((entity, board), amount) for board, amount in sorted(counts.items()) if not taken]
         return self._transact([{"Put": keep}, {"Update": mark}, {"Delete": delete}, *adds])
 

@@ -18,12 +18,13 @@ from itertools import permutations
 
 import pytest
 
-from leaderboard_core.claims import CLAIM_KEY, GONE_PREFIX
+from leaderboard_core.claims import CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
     OK,
     ROOT,
+    TABLE,
     LedgerWorld,
     deliver,
     delivered,
@@ -240,3 +241,29 @@ def test_a_report_an_earlier_version_refused_or_closed_for_a_deletion_taker_is_l
     # and I' read back later gives R's taking back: exact, nothing reported
     assert read_back(world, ROOT, between, between)["readBack"] == "applied"
     ends_exact(world, 2)
+
+
+def test_a_keep_an_earlier_version_let_a_deletion_spend_adds_nothing_when_a_read_back_insert_gives_it_back(
+    world: LedgerWorld,
+) -> None:
+    """A keep taken by a deletion under the previous version (`KeptBy`, `KeptByExpiry` false, no `KeptByDeletion`):
+    that version left the kept count in place. G expired (trimmed), the key written again (I) and deleted (D1); D1
+    taken as the previous version took it, then I read back. Truth: 1."""
+    # given G kept by the operator's 'expired', D1 delivered, and the keep and count left as the previous version did
+    _, insert, later_removal = kept_backfilled_download(world, expired=True)
+    assert read_back(world, ROOT, later_removal, later_removal)["readBack"] == "applied"
+    [name] = [key for key in ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|") if key.endswith("|kept")]
+    world.dynamodb.update_item(
+        TableName=LEDGER_TABLE, Key={CLAIM_KEY: {"S": name}}, UpdateExpression="REMOVE KeptByDeletion"
+    )
+    world.dynamodb.update_item(
+        TableName=TABLE,
+        Key={"songID": {"S": "song1"}, "SK": {"S": "2018-02"}},
+        UpdateExpression="ADD DownloadCount :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    assert world.boards() == {("song1", "2018-02"): 1}
+    # when I (between G's read and D1) is read back
+    assert read_back(world, ROOT, insert, insert)["readBack"] == "applied"
+    # then giving D1's taking back adds nothing: G counts once, nothing reported
+    ends_exact(world, 1)
