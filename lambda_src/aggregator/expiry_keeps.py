@@ -18,6 +18,7 @@ from leaderboard_core.claims import (
     EXPIRY_PREFIX,
     FOLLOWS,
     KEPT_BY,
+    KEPT_BY_DELETION,
     KEPT_BY_EXPIRY,
     KEPT_MAYBE_UNTIL,
     KEPT_UNTIL,
@@ -108,10 +109,9 @@ class ExpiryKeeps:
         appear in the order of its changes), whatever MODIFYs came between: a REMOVE after L, below every INSERT after L
         (`KeptUntil`), and below the removal that took it so far (`KeptBy`), which a retry out of order may have
         applied first: that one then counts as usual again (`retake`). Of a version read from the table, a REMOVE
-        created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then. Nor does a
-        removal that is not an `expiry` take it if created by `ReadUntil`: it may be an earlier item's too, and the
-        read item's would only spend the keep, moving no count. A removal created before a keep's read is looked for
-        in the keep before it, whose item it may have removed."""
+        created (`created`) before the read (`ReadFrom`) is an earlier item's: the item read existed then. A deletion
+        created by `ReadUntil` may be an earlier item's too: not taken. A removal created before a keep's read is
+        looked for in the keep before it, whose item it may have removed."""
         if fold.item is None:
             return None
         before = [
@@ -155,41 +155,24 @@ class ExpiryKeeps:
         self, fold: Fold, keep: Keep, version: str, expiry: bool, entity: str | None, old: Boards, stream_arn: str
     ) -> None:
         """The removal at `version` takes the keep. An expiry by TTL keeps its old image, where the item was when it
-        expired, in place of what the keep kept (the same, unless a MODIFY came between); any other removal spends the
-        keep and counts as usual. Of a version read from the table (a keep with a read window, which only a removal
-        created after the read takes) that removal is reported: a REMOVE with no TTL identity is a deletion (then the
-        operator's 'expired', true maybe of a later item, was not of the item read: take its count back by hand) or
-        a replica's expiry, which carries none (then this is exact); not told apart."""
+        expired, in place of what the keep kept (the same, unless a MODIFY came between). Any other removal is a
+        deletion: only a replicated expiry carries no TTL identity (S12, S13), and a replicated table is refused (the
+        replica guard), so the operator's 'expired' was not true of the kept item, and its count goes back."""
         self.retake(fold, keep)
         keep.by, keep.expiry = version, expiry
         self.report_unsure(fold, keep, stream_arn)
-        if not expiry:
-            if keep.read_window is not None:
-                self.report_spent(fold, keep)
-            return
-        fold.add(old, entity)
+        if expiry:
+            fold.add(old, entity)
         fold.add(keep.contribution, keep.entity, sign=-1)
 
     @staticmethod
-    def report_spent(fold: Fold, keep: Keep) -> None:
-        """A keep spent by a removal with no TTL identity: reported (`take`)."""
-        unsure(
-            fold,
-            keep,
-            None,
-            "a REMOVE with no TTL identity took the operator's keep (named expired) as the kept version's removal: a "
-            "replica's expiry (then this is exact) or a deletion, the operator's answer true of a later item only "
-            "(then the kept download counts twice: take counts back from entityId's aggregates by hand); not told "
-            "apart",
-        )
-
-    @staticmethod
     def retake(fold: Fold, keep: Keep) -> None:
-        """The keep is not the removal's that took it (`KeptBy`): an expiry by TTL that did counts as usual again, its
-        old image for the keep's."""
-        if keep.by is not None and keep.expiry:
+        """The keep is not the removal's that took it (`KeptBy`): it counts what it kept again, and the removal counts
+        as usual (an expiry by TTL its old image, a deletion nothing). A taking an earlier version left the count in
+        place for (`spent`) adds nothing."""
+        if keep.by is not None and not keep.spent:
             fold.add(keep.contribution, keep.entity)
-        keep.by, keep.expiry = None, False
+        keep.by, keep.expiry, keep.spent = None, False, False
 
     def bound_keeps(self, fold: Fold, version: str, created: int | None, stream_arn: str) -> None:
         """An INSERT of the key at `version` (a new item under it) proves the removal of every kept version before it
@@ -220,24 +203,7 @@ class ExpiryKeeps:
             if keep.until is None or self.after(keep.until, version, stream_arn):
                 keep.until = version
             if keep.by is not None and self.after(keep.by, version, stream_arn):
-                if not keep.expiry and keep.read_window is not None:
-                    self.report_withdrawn(fold, keep, version)
                 self.retake(fold, keep)
-
-    @staticmethod
-    def report_withdrawn(fold: Fold, keep: Keep, version: str) -> None:
-        """A keep spent by a removal with no TTL identity, reported so (`report_spent`), given back by an INSERT below
-        that removal: the removal was a later item's, the keep stands, and the report no longer holds. Said, as a
-        fact of its own naming the removal, so that no count the operator took back by hand on it stays taken."""
-        unsure(
-            fold,
-            keep,
-            version,
-            "withdrawn: the report that this REMOVE with no TTL identity took the operator's keep (named expired) as "
-            "the kept version's removal no longer holds: an INSERT read back below it (insert) proves it removed a "
-            "later item; the kept download counts, as the answer says; if counts were taken back from entityId's "
-            "aggregates by hand on that report, add them back",
-        )
 
     def report_unsure(self, fold: Fold, keep: Keep, stream_arn: str) -> None:
         """An expiry by TTL that took a keep above an INSERT that may be the kept item's own (then it is the kept item's
@@ -283,7 +249,8 @@ class ExpiryKeeps:
         }
         window = read_window(item)
         entity = (item.get(BASE_ENTITY) or {}).get("S", "")
-        keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe)
+        spent = by is not None and not expiry and KEPT_BY_DELETION not in item
+        keep = Keep((by, until, expiry, maybe), by, until, expiry, entity, contribution, window, maybe, spent)
         fold.keeps[operators] = keep
         return keep
 
@@ -315,10 +282,15 @@ class ExpiryKeeps:
                 continue
             read_by, read_until, _, read_maybe = keep.read
             names = {"#key": CLAIM_KEY, "#by": KEPT_BY, "#until": KEPT_UNTIL, "#expiry": KEPT_BY_EXPIRY}
-            names["#maybe"] = KEPT_MAYBE_UNTIL
+            names |= {"#maybe": KEPT_MAYBE_UNTIL, "#deletion": KEPT_BY_DELETION}
             values: dict[str, Any] = {":expiry": {"BOOL": keep.expiry}}
             sets = ["#expiry = :expiry"]
             removes = []
+            if keep.by is not None and not keep.expiry and not keep.spent:
+                sets.append("#deletion = :deletion")
+                values[":deletion"] = {"BOOL": True}
+            else:
+                removes.append("#deletion")
             conditions = ["attribute_exists(#key)"]
             changed = (("by", keep.by, read_by), ("until", keep.until, read_until), ("maybe", keep.maybe, read_maybe))
             for name, now, read in changed:

@@ -15,7 +15,6 @@ from leaderboard_core.claims import (
     BASE_CONTRIBUTION,
     BASE_ENTITY,
     CLAIM_KEY,
-    CLOSED,
     EXPIRY_KEPT,
     EXPIRY_PREFIX,
     FOLLOWS,
@@ -28,11 +27,9 @@ from leaderboard_core.claims import (
     READ_FROM_THE_TABLE,
     READ_UNTIL,
     REFUSED,
-    REFUSED_FOR,
     REMOVED_BETWEEN,
     claim_key,
     expiries_kept,
-    read_without_window,
 )
 from ledger_fold import Fold, VersionOrder, read_window, report_unsure
 
@@ -112,14 +109,13 @@ class FollowedExpiries:
                 continue
             fold.between.pop(frozen, None)
             fold.unfollowed[frozen] = item
-            entity = (item.get(BASE_ENTITY) or {}).get("S", "")
-            counts = item.get(BASE_CONTRIBUTION) or {"M": {}}
+            entity, counts = kept_of(item)
             fold.kept_now[gone] = {
                 BASE_ENTITY: {"S": entity},
-                BASE_CONTRIBUTION: counts,
+                BASE_CONTRIBUTION: item.get(BASE_CONTRIBUTION) or {"M": {}},
                 KEPT_UNTIL: {"S": version},
             } | {name: item[name] for name in (READ_FROM, READ_UNTIL) if name in item}
-            fold.add({board: Decimal(value["N"]) for board, value in counts["M"].items()}, entity)
+            fold.add(counts, entity)
 
     def gone_report(self, fold: Fold, gone: str) -> dict[str, Any] | None:
         """The gone report of `gone` (`gone#<key>|<label>`), still open, as this batch leaves it, or None."""
@@ -141,40 +137,6 @@ class FollowedExpiries:
             by = self.taker_of(fold, item)
             if by is not None and self.after(by[0], version, stream_arn):
                 fold.gone_takers[report] = (item, None, False)
-                self.refusal_lifted(fold, item, by, version)
-
-    @staticmethod
-    def refusal_lifted(fold: Fold, item: dict[str, Any], by: tuple[str, bool], version: str) -> None:
-        """A report whose 'expired' recover refused for its taker, a removal with no TTL identity (`Refused`,
-        `RefusedFor`, or `KeptBy` as written), and whose taker the INSERT at `version`, below it, gives back: that
-        refusal no longer holds, and the report, still open, now misses the answer; one the operator closed on it
-        (`Closed`) is open again. Reported, once: the report's write that follows drops the taker, conditioned on the
-        refusal and close as read."""
-        claim = claim_key(fold.key)
-        label = item[CLAIM_KEY]["S"].removeprefix(f"{GONE_PREFIX}{claim}|")
-        judged = (item.get(REFUSED_FOR) or item.get(KEPT_BY) or {}).get("S")
-        if REFUSED not in item or judged != by[0] or read_without_window(label, item) or by[1]:
-            return
-        answer = (
-            f"the report is open and answerable again: name {claim}@{label} to --expired-keys (recover), unless its "
-            "counts were added back to entityId's aggregates by hand on that refusal"
-        )
-        if CLOSED in item:
-            answer = (
-                f"the operator's close of that report (--deleted-keys) no longer holds: it is open again: name "
-                f"{claim}@{label} to --expired-keys (recover) if its counts were left as they were, or to "
-                "--deleted-keys if they were added back to entityId's aggregates by hand on that refusal"
-            )
-        counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
-        report_unsure(
-            fold,
-            (item.get(BASE_ENTITY) or {}).get("S", ""),
-            {board: value["N"] for board, value in counts.items()},
-            by[0],
-            version,
-            f"the operator's 'expired' to the gone report of {label} was refused for this removal with no TTL "
-            f"identity, taken for its removal; an INSERT read back below it (insert) proves it was not: {answer}",
-        )
 
     @staticmethod
     def bound_of(fold: Fold, item: dict[str, Any]) -> str | None:
@@ -218,11 +180,11 @@ class FollowedExpiries:
             return False
         if created is not None and created > window[1]:
             return True
-        counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
+        entity, counts = kept_of(item)
         report_unsure(
             fold,
-            (item.get(BASE_ENTITY) or {}).get("S", ""),
-            {board: value["N"] for board, value in counts.items()},
+            entity,
+            {board: str(amount) for board, amount in counts.items()},
             (item.get(CLAIM_KEY) or {}).get("S", "").removeprefix(f"{EXPIRY_PREFIX}{claim_key(fold.key)}|"),
             version,
             "an expiry that followed a gone version read from the table, a record of the key created within the clock "
@@ -296,14 +258,14 @@ class FollowedExpiries:
 
     def report_update(self, fold: Fold, report: str) -> dict[str, Any]:
         """An open gone report's bound and taker as this batch leaves them, on the report as read (`KeptUntil`,
-        `KeptBy`, and recover's `Refused` and `Closed`: a refusal or close written after the read, which this fold did
-        not judge, cancels the write and the key is folded again)."""
+        `KeptBy`, and recover's `Refused`: a refusal written after the read cancels the write and the key is folded
+        again). A `Closed` or `RefusedFor` left by an earlier version of the tool is left as it is: nothing reads it."""
         item = (fold.gone_bounds.get(report) or fold.gone_takers[report])[0]
         names = {"#key": CLAIM_KEY, "#until": KEPT_UNTIL, "#by": KEPT_BY}
         values: dict[str, Any] = {}
         sets, removes, conditions = [], [], ["attribute_exists(#key)"]
-        names |= {"#refused": REFUSED, "#closed": CLOSED}
-        for name, attribute in (("until", KEPT_UNTIL), ("by", KEPT_BY), ("refused", REFUSED), ("closed", CLOSED)):
+        names |= {"#refused": REFUSED}
+        for name, attribute in (("until", KEPT_UNTIL), ("by", KEPT_BY), ("refused", REFUSED)):
             if attribute in item:
                 conditions.append(f"#{name} = :read_{name}")
                 values[f":read_{name}"] = item[attribute]
@@ -370,3 +332,9 @@ class FollowedExpiries:
         if values:
             update["ExpressionAttributeValues"] = values
         return update
+
+
+def kept_of(item: dict[str, Any]) -> tuple[str, dict[str, Decimal]]:
+    """The entity and counts an expiry's own item or a gone report kept (`BaseEntity`, `BaseContribution`)."""
+    counts = (item.get(BASE_CONTRIBUTION) or {"M": {}})["M"]
+    return (item.get(BASE_ENTITY) or {}).get("S", ""), {board: Decimal(value["N"]) for board, value in counts.items()}

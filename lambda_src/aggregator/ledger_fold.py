@@ -54,6 +54,8 @@ class Keep:
     contribution: Boards
     read_window: tuple[int, int] | None = None
     maybe: str | None = None
+    spent: bool = False
+    """Taken by a removal with no TTL identity under an earlier version, which left the kept count in place."""
 
     def state(self) -> tuple[str | None, str | None, bool, str | None]:
         return self.by, self.until, self.expiry, self.maybe

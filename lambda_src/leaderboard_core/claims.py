@@ -272,6 +272,10 @@ KEPT_BY = "KeptBy"
 KEPT_BY_EXPIRY = "KeptByExpiry"
 """On an operator's keep item (or a gone report it is written from): whether the removal that took it (`KeptBy`) was an
 expiry by TTL, which then kept its old image in place of the keep's."""
+KEPT_BY_DELETION = "KeptByDeletion"
+"""On an operator's keep item (or written from a gone report): the removal that took it (`KeptBy`) is a deletion that
+took the kept count back with it. A keep an earlier version let a removal with no TTL identity take lacks it: that
+taking left the count in place, so giving it back adds nothing (expiry_keeps.py `retake`)."""
 KEPT_UNTIL = "KeptUntil"
 """On an operator's keep item of version L: the lowest version of an INSERT of the key after L applied (a new item under
 the key). The removal of L came before it, so only a removal below it may take the keep."""
@@ -288,14 +292,15 @@ GONE_PREFIX = "gone#"
 """A gone report's own item, `gone#<claim key>|<label>`: the version the rebase found the key's item gone at, and what
 it counted then; the operator's `--expired-keys` answers that version, no other."""
 REFUSED = "Refused"
-"""On a gone report: why the operator's `--expired-keys` answer to it was not applied. The report stays open, listed by
-every rebase and judged again on each answer; the aggregator reports a taker it gives back on one refused for it."""
+"""On a gone report: why the operator's `--expired-keys` answer to it was not applied (a report with no read window, or
+a record of the key applied since). The report stays open, listed by every rebase and judged again on each answer."""
 REFUSED_FOR = "RefusedFor"
-"""On a refused gone report: the taker (`KeptBy`, as read) a refusal for a removal with no TTL identity rested on. A
-report whose `KeptBy` no longer says it (given back by a record read back later) is answerable again."""
+"""Retired, read only: on a gone report an earlier version refused for a removal with no TTL identity, that taker.
+Such a removal is a deletion, which keeps nothing: recover lists the report with what that means now, and an answer
+to it is judged as any other (recover/gone_keys.py `retired_refusal`); nothing writes it any more."""
 CLOSED = "Closed"
-"""On a refused gone report the operator closed (`--deleted-keys`) while a provisional taker (`RefusedFor`) stood: kept,
-not listed, so that a record read back later that gives that taker back reopens it, loudly."""
+"""Retired, read only: on a gone report an earlier version's `--deleted-keys` closed while its taker (`RefusedFor`)
+stood. Listed again by recover, said as right as it is while that taker stands, until named deleted again."""
 UNSURE_FACT_PREFIX = "unsure#"
 """A `keep_taken_unsure` fact recover received: `unsure#<digest of claim key, taker, reason>`, written once (its
 `FirstMessage`): a later copy, in any run, is told a repeat of it."""

@@ -23,6 +23,7 @@ from leaderboard_core.claims import (
     GONE_AT,
     GONE_PREFIX,
     KEPT_BY,
+    KEPT_BY_DELETION,
     KEPT_BY_EXPIRY,
     KEPT_UNTIL,
     READ_AT,
@@ -39,7 +40,7 @@ from leaderboard_core.claims import (
 )
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.recover.ledger_versions import ATTEMPTS, VERSION, generation, shown_key
-from leaderboard_tools.recover.report_answers import Labels, close_write, closed, lifted, resolve, touches
+from leaderboard_tools.recover.report_answers import Labels, close_write, resolve, touches
 from leaderboard_tools.recover.unordered_expiries import gone_why
 
 
@@ -195,7 +196,7 @@ class GoneKeys:
         for _ in range(ATTEMPTS):
             refused = self._refused_answer(report, label)
             if refused:
-                if self._refuse(claim, label, report, refused, ledger_item, not read_without_window(label, report)):
+                if self._refuse(claim, label, report, refused, ledger_item):
                     return
             else:
                 followed = self.follows.get(claim, {}).get(self.version_counted(report, ""))
@@ -220,32 +221,22 @@ class GoneKeys:
         self._unplaced(claim, f"its gone report of {label} changed under {ATTEMPTS} answers: run again", ledger_item)
 
     def _refuse(
-        self,
-        claim: str,
-        label: str,
-        report: Mapping[str, Any],
-        why: str,
-        ledger_item: Mapping[str, Any] | None,
-        for_taker: bool = False,
+        self, claim: str, label: str, report: Mapping[str, Any], why: str, ledger_item: Mapping[str, Any] | None
     ) -> bool:
-        """An answer not applied: the gone report stays open, marked with why (`Refused`) and the taker judged
-        (`RefusedFor`, for a removal with no TTL identity), on its taker as read (`KeptBy`), and is reported. Nothing
-        is deleted, so a run that stops anywhere leaves the report for the next to refuse or apply again (DeleteItem
-        applies at the table whatever becomes of its caller), and a record read back later can still change what it
-        is judged on: the aggregator, which alone moves the taker, reports a refusal whose taker it gives back. False
-        when the taker moved since the read (judge it again); a report already gone (answered) is reported."""
-        names = {"#refused": REFUSED, "#key": CLAIM_KEY, "#by": KEPT_BY, "#for": REFUSED_FOR, "#closed": CLOSED}
+        """An answer not applied: the gone report stays open, marked with why (`Refused`), on its taker as read
+        (`KeptBy`), and is reported. Nothing is deleted, so a run that stops anywhere leaves the report for the next to
+        refuse or apply again (DeleteItem applies at the table whatever becomes of its caller). False when the taker
+        moved since the read (judge it again); a report already gone (answered) is reported."""
+        names = {"#refused": REFUSED, "#key": CLAIM_KEY, "#by": KEPT_BY}
         values: dict[str, Any] = {":why": {"S": why}}
-        sets, condition = ["#refused = :why"], "attribute_exists(#key) AND attribute_not_exists(#by)"
+        condition = "attribute_exists(#key) AND attribute_not_exists(#by)"
         if KEPT_BY in report:
             condition = "attribute_exists(#key) AND #by = :by"
             values[":by"] = report[KEPT_BY]
-        if KEPT_BY in report and for_taker:
-            sets.append("#for = :by")
         update = {
             "TableName": self.claims,
             "Key": report_key(claim, label),
-            "UpdateExpression": f"SET {', '.join(sets)} REMOVE #closed" + ("" if len(sets) > 1 else ", #for"),
+            "UpdateExpression": "SET #refused = :why",
             "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -253,9 +244,6 @@ class GoneKeys:
         try:
             self.dynamodb.update_item(**update)
             why += f"; its gone report of {label} stays open, listed by every run until an answer to it applies"
-            if len(sets) > 1:
-                why += f": once judged, --deleted-keys {claim}@{label} closes it; a record read back later that "
-                why += "proves this removal not its own reopens it (keep_taken_unsure)"
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
@@ -266,26 +254,18 @@ class GoneKeys:
 
     def _still_refused(self, answered: set[str]) -> None:
         """Each open gone report refused before (`Refused`) whose key this run neither answered nor reported: listed
-        again, so that a refusal a run's lost output never showed is still said; one whose taker a record read back
-        since gave back (`lifted`) without the reason it disproved. Naming it deleted closes it (the operator has
-        judged it: the count right as it is, or put right by hand), on `Refused` and `KeptBy` as read: one resting on
-        a taker is kept, marked `Closed` and no longer listed, so that the aggregator reopens it loudly if it gives
-        that taker back; one resting on none is deleted."""
+        again, so that a refusal a run's lost output never showed is still said. Naming it deleted closes it (the
+        operator has judged it), on `Refused` and `KeptBy` as read: deleted. A refusal or close an earlier version
+        wrote for a removal with no TTL identity (`RefusedFor`, `Closed`) is listed with what it means now
+        (`retired_refusal`)."""
         for claim in sorted(set(self.gone_reports) - answered):
             for label, report in sorted(self.gone_reports[claim].items()):
                 if REFUSED not in report:
                     continue
-                if claim in self.deleted and self.answers(claim, label):
-                    if self._close(claim, label, report):
-                        self.report.refusals_closed += 1
-                        continue
-                elif closed(report):
+                if claim in self.deleted and self.answers(claim, label) and self._close(claim, label, report):
+                    self.report.refusals_closed += 1
                     continue
-                why = f"answered expired before, not applied: {report[REFUSED]['S']}"
-                if lifted(report):
-                    why = "answered expired before, refused for a removal that a record read back since proved not its"
-                    why += f" own (keep_taken_unsure): answer it again: --expired-keys {claim}@{label} keeps it "
-                    why += f"counted; --deleted-keys {claim}@{label} closes it as it is (its counts put right by hand)"
+                why = retired_refusal(claim, label, report)
                 why += f"; its gone report of {label} stays open until an answer to it applies"
                 self._unplaced(claim, why, None, *self.state(report))
 
@@ -300,23 +280,14 @@ class GoneKeys:
         A version read from the table (`~`) whose report has no read window (written before windows existed): the
         aggregator would order the key's records against the read by sequence alone and take the read item's own
         INSERT for a write after it. The window is not derived: the ledger item's `ReadAt` is its latest read's, which
-        nothing ties to this label once the item has moved on. And a removal with no TTL identity below the record
-        that bounds the version (`KeptBy`, `KeptByExpiry` false) took its keep: a deletion (the operator's 'expired'
-        then wrong for the item kept) or a replica's expiry, which carries no TTL identity in the regions it is
-        replicated to; not told apart. Where an expiry by TTL took it, the answer is exact and applied."""
+        nothing ties to this label once the item has moved on. Whatever removal took the version's keep (`KeptBy`), the
+        answer is exact and applied (`_keep_bounded`)."""
         if read_without_window(label, report):
             return (
                 f"named expired, but its gone report of {label}, a version read from the table, has no read window "
                 "(written before read windows): applied without it, the read item's own INSERT could be taken for a "
                 "write after the read; not applied: read back the key's given-up ranges first (recover), then judge "
                 "the aggregates it names and add its counts back by hand where still missing"
-            )
-        if KEPT_BY in report and not (report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"):
-            return (
-                f"named expired, but a removal with no TTL identity ({report[KEPT_BY].get('S')}) below the INSERT "
-                f"that bounds {label} took its keep: a deletion (then the count is right as it is) or a replica's "
-                "expiry by TTL (then add the counts back to the aggregates it names by hand); not told apart, not "
-                "applied"
             )
         return ""
 
@@ -325,10 +296,10 @@ class GoneKeys:
         item's, `Follows` undone by the aggregator): an INSERT found after the version (`KeptUntil`) proves its removal
         came before. Kept as `--expired-keys` keeps one: its count added back, its keep bounded by that INSERT, the
         ledger item's `ExpiryKept` naming it (on its version as read), the report deleted as read. A removal below the
-        bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing, an expiry
-        by TTL having taken it (`KeptByExpiry`: it kept its old image, as it does taking a keep; any other taker's
-        answer is refused, `_refused_answer`). False when cancelled (a record applied meanwhile): reported
-        `unplaced`."""
+        bound already applied (`KeptBy`: the version's own) has taken it: the keep says so, and adds nothing, as a
+        taker does taking a keep: an expiry by TTL (`KeptByExpiry`) kept its old image, a deletion keeps nothing. A
+        lower INSERT read back later gives the keep back and adds its count (expiry_keeps.py). False when cancelled
+        (a record applied meanwhile): reported `unplaced`."""
         ledger_item = self._get(self.claims, {CLAIM_KEY: {"S": claim}})
         if ledger_item is None:
             return False
@@ -336,6 +307,9 @@ class GoneKeys:
         keep_item = {CLAIM_KEY: {"S": f"{EXPIRY_PREFIX}{claim}|{label}|kept"}, KEPT_UNTIL: report[KEPT_UNTIL]}
         keep_item |= {BASE_ENTITY: {"S": entity}, BASE_CONTRIBUTION: report.get(BASE_CONTRIBUTION, {"M": {}})}
         keep_item |= {name: report[name] for name in (READ_FROM, READ_UNTIL, KEPT_BY, KEPT_BY_EXPIRY) if name in report}
+        taken = KEPT_BY in report
+        if taken and not (report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"):
+            keep_item[KEPT_BY_DELETION] = {"BOOL": True}
         names = {"#key": CLAIM_KEY}
         keep = {"TableName": self.claims, "Item": keep_item, "ExpressionAttributeNames": names}
         keep["ConditionExpression"] = "attribute_not_exists(#key)"
@@ -354,7 +328,6 @@ class GoneKeys:
         if KEPT_BY in report:
             delete["ConditionExpression"] = "#until = :until AND #by = :by"
             delete["ExpressionAttributeValues"][":by"] = report[KEPT_BY]
-        taken = bool((report.get(KEPT_BY_EXPIRY) or {}).get("BOOL"))
         adds = [self._aggregate_add((entity, board), amount) for board, amount in sorted(counts.items()) if not taken]
         return self._transact([{"Put": keep}, {"Update": mark}, {"Delete": delete}, *adds])
 
@@ -447,3 +420,22 @@ class GoneKeys:
         self.report.unplaced.append(
             {"claimKey": claim, "why": why, "aggregates": [list(aggregate) for aggregate in sorted(aggregates)]}
         )
+
+
+def retired_refusal(claim: str, label: str, report: Mapping[str, Any]) -> str:
+    """Why a refused report is listed again. A refusal (`RefusedFor`) or close (`Closed`) an earlier version wrote for
+    a removal with no TTL identity is said as what it means now: that removal, a deletion, keeps nothing."""
+    judged = (report.get(REFUSED_FOR) or {}).get("S")
+    if judged is None:
+        return f"answered expired before, not applied: {report[REFUSED]['S']}"
+    if CLOSED in report and judged == (report.get(KEPT_BY) or {}).get("S"):
+        return (
+            f"closed by an earlier version on a removal with no TTL identity ({judged}), a deletion, which keeps "
+            f"nothing: the count is right as it is, less any counts added back by hand on that close (take those "
+            f"back); --deleted-keys {claim}@{label} deletes the report"
+        )
+    return (
+        f"answered expired before, refused or closed by an earlier version on a removal with no TTL identity "
+        f"({judged}), a deletion, which keeps nothing: answer it again, --expired-keys {claim}@{label} applies it, "
+        f"--deleted-keys {claim}@{label} closes it as it is; first take back any counts added by hand on it"
+    )

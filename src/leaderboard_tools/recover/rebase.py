@@ -42,13 +42,9 @@ from leaderboard_core.claims import (
     CLAIM_KEY,
     DECREASED,
     DOWNLOAD_KEY,
-    EXPIRY_PREFIX,
-    FOLLOWS,
-    GONE_PREFIX,
     READ_AT,
     REBASES,
     STREAM_FROM,
-    UNORDERED,
     backfill_claim,
     claim_key,
     decreased_of,
@@ -60,11 +56,11 @@ from leaderboard_core.index_layout import FIRST_REACHED, ORDER_SCALE, leaderboar
 from leaderboard_tools.backfill.transactions import item_key
 from leaderboard_tools.deployment import Deployment
 from leaderboard_tools.reconcile.clock import CLOCK_MARGIN_SECONDS
-from leaderboard_tools.reconcile.recount import boards_of_download, download_scan_parameters
+from leaderboard_tools.reconcile.recount import boards_of_download
 from leaderboard_tools.recover.gone_keys import GoneKeys
+from leaderboard_tools.recover.ledger_scan import LedgerScan
 from leaderboard_tools.recover.ledger_versions import (
     ATTEMPTS,
-    LEDGER_PREFIX,
     VERSION,
     as_read,
     read_time,
@@ -140,12 +136,12 @@ def rebase(
     if refusal is not None:
         raise RebaseRefused(f"{refusal}; nothing was written")
     rebaser = Rebaser(dynamodb, deployment, frozenset(deleted), frozenset(expired), clock_margin_seconds)
-    ledger = dict(rebaser.ledger_items())
+    ledger = dict(rebaser.scans.ledger_items())
     both = rebaser.resolve_answers()
     if both:
         raise RebaseRefused(f"keys named both deleted and expired: {', '.join(sorted(both))}; nothing was written")
     seen: set[str] = set()
-    for item in rebaser.downloads():
+    for item in rebaser.scans.downloads():
         key = item_key(item, deployment)
         claim = claim_key(key)
         seen.add(claim)
@@ -183,53 +179,16 @@ class Rebaser(GoneKeys):
         self.deployment = deployment
         self.claims = deployment.claims_table
         self.report = RebaseReport()
-        self.gone_reports: dict[str, dict[str, dict[str, Any]]] = {}
-        """Claim key -> label -> the gone report's own item (`gone#<claim key>|<label>`): the versions reported gone."""
-        self.follows: dict[str, dict[tuple[str, str, frozenset[tuple[str, Decimal]]], str]] = {}
-        """Claim key named expired -> (label, entity, counts) of each expiry of the key applied after the key's record
-        at that label (`Follows`, `Entity`, `Contribution` on `expired#...`): what it kept -> its item's key."""
-        self.unordered: dict[str, dict[str, str]] = {}
-        """Claim key -> its expiries kept unordered (`Unordered`): their items' keys -> the label refused against."""
+        self.scans = LedgerScan(dynamodb, deployment, self.claims, expired, self.version_counted)
+        self.gone_reports = self.scans.gone_reports
+        self.follows = self.scans.follows
+        self.unordered = self.scans.unordered
 
     # ------------------------------------------------------------------ reading
 
     def _scan(self, **parameters: Any) -> Iterator[dict[str, Any]]:
-        for page in self.dynamodb.get_paginator("scan").paginate(**parameters):
-            yield from page.get("Items", [])
-
-    def ledger_items(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every download's ledger item (not the backfill's own items, nor the expiries' `expired#...`); the gone
-        reports' items and, for keys named expired, what their expiries' items follow, kept aside."""
-        expired = self.expired | {name.rpartition("@")[0] for name in self.expired if "@" in name}
-        for item in self._scan(TableName=self.claims, ConsistentRead=True):
-            claim = item[CLAIM_KEY]["S"]
-            owner, _, label = claim.partition("|")
-            if claim.startswith(LEDGER_PREFIX):
-                yield claim, item
-            elif claim.startswith(GONE_PREFIX):
-                self.gone_reports.setdefault(owner[len(GONE_PREFIX) :], {})[label] = item
-            elif claim.startswith(EXPIRY_PREFIX) and UNORDERED in item:
-                self.unordered.setdefault(owner[len(EXPIRY_PREFIX) :], {})[claim] = item[UNORDERED]["S"]
-            elif claim.startswith(EXPIRY_PREFIX) and owner[len(EXPIRY_PREFIX) :] in expired and FOLLOWS in item:
-                followed = self.follows.setdefault(owner[len(EXPIRY_PREFIX) :], {})
-                followed[self.version_counted(item, FOLLOWS)] = claim
-
-    def downloads(self) -> Iterator[dict[str, Any]]:
-        """The table's items as the backfill scans them, those source_item_filter leaves out too (they count nothing
-        now, and a key the ledger counts for must be told from a key that is gone)."""
-        deployment = self.deployment
-        parameters = download_scan_parameters(dataclasses.replace(deployment, marker=None), with_key=True)
-        names = parameters["ExpressionAttributeNames"]
-        projected = {names[placeholder] for placeholder in parameters["ProjectionExpression"].split(", ")}
-        for placeholder, name in (
-            ("#marker", deployment.marker.attribute if deployment.marker is not None else None),
-            ("#amount", deployment.sum_attribute),
-        ):
-            if name is not None and name not in projected:
-                parameters["ProjectionExpression"] += f", {placeholder}"
-                names[placeholder] = name
-                projected.add(name)
-        yield from self._scan(TableName=deployment.table, **parameters)
+        """A consistent scan's items, page by page (`LedgerScan.scan`)."""
+        return self.scans.scan(**parameters)
 
     def counts(self, item: Mapping[str, Any] | None) -> tuple[str, dict[str, Decimal]]:
         """What an item counts, (entity, board -> amount), as the aggregator parses it: 1 per board, or with

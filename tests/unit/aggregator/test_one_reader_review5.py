@@ -73,12 +73,11 @@ def test_a_key_written_again_with_the_kept_downloads_content_and_expired_again_k
     assert world.boards() == {("song1", "2018-01"): 2}
 
 
-def test_a_kept_version_whose_remove_comes_as_the_applications_leaves_its_keep_to_no_later_expiry(
+def test_a_kept_version_whose_remove_is_a_deletion_takes_its_count_back_and_leaves_no_keep_to_a_later_expiry(
     world: LedgerWorld,
 ) -> None:
-    # given a January download delivered, then a REMOVE with no service identity (a replica's expiry: "you cannot
-    # identify" it, or the application's), not delivered; the repair reports the key gone and the operator names it
-    # expired
+    # given a January download delivered, then a REMOVE with no service identity (the application's deletion), not
+    # delivered; the repair reports the key gone and the operator names it expired
     first = world.put(ROOT, "song1", 1, "2018-01")
     assert deliver(world, ROOT, delivered(world, ROOT, [first])) == OK
     removal = world.delete(ROOT, "song1", 1)
@@ -91,8 +90,9 @@ def test_a_kept_version_whose_remove_comes_as_the_applications_leaves_its_keep_t
     again = world.put(ROOT, "song1", 1, "2018-01")
     world.expire(ROOT, "song1", 1)
     assert deliver(world, ROOT, delivered(world, ROOT, [again, world.last(ROOT)])) == OK
-    # then the new expired download counts beside the one the operator kept
-    assert world.boards() == {("song1", "2018-01"): 2}
+    # then the REMOVE, a deletion (the operator's 'expired' wrong), took the kept count back; the new expired download
+    # counts alone
+    assert world.boards() == {("song1", "2018-01"): 1}
 
 
 def test_a_kept_expiry_never_delivered_is_not_taken_by_a_later_expiry_after_other_writes(world: LedgerWorld) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX, REFUSED
+from leaderboard_core.claims import ANSWERS, CLAIM_KEY, EXPIRY_PREFIX, GONE_PREFIX, KEPT_BY, KEPT_BY_EXPIRY, REFUSED
 from leaderboard_tools.recover.rebase import rebase
 from tests.unit.aggregator.ledger_on_moto import (
     LEDGER_TABLE,
@@ -67,7 +67,7 @@ def test_an_expired_answer_to_a_read_versions_gone_report_without_a_window_is_re
     assert kinds(world) == []
 
 
-def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_is_left_unapplied_and_reported(
+def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_applies_keeping_nothing(
     world: LedgerWorld,
 ) -> None:
     # given G delivered, deleted by the application (R, no TTL identity, given up), the key reported gone, written
@@ -86,16 +86,14 @@ def test_an_expired_answer_whose_keep_a_delete_below_the_bound_took_is_left_unap
     # when the operator names the key expired
     write_items(world)
     answered = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
-    # then G's count is not added back: the run names the removal, what to do, and the aggregates; no keep is written
-    assert answered.kept_expired == 0
+    # then the answer applies: G's keep is written taken by R, a deletion, which keeps nothing (G's count not added
+    # back); the report is closed, nothing listed, nothing reported
+    assert (answered.kept_expired, answered.unplaced) == (1, [])
     assert world.boards() == {("song1", "2018-02"): 1}
-    [unplaced] = answered.unplaced
-    assert version(removal) in unplaced["why"]
-    assert "replica's expiry" in unplaced["why"]
-    assert unplaced["aggregates"] == [["song1", "2018-02"]]
-    assert ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(g)}|kept") == {}
-    [report] = ledger_items(world, f"{GONE_PREFIX}{CLAIM}|").values()
-    assert version(removal) in report[REFUSED]["S"]
+    [keep] = ledger_items(world, f"{EXPIRY_PREFIX}{CLAIM}|{version(g)}|kept").values()
+    assert (keep[KEPT_BY]["S"], keep[KEPT_BY_EXPIRY]["BOOL"]) == (version(removal), False)
+    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    assert kinds(world) == []
 
 
 def conflicts_always(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
@@ -105,7 +103,7 @@ def conflicts_always(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
     raise ClientError({"Error": error, "CancellationReasons": reasons}, "TransactWriteItems")
 
 
-def test_a_spent_read_keep_is_reported_once_before_any_transaction_even_when_every_attempt_conflicts(
+def test_a_read_keep_taken_by_a_delete_sends_no_report_while_every_attempt_conflicts(
     world: LedgerWorld,
 ) -> None:
     # given a read version's keep, D a delete created after the read, N and X; every transaction conflicts
@@ -114,6 +112,5 @@ def test_a_spent_read_keep_is_reported_once_before_any_transaction_even_when_eve
     # when the mapping delivers D, N and X (the invocation fails: the mapping retries the batch)
     with pytest.raises(StillInConflict):
         deliver(world, ROOT, delivered(world, ROOT, [named["D"], named["N"], named["X"]]))
-    # then nothing is committed, and the spend was reported once, before the first attempt's transaction: a crash
-    # there loses no report
-    assert kinds(world) == ["keep_taken_unsure"]
+    # then nothing is committed and nothing is reported: a deletion taking a keep is exact, no report to lose
+    assert kinds(world) == []

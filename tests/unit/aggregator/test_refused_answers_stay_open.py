@@ -15,6 +15,8 @@ from leaderboard_core.claims import (
     CLAIM_KEY,
     GONE_PREFIX,
     KEPT_BY,
+    KEPT_BY_EXPIRY,
+    KEPT_UNTIL,
     READ_FROM,
     REFUSED,
     claim_key,
@@ -56,11 +58,12 @@ def test_an_answer_to_a_report_a_record_moved_since_is_refused_the_report_kept_o
     assert answered.kept_expired == later.kept_expired == 0
 
 
-def test_a_refusal_for_a_taker_a_later_read_back_insert_disproves_is_reported_and_the_answer_then_applies(
+def test_an_answer_on_a_deletion_taker_a_later_read_back_insert_disproves_counts_the_expired_download_unreported(
     world: LedgerWorld,
 ) -> None:
     # given G delivered and expired (trimmed), the key written again (I') and deleted (R), reported gone at G, written
-    # again (I) and expired (E, delivered); I then R read back; the operator's 'expired' refused (R took G's keep)
+    # again (I) and expired (E, delivered); I then R read back; the operator's 'expired' applied (R, a deletion, took
+    # G's keep: nothing added)
     g = world.put(ROOT, "song1", 1, "2018-02")
     assert deliver(world, ROOT, delivered(world, ROOT, [g])) == OK
     world.expire(ROOT, "song1", 1)
@@ -74,40 +77,43 @@ def test_a_refusal_for_a_taker_a_later_read_back_insert_disproves_is_reported_an
     assert read_back(world, ROOT, insert, insert)["readBack"] == "applied"
     assert read_back(world, ROOT, removal, removal)["readBack"] == "applied"
     write_items(world)
-    assert rebase(world.dynamodb, deployment_of(world), expired=[CLAIM]).unplaced
-    # when recover reads back I' (between G and R), then the operator names the key expired again
+    answered = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
+    assert (answered.kept_expired, answered.unplaced) == (1, [])
+    assert world.boards() == {("song1", "2018-02"): 1}
+    # when recover reads back I' (between G and R)
     assert read_back(world, ROOT, between, between)["readBack"] == "applied"
-    reported = kinds(world)
-    again = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
-    # then the refusal's end was reported once, and the answer applies: G's and I's expired downloads count, the report
-    # closed
-    assert reported == ["keep_taken_unsure"]
-    assert (again.kept_expired, again.unplaced) == (1, [])
+    # then R's taking is given back with G's count: G's and I's expired downloads count, nothing reported or open
+    assert kinds(world) == []
     assert world.boards() == {("song1", "2018-02"): 2}
     assert open_reports(world) == []
+    assert rebase(world.dynamodb, deployment_of(world)).unplaced == []
 
 
 @pytest.mark.parametrize(
-    ("label", "report", "ttl", "reported"),
+    ("label", "report", "ttl"),
     [
-        ("shard|100", {REFUSED: {"S": "refused"}}, False, 1),
-        ("backfill~1", {REFUSED: {"S": "refused"}, READ_FROM: {"N": "1"}}, False, 1),
-        ("backfill~1", {REFUSED: {"S": "no read window"}}, False, 0),
-        ("shard|100", {REFUSED: {"S": "refused"}}, True, 0),
-        ("shard|100", {}, False, 0),
+        ("shard|100", {REFUSED: {"S": "refused"}}, False),
+        ("backfill~1", {REFUSED: {"S": "refused"}, READ_FROM: {"N": "1"}}, False),
+        ("backfill~1", {REFUSED: {"S": "no read window"}}, False),
+        ("shard|100", {REFUSED: {"S": "refused"}}, True),
+        ("shard|100", {}, False),
     ],
     ids=["refused", "read_version_with_window", "windowless", "ttl_taker", "never_refused"],
 )
-def test_a_taker_given_back_is_reported_only_where_the_answer_was_refused_for_that_taker(
-    label: str, report: dict[str, Any], ttl: bool, reported: int
+def test_a_taker_given_back_on_an_open_report_is_dropped_with_no_report_whatever_the_refusal(
+    label: str, report: dict[str, Any], ttl: bool
 ) -> None:
-    # given an open gone report taken by a removal (R) and maybe refused; a windowless read version's refusal holds
-    # whatever its taker
+    # given an open gone report bounded at 400 and taken by a removal (R, at 300), maybe refused
     key = {"songID": {"S": "song1"}, "SK": {"S": "1"}}
     fold = Fold(key=key, item=None)
-    item = {CLAIM_KEY: {"S": f"{GONE_PREFIX}{claim_key(key)}|{label}"}, KEPT_BY: {"S": "shard|300"}}
-    item |= {BASE_ENTITY: {"S": "song1"}, BASE_CONTRIBUTION: {"M": {"2018-02": {"N": "1"}}}} | report
-    # when an INSERT read back below R gives R's taking back
-    FollowedExpiries.refusal_lifted(fold, item, ("shard|300", ttl), "shard|200")
-    # then the refusal's end is reported only where the refusal rested on that taker
-    assert len(fold.unsure) == reported
+    name = f"{GONE_PREFIX}{claim_key(key)}|{label}"
+    item = {CLAIM_KEY: {"S": name}, KEPT_BY: {"S": "shard|300"}, KEPT_BY_EXPIRY: {"BOOL": ttl}}
+    item |= {KEPT_UNTIL: {"S": "shard|400"}, BASE_ENTITY: {"S": "song1"}}
+    item |= {BASE_CONTRIBUTION: {"M": {"2018-02": {"N": "1"}}}} | report
+    # when an INSERT read back below R (at 200) bounds the report
+    FollowedExpiries(None, "ledger", lambda one, other, _: one > other).bound_gone(fold, item, "shard|200", "arn")
+    # then R's taking is dropped from the report and its bound lowered, with nothing reported: the answer, when it
+    # comes, is judged on the report as it then is
+    assert fold.gone_takers[name] == (item, None, False)
+    assert fold.gone_bounds[name] == (item, "shard|200")
+    assert fold.unsure == []

@@ -288,7 +288,7 @@ def conflicts_once(calls: int, send: Any, parameters: dict[str, Any]) -> Any:
     return send(**parameters)
 
 
-def test_a_read_versions_keep_spent_by_a_delete_is_reported_once_when_its_transaction_conflicts_once(
+def test_a_read_versions_keep_taken_by_a_delete_ends_exact_with_no_report_when_its_transaction_conflicts_once(
     world: LedgerWorld,
 ) -> None:
     # given a read version's keep, and D, a delete created after the read, N and X given to the mapping; the first
@@ -297,8 +297,9 @@ def test_a_read_versions_keep_spent_by_a_delete_is_reported_once_when_its_transa
     ledger_client(world, Interleaved(world.dynamodb, "transact_write_items", instead=conflicts_once))
     # when the mapping delivers D, N and X
     assert deliver(world, ROOT, delivered(world, ROOT, [named["D"], named["N"], named["X"]])) == OK
-    # then the spend is reported once
-    assert kinds(world) == ["keep_taken_unsure"]
+    # then D takes the keep and its count back (X's expiry counts), once, with nothing reported
+    assert world.boards() == {("song1", "2018-01"): 1}
+    assert kinds(world) == []
 
 
 def test_a_ttl_expiry_after_the_read_that_takes_a_read_versions_keep_is_exact_and_not_reported(

@@ -1,5 +1,6 @@
-"""review13: fix56's refusals of the operator's 'expired' (a windowless gone report of a version read from the table;
-an open report whose keep a removal with no TTL identity took) tried against a recover killed midway.
+"""review13: fix56's refusal of the operator's 'expired' to a windowless gone report of a version read from the table,
+tried against a recover killed midway. (Its other half, an open report whose keep a removal with no TTL identity took,
+is no refusal any more: such a removal is a deletion, and the answer applies, test_deletion_takers_count_nothing.py.)
 
 The refusal is kept in the run's report (memory, printed at the end) and the gone report it refuses is deleted at once
 (gone_keys.check_not_kept). A run that stops after that delete and before its report is printed (a later call failing
@@ -88,9 +89,7 @@ def keep_taken_by_a_delete_below_the_bound(world: LedgerWorld) -> None:
     assert read_back(world, ROOT, removal, removal)["readBack"] == "applied"
 
 
-@pytest.mark.parametrize(
-    "refused", [windowless_read_version_report, keep_taken_by_a_delete_below_the_bound], ids=["windowless", "kept_by"]
-)
+@pytest.mark.parametrize("refused", [windowless_read_version_report], ids=["windowless"])
 def test_a_refused_expired_answer_is_still_reported_by_the_rerun_after_recover_stops_past_the_gone_reports_delete(
     world: LedgerWorld, refused: Callable[[LedgerWorld], None]
 ) -> None:
@@ -110,9 +109,7 @@ def test_a_refused_expired_answer_is_still_reported_by_the_rerun_after_recover_s
     assert rerun.kept_expired == 0
 
 
-@pytest.mark.parametrize(
-    "refused", [windowless_read_version_report, keep_taken_by_a_delete_below_the_bound], ids=["windowless", "kept_by"]
-)
+@pytest.mark.parametrize("refused", [windowless_read_version_report], ids=["windowless"])
 def test_a_recover_killed_before_the_refused_reports_delete_refuses_it_again_on_the_rerun(
     world: LedgerWorld, refused: Callable[[LedgerWorld], None]
 ) -> None:

@@ -1,5 +1,6 @@
-"""review14: angles against fix57's open refusals that held. Each history ends with the boards right and the operator
-told what it must act on.
+"""review14 refusals_held, under the keep invariant: the operator's 'expired' to an open report whose keep a deletion R
+took (review13's history), answered by two runs at once or by a run killed after its transaction, applied once and
+keeping nothing until I', read back later, gives R's taking back. Each history ends exact with nothing reported.
 
 AWS: "Lambda event source mappings process each event at least once, and duplicate processing of records can occur"
 (event source mappings); a condition expression decides a write ("If the condition expression evaluates to true, the
@@ -14,23 +15,22 @@ from leaderboard_core.claims import CLAIM_KEY, GONE_PREFIX
 from leaderboard_tools.recover.rebase import RebaseReport, rebase
 from tests.unit.aggregator.ledger_on_moto import ROOT, Interleaved, LedgerWorld, kinds, read_back, world
 from tests.unit.aggregator.rebase_on_moto import deployment_of
+from tests.unit.aggregator.test_deletion_takers_count_nothing import taken_by_a_deletion
 from tests.unit.aggregator.test_read_windows_of_gone_versions import CLAIM, ledger_items
 from tests.unit.aggregator.test_review13_refusal_lost_on_crash import Killed
-from tests.unit.aggregator.test_review14_closed_refusals import refused_for_a_provisional_taker
 
 __all__ = ["world"]  # fixtures, used by name
 
 
-def lifted(world: LedgerWorld) -> None:
-    """review13's history to the refusal for R, then I' read back: the refusal's end reported, the report open."""
-    between, _ = refused_for_a_provisional_taker(world)
-    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
-    assert kinds(world) == ["keep_taken_unsure"]
+def taken(world: LedgerWorld) -> str:
+    """review13's history to the open report taken by R (a deletion). Returns I' (still given up)."""
+    between, _ = taken_by_a_deletion(world)
+    return between
 
 
-def test_two_runs_answering_a_lifted_refusal_at_once_apply_it_once(world: LedgerWorld) -> None:
-    # given a refusal whose taker a read-back gave back, the report open
-    lifted(world)
+def test_two_runs_answering_a_report_taken_by_a_deletion_at_once_apply_it_once(world: LedgerWorld) -> None:
+    # given the open report taken by R, a deletion
+    between = taken(world)
     # when the operator's run names the key expired, and another run with the same answer runs whole between this
     # run's read of the report and its first transaction
     other: list[RebaseReport] = []
@@ -40,11 +40,15 @@ def test_two_runs_answering_a_lifted_refusal_at_once_apply_it_once(world: Ledger
         before=lambda: other.append(rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])),
     )
     this = rebase(interleaved, deployment_of(world), expired=[CLAIM])
-    # then G's expired download is added back once: G and I count once each, the report closed
+    # then the answer applies once, keeping nothing (R took it): I counts, the report closed
     assert len(other) == 1
     assert this.kept_expired + other[0].kept_expired == 1
-    assert world.boards() == {("song1", "2018-02"): 2}
+    assert world.boards() == {("song1", "2018-02"): 1}
     assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    # and when I' is read back, G's expired download counts once beside I's, nothing reported
+    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
+    assert world.boards() == {("song1", "2018-02"): 2}
+    assert kinds(world) == []
 
 
 class KilledAfterTheAnswer:
@@ -69,10 +73,10 @@ class KilledAfterTheAnswer:
         return call
 
 
-def test_a_run_killed_after_a_lifted_refusals_answer_applied_adds_nothing_when_rerun(world: LedgerWorld) -> None:
-    # given a refusal whose taker a read-back gave back, and the operator's run naming the key expired, killed right
-    # after the answer's transaction applied (its report never printed)
-    lifted(world)
+def test_a_run_killed_after_its_answer_on_a_deletion_taker_applied_adds_nothing_when_rerun(world: LedgerWorld) -> None:
+    # given the open report taken by R, a deletion, and the operator's run naming the key expired, killed right after
+    # the answer's transaction applied (its report never printed)
+    between = taken(world)
     try:
         rebase(KilledAfterTheAnswer(world.dynamodb), deployment_of(world), expired=[CLAIM])
     except Killed:
@@ -83,27 +87,9 @@ def test_a_run_killed_after_a_lifted_refusals_answer_applied_adds_nothing_when_r
     rerun = rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])
     # then nothing is added again, and nothing is left open
     assert rerun.kept_expired == 0
-    assert world.boards() == {("song1", "2018-02"): 2}
+    assert world.boards() == {("song1", "2018-02"): 1}
     assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
-
-
-def test_a_close_that_meets_the_report_applied_by_a_run_at_once_neither_undoes_it_nor_counts_it_closed(
-    world: LedgerWorld,
-) -> None:
-    # given a refusal whose taker a read-back gave back, the report open (`Refused`)
-    lifted(world)
-    # when one run closes it (--deleted-keys) while another, run whole between the first's read of the report and its
-    # close, names the key expired (the refusal lifted: applied)
-    other: list[RebaseReport] = []
-    interleaved = Interleaved(
-        world.dynamodb,
-        "transact_write_items",
-        before=lambda: other.append(rebase(world.dynamodb, deployment_of(world), expired=[CLAIM])),
-    )
-    closing = rebase(interleaved, deployment_of(world), deleted=[CLAIM])
-    # then the answer applied stands (G and I once each), and the close, conditioned on the report as read, is not
-    # counted as closing it
-    assert [report.kept_expired for report in other] == [1]
+    # and when I' is read back, G's expired download counts once beside I's, nothing reported
+    assert read_back(world, ROOT, between, between)["readBack"] == "applied"
     assert world.boards() == {("song1", "2018-02"): 2}
-    assert closing.refusals_closed == 0
-    assert ledger_items(world, f"{GONE_PREFIX}{CLAIM}|") == {}
+    assert kinds(world) == []
