@@ -29,7 +29,13 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from leaderboard_core.bookkeeping import FIRST_SEEN, REPLICA_REGIONS, REPLICAS_SEEN_KEY, SHARD_KEY
+from leaderboard_core.bookkeeping import (
+    FIRST_SEEN,
+    REPLICA_REGIONS,
+    REPLICAS_SEEN_KEY,
+    SHARD_KEY,
+    replicas_seen_of,
+)
 from telemetry import logger, metrics
 
 CACHE_SECONDS = 60.0
@@ -134,12 +140,12 @@ class ReplicaGuard:
         self.seen, self.answered_at = seen, now
 
     def _read_seen(self) -> Seen | None:
-        item = self.dynamodb.get_item(
-            TableName=self.progress_table, Key={SHARD_KEY: {"S": REPLICAS_SEEN_KEY}}, ConsistentRead=True
-        ).get("Item")
-        if not item:
-            return None
-        return Seen(int(item.get(FIRST_SEEN, {}).get("N", "0")), tuple(item.get(REPLICA_REGIONS, {}).get("SS", ())))
+        found = replicas_seen_of(
+            self.dynamodb.get_item(
+                TableName=self.progress_table, Key={SHARD_KEY: {"S": REPLICAS_SEEN_KEY}}, ConsistentRead=True
+            ).get("Item")
+        )
+        return Seen(*found) if found is not None else None
 
     def _record(self, seen: Seen) -> Seen:
         """Write the sticky item where none is; another environment's, if it wrote first, is the one kept."""

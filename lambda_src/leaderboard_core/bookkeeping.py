@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 SEQUENCE_WIDTH = 40
 """DynamoDB stream sequence numbers have at most 40 digits; padding them makes string order numeric order."""
@@ -82,6 +84,16 @@ first finds its stream's table replicated (aggregator/replica_guard.py): from th
 record and `recover` every answer, since a replicated TTL expiry reaches this stream as a deletion."""
 REPLICA_REGIONS = "ReplicaRegions"
 """On the REPLICAS_SEEN_KEY item: the other regions (or the global table's version) DescribeTable named."""
+
+
+def replicas_seen_of(item: Mapping[str, Any] | None) -> tuple[int, tuple[str, ...]] | None:
+    """The REPLICAS_SEEN_KEY item as the aggregator and `recover` both read it: (when it was first seen, epoch seconds;
+    what DescribeTable named); None where no such item is."""
+    if not item:
+        return None
+    return int(item.get(FIRST_SEEN, {}).get("N", "0")), tuple(item.get(REPLICA_REGIONS, {}).get("SS", ()))
+
+
 EMPTY_TAIL_WALKED_AT = "EmptyTailWalkedAt"
 """When (epoch seconds) a read of the closed shard last gave up after MAX_EMPTY_PAGES in a row without reaching its
 EndingSequenceNumber (that record trimmed, or none there): a parent's drain walks them again only a sweep's interval

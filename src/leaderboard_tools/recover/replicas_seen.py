@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from leaderboard_core.bookkeeping import FIRST_SEEN, REPLICA_REGIONS, REPLICAS_SEEN_KEY, SHARD_KEY
+from leaderboard_core.bookkeeping import REPLICAS_SEEN_KEY, SHARD_KEY, replicas_seen_of
 from leaderboard_tools.deployment import Deployment
 
 
@@ -26,14 +26,16 @@ def replicas_seen_refusal(dynamodb: Any, deployment: Deployment) -> str | None:
     otherwise (retractions off: a REMOVE changes no count, so a replica no longer matters to the counts)."""
     if not (deployment.retractions or deployment.ledger) or not deployment.progress_table:
         return None
-    item = dynamodb.get_item(
-        TableName=deployment.progress_table, Key={SHARD_KEY: {"S": REPLICAS_SEEN_KEY}}, ConsistentRead=True
-    ).get("Item")
-    if not item:
+    found = replicas_seen_of(
+        dynamodb.get_item(
+            TableName=deployment.progress_table, Key={SHARD_KEY: {"S": REPLICAS_SEEN_KEY}}, ConsistentRead=True
+        ).get("Item")
+    )
+    if found is None:
         return None
-    first_seen = int(item.get(FIRST_SEEN, {}).get("N", "0"))
+    first_seen, named = found
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(first_seen))
-    signs = "; ".join(item.get(REPLICA_REGIONS, {}).get("SS", ())) or "replicated"
+    signs = "; ".join(named) or "replicated"
     return (
         f"the aggregator found {deployment.table} replicated ({signs}) at {since} (item {REPLICAS_SEEN_KEY} in "
         f"{deployment.progress_table}): with retractions on, a deletion in its stream cannot be told from another "
